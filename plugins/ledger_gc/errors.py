@@ -97,10 +97,6 @@ class ManagedLedgerFencedError(ManagedLedgerError):
     """
 
 
-class ManagedLedgerTerminatedError(ManagedLedgerError):
-    """The managed ledger was terminated; no more entries may be added."""
-
-
 class InvalidPositionError(ManagedLedgerError):
     """A position is outside the managed ledger's entries."""
 

@@ -1,0 +1,157 @@
+"""The ``ledgergc`` command: status, trim and orphans over the configured store.
+
+Settings come from ``LEDGERGC_*`` variables (see ``settings.py``). Every subcommand takes
+``--json`` so it can be scripted; errors print one line that names the failing part and
+exit with status 2, and nothing destructive runs after an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from ledger_gc import __version__
+from ledger_gc.errors import LedgerGcError
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.settings import Settings
+from ledger_gc.status import collect_status
+from ledger_gc.storage.s3 import LedgerStorage
+
+log = logging.getLogger("ledger_gc")
+
+# A subcommand: registers its parser and returns the function that runs it.
+Command = Callable[[argparse.Namespace, Settings], int]
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1  # ran, but left work undone (e.g. markers whose delete failed)
+EXIT_ERROR = 2
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def human_bytes(count: int | None) -> str:
+    if count is None:
+        return "-"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+# --- status ---------------------------------------------------------------------------
+
+
+def add_status_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status", help="managed ledgers, ledgers, cursors, bytes and the trim backlog"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--ml", help="only this managed ledger (or a tenant/namespace prefix)")
+    parser.add_argument(
+        "--metadata-only", action="store_true", help="do not list the bucket (faster)"
+    )
+    parser.set_defaults(func=run_status)
+
+
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    with ExitStack() as stack:
+        store = stack.enter_context(MetadataStore.open(settings))
+        storage = None if args.metadata_only else LedgerStorage(settings)
+        if storage is not None:
+            storage.check_bucket()
+        status = collect_status(store, storage, ml_filter=args.ml)
+    now = int(time.time() * 1000)
+    data = status.to_dict(now)
+    for extend in STATUS_EXTENSIONS:
+        extend(data, settings)
+    if args.json:
+        print_json(data)
+        return EXIT_OK
+    totals = data["totals"]
+    print(f"store: zk={settings.zk_hosts} bucket={settings.bucket} prefix={settings.prefix!r}")
+    print(
+        f"{totals['managed_ledgers']} managed ledgers, {totals['ledgers']} ledgers, "
+        f"{totals['cursors']} cursors, {human_bytes(totals['metadata_bytes'])} in metadata, "
+        f"{human_bytes(totals['storage_bytes'])} in storage"
+    )
+    print(
+        f"trim backlog: {totals['pending_markers']} marked ledgers "
+        f"({human_bytes(totals['pending_marker_bytes'])})"
+    )
+    for ml in status.managed_ledgers:
+        cursors = ", ".join(f"{c.name}@{c.mark_delete}" for c in ml.cursors) or "no cursors"
+        print(
+            f"  {ml.name}: {len(ml.ledgers)} ledgers, {len(ml.markers)} marked, "
+            f"{human_bytes(ml.storage_bytes)}; {cursors}"
+        )
+    if status.foreign_objects:
+        print(f"foreign objects under the prefix: {status.foreign_objects} (never deleted)")
+    return EXIT_OK
+
+
+# Modules that add sections to `ledgergc status --json` (orphan registry, audit, metrics)
+# register here: f(data, settings) edits the dict in place.
+STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = []
+
+
+# --- entry point ----------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ledgergc",
+        description="Keep a managed-ledger store (ZooKeeper + S3) from leaking storage.",
+    )
+    parser.add_argument("--version", action="version", version=f"ledger-gc {__version__}")
+    parser.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING (progress goes to stderr)"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_status_parser(subparsers)
+    for register in SUBCOMMANDS:
+        register(subparsers)
+    return parser
+
+
+def _subcommands() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """The trim and orphan subcommands (each module registers its own parser)."""
+    registered: list[Callable[[argparse._SubParsersAction], None]] = []
+    return registered
+
+
+SUBCOMMANDS = _subcommands()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # kazoo logs every connection attempt; keep our progress readable.
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    try:
+        settings = Settings.from_env()
+        return int(args.func(args, settings))
+    except LedgerGcError as exc:
+        if getattr(args, "json", False):
+            print_json({"error": str(exc), "type": type(exc).__name__})
+        print(f"ledgergc: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

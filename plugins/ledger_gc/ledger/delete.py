@@ -1,0 +1,79 @@
+"""Deleting a whole managed ledger without leaking data if it stops half way.
+
+Three steps, each safe to crash after and to run again:
+
+1. one CAS write moves every ledger of the list to a deletable marker (the same marker
+   the trim writes), so from here on every ledger with data is *marked*;
+2. the data of every marked ledger is deleted through the one delete path and the markers
+   of the ledgers that are gone are removed (``marking.purge_marked``);
+3. once no marker is left, the cursors' znodes and then the managed ledger's znode go.
+
+A crash after step 1 or 2 leaves a managed ledger with markers: running the delete again
+(or any trim) finishes it. Pulsar's own delete removes the znode first and then the
+ledgers, which leaks every ledger whose delete fails: the leak this project exists for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ledger_gc import formats
+from ledger_gc.deletion import Deleter
+from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
+from ledger_gc.marking import mark_deletable, purge_marked
+from ledger_gc.metadata import paths
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+
+log = logging.getLogger(__name__)
+
+DELETING_PROPERTY = "ledger-gc.deleting"
+OPERATION = "managed-ledger-delete"
+
+
+def delete_managed_ledger(
+    ml_name: str, store: MetadataStore, deleter: Deleter, *, now_ms: int | None = None
+) -> int:
+    """Delete a managed ledger's data and metadata; return the bytes reclaimed.
+
+    The caller must own the managed ledger (``ManagedLedger.delete`` does), so that no
+    writer adds a ledger while this runs. Safe to call again after any failure.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    try:
+        store.get_managed_ledger(ml_name)
+    except ManagedLedgerNotFoundError:
+        return 0  # finished by an earlier attempt
+
+    def mark_all(info: ManagedLedgerInfo) -> bool:
+        ids = [ledger.ledgerId for ledger in info.ledgerInfo]
+        already = formats.get_property(info, DELETING_PROPERTY) is not None
+        if not ids and already:
+            return False
+        mark_deletable(info, ids, now, reason="managed ledger deleted")
+        formats.set_property(info, DELETING_PROPERTY, str(now))
+        return True
+
+    marked = store.update_managed_ledger(ml_name, mark_all)
+    result = purge_marked(
+        ml_name, store, deleter, operation=OPERATION, now_ms=now, info=marked.value
+    )
+    if result.pending:
+        raise DeleteFailedError(
+            f"managed ledger {ml_name}: {len(result.pending)} ledgers could not be deleted "
+            "and stay marked; run the delete (or a trim) again",
+            {str(lid): err for lid, err in result.pending.items()},
+        )
+    for cursor in store.list_cursors(ml_name):
+        store.delete_cursor(ml_name, cursor)
+    final = store.get_managed_ledger(ml_name)
+    leftover = formats.deletable_markers(final.value, path=paths.managed_ledger_path(ml_name))
+    if final.value.ledgerInfo or leftover:
+        raise DeleteFailedError(
+            f"managed ledger {ml_name} gained ledgers while being deleted; not removed",
+            {},
+        )
+    store.delete_managed_ledger_node(ml_name, final.version)
+    log.info("deleted managed ledger %s (%d bytes)", ml_name, result.bytes_reclaimed)
+    return result.bytes_reclaimed
