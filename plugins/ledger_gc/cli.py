@@ -126,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subcommands() -> list[Callable[[argparse._SubParsersAction], None]]:
     """The trim and orphan subcommands (each module registers its own parser)."""
-    registered: list[Callable[[argparse._SubParsersAction], None]] = []
-    return registered
+    from ledger_gc.orphans import command as orphans_command
+    from ledger_gc.trim import command as trim_command
+
+    return [trim_command.register, orphans_command.register]
 
 
 SUBCOMMANDS = _subcommands()

@@ -1,0 +1,1 @@
+"""Airflow glue: settings from connections, task callables. Imports Airflow lazily."""
