@@ -1,0 +1,46 @@
+from pathlib import Path
+
+from ledger_gc.settings import Settings, TrimRetention
+
+
+def test_defaults_follow_the_design():
+    settings = Settings.from_env({})
+    assert settings.delete_enabled is False  # orphan deletion is off until configured on
+    assert settings.grace_seconds == 24 * 3600
+    assert settings.retention_seconds == 7 * 24 * 3600
+    assert settings.trim_retention == TrimRetention(0, 0)  # Pulsar's defaults
+    assert settings.orphan_max_fraction == 0.10
+    assert settings.s3_endpoint is None  # AWS default
+
+
+def test_every_design_variable_is_read():
+    settings = Settings.from_env(
+        {
+            "LEDGERGC_ZK_HOSTS": "zk1:2181,zk2:2181/pulsar",
+            "LEDGERGC_S3_ENDPOINT": "",
+            "LEDGERGC_BUCKET": "b",
+            "LEDGERGC_PREFIX": "/p/q/",
+            "LEDGERGC_DELETE_ENABLED": "true",
+            "LEDGERGC_GRACE_SECONDS": "60",
+            "LEDGERGC_RETENTION_SECONDS": "120",
+            "LEDGERGC_STATE_DIR": "/var/lib/ledgergc",
+            "LEDGERGC_TRIM_RETENTION_SECONDS": "-1",
+            "LEDGERGC_TRIM_RETENTION_BYTES": "1048576",
+            "LEDGERGC_TRIM_RETENTION_OVERRIDES": '{"acme/keep": {"seconds": -1, "bytes": -1}}',
+        }
+    )
+    assert settings.zk_hosts == "zk1:2181,zk2:2181/pulsar"
+    assert settings.zk_chroot == "/pulsar"
+    assert settings.s3_endpoint is None
+    assert (settings.bucket, settings.prefix, settings.key_prefix) == ("b", "p/q", "p/q/")
+    assert settings.delete_enabled is True
+    assert (settings.grace_seconds, settings.retention_seconds) == (60, 120)
+    assert settings.state_dir == Path("/var/lib/ledgergc")
+    assert settings.trim_retention == TrimRetention(-1, 1048576)
+    assert settings.retention_for("acme/keep/persistent/t") == TrimRetention(-1, -1)
+    assert settings.retention_for("acme/other/persistent/t") == TrimRetention(-1, 1048576)
+
+
+def test_an_empty_prefix_means_the_bucket_root():
+    settings = Settings.from_env({"LEDGERGC_PREFIX": ""})
+    assert settings.prefix == "" and settings.key_prefix == ""
