@@ -52,7 +52,9 @@ class Settings:
 
     def __post_init__(self) -> None:
         if not self.zk_hosts.strip():
-            raise ConfigError("LEDGERGC_ZK_HOSTS is empty; set it to host:port[,host:port][/chroot]")
+            raise ConfigError(
+                "LEDGERGC_ZK_HOSTS is empty; set it to host:port[,host:port][/chroot]"
+            )
         if not self.bucket:
             raise ConfigError("LEDGERGC_BUCKET is empty; set it to the bucket that holds ledgers")
         if self.grace_seconds < 0 or self.retention_seconds < 0:
@@ -105,9 +107,7 @@ class Settings:
             delete_enabled=_flag("DELETE_ENABLED", get, defaults.delete_enabled),
             grace_seconds=int(_number("GRACE_SECONDS", get, defaults.grace_seconds)),
             retention_seconds=int(_number("RETENTION_SECONDS", get, defaults.retention_seconds)),
-            orphan_max_fraction=_number(
-                "ORPHAN_MAX_FRACTION", get, defaults.orphan_max_fraction
-            ),
+            orphan_max_fraction=_number("ORPHAN_MAX_FRACTION", get, defaults.orphan_max_fraction),
             state_dir=Path(get("STATE_DIR") or defaults.state_dir),
             trim_retention=TrimRetention(
                 seconds=int(_number("TRIM_RETENTION_SECONDS", get, 0)),

@@ -23,6 +23,7 @@ def run_ledgergc(settings, *args: str) -> subprocess.CompletedProcess:
         "LEDGERGC_BUCKET": settings.bucket,
         "LEDGERGC_PREFIX": settings.prefix,
         "LEDGERGC_STATE_DIR": str(settings.state_dir),
+        "LEDGERGC_ZK_TIMEOUT_SECONDS": str(settings.zk_timeout_seconds),
     }
     return subprocess.run(
         [str(LEDGERGC), *args], env=env, capture_output=True, text=True, timeout=120
