@@ -1,0 +1,718 @@
+"""LedgerStorage: the store's ledger data in S3 (blocks, listings, bulk delete).
+
+This is the imperative shell around ``keys`` (the layout) and ``blocks`` (the object
+format). Three rules shape it:
+
+* **A failed read is an exception, never an empty answer.** A listing that fails half
+  way raises; it does not return the half it got. A GC that mistook "could not list" for
+  "nothing there" would delete live data elsewhere or miss data it should keep.
+* **Blocks are immutable.** They are written with ``If-None-Match: *``, so a second
+  writer (a fenced broker, a retried task) can never overwrite a block another writer
+  made; S3 refuses with 412 and we say so.
+* **Deletes are bulk, bounded, idempotent and partial-failure tolerant.** DeleteObjects
+  takes at most 1000 keys per request. Throttling and transient errors are retried with
+  exponential backoff and full jitter; keys that still fail are *reported*, not raised,
+  so a caller can keep its deletable marker and retry on the next run. Deleting a key
+  that is already gone is a success (S3 semantics), so re-running a delete is harmless.
+  Keys that do not parse as blocks of this store (foreign keys) are refused, never
+  sent: DESIGN.md says foreign keys are reported, never deleted, and this is the one
+  place every delete passes through.
+
+Retries happen at two levels on purpose. botocore's own retry (standard mode, a few
+attempts) absorbs a single dropped connection or throttle on every call; the delete
+loop here adds a bounded outer retry because DeleteObjects reports per-key errors
+inside a 200 response, which botocore never retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
+from ledger_gc.settings import Settings
+from ledger_gc.storage import keys
+from ledger_gc.storage.blocks import (
+    ENTRY_HEADER_SIZE,
+    HEADER_SIZE,
+    TRAILER_SIZE,
+    Block,
+    BlockIndex,
+    decode_block,
+    decode_entries,
+    encode_block,
+    parse_index,
+    parse_trailer,
+)
+
+log = logging.getLogger(__name__)
+
+#: DeleteObjects accepts at most this many keys per request (an S3 limit).
+MAX_KEYS_PER_DELETE = 1000
+#: botocore's attempts per call, the first try included (its total_max_attempts).
+BOTOCORE_MAX_ATTEMPTS = 3
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 30.0
+MAX_POOL_CONNECTIONS = 32
+#: How many bytes of a block's end to fetch when opening it: a block's trailer and index
+#: (8 bytes per entry) fit in one request for blocks of up to ~8000 entries.
+TAIL_READ_SIZE = 64 * 1024
+INDEX_CACHE_SIZE = 256
+
+# Whole-request errors worth another try: throttling and the server's transient faults.
+_RETRYABLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "OperationAborted",
+    }
+)
+_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+_ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+)
+# Transport failures: the request may not have reached S3 at all.
+_TRANSPORT_ERRORS = (BotoConnectionError, HTTPClientError)
+
+
+class BlockExistsError(StorageError):
+    """A block's key is taken: S3 refused to overwrite it (``If-None-Match: *``).
+
+    A writer that gets this has lost a race for its ledger (another writer fenced it), so
+    it must stop writing; it is a separate class so that it can be told apart from an
+    outage.
+    """
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """A block object of one ledger, as listed (or as just written).
+
+    ``last_modified`` is epoch milliseconds; it is None for a ref returned by
+    ``write_block`` because S3 does not return it on PUT. ``entry_count`` is known only
+    for a ref returned by ``write_block`` (a listing does not open objects).
+    """
+
+    key: str
+    ml_name: str
+    ledger_id: int
+    first_entry_id: int
+    size: int
+    last_modified: int | None = None
+    entry_count: int | None = None
+
+
+class BlockStats(NamedTuple):
+    """A block's entry count and the total size of its payloads (without framing)."""
+
+    entry_count: int
+    payload_bytes: int
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One listed object: its key, size in bytes and last-modified time (epoch ms)."""
+
+    key: str
+    size: int
+    last_modified: int
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What a bulk delete did.
+
+    * ``deleted``: keys confirmed gone (deleted now, or already absent).
+    * ``failed``: key -> reason, for keys still present as far as we know (retries ran
+      out, or a permanent error such as AccessDenied). Retry them later.
+    * ``refused``: key -> reason, for keys that are not blocks of this store (foreign
+      keys); they were never sent to S3 and never will be.
+    * ``requests``: DeleteObjects calls made, retries included.
+    """
+
+    deleted: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every key asked for is gone and none was refused."""
+        return not self.failed and not self.refused
+
+    def merge(self, other: DeleteResult) -> DeleteResult:
+        """The combined result of two deletes."""
+        return DeleteResult(
+            deleted=self.deleted + other.deleted,
+            failed={**self.failed, **other.failed},
+            refused={**self.refused, **other.refused},
+            requests=self.requests + other.requests,
+        )
+
+    def raise_for_failures(self) -> None:
+        """Raise ``DeleteFailedError`` if any key failed (refused keys are not failures)."""
+        if self.failed:
+            sample = ", ".join(sorted(self.failed)[:3])
+            raise DeleteFailedError(
+                f"{len(self.failed)} key(s) not deleted (e.g. {sample}); they are still "
+                "registered for deletion and will be retried on the next run",
+                dict(self.failed),
+            )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff with full jitter for the bulk-delete loop.
+
+    Full jitter (a uniform delay in ``[0, min(max_delay, base_delay * 2**n)]``) spreads
+    concurrent deleters apart instead of having them retry in lock-step, which is what
+    S3's SlowDown asks for.
+    """
+
+    max_attempts: int = 6
+    base_delay: float = 0.2
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def delay(self, retry_number: int, rng: random.Random) -> float:
+        """The sleep before retry ``retry_number`` (1 for the first retry)."""
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry_number - 1)))
+
+
+def build_client(
+    settings: Settings,
+    *,
+    max_attempts: int = BOTOCORE_MAX_ATTEMPTS,
+    retry_mode: str = "standard",
+) -> Any:
+    """A boto3 S3 client for the store's endpoint and region.
+
+    Credentials come the usual boto3 way (environment, profile, instance role). A new
+    session per client, because boto3's default session is not safe to share between
+    threads while clients are being created. Path-style addressing for a custom endpoint
+    (moto, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
+    """
+    config = Config(
+        region_name=settings.s3_region,
+        retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
+        max_pool_connections=MAX_POOL_CONNECTIONS,
+        s3={"addressing_style": "path"} if settings.s3_endpoint else {},
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=settings.s3_endpoint or None, config=config
+    )
+
+
+class LedgerStorage:
+    """Read, write, list and delete the store's ledger data in one bucket.
+
+    ``client`` may be given (tests, a client with a custom retry setting); otherwise one
+    is built from ``settings``. Thread-safe: boto3 clients are, and the index cache has
+    its own lock.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        index_cache_size: int = INDEX_CACHE_SIZE,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.bucket = settings.bucket
+        self.prefix = settings.prefix
+        self.client = client if client is not None else build_client(settings)
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._index_cache: OrderedDict[tuple[str, int], BlockIndex] = OrderedDict()
+        self._index_cache_size = index_cache_size
+        self._index_lock = threading.Lock()
+
+    # --- connection -------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the client talks to, for error messages."""
+        return str(self.client.meta.endpoint_url)
+
+    def check_bucket(self) -> None:
+        """Fail early and clearly if the bucket is missing, forbidden or unreachable."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code, status, _ = _error_details(exc)
+            if status == 404 or code in ("404", "NoSuchBucket", "NotFound"):
+                raise self._bucket_not_found() from exc
+            raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+
+    # --- blocks -----------------------------------------------------------------------
+
+    def write_block(
+        self, ml_name: str, ledger_id: int, first_entry_id: int, payloads: Sequence[bytes]
+    ) -> BlockRef:
+        """Write entries ``first_entry_id, ...`` of a ledger as a new, immutable block.
+
+        Raises BlockExistsError if the block's key is taken: S3 refused the write (412)
+        because of ``If-None-Match: *`` (or 409 while another conditional write of the
+        same key is in flight). moto 5.2.5 honours the condition too. An
+        S3-compatible store that ignores ``If-None-Match`` would overwrite instead; such a
+        store cannot give this guarantee and is not supported.
+        """
+        key = keys.block_key(self.prefix, ml_name, ledger_id, first_entry_id)
+        data = encode_block(ledger_id, first_entry_id, payloads)
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=data,
+                IfNoneMatch="*",
+                ContentType="application/octet-stream",
+            )
+        except ClientError as exc:
+            code, status, _ = _error_details(exc)
+            if status == 412 or code == "PreconditionFailed":
+                # If botocore retried, our own first attempt may have landed before its
+                # response was lost: then the object is ours and the write succeeded.
+                retried = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+                if not (retried and self._object_equals(key, data)):
+                    raise BlockExistsError(
+                        f"block {key} exists in bucket '{self.bucket}'; blocks are immutable "
+                        f"and never overwritten (is another writer using ledger {ledger_id}?)"
+                    ) from exc
+            elif status == 409 or code == "ConditionalRequestConflict":
+                raise BlockExistsError(
+                    f"block {key} is being written concurrently by another writer; "
+                    f"ledger {ledger_id} must have one writer"
+                ) from exc
+            else:
+                raise self._error(exc, f"writing block {key}") from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, f"writing block {key}") from exc
+        self._remember_index(key, len(data), _index_of(data))
+        return BlockRef(
+            key=key,
+            ml_name=ml_name,
+            ledger_id=ledger_id,
+            first_entry_id=first_entry_id,
+            size=len(data),
+            entry_count=len(payloads),
+        )
+
+    def list_blocks(self, ml_name: str, ledger_id: int) -> list[BlockRef]:
+        """The ledger's blocks, in entry order. Foreign objects in its directory are skipped
+        (the orphan scan reports them); a listing failure raises."""
+        directory = keys.ledger_dir(self.prefix, ml_name, ledger_id)
+        refs = []
+        for obj in self.iter_objects(directory):
+            parsed = keys.parse_key(self.prefix, obj.key)
+            if not parsed.is_block:
+                log.debug("skipping foreign key %s in %s: %s", obj.key, directory, parsed.reason)
+                continue
+            assert parsed.first_entry_id is not None
+            refs.append(
+                BlockRef(
+                    key=obj.key,
+                    ml_name=ml_name,
+                    ledger_id=ledger_id,
+                    first_entry_id=parsed.first_entry_id,
+                    size=obj.size,
+                    last_modified=obj.last_modified,
+                )
+            )
+        refs.sort(key=lambda ref: ref.first_entry_id)
+        return refs
+
+    def read_block(self, ml_name: str, ledger_id: int, block: BlockRef) -> Block:
+        """Download and decode a whole block, checking its header against its key."""
+        self._check_ref(ml_name, ledger_id, block)
+        data = self._get(block.key, None, f"reading block {block.key}")
+        return decode_block(
+            data, expected_ledger_id=ledger_id, expected_first_entry_id=block.first_entry_id
+        )
+
+    def block_stats(self, block: BlockRef) -> BlockStats:
+        """How many entries a block holds and their payload bytes, from its index alone.
+
+        A writer recovering a ledger its predecessor left open needs these counts (the
+        metadata only gets them when a ledger is closed); reading the tail is enough.
+        """
+        index = self._block_index(block)
+        payload_bytes = index.index_offset - HEADER_SIZE - index.entry_count * ENTRY_HEADER_SIZE
+        return BlockStats(index.entry_count, payload_bytes)
+
+    def read_entries(
+        self, ml_name: str, ledger_id: int, block: BlockRef, first: int, last: int
+    ) -> list[bytes]:
+        """Entries ``first..last`` (inclusive, ledger entry ids) of one block.
+
+        Reads only the block's tail (once per block; the index is cached) and one byte
+        range spanning exactly those entries. Raises ValueError if the range is not
+        inside the block, BlockFormatError if the bytes are corrupt.
+        """
+        self._check_ref(ml_name, ledger_id, block)
+        index = self._block_index(block)
+        rel_first = first - block.first_entry_id
+        rel_last = last - block.first_entry_id
+        if not 0 <= rel_first <= rel_last < index.entry_count:
+            raise ValueError(
+                f"entries {first}..{last} are not inside block {block.key}, which holds "
+                f"entries {block.first_entry_id}..{block.first_entry_id + index.entry_count - 1}"
+            )
+        start, end = index.byte_range(rel_first, rel_last)
+        span = self._get(block.key, (start, end), f"reading entries {first}..{last} of {block.key}")
+        return decode_entries(
+            span,
+            first,
+            count=rel_last - rel_first + 1,
+            offsets=[offset - start for offset in index.offsets[rel_first : rel_last + 1]],
+        )
+
+    # --- listing ----------------------------------------------------------------------
+
+    def iter_objects(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (a full key prefix; "" is the
+        whole bucket), in key order, paginating ListObjectsV2.
+
+        Raises StorageError if any page fails: a partial listing is never returned as if
+        it were complete.
+        """
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", ()):
+                    yield ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        last_modified=_epoch_ms(item["LastModified"]),
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, f"listing '{prefix}'") from exc
+
+    def prefix_is_empty(self, prefix: str, *, blocks_only: bool = False) -> bool:
+        """True if nothing is stored under ``prefix`` (one LIST with MaxKeys=1).
+
+        With ``blocks_only`` foreign objects are ignored: "no data of the store is left",
+        which is what a trim must confirm before removing its marker, since foreign
+        objects are never deleted and would otherwise keep the marker forever.
+        """
+        if blocks_only:
+            return not any(
+                keys.parse_key(self.prefix, obj.key).is_block for obj in self.iter_objects(prefix)
+            )
+        try:
+            response = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, f"listing '{prefix}'") from exc
+        return not response.get("Contents")
+
+    # --- deletion ---------------------------------------------------------------------
+
+    def delete_keys(self, keys_to_delete: Iterable[str], *, max_workers: int = 1) -> DeleteResult:
+        """Delete block keys in bulk; report (do not raise) keys that could not be deleted.
+
+        Keys go in DeleteObjects requests of at most 1000 (Quiet mode), ``max_workers``
+        requests at a time. Foreign keys are refused (see the module docstring).
+        Raises only when nothing can be deleted at all for a reason a retry will not fix
+        (missing bucket, no credentials); everything else lands in ``failed``.
+        """
+        result = DeleteResult()
+        batch: list[str] = []
+        batches: list[list[str]] = []
+        refused: dict[str, str] = {}
+        for key in dict.fromkeys(keys_to_delete):  # de-duplicated, order kept
+            parsed = keys.parse_key(self.prefix, key)
+            if not parsed.is_block:
+                refused[key] = f"foreign key ({parsed.reason}); never deleted"
+                continue
+            batch.append(key)
+            if len(batch) == MAX_KEYS_PER_DELETE:
+                batches.append(batch)
+                batch = []
+        if batch:
+            batches.append(batch)
+        if refused:
+            log.warning("refusing to delete %d foreign key(s), e.g. %s", len(refused),
+                        next(iter(refused)))
+        if max_workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=max_workers,
+                                    thread_name_prefix="ledgergc-delete") as pool:
+                outcomes = list(pool.map(self._delete_batch, batches))
+        else:
+            outcomes = [self._delete_batch(b) for b in batches]
+        for outcome in outcomes:
+            result = result.merge(outcome)
+        return result.merge(DeleteResult(refused=refused))
+
+    def delete_prefix_data(self, prefix: str, *, max_workers: int = 1) -> DeleteResult:
+        """Delete every block under ``prefix`` (a managed-ledger or ledger directory).
+
+        ``prefix`` must end with "/": without it, ``.../persistent/topic`` would also
+        match ``.../persistent/topic-2``. Foreign objects under it are listed in
+        ``refused`` and left in place.
+        """
+        if not prefix.endswith("/") or not prefix.strip("/"):
+            raise ValueError(f"prefix {prefix!r} must be a non-empty directory ending in '/'")
+        if not prefix.startswith(self.settings.key_prefix):
+            raise ValueError(
+                f"prefix {prefix!r} is outside the store's prefix {self.settings.key_prefix!r}"
+            )
+        return self.delete_keys(
+            (obj.key for obj in self.iter_objects(prefix)), max_workers=max_workers
+        )
+
+    def _delete_batch(self, batch: list[str]) -> DeleteResult:
+        """One batch (<= 1000 keys) through the bounded retry loop."""
+        pending = list(batch)
+        deleted = 0
+        failed: dict[str, str] = {}
+        requests = 0
+        for attempt in range(1, self.retry.max_attempts + 1):
+            last_attempt = attempt == self.retry.max_attempts
+            requests += 1
+            try:
+                response = self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": key} for key in pending], "Quiet": True},
+                )
+            except ClientError as exc:
+                code, status, message = _error_details(exc)
+                if code == "NoSuchBucket":
+                    raise self._bucket_not_found() from exc
+                reason = f"{code} (HTTP {status}): {message}"
+                if not last_attempt and (code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS):
+                    log.info("DeleteObjects attempt %d: %s; retrying %d key(s)",
+                             attempt, reason, len(pending))
+                    self._backoff(attempt)
+                    continue
+                retryable = code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS
+                failed.update(
+                    dict.fromkeys(pending, _gave_up(reason, attempt) if retryable else reason)
+                )
+                break
+            except _TRANSPORT_ERRORS as exc:
+                reason = f"S3 endpoint {self.endpoint} unreachable: {exc}"
+                if not last_attempt:
+                    self._backoff(attempt)
+                    continue
+                failed.update(dict.fromkeys(pending, _gave_up(reason, attempt)))
+                break
+            except BotoCoreError as exc:  # credentials, parameters: no retry will help
+                raise self._error(exc, "deleting objects") from exc
+
+            retry_next: list[str] = []
+            asked = set(pending)
+            failed_now = 0
+            for error in response.get("Errors", ()):
+                key = error.get("Key")
+                if key not in asked:
+                    continue
+                code = error.get("Code", "")
+                if code == "NoSuchKey":  # already gone: what we wanted (idempotent delete)
+                    continue
+                reason = f"{code}: {error.get('Message', '')}".rstrip(": ")
+                if code in _RETRYABLE_CODES and not last_attempt:
+                    retry_next.append(key)
+                else:
+                    failed[key] = _gave_up(reason, attempt) if code in _RETRYABLE_CODES else reason
+                    failed_now += 1
+                asked.discard(key)  # a key reported twice counts once
+            deleted += len(pending) - len(retry_next) - failed_now
+            pending = retry_next
+            if not pending:
+                break
+            log.info("DeleteObjects attempt %d: %d key(s) failed transiently; retrying",
+                     attempt, len(pending))
+            self._backoff(attempt)
+        return DeleteResult(deleted=deleted, failed=failed, requests=requests)
+
+    def _backoff(self, attempt: int) -> None:
+        self._sleep(self.retry.delay(attempt, self._rng))
+
+    # --- internals --------------------------------------------------------------------
+
+    def _check_ref(self, ml_name: str, ledger_id: int, block: BlockRef) -> None:
+        expected = keys.block_key(self.prefix, ml_name, ledger_id, block.first_entry_id)
+        if block.key != expected:
+            raise ValueError(
+                f"block {block.key} is not a block of ledger {ledger_id} of {ml_name} "
+                f"(expected {expected})"
+            )
+
+    def _block_index(self, block: BlockRef) -> BlockIndex:
+        """The block's index: from the cache, or from a suffix GET (plus one more GET if
+        the index is larger than the suffix)."""
+        cache_key = (block.key, block.size)
+        with self._index_lock:
+            index = self._index_cache.get(cache_key)
+            if index is not None:
+                self._index_cache.move_to_end(cache_key)
+                return index
+        if block.size < HEADER_SIZE + TRAILER_SIZE:
+            raise BlockFormatError(
+                f"block {block.key} is {block.size} bytes, too small to be a block: truncated"
+            )
+        tail = self._get(block.key, (max(0, block.size - TAIL_READ_SIZE), block.size),
+                         f"reading the index of {block.key}")
+        trailer = parse_trailer(tail, object_size=block.size)
+        tail_start = block.size - len(tail)
+        if trailer.index_offset >= tail_start:
+            start = trailer.index_offset - tail_start
+            raw_index = tail[start : start + trailer.index_size]
+        else:
+            raw_index = self._get(
+                block.key,
+                (trailer.index_offset, trailer.index_offset + trailer.index_size),
+                f"reading the index of {block.key}",
+            )
+        index = parse_index(raw_index, trailer)
+        self._remember_index(block.key, block.size, index)
+        return index
+
+    def _remember_index(self, key: str, size: int, index: BlockIndex) -> None:
+        with self._index_lock:
+            self._index_cache[(key, size)] = index
+            self._index_cache.move_to_end((key, size))
+            while len(self._index_cache) > self._index_cache_size:
+                self._index_cache.popitem(last=False)
+
+    def _get(self, key: str, byte_range: tuple[int, int] | None, what: str) -> bytes:
+        """GET an object, or its ``[start, end)`` bytes; a short answer is corruption."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if byte_range is not None:
+            params["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
+        try:
+            response = self.client.get_object(**params)
+            data: bytes = response["Body"].read()
+        except ClientError as exc:
+            code, status, _ = _error_details(exc)
+            if code in ("NoSuchKey", "404") or status == 404:
+                with self._index_lock:
+                    for cache_key in [k for k in self._index_cache if k[0] == key]:
+                        del self._index_cache[cache_key]
+                raise StorageError(
+                    f"{what}: object {key} not found in bucket '{self.bucket}' at "
+                    f"{self.endpoint} (deleted by a trim, or never written)"
+                ) from exc
+            if code == "InvalidRange" or status == 416:
+                raise BlockFormatError(
+                    f"{what}: byte range {params.get('Range')} is outside the object; "
+                    "the listed size or the block's index is wrong"
+                ) from exc
+            raise self._error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, what) from exc
+        if byte_range is not None and len(data) != byte_range[1] - byte_range[0]:
+            raise BlockFormatError(
+                f"{what}: asked for bytes {byte_range[0]}..{byte_range[1] - 1}, got "
+                f"{len(data)} bytes; the object is shorter than its listing or index says"
+            )
+        return data
+
+    def _object_equals(self, key: str, data: bytes) -> bool:
+        """True if the object at ``key`` is exactly ``data`` (compared by MD5 ETag, then
+        by content when the ETag is not a plain MD5, e.g. with SSE-KMS)."""
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError):
+            return False
+        if head.get("ContentLength") != len(data):
+            return False
+        etag = str(head.get("ETag", "")).strip('"')
+        if etag == hashlib.md5(data, usedforsecurity=False).hexdigest():
+            return True
+        try:
+            return self._get(key, None, f"comparing {key}") == data
+        except StorageError:
+            return False
+
+    def _bucket_not_found(self) -> BucketNotFoundError:
+        return BucketNotFoundError(
+            f"bucket '{self.bucket}' not found at {self.endpoint}; create it or set "
+            "LEDGERGC_BUCKET"
+        )
+
+    def _error(self, exc: Exception, what: str) -> StorageError:
+        """Turn a boto error into a StorageError that names the endpoint and the fix."""
+        if isinstance(exc, ClientError):
+            code, status, message = _error_details(exc)
+            if code == "NoSuchBucket":
+                return self._bucket_not_found()
+            if code in _ACCESS_DENIED_CODES or status == 403:
+                return StorageError(
+                    f"{what}: access denied to bucket '{self.bucket}' at {self.endpoint} "
+                    f"({code}); check the AWS credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE) "
+                    "and the bucket policy"
+                )
+            return StorageError(
+                f"{what}: S3 at {self.endpoint} answered {code} (HTTP {status}): {message}"
+            )
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            return StorageError(
+                f"{what}: no AWS credentials for S3 at {self.endpoint}; set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            )
+        if isinstance(exc, _TRANSPORT_ERRORS):
+            return StorageError(
+                f"{what}: S3 endpoint {self.endpoint} unreachable ({exc}); check "
+                "LEDGERGC_S3_ENDPOINT and that the server is running. Nothing was deleted "
+                "on the strength of this failure."
+            )
+        return StorageError(f"{what}: S3 at {self.endpoint} failed: {exc}")
+
+
+def _error_details(exc: ClientError) -> tuple[str, int | None, str]:
+    """(error code, HTTP status, message) of a ClientError."""
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return str(error.get("Code", "")), status, str(error.get("Message", ""))
+
+
+def _gave_up(reason: str, attempts: int) -> str:
+    return f"{reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
+
+
+def _epoch_ms(value: datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+def _index_of(data: bytes) -> BlockIndex:
+    """The index of a block we just encoded (to prime the cache for read-after-write)."""
+    trailer = parse_trailer(data, object_size=len(data))
+    return parse_index(data[trailer.index_offset : trailer.index_offset + trailer.index_size],
+                       trailer)
