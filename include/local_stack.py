@@ -1,0 +1,676 @@
+"""A throwaway ZooKeeper + S3 (moto) pair on loopback, for tests, the demo and hacking.
+
+The tests, ``bin/demo`` and a developer's shell all need the same two servers, started the
+same way, so they live here and nowhere else:
+
+* ``ZooKeeperServer`` runs Debian's ZooKeeper 3.8 jars (``apt-get install zookeeper``)
+  standalone, bound to 127.0.0.1 on a free port. ``restart()`` keeps the port and the data
+  dir, because tests stop ZooKeeper in the middle of an operation and bring it back.
+* ``MotoS3Server`` runs moto's server mode, an in-memory S3 on a free port.
+* ``LocalStack`` is both, plus the ``LEDGERGC_*`` / ``AWS_*`` variables that point the
+  project at them.
+
+No server is ever left behind: every child runs in its own process group (so a Ctrl-C
+meant for the command under test does not kill the metadata store under its feet) behind a
+tiny shell watchdog that kills it when the Python process that started it goes away, even
+by SIGKILL; ``stop()`` also runs from ``atexit`` and from ``finally`` blocks.
+
+Command line::
+
+    python include/local_stack.py run [--base-dir DIR] -- CMD ARGS...   # CMD's exit code
+    python include/local_stack.py up [--base-dir DIR]                   # until Ctrl-C
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any, ClassVar, Self
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BASE_DIR = PROJECT_ROOT / "var" / "local-stack"
+DEBIAN_JAR_DIR = Path("/usr/share/java")
+LOOPBACK = "127.0.0.1"
+
+# The jars of Debian's `zookeeper` package that a standalone server needs (Netty for its
+# client port, metrics-core for mntr, commons-* for its config parsing and file handling).
+ZOOKEEPER_JARS = (
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "slf4j-api.jar",
+    "slf4j-simple.jar",
+    "netty-handler.jar",
+    "netty-common.jar",
+    "netty-buffer.jar",
+    "netty-transport.jar",
+    "netty-codec.jar",
+    "netty-resolver.jar",
+    "netty-transport-native-epoll.jar",
+    "netty-transport-native-unix-common.jar",
+    "metrics-core.jar",
+    "commons-io.jar",
+    "commons-cli.jar",
+)
+
+# Test-only AWS credentials: moto accepts anything, and fixed fake values make sure a real
+# key from the developer's environment is never sent anywhere by a test or the demo.
+TEST_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+# Runs the real server as "$@" and kills it when our stdin (a pipe whose only writer is the
+# Python process that started us) reaches EOF, i.e. when that process is gone for whatever
+# reason, SIGKILL included. A TERM to this shell is passed on, and the shell exits only once
+# the server has, so "the shell exited" means "the port and data dir are free again".
+_WATCHDOG_SH = r"""# ledger-gc local_stack watchdog
+exec 3<&0 </dev/null
+"$@" 3<&- &
+server=$!
+trap 'kill -TERM "$server" 2>/dev/null' TERM INT HUP
+{ read -r _ignored <&3 || :; kill -TERM "$server" 2>/dev/null; } &
+watcher=$!
+exec 3<&-
+while :; do
+    wait "$server"
+    rc=$?
+    kill -0 "$server" 2>/dev/null || break
+done
+kill "$watcher" 2>/dev/null
+exit "$rc"
+"""
+
+
+class LocalStackError(RuntimeError):
+    """A local server could not be started or stopped; the message says where its log is."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port that nothing listens on right now (the kernel's pick; racy but retried)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last lines of a log file, for error messages ("" if it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class _ServerProcess:
+    """One server child: watchdog, own process group, log file, readiness wait, stop.
+
+    Subclasses say what to run (``_command``) and how to tell it is serving
+    (``_is_ready``).
+    """
+
+    name: ClassVar[str] = "server"
+    log_name: ClassVar[str] = "server.log"
+    # Every started server, so that atexit can stop what a crashing caller forgot.
+    _running: ClassVar[set[_ServerProcess]] = set()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, port: int | None, log_dir: Path, start_timeout: float) -> None:
+        self._fixed_port = port is not None
+        self.port = port if port is not None else free_port()
+        self.log_dir = Path(log_dir)
+        self.start_timeout = start_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<{type(self).__name__} {LOOPBACK}:{self.port} {state}, log {self.log_path}>"
+
+    @property
+    def log_path(self) -> Path:
+        """Where this server's stdout and stderr go (appended to across restarts)."""
+        return self.log_dir / self.log_name
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive (not necessarily serving yet)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _is_ready(self) -> bool:
+        raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """Write config files and the like before each launch."""
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (see ``wait_ready``)."""
+        if self.running:
+            return
+        self._prepare()
+        command = self._command()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self._log.write(f"\n=== {stamp} starting {self.name} on port {self.port}\n".encode())
+        self._log.flush()
+        self._proc = subprocess.Popen(
+            ["/bin/sh", "-c", _WATCHDOG_SH, "local-stack-watchdog", *command],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._running.add(self)
+
+    def wait_ready(self) -> None:
+        """Block until the server serves; raise with its log's tail if it dies or times out."""
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                self.stop()
+                raise LocalStackError(
+                    f"{self.name} exited while starting on {LOOPBACK}:{self.port}; "
+                    f"log {self.log_path}:\n{tail(self.log_path)}"
+                )
+            if self._is_ready():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise LocalStackError(
+            f"{self.name} did not answer on {LOOPBACK}:{self.port} within "
+            f"{self.start_timeout:.0f}s; log {self.log_path}:\n{tail(self.log_path)}"
+        )
+
+    def start(self) -> Self:
+        """Start and wait until serving (``launch`` then ``finish_start``)."""
+        self.launch()
+        self.finish_start()
+        return self
+
+    def finish_start(self) -> None:
+        """Wait for a launched server; if it lost a port we picked ourselves, try another."""
+        attempts = 1 if self._fixed_port else 3
+        for attempt in range(1, attempts + 1):
+            try:
+                self.wait_ready()
+                break
+            except LocalStackError:
+                # Another process may have grabbed the free port between our probe and the
+                # server's bind; only then is a new port worth a try.
+                if attempt == attempts or not _port_in_use(self.port):
+                    raise
+                self.port = free_port()
+                self.launch()
+        # From now on the port is ours: restart() must come back on the same one.
+        self._fixed_port = True
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the server: TERM, then KILL of its whole process group. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            graceful = False
+            if proc.poll() is None:
+                # The watchdog passes the TERM on and exits only after the server has.
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout)
+                    graceful = True
+            if not graceful:
+                # Stuck, or the watchdog died on its own: kill whatever is left of the group.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        with self._lock:
+            self._running.discard(self)
+
+    def restart(self) -> Self:
+        """Stop and start again on the same port (and, for ZooKeeper, the same data)."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every server this process started and has not stopped (used by atexit)."""
+        with cls._lock:
+            servers = list(cls._running)
+        for server in servers:
+            server.stop()
+
+
+atexit.register(_ServerProcess.stop_all)
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return True
+    return False
+
+
+class ZooKeeperServer(_ServerProcess):
+    """A standalone ZooKeeper 3.8 from Debian's jars, on 127.0.0.1 only.
+
+    Settings that differ from ZooKeeper's defaults, and why:
+
+    * ``forceSync=no``: no fsync per write. Data still reaches the OS on every commit, so it
+      survives ``stop()``/``restart()`` (which is what tests need), and tests run far faster.
+    * ``minSessionTimeout=1000``: tests may use short sessions to see expiry quickly.
+    * ``maxClientCnxns=0``: every test opens its own clients from 127.0.0.1; the default
+      limit of 60 per address would turn a slow leak into confusing connection errors.
+    * 4lw ``srvr,ruok,mntr``: ``ruok`` is the readiness probe, the others help debugging.
+    """
+
+    name = "ZooKeeper"
+    log_name = "zookeeper.log"
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        port: int | None = None,
+        log_dir: Path | str | None = None,
+        *,
+        jar_dir: Path = DEBIAN_JAR_DIR,
+        heap: str = "256m",
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.jar_dir = Path(jar_dir)
+        self.heap = heap
+        super().__init__(port, Path(log_dir) if log_dir else self.data_dir / "logs", start_timeout)
+
+    @property
+    def hosts(self) -> str:
+        """The connect string for kazoo and ``LEDGERGC_ZK_HOSTS``: ``127.0.0.1:PORT``."""
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        """The generated zoo.cfg (rewritten at each start, so a new port is picked up)."""
+        return self.data_dir / "zoo.cfg"
+
+    def _prepare(self) -> None:
+        missing = [jar for jar in ZOOKEEPER_JARS if not (self.jar_dir / jar).is_file()]
+        if missing:
+            raise LocalStackError(
+                f"ZooKeeper jars missing from {self.jar_dir}: {', '.join(missing)}; install "
+                "Debian's package: apt-get install zookeeper (bin/setup does it)"
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "\n".join(
+                [
+                    "# Generated by include/local_stack.py for a throwaway local server.",
+                    "tickTime=500",
+                    "minSessionTimeout=1000",
+                    "maxSessionTimeout=60000",
+                    f"dataDir={self.data_dir.resolve()}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={LOOPBACK}",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=srvr,ruok,mntr",
+                    "forceSync=no",
+                    # KiB; the default 64 MiB per transaction log is pointless here.
+                    "preAllocSize=4096",
+                    "",
+                ]
+            )
+        )
+
+    def _command(self) -> list[str]:
+        java = _java_executable()
+        classpath = ":".join(str(self.jar_dir / jar) for jar in ZOOKEEPER_JARS)
+        return [
+            java,
+            f"-Xmx{self.heap}",
+            # A short-lived test server: start fast, stay small.
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.4lw.commands.whitelist=srvr,ruok,mntr",
+            "-Dzookeeper.forceSync=no",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(self.config_path),
+        ]
+
+    def four_letter_word(self, word: str, timeout: float = 2.0) -> str:
+        """Send a 4lw command (``ruok``, ``srvr``, ``mntr``) and return the answer."""
+        with socket.create_connection((LOOPBACK, self.port), timeout=timeout) as sock:
+            sock.sendall(word.encode("ascii"))
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
+    def _is_ready(self) -> bool:
+        # "imok" only says the process runs; "srvr" answers "not currently serving" until
+        # the server accepts sessions.
+        try:
+            return self.four_letter_word("ruok") == "imok" and "Mode:" in self.four_letter_word(
+                "srvr"
+            )
+        except OSError:
+            return False
+
+
+class MotoS3Server(_ServerProcess):
+    """moto's server mode: an in-memory S3 (and the rest of AWS) over HTTP on 127.0.0.1."""
+
+    name = "moto S3"
+    log_name = "moto.log"
+
+    def __init__(
+        self,
+        port: int | None = None,
+        log_dir: Path | str | None = None,
+        *,
+        start_timeout: float = 60.0,
+    ) -> None:
+        log_dir = Path(log_dir) if log_dir else DEFAULT_BASE_DIR / "logs"
+        super().__init__(port, log_dir, start_timeout)
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint URL for boto3 and ``LEDGERGC_S3_ENDPOINT``."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _command(self) -> list[str]:
+        # The moto of the interpreter running us (the project's venv), not whatever is on PATH.
+        script = Path(sys.executable).with_name("moto_server")
+        launcher = [str(script)] if script.is_file() else [sys.executable, "-m", "moto.server"]
+        return [*launcher, "-H", LOOPBACK, "-p", str(self.port)]
+
+    def _is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/config", timeout=2) as resp:
+                # moto answers 201 here; any 2xx means the app is up and routing.
+                return bool(200 <= resp.status < 300)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+class LocalStack:
+    """ZooKeeper and moto S3 together, with the environment that points the project at them.
+
+    The stack is throwaway: moto keeps S3 in memory, so a ZooKeeper that kept its data
+    across runs would describe ledgers whose data is gone. ``start()`` therefore wipes the
+    ZooKeeper data dir (and the old logs) unless ``fresh=False``.
+    """
+
+    def __init__(self, base_dir: Path | str = DEFAULT_BASE_DIR, *, fresh: bool = True) -> None:
+        self.base_dir = Path(base_dir)
+        self.fresh = fresh
+        self.log_dir = self.base_dir / "logs"
+        self.zookeeper = ZooKeeperServer(self.base_dir / "zookeeper", log_dir=self.log_dir)
+        self.s3 = MotoS3Server(log_dir=self.log_dir)
+
+    @property
+    def zk_hosts(self) -> str:
+        """ZooKeeper's connect string (no chroot)."""
+        return self.zookeeper.hosts
+
+    @property
+    def s3_endpoint(self) -> str:
+        """The S3 endpoint URL."""
+        return self.s3.endpoint
+
+    def start(self) -> Self:
+        """Start both servers in parallel (JVM and moto start-up overlap) and wait for both."""
+        if self.fresh:
+            shutil.rmtree(self.zookeeper.data_dir, ignore_errors=True)
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        try:
+            self.zookeeper.launch()
+            self.s3.launch()
+            self.zookeeper.finish_start()
+            self.s3.finish_start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop both servers (idempotent)."""
+        self.s3.stop()
+        self.zookeeper.stop()
+
+    def env(self) -> dict[str, str]:
+        """The variables that point ``ledgergc``, the DAGs and boto3 at this stack."""
+        return {
+            "LEDGERGC_ZK_HOSTS": self.zk_hosts,
+            "LEDGERGC_S3_ENDPOINT": self.s3_endpoint,
+            **TEST_AWS_ENV,
+        }
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _java_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise LocalStackError(
+            "java not found on PATH (nor JAVA_HOME); install a JDK 17: "
+            "apt-get install openjdk-17-jdk-headless"
+        )
+    return java
+
+
+def command_env(stack_env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for a command run against the stack.
+
+    The user's own ``LEDGERGC_*`` choices (bucket, prefix, delete switch...) are kept; only
+    where the servers are and the credentials come from the stack. A real AWS profile or
+    session token is dropped so that boto3 cannot mix real credentials into a local run.
+    """
+    env = {k: v for k, v in base.items() if k not in ("AWS_PROFILE", "AWS_SESSION_TOKEN")}
+    env.update(stack_env)
+    return env
+
+
+@contextlib.contextmanager
+def _terminate_on_signals() -> Iterator[None]:
+    """Turn SIGTERM/SIGHUP into SystemExit so that ``finally`` stops the servers.
+
+    SIGINT gets Python's usual KeyboardInterrupt even if we were started with it ignored (a
+    shell's background job), so that ``kill -INT`` stops ``up`` as Ctrl-C would.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _terminal_sends_sigint_to_us() -> bool:
+    """Whether a Ctrl-C on our terminal reaches our process group (and so the child too)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def run_command(command: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run ``command`` to completion and return its exit code (128+N if killed by signal N).
+
+    The command stays in our process group so that it keeps the terminal (interactive
+    commands work) and gets Ctrl-C from it directly; we only forward signals it would not
+    otherwise see, and escalate a repeated Ctrl-C to SIGTERM.
+    """
+    child = subprocess.Popen(list(command), env=dict(env))
+    interrupts = 0
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        if signum == signal.SIGINT:
+            interrupts += 1
+            if interrupts > 1:
+                child.send_signal(signal.SIGTERM)
+            elif not _terminal_sends_sigint_to_us():
+                child.send_signal(signal.SIGINT)
+        else:
+            child.send_signal(signum)
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, forward) for sig in signals}
+    try:
+        returncode = child.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print(
+            "local_stack run: no command given (usage: run [--base-dir DIR] -- CMD ...)",
+            file=sys.stderr,
+        )
+        return 2
+    stack = LocalStack(args.base_dir)
+    with _terminate_on_signals():
+        try:
+            _say(f"starting ZooKeeper and moto S3 (logs in {stack.log_dir})")
+            stack.start()
+            _say(f"ZooKeeper {stack.zk_hosts}, S3 {stack.s3_endpoint}")
+            _say(f"running {shlex.join(command)}")
+            return run_command(command, command_env(stack.env(), os.environ))
+        except LocalStackError as exc:
+            print(f"local_stack: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:  # Ctrl-C while the stack was still starting
+            return 128 + signal.SIGINT
+        finally:
+            stack.stop()
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.base_dir)
+    with _terminate_on_signals():
+        try:
+            stack.start()
+            exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in stack.env().items())
+            env_file = stack.base_dir / "env.sh"
+            env_file.write_text(exports)
+            print(exports, end="")
+            _say(f"(also in {env_file}; logs in {stack.log_dir}); Ctrl-C stops the stack")
+            while stack.zookeeper.running and stack.s3.running:
+                time.sleep(1)
+            print(f"local_stack: a server exited; logs in {stack.log_dir}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        except LocalStackError as exc:
+            print(f"local_stack: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            stack.stop()
+
+
+def _say(message: str) -> None:
+    print(f"local_stack: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python include/local_stack.py``."""
+    parser = argparse.ArgumentParser(
+        prog="local_stack.py", description="Run a local ZooKeeper + moto S3 for ledger-gc."
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    common: dict[str, Any] = {
+        "type": Path,
+        "default": DEFAULT_BASE_DIR,
+        "help": f"data and logs go here (default {DEFAULT_BASE_DIR})",
+    }
+    run = sub.add_parser("run", help="start the stack, run a command against it, stop it")
+    run.add_argument("--base-dir", **common)
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    run.set_defaults(func=_cmd_run)
+    up = sub.add_parser("up", help="start the stack and keep it up until Ctrl-C")
+    up.add_argument("--base-dir", **common)
+    up.set_defaults(func=_cmd_up)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Shared fixtures: one local ZooKeeper + moto S3 per session, a fresh namespace per test.
+
+Every test gets its own ZooKeeper chroot and its own bucket (``settings``), so tests never
+see each other's managed ledgers and need no cleanup; the servers themselves start once
+per session because a JVM start costs seconds. Tests that stop ZooKeeper use
+``private_zookeeper`` so that they cannot break the shared one for everybody else.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _isolate_airflow() -> Path:
+    """Point Airflow at a throwaway home before anything imports it.
+
+    Airflow reads its configuration once, at import, and then caches it (and creates
+    ``$AIRFLOW_HOME/airflow.cfg`` plus a SQLite DB there). So the variables must be set
+    before the first ``import airflow`` anywhere in the test process, whichever test
+    directory that happens in; the root conftest is imported before any test module and
+    before any other conftest, which is why this runs here at import time and not in a
+    fixture. The user's own ``AIRFLOW__*`` settings are dropped so that a developer's real
+    metadata DB can never be migrated or written by a test.
+
+    ``core.unit_test_mode`` is deliberately left off: in Airflow 3.3 it swaps the whole
+    config for Airflow's own ``unit_tests.cfg`` (example DAGs on, a fresh random Fernet key
+    per process), which would make ``airflow`` subprocesses disagree with this process.
+    """
+    if "airflow" in sys.modules:
+        raise RuntimeError("airflow was imported before tests/conftest.py could isolate it")
+    for name in list(os.environ):
+        if name.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_")):
+            del os.environ[name]
+    home = Path(tempfile.mkdtemp(prefix="ledgergc-airflow-home-"))
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # Fixed for the session so that this process and `airflow ...` subprocesses can
+            # read each other's encrypted connections and tokens.
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+            "AIRFLOW__API_AUTH__JWT_SECRET": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        }
+    )
+    return home
+
+
+AIRFLOW_HOME = _isolate_airflow()
+# Set by pytest_sessionfinish; checked at exit, after Airflow's own exit handlers (which may
+# still touch AIRFLOW_HOME) have run, since atexit runs handlers in reverse order.
+_remove_airflow_home = False
+
+
+@atexit.register
+def _cleanup_airflow_home() -> None:
+    if _remove_airflow_home:
+        shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
+
+
+# Imported only now: nothing below may pull in Airflow before the isolation above.
+import boto3  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
+
+from ledger_gc.settings import Settings  # noqa: E402
+from local_stack import LocalStack, LocalStackError, ZooKeeperServer  # noqa: E402
+
+_STACK_LOG_DIR = pytest.StashKey[Path]()
+_AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+# --- the shared stack ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def local_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalStack]:
+    """ZooKeeper and moto S3 for the whole session, with test AWS credentials in os.environ.
+
+    The credentials are fake on purpose: boto3 then never signs a request with a
+    developer's real key, and code that builds its own client finds credentials.
+    """
+    stack = LocalStack(tmp_path_factory.mktemp("local-stack"))
+    request.config.stash[_STACK_LOG_DIR] = stack.log_dir
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+            mp.delenv(name, raising=False)
+        for name, value in _AWS_TEST_ENV.items():
+            mp.setenv(name, value)
+        try:
+            stack.start()
+        except LocalStackError as exc:
+            pytest.fail(f"local stack did not start (logs in {stack.log_dir}): {exc}")
+        try:
+            yield stack
+        finally:
+            stack.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_client(local_stack: LocalStack) -> Any:
+    """A boto3 S3 client for the session's moto endpoint."""
+    return boto3.client(
+        "s3",
+        endpoint_url=local_stack.s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@contextlib.contextmanager
+def _kazoo(hosts: str) -> Iterator[KazooClient]:
+    """A started kazoo client, stopped and closed on exit."""
+    client = KazooClient(hosts=hosts, timeout=10)
+    client.start(timeout=30)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def _zk_root_client(local_stack: LocalStack) -> Iterator[KazooClient]:
+    """One session on the shared ZooKeeper's root, used only to create test chroots."""
+    with _kazoo(local_stack.zk_hosts) as client:
+        yield client
+
+
+def _new_namespace(
+    root: KazooClient, zk_hosts: str, s3_client: Any, s3_endpoint: str, state_dir: Path
+) -> Settings:
+    """Settings for a fresh chroot and bucket: what a brand-new, empty store looks like.
+
+    ``root`` is a client on ``zk_hosts`` without chroot: kazoo needs a chroot's znode to
+    exist before it can use it, so the test's chroot is created first.
+    """
+    name = uuid.uuid4().hex[:12]
+    root.ensure_path(f"/t{name}")
+    bucket = f"t-{name}"
+    s3_client.create_bucket(Bucket=bucket)
+    return Settings(
+        zk_hosts=f"{zk_hosts}/t{name}",
+        s3_endpoint=s3_endpoint,
+        bucket=bucket,
+        prefix="ledgers",
+        state_dir=state_dir,
+    )
+
+
+@pytest.fixture
+def settings(
+    local_stack: LocalStack, _zk_root_client: KazooClient, s3_client: Any, tmp_path: Path
+) -> Settings:
+    """Settings for this test alone: its own ZooKeeper chroot and bucket on the shared stack."""
+    return _new_namespace(
+        _zk_root_client,
+        local_stack.zk_hosts,
+        s3_client,
+        local_stack.s3_endpoint,
+        tmp_path / "state",
+    )
+
+
+@pytest.fixture
+def zk_client(settings: Settings) -> Iterator[KazooClient]:
+    """A started kazoo client inside the test's chroot (stopped after the test)."""
+    with _kazoo(settings.zk_hosts) as client:
+        yield client
+
+
+# --- a ZooKeeper of the test's own --------------------------------------------------------
+
+
+@pytest.fixture
+def private_zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper for this test alone, free to be stopped and restarted.
+
+    Its log path is attached to the test's report, so a failure shows where to look.
+    """
+    server = ZooKeeperServer(tmp_path / "private-zookeeper", log_dir=tmp_path / "logs")
+    request.node.add_report_section("setup", "private zookeeper", f"log: {server.log_path}")
+    try:
+        server.start()
+    except LocalStackError as exc:
+        pytest.fail(f"private ZooKeeper did not start: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def private_settings(
+    private_zookeeper: ZooKeeperServer,
+    local_stack: LocalStack,
+    s3_client: Any,
+    tmp_path: Path,
+) -> Settings:
+    """Like ``settings``, but on ``private_zookeeper`` (S3 is the shared moto)."""
+    with _kazoo(private_zookeeper.hosts) as root:
+        return _new_namespace(
+            root, private_zookeeper.hosts, s3_client, local_stack.s3_endpoint, tmp_path / "state"
+        )
+
+
+# --- making failures easy to debug -------------------------------------------------------
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """On failure, say where the servers' and Airflow's logs are."""
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return
+    lines = []
+    log_dir = config.stash.get(_STACK_LOG_DIR, None)
+    if log_dir is not None:
+        lines.append(f"local stack logs (zookeeper.log, moto.log): {log_dir}")
+    if (AIRFLOW_HOME / "airflow.cfg").exists():
+        lines.append(f"Airflow home (logs/, airflow.db, db-migrate.log): {AIRFLOW_HOME}")
+    if lines:
+        lines.append("a private ZooKeeper's log is named in its failed test's report")
+        terminalreporter.section("ledger-gc test logs")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the throwaway Airflow home, unless the run failed and it may tell why."""
+    global _remove_airflow_home
+    _remove_airflow_home = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)

@@ -1,0 +1,191 @@
+"""The local stack every other integration test stands on: ZooKeeper, moto S3, the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+
+from ledger_gc.settings import Settings
+from local_stack import LocalStackError, ZooKeeperServer
+
+LOCAL_STACK_PY = Path(__file__).resolve().parents[2] / "include" / "local_stack.py"
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_zookeeper_answers_inside_the_test_chroot(
+    zk_client: KazooClient, settings: Settings
+) -> None:
+    zk_client.create("/managed-ledgers/t/ns/persistent/topic", b"info", makepath=True)
+
+    data, stat = zk_client.get("/managed-ledgers/t/ns/persistent/topic")
+
+    assert data == b"info"
+    assert stat.version == 0
+    assert settings.zk_chroot.startswith("/t")
+    assert zk_client.get_children("/") == ["managed-ledgers"]
+
+
+def test_s3_answers_in_the_test_bucket(s3_client: Any, settings: Settings) -> None:
+    key = f"{settings.key_prefix}t/ns/persistent/topic/ledgers/{1:020d}/0"
+    s3_client.put_object(Bucket=settings.bucket, Key=key, Body=b"block")
+
+    body = s3_client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()
+
+    assert body == b"block"
+    assert settings.s3_endpoint is not None
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+
+
+def test_each_test_gets_an_empty_namespace(
+    settings: Settings, zk_client: KazooClient, s3_client: Any
+) -> None:
+    assert zk_client.get_children("/") == []
+    assert s3_client.list_objects_v2(Bucket=settings.bucket)["KeyCount"] == 0
+
+
+def test_private_zookeeper_restart_keeps_port_data_and_clients(
+    private_zookeeper: ZooKeeperServer, private_settings: Settings
+) -> None:
+    states: list[str] = []
+    client = KazooClient(hosts=private_settings.zk_hosts, timeout=10)
+    client.add_listener(states.append)
+    client.start(timeout=30)
+    try:
+        client.create("/kept", b"before restart")
+        port = private_zookeeper.port
+
+        private_zookeeper.stop()
+        wait_until(lambda: KazooState.SUSPENDED in states, 15, "kazoo to see ZooKeeper gone")
+        assert not port_open(port)
+        private_zookeeper.restart()
+
+        assert private_zookeeper.port == port
+        wait_until(lambda: client.connected, 30, "kazoo to reconnect")
+        assert client.get("/kept")[0] == b"before restart"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_port_taken_before_start_is_replaced_unless_it_was_asked_for(tmp_path: Path) -> None:
+    server = ZooKeeperServer(tmp_path / "zk", log_dir=tmp_path / "logs")
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", server.port))
+        squatter.listen()
+        taken = server.port
+
+        with server:
+            assert server.port != taken
+            assert server.four_letter_word("ruok") == "imok"
+
+        with pytest.raises(LocalStackError, match=r"zookeeper\.log"):
+            ZooKeeperServer(tmp_path / "zk2", port=taken, log_dir=tmp_path / "logs2").start()
+
+
+def local_stack_cli(tmp_path: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """``python include/local_stack.py ARGS`` with some of the user's own LEDGERGC_* set."""
+    env = {**os.environ, "LEDGERGC_BUCKET": "users-own-bucket", "LEDGERGC_ZK_HOSTS": "nowhere:1"}
+    base_dir = ["--base-dir", str(tmp_path / "stack")]
+    return subprocess.Popen(
+        [sys.executable, str(LOCAL_STACK_PY), args[0], *base_dir, *args[1:]],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+CHILD = """
+import os, socket, sys, urllib.request
+zk_host, zk_port = os.environ["LEDGERGC_ZK_HOSTS"].split(":")
+with socket.create_connection((zk_host, int(zk_port))) as sock:
+    sock.sendall(b"ruok")
+    assert sock.recv(4) == b"imok"
+with urllib.request.urlopen(os.environ["LEDGERGC_S3_ENDPOINT"]) as resp:
+    assert b"ListAllMyBucketsResult" in resp.read()
+assert os.environ["LEDGERGC_BUCKET"] == "users-own-bucket"
+assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+print(zk_port, os.environ["LEDGERGC_S3_ENDPOINT"].rsplit(":", 1)[1], flush=True)
+{tail}
+"""
+
+
+def test_run_passes_the_env_and_the_exit_code_and_stops_the_stack(tmp_path: Path) -> None:
+    child = CHILD.format(tail="sys.exit(3)")
+    proc = local_stack_cli(tmp_path, "run", "--", sys.executable, "-c", child)
+    out, _ = proc.communicate(timeout=120)
+
+    assert proc.returncode == 3, out
+    zk_port, s3_port = map(int, out.split())
+    assert not port_open(zk_port)
+    assert not port_open(s3_port)
+    assert (tmp_path / "stack" / "logs" / "zookeeper.log").stat().st_size > 0
+    assert (tmp_path / "stack" / "logs" / "moto.log").stat().st_size > 0
+
+
+def test_run_passes_sigterm_on_and_stops_the_stack(tmp_path: Path) -> None:
+    child = CHILD.format(tail="input()")
+    command = ["run", "--", sys.executable, "-c", child]
+    proc = local_stack_cli(tmp_path, *command, stdin=subprocess.PIPE)
+    assert proc.stdout is not None
+    zk_port, s3_port = map(int, proc.stdout.readline().split())
+
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not port_open(zk_port)
+    assert not port_open(s3_port)
+
+
+def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    proc = local_stack_cli(tmp_path, "up")
+    assert proc.stdout is not None
+    exports: dict[str, str] = {}
+    for line in proc.stdout:
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").strip().split("=", 1)
+            exports[name] = value
+        if len(exports) == 5:
+            break
+    zk_port = int(exports["LEDGERGC_ZK_HOSTS"].rsplit(":", 1)[1])
+    s3_port = int(exports["LEDGERGC_S3_ENDPOINT"].rsplit(":", 1)[1])
+    assert port_open(zk_port)
+    assert port_open(s3_port)
+
+    proc.kill()  # no atexit, no finally: only the watchdogs can clean up now
+    proc.wait()
+
+    wait_until(lambda: not port_open(zk_port) and not port_open(s3_port), 30, "servers to die")
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--"]])
+def test_run_without_a_command_is_a_usage_error(args: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, str(LOCAL_STACK_PY), *args], capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    assert "no command given" in result.stderr
