@@ -1,0 +1,13 @@
+"""Mark-then-delete trim of consumed ledgers (issue 3; Pulsar PIP-129's design).
+
+* ``eligibility``: which ledgers may go (Pulsar's broker rules; pure);
+* ``trimmer``: mark, move cursors, delete, per managed ledger (ZooKeeper and S3);
+* ``report``: what a run planned and did, and the run summary;
+* ``run``: ``run_trim``, the entry point of the CLI, the DAG tasks and the demo;
+* ``command``: ``ledgergc trim``.
+"""
+
+from ledger_gc.trim.report import TrimReport
+from ledger_gc.trim.run import TrimScope, run_trim
+
+__all__ = ["TrimReport", "TrimScope", "run_trim"]

@@ -1,0 +1,182 @@
+"""``run_trim``: one trim run over a scope of managed ledgers, as the CLI, the DAG tasks
+and the demo call it.
+
+It opens the store and the bucket from settings (or takes them, for tests and
+benchmarks), resolves the scope to managed-ledger names, trims them
+(``trimmer.ManagedLedgerTrimmer``) and returns a ``TrimReport``. Unless told not to, it
+appends the run's summary to ``<state_dir>/trim/runs.jsonl``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ledger_gc import run_log
+from ledger_gc.audit import AuditLog
+from ledger_gc.deletion import Deleter
+from ledger_gc.errors import ConfigError, MetadataUnavailableError
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.settings import Settings
+from ledger_gc.storage.keys import validate_ml_name
+from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.trim.report import TrimReport, run_summary
+from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
+
+log = logging.getLogger(__name__)
+_EXAMPLE = "acme/prod/persistent/orders"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class TrimScope:
+    """Which managed ledgers a run trims: all, one namespace, or given names."""
+
+    ml_names: tuple[str, ...] | None = None
+    namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.ml_names is not None and self.namespace is not None:
+            raise ConfigError("a trim scope is managed-ledger names or a namespace, not both")
+        if self.namespace is not None:
+            parts = self.namespace.strip("/").split("/")
+            if len(parts) != 2 or not all(parts):
+                raise ConfigError(
+                    f"namespace {self.namespace!r} is not tenant/namespace (e.g. acme/prod)"
+                )
+            object.__setattr__(self, "namespace", "/".join(parts))
+        if self.ml_names is not None:
+            try:
+                names = tuple(dict.fromkeys(validate_ml_name(n) for n in self.ml_names))
+            except ValueError as exc:
+                raise ConfigError(f"{exc}; managed ledgers are named like {_EXAMPLE}") from exc
+            object.__setattr__(self, "ml_names", names)
+
+    @classmethod
+    def all(cls) -> TrimScope:
+        return cls()
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> TrimScope:
+        return cls(ml_names=tuple(names))
+
+    @classmethod
+    def parse(cls, text: str | None) -> TrimScope:
+        """``""``/``"all"``: everything; ``tenant/ns``: a namespace; a full name: that
+        managed ledger (what the DAG's namespace param and the demo pass)."""
+        text = (text or "").strip().strip("/")
+        if text in ("", "all"):
+            return cls()
+        if text.count("/") == 1:
+            return cls(namespace=text)
+        return cls(ml_names=(text,))
+
+    def describe(self) -> str:
+        if self.namespace is not None:
+            return f"namespace {self.namespace}"
+        if self.ml_names is not None:
+            if len(self.ml_names) == 1:
+                return f"managed ledger {self.ml_names[0]}"
+            return f"{len(self.ml_names)} managed ledgers"
+        return "all"
+
+    def resolve(self, store: MetadataStore) -> list[str]:
+        """The managed-ledger names in scope (given names are kept even if missing: the
+        report then says so)."""
+        if self.ml_names is not None:
+            return list(self.ml_names)
+        names = store.list_managed_ledgers()
+        if self.namespace is not None:
+            names = [n for n in names if n.startswith(self.namespace + "/")]
+        return names
+
+
+def new_run_id(clock: Callable[[], int] = now_ms) -> str:
+    stamp = datetime.fromtimestamp(clock() / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"trim-{stamp}-{secrets.token_hex(3)}"
+
+
+def run_trim(
+    settings: Settings,
+    *,
+    scope: TrimScope | str | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    store: MetadataStore | None = None,
+    storage: LedgerStorage | None = None,
+    clock: Callable[[], int] = now_ms,
+    record_run: bool = True,
+    source: str = "library",
+) -> TrimReport:
+    """Trim the managed ledgers in ``scope`` (default: all) and report what happened.
+
+    A dry run reads metadata only: it reports what would be marked and what is marked
+    already, and writes and deletes nothing. Otherwise: mark, move cursors, delete (see
+    ``trimmer``). Per-managed-ledger failures are in the report (``outcome`` "error");
+    losing ZooKeeper mid-run stops the run and is the report's ``error``. Raises only if
+    nothing could be started (ZooKeeper or the bucket unreachable at the start).
+    """
+    if not isinstance(scope, TrimScope):
+        scope = TrimScope.parse(scope)
+    run_id = run_id or new_run_id(clock)
+    report = TrimReport(run_id=run_id, dry_run=dry_run, scope=scope.describe(), started_at=clock())
+    with ExitStack() as stack:
+        if store is None:
+            store = stack.enter_context(MetadataStore.open(settings))
+        if storage is None:
+            storage = LedgerStorage(settings)
+        if not dry_run:
+            # Fail before marking anything if the bucket is wrong: markers would pile up.
+            storage.check_bucket()
+        names = scope.resolve(store)
+        log.info(
+            "trim %s%s: %d managed ledgers in scope (%s), default retention %ss / %s bytes",
+            run_id,
+            " (dry run)" if dry_run else "",
+            len(names),
+            scope.describe(),
+            settings.trim_retention.seconds,
+            settings.trim_retention.bytes,
+        )
+        deleter = Deleter(storage, AuditLog(settings.state_dir), run_id, dry_run=dry_run)
+        trimmer = ManagedLedgerTrimmer(store, deleter, settings, dry_run=dry_run, clock=clock)
+        try:
+            trimmer.trim(names, report.managed_ledgers)
+        except MetadataUnavailableError as exc:
+            report.error = f"{exc}; the run stopped, markers already written stay for next run"
+            log.error("trim %s stopped: %s", run_id, exc)
+    report.finished_at = clock()
+    totals = report.totals()
+    log.info(
+        "trim %s %s: %d marked, %d deleted (%d bytes reclaimed), %d markers pending, %d errors",
+        run_id,
+        report.outcome,
+        totals["ledgers_marked"],
+        totals["ledgers_deleted"],
+        totals["bytes_reclaimed"],
+        totals["markers_pending"],
+        totals["errors"],
+    )
+    if record_run:
+        run_log.append_run(
+            settings.state_dir,
+            run_log.TRIM,
+            run_summary(
+                [report.to_dict(include_idle=False)],
+                run_id=run_id,
+                source=source,
+                dry_run=dry_run,
+                scope=report.scope,
+                started_at=report.started_at,
+                finished_at=report.finished_at,
+            ),
+        )
+    return report
