@@ -1,11 +1,72 @@
-"""The `ledgergc orphans` subcommand (placeholder until its issue lands)."""
+"""The ``ledgergc orphans`` subcommand: one full orphan cycle, reported.
+
+Runs ``run_orphan_cycle`` with a local Spark session (``local[*]``). Exit status: 0 when
+the cycle completed, 1 when a guard refused it or a delete failed (work left for the
+next run), 2 on an error (nothing deleted after it).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.report import OK, CycleReport, render_text
+from ledger_gc.settings import Settings
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1
+EXIT_ERROR = 2
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("orphans", help="not implemented yet")
-    parser.add_argument("--json", action="store_true")
-    parser.set_defaults(func=lambda args, settings: 2)
+    parser = subparsers.add_parser(
+        "orphans",
+        help="find storage no metadata references; register, correct and delete it "
+        "(three phases, KIP-370)",
+        description="One orphan cycle: snapshot the metadata, scan the bucket (or read an "
+        "S3 Inventory), register orphans, correct those referenced again, and delete those "
+        "past grace and retention that a live re-check confirms. Deletes only with "
+        "LEDGERGC_DELETE_ENABLED=true.",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="re-check and report, delete nothing"
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="go past the zero-managed-ledgers and orphan-fraction guards",
+    )
+    parser.add_argument(
+        "--inventory",
+        metavar="PATH",
+        help="an S3 Inventory report (Parquet or CSV file or folder) instead of listing",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run_orphans)
+
+
+def _print(report: CycleReport, as_json: bool) -> None:
+    if as_json:
+        from ledger_gc.cli import print_json
+
+        print_json(report.to_dict())
+    else:
+        for line in render_text(report):
+            print(line)
+
+
+def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        report = run_orphan_cycle(
+            settings,
+            dry_run=True if args.dry_run else None,
+            force=args.force,
+            inventory=args.inventory,
+        )
+    except OrphanCycleError as exc:
+        _print(exc.report, args.json)
+        return EXIT_ERROR
+    _print(report, args.json)
+    if report.status != OK or report.to_dict()["failed"]:
+        return EXIT_INCOMPLETE
+    return EXIT_OK

@@ -1,0 +1,100 @@
+"""What the ``spark_apps/orphan_*.py`` entry points run under ``spark-submit``.
+
+Each app is one step of the cycle (``cycle.step_*``) for one run id. Settings come from
+``LEDGERGC_*`` environment variables (``Settings.from_env``); the DAG's Spark tasks set
+them from Airflow's connections and params with ``settings_to_env``. The app prints the
+step's manifest as JSON and exits 0, or prints one error line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ledger_gc.errors import LedgerGcError
+from ledger_gc.settings import Settings
+
+STEPS = ("snapshot", "scan", "diff", "delete")
+
+
+def settings_to_env(settings: Settings) -> dict[str, str]:
+    """``LEDGERGC_*`` variables that ``Settings.from_env`` turns back into ``settings``."""
+    env = {
+        "LEDGERGC_ZK_HOSTS": settings.zk_hosts,
+        "LEDGERGC_ZK_TIMEOUT_SECONDS": str(settings.zk_timeout_seconds),
+        "LEDGERGC_S3_ENDPOINT": settings.s3_endpoint or "",
+        "LEDGERGC_S3_REGION": settings.s3_region,
+        "LEDGERGC_BUCKET": settings.bucket,
+        "LEDGERGC_PREFIX": settings.prefix,
+        "LEDGERGC_DELETE_ENABLED": "true" if settings.delete_enabled else "false",
+        "LEDGERGC_GRACE_SECONDS": str(settings.grace_seconds),
+        "LEDGERGC_RETENTION_SECONDS": str(settings.retention_seconds),
+        "LEDGERGC_ORPHAN_MAX_FRACTION": repr(float(settings.orphan_max_fraction)),
+        "LEDGERGC_STATE_DIR": str(Path(settings.state_dir).resolve()),
+        "LEDGERGC_TRIM_RETENTION_SECONDS": str(settings.trim_retention.seconds),
+        "LEDGERGC_TRIM_RETENTION_BYTES": str(settings.trim_retention.bytes),
+    }
+    if settings.zk_digest:
+        env["LEDGERGC_ZK_DIGEST"] = settings.zk_digest
+    if settings.trim_retention_overrides:
+        env["LEDGERGC_TRIM_RETENTION_OVERRIDES"] = json.dumps(
+            {
+                ns: {"seconds": r.seconds, "bytes": r.bytes}
+                for ns, r in settings.trim_retention_overrides.items()
+            }
+        )
+    return env
+
+
+def build_parser(step: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"orphan_{step}.py", description=f"The {step} step of a ledger-gc orphan cycle."
+    )
+    parser.add_argument("--run-id", required=True, help="the cycle's run id (its state folder)")
+    if step == "scan":
+        parser.add_argument("--inventory", help="an S3 Inventory report instead of listing")
+    if step == "delete":
+        parser.add_argument("--dry-run", action="store_true", help="re-check, delete nothing")
+        parser.add_argument("--force", action="store_true", help="recorded in the result")
+    return parser
+
+
+def run_app(step: str, argv: Sequence[str] | None = None) -> int:
+    """Run one step in a SparkSession from ``spark-submit`` (its master, its config)."""
+    if step not in STEPS:
+        raise ValueError(f"unknown step {step!r}; one of {', '.join(STEPS)}")
+    args = build_parser(step).parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    from pyspark.sql import SparkSession
+
+    from ledger_gc.orphans import cycle
+    from ledger_gc.orphans.spark_jobs import ship_library
+
+    spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
+    try:
+        ship_library(spark)
+        settings = Settings.from_env()
+        if step == "snapshot":
+            result = cycle.step_snapshot(settings, args.run_id, spark)
+        elif step == "scan":
+            result = cycle.step_scan(settings, args.run_id, spark, inventory=args.inventory)
+        elif step == "diff":
+            result = cycle.step_diff(settings, args.run_id, spark)
+        else:
+            options = cycle.CycleOptions(dry_run=args.dry_run or None, force=args.force)
+            result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+        json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+        return 0
+    except LedgerGcError as exc:
+        print(f"ledgergc orphans {step}: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()

@@ -1,0 +1,281 @@
+"""What every object under the prefix is, against a metadata snapshot (pure).
+
+The five classes (DESIGN.md "Orphans" and "S3 layout"):
+
+* ``live``: a block of a ledger its managed ledger lists;
+* ``marked``: a block of a ledger its managed ledger marks deletable. The trim owns these
+  (PIP-129: marked, then deleted, then unmarked); orphan removal never touches them;
+* ``orphan-ledger``: a block of a ledger whose managed ledger exists but neither lists nor
+  marks that id. Ledger ids are store-wide unique (BookKeeper's idgen), so a ledger
+  directory can only ever belong to the managed ledger whose directory it is in;
+* ``orphan-partition``: a block under a managed-ledger directory whose znode does not
+  exist (KIP-370's "orphan partition": a deleted topic's data);
+* ``foreign``: any key that is not a block of the store (``keys.parse_key``). Reported,
+  never deleted.
+
+The unit that orphan removal tracks and deletes is a *target*: a ledger directory for an
+orphan ledger, a managed-ledger directory for an orphan partition. ``Candidate`` is one
+target as one scan saw it (objects, bytes, newest object).
+
+The Spark diff (``spark_jobs.diff_job``) implements the same rules with Spark SQL over
+millions of keys; ``diff_objects`` here is the reference it is tested against, and the
+input of the property tests. The block-key regular expression is shared by both: the
+Java and Python dialects differ only in the end anchor (Java's ``$`` also matches before
+a final newline; ``\\z`` does not), and a test checks that both agree with ``parse_key``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_gc.storage import keys
+
+LIVE = "live"
+MARKED = "marked"
+ORPHAN_LEDGER = "orphan-ledger"
+ORPHAN_PARTITION = "orphan-partition"
+FOREIGN = "foreign"
+CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN)
+ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION)
+
+#: The namespace label of a key that is not inside any ``tenant/ns/persistent/topic/``.
+NO_NAMESPACE = "(none)"
+
+# --- the block-key pattern, shared by Python and Spark (Java) --------------------------
+
+# One name segment as keys.validate_ml_name accepts it: ASCII letters, digits and
+# % _ . = : - , but not "." or ".." alone: the lookahead rejects a dot or two followed by
+# "/" or the end (written "(?![^/])" because the two dialects spell "end" differently).
+_SEGMENT = r"(?!\.\.?(?![^/]))[A-Za-z0-9%_.=:-]+"
+_ML_NAME = rf"{_SEGMENT}/{_SEGMENT}/{keys.PERSISTENT_DOMAIN}/{_SEGMENT}"
+_ID = rf"[0-9]{{{keys.ID_WIDTH}}}"
+_BLOCK_BODY = rf"^({_ML_NAME})/{keys.LEDGERS_DIR}/({_ID})/({_ID})\.blk"
+#: Groups: 1 managed-ledger name, 2 ledger id, 3 first entry id (applied to the key with
+#: the store prefix removed). Ids must also be <= keys.MAX_ID.
+BLOCK_RE_PYTHON = _BLOCK_BODY + r"\Z"
+BLOCK_RE_JAVA = _BLOCK_BODY + r"\z"
+#: Group 1: the ``tenant/ns`` of a key inside a managed-ledger directory (foreign or not).
+_NAMESPACE_BODY = rf"^({_SEGMENT}/{_SEGMENT})/{keys.PERSISTENT_DOMAIN}/{_SEGMENT}"
+NAMESPACE_RE_PYTHON = _NAMESPACE_BODY + r"(?:/|\Z)"
+NAMESPACE_RE_JAVA = _NAMESPACE_BODY + r"(?:/|\z)"
+
+
+def namespace_of_key(prefix: str, key: str) -> str:
+    """``tenant/ns`` of a key inside a managed-ledger directory, else ``NO_NAMESPACE``."""
+    parsed = keys.parse_key(prefix, key)
+    if parsed.ml_name is None:
+        return NO_NAMESPACE
+    return keys.namespace_of(parsed.ml_name)
+
+
+def namespace_of_ml(ml_name: str) -> str:
+    tenant, _, rest = ml_name.partition("/")
+    namespace = rest.partition("/")[0]
+    return f"{tenant}/{namespace}" if namespace else NO_NAMESPACE
+
+
+# --- the snapshot ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ManagedLedgerRefs:
+    """The ledger ids one managed ledger references: listed, and marked deletable."""
+
+    listed: frozenset[int] = frozenset()
+    marked: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class MetadataSnapshot:
+    """Every managed ledger of the store and the ledgers it references."""
+
+    managed_ledgers: Mapping[str, ManagedLedgerRefs]
+
+    def class_of_block(self, ml_name: str, ledger_id: int) -> str:
+        refs = self.managed_ledgers.get(ml_name)
+        if refs is None:
+            return ORPHAN_PARTITION
+        if ledger_id in refs.listed:
+            return LIVE
+        if ledger_id in refs.marked:
+            return MARKED
+        return ORPHAN_LEDGER
+
+
+def classify_key(prefix: str, key: str, snapshot: MetadataSnapshot) -> tuple[str, keys.ParsedKey]:
+    """The class of one object key (``foreign`` for anything ``parse_key`` rejects)."""
+    parsed = keys.parse_key(prefix, key)
+    if not parsed.is_block:
+        return FOREIGN, parsed
+    assert parsed.ml_name is not None and parsed.ledger_id is not None
+    return snapshot.class_of_block(parsed.ml_name, parsed.ledger_id), parsed
+
+
+# --- candidates ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One orphan target as a scan saw it: a ledger directory, or a managed-ledger one."""
+
+    target_class: str
+    ml_name: str
+    ledger_id: int | None
+    objects: int
+    bytes: int
+    newest_ms: int
+    oldest_ms: int
+
+    def __post_init__(self) -> None:
+        if self.target_class not in ORPHAN_CLASSES:
+            raise ValueError(f"{self.target_class!r} is not an orphan class")
+        if (self.target_class == ORPHAN_LEDGER) != (self.ledger_id is not None):
+            raise ValueError("an orphan ledger has a ledger id, an orphan partition has none")
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of_ml(self.ml_name)
+
+    def prefix(self, store_prefix: str) -> str:
+        """The target's key prefix: what the registry is keyed by and what is deleted."""
+        if self.ledger_id is None:
+            return keys.ml_dir(store_prefix, self.ml_name)
+        return keys.ledger_dir(store_prefix, self.ml_name, self.ledger_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target_class": self.target_class,
+            "ml_name": self.ml_name,
+            "ledger_id": self.ledger_id,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "newest_ms": self.newest_ms,
+            "oldest_ms": self.oldest_ms,
+        }
+
+
+@dataclass
+class ClassTotals:
+    """Objects, bytes and units (ledgers; partitions for orphan partitions) of a class."""
+
+    objects: int = 0
+    bytes: int = 0
+    units: int = 0
+
+    def add(self, objects: int, size: int, units: int) -> None:
+        self.objects += objects
+        self.bytes += size
+        self.units += units
+
+    def to_dict(self) -> dict[str, int]:
+        return {"objects": self.objects, "bytes": self.bytes, "units": self.units}
+
+
+@dataclass
+class DiffResult:
+    """What a diff found: totals per class and namespace, and the orphan candidates."""
+
+    managed_ledgers: int
+    objects: int = 0
+    bytes: int = 0
+    block_objects: int = 0
+    classes: dict[str, ClassTotals] = field(
+        default_factory=lambda: {name: ClassTotals() for name in CLASSES}
+    )
+    namespaces: dict[str, dict[str, ClassTotals]] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    foreign_samples: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(self.classes[name].bytes for name in ORPHAN_CLASSES)
+
+    @property
+    def orphan_fraction(self) -> float:
+        return self.orphan_bytes / self.bytes if self.bytes else 0.0
+
+    def add(self, namespace: str, name: str, objects: int, size: int, units: int) -> None:
+        self.classes[name].add(objects, size, units)
+        per_ns = self.namespaces.setdefault(namespace, {c: ClassTotals() for c in CLASSES})
+        per_ns[name].add(objects, size, units)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The JSON facts of ``diff.json`` (candidates go to Parquet beside it)."""
+        return {
+            "managed_ledgers": self.managed_ledgers,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "block_objects": self.block_objects,
+            "orphan_bytes": self.orphan_bytes,
+            "orphan_fraction": self.orphan_fraction,
+            "candidates": len(self.candidates),
+            "classes": {name: totals.to_dict() for name, totals in self.classes.items()},
+            "namespaces": {
+                ns: {name: totals.to_dict() for name, totals in per_ns.items()}
+                for ns, per_ns in sorted(self.namespaces.items())
+            },
+            "foreign_samples": self.foreign_samples,
+        }
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object of the bucket as a listing or an inventory reports it."""
+
+    key: str
+    size: int
+    last_modified: int  # epoch ms
+
+
+def diff_objects(
+    prefix: str,
+    objects: Iterable[StoredObject],
+    snapshot: MetadataSnapshot,
+    *,
+    max_foreign_samples: int = 50,
+) -> DiffResult:
+    """The reference diff: classify every object, aggregate per target and namespace."""
+    result = DiffResult(managed_ledgers=len(snapshot.managed_ledgers))
+    # (class, ml_name, ledger_id) -> [objects, bytes, newest, oldest]
+    per_ledger: dict[tuple[str, str, int], list[int]] = {}
+    for obj in objects:
+        result.objects += 1
+        result.bytes += obj.size
+        name, parsed = classify_key(prefix, obj.key, snapshot)
+        if name == FOREIGN:
+            ns = keys.namespace_of(parsed.ml_name) if parsed.ml_name else NO_NAMESPACE
+            result.add(ns, FOREIGN, 1, obj.size, 0)
+            if len(result.foreign_samples) < max_foreign_samples:
+                result.foreign_samples.append({"key": obj.key, "reason": parsed.reason or ""})
+            continue
+        result.block_objects += 1
+        assert parsed.ml_name is not None and parsed.ledger_id is not None
+        agg = per_ledger.setdefault((name, parsed.ml_name, parsed.ledger_id), [0, 0, 0, 2**63])
+        agg[0] += 1
+        agg[1] += obj.size
+        agg[2] = max(agg[2], obj.last_modified)
+        agg[3] = min(agg[3], obj.last_modified)
+    partitions: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 2**63, 0])
+    for (name, ml_name, ledger_id), (count, size, newest, oldest) in sorted(per_ledger.items()):
+        ns = namespace_of_ml(ml_name)
+        if name == ORPHAN_PARTITION:
+            part = partitions[ml_name]
+            part[0] += count
+            part[1] += size
+            part[2] = max(part[2], newest)
+            part[3] = min(part[3], oldest)
+            continue
+        result.add(ns, name, count, size, 1)
+        if name == ORPHAN_LEDGER:
+            result.candidates.append(
+                Candidate(ORPHAN_LEDGER, ml_name, ledger_id, count, size, newest, oldest)
+            )
+    for ml_name, (count, size, newest, oldest, _) in sorted(partitions.items()):
+        result.add(namespace_of_ml(ml_name), ORPHAN_PARTITION, count, size, 1)
+        result.candidates.append(
+            Candidate(ORPHAN_PARTITION, ml_name, None, count, size, newest, oldest)
+        )
+    return result

@@ -1,0 +1,415 @@
+"""One orphan cycle: snapshot, scan, diff, initialize/correct, delete, report.
+
+Each step is a function over the run's files in the state dir (``layout``) and the
+registry, so the same code runs in one process (``run_orphan_cycle``: the CLI and the
+demo) or as separate Airflow tasks (``dags/orphan_removal.py``), and any step can be
+re-run on its own:
+
+* ``step_snapshot``, ``step_scan``, ``step_diff`` (Spark) overwrite their run's output;
+* ``step_phases`` (guards, then phases 1 and 2) applies a run's scan to the registry in
+  one transaction, once: the registry numbers the scan and remembers the run id;
+* ``step_delete`` (phase 3) re-checks and deletes what the registry says is due, and
+  applies the outcome in one transaction; if ZooKeeper goes away mid-way it records
+  nothing and fails (what it did delete is in the audit log, and the next run finds
+  those prefixes empty and closes them as ``gone``);
+* ``step_report`` writes ``report.json`` and appends the summary to the run log, also
+  for a failed cycle.
+
+Deletion happens only with ``settings.delete_enabled`` and without ``dry_run``; by
+default a cycle registers, corrects and reports what it would delete (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.orphans import deleting, guards, phases, report
+from ledger_gc.orphans.layout import DELETE, DIFF, PHASES, SNAPSHOT, RunPaths, new_run_id
+from ledger_gc.orphans.reading import snapshot_from_rows
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ledger_gc.orphans.classify import ManagedLedgerRefs
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+#: More eligible entries than this are re-checked and deleted on executors.
+DISTRIBUTE_OVER = 500
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CycleOptions:
+    """What a run was asked to do (CLI flags, DAG params)."""
+
+    dry_run: bool | None = None  # None: dry unless settings.delete_enabled
+    force: bool = False
+    inventory: str | None = None
+
+    def deleting(self, settings: Settings) -> bool:
+        """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
+        return settings.delete_enabled and not self.dry_run
+
+
+class OrphanCycleError(LedgerGcError):
+    """A cycle failed; ``report`` is the summary that was appended to the run log."""
+
+    def __init__(self, message: str, report: report.CycleReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+# --- the Spark steps -------------------------------------------------------------------
+
+
+def step_snapshot(
+    settings: Settings, run_id: str, spark: SparkSession, *, clock: Clock = now_ms
+) -> dict[str, Any]:
+    from ledger_gc.orphans.spark_jobs import snapshot_job
+
+    return snapshot_job(spark, settings, RunPaths(settings.state_dir, run_id), clock=clock)
+
+
+def step_scan(
+    settings: Settings,
+    run_id: str,
+    spark: SparkSession,
+    *,
+    inventory: str | None = None,
+    clock: Clock = now_ms,
+) -> dict[str, Any]:
+    from ledger_gc.orphans.spark_jobs import scan_job
+
+    run = RunPaths(settings.state_dir, run_id)
+    return scan_job(spark, settings, run, inventory=inventory, clock=clock)
+
+
+def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> dict[str, Any]:
+    from ledger_gc.orphans.spark_jobs import diff_job
+
+    run = RunPaths(settings.state_dir, run_id)
+    diff_job(spark, settings, run)
+    manifest = run.read_manifest(DIFF)
+    assert manifest is not None
+    return manifest
+
+
+# --- phases 1 and 2 --------------------------------------------------------------------
+
+
+def _snapshot_refs(run: RunPaths, ml_names: set[str]) -> dict[str, ManagedLedgerRefs]:
+    """What the run's snapshot says of some managed ledgers (read with pyarrow)."""
+    if not ml_names:
+        return {}
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(run.data(SNAPSHOT), format="parquet")
+    table = dataset.to_table(filter=ds.field("ml_name").isin(sorted(ml_names)))
+    rows = zip(
+        table.column("entry_type").to_pylist(),
+        table.column("ml_name").to_pylist(),
+        table.column("ledger_id").to_pylist(),
+        strict=True,
+    )
+    return dict(snapshot_from_rows(list(rows)).managed_ledgers)
+
+
+def step_phases(
+    settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
+) -> dict[str, Any]:
+    """Guards, then initialize and correct, in one registry transaction (idempotent)."""
+    from ledger_gc.orphans.spark_jobs import read_candidates
+
+    run = RunPaths(settings.state_dir, run_id)
+    diff = run.read_manifest(DIFF)
+    assert diff is not None
+    run.start_step(PHASES, keep_data=True)
+    refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
+    registry = OrphanRegistry(settings.state_dir)
+    result: dict[str, Any] = {
+        "applied": False,
+        "forced": force,
+        "scan_number": None,
+        "refusals": [r.to_dict() for r in refusals],
+        "added": 0,
+        "seen": 0,
+        "restarted": 0,
+        "corrected": 0,
+    }
+    if guards.blocking(refusals):
+        for refusal in guards.blocking(refusals):
+            log.warning("orphan cycle %s refused: %s", run_id, refusal.reason)
+        run.write_manifest(PHASES, result)
+        return result
+    candidates = {c.prefix(settings.prefix): c for c in read_candidates(run)}
+    now = clock()
+    with registry.transaction() as txn:
+        done = txn.scan_of_run(run_id)
+        if done is not None:
+            run.write_manifest(PHASES, done.result)
+            return done.result
+        latest = txn.latest_scan()
+        if latest is not None and latest.result.get("snapshot_started_ms", 0) > diff.get(
+            "snapshot_started_ms", 0
+        ):
+            stale = guards.Refusal(
+                guards.STALE_RUN,
+                f"run {latest.run_id} already applied a newer scan (#{latest.number}); this "
+                "run's scan is older and is not applied",
+            )
+            result["refusals"].append(stale.to_dict())
+            run.write_manifest(PHASES, result)
+            return result
+        number = txn.record_scan(run_id, now, {})
+        entries = txn.entries()
+        missing = [entry for prefix, entry in entries.items() if prefix not in candidates]
+        refs = _snapshot_refs(run, {entry.ml_name for entry in missing})
+        reasons = {
+            entry.prefix: phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
+            for entry in missing
+        }
+        changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
+        for entry in changes.added:
+            txn.upsert(entry)
+            txn.add_history(
+                entry,
+                phases.REGISTERED,
+                "first seen orphaned",
+                run_id=run_id,
+                scan=number,
+                time_ms=now,
+            )
+        for entry in changes.seen:
+            txn.upsert(entry)
+        for entry, reason in changes.restarted:
+            txn.upsert(entry)
+            txn.add_history(
+                entry, phases.CLOCK_RESTARTED, reason, run_id=run_id, scan=number, time_ms=now
+            )
+        for entry, reason in changes.corrected:
+            txn.remove(entry.prefix)
+            txn.add_history(
+                entry, phases.CORRECTED, reason, run_id=run_id, scan=number, time_ms=now
+            )
+        result.update(
+            applied=True,
+            scan_number=number,
+            snapshot_started_ms=diff.get("snapshot_started_ms"),
+            added=len(changes.added),
+            seen=len(changes.seen),
+            restarted=len(changes.restarted),
+            corrected=len(changes.corrected),
+        )
+        txn.set_scan_result(number, result)
+    run.write_manifest(PHASES, result)
+    return result
+
+
+# --- phase 3 ---------------------------------------------------------------------------
+
+
+def step_delete(
+    settings: Settings,
+    run_id: str,
+    *,
+    options: CycleOptions = CycleOptions(),
+    spark: SparkSession | None = None,
+    clock: Clock = now_ms,
+    distribute_over: int = DISTRIBUTE_OVER,
+) -> dict[str, Any]:
+    """Phase 3: re-check and delete (or report) what is due; one registry transaction."""
+    run = RunPaths(settings.state_dir, run_id)
+    applied = run.read_manifest(PHASES)
+    assert applied is not None
+    run.start_step(DELETE, keep_data=True)
+    deleting_now = options.deleting(settings)
+    result: dict[str, Any] = {
+        "deleting": deleting_now,
+        "skipped": None,
+        "results": [],
+        "eligible": 0,
+    }
+    registry = OrphanRegistry(settings.state_dir)
+    latest = registry.latest_scan()
+    if not applied.get("applied"):
+        result["skipped"] = "the scan was not applied (see the refusals); nothing deleted"
+    elif latest is None or latest.run_id != run_id:
+        result["skipped"] = (
+            f"a newer scan (run {latest.run_id if latest else '?'}) was applied since; only "
+            "the latest run may delete"
+        )
+    if result["skipped"]:
+        run.write_manifest(DELETE, result)
+        return result
+    assert latest is not None
+    now = clock()
+    plan = phases.plan_deletion(
+        registry.entries().values(),
+        latest.number,
+        now,
+        settings.grace_seconds,
+        settings.retention_seconds,
+    )
+    payloads = [asdict(entry) for entry in plan.eligible]
+    result["eligible"] = len(payloads)
+    if spark is not None and len(payloads) > distribute_over:
+        from ledger_gc.orphans.spark_jobs import distributed_delete
+
+        results = distributed_delete(
+            spark, settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now
+        )
+    else:
+        results = deleting.recheck_and_delete(
+            settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now
+        )
+    result["results"] = results
+    if deleting_now:
+        _audit(settings, run_id, results)
+    unavailable = [r for r in results if r["unavailable"]]
+    if unavailable:
+        result["failed"] = unavailable[0]["error"]
+        run.write_manifest(DELETE, result)
+        done = sum(1 for r in results if r["action"] == deleting.DELETED)
+        raise MetadataError(
+            f"ZooKeeper became unavailable during the orphan delete ({unavailable[0]['error']}); "
+            f"{len(unavailable)} entries were not re-checked and nothing more was deleted "
+            f"({done} deleted before, see the audit log); the registry is unchanged and the "
+            "next run retries"
+        )
+    _apply_delete_results(registry, results, run_id, latest.number, now)
+    run.write_manifest(DELETE, result)
+    return result
+
+
+def _audit(settings: Settings, run_id: str, results: list[dict[str, Any]]) -> None:
+    """Audit every ledger directory whose blocks were deleted (also partial deletes)."""
+    records = [
+        AuditRecord(
+            operation=item["operation"],
+            target_class=item["target_class"],
+            ml_name=item["ml_name"],
+            ledger_id=item["ledger_id"],
+            prefix=item["prefix"],
+            objects=item["objects"],
+            bytes=item["bytes"],
+            reason=item["reason"],
+            run_id=run_id,
+        )
+        for result in results
+        for item in result["deleted_ledgers"]
+        if item["objects"]
+    ]
+    AuditLog(settings.state_dir).append(records)
+
+
+def _apply_delete_results(
+    registry: OrphanRegistry, results: list[dict[str, Any]], run_id: str, scan: int, now: int
+) -> None:
+    events = {
+        deleting.DELETED: phases.DELETED,
+        deleting.GONE: phases.GONE,
+        deleting.CORRECTED: phases.CORRECTED,
+    }
+    with registry.transaction() as txn:
+        entries = txn.entries()
+        for result in results:
+            entry = entries.get(result["prefix"])
+            if entry is None:
+                continue
+            action = result["action"]
+            if action in events:
+                txn.remove(entry.prefix)
+                sizes: dict[str, int] = (
+                    {"objects": result["objects"], "size": result["bytes"]}
+                    if action == deleting.DELETED
+                    else {}
+                )
+                txn.add_history(
+                    entry,
+                    events[action],
+                    result["reason"],
+                    run_id=run_id,
+                    scan=scan,
+                    time_ms=now,
+                    **sizes,
+                )
+            elif action == deleting.FAILED:
+                error = result["error"] or result["reason"]
+                txn.note_failure(entry.prefix, error)
+                txn.add_history(
+                    entry, phases.DELETE_FAILED, error, run_id=run_id, scan=scan, time_ms=now
+                )
+
+
+# --- report and the whole cycle --------------------------------------------------------
+
+
+def step_report(
+    settings: Settings,
+    run_id: str,
+    *,
+    options: CycleOptions = CycleOptions(),
+    clock: Clock = now_ms,
+    started_ms: int | None = None,
+    error: BaseException | str | None = None,
+) -> report.CycleReport:
+    """Build the cycle's report from its files and the registry; append it to the run log."""
+    cycle_report = report.build_report(
+        settings, run_id, options=options, now_ms=clock(), started_ms=started_ms, error=error
+    )
+    report.publish(settings, cycle_report)
+    return cycle_report
+
+
+def run_orphan_cycle(
+    settings: Settings,
+    *,
+    dry_run: bool | None = None,
+    force: bool = False,
+    inventory: str | None = None,
+    run_id: str | None = None,
+    spark: SparkSession | None = None,
+    clock: Clock | None = None,
+) -> report.CycleReport:
+    """Run one full cycle in this process and return its report (also in the run log).
+
+    ``spark=None`` uses (or creates) a local session (``local[*]``). ``clock`` (epoch ms)
+    is for tests. Raises ``OrphanCycleError`` (with the failed run's report) when a step
+    fails: nothing is deleted after a failure.
+    """
+    clock = clock or now_ms
+    run_id = run_id or new_run_id(now_ms=clock())
+    options = CycleOptions(dry_run=dry_run, force=force, inventory=inventory)
+    started = clock()
+    try:
+        if spark is None:
+            from ledger_gc.orphans.spark_jobs import local_session
+
+            spark = local_session()
+        step_snapshot(settings, run_id, spark, clock=clock)
+        step_scan(settings, run_id, spark, inventory=inventory, clock=clock)
+        step_diff(settings, run_id, spark)
+        step_phases(settings, run_id, force=force, clock=clock)
+        step_delete(settings, run_id, options=options, spark=spark, clock=clock)
+    except Exception as exc:
+        failed = step_report(
+            settings, run_id, options=options, clock=clock, started_ms=started, error=exc
+        )
+        if isinstance(exc, LedgerGcError):
+            raise OrphanCycleError(str(exc), failed) from exc
+        raise
+    return step_report(settings, run_id, options=options, clock=clock, started_ms=started)

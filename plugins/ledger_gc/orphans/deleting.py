@@ -1,0 +1,212 @@
+"""Phase 3's I/O: re-check eligible entries live, one by one, and delete them in bulk.
+
+For each entry, just before its delete (DESIGN.md "Orphans", KIP-370):
+
+1. ``sync`` the managed ledger's znode and read it again (``phases.live_verdict``): an
+   orphan ledger is still one iff its managed ledger exists and neither lists nor marks
+   it; an orphan partition iff the znode still does not exist;
+2. list the target's prefix again: no block left means it is gone already; a block newer
+   than the scans saw means someone is writing (corrected away); a newest block younger
+   than retention waits;
+3. the survivors of a batch are deleted through the one delete path (``Deleter``: bulk
+   DeleteObjects, only block keys of exactly that ledger, re-listed to confirm).
+
+This module runs on the driver or, when there are many entries, on Spark executors
+(``spark_jobs.distributed_delete``), so it takes plain dicts and returns plain dicts and
+writes nothing to the state dir: the driver writes the audit records and the registry.
+If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or deleted
+(fail closed) and the results say so; the driver then fails the step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict
+from typing import Any
+
+from ledger_gc import formats
+from ledger_gc.deletion import Deleter, DeleteTarget
+from ledger_gc.errors import MetadataUnavailableError
+from ledger_gc.metadata import paths
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphans import phases
+from ledger_gc.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
+from ledger_gc.settings import Settings
+from ledger_gc.storage.keys import ledger_dir, parse_key
+from ledger_gc.storage.s3 import LedgerStorage
+
+log = logging.getLogger(__name__)
+
+OPERATION = "orphan-removal"
+#: Entries re-checked before one bulk delete: small, so that little time passes between
+#: an entry's live re-check and its delete.
+BATCH_SIZE = 50
+
+# Result actions.
+DELETED = "deleted"
+WOULD_DELETE = "would-delete"
+CORRECTED = "corrected"
+GONE = "gone"
+WAITING = "waiting"
+FAILED = "failed"
+SKIPPED = "skipped"  # not re-checked: ZooKeeper became unavailable earlier in the batch
+
+
+def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
+    """The managed ledger as ZooKeeper's leader has it now (``sync`` first)."""
+    path = paths.managed_ledger_path(ml_name)
+    store.sync(path)
+    raw = store.get_many_raw([path])[0]
+    if raw is None:
+        return LiveState(ml_exists=False)
+    info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+    return LiveState(
+        ml_exists=True,
+        listed=frozenset(ledger.ledgerId for ledger in info.ledgerInfo),
+        marked=frozenset(formats.deletable_markers(info, path=path)),
+    )
+
+
+def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
+    """The entry's blocks as S3 lists them now (foreign keys are not the store's)."""
+    ledgers: set[int] = set()
+    newest: int | None = None
+    for obj in storage.iter_objects(entry.prefix):
+        parsed = parse_key(storage.prefix, obj.key)
+        if not parsed.is_block or parsed.ml_name != entry.ml_name:
+            continue
+        if entry.ledger_id is not None and parsed.ledger_id != entry.ledger_id:
+            continue
+        assert parsed.ledger_id is not None
+        ledgers.add(parsed.ledger_id)
+        newest = obj.last_modified if newest is None else max(newest, obj.last_modified)
+    return ListingState(frozenset(ledgers), newest)
+
+
+def _result(entry: RegistryEntry, action: str, reason: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "prefix": entry.prefix,
+        "target_class": entry.target_class,
+        "ml_name": entry.ml_name,
+        "ledger_id": entry.ledger_id,
+        "namespace": entry.namespace,
+        "action": action,
+        "reason": reason,
+        "objects": 0,
+        "bytes": 0,
+        "until_ms": None,
+        "error": None,
+        "unavailable": False,
+        "foreign_keys": 0,
+        "deleted_ledgers": [],
+        **extra,
+    }
+
+
+def _skipped(entry: RegistryEntry, error: str) -> dict[str, Any]:
+    return _result(
+        entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
+    )
+
+
+def recheck_and_delete(
+    settings: Settings,
+    entries: Sequence[dict[str, Any]],
+    *,
+    run_id: str,
+    now_ms: int,
+    deleting: bool,
+) -> list[dict[str, Any]]:
+    """Re-check and delete (or, when not ``deleting``, only report) registry entries.
+
+    ``entries`` are ``RegistryEntry`` fields as dicts. Returns one result dict per entry.
+    """
+    items = [RegistryEntry(**entry) for entry in entries]
+    if not items:
+        return []
+    results: list[dict[str, Any]] = []
+    storage = LedgerStorage(settings)
+    deleter = Deleter(storage, None, run_id, dry_run=not deleting)
+    with ExitStack() as stack:
+        try:
+            store = stack.enter_context(MetadataStore.open(settings))
+        except MetadataUnavailableError as exc:
+            return [_skipped(entry, str(exc)) for entry in items]
+        unavailable: str | None = None
+        for offset in range(0, len(items), BATCH_SIZE):
+            to_delete: list[tuple[RegistryEntry, Decision]] = []
+            for entry in items[offset : offset + BATCH_SIZE]:
+                if unavailable is not None:
+                    results.append(_skipped(entry, unavailable))
+                    continue
+                try:
+                    live = read_live_state(store, entry.ml_name)
+                    listing = read_listing(storage, entry)
+                except MetadataUnavailableError as exc:
+                    unavailable = str(exc)
+                    results.append(_skipped(entry, unavailable))
+                    continue
+                except Exception as exc:  # a bad record or a failed listing: keep it, retry
+                    log.warning("cannot re-check %s: %s", entry.prefix, exc)
+                    results.append(_result(entry, FAILED, "re-check failed", error=str(exc)))
+                    continue
+                decision = phases.decide(entry, live, listing, now_ms, settings.retention_seconds)
+                if decision.action == phases.DELETE:
+                    to_delete.append((entry, decision))
+                elif decision.action == phases.CORRECT:
+                    results.append(_result(entry, CORRECTED, decision.reason))
+                elif decision.action == phases.ALREADY_GONE:
+                    results.append(_result(entry, GONE, decision.reason))
+                else:
+                    results.append(
+                        _result(entry, WAITING, decision.reason, until_ms=decision.until_ms)
+                    )
+            if to_delete:
+                results.extend(_delete(deleter, storage.prefix, to_delete, deleting))
+    return results
+
+
+def _delete(
+    deleter: Deleter,
+    store_prefix: str,
+    to_delete: list[tuple[RegistryEntry, Decision]],
+    deleting: bool,
+) -> list[dict[str, Any]]:
+    targets = []
+    owners = []
+    for entry, decision in to_delete:
+        for ledger_id in decision.ledger_ids:
+            targets.append(
+                DeleteTarget(
+                    prefix=ledger_dir(store_prefix, entry.ml_name, ledger_id),
+                    operation=OPERATION,
+                    target_class=entry.target_class,
+                    ml_name=entry.ml_name,
+                    ledger_id=ledger_id,
+                    reason=decision.reason,
+                )
+            )
+            owners.append(entry.prefix)
+    outcomes = deleter.delete(targets)
+    results = []
+    for entry, decision in to_delete:
+        mine = [o for o, owner in zip(outcomes, owners, strict=True) if owner == entry.prefix]
+        errors = [o.error for o in mine if o.error]
+        result = _result(
+            entry,
+            DELETED if deleting else WOULD_DELETE,
+            decision.reason,
+            objects=sum(o.objects for o in mine),
+            bytes=sum(o.bytes for o in mine),
+            foreign_keys=sum(len(o.foreign_keys) for o in mine),
+            deleted_ledgers=[
+                {**asdict(o.target), "objects": o.objects, "bytes": o.bytes} for o in mine
+            ],
+        )
+        if deleting and (errors or not all(o.gone for o in mine)):
+            result["action"] = FAILED
+            result["error"] = errors[0] if errors else "blocks still listed after the delete"
+        results.append(result)
+    return results

@@ -1,0 +1,72 @@
+"""The safety guards of an orphan cycle (pure): when a scan's answer must not be acted on.
+
+DESIGN.md "Orphans": a scan that could not read all metadata, that finds no managed
+ledgers while the bucket holds ledger data, or whose orphans exceed a fraction of all
+bytes deletes nothing and says why, unless the run is forced. The usual cause of the last
+two is a configuration mistake (a wrong ZooKeeper chroot, the wrong bucket or prefix), in
+which *everything* looks orphaned: exactly when deleting would be a disaster.
+
+A refused cycle also leaves the registry alone (no registration, no correction), so a
+misconfigured run cannot start anybody's grace window either.
+
+A partial metadata read never gets this far: the snapshot raises and the cycle stops
+(``METADATA_READ`` names that refusal in the run log). It cannot be forced, because there
+is no complete snapshot to act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+METADATA_READ = "metadata-read"
+ZERO_MANAGED_LEDGERS = "zero-managed-ledgers"
+ORPHAN_FRACTION = "orphan-fraction"
+STALE_RUN = "stale-run"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A guard that tripped: its name and a reason an operator can act on."""
+
+    guard: str
+    reason: str
+    forced: bool = False  # tripped, but the run was forced past it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"guard": self.guard, "reason": self.reason, "forced": self.forced}
+
+
+def evaluate_guards(diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+    """The guards a diff trips. ``diff`` is ``diff.json``'s content (DiffResult manifest)."""
+    refusals = []
+    if diff["managed_ledgers"] == 0 and diff["block_objects"] > 0:
+        refusals.append(
+            Refusal(
+                ZERO_MANAGED_LEDGERS,
+                f"the metadata snapshot has no managed ledgers but the bucket holds "
+                f"{diff['block_objects']} ledger blocks: is LEDGERGC_ZK_HOSTS (its chroot), "
+                "LEDGERGC_BUCKET or LEDGERGC_PREFIX wrong? A refused cycle registers and "
+                "deletes nothing; force it only if every managed ledger really was deleted",
+                forced=force,
+            )
+        )
+    fraction = float(diff["orphan_fraction"])
+    if fraction > max_fraction:
+        refusals.append(
+            Refusal(
+                ORPHAN_FRACTION,
+                f"orphans are {fraction:.1%} of all bytes ({diff['orphan_bytes']} of "
+                f"{diff['bytes']}), above the limit of {max_fraction:.1%} "
+                "(LEDGERGC_ORPHAN_MAX_FRACTION): check the configuration first. A refused "
+                "cycle registers and deletes nothing; force it (--force, DAG param force) "
+                "if the leak is real",
+                forced=force,
+            )
+        )
+    return refusals
+
+
+def blocking(refusals: list[Refusal]) -> list[Refusal]:
+    """The refusals that stop the run (those not forced past)."""
+    return [refusal for refusal in refusals if not refusal.forced]

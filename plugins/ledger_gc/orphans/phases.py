@@ -1,0 +1,346 @@
+"""The three phases of orphan removal as pure decisions (Kafka KIP-370's design).
+
+KIP-370 finds "orphan partitions" (log directories no metadata references) and deletes
+them only after watching them for a while, because a directory can look orphaned for a
+moment while a writer is creating it. The three phases, each idempotent:
+
+1. **initialize** (``initialize_and_correct``): a candidate the registry does not know is
+   registered with ``first_seen`` = now and the number of the scan that saw it.
+2. **grace-window correction** (same function): an entry that this scan no longer sees as
+   orphaned (its ledger or managed ledger is referenced again, its data is gone) or that
+   received *new* data since it was registered (someone is writing: not an orphan) is
+   removed, with the reason kept in the registry's history. An entry that skipped a scan
+   (its ``last_scan`` is not the previous scan) restarts its clock: DESIGN.md requires it
+   to have been "seen orphaned on every scan since" it was first seen.
+3. **deletion** (``plan_deletion`` then ``decide``): an entry whose grace window has passed,
+   that the latest scan saw, whose newest object is older than retention, and that a live
+   ZooKeeper read (after ``sync``) and a fresh listing confirm, is deleted. Everything else
+   stays registered and is retried on later runs.
+
+Nothing here does I/O: the registry (``registry.py``) stores the entries, the cycle
+(``cycle.py``) and ``deleting.py`` feed in what ZooKeeper and S3 said.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from ledger_gc.orphans.classify import (
+    ORPHAN_LEDGER,
+    ORPHAN_PARTITION,
+    Candidate,
+    ManagedLedgerRefs,
+    namespace_of_ml,
+)
+
+
+def iso(ms: int) -> str:
+    """An epoch-ms time as operators read it in reasons: ``2026-01-01T12:00:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+# History events of the registry (one per change to an entry).
+REGISTERED = "registered"
+CLOCK_RESTARTED = "clock-restarted"
+CORRECTED = "corrected"
+DELETED = "deleted"
+GONE = "gone"
+DELETE_FAILED = "delete-failed"
+
+# Where a registered entry is in the deletion phase.
+WAITING_GRACE = "waiting-grace"
+WAITING_RETENTION = "waiting-retention"
+UNSEEN = "unseen"  # not seen by the latest scan (only after an interrupted cycle)
+ELIGIBLE = "eligible"
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One registered orphan target (a row of the registry's ``orphans`` table)."""
+
+    prefix: str
+    target_class: str
+    ml_name: str
+    ledger_id: int | None
+    first_seen_ms: int
+    last_seen_ms: int
+    first_scan: int
+    last_scan: int
+    scans_seen: int
+    objects: int
+    bytes: int
+    newest_ms: int
+    attempts: int = 0
+    last_error: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of_ml(self.ml_name)
+
+    def grace_until(self, grace_seconds: int) -> int:
+        return self.first_seen_ms + grace_seconds * 1000
+
+    def retention_until(self, retention_seconds: int) -> int:
+        return self.newest_ms + retention_seconds * 1000
+
+    def describe(self) -> str:
+        if self.ledger_id is None:
+            return f"orphan partition {self.ml_name}"
+        return f"orphan ledger {self.ledger_id} of {self.ml_name}"
+
+
+def new_entry(prefix: str, candidate: Candidate, scan_number: int, now_ms: int) -> RegistryEntry:
+    return RegistryEntry(
+        prefix=prefix,
+        target_class=candidate.target_class,
+        ml_name=candidate.ml_name,
+        ledger_id=candidate.ledger_id,
+        first_seen_ms=now_ms,
+        last_seen_ms=now_ms,
+        first_scan=scan_number,
+        last_scan=scan_number,
+        scans_seen=1,
+        objects=candidate.objects,
+        bytes=candidate.bytes,
+        newest_ms=candidate.newest_ms,
+    )
+
+
+# --- phases 1 and 2 --------------------------------------------------------------------
+
+
+@dataclass
+class PhaseChanges:
+    """What one scan does to the registry."""
+
+    added: list[RegistryEntry] = field(default_factory=list)
+    seen: list[RegistryEntry] = field(default_factory=list)  # still orphaned: clock runs on
+    restarted: list[tuple[RegistryEntry, str]] = field(default_factory=list)
+    corrected: list[tuple[RegistryEntry, str]] = field(default_factory=list)
+
+
+def why_not_orphan(entry: RegistryEntry, refs: ManagedLedgerRefs | None, scan_number: int) -> str:
+    """Why a registered entry that a scan did not report as a candidate is no orphan.
+
+    ``refs`` is what the scan's snapshot says of the entry's managed ledger (None: no
+    such managed ledger).
+    """
+    if entry.target_class == ORPHAN_PARTITION:
+        if refs is not None:
+            return f"managed ledger {entry.ml_name} exists again"
+        return f"no block of it was seen by scan {scan_number} (data gone)"
+    assert entry.ledger_id is not None
+    if refs is None:
+        return (
+            f"managed ledger {entry.ml_name} no longer exists; its data is tracked as an "
+            "orphan partition from now on"
+        )
+    if entry.ledger_id in refs.listed:
+        return f"ledger {entry.ledger_id} is listed again by {entry.ml_name}"
+    if entry.ledger_id in refs.marked:
+        return f"ledger {entry.ledger_id} is marked deletable; the trim deletes it"
+    return f"no block of it was seen by scan {scan_number} (data gone)"
+
+
+def initialize_and_correct(
+    entries: Mapping[str, RegistryEntry],
+    candidates: Mapping[str, Candidate],
+    scan_number: int,
+    now_ms: int,
+    reasons: Mapping[str, str],
+) -> PhaseChanges:
+    """Phases 1 and 2 for one scan.
+
+    ``entries`` and ``candidates`` are keyed by target prefix; ``reasons`` says, for
+    registered prefixes this scan did not report, why (see ``why_not_orphan``).
+    """
+    changes = PhaseChanges()
+    for prefix, candidate in candidates.items():
+        entry = entries.get(prefix)
+        if entry is None:
+            changes.added.append(new_entry(prefix, candidate, scan_number, now_ms))
+        elif entry.last_scan >= scan_number:
+            continue  # this scan was applied already (idempotent re-run)
+        elif candidate.newest_ms > entry.newest_ms:
+            # KIP-370's correction: data that keeps arriving is being written by someone.
+            changes.corrected.append(
+                (
+                    entry,
+                    f"new data arrived: newest block written {iso(candidate.newest_ms)}, after "
+                    f"the {iso(entry.newest_ms)} seen when registered",
+                )
+            )
+        elif entry.last_scan != scan_number - 1:
+            reason = (
+                f"not seen by scan(s) {entry.last_scan + 1}..{scan_number - 1}; "
+                "grace window restarted"
+            )
+            restarted = replace(
+                new_entry(prefix, candidate, scan_number, now_ms), attempts=entry.attempts
+            )
+            changes.restarted.append((restarted, reason))
+        else:
+            changes.seen.append(
+                replace(
+                    entry,
+                    last_seen_ms=now_ms,
+                    last_scan=scan_number,
+                    scans_seen=entry.scans_seen + 1,
+                    objects=candidate.objects,
+                    bytes=candidate.bytes,
+                    newest_ms=candidate.newest_ms,
+                )
+            )
+    for prefix, entry in entries.items():
+        if prefix not in candidates and entry.last_scan < scan_number:
+            reason = reasons.get(prefix) or f"not orphaned in scan {scan_number}"
+            changes.corrected.append((entry, reason))
+    return changes
+
+
+# --- phase 3 ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A registered entry that may not be deleted yet, and until when (at the earliest)."""
+
+    entry: RegistryEntry
+    phase: str  # WAITING_GRACE | WAITING_RETENTION | UNSEEN
+    until_ms: int | None
+
+
+@dataclass
+class DeletionPlan:
+    eligible: list[RegistryEntry] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+
+
+def entry_phase(
+    entry: RegistryEntry, latest_scan: int, now_ms: int, grace_seconds: int, retention_seconds: int
+) -> Waiting | None:
+    """Where ``entry`` waits, or None when the registry alone would let it be deleted."""
+    grace_until = entry.grace_until(grace_seconds)
+    retention_until = entry.retention_until(retention_seconds)
+    if entry.last_scan != latest_scan:
+        return Waiting(entry, UNSEEN, None)
+    # The grace window spans scans (KIP-370): the scan that registered an entry cannot
+    # also condemn it, however long that run took, or a ledger claimed again right after
+    # the scan would never get a second look. grace_seconds=0 opts out explicitly.
+    if now_ms < grace_until or (grace_seconds > 0 and entry.first_scan == latest_scan):
+        return Waiting(entry, WAITING_GRACE, max(grace_until, retention_until))
+    if now_ms < retention_until:
+        return Waiting(entry, WAITING_RETENTION, retention_until)
+    return None
+
+
+def plan_deletion(
+    entries: Iterable[RegistryEntry],
+    latest_scan: int,
+    now_ms: int,
+    grace_seconds: int,
+    retention_seconds: int,
+) -> DeletionPlan:
+    """Which entries go on to the live re-check, and which wait (DESIGN.md "Orphans")."""
+    plan = DeletionPlan()
+    for entry in sorted(entries, key=lambda e: e.prefix):
+        waiting = entry_phase(entry, latest_scan, now_ms, grace_seconds, retention_seconds)
+        if waiting is None:
+            plan.eligible.append(entry)
+        else:
+            plan.waiting.append(waiting)
+    return plan
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """The entry's managed ledger as a live ZooKeeper read (after ``sync``) sees it."""
+
+    ml_exists: bool
+    listed: frozenset[int] = frozenset()
+    marked: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class ListingState:
+    """The entry's prefix listed again just before the delete (blocks only)."""
+
+    block_ledgers: frozenset[int]  # ledger ids with at least one block under the prefix
+    newest_ms: int | None  # the newest block; None when no block is left
+
+
+DELETE = "delete"
+CORRECT = "correct"
+WAIT = "wait"
+ALREADY_GONE = "gone"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # DELETE | CORRECT | WAIT | ALREADY_GONE
+    reason: str
+    until_ms: int | None = None
+    ledger_ids: tuple[int, ...] = ()  # the ledger directories to delete (DELETE only)
+
+
+def live_verdict(entry: RegistryEntry, live: LiveState) -> str | None:
+    """None if the live read confirms the orphan, else why it is not one (any more).
+
+    An orphan ledger is still one iff its managed ledger exists and neither lists nor
+    marks it; an orphan partition iff its managed ledger's znode still does not exist.
+    """
+    if entry.target_class == ORPHAN_PARTITION:
+        return f"managed ledger {entry.ml_name} exists again" if live.ml_exists else None
+    assert entry.target_class == ORPHAN_LEDGER and entry.ledger_id is not None
+    if not live.ml_exists:
+        return (
+            f"managed ledger {entry.ml_name} was deleted since the scan; its data is "
+            "re-registered as an orphan partition by the next scan"
+        )
+    if entry.ledger_id in live.listed:
+        return f"ledger {entry.ledger_id} is listed by {entry.ml_name} (live re-check)"
+    if entry.ledger_id in live.marked:
+        return f"ledger {entry.ledger_id} is marked deletable (live re-check); the trim owns it"
+    return None
+
+
+def decide(
+    entry: RegistryEntry,
+    live: LiveState,
+    listing: ListingState,
+    now_ms: int,
+    retention_seconds: int,
+) -> Decision:
+    """The last word on one eligible entry, from a live read and a fresh listing."""
+    reason = live_verdict(entry, live)
+    if reason is not None:
+        return Decision(CORRECT, reason)
+    if listing.newest_ms is None or not listing.block_ledgers:
+        return Decision(ALREADY_GONE, "no block left under the prefix (deleted earlier)")
+    if listing.newest_ms > entry.newest_ms:
+        return Decision(
+            CORRECT,
+            f"new data arrived: newest block written {iso(listing.newest_ms)}, after the "
+            f"{iso(entry.newest_ms)} the scans saw",
+        )
+    until = listing.newest_ms + retention_seconds * 1000
+    if now_ms < until:
+        return Decision(WAIT, "newest block younger than retention", until)
+    if entry.target_class == ORPHAN_LEDGER:
+        assert entry.ledger_id is not None
+        # The prefix is the ledger's own directory: only that ledger's blocks can be in it.
+        ids: tuple[int, ...] = (entry.ledger_id,)
+    else:
+        # One target per ledger directory found, never the whole managed-ledger prefix:
+        # ledger ids are never reused, so a topic re-created after this check gets new
+        # ids and none of its ledgers can be among these.
+        ids = tuple(sorted(listing.block_ledgers))
+    return Decision(
+        DELETE,
+        f"{entry.describe()}: unreferenced since {iso(entry.first_seen_ms)} over "
+        f"{entry.scans_seen} scan(s), newest block {iso(listing.newest_ms)}, confirmed by "
+        "a live re-check",
+        ledger_ids=ids,
+    )

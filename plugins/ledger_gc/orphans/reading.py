@@ -1,0 +1,125 @@
+"""The reads a scan is made of: one shard of the metadata snapshot, one shard of the listing.
+
+These run on Spark executors (``spark_jobs``), each over its own ZooKeeper session or S3
+client, and they are plain functions so that tests can call them without Spark. Both
+follow errors.py's rule: a read that fails raises, it never returns part of an answer
+as if it were all of it (DESIGN.md invariant 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ledger_gc import formats
+from ledger_gc.errors import StorageError
+from ledger_gc.metadata import paths
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo
+
+# Row types of the snapshot dataset: (entry_type, ml_name, ledger_id).
+ML_ROW = "ml"
+LISTED_ROW = "listed"
+MARKED_ROW = "marked"
+
+SnapshotRow = tuple[str, str, int | None]
+ObjectRow = tuple[str, int, int]
+
+
+def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[SnapshotRow]:
+    """Snapshot rows of some managed ledgers: one ``ml`` row each, plus one row per
+    listed and per marked ledger id. Pipelined reads over one session.
+
+    A managed ledger deleted since it was listed has no rows (it is absent now). An empty
+    znode is a managed ledger with no ledgers, as Pulsar creates it. A znode or marker
+    that does not decode raises: guessing would turn every ledger of it into an orphan.
+    """
+    if not names:
+        return []
+    ml_paths = [paths.managed_ledger_path(name) for name in names]
+    with MetadataStore.open(settings) as store:
+        # This session may be on another server of the ensemble than the driver's listing.
+        store.sync(paths.MANAGED_LEDGERS_ROOT)
+        raws = store.get_many_raw(ml_paths)
+    rows: list[SnapshotRow] = []
+    for name, path, raw in zip(names, ml_paths, raws, strict=True):
+        if raw is None:
+            continue
+        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        rows.append((ML_ROW, name, None))
+        rows.extend((LISTED_ROW, name, ledger.ledgerId) for ledger in info.ledgerInfo)
+        rows.extend((MARKED_ROW, name, lid) for lid in formats.deletable_markers(info, path=path))
+    return rows
+
+
+def snapshot_from_rows(rows: Sequence[SnapshotRow]) -> MetadataSnapshot:
+    """The pure snapshot of some rows (for the reference diff and the tests)."""
+    listed: dict[str, set[int]] = {}
+    marked: dict[str, set[int]] = {}
+    for entry_type, name, ledger_id in rows:
+        listed.setdefault(name, set())
+        marked.setdefault(name, set())
+        if entry_type == LISTED_ROW and ledger_id is not None:
+            listed[name].add(ledger_id)
+        elif entry_type == MARKED_ROW and ledger_id is not None:
+            marked[name].add(ledger_id)
+    return MetadataSnapshot(
+        {
+            name: ManagedLedgerRefs(frozenset(listed[name]), frozenset(marked[name]))
+            for name in listed
+        }
+    )
+
+
+# --- listing ---------------------------------------------------------------------------
+
+
+def _list_level(storage: LedgerStorage, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+    """One ``/``-delimited level under ``prefix``: its sub-prefixes and its own objects."""
+    subdirs: list[str] = []
+    objects: list[ObjectInfo] = []
+    paginator = storage.client.get_paginator("list_objects_v2")
+    try:
+        for page in paginator.paginate(Bucket=storage.bucket, Prefix=prefix, Delimiter="/"):
+            subdirs.extend(item["Prefix"] for item in page.get("CommonPrefixes", ()))
+            objects.extend(
+                ObjectInfo(
+                    item["Key"], int(item["Size"]), int(item["LastModified"].timestamp() * 1000)
+                )
+                for item in page.get("Contents", ())
+            )
+    except (ClientError, BotoCoreError) as exc:
+        raise StorageError(
+            f"listing '{prefix}' in bucket '{storage.bucket}' at {storage.endpoint} failed "
+            f"({exc}); the scan stopped and nothing was deleted"
+        ) from exc
+    return subdirs, objects
+
+
+def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str], list[ObjectInfo]]:
+    """Split the prefix into namespace prefixes (``<prefix>/<tenant>/<ns>/``) for parallel
+    listing; objects that lie above that level (all foreign) are returned directly."""
+    storage = LedgerStorage(settings)
+    tenants, loose = _list_level(storage, settings.key_prefix)
+    shards: list[str] = []
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ledgergc-scan") as pool:
+        for namespaces, objects in pool.map(lambda t: _list_level(storage, t), tenants):
+            shards.extend(namespaces)
+            loose.extend(objects)
+    return sorted(shards), loose
+
+
+def list_prefixes(settings: Settings, prefixes: Sequence[str]) -> Iterator[ObjectRow]:
+    """Every object under each prefix, as (key, size, last modified ms) rows."""
+    storage = LedgerStorage(settings)
+    for prefix in prefixes:
+        for obj in storage.iter_objects(prefix):
+            yield (obj.key, obj.size, obj.last_modified)
+
+
+def rows_of(objects: Sequence[ObjectInfo]) -> list[ObjectRow]:
+    return [(obj.key, obj.size, obj.last_modified) for obj in objects]

@@ -1,0 +1,437 @@
+"""The report of an orphan cycle: what ``ledgergc orphans`` prints and the run log keeps.
+
+One JSON object per cycle is appended to ``<state_dir>/orphans/runs.jsonl``
+(``run_log.append_run(state_dir, "orphans", ...)``) and written to the run's
+``report.json``. The Airflow view and the Prometheus metrics read it, so its fields are
+a contract. All times are epoch milliseconds, sizes bytes.
+
+Top level:
+
+``kind`` "orphans"; ``run_id``; ``status`` "ok" | "refused" (a guard stopped the
+cycle; nothing registered or deleted) | "failed" (a step raised; see ``error``);
+``started_ms``, ``finished_ms``, ``duration_seconds``; ``dry_run`` (true unless
+deleting for real), ``delete_enabled``, ``forced``; ``settings`` (grace_seconds,
+retention_seconds, orphan_max_fraction, bucket, prefix, zk_hosts); ``error``,
+``error_type`` (null unless failed).
+
+``snapshot``: managed_ledgers, listed_ledgers, markers, started_ms (null if the step did
+not complete). ``scan``: source ("listing" | "inventory"), inventory, objects, bytes,
+started_ms.
+
+``classes``: for each of ``live``, ``marked``, ``orphan-ledger``, ``orphan-partition``,
+``foreign``: ``{"objects", "bytes", "units"}`` (units: ledgers; partitions for orphan
+partitions; 0 for foreign). ``orphan_bytes``, ``orphan_fraction`` (of all scanned bytes).
+
+``phases``: for each phase below, ``{"count", "bytes", "by_class": {"orphan-ledger":
+{"count", "bytes"}, "orphan-partition": {...}}}``; bytes are the registry's (last scan):
+
+* ``registered``: entries in the registry after the cycle;
+* ``new``: registered by this cycle (initialize);
+* ``corrected``: removed by this cycle because no longer orphaned (correction, or the
+  live re-check);
+* ``waiting_grace``: registered, grace window not over;
+* ``waiting_retention``: grace over, newest object younger than retention;
+* ``eligible``: past both (deleted now, or waiting for deletion to be enabled/retried);
+* ``would_delete``: confirmed by the live re-check, not deleted because of a dry run;
+* ``deleted``: deleted by this cycle (bytes as deleted);
+* ``delete_failed``: a delete or re-check that failed; retried next cycle.
+
+``namespaces``: ``{"tenant/ns": {"classes": {...as above...}, "phases": {...as
+above...}}}``; keys outside any managed-ledger directory count under ``"(none)"``.
+
+``refusals``: ``[{"guard", "reason", "forced"}]``, guards ``metadata-read``,
+``zero-managed-ledgers``, ``orphan-fraction``, ``stale-run`` (a forced guard is listed
+with ``forced: true`` and did not stop the cycle).
+
+``deleted``, ``would_delete``: ``[{"prefix", "target_class", "ml_name", "ledger_id",
+"objects", "bytes", "reason"}]``. ``waiting``: ``[{"prefix", "target_class", "ml_name",
+"ledger_id", "bytes", "phase", "first_seen_ms", "until_ms"}]`` soonest first (at most
+``MAX_LISTED``; ``waiting_total`` counts all). ``corrected``: ``[{"prefix",
+"target_class", "ml_name", "ledger_id", "reason"}]``. ``failed``: ``[{"prefix",
+"error"}]``. ``foreign``: ``{"objects", "bytes", "samples": [{"key", "reason"}]}``.
+``registry``: ``{"entries", "bytes", "scan_number"}``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc import run_log
+from ledger_gc.orphans import deleting, phases
+from ledger_gc.orphans.classify import CLASSES, FOREIGN, NO_NAMESPACE, ORPHAN_CLASSES
+from ledger_gc.orphans.guards import METADATA_READ
+from ledger_gc.orphans.layout import (
+    DELETE,
+    DIFF,
+    PHASES,
+    REPORT,
+    SCAN,
+    SNAPSHOT,
+    RunPaths,
+    prune_runs,
+    write_json_atomic,
+)
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.settings import Settings
+
+if TYPE_CHECKING:
+    from ledger_gc.orphans.cycle import CycleOptions
+
+KIND = run_log.ORPHANS
+PHASE_NAMES = (
+    "registered",
+    "new",
+    "corrected",
+    "waiting_grace",
+    "waiting_retention",
+    "eligible",
+    "would_delete",
+    "deleted",
+    "delete_failed",
+)
+MAX_LISTED = 200
+#: Run folders kept in the state dir (each holds a full listing of the bucket).
+KEEP_RUN_FOLDERS = 10
+
+OK = "ok"
+REFUSED = "refused"
+FAILED = "failed"
+
+
+@dataclass
+class CycleReport:
+    """The report of one cycle; ``to_dict()`` is the JSON described in the docstring."""
+
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data["run_id"])
+
+    @property
+    def status(self) -> str:
+        return str(self.data["status"])
+
+    @property
+    def deleted(self) -> list[dict[str, Any]]:
+        return list(self.data["deleted"])
+
+    @property
+    def refusals(self) -> list[dict[str, Any]]:
+        return list(self.data["refusals"])
+
+    def phase(self, name: str) -> dict[str, Any]:
+        return dict(self.data["phases"][name])
+
+
+def _empty_phase() -> dict[str, Any]:
+    return {
+        "count": 0,
+        "bytes": 0,
+        "by_class": {name: {"count": 0, "bytes": 0} for name in ORPHAN_CLASSES},
+    }
+
+
+class _PhaseTally:
+    """Counts and bytes per phase, class and namespace."""
+
+    def __init__(self) -> None:
+        self.total = {name: _empty_phase() for name in PHASE_NAMES}
+        self.namespaces: dict[str, dict[str, Any]] = {}
+
+    def add(self, phase: str, namespace: str, target_class: str, size: int) -> None:
+        per_ns = self.namespaces.setdefault(namespace, {n: _empty_phase() for n in PHASE_NAMES})
+        for bucket in (self.total[phase], per_ns[phase]):
+            bucket["count"] += 1
+            bucket["bytes"] += size
+            by_class = bucket["by_class"].setdefault(target_class, {"count": 0, "bytes": 0})
+            by_class["count"] += 1
+            by_class["bytes"] += size
+
+
+def _target(item: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "prefix": item["prefix"],
+        "target_class": item["target_class"],
+        "ml_name": item["ml_name"],
+        "ledger_id": item["ledger_id"],
+        **extra,
+    }
+
+
+def build_report(
+    settings: Settings,
+    run_id: str,
+    *,
+    options: CycleOptions,
+    now_ms: int,
+    started_ms: int | None = None,
+    error: BaseException | str | None = None,
+) -> CycleReport:
+    """Assemble the report from the run's manifests, the registry and its history."""
+    run = RunPaths(settings.state_dir, run_id)
+    manifests = {
+        step: run.read_manifest(step, required=False)
+        for step in (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
+    }
+    snapshot, scan, diff, applied, deleted = (manifests[s] for s in manifests)
+    registry = OrphanRegistry(settings.state_dir)
+    entries = registry.entries()
+    history = registry.history(run_id=run_id)
+    latest = registry.latest_scan()
+
+    refusals: list[dict[str, Any]] = list((applied or {}).get("refusals", []))
+    status = OK
+    error_text = error_type = None
+    if error is not None:
+        status = FAILED
+        error_text = str(error)
+        error_type = type(error).__name__ if isinstance(error, BaseException) else "Error"
+        if snapshot is None and error_type.startswith("Metadata"):
+            refusals.append(
+                {
+                    "guard": METADATA_READ,
+                    "reason": f"the metadata snapshot could not be read ({error_text}); "
+                    "a partial snapshot is never used, nothing was deleted",
+                    "forced": False,
+                }
+            )
+    elif applied is not None and not applied.get("applied"):
+        status = REFUSED
+    elif None in (snapshot, scan, diff, applied, deleted):
+        missing = ", ".join(step for step, found in manifests.items() if found is None)
+        status = FAILED
+        error_text = f"the cycle did not complete: no output from {missing} (see the task logs)"
+        error_type = "Incomplete"
+
+    tally = _PhaseTally()
+    delete_results = (deleted or {}).get("results", [])
+    for entry in entries.values():
+        tally.add("registered", entry.namespace, entry.target_class, entry.bytes)
+    waiting: list[dict[str, Any]] = []
+    if latest is not None:
+        for entry in entries.values():
+            where = phases.entry_phase(
+                entry, latest.number, now_ms, settings.grace_seconds, settings.retention_seconds
+            )
+            if where is None:
+                tally.add("eligible", entry.namespace, entry.target_class, entry.bytes)
+                continue
+            name = {
+                phases.WAITING_GRACE: "waiting_grace",
+                phases.WAITING_RETENTION: "waiting_retention",
+            }.get(where.phase)
+            if name:
+                tally.add(name, entry.namespace, entry.target_class, entry.bytes)
+            waiting.append(
+                _target(
+                    vars(entry),
+                    bytes=entry.bytes,
+                    phase=where.phase,
+                    first_seen_ms=entry.first_seen_ms,
+                    until_ms=where.until_ms,
+                )
+            )
+    waiting.sort(key=lambda w: (w["until_ms"] is None, w["until_ms"] or 0, w["prefix"]))
+    corrected, deleted_list, failed = [], [], []
+    for row in history:
+        namespace = _namespace(row["ml_name"])
+        if row["event"] == phases.REGISTERED:
+            tally.add("new", namespace, row["target_class"], row["bytes"])
+        elif row["event"] == phases.CORRECTED:
+            tally.add("corrected", namespace, row["target_class"], row["bytes"])
+            corrected.append(_target(row, reason=row["reason"]))
+        elif row["event"] == phases.DELETED:
+            tally.add("deleted", namespace, row["target_class"], row["bytes"])
+            deleted_list.append(
+                _target(row, objects=row["objects"], bytes=row["bytes"], reason=row["reason"])
+            )
+        elif row["event"] == phases.DELETE_FAILED:
+            tally.add("delete_failed", namespace, row["target_class"], row["bytes"])
+            failed.append({"prefix": row["prefix"], "error": row["reason"]})
+    would_delete = []
+    for result in delete_results:
+        if result["action"] == deleting.WOULD_DELETE:
+            tally.add("would_delete", result["namespace"], result["target_class"], result["bytes"])
+            would_delete.append(
+                _target(
+                    result,
+                    objects=result["objects"],
+                    bytes=result["bytes"],
+                    reason=result["reason"],
+                )
+            )
+        elif result["action"] == deleting.SKIPPED:
+            failed.append({"prefix": result["prefix"], "error": result["error"]})
+
+    classes = {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
+    ns_classes: dict[str, Any] = {}
+    if diff is not None:
+        classes.update(diff["classes"])
+        ns_classes = diff["namespaces"]
+    namespaces = {}
+    for namespace in sorted(set(ns_classes) | set(tally.namespaces)):
+        namespaces[namespace] = {
+            "classes": ns_classes.get(
+                namespace, {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
+            ),
+            "phases": tally.namespaces.get(
+                namespace, {name: _empty_phase() for name in PHASE_NAMES}
+            ),
+        }
+    finished = now_ms
+    started = started_ms if started_ms is not None else _first(snapshot, "started_ms", now_ms)
+    deleting_now = bool(deleted["deleting"]) if deleted else options.deleting(settings)
+    data: dict[str, Any] = {
+        "kind": KIND,
+        "run_id": run_id,
+        "status": status,
+        "started_ms": started,
+        "finished_ms": finished,
+        "time_ms": finished,
+        "duration_seconds": round((finished - started) / 1000, 3),
+        "dry_run": not deleting_now,
+        "delete_enabled": settings.delete_enabled,
+        "forced": options.force,
+        "error": error_text,
+        "error_type": error_type,
+        "settings": {
+            "grace_seconds": settings.grace_seconds,
+            "retention_seconds": settings.retention_seconds,
+            "orphan_max_fraction": settings.orphan_max_fraction,
+            "bucket": settings.bucket,
+            "prefix": settings.prefix,
+            "zk_hosts": settings.zk_hosts,
+        },
+        "snapshot": {
+            "managed_ledgers": _first(snapshot, "managed_ledgers"),
+            "listed_ledgers": _first(snapshot, "listed_ledgers"),
+            "markers": _first(snapshot, "markers"),
+            "started_ms": _first(snapshot, "started_ms"),
+        },
+        "scan": {
+            "source": _first(scan, "source", "inventory" if options.inventory else "listing"),
+            "inventory": _first(scan, "inventory", options.inventory),
+            "objects": _first(scan, "objects"),
+            "bytes": _first(scan, "bytes"),
+            "started_ms": _first(scan, "started_ms"),
+        },
+        "classes": classes,
+        "orphan_bytes": _first(diff, "orphan_bytes", 0),
+        "orphan_fraction": _first(diff, "orphan_fraction", 0.0),
+        "phases": tally.total,
+        "namespaces": namespaces,
+        "refusals": refusals,
+        "deleted": deleted_list[:MAX_LISTED],
+        "would_delete": would_delete[:MAX_LISTED],
+        "waiting": waiting[:MAX_LISTED],
+        "waiting_total": len(waiting),
+        "corrected": corrected[:MAX_LISTED],
+        "failed": failed[:MAX_LISTED],
+        "foreign": {
+            "objects": classes[FOREIGN]["objects"],
+            "bytes": classes[FOREIGN]["bytes"],
+            "samples": _first(diff, "foreign_samples", []),
+        },
+        "registry": {
+            "entries": len(entries),
+            "bytes": sum(entry.bytes for entry in entries.values()),
+            "scan_number": (applied or {}).get("scan_number"),
+        },
+    }
+    return CycleReport(data)
+
+
+def _first(manifest: dict[str, Any] | None, key: str, default: Any = None) -> Any:
+    return default if manifest is None else manifest.get(key, default)
+
+
+def _namespace(ml_name: str) -> str:
+    parts = ml_name.split("/")
+    return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 else NO_NAMESPACE
+
+
+def publish(settings: Settings, cycle_report: CycleReport) -> None:
+    """Write ``report.json``, append the run log, prune old run folders."""
+    run = RunPaths(settings.state_dir, cycle_report.run_id)
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run.manifest(REPORT), cycle_report.to_dict())
+    run_log.append_run(settings.state_dir, KIND, cycle_report.to_dict())
+    prune_runs(settings.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
+
+
+# --- text ------------------------------------------------------------------------------
+
+
+def _size(count: int | None) -> str:
+    from ledger_gc.cli import human_bytes
+
+    return human_bytes(count)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "after the next scan"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+def render_text(cycle_report: CycleReport) -> Iterable[str]:
+    """The human-readable report, line by line."""
+    data = cycle_report.to_dict()
+    mode = "dry run (set LEDGERGC_DELETE_ENABLED=true to delete)" if data["dry_run"] else "deleting"
+    yield f"orphan cycle {data['run_id']}: {data['status']}, {mode}"
+    if data["error"]:
+        yield f"  error: {data['error']}"
+    for refusal in data["refusals"]:
+        forced = " (forced past)" if refusal.get("forced") else ""
+        yield f"  refused by {refusal['guard']}{forced}: {refusal['reason']}"
+    snap, scan = data["snapshot"], data["scan"]
+    if snap["managed_ledgers"] is not None:
+        yield (
+            f"  snapshot: {snap['managed_ledgers']} managed ledgers, {snap['listed_ledgers']} "
+            f"ledgers, {snap['markers']} markers"
+        )
+    if scan["objects"] is not None:
+        source = f"inventory {scan['inventory']}" if scan["source"] == "inventory" else "listing"
+        yield f"  scan ({source}): {scan['objects']} objects, {_size(scan['bytes'])}"
+    yield "  classes:"
+    for name in CLASSES:
+        totals = data["classes"][name]
+        yield (
+            f"    {name:<17} {totals['objects']:>8} objects {_size(totals['bytes']):>10}"
+            f"  {totals['units']:>6} units"
+        )
+    yield f"  orphans are {data['orphan_fraction']:.2%} of all bytes"
+    yield "  phases:"
+    for name in PHASE_NAMES:
+        phase = data["phases"][name]
+        yield f"    {name:<17} {phase['count']:>8} targets {_size(phase['bytes']):>10}"
+    for item in data["deleted"]:
+        yield f"  deleted {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
+    for item in data["would_delete"]:
+        yield f"  would delete {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
+    for item in data["corrected"]:
+        yield f"  corrected {item['prefix']}: {item['reason']}"
+    for item in data["waiting"][:20]:
+        yield (
+            f"  waiting ({item['phase']}) {item['prefix']} {_size(item['bytes'])} until "
+            f"{_when(item['until_ms'])}"
+        )
+    if data["waiting_total"] > 20:
+        yield f"  ... and {data['waiting_total'] - 20} more waiting"
+    for item in data["failed"]:
+        yield f"  failed {item['prefix']}: {item['error']}"
+    foreign = data["foreign"]
+    if foreign["objects"]:
+        yield (
+            f"  foreign keys under the prefix (never deleted): {foreign['objects']} objects, "
+            f"{_size(foreign['bytes'])}"
+        )
+        for sample in foreign["samples"][:10]:
+            yield f"    {sample['key']} ({sample['reason']})"

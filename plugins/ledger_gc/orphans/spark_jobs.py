@@ -1,0 +1,608 @@
+"""The Spark side of an orphan cycle: snapshot, scan, diff and distributed deletion.
+
+Every function takes a ``SparkSession`` (local in tests and the CLI, any cluster under
+``spark-submit``) and the run's ``RunPaths``; ``spark_apps/*.py`` are thin entry points
+over them. Executors do the I/O with the library itself (``reading``, ``deleting``), each
+over its own ZooKeeper session or S3 client; the package is shipped to them as a zip
+(``ship_library``), so a cluster needs only kazoo, boto3 and protobuf installed.
+
+Scale rule (issue 6: a 10M-object inventory diff in minutes with a small driver): the
+object list is never collected to the driver. The diff is a Spark aggregate (per ledger,
+then joined with the snapshot); only the orphan candidates, per-namespace totals and a
+few sample foreign keys come back.
+
+Outputs (see ``layout``): ``snapshot/`` (entry_type, ml_name, ledger_id) and ``scan/``
+(key, size, last_modified ms) as Parquet datasets; ``diff/candidates.parquet``; each with
+its JSON manifest, written last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ledger_gc
+from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphans import classify, reading
+from ledger_gc.orphans.classify import (
+    FOREIGN,
+    LIVE,
+    MARKED,
+    NO_NAMESPACE,
+    ORPHAN_LEDGER,
+    ORPHAN_PARTITION,
+    Candidate,
+    DiffResult,
+)
+from ledger_gc.orphans.deleting import recheck_and_delete
+from ledger_gc.orphans.layout import DIFF, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.settings import Settings
+from ledger_gc.storage import keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SCHEMA = "entry_type string, ml_name string, ledger_id long"
+OBJECT_SCHEMA = "key string, size long, last_modified long"
+#: Managed ledgers read per executor task (one ZooKeeper session, pipelined gets).
+NAMES_PER_SHARD = 2000
+#: Registry entries re-checked and deleted per executor task.
+ENTRIES_PER_TASK = 200
+MAX_FOREIGN_SAMPLES = 50
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SparkJobError(LedgerGcError):
+    """A Spark job of the orphan cycle failed; its output was not kept."""
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+def local_session(app_name: str = "ledger-gc-orphans", master: str = "local[*]") -> SparkSession:
+    """A local SparkSession for the CLI and tests (no UI, few shuffle partitions).
+
+    Executors of a local session run ``PYSPARK_PYTHON`` (default ``python3``); unless it
+    is set, use this interpreter, the one that has kazoo and boto3.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    ship_library(spark)
+    return spark
+
+
+_LIBRARY_ZIP: Path | None = None
+
+
+def library_zip() -> Path:
+    """The ``ledger_gc`` package as a zip (named by content hash), built once per process."""
+    global _LIBRARY_ZIP
+    if _LIBRARY_ZIP is not None and _LIBRARY_ZIP.exists():
+        return _LIBRARY_ZIP
+    package = Path(ledger_gc.__file__).resolve().parent
+    files = sorted(
+        p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".proto", ".typed")
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"ledger_gc-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, Path("ledger_gc") / path.relative_to(package))
+        os.replace(tmp, target)
+    _LIBRARY_ZIP = target
+    return target
+
+
+def ship_library(spark: SparkSession) -> None:
+    """Make ``ledger_gc`` importable on the executors (once per SparkContext)."""
+    context = spark.sparkContext
+    if getattr(context, "_ledger_gc_shipped", False):
+        return
+    context.addPyFile(str(library_zip()))
+    context._ledger_gc_shipped = True  # type: ignore[attr-defined]
+
+
+def _slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024) -> int:
+    wanted = -(-count // per_slice) if count else 1
+    return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
+
+
+_ERROR_LINE = re.compile(r"ledger_gc\.errors\.(\w+): (.+)")
+
+
+def _job_error(what: str, exc: Exception) -> LedgerGcError:
+    """Turn a failed Spark job into the library error an executor raised, if any."""
+    text = str(exc)
+    found = _ERROR_LINE.findall(text)
+    if found:
+        name, message = found[-1]
+        cls: type[LedgerGcError] = SparkJobError
+        if name == "MetadataUnavailableError":
+            cls = MetadataUnavailableError
+        elif name == "StorageError":
+            cls = StorageError
+        return cls(f"{what} failed on an executor: {message.strip()}; its output was discarded")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return SparkJobError(f"{what} failed: {first[:500]}; its output was discarded")
+
+
+# --- snapshot --------------------------------------------------------------------------
+
+
+def snapshot_job(
+    spark: SparkSession,
+    settings: Settings,
+    run: RunPaths,
+    *,
+    clock: Callable[[], int] = now_ms,
+    names_per_shard: int = NAMES_PER_SHARD,
+) -> dict[str, Any]:
+    """Read every managed ledger, its ledger ids and markers, sharded over executors.
+
+    The driver lists the managed ledgers (after ``sync``); each executor task reads its
+    share with pipelined gets. Any read error fails the job and no manifest is written,
+    so the diff never sees a partial snapshot.
+    """
+    ship_library(spark)
+    run.start_step(SNAPSHOT)
+    started = clock()
+    with MetadataStore.open(settings) as store:
+        names = store.list_managed_ledgers(sync=True)
+    slices = _slices(len(names), names_per_shard, spark)
+    rdd = spark.sparkContext.parallelize(names, slices).mapPartitions(
+        lambda part: reading.read_managed_ledgers(settings, list(part))
+    )
+    uri = run.data_uri(SNAPSHOT)
+    try:
+        spark.createDataFrame(rdd, SNAPSHOT_SCHEMA).write.mode("overwrite").parquet(uri)
+    except Exception as exc:
+        raise _job_error("the metadata snapshot", exc) from exc
+    counts = {
+        row["entry_type"]: row["count"]
+        for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
+    }
+    manifest = {
+        "started_ms": started,
+        "finished_ms": clock(),
+        "managed_ledgers": counts.get(reading.ML_ROW, 0),
+        "listed_ledgers": counts.get(reading.LISTED_ROW, 0),
+        "markers": counts.get(reading.MARKED_ROW, 0),
+        "managed_ledgers_listed": len(names),
+        "shards": slices,
+    }
+    run.write_manifest(SNAPSHOT, manifest)
+    return manifest
+
+
+# --- scan ------------------------------------------------------------------------------
+
+
+def scan_job(
+    spark: SparkSession,
+    settings: Settings,
+    run: RunPaths,
+    *,
+    inventory: str | None = None,
+    clock: Callable[[], int] = now_ms,
+) -> dict[str, Any]:
+    """Every object under the prefix: listed in parallel by namespace, or an inventory.
+
+    With ``inventory`` nothing is listed: the report's files are validated and pinned in
+    the manifest, and the diff reads them directly (copying 10M rows would only cost).
+    """
+    ship_library(spark)
+    run.start_step(SCAN)
+    started = clock()
+    if inventory:
+        frame, files, fmt = read_inventory(spark, settings, inventory)
+        manifest: dict[str, Any] = {
+            "source": "inventory",
+            "inventory": inventory,
+            "inventory_format": fmt,
+            "inventory_files": files,
+            "shards": 0,
+        }
+    else:
+        shards, loose = reading.discover_shards(settings)
+        rdd = spark.sparkContext.parallelize(shards, _slices(len(shards), 1, spark)).mapPartitions(
+            lambda part: reading.list_prefixes(settings, list(part))
+        )
+        frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
+        if loose:
+            frame = frame.unionByName(spark.createDataFrame(reading.rows_of(loose), OBJECT_SCHEMA))
+        try:
+            frame.write.mode("overwrite").parquet(run.data_uri(SCAN))
+        except Exception as exc:
+            raise _job_error("the storage scan", exc) from exc
+        frame = spark.read.parquet(run.data_uri(SCAN))
+        manifest = {"source": "listing", "inventory": None, "shards": len(shards)}
+    from pyspark.sql import functions as F
+
+    try:
+        totals = frame.agg(
+            F.count("*").alias("n"),
+            F.sum("size").alias("b"),
+            F.count_if(F.col("last_modified").isNull()).alias("undated"),
+        ).collect()[0]
+    except Exception as exc:
+        raise _job_error("the storage scan", exc) from exc
+    if totals["undated"]:
+        raise StorageError(
+            f"{totals['undated']} object(s) of the scan have no readable last-modified time "
+            f"({inventory or 'listing'}); an object of unknown age could never be judged "
+            "against retention, so the scan is not used"
+        )
+    manifest.update(
+        started_ms=started,
+        finished_ms=clock(),
+        objects=int(totals["n"]),
+        bytes=int(totals["b"] or 0),
+    )
+    run.write_manifest(SCAN, manifest)
+    return manifest
+
+
+def _inventory_format(path: str) -> str:
+    lowered = path.lower().rstrip("/")
+    if lowered.endswith(".parquet"):
+        return "parquet"
+    if lowered.endswith((".csv", ".csv.gz")):
+        return "csv"
+    local = Path(path.removeprefix("file://"))
+    if local.is_dir():
+        names = [p.name.lower() for p in local.rglob("*") if p.is_file()]
+        if any(n.endswith(".parquet") for n in names):
+            return "parquet"
+        if any(n.endswith((".csv", ".csv.gz")) for n in names):
+            return "csv"
+    raise StorageError(
+        f"inventory {path}: not recognised as Parquet or CSV (name the file .parquet, .csv or "
+        ".csv.gz, or point at a folder of them)"
+    )
+
+
+def read_inventory(
+    spark: SparkSession, settings: Settings, path: str, files: list[str] | None = None
+) -> tuple[DataFrame, list[str], str]:
+    """An S3 Inventory report as (key, size, last_modified ms) rows of the store's prefix.
+
+    Parquet: columns ``bucket`` (optional), ``key``, ``size``, ``last_modified_date``
+    (timestamp, ISO string or epoch ms). CSV: S3 Inventory's headerless layout
+    ``bucket, key, size, last_modified_date`` with URL-encoded keys (as S3 writes them).
+    Rows of another bucket, outside the prefix, or delete markers are dropped.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fmt = _inventory_format(path)
+    source = files or [path]
+    try:
+        # Only the data files of a folder (S3 Inventory puts its manifests beside them).
+        if fmt == "parquet":
+            frame = spark.read.parquet(
+                *source, pathGlobFilter="*.parquet", recursiveFileLookup=True
+            )
+            key = F.col("key")
+        else:
+            frame = spark.read.csv(
+                source,
+                schema="bucket string, key string, size long, last_modified_date string",
+                pathGlobFilter="*.{csv,csv.gz}",
+                recursiveFileLookup=True,
+            )
+            key = F.url_decode(F.col("key"))
+        columns = {name.lower(): name for name in frame.columns}
+        missing = {"key", "size", "last_modified_date"} - set(columns)
+        if missing:
+            raise StorageError(
+                f"inventory {path} lacks column(s) {', '.join(sorted(missing))}; S3 Inventory "
+                "must include Size and LastModifiedDate"
+            )
+        modified = frame.schema[columns["last_modified_date"]].dataType
+        lm = F.col(columns["last_modified_date"])
+        if isinstance(modified, T.TimestampType | T.TimestampNTZType):
+            lm = F.unix_millis(lm)
+        elif isinstance(modified, T.StringType):
+            lm = F.unix_millis(lm.cast("timestamp"))
+        else:
+            lm = lm.cast("long")
+        condition = F.lit(True)
+        if "bucket" in columns:
+            condition = condition & (F.col(columns["bucket"]) == settings.bucket)
+        if "is_delete_marker" in columns:
+            condition = condition & ~F.coalesce(F.col(columns["is_delete_marker"]), F.lit(False))
+        if "is_latest" in columns:
+            condition = condition & F.coalesce(F.col(columns["is_latest"]), F.lit(True))
+        result = (
+            frame.where(condition)
+            .select(
+                key.alias("key"),
+                F.coalesce(F.col(columns["size"]).cast("long"), F.lit(0)).alias("size"),
+                lm.alias("last_modified"),
+            )
+            .where(F.col("key").startswith(settings.key_prefix))
+        )
+        pinned = sorted(frame.inputFiles())
+    except LedgerGcError:
+        raise
+    except Exception as exc:
+        raise _job_error(f"reading inventory {path}", exc) from exc
+    return result, pinned, fmt
+
+
+def scan_objects(spark: SparkSession, settings: Settings, run: RunPaths) -> DataFrame:
+    """The scan's objects (key, size, last_modified), whatever its source was."""
+    manifest = run.read_manifest(SCAN)
+    assert manifest is not None
+    if manifest["source"] == "inventory":
+        frame, _, _ = read_inventory(
+            spark, settings, manifest["inventory"], files=manifest["inventory_files"]
+        )
+        return frame
+    return spark.read.parquet(run.data_uri(SCAN))
+
+
+# --- diff ------------------------------------------------------------------------------
+
+
+def diff_job(
+    spark: SparkSession,
+    settings: Settings,
+    run: RunPaths,
+    *,
+    max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
+) -> DiffResult:
+    """Classify every object (classify.py's rules) and aggregate per target/namespace."""
+    from pyspark.sql import functions as F
+
+    snapshot_manifest = run.read_manifest(SNAPSHOT)
+    scan_manifest = run.read_manifest(SCAN)
+    assert snapshot_manifest is not None and scan_manifest is not None
+    run.start_step(DIFF)
+    snapshot = spark.read.parquet(run.data_uri(SNAPSHOT))
+    objects = scan_objects(spark, settings, run)
+
+    base = settings.key_prefix
+    in_prefix = F.col("key").startswith(base) if base else F.lit(True)
+    rest = F.col("key").substr(len(base) + 1, 1 << 30)
+    ml_name = F.regexp_extract(rest, classify.BLOCK_RE_JAVA, 1)
+    ledger_text = F.regexp_extract(rest, classify.BLOCK_RE_JAVA, 2)
+    entry_text = F.regexp_extract(rest, classify.BLOCK_RE_JAVA, 3)
+    is_block = (
+        in_prefix
+        & (ml_name != "")
+        & (ledger_text.cast("decimal(20,0)") <= F.lit(keys.MAX_ID))
+        & (entry_text.cast("decimal(20,0)") <= F.lit(keys.MAX_ID))
+    )
+    ns_hint = F.regexp_extract(rest, classify.NAMESPACE_RE_JAVA, 1)
+    parsed = objects.select(
+        "key",
+        "size",
+        "last_modified",
+        F.coalesce(is_block, F.lit(False)).alias("is_block"),
+        F.when(in_prefix & (ns_hint != ""), ns_hint).otherwise(NO_NAMESPACE).alias("namespace"),
+        ml_name.alias("ml_name"),
+        ledger_text.alias("ledger_text"),
+    )
+    # One pass over the objects: per ledger for blocks, per namespace for foreign keys.
+    grouped = (
+        parsed.groupBy(
+            "is_block",
+            "namespace",
+            F.when(F.col("is_block"), F.col("ml_name")).otherwise("").alias("ml_name"),
+            F.when(F.col("is_block"), F.col("ledger_text").cast("long")).alias("ledger_id"),
+        )
+        .agg(
+            F.count("*").alias("objects"),
+            F.sum("size").alias("bytes"),
+            F.max("last_modified").alias("newest_ms"),
+            F.min("last_modified").alias("oldest_ms"),
+        )
+        .cache()
+    )
+    try:
+        result = _classify_groups(spark, snapshot, grouped, snapshot_manifest)
+        result.foreign_samples = _foreign_samples(
+            parsed, settings, result.classes[FOREIGN].objects, max_foreign_samples
+        )
+    except LedgerGcError:
+        raise
+    except Exception as exc:
+        raise _job_error("the diff", exc) from exc
+    finally:
+        grouped.unpersist()
+    _write_candidates(run, result.candidates)
+    run.write_manifest(
+        DIFF,
+        {
+            **result.to_manifest(),
+            "snapshot_started_ms": snapshot_manifest["started_ms"],
+            "scan_started_ms": scan_manifest["started_ms"],
+            "scan_source": scan_manifest["source"],
+        },
+    )
+    return result
+
+
+def _classify_groups(
+    spark: SparkSession, snapshot: DataFrame, grouped: DataFrame, snapshot_manifest: dict
+) -> DiffResult:
+    from pyspark.sql import functions as F
+
+    refs = (
+        snapshot.where(F.col("entry_type") != reading.ML_ROW)
+        .groupBy("ml_name", "ledger_id")
+        # Listed wins over marked should both ever appear (never double-count a ledger).
+        .agg(F.max(F.when(F.col("entry_type") == reading.LISTED_ROW, 2).otherwise(1)).alias("ref"))
+    )
+    managed_ledgers = (
+        snapshot.where(F.col("entry_type") == reading.ML_ROW)
+        .select("ml_name")
+        .distinct()
+        .withColumn("ml_exists", F.lit(True))
+    )
+    classified = (
+        grouped.where(F.col("is_block"))
+        .join(refs, ["ml_name", "ledger_id"], "left")
+        .join(managed_ledgers, "ml_name", "left")
+        .withColumn(
+            "class",
+            F.when(F.col("ref") == 2, LIVE)
+            .when(F.col("ref") == 1, MARKED)
+            .when(F.col("ml_exists"), ORPHAN_LEDGER)
+            .otherwise(ORPHAN_PARTITION),
+        )
+    )
+    result = DiffResult(managed_ledgers=int(snapshot_manifest["managed_ledgers"]))
+    totals = classified.groupBy("namespace", "class").agg(
+        F.count("*").alias("units"), F.sum("objects").alias("objects"), F.sum("bytes").alias("b")
+    )
+    orphan_rows = classified.where(F.col("class").isin(ORPHAN_LEDGER, ORPHAN_PARTITION)).collect()
+    partitions: dict[str, list[int]] = {}
+    for row in orphan_rows:
+        if row["class"] == ORPHAN_LEDGER:
+            result.candidates.append(
+                Candidate(
+                    ORPHAN_LEDGER,
+                    row["ml_name"],
+                    int(row["ledger_id"]),
+                    int(row["objects"]),
+                    int(row["bytes"]),
+                    int(row["newest_ms"]),
+                    int(row["oldest_ms"]),
+                )
+            )
+        else:
+            part = partitions.setdefault(row["ml_name"], [0, 0, 0, 2**63])
+            part[0] += int(row["objects"])
+            part[1] += int(row["bytes"])
+            part[2] = max(part[2], int(row["newest_ms"]))
+            part[3] = min(part[3], int(row["oldest_ms"]))
+    for name, (count, size, newest, oldest) in partitions.items():
+        result.candidates.append(
+            Candidate(ORPHAN_PARTITION, name, None, count, size, newest, oldest)
+        )
+    result.candidates.sort(key=lambda c: (c.target_class, c.ml_name, c.ledger_id or -1))
+    for row in totals.collect():
+        units = int(row["units"])
+        if row["class"] == ORPHAN_PARTITION:
+            units = sum(
+                1
+                for c in result.candidates
+                if c.ledger_id is None and c.namespace == row["namespace"]
+            )
+        result.add(row["namespace"], row["class"], int(row["objects"]), int(row["b"]), units)
+        result.block_objects += int(row["objects"])
+    for row in grouped.where(~F.col("is_block")).collect():
+        result.add(row["namespace"], FOREIGN, int(row["objects"]), int(row["bytes"]), 0)
+    result.objects = sum(t.objects for t in result.classes.values())
+    result.bytes = sum(t.bytes for t in result.classes.values())
+    return result
+
+
+def _foreign_samples(
+    parsed: DataFrame, settings: Settings, foreign_objects: int, limit: int
+) -> list[dict[str, str]]:
+    """A few foreign keys with the reason they are foreign (for the report)."""
+    if not foreign_objects or limit <= 0:
+        return []
+    from pyspark.sql import functions as F
+
+    rows = parsed.where(~F.col("is_block")).select("key").limit(limit).collect()
+    samples = []
+    for row in sorted(rows, key=lambda r: r["key"]):
+        parsed_key = keys.parse_key(settings.prefix, row["key"])
+        samples.append({"key": row["key"], "reason": parsed_key.reason or "not a block"})
+    return samples
+
+
+def _write_candidates(run: RunPaths, candidates: list[Candidate]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("target_class", pa.string()),
+            ("ml_name", pa.string()),
+            ("ledger_id", pa.int64()),
+            ("objects", pa.int64()),
+            ("bytes", pa.int64()),
+            ("newest_ms", pa.int64()),
+            ("oldest_ms", pa.int64()),
+        ]
+    )
+    table = pa.Table.from_pylist([c.to_dict() for c in candidates], schema=schema)
+    run.candidates.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run.candidates.with_name(f".{run.candidates.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, run.candidates)
+
+
+def read_candidates(run: RunPaths) -> list[Candidate]:
+    """The diff's orphan candidates (requires the diff's manifest)."""
+    import pyarrow.parquet as pq
+
+    run.read_manifest(DIFF)
+    return [Candidate(**row) for row in pq.read_table(run.candidates).to_pylist()]
+
+
+# --- deletion --------------------------------------------------------------------------
+
+
+def distributed_delete(
+    spark: SparkSession,
+    settings: Settings,
+    entries: list[dict[str, Any]],
+    *,
+    run_id: str,
+    now_ms: int,
+    deleting: bool,
+    per_task: int = ENTRIES_PER_TASK,
+) -> list[dict[str, Any]]:
+    """``deleting.recheck_and_delete`` over executors, ``per_task`` entries per task.
+
+    The function never raises for one entry's trouble (it reports it), so a Spark task
+    retry cannot repeat a half-done batch blindly: a retried batch re-checks again.
+    """
+    ship_library(spark)
+    slices = max(1, -(-len(entries) // per_task))
+    rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
+        lambda part: recheck_and_delete(
+            settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting
+        )
+    )
+    try:
+        return rdd.collect()
+    except Exception as exc:
+        raise _job_error("the distributed delete", exc) from exc

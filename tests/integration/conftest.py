@@ -1,0 +1,100 @@
+"""Fixtures for the integration tests: one local Spark session for the whole test session,
+and a small toolkit to build ledger stores for the orphan tests.
+
+A SparkSession costs seconds to start (a JVM), so every test that needs Spark shares
+one: ``local[2]``, no UI, two shuffle partitions. The orphan cycle ships the ledger_gc
+package to the executors itself (``spark_jobs.ship_library``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledger_gc.marking import mark_deletable
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import LedgerStorage
+
+#: JVM options for short test jobs: the quick JIT tier only, and the serial collector,
+#: start and warm up several seconds faster (production keeps the JVM's defaults).
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The session's local SparkSession (stopped at the end of the test session)."""
+    from ledger_gc.orphans.spark_jobs import local_session
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARK_SUBMIT_OPTS", FAST_JVM)  # the local driver's JVM
+        session = local_session("ledger-gc-tests", master="local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+    session.stop()
+
+
+class StoreKit:
+    """Builds the store a test needs through the library (real ZooKeeper and S3)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.storage = LedgerStorage(settings)
+
+    def managed_ledger(
+        self, name: str, entries: int = 20, size: int = 2000, per_ledger: int | None = None
+    ) -> list[int]:
+        """Create and write a managed ledger; return its listed ledger ids."""
+        config = ManagedLedgerConfig(max_entries_per_ledger=per_ledger or 50_000)
+        with MetadataStore.open(self.settings) as store:
+            ml = ManagedLedger.open(name, store, self.storage, config)
+            try:
+                for _ in range(entries):
+                    ml.add_entry(b"x" * size)
+            finally:
+                ml.close()
+            return [li.ledgerId for li in store.get_managed_ledger(name).value.ledgerInfo]
+
+    def mark(self, name: str, ledger_ids: list[int]) -> None:
+        """Do what the trim's phase one does: move ledgers to deletable markers."""
+
+        def mutate(info: ManagedLedgerInfo) -> bool:
+            mark_deletable(info, ledger_ids, int(time.time() * 1000), reason="test")
+            return True
+
+        with MetadataStore.open(self.settings) as store:
+            store.update_managed_ledger(name, mutate)
+
+    def keys(self, prefix: str | None = None) -> set[str]:
+        base = self.settings.key_prefix if prefix is None else prefix
+        return {obj.key for obj in self.storage.iter_objects(base)}
+
+    def put(self, key: str, body: bytes = b"not ledger data") -> str:
+        self.storage.client.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
+        return key
+
+
+@pytest.fixture
+def store_kit(settings: Settings) -> StoreKit:
+    return StoreKit(settings)
+
+
+@pytest.fixture
+def store_kit_for() -> Callable[[Settings], StoreKit]:
+    """A StoreKit for other settings (``private_settings``)."""
+    return StoreKit
+
+
+@pytest.fixture
+def clock_at() -> Callable[[float], Callable[[], int]]:
+    """``clock_at(hours)``: a clock (epoch ms) that many hours from now."""
+
+    def make(hours: float) -> Callable[[], int]:
+        return lambda: int(time.time() * 1000 + hours * 3_600_000)
+
+    return make

@@ -1,0 +1,161 @@
+"""The Spark diff says exactly what the reference diff (classify.diff_objects) says, from a
+listing or from an S3 Inventory report (Parquet, or CSV with URL-encoded keys)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ledger_gc.orphans import spark_jobs
+from ledger_gc.orphans.classify import StoredObject, diff_objects
+from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
+from ledger_gc.settings import Settings
+from ledger_gc.storage.keys import block_key, ledger_dir
+
+pytestmark = pytest.mark.spark
+
+PREFIX = "ledgers"
+LIVE = "t1/ns1/persistent/orders"
+ENCODED = "t1/ns2/persistent/my%20topic"
+GONE = "t2/ns1/persistent/deleted"
+SNAPSHOT_ROWS = [
+    (ML_ROW, LIVE, None),
+    (LISTED_ROW, LIVE, 10),
+    (MARKED_ROW, LIVE, 7),
+    (ML_ROW, ENCODED, None),
+    (LISTED_ROW, ENCODED, 20),
+    (ML_ROW, "t3/ns/persistent/empty", None),
+]
+BLOCKS = [
+    block_key(PREFIX, LIVE, 10, 0),
+    block_key(PREFIX, LIVE, 10, 100),
+    block_key(PREFIX, LIVE, 7, 0),
+    block_key(PREFIX, LIVE, 3, 0),
+    block_key(PREFIX, LIVE, 3, 5),
+    block_key(PREFIX, LIVE, 4, 0),
+    block_key(PREFIX, ENCODED, 20, 0),
+    block_key(PREFIX, ENCODED, 21, 0),
+    block_key(PREFIX, GONE, 1, 0),
+    block_key(PREFIX, GONE, 2, 0),
+    block_key(PREFIX, "t2/ns1/persistent/...", 2, 0),
+    block_key(PREFIX, LIVE, 2**63 - 1, 2**63 - 1),
+]
+FOREIGN = [
+    f"{PREFIX}/README",
+    f"{PREFIX}/t1/README",
+    f"{PREFIX}/t1/ns1/persistent/orders",
+    f"{PREFIX}/t1/ns1/persistent/orders/notes.txt",
+    f"{ledger_dir(PREFIX, LIVE, 3)}",
+    f"{ledger_dir(PREFIX, LIVE, 3)}00000000000000000000.blk\n",
+    f"{ledger_dir(PREFIX, LIVE, 3)}00000000000000000000.BLK",
+    f"{ledger_dir(PREFIX, LIVE, 3)}x/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/persistent/orders/ledgers/0000000000000000003/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/persistent/orders/ledgers/99999999999999999999/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/persistent/orders/ledgers/0000000000000000000٣/00000000000000000000.blk",
+    f"{PREFIX}/t1/./persistent/x/ledgers/00000000000000000001/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/other/x/ledgers/00000000000000000001/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/persistent/a b/ledgers/00000000000000000001/00000000000000000000.blk",
+]
+BASE_MS = 1_780_000_000_000
+OBJECTS = [StoredObject(key, 100 + i, BASE_MS + i * 1000) for i, key in enumerate(BLOCKS + FOREIGN)]
+
+
+def _prepare_run(spark: Any, settings: Settings, run_id: str, listed: bool) -> RunPaths:
+    run = RunPaths(settings.state_dir, run_id)
+    spark.createDataFrame(SNAPSHOT_ROWS, spark_jobs.SNAPSHOT_SCHEMA).write.mode(
+        "overwrite"
+    ).parquet(run.data_uri(SNAPSHOT))
+    run.write_manifest(SNAPSHOT, {"started_ms": 1, "managed_ledgers": 3})
+    if listed:
+        rows = [(o.key, o.size, o.last_modified) for o in OBJECTS]
+        spark.createDataFrame(rows, spark_jobs.OBJECT_SCHEMA).write.mode("overwrite").parquet(
+            run.data_uri(SCAN)
+        )
+        run.write_manifest(SCAN, {"started_ms": 2, "source": "listing"})
+    return run
+
+
+def _assert_same_as_reference(result: Any, settings: Settings) -> None:
+    expected = diff_objects(PREFIX, OBJECTS, snapshot_from_rows(SNAPSHOT_ROWS))
+    assert len(expected.candidates) == 6  # 4 orphan ledgers, 2 orphan partitions
+    assert expected.classes["foreign"].objects == len(FOREIGN)
+    assert result.candidates == expected.candidates
+    assert result.to_manifest() | {"foreign_samples": None} == expected.to_manifest() | {
+        "foreign_samples": None
+    }
+    assert sorted(map(str, result.foreign_samples)) == sorted(map(str, expected.foreign_samples))
+
+
+@pytest.fixture
+def prefixed(settings: Settings) -> Settings:
+    return settings.with_overrides(prefix=PREFIX)
+
+
+def test_the_spark_diff_of_a_listing_matches_the_reference(prefixed: Settings, spark: Any) -> None:
+    run = _prepare_run(spark, prefixed, "listing", listed=True)
+
+    result = spark_jobs.diff_job(spark, prefixed, run)
+
+    _assert_same_as_reference(result, prefixed)
+    assert spark_jobs.read_candidates(run) == result.candidates
+
+
+def _inventory_rows(settings: Settings) -> list[dict[str, Any]]:
+    rows = [
+        {
+            "bucket": settings.bucket,
+            "key": o.key,
+            "size": o.size,
+            "last_modified_date": dt.datetime.fromtimestamp(o.last_modified / 1000, dt.UTC),
+        }
+        for o in OBJECTS
+    ]
+    when = dt.datetime.fromtimestamp(BASE_MS / 1000, dt.UTC)
+    rows.append({"bucket": "another", "key": BLOCKS[3], "size": 1, "last_modified_date": when})
+    rows.append(
+        {"bucket": settings.bucket, "key": "elsewhere/x", "size": 1, "last_modified_date": when}
+    )
+    return rows
+
+
+def test_an_inventory_in_parquet_gives_the_same_diff(
+    prefixed: Settings, spark: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "inventory" / "data.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(_inventory_rows(prefixed)), path)
+    (path.parent / "manifest.json").write_text('{"fileFormat": "Parquet"}')  # as S3 writes
+    run = _prepare_run(spark, prefixed, "parquet-inventory", listed=False)
+
+    manifest = spark_jobs.scan_job(spark, prefixed, run, inventory=str(path.parent))
+    result = spark_jobs.diff_job(spark, prefixed, run)
+
+    assert (manifest["source"], manifest["inventory_format"]) == ("inventory", "parquet")
+    assert manifest["objects"] == len(OBJECTS)
+    _assert_same_as_reference(result, prefixed)
+
+
+def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
+    prefixed: Settings, spark: Any, tmp_path: Path
+) -> None:
+    lines = []
+    for row in _inventory_rows(prefixed):
+        key = urllib.parse.quote_plus(row["key"], safe="/")
+        stamp = row["last_modified_date"].strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        lines.append(f'"{row["bucket"]}","{key}","{row["size"]}","{stamp}"')
+    path = tmp_path / "inventory.csv"
+    path.write_text("\n".join(lines) + "\n")
+    run = _prepare_run(spark, prefixed, "csv-inventory", listed=False)
+
+    manifest = spark_jobs.scan_job(spark, prefixed, run, inventory=str(path))
+    result = spark_jobs.diff_job(spark, prefixed, run)
+
+    assert manifest["inventory_format"] == "csv"
+    _assert_same_as_reference(result, prefixed)

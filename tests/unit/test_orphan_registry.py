@@ -1,0 +1,163 @@
+"""The SQLite orphan registry: transactions, scan numbering, history; and the run layout,
+the guards and the settings hand-over to spark-submit (all without servers)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger_gc.orphans import guards
+from ledger_gc.orphans.apps import settings_to_env
+from ledger_gc.orphans.classify import ORPHAN_LEDGER
+from ledger_gc.orphans.layout import MissingStepOutputError, RunPaths, run_dir_name
+from ledger_gc.orphans.phases import REGISTERED, RegistryEntry
+from ledger_gc.orphans.registry import OrphanRegistry, RegistryError, registry_path
+from ledger_gc.settings import Settings, TrimRetention
+
+
+def _entry(prefix: str = "ledgers/a/b/persistent/c/ledgers/00000000000000000005/") -> RegistryEntry:
+    return RegistryEntry(
+        prefix=prefix,
+        target_class=ORPHAN_LEDGER,
+        ml_name="a/b/persistent/c",
+        ledger_id=5,
+        first_seen_ms=1,
+        last_seen_ms=1,
+        first_scan=1,
+        last_scan=1,
+        scans_seen=1,
+        objects=3,
+        bytes=300,
+        newest_ms=1,
+    )
+
+
+def test_a_failed_transaction_leaves_the_registry_as_it_was(tmp_path: Path) -> None:
+    registry = OrphanRegistry(tmp_path)
+    with registry.transaction() as txn:
+        txn.record_scan("run-1", 1, {})
+        txn.upsert(_entry())
+    before = registry.entries()
+
+    with pytest.raises(RuntimeError), registry.transaction() as txn:
+        txn.record_scan("run-2", 2, {})
+        txn.remove(_entry().prefix)
+        txn.upsert(_entry("other/"))
+        raise RuntimeError("the task died here")
+
+    assert registry.entries() == before
+    latest = registry.latest_scan()
+    assert latest is not None and latest.run_id == "run-1"
+
+
+def test_scans_are_numbered_once_per_run(tmp_path: Path) -> None:
+    registry = OrphanRegistry(tmp_path)
+    with registry.transaction() as txn:
+        assert txn.record_scan("run-1", 1, {"added": 1}) == 1
+        assert txn.record_scan("run-2", 2, {}) == 2
+    with pytest.raises(sqlite3.IntegrityError), registry.transaction() as txn:
+        txn.record_scan("run-1", 3, {})
+    record = registry.scan_of_run("run-1")
+    assert record is not None and (record.number, record.result) == (1, {"added": 1})
+
+
+def test_history_keeps_every_event_with_its_reason(tmp_path: Path) -> None:
+    registry = OrphanRegistry(tmp_path)
+    entry = _entry()
+    with registry.transaction() as txn:
+        txn.upsert(entry)
+        txn.add_history(entry, REGISTERED, "first seen", run_id="r1", scan=1, time_ms=5)
+        txn.note_failure(entry.prefix, "SlowDown")
+    [row] = registry.history(run_id="r1")
+    assert (row["event"], row["reason"], row["bytes"], row["ledger_id"]) == (
+        REGISTERED,
+        "first seen",
+        300,
+        5,
+    )
+    assert registry.entries()[entry.prefix].attempts == 1
+    assert registry.history(run_id="other") == []
+
+
+def test_a_registry_from_a_newer_ledger_gc_is_refused(tmp_path: Path) -> None:
+    path = registry_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version=99")
+    with pytest.raises(RegistryError, match="upgrade ledger-gc"):
+        OrphanRegistry(tmp_path).entries()
+
+
+# --- layout -------------------------------------------------------------------------------
+
+
+def test_run_folders_are_safe_and_distinct() -> None:
+    airflow_id = "manual__2026-01-01T00:00:00+00:00"
+    name = run_dir_name(airflow_id)
+    assert ":" not in name and "+" not in name
+    assert run_dir_name("manual__2026-01-01T00_00_00_00_00") != name
+    assert run_dir_name("cli-20260101T000000Z-ab12") == "cli-20260101T000000Z-ab12"
+
+
+def test_a_step_without_a_complete_manifest_is_missing(tmp_path: Path) -> None:
+    run = RunPaths(tmp_path, "r1")
+    with pytest.raises(MissingStepOutputError, match="snapshot step of run r1"):
+        run.read_manifest("snapshot")
+    run.write_manifest("snapshot", {"managed_ledgers": 3})
+    assert run.read_manifest("snapshot")["managed_ledgers"] == 3  # type: ignore[index]
+    run.data("snapshot").mkdir(parents=True)
+    run.start_step("snapshot")  # a re-run forgets the old output first
+    assert run.read_manifest("snapshot", required=False) is None
+    assert not run.data("snapshot").exists()
+
+
+# --- guards -------------------------------------------------------------------------------
+
+
+def _diff(**changes: object) -> dict[str, object]:
+    base = {
+        "managed_ledgers": 3,
+        "block_objects": 10,
+        "orphan_fraction": 0.01,
+        "orphan_bytes": 1,
+        "bytes": 100,
+    }
+    return {**base, **changes}
+
+
+def test_no_managed_ledgers_beside_ledger_data_is_refused() -> None:
+    [refusal] = guards.evaluate_guards(_diff(managed_ledgers=0), 0.1, force=False)
+    assert refusal.guard == guards.ZERO_MANAGED_LEDGERS
+    assert "LEDGERGC_ZK_HOSTS" in refusal.reason
+    assert guards.blocking([refusal]) == [refusal]
+    assert guards.evaluate_guards(_diff(managed_ledgers=0, block_objects=0), 0.1, force=False) == []
+
+
+def test_too_many_orphan_bytes_is_refused_unless_forced() -> None:
+    [refusal] = guards.evaluate_guards(_diff(orphan_fraction=0.5), 0.1, force=False)
+    assert refusal.guard == guards.ORPHAN_FRACTION
+    [forced] = guards.evaluate_guards(_diff(orphan_fraction=0.5), 0.1, force=True)
+    assert forced.forced and guards.blocking([forced]) == []
+
+
+# --- settings to spark-submit --------------------------------------------------------------
+
+
+def test_settings_survive_the_trip_through_the_environment(tmp_path: Path) -> None:
+    settings = Settings(
+        zk_hosts="zk1:2181,zk2:2181/chroot",
+        zk_digest="gc:secret",
+        s3_endpoint="http://127.0.0.1:9000",
+        bucket="b",
+        prefix="",
+        delete_enabled=True,
+        grace_seconds=60,
+        retention_seconds=0,
+        orphan_max_fraction=0.25,
+        state_dir=tmp_path,
+        trim_retention=TrimRetention(seconds=-1, bytes=5),
+        trim_retention_overrides={"t/ns": TrimRetention(seconds=3, bytes=4)},
+    )
+    assert Settings.from_env(settings_to_env(settings)) == settings
