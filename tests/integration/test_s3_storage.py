@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
 from ledger_gc.settings import Settings
 from ledger_gc.storage import s3 as s3_module

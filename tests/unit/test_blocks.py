@@ -8,6 +8,7 @@ import zlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from ledger_gc.errors import BlockFormatError, StorageError
 from ledger_gc.storage.blocks import (
     BLOCK_MAGIC,

@@ -19,6 +19,7 @@ import pytest
 from google.protobuf.unknown_fields import UnknownFieldSet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from ledger_gc import formats
 from ledger_gc.errors import MetadataFormatError, UnsupportedCompressionError
 from ledger_gc.formats import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from ledger_gc.storage import keys
 from ledger_gc.storage.keys import (
     MAX_ID,
