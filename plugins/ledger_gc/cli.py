@@ -19,6 +19,9 @@ from typing import Any
 from ledger_gc import __version__
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.status_section import SECTION as STATUS_SECTION
+from ledger_gc.observability.status_section import add_overview, describe_overview
 from ledger_gc.settings import Settings
 from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage
@@ -61,13 +64,19 @@ def add_status_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--metadata-only", action="store_true", help="do not list the bucket (faster)"
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="print Prometheus text (orphans, trim backlog, reclaimed bytes, last runs)",
+    )
     parser.set_defaults(func=run_status)
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     with ExitStack() as stack:
         store = stack.enter_context(MetadataStore.open(settings))
-        storage = None if args.metadata_only else LedgerStorage(settings)
+        # The metrics use metadata and state files only: no bucket listing per scrape.
+        storage = None if args.metadata_only or args.metrics else LedgerStorage(settings)
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)
@@ -75,6 +84,9 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     data = status.to_dict(now)
     for extend in STATUS_EXTENSIONS:
         extend(data, settings)
+    if args.metrics:
+        sys.stdout.write(render_metrics(data[STATUS_SECTION]))
+        return EXIT_OK
     if args.json:
         print_json(data)
         return EXIT_OK
@@ -97,12 +109,14 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         )
     if status.foreign_objects:
         print(f"foreign objects under the prefix: {status.foreign_objects} (never deleted)")
+    for line in describe_overview(data[STATUS_SECTION]):
+        print(line)
     return EXIT_OK
 
 
 # Modules that add sections to `ledgergc status --json` (orphan registry, audit, metrics)
 # register here: f(data, settings) edits the dict in place.
-STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = []
+STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = [add_overview]
 
 
 # --- entry point ----------------------------------------------------------------------

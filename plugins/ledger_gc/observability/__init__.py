@@ -1,0 +1,20 @@
+"""What operators see of the GC: one overview of the state dir, as a page and as metrics.
+
+* ``state_files``: read the tail of the JSON-lines logs, and tally the audit log
+  incrementally (the logs only grow; a page view must not re-read years of them);
+* ``runs``: the one place that knows the keys of the trim and orphan run summaries;
+* ``overview``: ``build_overview`` - the dict behind the Airflow page, the JSON endpoint,
+  the metrics and ``ledgergc status --json``'s ``overview`` section;
+* ``metrics``: that dict in Prometheus' text format (KIP-370's metric names);
+* ``charts``, ``timefmt`` and ``page``: the HTML page (inline SVG, no JavaScript,
+  nothing fetched);
+* ``live``: the ZooKeeper status behind the trim backlog, cached for the web server;
+* ``status_section``: the ``ledgergc status`` extension (JSON section, plain lines).
+
+Nothing here imports Airflow: the plugin module is a thin FastAPI shell over it.
+"""
+
+from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.overview import build_overview
+
+__all__ = ["build_overview", "render_metrics"]

@@ -1,0 +1,159 @@
+"""The overview in Prometheus' text exposition format (version 0.0.4).
+
+Orphan metrics carry KIP-370's proposed names (``OrphanLogPartitionCount``,
+``OrphanLogPartitionSize``, and the same for orphan ledgers), so a dashboard built for
+that proposal reads ours; their ``phase`` and ``namespace`` labels come from the latest
+orphan cycle. Everything else is ``ledgergc_*`` in Prometheus' own naming style. The text
+is rendered from ``build_overview``'s dict and nothing else, so the metrics and the page
+always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ledger_gc.observability.runs import LEDGER, PARTITION, PHASES
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# (metric name, orphan class, "count" | "bytes", help text)
+_ORPHAN_METRICS = (
+    (
+        "OrphanLogPartitionCount",
+        PARTITION,
+        "count",
+        "Orphan partitions (managed-ledger prefixes with no metadata) per phase, latest cycle",
+    ),
+    (
+        "OrphanLogPartitionSize",
+        PARTITION,
+        "bytes",
+        "Bytes of orphan partitions per phase, latest orphan cycle",
+    ),
+    (
+        "OrphanLogLedgerCount",
+        LEDGER,
+        "count",
+        "Orphan ledgers (ledger prefixes their managed ledger does not list) per phase",
+    ),
+    (
+        "OrphanLogLedgerSize",
+        LEDGER,
+        "bytes",
+        "Bytes of orphan ledgers per phase, latest orphan cycle",
+    ),
+)
+Sample = tuple[Mapping[str, str], float | int]
+
+
+def escape_label(value: str) -> str:
+    """A label value as the text format wants it (backslash, quote and newline escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _format_value(value: float | int) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if value != value:  # NaN
+        return "NaN"
+    return repr(float(value))
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        label_text = ",".join(f'{k}="{escape_label(str(v))}"' for k, v in sorted(labels.items()))
+        series = f"{name}{{{label_text}}}" if label_text else name
+        lines.append(f"{series} {_format_value(value)}")
+    return lines
+
+
+def _orphan_samples(orphans: Mapping[str, Any], cls: str, measure: str) -> list[Sample]:
+    """One sample per phase and namespace with orphans in the latest cycle.
+
+    Namespaces where that cycle counted nothing are left out: every namespace with data
+    is in the cycle's report, and 36 zero series for each would be most of a big store's
+    series. With no such namespace (or no per-namespace breakdown), one sample per phase
+    with ``namespace=""`` (all namespaces). Before the first cycle: no samples at all, so
+    "never ran" is not mistaken for "nothing orphaned"."""
+    if orphans.get("latest") is None:
+        return []
+    tables = [
+        (namespace, table)
+        for namespace, table in (orphans.get("namespaces") or {}).items()
+        if any(
+            leaf["count"] or leaf["bytes"]
+            for by_class in table.values()
+            for leaf in by_class.values()
+        )
+    ] or [("", orphans.get("phases") or {})]
+    samples: list[Sample] = []
+    for namespace, table in tables:
+        for phase in PHASES:
+            leaf = (table.get(phase) or {}).get(cls) or {}
+            samples.append(({"namespace": namespace, "phase": phase}, int(leaf.get(measure, 0))))
+    return samples
+
+
+def render_metrics(overview: Mapping[str, Any]) -> str:
+    """Prometheus text for an overview from ``build_overview``."""
+    orphans = overview["orphans"]
+    trim = overview["trim"]
+    backlog = trim["backlog"]
+    deletions = overview["deletions"]
+    lines: list[str] = []
+    for name, cls, measure, help_text in _ORPHAN_METRICS:
+        lines += _family(name, "gauge", help_text, _orphan_samples(orphans, cls, measure))
+    refusals: dict[str, int] = {}
+    latest_run = (orphans.get("latest") or {}).get("run_id")
+    for refusal in orphans.get("refusals") or []:
+        if refusal.get("run_id") == latest_run:
+            guard = refusal.get("guard") or "unknown"
+            refusals[guard] = refusals.get(guard, 0) + 1
+    lines += _family(
+        "ledgergc_orphan_guard_refusals",
+        "gauge",
+        "Safety guards that refused deletion in the latest orphan cycle",
+        [({"guard": guard}, count) for guard, count in sorted(refusals.items())],
+    )
+    lines += _family(
+        "ledgergc_trim_markers_pending",
+        "gauge",
+        "Ledgers marked deletable whose data is not deleted yet (the trim backlog)",
+        [({}, int(backlog["pending_markers"]))],
+    )
+    lines += _family(
+        "ledgergc_trim_marker_pending_bytes",
+        "gauge",
+        "Bytes of the ledgers marked deletable and not deleted yet",
+        [({}, int(backlog["pending_bytes"]))],
+    )
+    lines += _family(
+        "ledgergc_trim_marker_oldest_age_seconds",
+        "gauge",
+        "Age of the oldest deletable marker (0 when there is none)",
+        [({}, float(backlog["oldest_age_seconds"] or 0))],
+    )
+    lines += _family(
+        "ledgergc_reclaimed_bytes_total",
+        "counter",
+        "Bytes deleted, per operation, over the whole audit log",
+        [
+            ({"operation": operation}, int(value))
+            for operation, value in sorted(deletions["reclaimed_bytes"].items())
+        ],
+    )
+    lines += _family(
+        "ledgergc_last_success_timestamp_seconds",
+        "gauge",
+        "When the latest run that completed finished (Unix time), per job",
+        [
+            ({"job": job}, last["time_ms"] / 1000)
+            for job, last in sorted(overview["last_success"].items())
+            if last and last.get("time_ms")
+        ],
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,217 @@
+"""One dict that says how the GC is doing, built from the state dir (and live metadata).
+
+The Airflow page, its JSON endpoint, the Prometheus metrics and ``ledgergc status --json``
+all show this same dict, so what an operator reads on the page, what an alert fires on
+and what a script checks can never disagree. It reads only state files (the tail of the
+run logs, the audit log through a tally) plus, optionally, a live status from ZooKeeper
+that the caller already has (``ledgergc status``) or caches (the web server).
+
+Shape (every key always present; numbers are ints, times ms since the epoch)::
+
+    generated_at_ms, state_dir
+    orphans: latest (run header | None), phases {phase: {class: {count, bytes}}},
+             phase_totals {phase: {count, bytes}}, namespaces {ns: phases-table},
+             trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...]
+    trim:    latest (run header + totals | None), backlog {source, pending_markers,
+             pending_bytes, oldest_marked_at_ms, oldest_age_seconds, live_error},
+             last_errors [...], trend [{run_id, time_ms, ledgers_deleted,
+             bytes_reclaimed, markers_pending}]
+    deletions: recent [audit records, newest first], reclaimed_bytes {operation: bytes},
+               deleted_units {operation: n}
+    last_success: {"trim" | "orphans": {run_id, time_ms} | None}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ledger_gc import run_log
+from ledger_gc.observability import runs
+from ledger_gc.observability.state_files import (
+    AuditTotals,
+    audit_totals,
+    last_matching,
+    recent_audit_records,
+    tail_records,
+)
+
+# Deleting operations (``deletion.DeleteTarget.operation``) that always appear, at 0 before
+# their first deletion: a counter that is missing cannot be told apart from a broken one.
+KNOWN_OPERATIONS = ("orphan-removal", "trim")
+DEFAULT_TREND_RUNS = 20
+DEFAULT_RECENT = 20
+# Refusals and errors are collected from this many latest runs: old ones are history,
+# and the audit log and run logs keep them for whoever needs to dig.
+RECENT_RUNS_FOR_EVENTS = 5
+
+
+def build_overview(
+    state_dir: Path | str,
+    *,
+    live_status: Mapping[str, Any] | None = None,
+    live_error: str | None = None,
+    totals: AuditTotals | None = None,
+    now_ms: int | None = None,
+    trend_runs: int = DEFAULT_TREND_RUNS,
+    recent: int = DEFAULT_RECENT,
+) -> dict[str, Any]:
+    """The overview of the GC's state.
+
+    ``live_status`` is a ``StoreStatus.to_dict()`` (as ``ledgergc status`` has it); without
+    it the trim backlog comes from the latest trim run and says so (``backlog.source``).
+    ``totals`` lets a long-lived caller pass an ``AuditTally``'s totals instead of having
+    the whole audit log read here.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    state_dir = Path(state_dir)
+    trim_runs = tail_records(run_log.run_log_path(state_dir, run_log.TRIM), trend_runs)
+    orphan_runs = tail_records(run_log.run_log_path(state_dir, run_log.ORPHANS), trend_runs)
+    totals = totals if totals is not None else audit_totals(state_dir)
+    return {
+        "generated_at_ms": now,
+        "state_dir": str(state_dir),
+        "orphans": _orphans(orphan_runs),
+        "trim": _trim(trim_runs, live_status, live_error, now, recent),
+        "deletions": {
+            "recent": recent_audit_records(state_dir, recent),
+            "reclaimed_bytes": _with_known_operations(totals.bytes),
+            "deleted_units": _with_known_operations(totals.units),
+        },
+        "last_success": {
+            kind: _last_success(state_dir, kind) for kind in (run_log.TRIM, run_log.ORPHANS)
+        },
+    }
+
+
+def _with_known_operations(values: Mapping[str, int]) -> dict[str, int]:
+    return dict(sorted({**dict.fromkeys(KNOWN_OPERATIONS, 0), **values}.items()))
+
+
+def _orphans(cycles: list[dict[str, Any]]) -> dict[str, Any]:
+    latest = cycles[-1] if cycles else None
+    phases = runs.orphan_phases(latest) if latest else runs.empty_phases()
+    trend = [
+        {
+            **_point(cycle),
+            "phases": _sum_classes(runs.orphan_phases(cycle)),
+        }
+        for cycle in cycles
+    ]
+    refusals = [
+        refusal
+        for cycle in reversed(cycles[-RECENT_RUNS_FOR_EVENTS:])
+        for refusal in runs.orphan_refusals(cycle)
+    ]
+    return {
+        "latest": runs.run_header(latest) if latest else None,
+        "phases": phases,
+        "phase_totals": _sum_classes(phases),
+        "namespaces": runs.orphan_namespaces(latest) if latest else {},
+        "trend": trend,
+        "refusals": refusals,
+    }
+
+
+def _sum_classes(phases: Mapping[str, Mapping[str, Mapping[str, int]]]) -> dict[str, Any]:
+    return {
+        phase: {
+            "count": sum(leaf["count"] for leaf in by_class.values()),
+            "bytes": sum(leaf["bytes"] for leaf in by_class.values()),
+        }
+        for phase, by_class in phases.items()
+    }
+
+
+def _point(summary: Mapping[str, Any]) -> dict[str, Any]:
+    header = runs.run_header(summary)
+    return {"run_id": header["run_id"], "time_ms": header["time_ms"]}
+
+
+def _trim(
+    trim_runs: list[dict[str, Any]],
+    live_status: Mapping[str, Any] | None,
+    live_error: str | None,
+    now: int,
+    recent: int,
+) -> dict[str, Any]:
+    latest = trim_runs[-1] if trim_runs else None
+    if live_status is not None:
+        backlog, errors = _live_backlog(live_status)
+    elif latest is not None:
+        totals = runs.trim_totals(latest)
+        backlog = {
+            "source": "last_run",
+            "pending_markers": totals["markers_pending"],
+            "pending_bytes": totals["bytes_pending"],
+            "oldest_marked_at_ms": totals["oldest_pending_marked_at_ms"],
+        }
+        errors = []
+    else:
+        backlog = {
+            "source": "none",
+            "pending_markers": 0,
+            "pending_bytes": 0,
+            "oldest_marked_at_ms": None,
+        }
+        errors = []
+    oldest = backlog["oldest_marked_at_ms"]
+    backlog["oldest_age_seconds"] = None if oldest is None else max(now - oldest, 0) / 1000
+    backlog["live_error"] = live_error
+    # Then the errors of the latest runs: failed runs and managed ledgers, and (without a
+    # live read, which has the freshest word on each marker still there) their markers'.
+    for summary in reversed(trim_runs[-RECENT_RUNS_FOR_EVENTS:]):
+        errors.extend(
+            e for e in runs.trim_errors(summary) if live_status is None or e["ledger_id"] is None
+        )
+    return {
+        "latest": {**runs.run_header(latest), **runs.trim_totals(latest)} if latest else None,
+        "backlog": backlog,
+        "last_errors": errors[:recent],
+        "trend": [_trim_point(summary) for summary in trim_runs],
+    }
+
+
+def _trim_point(summary: Mapping[str, Any]) -> dict[str, Any]:
+    totals = runs.trim_totals(summary)
+    return {
+        **_point(summary),
+        **{k: totals[k] for k in ("ledgers_deleted", "bytes_reclaimed", "markers_pending")},
+    }
+
+
+def _live_backlog(status: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The trim backlog from a ``StoreStatus.to_dict()``: every marker still in metadata."""
+    markers = [
+        (ml.get("name"), marker)
+        for ml in status.get("managed_ledgers") or []
+        for marker in ml.get("markers") or []
+    ]
+    marked_at = [runs.as_int(m.get("marked_at")) for _, m in markers if m.get("marked_at")]
+    errors = [
+        {
+            "ml": name,
+            "ledger_id": marker.get("ledger_id"),
+            "error": str(marker["last_error"]),
+            "attempts": runs.as_int(marker.get("attempts")),
+            "run_id": None,
+            "time_ms": None,
+        }
+        for name, marker in markers
+        if marker.get("last_error")
+    ]
+    errors.sort(key=lambda e: -e["attempts"])
+    backlog = {
+        "source": "live",
+        "pending_markers": len(markers),
+        "pending_bytes": sum(runs.as_int(m.get("size")) for _, m in markers),
+        "oldest_marked_at_ms": min(marked_at) if marked_at else None,
+    }
+    return backlog, errors
+
+
+def _last_success(state_dir: Path, kind: str) -> dict[str, Any] | None:
+    summary = last_matching(run_log.run_log_path(state_dir, kind), runs.succeeded)
+    return _point(summary) if summary else None

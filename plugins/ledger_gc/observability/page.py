@@ -1,0 +1,309 @@
+"""The "Ledger GC" page: the overview as one self-contained HTML document.
+
+Rendered on the server from ``build_overview``'s dict, with inline CSS and SVG charts and
+no script, so it needs nothing from the network and shows the same numbers as the JSON
+endpoint, the metrics and ``ledgergc status --json``. Every figure is also written raw
+into ``data-key``/``data-value`` attributes (``data-key`` is the figure's path in the
+overview dict), so a test or a script can check the page against that dict exactly
+while people read the rounded, human form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from ledger_gc.cli import human_bytes
+from ledger_gc.observability.charts import Series, line_chart
+from ledger_gc.observability.runs import (
+    CLASS_TITLES,
+    CLASSES,
+    MAIN_PHASES,
+    PHASE_TITLES,
+    PHASES,
+)
+from ledger_gc.observability.timefmt import fmt_age, fmt_time
+
+PHASE_COLORS = {
+    "registered": "#4c78a8",
+    "waiting_grace": "#f58518",
+    "waiting_retention": "#b279a2",
+    "deleted": "#54a24b",
+}
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+  margin:0;padding:16px 20px;color:#1a202c;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid
+  #e2e8f0;padding-bottom:4px}h3{font-size:14px;margin:12px 0 6px}
+.muted{color:#718096}.warn{color:#b7791f}.bad{color:#c53030}.ok{color:#2f855a}
+.tiles{display:flex;flex-wrap:wrap;gap:10px}.tile{border:1px solid #e2e8f0;border-radius:6px;
+  padding:8px 12px;min-width:150px}.tile .big{font-size:24px;font-weight:600}
+.tile .label{font-size:12px;color:#4a5568;text-transform:uppercase;letter-spacing:.03em}
+table{border-collapse:collapse;margin:4px 0 8px}th,td{border-bottom:1px solid #edf2f7;
+  padding:4px 10px;text-align:left;vertical-align:top}th{font-size:12px;color:#4a5568}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.charts{display:flex;flex-wrap:wrap;gap:16px}.chart .grid{stroke:#edf2f7}
+.chart .axis,.chart .legend{font-size:11px;fill:#4a5568}
+code{font-size:12px}
+"""
+
+
+Path = tuple[str | int, ...]
+
+
+def figure(path: Path, value: Any, text: str | None = None) -> str:
+    """A number for people, with its exact value for machines (see the module doc).
+
+    ``data-key`` is the figure's path in the overview as a JSON array (namespaces contain
+    "/" and may contain ".", so no separator would do); ``data-value`` is the value as
+    JSON (``null`` when unknown)."""
+    shown = text if text is not None else ("-" if value is None else str(value))
+    return (
+        f'<span class="num" data-key="{escape(json.dumps(list(path)))}" '
+        f'data-value="{escape(json.dumps(value))}">{escape(shown)}</span>'
+    )
+
+
+def bytes_figure(path: Path, value: int | None) -> str:
+    """A byte count: human-readable on the page, exact in ``data-value``."""
+    return figure(path, value, human_bytes(value))
+
+
+def time_figure(path: Path, value: int | None) -> str:
+    """A time (ms since the epoch): UTC on the page, exact in ``data-value``."""
+    return figure(path, value, fmt_time(value))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
+    if not rows:
+        return f'<p class="muted">{escape(empty)}</p>'
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _run_line(header: Mapping[str, Any] | None, what: str) -> str:
+    if not header:
+        return f'<p class="muted">No {escape(what)} has run yet.</p>'
+    flags = " (dry run)" if header.get("dry_run") else ""
+    css = "ok" if header.get("succeeded") else "bad"
+    return (
+        f"<p>Latest {escape(what)}: <code>{escape(header.get('run_id') or '?')}</code> at "
+        f"{escape(fmt_time(header.get('time_ms')))}{escape(flags)}, outcome "
+        f'<span class="{css}">{escape(header.get("outcome") or "-")}</span></p>'
+    )
+
+
+def _orphans_section(orphans: Mapping[str, Any]) -> str:
+    totals = orphans["phase_totals"]
+    tiles = "".join(
+        f'<div class="tile"><div class="label">{escape(PHASE_TITLES[p])}</div>'
+        f'<div class="big">{figure(("orphans", "phase_totals", p, "count"), totals[p]["count"])}'
+        f"</div><div>{bytes_figure(('orphans', 'phase_totals', p, 'bytes'), totals[p]['bytes'])}"
+        "</div></div>"
+        for p in MAIN_PHASES
+    )
+    rows = []
+    for p in PHASES:
+        cells = [escape(PHASE_TITLES[p])]
+        for c in CLASSES:
+            leaf = orphans["phases"][p][c]
+            cells.append(figure(("orphans", "phases", p, c, "count"), leaf["count"]))
+            cells.append(bytes_figure(("orphans", "phases", p, c, "bytes"), leaf["bytes"]))
+        rows.append(cells)
+    headers = ["Phase"] + [f"{CLASS_TITLES[c]} {m}" for c in CLASSES for m in ("count", "size")]
+    trend = orphans["trend"]
+    labels = [_chart_label(point["time_ms"]) for point in trend]
+    charts = "".join(
+        line_chart(
+            title,
+            labels,
+            [
+                Series(PHASE_TITLES[p], PHASE_COLORS[p], [pt["phases"][p][measure] for pt in trend])
+                for p in MAIN_PHASES
+            ],
+            fmt,
+        )
+        for title, measure, fmt in (
+            ("Orphans per phase (count)", "count", lambda v: f"{v:g}"),
+            ("Orphans per phase (bytes)", "bytes", lambda v: human_bytes(int(v))),
+        )
+    )
+    ns_rows = [
+        [escape(ns), escape(CLASS_TITLES[c])]
+        + [
+            figure(("orphans", "namespaces", ns, p, c, "count"), table[p][c]["count"])
+            + " · "
+            + bytes_figure(("orphans", "namespaces", ns, p, c, "bytes"), table[p][c]["bytes"])
+            for p in MAIN_PHASES
+        ]
+        for ns, table in orphans["namespaces"].items()
+        for c in CLASSES
+        # Namespaces with data but no orphan of this class in these phases: not news.
+        if any(table[p][c]["count"] for p in MAIN_PHASES)
+    ]
+    ns_headers = ["Namespace", "Class"] + [PHASE_TITLES[p] for p in MAIN_PHASES]
+    refusals = [
+        [
+            escape(fmt_time(r["time_ms"])),
+            f"<code>{escape(r['run_id'])}</code>",
+            escape(r["guard"] or "-"),
+            escape(r["reason"]),
+            "forced past it: the cycle went on"
+            if r["forced"]
+            else "cycle stopped: nothing registered or deleted",
+        ]
+        for r in orphans["refusals"]
+    ]
+    return (
+        '<h2 id="orphans">Orphans</h2>'
+        + _run_line(orphans["latest"], "orphan cycle")
+        + f'<div class="tiles">{tiles}</div>'
+        + _table(headers, rows, "")
+        + f'<h3>Trend over the last {len(trend)} cycles</h3><div class="charts">{charts}</div>'
+        + "<h3>Per namespace (latest cycle)</h3>"
+        + _table(ns_headers, ns_rows, "No orphan in any namespace in the latest cycle.")
+        + '<h3 id="refusals">Safety guard refusals (recent cycles)</h3>'
+        + _table(
+            ["Time", "Run", "Guard", "Reason", "Effect"],
+            refusals,
+            "No safety guard refused a recent cycle.",
+        )
+    )
+
+
+def _chart_label(ms: int | None) -> str:
+    return fmt_time(ms)[5:16] if ms else "?"
+
+
+def _trim_section(trim: Mapping[str, Any]) -> str:
+    backlog = trim["backlog"]
+    source = {
+        "live": "live from ZooKeeper",
+        "last_run": "as the latest trim run left it (live metadata not read)",
+        "none": "no data yet",
+    }.get(backlog["source"], backlog["source"])
+    live_error = backlog.get("live_error")
+    warning = (
+        f'<p class="warn">Live metadata unavailable: {escape(live_error)}</p>' if live_error else ""
+    )
+    key = ("trim", "backlog")
+    tiles = (
+        '<div class="tiles">'
+        f'<div class="tile"><div class="label">Pending markers</div><div class="big">'
+        f"{figure((*key, 'pending_markers'), backlog['pending_markers'])}</div>"
+        f"<div>{bytes_figure((*key, 'pending_bytes'), backlog['pending_bytes'])}</div></div>"
+        f'<div class="tile"><div class="label">Oldest marker</div><div class="big">'
+        f"{escape(fmt_age(backlog['oldest_age_seconds']))}</div><div>marked "
+        f"{time_figure((*key, 'oldest_marked_at_ms'), backlog['oldest_marked_at_ms'])}"
+        "</div></div></div>"
+    )
+    errors = [
+        [
+            escape(str(e.get("ml") or "-")),
+            escape("-" if e.get("ledger_id") is None else str(e["ledger_id"])),
+            escape(e["error"]),
+            escape("-" if e.get("attempts") is None else str(e["attempts"])),
+            escape(e.get("run_id") or "live marker"),
+        ]
+        for e in trim["last_errors"]
+    ]
+    trend = trim["trend"]
+    labels = [_chart_label(point["time_ms"]) for point in trend]
+    chart = line_chart(
+        "Trim: bytes reclaimed per run",
+        labels,
+        [Series("Reclaimed", "#54a24b", [pt["bytes_reclaimed"] for pt in trend])],
+        lambda v: human_bytes(int(v)),
+    ) + line_chart(
+        "Trim: markers pending after each run",
+        labels,
+        [Series("Pending markers", "#e45756", [pt["markers_pending"] for pt in trend])],
+    )
+    return (
+        '<h2 id="trim">Trim backlog</h2>'
+        + _run_line(trim["latest"], "trim run")
+        + f'<p class="muted">Backlog {escape(source)}.</p>'
+        + warning
+        + tiles
+        + "<h3>Last errors</h3>"
+        + _table(["Managed ledger", "Ledger", "Error", "Attempts", "Run"], errors, "No errors.")
+        + f'<h3>Trend over the last {len(trend)} runs</h3><div class="charts">{chart}</div>'
+    )
+
+
+def _deletions_section(deletions: Mapping[str, Any]) -> str:
+    rows = []
+    for i, record in enumerate(deletions["recent"]):
+        what = record.get("ml_name") or record.get("prefix") or "-"
+        if record.get("ledger_id") is not None:
+            what = f"{what} ledger {record['ledger_id']}"
+        rows.append(
+            [
+                escape(fmt_time(record.get("time_ms"))),
+                escape(str(record.get("operation") or "-")),
+                escape(str(record.get("target_class") or "-")),
+                escape(what),
+                bytes_figure(("deletions", "recent", i, "bytes"), record.get("bytes")),
+                f"<code>{escape(str(record.get('run_id') or '-'))}</code>",
+                escape(str(record.get("reason") or "")),
+            ]
+        )
+    totals = " · ".join(
+        f"{escape(op)}: {bytes_figure(('deletions', 'reclaimed_bytes', op), value)} in "
+        f"{figure(('deletions', 'deleted_units', op), deletions['deleted_units'].get(op, 0))}"
+        " units"
+        for op, value in deletions["reclaimed_bytes"].items()
+    )
+    return (
+        '<h2 id="deletions">Last deletions (audit log)</h2>'
+        + f"<p>Reclaimed in total: {totals}</p>"
+        + _table(
+            ["Time", "Operation", "Class", "What", "Size", "Run", "Reason"],
+            rows,
+            "Nothing deleted yet.",
+        )
+    )
+
+
+def _last_success_section(last_success: Mapping[str, Any], now_ms: int) -> str:
+    rows = []
+    for job, last in sorted(last_success.items()):
+        when = last.get("time_ms") if last else None
+        age = None if not when else (now_ms - when) / 1000
+        rows.append(
+            [
+                escape(job),
+                time_figure(("last_success", job, "time_ms"), when),
+                escape("never" if age is None else fmt_age(age) + ("" if age < 0 else " ago")),
+                f"<code>{escape(last['run_id'])}</code>" if last else "-",
+            ]
+        )
+    return '<h2 id="runs">Last successful runs</h2>' + _table(
+        ["Job", "Finished", "Age", "Run"], rows, ""
+    )
+
+
+def render_page(overview: Mapping[str, Any], *, refresh_seconds: int = 60) -> str:
+    """The whole page for an overview from ``build_overview``."""
+    now = overview["generated_at_ms"]
+    body = (
+        "<h1>Ledger GC</h1>"
+        f'<p class="muted">State dir <code>{escape(overview["state_dir"])}</code> · '
+        f"generated {escape(fmt_time(now))} · refreshes every {refresh_seconds} s · "
+        '<a href="api/overview">JSON</a> · <a href="metrics">metrics</a></p>'
+        + _orphans_section(overview["orphans"])
+        + _trim_section(overview["trim"])
+        + _deletions_section(overview["deletions"])
+        + _last_success_section(overview["last_success"], now)
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="{refresh_seconds}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>Ledger GC</title><style>{_CSS}</style></head>"
+        f"<body>{body}</body></html>"
+    )

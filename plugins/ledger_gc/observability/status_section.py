@@ -1,0 +1,61 @@
+"""The ``overview`` section of ``ledgergc status`` (``--json``, ``--metrics``, and a few
+lines of the plain output).
+
+Registered in ``ledger_gc.cli.STATUS_EXTENSIONS``: it adds the same overview that the
+Airflow page shows, built from the state dir and the status just read, so the command
+and the page can be compared figure by figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger_gc.observability.overview import build_overview
+from ledger_gc.observability.runs import MAIN_PHASES, PHASE_TITLES
+from ledger_gc.observability.timefmt import fmt_time
+from ledger_gc.settings import Settings
+
+SECTION = "overview"
+# Deletions listed by the plain ``ledgergc status`` (``--json`` has more).
+SHOWN_DELETIONS = 5
+
+
+def add_overview(data: dict[str, Any], settings: Settings) -> None:
+    """Add ``data["overview"]``; the trim backlog is the live one of ``data``."""
+    data[SECTION] = build_overview(settings.state_dir, live_status=data)
+
+
+def describe_overview(overview: dict[str, Any]) -> list[str]:
+    """The overview in a few lines, for the plain ``ledgergc status``."""
+    from ledger_gc.cli import human_bytes  # the CLI imports this module
+
+    orphans, deletions = overview["orphans"], overview["deletions"]
+    lines = []
+    latest = orphans["latest"]
+    if latest:
+        phases = ", ".join(
+            f"{PHASE_TITLES[p].lower()} {orphans['phase_totals'][p]['count']} "
+            f"({human_bytes(orphans['phase_totals'][p]['bytes'])})"
+            for p in MAIN_PHASES
+        )
+        lines.append(f"orphans, cycle {latest['run_id']} ({latest['outcome']}): {phases}")
+    for refusal in orphans["refusals"][:3]:
+        lines.append(f"  refused by {refusal['guard']} in {refusal['run_id']}: {refusal['reason']}")
+    reclaimed = ", ".join(
+        f"{op} {human_bytes(value)}" for op, value in deletions["reclaimed_bytes"].items()
+    )
+    lines.append(f"reclaimed (audit log): {reclaimed}")
+    for record in deletions["recent"][:SHOWN_DELETIONS]:
+        what = record.get("ml_name") or record.get("prefix")
+        if record.get("ledger_id") is not None:
+            what = f"{what} ledger {record['ledger_id']}"
+        lines.append(
+            f"  {fmt_time(record.get('time_ms'))} {record.get('operation')} {what} "
+            f"{human_bytes(int(record.get('bytes') or 0))}"
+        )
+    runs = ", ".join(
+        f"{job} {fmt_time(last['time_ms']) if last else 'never'}"
+        for job, last in overview["last_success"].items()
+    )
+    lines.append(f"last successful runs: {runs}")
+    return lines
