@@ -8,6 +8,8 @@ package to the executors itself (``spark_jobs.ship_library``).
 
 from __future__ import annotations
 
+import logging
+
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,6 +39,9 @@ def spark() -> Iterator[Any]:
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
+    # py4j logs "closing down" from __del__ at interpreter exit, after pytest closed the
+    # stream it logs to; that prints a spurious "--- Logging error ---" traceback.
+    logging.getLogger("py4j").setLevel(logging.ERROR)
 
 
 class StoreKit:
