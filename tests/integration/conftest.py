@@ -9,7 +9,6 @@ package to the executors itself (``spark_jobs.ship_library``).
 from __future__ import annotations
 
 import logging
-
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
