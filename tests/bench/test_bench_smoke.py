@@ -1,0 +1,56 @@
+"""Every bench/ command runs in --quick mode and ends with one line of JSON.
+
+Not a timing test: speed and memory are shown by the benchmark commands themselves
+(docs/BENCHMARKS.md). This only keeps the commands from rotting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from local_stack import LocalStack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_quick(name: str, stack: LocalStack | None, tmp_path: Path) -> dict:
+    env = {**os.environ, "BENCH_DATA_DIR": str(tmp_path)}
+    if stack is not None:
+        env.update(stack.env())
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / f"{name}.py"), "--quick"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, (
+        f"bench/{name}.py failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["benchmark"] == name
+    assert result["quick"] is True
+    assert isinstance(result["target_met"], bool)
+    assert result["machine"]["cpus"]
+    return result
+
+
+@pytest.mark.parametrize("name", ["snapshot", "bulk_delete", "trim"])
+def test_stack_benchmarks_print_a_json_result(
+    name: str, local_stack: LocalStack, tmp_path: Path
+) -> None:
+    result = run_quick(name, local_stack, tmp_path)
+    assert result["items"] > 0
+
+
+@pytest.mark.spark
+def test_orphan_diff_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    result = run_quick("orphan_diff", None, tmp_path)
+    assert result["orphan_ledgers"] > 0 and result["baseline_completed"]
