@@ -252,3 +252,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Remove the throwaway Airflow home, unless the run failed and it may tell why."""
     global _remove_airflow_home
     _remove_airflow_home = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Any]:
+    """A MetadataStore on the test's chroot (its own session, closed after the test)."""
+    from ledger_gc.metadata.store import MetadataStore
+
+    with MetadataStore.open(settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+def storage(settings: Settings) -> Any:
+    """A LedgerStorage on the test's bucket."""
+    from ledger_gc.storage.s3 import LedgerStorage
+
+    return LedgerStorage(settings)

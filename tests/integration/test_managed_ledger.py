@@ -32,17 +32,6 @@ class FakeClock:
         self.now += int(seconds * 1000)
 
 
-@pytest.fixture
-def store(settings):
-    with MetadataStore.open(settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def storage(settings):
-    return LedgerStorage(settings)
-
-
 def open_ml(store, storage, **config) -> ManagedLedger:
     return ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(**config))
 

@@ -10,26 +10,14 @@ from ledger_gc.deletion import Deleter
 from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
 from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
-from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.storage.keys import ml_dir
-from ledger_gc.storage.s3 import DeleteResult, LedgerStorage
+from ledger_gc.storage.s3 import DeleteResult
 
 ML = "acme/prod/persistent/payments"
 
 
 class Crash(Exception):
     """Stands for the process dying at that point."""
-
-
-@pytest.fixture
-def store(settings):
-    with MetadataStore.open(settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def storage(settings):
-    return LedgerStorage(settings)
 
 
 @pytest.fixture

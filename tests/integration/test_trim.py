@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ledger_gc import cli, formats, run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
@@ -14,7 +12,6 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
 from ledger_gc.settings import TrimRetention
 from ledger_gc.storage.keys import ledger_dir, ml_dir
-from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import TrimScope, run_trim
 
 ML = "acme/prod/persistent/orders"
@@ -31,17 +28,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += int(seconds * 1000)
-
-
-@pytest.fixture
-def store(settings):
-    with MetadataStore.open(settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def storage(settings):
-    return LedgerStorage(settings)
 
 
 def write_ledgers(store, storage, name=ML, ledgers=4, per_ledger=3, clock=None) -> ManagedLedger:

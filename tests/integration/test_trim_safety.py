@@ -28,17 +28,6 @@ class Crash(BaseException):
     """Stands for the process dying at that point (nothing may catch it)."""
 
 
-@pytest.fixture
-def store(settings):
-    with MetadataStore.open(settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def storage(settings):
-    return LedgerStorage(settings)
-
-
 def populated(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
     """``ledgers`` full ledgers, the cursor "sub" at the end of the second-to-last one."""
     ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
