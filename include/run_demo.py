@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -53,6 +54,9 @@ def heading(message: str) -> None:
 
 def demo_settings() -> Settings:
     """The stack's addresses plus the demo's own chroot, bucket, prefix and state dir."""
+    # The local stack starts empty every time, so the state describing the last demo's
+    # store (registry, audit log, run summaries) must go too.
+    shutil.rmtree(DEMO_DIR / "state", ignore_errors=True)
     base = Settings.from_env()
     hosts = base.zk_hosts.split("/", 1)[0]
     with_chroot = f"{hosts}{CHROOT}"
@@ -193,7 +197,8 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
             return f"{value.get('count', 0)} ({human_bytes(value.get('bytes', 0))})"
 
         found = ", ".join(
-            f"{name} {value.get('units', value.get('objects', 0))}"
+            # Orphans count per ledger or topic; foreign keys per object.
+            f"{name} {value.get('objects' if name == 'foreign' else 'units', 0)}"
             for name, value in classes.items()
             if name in ("orphan-ledger", "orphan-partition", "foreign")
         )
