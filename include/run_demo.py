@@ -81,25 +81,11 @@ def demo_settings() -> Settings:
     return settings
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    return {
-        "LEDGERGC_ZK_HOSTS": settings.zk_hosts,
-        "LEDGERGC_S3_ENDPOINT": settings.s3_endpoint or "",
-        "LEDGERGC_BUCKET": settings.bucket,
-        "LEDGERGC_PREFIX": settings.prefix,
-        "LEDGERGC_STATE_DIR": str(settings.state_dir),
-        "LEDGERGC_DELETE_ENABLED": "true" if settings.delete_enabled else "false",
-        "LEDGERGC_GRACE_SECONDS": str(settings.grace_seconds),
-        "LEDGERGC_RETENTION_SECONDS": str(settings.retention_seconds),
-        "LEDGERGC_ORPHAN_MAX_FRACTION": str(settings.orphan_max_fraction),
-    }
-
-
 def airflow_env(settings: Settings) -> dict[str, str]:
     home = DEMO_DIR / "airflow"
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
-    env.update(settings_env(settings))
+    env.update(settings.to_env())
     env.update(
         {
             "AIRFLOW_HOME": str(home),

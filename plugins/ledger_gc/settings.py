@@ -84,6 +84,35 @@ class Settings:
         """A copy with some fields changed (a DAG run's params, a CLI flag)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def to_env(self) -> dict[str, str]:
+        """The ``LEDGERGC_*`` variables that ``from_env`` turns back into these settings:
+        how a child process (spark-submit, ``airflow dags test``) gets the same run's."""
+        env = {
+            "LEDGERGC_ZK_HOSTS": self.zk_hosts,
+            "LEDGERGC_ZK_TIMEOUT_SECONDS": str(self.zk_timeout_seconds),
+            "LEDGERGC_S3_ENDPOINT": self.s3_endpoint or "",
+            "LEDGERGC_S3_REGION": self.s3_region,
+            "LEDGERGC_BUCKET": self.bucket,
+            "LEDGERGC_PREFIX": self.prefix,
+            "LEDGERGC_DELETE_ENABLED": "true" if self.delete_enabled else "false",
+            "LEDGERGC_GRACE_SECONDS": str(self.grace_seconds),
+            "LEDGERGC_RETENTION_SECONDS": str(self.retention_seconds),
+            "LEDGERGC_ORPHAN_MAX_FRACTION": repr(float(self.orphan_max_fraction)),
+            "LEDGERGC_STATE_DIR": str(Path(self.state_dir).resolve()),
+            "LEDGERGC_TRIM_RETENTION_SECONDS": str(self.trim_retention.seconds),
+            "LEDGERGC_TRIM_RETENTION_BYTES": str(self.trim_retention.bytes),
+        }
+        if self.zk_digest:
+            env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
+        if self.trim_retention_overrides:
+            env["LEDGERGC_TRIM_RETENTION_OVERRIDES"] = json.dumps(
+                {
+                    ns: {"seconds": r.seconds, "bytes": r.bytes}
+                    for ns, r in self.trim_retention_overrides.items()
+                }
+            )
+        return env
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``LEDGERGC_*`` variables (names fixed by DESIGN.md)."""

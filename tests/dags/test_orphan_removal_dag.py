@@ -22,7 +22,6 @@ import pytest
 from demo_leaks import plant_leaks
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans.apps import settings_to_env
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
@@ -64,7 +63,7 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
         o.key for leak in planted["orphan_ledgers"] for o in storage.iter_objects(leak["prefix"])
     }
     enabled = settings.with_overrides(delete_enabled=True)
-    env: dict[str, Any] = {**os.environ, **settings_to_env(enabled)}
+    env: dict[str, Any] = {**os.environ, **enabled.to_env()}
     # Quick JIT tier for the short spark-submit apps (their driver is spark-submit's JVM).
     env["SPARK_SUBMIT_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     env["PYTHONPATH"] = os.pathsep.join(

@@ -17,7 +17,6 @@ from demo_leaks import plant_leaks
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
 from ledger_gc.orphans import cycle, run_orphan_cycle
-from ledger_gc.orphans.apps import settings_to_env
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
@@ -122,7 +121,7 @@ def test_ledgergc_orphans_json(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _store(settings, store_kit)
-    for name, value in settings_to_env(settings).items():
+    for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
 
     status = cli.main(["orphans", "--json", "--dry-run"])

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ledger_gc.orphans import guards
-from ledger_gc.orphans.apps import settings_to_env
 from ledger_gc.orphans.classify import ORPHAN_LEDGER
 from ledger_gc.orphans.layout import MissingStepOutputError, RunPaths, run_dir_name
 from ledger_gc.orphans.phases import REGISTERED, RegistryEntry
@@ -160,4 +159,4 @@ def test_settings_survive_the_trip_through_the_environment(tmp_path: Path) -> No
         trim_retention=TrimRetention(seconds=-1, bytes=5),
         trim_retention_overrides={"t/ns": TrimRetention(seconds=3, bytes=4)},
     )
-    assert Settings.from_env(settings_to_env(settings)) == settings
+    assert Settings.from_env(settings.to_env()) == settings

@@ -104,8 +104,6 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         self.step = step
 
     def execute(self, context: Any) -> None:
-        from ledger_gc.orphans.apps import settings_to_env
-
         params = context["params"]
         settings = settings_for(params)
         options = options_for(params)
@@ -116,7 +114,7 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
             args += ["--dry-run"] if options.dry_run else []
             args += ["--force"] if options.force else []
         self.application_args = args
-        env = settings_to_env(settings)
+        env = settings.to_env()
         # The apps import ledger_gc from this checkout when it is not installed.
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PLUGINS), os.environ.get("PYTHONPATH", "")) if p

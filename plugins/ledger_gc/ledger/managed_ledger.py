@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ledger_gc.clock import now_ms
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
     AlreadyExistsError,
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
     from ledger_gc.ledger.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

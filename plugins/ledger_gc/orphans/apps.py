@@ -2,7 +2,7 @@
 
 Each app is one step of the cycle (``cycle.step_*``) for one run id. Settings come from
 ``LEDGERGC_*`` environment variables (``Settings.from_env``); the DAG's Spark tasks set
-them from Airflow's connections and params with ``settings_to_env``. The app prints the
+them from Airflow's connections and params with ``Settings.to_env``. The app prints the
 step's manifest as JSON and exits 0, or prints one error line and exits 2.
 """
 
@@ -13,41 +13,11 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.settings import Settings
 
 STEPS = ("snapshot", "scan", "diff", "delete")
-
-
-def settings_to_env(settings: Settings) -> dict[str, str]:
-    """``LEDGERGC_*`` variables that ``Settings.from_env`` turns back into ``settings``."""
-    env = {
-        "LEDGERGC_ZK_HOSTS": settings.zk_hosts,
-        "LEDGERGC_ZK_TIMEOUT_SECONDS": str(settings.zk_timeout_seconds),
-        "LEDGERGC_S3_ENDPOINT": settings.s3_endpoint or "",
-        "LEDGERGC_S3_REGION": settings.s3_region,
-        "LEDGERGC_BUCKET": settings.bucket,
-        "LEDGERGC_PREFIX": settings.prefix,
-        "LEDGERGC_DELETE_ENABLED": "true" if settings.delete_enabled else "false",
-        "LEDGERGC_GRACE_SECONDS": str(settings.grace_seconds),
-        "LEDGERGC_RETENTION_SECONDS": str(settings.retention_seconds),
-        "LEDGERGC_ORPHAN_MAX_FRACTION": repr(float(settings.orphan_max_fraction)),
-        "LEDGERGC_STATE_DIR": str(Path(settings.state_dir).resolve()),
-        "LEDGERGC_TRIM_RETENTION_SECONDS": str(settings.trim_retention.seconds),
-        "LEDGERGC_TRIM_RETENTION_BYTES": str(settings.trim_retention.bytes),
-    }
-    if settings.zk_digest:
-        env["LEDGERGC_ZK_DIGEST"] = settings.zk_digest
-    if settings.trim_retention_overrides:
-        env["LEDGERGC_TRIM_RETENTION_OVERRIDES"] = json.dumps(
-            {
-                ns: {"seconds": r.seconds, "bytes": r.bytes}
-                for ns, r in settings.trim_retention_overrides.items()
-            }
-        )
-    return env
 
 
 def build_parser(step: str) -> argparse.ArgumentParser:

@@ -22,12 +22,12 @@ default a cycle registers, corrects and reports what it would delete (DESIGN.md)
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, phases, report
 from ledger_gc.orphans.layout import DELETE, DIFF, PHASES, SNAPSHOT, RunPaths, new_run_id
@@ -46,10 +46,6 @@ Clock = Callable[[], int]
 
 #: More eligible entries than this are re-checked and deleted on executors.
 DISTRIBUTE_OVER = 500
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

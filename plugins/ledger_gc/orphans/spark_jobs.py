@@ -24,13 +24,13 @@ import os
 import re
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ledger_gc
+from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import classify, reading
@@ -61,10 +61,6 @@ NAMES_PER_SHARD = 2000
 #: Registry entries re-checked and deleted per executor task.
 ENTRIES_PER_TASK = 200
 MAX_FOREIGN_SAMPLES = 50
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class SparkJobError(LedgerGcError):

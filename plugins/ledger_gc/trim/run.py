@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.clock import now_ms
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import ConfigError, MetadataUnavailableError
 from ledger_gc.metadata.store import MetadataStore
@@ -30,10 +30,6 @@ from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 log = logging.getLogger(__name__)
 _EXAMPLE = "acme/prod/persistent/orders"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
