@@ -121,8 +121,8 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     from ledger_gc import formats
     from ledger_gc.audit import AuditLog
     from ledger_gc.deletion import Deleter, DeleteTarget
-    from ledger_gc.ledger.managed_ledger import ledger_stats
     from ledger_gc.marking import mark_deletable
+    from ledger_gc.positions import ledger_stats
     from ledger_gc.storage.keys import ledger_dir
     from ledger_gc.trim.eligibility import decide_trim
     from ledger_gc.trim.trimmer import BATCH_SIZE, CursorSnapshot, ManagedLedgerTrimmer

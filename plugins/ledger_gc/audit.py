@@ -3,6 +3,14 @@
 Operators must be able to answer "what did the GC delete, when, and why" long after the
 fact. Records are appended under an exclusive file lock and fsynced, so concurrent Airflow
 tasks on one host never interleave half lines; a reader skips a torn last line.
+
+The log is **write-ahead**: a ``deleting`` record (what is about to go, and why) is
+appended and fsynced *before* the delete it announces, and a ``deleted`` record with what
+was really freed after it. A deletion whose ``deleting`` record cannot be written is not
+made (``AuditUnavailableError``); a process killed between the two leaves a ``deleting``
+record with no ``deleted`` one, which an operator reads as "may have been deleted".
+Totals of freed bytes count ``deleted`` records only (and records of older versions,
+which wrote after the delete and had no status).
 """
 
 from __future__ import annotations
@@ -16,7 +24,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger_gc.errors import AuditUnavailableError
+
 AUDIT_FILE = "audit.jsonl"
+DELETING = "deleting"  # written before the delete: the intent
+DELETED = "deleted"  # written after it: what was confirmed gone
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,7 @@ class AuditRecord:
     reason: str
     run_id: str
     time_ms: int = 0
+    status: str = DELETED
 
     def to_json(self) -> str:
         record = asdict(self)
@@ -45,18 +58,25 @@ class AuditLog:
         self.path = Path(state_dir) / AUDIT_FILE
 
     def append(self, records: Iterable[AuditRecord]) -> int:
+        """Append and fsync; raises AuditUnavailableError (naming the file) if it cannot."""
         lines = [record.to_json() + "\n" for record in records]
         if not lines:
             return 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                handle.write("".join(lines))
-                handle.flush()
-                os.fsync(handle.fileno())
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    handle.write("".join(lines))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        except OSError as exc:
+            raise AuditUnavailableError(
+                f"cannot append to the audit log {self.path} ({exc.strerror or exc}); nothing "
+                "was deleted. Free space or make LEDGERGC_STATE_DIR writable, then run again"
+            ) from exc
         return len(lines)
 
     def read(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -71,3 +91,8 @@ class AuditLog:
                 except json.JSONDecodeError:
                     continue  # a torn line from a crashed writer; the rest is intact
         return records[-limit:] if limit else records
+
+    def deletions(self) -> list[dict[str, Any]]:
+        """The ``deleted`` records (what was freed), oldest first; write-ahead
+        ``deleting`` records are left out."""
+        return [r for r in self.read() if r.get("status", DELETED) == DELETED]

@@ -1,30 +1,51 @@
-"""The one delete path: bulk, idempotent, audited. Trim, managed-ledger delete and orphan
-removal all delete ledger data through ``Deleter``.
+"""The one delete path: bulk, idempotent, audited ahead. Trim, managed-ledger delete and
+orphan removal all delete ledger data through ``Deleter``.
 
 The caller decides *what* may go (a marked ledger, a confirmed orphan); this module makes
 sure that, whatever the caller asked, only block objects of exactly that managed ledger
 (and ledger) are deleted. A key under the target prefix that is not such a block is
-*foreign*: it is reported and never touched. After the bulk deletes every target is
-listed again, and only a target with no block left counts as gone, because the trim
-removes its marker on that answer.
+*foreign*: it is reported and never touched.
+
+Targets are deleted in batches of at most 1,000 keys (one DeleteObjects request), and
+each batch is:
+
+1. **announced** in the audit log (``deleting`` records, fsynced) before any key of it is
+   sent; if that append fails, the batch and every later one is not deleted;
+2. **deleted** with one DeleteObjects request (retried with backoff by the storage);
+3. **confirmed**: a key S3 reported as an error failed; then every confirmation prefix
+   of the batch (``DeleteTarget.confirm_prefix``: the trim uses the managed ledger's
+   ``ledgers/`` directory, so one listing confirms all its ledgers) is listed once more,
+   and a target is gone only when none of its blocks is left. A store that answers
+   "deleted" and keeps the data therefore keeps the trim's marker;
+4. **recorded** (``deleted`` records with what was really freed).
+
+A caller that already listed the targets (the trim lists a managed ledger's ``ledgers/``
+once per run) passes the blocks in; otherwise each target is listed here. Between
+batches ``should_stop`` is asked (a termination signal): the batch under way finishes and
+is recorded, the rest are reported as not attempted.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.storage.keys import parse_key
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import MAX_KEYS_PER_DELETE, LedgerStorage, ObjectInfo
 
 log = logging.getLogger(__name__)
+
+STOPPED = "not attempted: the run was asked to stop"
 
 
 @dataclass(frozen=True)
 class DeleteTarget:
-    """A ledger directory or a whole managed-ledger directory to delete."""
+    """A ledger directory or a whole managed-ledger directory to delete.
+
+    ``objects``: the target's objects as the caller listed them (None: list them here).
+    """
 
     prefix: str
     operation: str  # "trim" | "managed-ledger-delete" | "orphan-removal"
@@ -32,10 +53,17 @@ class DeleteTarget:
     ml_name: str
     ledger_id: int | None
     reason: str
+    objects: tuple[ObjectInfo, ...] | None = None
+    # Listed once after the delete to confirm it (default: ``prefix``); targets of one
+    # batch that share it share the listing.
+    confirm_prefix: str | None = None
 
 
 @dataclass
 class TargetOutcome:
+    """What happened to one target: ``objects``/``bytes`` count only what was deleted
+    (planned, in a dry run); ``gone`` is true when no block of it is left."""
+
     target: DeleteTarget
     objects: int = 0
     bytes: int = 0
@@ -45,7 +73,7 @@ class TargetOutcome:
 
 
 class Deleter:
-    """Deletes the block objects of targets in bulk and records what it did."""
+    """Deletes the block objects of targets in bulk, audited before and after."""
 
     def __init__(
         self,
@@ -54,59 +82,47 @@ class Deleter:
         run_id: str,
         *,
         dry_run: bool = False,
+        should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.storage = storage
         self.audit = audit
         self.run_id = run_id
         self.dry_run = dry_run
+        self.should_stop = should_stop
 
-    def _owned_blocks(self, target: DeleteTarget, outcome: TargetOutcome) -> list[tuple[str, int]]:
-        """(key, size) of every block under the target that belongs to it."""
+    def _owned_blocks(self, target: DeleteTarget, outcome: TargetOutcome) -> list[ObjectInfo]:
+        """Every block under the target that belongs to it; the rest is foreign."""
+        listed = (
+            target.objects
+            if target.objects is not None
+            else tuple(self.storage.iter_objects(target.prefix))
+        )
         blocks = []
         outcome.foreign_keys = []
-        for obj in self.storage.iter_objects(target.prefix):
+        for obj in listed:
             parsed = parse_key(self.storage.prefix, obj.key)
             belongs = (
-                parsed.is_block
+                obj.key.startswith(target.prefix)
+                and parsed.is_block
                 and parsed.ml_name == target.ml_name
                 and (target.ledger_id is None or parsed.ledger_id == target.ledger_id)
             )
             if belongs:
-                blocks.append((obj.key, obj.size))
+                blocks.append(obj)
             else:
                 outcome.foreign_keys.append(obj.key)
         return blocks
 
     def delete(self, targets: Sequence[DeleteTarget]) -> list[TargetOutcome]:
         outcomes = [TargetOutcome(target) for target in targets]
-        planned: list[tuple[TargetOutcome, list[tuple[str, int]]]] = []
+        planned: list[tuple[TargetOutcome, list[ObjectInfo]]] = []
         for outcome in outcomes:
             try:
-                planned.append((outcome, self._owned_blocks(outcome.target, outcome)))
+                blocks = self._owned_blocks(outcome.target, outcome)
             except Exception as exc:  # one unreadable prefix must not stop the others
                 outcome.error = f"listing failed: {exc}"
                 log.warning("cannot list %s: %s", outcome.target.prefix, exc)
-        if self.dry_run:
-            for outcome, blocks in planned:
-                outcome.objects = len(blocks)
-                outcome.bytes = sum(size for _, size in blocks)
-            return outcomes
-
-        keys = [key for _, blocks in planned for key, _ in blocks]
-        result = self.storage.delete_keys(keys)
-        records = []
-        for outcome, blocks in planned:
-            failed = [key for key, _ in blocks if key in result.failed]
-            deleted = [(key, size) for key, size in blocks if key not in result.failed]
-            outcome.objects = len(deleted)
-            outcome.bytes = sum(size for _, size in deleted)
-            if failed:
-                outcome.error = f"{len(failed)} objects not deleted: {result.failed[failed[0]]}"
-            try:
-                # Confirm by listing again: only "no block left" lets the trim drop a marker.
-                outcome.gone = not failed and not self._owned_blocks(outcome.target, outcome)
-            except Exception as exc:
-                outcome.error = outcome.error or f"confirming listing failed: {exc}"
+                continue
             if outcome.foreign_keys:
                 log.warning(
                     "%s: %d foreign keys left untouched, e.g. %s",
@@ -114,21 +130,106 @@ class Deleter:
                     len(outcome.foreign_keys),
                     outcome.foreign_keys[0],
                 )
-            if outcome.objects:
-                target = outcome.target
-                records.append(
-                    AuditRecord(
-                        operation=target.operation,
-                        target_class=target.target_class,
-                        ml_name=target.ml_name,
-                        ledger_id=target.ledger_id,
-                        prefix=target.prefix,
-                        objects=outcome.objects,
-                        bytes=outcome.bytes,
-                        reason=target.reason,
-                        run_id=self.run_id,
-                    )
-                )
-        if self.audit is not None:
-            self.audit.append(records)
+            if self.dry_run:
+                outcome.objects = len(blocks)
+                outcome.bytes = sum(block.size for block in blocks)
+            elif not blocks:
+                outcome.gone = True  # nothing of it is left: nothing to delete or audit
+            else:
+                planned.append((outcome, blocks))
+        if self.dry_run:
+            return outcomes
+        stopped = False
+        for batch in _batches(planned):
+            if stopped or self.should_stop():
+                stopped = True
+                for outcome, _ in batch:
+                    outcome.error = STOPPED
+                continue
+            self._delete_batch(batch)
         return outcomes
+
+    def _delete_batch(self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]) -> None:
+        """Announce, delete, confirm and record one DeleteObjects' worth of targets.
+
+        Raises AuditUnavailableError (nothing of this batch deleted) when the write-ahead
+        record cannot be written.
+        """
+        if self.audit is not None:
+            self.audit.append(
+                self._record(outcome.target, len(blocks), sum(b.size for b in blocks), DELETING)
+                for outcome, blocks in batch
+            )
+        keys = [block.key for _, blocks in batch for block in blocks]
+        result = self.storage.delete_keys(keys)
+        left = self._still_listed(batch)
+        records = []
+        for outcome, blocks in batch:
+            failed = [block.key for block in blocks if block.key in result.failed]
+            kept = [block.key for block in blocks if block.key in left]
+            deleted = [block for block in blocks if block.key not in result.failed
+                       and block.key not in left]
+            outcome.objects = len(deleted)
+            outcome.bytes = sum(block.size for block in deleted)
+            outcome.gone = not failed and not kept and left is not None
+            if failed:
+                outcome.error = f"{len(failed)} objects not deleted: {result.failed[failed[0]]}"
+            elif left is None:
+                outcome.error = "confirming listing failed; kept for the next run"
+            elif kept:
+                outcome.error = "data still present"
+            if deleted:
+                records.append(
+                    self._record(outcome.target, outcome.objects, outcome.bytes, DELETED)
+                )
+        if self.audit is not None and records:
+            try:
+                self.audit.append(records)
+            except Exception as exc:
+                # The deletes happened and their intent is on record; say so loudly.
+                log.error("deleted %d targets but could not record it: %s", len(records), exc)
+
+    def _still_listed(
+        self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]
+    ) -> set[str] | None:
+        """Keys that a listing after the delete still shows (None: could not list)."""
+        prefixes = sorted({o.target.confirm_prefix or o.target.prefix for o, _ in batch})
+        try:
+            return {obj.key for prefix in prefixes for obj in self.storage.iter_objects(prefix)}
+        except Exception as exc:
+            log.warning("cannot confirm the deletes of %d targets: %s", len(batch), exc)
+            return None
+
+    def _record(self, target: DeleteTarget, objects: int, size: int, status: str) -> AuditRecord:
+        return AuditRecord(
+            operation=target.operation,
+            target_class=target.target_class,
+            ml_name=target.ml_name,
+            ledger_id=target.ledger_id,
+            prefix=target.prefix,
+            objects=objects,
+            bytes=size,
+            reason=target.reason,
+            run_id=self.run_id,
+            status=status,
+        )
+
+
+def _batches(
+    planned: list[tuple[TargetOutcome, list[ObjectInfo]]],
+) -> list[list[tuple[TargetOutcome, list[ObjectInfo]]]]:
+    """Whole targets grouped so that a batch holds at most MAX_KEYS_PER_DELETE keys (a
+    target bigger than that is a batch of its own; the storage splits its request)."""
+    batches: list[list[tuple[TargetOutcome, list[ObjectInfo]]]] = []
+    current: list[tuple[TargetOutcome, list[ObjectInfo]]] = []
+    size = 0
+    for item in planned:
+        count = len(item[1])
+        if current and size + count > MAX_KEYS_PER_DELETE:
+            batches.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += count
+    if current:
+        batches.append(current)
+    return batches

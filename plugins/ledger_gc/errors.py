@@ -39,6 +39,10 @@ class UnsupportedCompressionError(MetadataFormatError):
     """A record uses a compression codec whose library is not installed."""
 
 
+class RecordTooLargeError(MetadataError):
+    """A record would not fit in one ZooKeeper write, even compressed; nothing was sent."""
+
+
 class ConcurrentUpdateError(MetadataError):
     """A compare-and-set kept losing to other writers and ran out of retries."""
 
@@ -102,6 +106,10 @@ class InvalidPositionError(ManagedLedgerError):
 
 
 # --- safety ---------------------------------------------------------------------------
+
+
+class AuditUnavailableError(LedgerGcError):
+    """The audit log cannot be written; no deletion is made without its record."""
 
 
 class SafetyRefusalError(LedgerGcError):

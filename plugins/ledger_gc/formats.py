@@ -15,8 +15,11 @@ type 7, which does not exist, so no valid raw record starts with it. (Pulsar fal
 parsing the whole thing raw when the framed decode fails; that parse always fails for the
 same reason, so here the framed error is reported directly.)
 
-Writing is always raw (uncompressed): DESIGN.md asks writers to write raw, and every
-Pulsar version can read raw records.
+Writing keeps the record's own framing (``Framing``): a record read compressed is
+written back with the same codec and framing, byte-compatible with Pulsar's reader, and a
+raw record stays raw while it fits in a znode. ``encode_for_znode`` compresses a raw
+record that would not fit (ZooKeeper refuses requests above ``jute.maxbuffer``, 1 MiB by
+default) and refuses, before anything is sent, one that does not fit even compressed.
 
 Every decode failure raises :class:`MetadataFormatError` naming the znode and what is
 wrong, and never returns a partly filled record. For a garbage collector "could not tell
@@ -38,15 +41,21 @@ import importlib
 import json
 import re
 import struct
+import uuid
 import zlib
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from ledger_gc.errors import MetadataFormatError, UnsupportedCompressionError
+from ledger_gc.errors import (
+    MetadataFormatError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
 from ledger_gc.proto.mldataformats_pb2 import (
     CompressionType,
     KeyValue,
@@ -65,7 +74,9 @@ __all__ = [
     "DELETABLE_MARKER_PREFIX",
     "MAGIC_MANAGED_INFO_METADATA",
     "MAX_UNCOMPRESSED_SIZE",
+    "RAW",
     "CompressionType",
+    "Framing",
     "KeyValue",
     "LedgerInfo",
     "LongProperty",
@@ -78,14 +89,19 @@ __all__ = [
     "OffloadContext",
     "StringProperty",
     "decode_managed_cursor_info",
+    "decode_managed_cursor_info_framed",
     "decode_managed_ledger_info",
+    "decode_managed_ledger_info_framed",
     "decode_marker_value",
     "deletable_markers",
+    "encode_for_znode",
     "encode_managed_cursor_info",
     "encode_managed_ledger_info",
     "encode_marker_value",
     "get_property",
+    "java_uuid",
     "marker_key",
+    "offload_marker_fields",
     "parse_marker_key",
     "remove_properties",
     "set_property",
@@ -135,7 +151,7 @@ def _format_error(record: str, path: str, problem: str) -> MetadataFormatError:
 
 
 class _Codec:
-    """How to decompress one CompressionType, and what to install when it is missing."""
+    """How to (de)compress one CompressionType, and what to install when it is missing."""
 
     def __init__(
         self,
@@ -143,11 +159,13 @@ class _Codec:
         modules: tuple[str, ...],
         pip_package: str,
         decompress: Callable[[ModuleType, bytes, int], bytes],
+        compress: Callable[[ModuleType, bytes], bytes],
     ) -> None:
         self.name = name
         self.modules = modules  # tried in order; the first that imports is used
         self.pip_package = pip_package
         self.decompress = decompress
+        self.compress = compress
 
 
 def _decompress_zlib(_module: ModuleType, payload: bytes, size: int) -> bytes:
@@ -198,16 +216,60 @@ def _decompress_none(_module: ModuleType, payload: bytes, _size: int) -> bytes:
     return payload
 
 
+# The compressors write what Pulsar's codecs write (see the table above), so that a
+# record ledger-gc writes back reads in Pulsar exactly as one the broker wrote.
+
+
+def _compress_zlib(_module: ModuleType, raw: bytes) -> bytes:
+    # Deflater defaults (level 6), SYNC_FLUSH, never finished: Pulsar's ZLIB codec.
+    deflater = zlib.compressobj()
+    return deflater.compress(raw) + deflater.flush(zlib.Z_SYNC_FLUSH)
+
+
+def _compress_lz4(lz4_block: ModuleType, raw: bytes) -> bytes:
+    return bytes(lz4_block.compress(raw, store_size=False))
+
+
+def _compress_zstd(zstandard: ModuleType, raw: bytes) -> bytes:
+    return bytes(zstandard.ZstdCompressor(level=3).compress(raw))
+
+
+def _compress_snappy(module: ModuleType, raw: bytes) -> bytes:
+    if module.__name__ == "cramjam":
+        return bytes(module.snappy.compress_raw(raw))
+    return bytes(module.compress(raw))
+
+
 _CODECS: dict[int, _Codec] = {
-    CompressionType.NONE: _Codec("NONE", (), "", _decompress_none),
-    CompressionType.ZLIB: _Codec("ZLIB", (), "", _decompress_zlib),
-    CompressionType.LZ4: _Codec("LZ4", ("lz4.block",), "lz4", _decompress_lz4),
-    CompressionType.ZSTD: _Codec("ZSTD", ("zstandard",), "zstandard", _decompress_zstd),
+    CompressionType.NONE: _Codec("NONE", (), "", _decompress_none, lambda _m, raw: raw),
+    CompressionType.ZLIB: _Codec("ZLIB", (), "", _decompress_zlib, _compress_zlib),
+    CompressionType.LZ4: _Codec(
+        "LZ4", ("lz4.block",), "lz4", _decompress_lz4, _compress_lz4
+    ),
+    CompressionType.ZSTD: _Codec(
+        "ZSTD", ("zstandard",), "zstandard", _decompress_zstd, _compress_zstd
+    ),
     # python-snappy >= 0.7 is itself built on cramjam; either one reads raw blocks.
     CompressionType.SNAPPY: _Codec(
-        "SNAPPY", ("snappy", "cramjam"), "python-snappy", _decompress_snappy
+        "SNAPPY", ("snappy", "cramjam"), "python-snappy", _decompress_snappy, _compress_snappy
     ),
 }
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How a record is stored in its znode: raw protobuf, or Pulsar's compression frame
+    with a codec. A read-modify-write keeps it (``decode_*_framed`` returns it)."""
+
+    compression: int = CompressionType.NONE
+    framed: bool = False
+
+    @property
+    def codec_name(self) -> str:
+        return _CODECS[self.compression].name if self.framed else "raw"
+
+
+RAW = Framing()
 
 
 def _load_codec_module(codec: _Codec, record: str, path: str) -> ModuleType:
@@ -283,7 +345,7 @@ def _unframe(
     metadata_cls: type[ManagedLedgerInfoMetadata] | type[ManagedCursorInfoMetadata],
     record: str,
     path: str,
-) -> bytes:
+) -> tuple[bytes, Framing]:
     """Undo Pulsar's compression framing; return the raw record bytes."""
     if len(data) < _FRAME_HEADER.size:
         raise _format_error(
@@ -354,7 +416,7 @@ def _unframe(
             f"{codec.name} payload decompressed to {len(raw)} bytes but the frame says "
             f"{size} (truncated or corrupt)",
         )
-    return raw
+    return raw, Framing(metadata.compressionType, framed=True)
 
 
 def _decode(
@@ -363,7 +425,7 @@ def _decode(
     metadata_cls: type[ManagedLedgerInfoMetadata] | type[ManagedCursorInfoMetadata],
     path: str,
     allow_empty: bool,
-) -> _M:
+) -> tuple[_M, Framing]:
     record = cls.DESCRIPTOR.name
     if data is None:
         data = b""
@@ -372,16 +434,16 @@ def _decode(
     data = bytes(data)
     if not data:
         if allow_empty:
-            return cls()
+            return cls(), RAW
         raise _format_error(
             record,
             path,
             "the znode is empty; no bytes cannot be told apart from a lost record",
         )
     if data.startswith(_MAGIC_BYTES):
-        payload = _unframe(data, metadata_cls, record, path)
-        return _parse_record(cls, payload, record, path, "the decompressed record")
-    return _parse_record(cls, data, record, path, "the record")
+        payload, framing = _unframe(data, metadata_cls, record, path)
+        return _parse_record(cls, payload, record, path, "the decompressed record"), framing
+    return _parse_record(cls, data, record, path, "the record"), RAW
 
 
 def decode_managed_ledger_info(
@@ -402,6 +464,13 @@ def decode_managed_ledger_info(
     Raises MetadataFormatError (UnsupportedCompressionError when the codec's library is
     missing) for anything that is not a complete, well-formed record.
     """
+    return decode_managed_ledger_info_framed(data, path=path, allow_empty=allow_empty)[0]
+
+
+def decode_managed_ledger_info_framed(
+    data: bytes | bytearray | memoryview | None, *, path: str = "", allow_empty: bool = False
+) -> tuple[ManagedLedgerInfo, Framing]:
+    """``decode_managed_ledger_info`` plus the record's framing, for writing it back."""
     return _decode(data, ManagedLedgerInfo, ManagedLedgerInfoMetadata, path, allow_empty)
 
 
@@ -414,18 +483,34 @@ def decode_managed_cursor_info(
     record is empty, and a cursor whose position cannot be read must not be mistaken for
     one that has consumed nothing (or everything).
     """
+    return decode_managed_cursor_info_framed(data, path=path)[0]
+
+
+def decode_managed_cursor_info_framed(
+    data: bytes | bytearray | memoryview | None, *, path: str = ""
+) -> tuple[ManagedCursorInfo, Framing]:
+    """``decode_managed_cursor_info`` plus the record's framing, for writing it back."""
     return _decode(data, ManagedCursorInfo, ManagedCursorInfoMetadata, path, False)
 
 
 # --- encoding -------------------------------------------------------------------------
 
 
-def _encode(message: Message, cls: type[Message]) -> bytes:
+_METADATA_CLASSES: dict[type[Message], type[Message]] = {
+    ManagedLedgerInfo: ManagedLedgerInfoMetadata,
+    ManagedCursorInfo: ManagedCursorInfoMetadata,
+}
+# The codec a raw record gets when it has to be compressed to fit a znode: Pulsar's
+# recommended one for metadata, with the standard library's zlib when zstandard is
+# missing (every Pulsar reads both).
+PREFERRED_COMPRESSION = (CompressionType.ZSTD, CompressionType.ZLIB)
+
+
+def _encode(message: Message, cls: type[Message], framing: Framing = RAW) -> bytes:
     if not isinstance(message, cls):
         raise TypeError(f"expected a {cls.DESCRIPTOR.name}, got {type(message).__name__}")
     try:
-        # Raw, never framed: DESIGN.md says writers write raw, and every Pulsar reads it.
-        return message.SerializeToString()
+        raw = message.SerializeToString()
     except EncodeError as exc:
         # A record missing a required field would be unreadable by Pulsar and by us.
         missing = ", ".join(message.FindInitializationErrors())
@@ -433,16 +518,72 @@ def _encode(message: Message, cls: type[Message]) -> bytes:
             f"refusing to write a {cls.DESCRIPTOR.name} that lacks required field(s) "
             f"{missing}; set them before writing"
         ) from exc
+    if not framing.framed:
+        return raw
+    # Pulsar's MetaStoreImpl layout: magic, int32 metadata length, *InfoMetadata, payload.
+    codec = _CODECS[framing.compression]
+    module = _load_codec_module(codec, cls.DESCRIPTOR.name, "")
+    metadata = _METADATA_CLASSES[cls](
+        compressionType=framing.compression,  # type: ignore[call-arg]
+        uncompressedSize=len(raw),  # type: ignore[call-arg]
+    ).SerializeToString()
+    header = _FRAME_HEADER.pack(MAGIC_MANAGED_INFO_METADATA, len(metadata))
+    return header + metadata + codec.compress(module, raw)
 
 
-def encode_managed_ledger_info(info: ManagedLedgerInfo) -> bytes:
-    """Serialize a ``ManagedLedgerInfo`` as raw protobuf, unknown fields included."""
-    return _encode(info, ManagedLedgerInfo)
+def encode_managed_ledger_info(info: ManagedLedgerInfo, framing: Framing = RAW) -> bytes:
+    """Serialize a ``ManagedLedgerInfo`` (unknown fields included), raw or framed."""
+    return _encode(info, ManagedLedgerInfo, framing)
 
 
-def encode_managed_cursor_info(info: ManagedCursorInfo) -> bytes:
-    """Serialize a ``ManagedCursorInfo`` as raw protobuf, unknown fields included."""
-    return _encode(info, ManagedCursorInfo)
+def encode_managed_cursor_info(info: ManagedCursorInfo, framing: Framing = RAW) -> bytes:
+    """Serialize a ``ManagedCursorInfo`` (unknown fields included), raw or framed."""
+    return _encode(info, ManagedCursorInfo, framing)
+
+
+def _available(compression: int) -> bool:
+    codec = _CODECS[compression]
+    try:
+        _load_codec_module(codec, "", "")
+    except UnsupportedCompressionError:
+        return False
+    return True
+
+
+def encode_for_znode(
+    message: ManagedLedgerInfo | ManagedCursorInfo,
+    framing: Framing,
+    max_bytes: int,
+    *,
+    path: str = "",
+) -> tuple[bytes, Framing]:
+    """The bytes to write for ``message`` and the framing they use, never over ``max_bytes``.
+
+    The record keeps its own framing. A raw record that would not fit is compressed
+    (``PREFERRED_COMPRESSION``), as a broker with ``managedLedgerInfoCompressionType``
+    would; one that does not fit even so raises RecordTooLargeError before anything is
+    sent, because ZooKeeper drops the connection of a client that sends a request over
+    its ``jute.maxbuffer``.
+    """
+    cls = type(message)
+    data = _encode(message, cls, framing)
+    if len(data) <= max_bytes:
+        return data, framing
+    tried = [f"{len(data)} bytes {framing.codec_name}"]
+    if not framing.framed or framing.compression == CompressionType.NONE:
+        for compression in PREFERRED_COMPRESSION:
+            if _available(compression):
+                framing = Framing(compression, framed=True)
+                data = _encode(message, cls, framing)
+                if len(data) <= max_bytes:
+                    return data, framing
+                tried.append(f"{len(data)} bytes {framing.codec_name}")
+                break
+    raise RecordTooLargeError(
+        f"{_describe(cls.DESCRIPTOR.name, path)} would be {', '.join(tried)}, over the "
+        f"{max_bytes}-byte limit of one ZooKeeper write (LEDGERGC_ZK_MAX_RECORD_BYTES); "
+        "nothing was written"
+    )
 
 
 # --- ManagedLedgerInfo.properties -----------------------------------------------------
@@ -543,6 +684,36 @@ def encode_marker_value(
     value.update(extra)
     # Compact: the whole ManagedLedgerInfo must fit in one znode.
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def java_uuid(msb: int, lsb: int) -> str:
+    """Java's ``new UUID(msb, lsb).toString()``: how Pulsar names an offloaded ledger's
+    objects (``<uuid>-ledger-<id>``). The halves are signed longs on the wire."""
+    value = ((msb & 0xFFFFFFFFFFFFFFFF) << 64) | (lsb & 0xFFFFFFFFFFFFFFFF)
+    return str(uuid.UUID(int=value))
+
+
+def offload_marker_fields(ledger: LedgerInfo) -> dict[str, Any]:
+    """What deleting a ledger's tiered-storage copy needs, for its deletable marker.
+
+    Empty for a ledger that was never offloaded. Once the LedgerInfo leaves the list the
+    marker is the only place that still names the offloaded objects, so the offload uuid,
+    driver name and the driver's properties (bucket, region, endpoint) are copied here.
+    """
+    if not ledger.HasField("offloadContext"):
+        return {}
+    context = ledger.offloadContext
+    if not (context.HasField("uidMsb") or context.HasField("uidLsb")):
+        return {}
+    fields: dict[str, Any] = {"offloadUuid": java_uuid(context.uidMsb, context.uidLsb)}
+    if context.HasField("complete"):
+        fields["offloadComplete"] = context.complete
+    if context.HasField("driverMetadata"):
+        fields["offloadDriverName"] = context.driverMetadata.name
+        fields["offloadDriverMetadata"] = {
+            entry.key: entry.value for entry in context.driverMetadata.properties
+        }
+    return fields
 
 
 def decode_marker_value(value: str, *, key: str = "", path: str = "") -> dict[str, Any]:

@@ -5,32 +5,51 @@ compare-and-set write that adds its ``ledger-gc.deletable.<id>`` marker; its dat
 deleted afterwards; its marker is removed only once no block of it is left. So at every
 instant a ledger with data is listed or marked, and a crash anywhere in between leaves a
 marker that the next run retries. The trim and the managed-ledger delete both use this.
+
+A marker is dropped without deleting anything only on evidence that its data is gone
+rather than elsewhere: a ledger that recorded no entries, or one whose data the store
+demonstrably holds for this managed ledger (other ledgers of it have blocks where the
+layout puts them, or the run's store probe found data). Otherwise a typo in
+``LEDGERGC_PREFIX`` or ``LEDGERGC_BUCKET`` would find "nothing", drop every marker and
+leak the real data for good; such a marker stays, with an error naming the settings.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ledger_gc import formats
 from ledger_gc.deletion import Deleter, DeleteTarget, TargetOutcome
+from ledger_gc.errors import RecordTooLargeError
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
-from ledger_gc.storage.keys import ledger_dir
+from ledger_gc.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
+from ledger_gc.storage.s3 import ObjectInfo
 
 log = logging.getLogger(__name__)
 
+# A pending marker's last error is kept short: 10,000 markers of a failing bucket must not
+# grow the record past what ZooKeeper takes.
+MAX_ERROR_CHARS = 160
+
+# A guard's verdict on a marked ledger: None when it may be deleted, else why not.
+Guard = Callable[[int, Mapping[str, Any]], str | None]
+
 
 def mark_deletable(
-    info: ManagedLedgerInfo, ledger_ids: Collection[int], marked_at: int, reason: str
+    info: ManagedLedgerInfo, ledger_ids: Collection[int], marked_at: int
 ) -> list[int]:
     """Move ledgers from the ledger list to deletable markers, in place (pure).
 
     Returns the ids actually moved: an id not in the list (already marked by an earlier
-    attempt of the same CAS, or never there) is left alone.
+    attempt of the same CAS, or never there) is left alone. A marker is compact (it is
+    one of possibly thousands in one znode) and keeps what deleting the ledger's
+    tiered-storage copy needs (``formats.offload_marker_fields``).
     """
     wanted = set(ledger_ids)
     moved = [ledger.ledgerId for ledger in info.ledgerInfo if ledger.ledgerId in wanted]
@@ -44,7 +63,7 @@ def mark_deletable(
                     entries=ledger.entries,
                     timestamp=ledger.timestamp,
                     marked_at=marked_at,
-                    reason=reason,
+                    **formats.offload_marker_fields(ledger),
                 ),
             )
     for index in reversed(range(len(info.ledgerInfo))):
@@ -63,7 +82,7 @@ def record_failures(info: ManagedLedgerInfo, failures: dict[int, str], attempted
             continue
         value = formats.decode_marker_value(raw, key=key)
         value["attempts"] = int(value.get("attempts", 0)) + 1
-        value["lastError"] = error[:300]
+        value["lastError"] = error[:MAX_ERROR_CHARS]
         value["lastAttemptAt"] = attempted_at
         formats.set_property(info, key, json.dumps(value, separators=(",", ":")))
         changed = True
@@ -72,15 +91,33 @@ def record_failures(info: ManagedLedgerInfo, failures: dict[int, str], attempted
 
 @dataclass
 class PurgeResult:
-    """What one pass over a managed ledger's markers achieved."""
+    """What one pass over a managed ledger's markers achieved.
+
+    ``deleted``: targets whose blocks this pass deleted (what it freed); ``cleared``:
+    markers removed with nothing to delete (no entries, or data already gone);
+    ``pending``: ledger id -> why its marker stays.
+    """
 
     ml_name: str
     deleted: list[TargetOutcome] = field(default_factory=list)
-    pending: dict[int, str] = field(default_factory=dict)  # ledger id -> error
+    cleared: list[int] = field(default_factory=list)
+    pending: dict[int, str] = field(default_factory=dict)
 
     @property
     def bytes_reclaimed(self) -> int:
         return sum(outcome.bytes for outcome in self.deleted)
+
+
+def list_ledger_blocks(deleter: Deleter, ml_name: str) -> dict[int, list[ObjectInfo]]:
+    """Every block of a managed ledger's ledgers, by ledger id: one listing of its
+    ``ledgers/`` directory, however many ledgers it has (foreign keys left out)."""
+    storage = deleter.storage
+    blocks: dict[int, list[ObjectInfo]] = {}
+    for obj in storage.iter_objects(f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"):
+        parsed = parse_key(storage.prefix, obj.key)
+        if parsed.is_block and parsed.ml_name == ml_name and parsed.ledger_id is not None:
+            blocks.setdefault(parsed.ledger_id, []).append(obj)
+    return blocks
 
 
 def purge_marked(
@@ -91,12 +128,17 @@ def purge_marked(
     operation: str,
     now_ms: int,
     info: ManagedLedgerInfo | None = None,
+    guard: Guard | None = None,
+    store_verified: bool = False,
+    reason: str = "marked deletable",
 ) -> PurgeResult:
     """Delete the data of every marked ledger, then drop the markers of those gone.
 
     Every marker is retried, this run's and every earlier run's. A marker whose data is
     not confirmed gone stays (with its last error noted), so the next run tries again.
-    At most one metadata write: the removal of the gone markers (plus the notes).
+    ``guard`` may keep a marker's data (the trim's check that no cursor still needs it);
+    ``store_verified`` says the run already found data where the settings point. At most
+    one metadata write: the removal of the gone markers (plus the notes).
     """
     path = paths.managed_ledger_path(ml_name)
     if info is None:
@@ -105,38 +147,81 @@ def purge_marked(
     result = PurgeResult(ml_name)
     if not markers:
         return result
-    reasons = {lid: str(m.get("reason", "marked deletable")) for lid, m in markers.items()}
-    targets = [
-        DeleteTarget(
-            prefix=ledger_dir(deleter.storage.prefix, ml_name, ledger_id),
-            operation=operation,
-            target_class="ledger",
-            ml_name=ml_name,
-            ledger_id=ledger_id,
-            reason=reasons[ledger_id],
+    storage = deleter.storage
+    ledgers_root = f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"
+    listing = list_ledger_blocks(deleter, ml_name)
+    verified = store_verified or bool(listing)
+    targets = []
+    for ledger_id in sorted(markers):
+        marker = markers[ledger_id]
+        held = guard(ledger_id, marker) if guard is not None else None
+        if held is not None:
+            result.pending[ledger_id] = held
+            continue
+        blocks = listing.get(ledger_id)
+        if not blocks:
+            if int(marker["entries"]) == 0 and int(marker["size"]) == 0:
+                result.cleared.append(ledger_id)
+            elif verified:
+                result.cleared.append(ledger_id)  # deleted by an earlier, interrupted pass
+            else:
+                result.pending[ledger_id] = (
+                    f"no data found at s3://{storage.bucket}/"
+                    f"{ledger_dir(storage.prefix, ml_name, ledger_id)} nor anywhere under this "
+                    "managed ledger; check LEDGERGC_BUCKET and LEDGERGC_PREFIX (marker kept)"
+                )
+            continue
+        targets.append(
+            DeleteTarget(
+                prefix=ledger_dir(deleter.storage.prefix, ml_name, ledger_id),
+                operation=operation,
+                target_class="ledger",
+                ml_name=ml_name,
+                ledger_id=ledger_id,
+                reason=reason,
+                objects=tuple(blocks),
+                confirm_prefix=ledgers_root,
+            )
         )
-        for ledger_id in sorted(markers)
-    ]
     outcomes = deleter.delete(targets)
     if deleter.dry_run:
         result.deleted = outcomes
+        result.cleared = []
         return result
-    gone = {o.target.ledger_id for o in outcomes if o.gone}
-    result.deleted = [o for o in outcomes if o.gone]
-    result.pending = {
-        o.target.ledger_id: o.error or "data still present"
-        for o in outcomes
-        if not o.gone and o.target.ledger_id is not None
-    }
-
-    def mutate(current: ManagedLedgerInfo) -> bool:
-        keys = [formats.marker_key(ledger_id) for ledger_id in gone]
-        removed = formats.remove_properties(current, keys)
-        noted = record_failures(current, result.pending, now_ms)
-        return bool(removed) or noted
-
+    gone = list(result.cleared)
+    for outcome in outcomes:
+        ledger_id = outcome.target.ledger_id
+        if ledger_id is None:
+            continue  # only ledger targets were built above
+        if outcome.gone:
+            result.deleted.append(outcome)
+            gone.append(ledger_id)
+        else:
+            result.pending[ledger_id] = outcome.error or "data still present"
     if gone or result.pending:
-        store.update_managed_ledger(ml_name, mutate)
-    for ledger_id, error in result.pending.items():
-        log.warning("%s: ledger %d still marked, delete failed: %s", ml_name, ledger_id, error)
+        _unmark(store, ml_name, gone, result.pending, now_ms)
+    for ledger_id, error in sorted(result.pending.items()):
+        log.warning("%s: ledger %d still marked: %s", ml_name, ledger_id, error)
     return result
+
+
+def _unmark(
+    store: MetadataStore, ml_name: str, gone: list[int], pending: dict[int, str], now_ms: int
+) -> None:
+    """One CAS: drop the markers of what is gone, note why the others stay. The notes are
+    best effort: if they would not fit in the znode, the markers go without them."""
+    keys = [formats.marker_key(ledger_id) for ledger_id in gone]
+
+    def mutate(with_notes: bool) -> Callable[[ManagedLedgerInfo], bool]:
+        def apply(current: ManagedLedgerInfo) -> bool:
+            removed = formats.remove_properties(current, keys)
+            noted = with_notes and record_failures(current, pending, now_ms)
+            return bool(removed) or noted
+
+        return apply
+
+    try:
+        store.update_managed_ledger(ml_name, mutate(with_notes=True))
+    except RecordTooLargeError:
+        if keys:
+            store.update_managed_ledger(ml_name, mutate(with_notes=False))

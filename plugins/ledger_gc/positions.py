@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import total_ordering
 
+from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+
 
 @total_ordering
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,18 @@ class LedgerStat:
     entries: int
     size: int
     timestamp: int  # creation time, ms since the epoch
+
+
+def ledger_stats(info: ManagedLedgerInfo) -> list[LedgerStat]:
+    """The ledger list of a record as plain stats, in ledger-id order whatever order the
+    record stores them in (Pulsar keeps its ledgers in a sorted map)."""
+    return sorted(
+        (
+            LedgerStat(ledger.ledgerId, ledger.entries, ledger.size, ledger.timestamp)
+            for ledger in info.ledgerInfo
+        ),
+        key=lambda stat: stat.ledger_id,
+    )
 
 
 def next_position(ledgers: Sequence[LedgerStat], position: Position) -> Position:

@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ledger_gc.errors import ConfigError
 
 DAY = 24 * 3600
+
+# ZooKeeper refuses a request over its jute.maxbuffer (default 0xfffff, 1 MiB less one
+# byte) by dropping the connection. ledger-gc keeps every write request it sends below
+# this, leaving headroom for the request's own framing and a multi's other operations.
+DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
+READ_ONLY_MODES = ("auto", "true", "false")
+
+# botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
+# (legacy names included), so a bucket that S3 has is never refused here.
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+_BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
+_ZK_HOST = re.compile(r"\[?[A-Za-z0-9.:_-]+\]?")
 
 
 @dataclass(frozen=True)
@@ -49,20 +63,93 @@ class Settings:
     trim_retention: TrimRetention = TrimRetention()
     # "tenant/namespace" -> retention; overrides trim_retention for that namespace.
     trim_retention_overrides: Mapping[str, TrimRetention] = field(default_factory=dict)
+    # The largest write request ledger-gc sends to ZooKeeper (see DEFAULT_ZK_MAX_RECORD_BYTES).
+    zk_max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES
+    # "auto": read-only when Pulsar brokers are registered; "true"/"false" force it.
+    metadata_read_only: str = "auto"
+    # Pulsar's tiered storage: "" turns it off.
+    offload_bucket: str = ""
+    offload_prefix: str = ""
+    offload_s3_endpoint: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.zk_hosts.strip():
+        """Check every setting's form, so a bad one stops the run before it starts.
+
+        Each error names the variable and the fix (DESIGN.md: exit 2, one line).
+        """
+        _check_zk_hosts(self.zk_hosts)
+        if not self.zk_timeout_seconds > 0:
             raise ConfigError(
-                "LEDGERGC_ZK_HOSTS is empty; set it to host:port[,host:port][/chroot]"
+                f"LEDGERGC_ZK_TIMEOUT_SECONDS={self.zk_timeout_seconds} must be above 0 seconds"
+            )
+        if not 4096 <= self.zk_max_record_bytes <= 64 * 1024 * 1024:
+            raise ConfigError(
+                f"LEDGERGC_ZK_MAX_RECORD_BYTES={self.zk_max_record_bytes} is outside 4096 to "
+                "67108864; set it a little below the servers' jute.maxbuffer (default 1 MiB)"
+            )
+        if self.zk_digest is not None and ":" not in self.zk_digest:
+            raise ConfigError("LEDGERGC_ZK_DIGEST must be user:password")
+        _check_endpoint("LEDGERGC_S3_ENDPOINT", self.s3_endpoint)
+        _check_endpoint("LEDGERGC_OFFLOAD_S3_ENDPOINT", self.offload_s3_endpoint)
+        if not _REGION.fullmatch(self.s3_region):
+            raise ConfigError(
+                f"LEDGERGC_S3_REGION={self.s3_region!r} is not a region name (letters, digits "
+                "and '-', e.g. us-east-1)"
             )
         if not self.bucket:
             raise ConfigError("LEDGERGC_BUCKET is empty; set it to the bucket that holds ledgers")
-        if self.grace_seconds < 0 or self.retention_seconds < 0:
-            raise ConfigError("grace and retention must be >= 0 seconds")
+        for name, bucket in (("LEDGERGC_BUCKET", self.bucket),
+                             ("LEDGERGC_OFFLOAD_BUCKET", self.offload_bucket)):
+            if bucket and not _BUCKET.fullmatch(bucket):
+                raise ConfigError(
+                    f"{name}={bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
+                )
+        for name, seconds in (("LEDGERGC_GRACE_SECONDS", self.grace_seconds),
+                              ("LEDGERGC_RETENTION_SECONDS", self.retention_seconds)):
+            if seconds < 0:
+                raise ConfigError(f"{name}={seconds} must be 0 or more seconds")
         if not 0 < self.orphan_max_fraction <= 1:
-            raise ConfigError("LEDGERGC_ORPHAN_MAX_FRACTION must be in (0, 1]")
+            raise ConfigError(
+                f"LEDGERGC_ORPHAN_MAX_FRACTION={self.orphan_max_fraction} must be above 0 "
+                "and at most 1 (e.g. 0.10)"
+            )
+        _check_retention("LEDGERGC_TRIM_RETENTION", self.trim_retention)
+        for namespace, retention in self.trim_retention_overrides.items():
+            _check_retention(f"LEDGERGC_TRIM_RETENTION_OVERRIDES[{namespace}]", retention)
+        if self.metadata_read_only not in READ_ONLY_MODES:
+            raise ConfigError(
+                f"LEDGERGC_METADATA_READ_ONLY={self.metadata_read_only!r} must be auto, true "
+                "or false"
+            )
         object.__setattr__(self, "prefix", self.prefix.strip("/"))
+        object.__setattr__(self, "offload_prefix", self.offload_prefix.strip("/"))
         object.__setattr__(self, "state_dir", Path(self.state_dir))
+
+    def check_state_dir(self) -> Path:
+        """Make sure the state dir exists and is writable, before anything runs.
+
+        The audit log lives there, and a deletion that cannot be audited is not made: a
+        state dir that is a file, or read-only, must stop a run before its first mark, not
+        after its first delete.
+        """
+        path = Path(self.state_dir)
+        if path.exists() and not path.is_dir():
+            raise ConfigError(
+                f"LEDGERGC_STATE_DIR={path} is a file, not a directory; point it at a "
+                "directory (it is created if missing)"
+            )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"LEDGERGC_STATE_DIR={path} cannot be created ({exc.strerror}); point it at "
+                "a writable directory"
+            ) from exc
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"LEDGERGC_STATE_DIR={path} is not writable; point it at a writable directory"
+            )
+        return path
 
     @property
     def zk_chroot(self) -> str:
@@ -101,6 +188,11 @@ class Settings:
             "LEDGERGC_STATE_DIR": str(Path(self.state_dir).resolve()),
             "LEDGERGC_TRIM_RETENTION_SECONDS": str(self.trim_retention.seconds),
             "LEDGERGC_TRIM_RETENTION_BYTES": str(self.trim_retention.bytes),
+            "LEDGERGC_ZK_MAX_RECORD_BYTES": str(self.zk_max_record_bytes),
+            "LEDGERGC_METADATA_READ_ONLY": self.metadata_read_only,
+            "LEDGERGC_OFFLOAD_BUCKET": self.offload_bucket,
+            "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
+            "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
         }
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
@@ -134,15 +226,26 @@ class Settings:
             bucket=get("BUCKET") or defaults.bucket,
             prefix=env.get("LEDGERGC_PREFIX", defaults.prefix),
             delete_enabled=_flag("DELETE_ENABLED", get, defaults.delete_enabled),
-            grace_seconds=int(_number("GRACE_SECONDS", get, defaults.grace_seconds)),
-            retention_seconds=int(_number("RETENTION_SECONDS", get, defaults.retention_seconds)),
+            grace_seconds=int(
+                _number("GRACE_SECONDS", get, defaults.grace_seconds, integer=True)
+            ),
+            retention_seconds=int(
+                _number("RETENTION_SECONDS", get, defaults.retention_seconds, integer=True)
+            ),
             orphan_max_fraction=_number("ORPHAN_MAX_FRACTION", get, defaults.orphan_max_fraction),
             state_dir=Path(get("STATE_DIR") or defaults.state_dir),
             trim_retention=TrimRetention(
-                seconds=int(_number("TRIM_RETENTION_SECONDS", get, 0)),
-                bytes=int(_number("TRIM_RETENTION_BYTES", get, 0)),
+                seconds=int(_number("TRIM_RETENTION_SECONDS", get, 0, integer=True)),
+                bytes=int(_number("TRIM_RETENTION_BYTES", get, 0, integer=True)),
             ),
             trim_retention_overrides=parse_retention_overrides(overrides_raw),
+            zk_max_record_bytes=int(
+                _number("ZK_MAX_RECORD_BYTES", get, DEFAULT_ZK_MAX_RECORD_BYTES, integer=True)
+            ),
+            metadata_read_only=(get("METADATA_READ_ONLY") or "auto").strip().lower(),
+            offload_bucket=get("OFFLOAD_BUCKET") or "",
+            offload_prefix=get("OFFLOAD_PREFIX") or "",
+            offload_s3_endpoint=get("OFFLOAD_S3_ENDPOINT"),
         )
 
 
@@ -167,14 +270,61 @@ def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, 
         ) from exc
 
 
-def _number(name: str, get: Any, default: float) -> float:
+def _number(name: str, get: Any, default: float, *, integer: bool = False) -> float:
     raw = get(name)
     if raw is None:
         return default
     try:
-        return float(raw) if "." in raw else int(raw)
+        return int(raw.strip()) if integer else float(raw) if "." in raw else int(raw)
     except ValueError as exc:
-        raise ConfigError(f"LEDGERGC_{name}={raw!r} is not a number") from exc
+        kind = "a whole number" if integer else "a number"
+        raise ConfigError(f"LEDGERGC_{name}={raw!r} is not {kind}") from exc
+
+
+def _check_zk_hosts(hosts: str) -> None:
+    example = "set it to host:port[,host:port][/chroot], e.g. zk1:2181,zk2:2181/pulsar"
+    if not hosts.strip():
+        raise ConfigError(f"LEDGERGC_ZK_HOSTS is empty; {example}")
+    servers, slash, chroot = hosts.partition("/")
+    for server in servers.split(","):
+        host, colon, port = server.strip().rpartition(":") if ":" in server else (
+            server.strip(), "", "")
+        if not host or not _ZK_HOST.fullmatch(host):
+            raise ConfigError(f"LEDGERGC_ZK_HOSTS={hosts!r}: {server!r} has no host; {example}")
+        if colon and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(
+                f"LEDGERGC_ZK_HOSTS={hosts!r}: port {port!r} of {server!r} is not a port "
+                f"number (1-65535); {example}"
+            )
+    if slash and chroot:
+        parts = chroot.rstrip("/").split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ConfigError(
+                f"LEDGERGC_ZK_HOSTS={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
+            )
+
+
+def _check_endpoint(name: str, url: str | None) -> None:
+    if not url:
+        return
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise ConfigError(
+            f"{name}={url!r} is not an endpoint URL; set it like http://127.0.0.1:9000 or "
+            "https://s3.example.com (empty: AWS)"
+        )
+
+
+def _check_retention(name: str, retention: TrimRetention) -> None:
+    for unit, value in (("SECONDS", retention.seconds), ("BYTES", retention.bytes)):
+        if value < -1:
+            raise ConfigError(
+                f"{name}_{unit}={value} must be -1 (keep forever), 0 (none) or more"
+            )
 
 
 def _flag(name: str, get: Any, default: bool) -> bool:

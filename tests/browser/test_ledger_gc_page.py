@@ -110,7 +110,7 @@ def leave_a_failed_marker(settings: Settings) -> None:
         now = int(time.time() * 1000)
 
         def mark_and_fail(info: Any) -> bool:
-            marking.mark_deletable(info, [first], now - 90_000, reason="consumed")
+            marking.mark_deletable(info, [first], now - 90_000)
             marking.record_failures(info, {first: "SlowDown: reduce your request rate"}, now)
             return True
 

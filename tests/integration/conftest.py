@@ -68,7 +68,7 @@ class StoreKit:
         """Do what the trim's phase one does: move ledgers to deletable markers."""
 
         def mutate(info: ManagedLedgerInfo) -> bool:
-            mark_deletable(info, ledger_ids, int(time.time() * 1000), reason="test")
+            mark_deletable(info, ledger_ids, int(time.time() * 1000))
             return True
 
         with MetadataStore.open(self.settings) as store:

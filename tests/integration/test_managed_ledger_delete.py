@@ -49,7 +49,7 @@ def test_a_delete_removes_data_cursors_and_znode_and_is_audited(store, storage, 
     assert objects(storage, settings) == []
     with pytest.raises(ManagedLedgerNotFoundError):
         store.get_managed_ledger(ML)
-    audit = AuditLog(settings.state_dir).read()
+    audit = AuditLog(settings.state_dir).deletions()
     assert {r["operation"] for r in audit} == {"managed-ledger-delete"}
     assert sum(r["bytes"] for r in audit) == reclaimed
 

@@ -48,7 +48,7 @@ def fail_a_marker(settings: Settings, name: str) -> int:
 
         def mutate(info: Any) -> bool:
             now = int(time.time() * 1000)
-            marking.mark_deletable(info, [first.ledgerId], now, reason="test")
+            marking.mark_deletable(info, [first.ledgerId], now)
             marking.record_failures(info, {first.ledgerId: "SlowDown: try again"}, now)
             return True
 

@@ -259,11 +259,11 @@ def test_unknown_fields_survive_decode_modify_encode() -> None:
     assert again.ledgerInfo[0].entries == 11
     assert unknown_fields(again) == [(4, VARINT, 1)]
     assert unknown_fields(again.ledgerInfo[0]) == [(99, VARINT, 12345), (100, LEN, b"opaque")]
-    assert unknown_fields(again.ledgerInfo[0].offloadContext) == [
-        (6, LEN, driver_metadata),
-        (7, LEN, offload_segment),
-    ]
-    assert again.ledgerInfo[0].offloadContext.uidLsb == -42
+    # driverMetadata (6) is declared now; offloadSegment (7) stays an unknown field.
+    assert unknown_fields(again.ledgerInfo[0].offloadContext) == [(7, LEN, offload_segment)]
+    context = again.ledgerInfo[0].offloadContext
+    assert context.driverMetadata.SerializeToString() == driver_metadata
+    assert context.uidLsb == -42
     assert get_property(again, marker_key(3)) is not None
 
 

@@ -18,28 +18,28 @@ def make_info(*ids: int) -> ManagedLedgerInfo:
 
 def test_mark_moves_ledgers_from_the_list_to_markers_in_one_record():
     info = make_info(1, 2, 3)
-    moved = mark_deletable(info, {1, 2}, marked_at=1000, reason="consumed")
+    moved = mark_deletable(info, {1, 2}, marked_at=1000)
     assert moved == [1, 2]
     assert [li.ledgerId for li in info.ledgerInfo] == [3]
     markers = formats.deletable_markers(info)
     assert set(markers) == {1, 2}
     assert markers[2] == {
-        "size": 200, "entries": 10, "timestamp": 7, "markedAt": 1000, "reason": "consumed"
+        "size": 200, "entries": 10, "timestamp": 7, "markedAt": 1000
     }
     assert formats.get_property(info, "other") == "kept"
 
 
 def test_mark_is_idempotent_when_a_cas_is_reapplied():
     info = make_info(1, 2)
-    mark_deletable(info, {1}, marked_at=1, reason="r")
-    again = mark_deletable(info, {1}, marked_at=2, reason="r")
+    mark_deletable(info, {1}, marked_at=1)
+    again = mark_deletable(info, {1}, marked_at=2)
     assert again == []
     assert formats.deletable_markers(info)[1]["markedAt"] == 1
 
 
 def test_every_ledger_is_listed_or_marked():
     info = make_info(1, 2, 3, 4)
-    mark_deletable(info, {2, 4}, marked_at=1, reason="r")
+    mark_deletable(info, {2, 4}, marked_at=1)
     listed = {li.ledgerId for li in info.ledgerInfo}
     assert listed | set(formats.deletable_markers(info)) == {1, 2, 3, 4}
     assert not listed & set(formats.deletable_markers(info))
@@ -47,7 +47,7 @@ def test_every_ledger_is_listed_or_marked():
 
 def test_failures_are_noted_on_the_marker():
     info = make_info(1)
-    mark_deletable(info, {1}, marked_at=1, reason="r")
+    mark_deletable(info, {1}, marked_at=1)
     assert record_failures(info, {1: "SlowDown", 9: "no such marker"}, attempted_at=5)
     record_failures(info, {1: "SlowDown again"}, attempted_at=6)
     value = json.loads(formats.get_property(info, formats.marker_key(1)))

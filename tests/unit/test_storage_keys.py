@@ -78,7 +78,9 @@ def test_bad_ids_are_refused(ledger_id: object, first_entry_id: object) -> None:
     [
         ML,
         "t/ns/persistent/my-topic-partition-0",
-        "t-1/ns_2/persistent/a.b=c:d",
+        "t-1/ns_2/persistent/a.b%3Dc%3Ad",
+        "t=1:x/ns.2/persistent/a+b*c",  # '+' is a space, '*' is kept by Java's URLEncoder
+        "public/default/persistent/orders+%2B+refunds",
         "tenant/ns/persistent/topic%2Fwith%2Fslashes",
         "T/N/persistent/%E4%BD%A0%E5%A5%BD",
     ],
@@ -96,9 +98,13 @@ def test_valid_ml_names(name: str) -> None:
         ("public//persistent/orders", "empty namespace"),
         ("/default/persistent/orders", "empty tenant"),
         ("public/default/persistent/", "empty topic"),
-        ("public/default/persistent/or ders", "characters other than"),
-        ("public/default/persistent/orders?", "characters other than"),
-        ("public/default/persistent/ördérs", "characters other than"),
+        ("public/default/persistent/or ders", "not a URL-encoded name"),
+        ("public/default/persistent/orders?", "not a URL-encoded name"),
+        ("public/default/persistent/ördérs", "not a URL-encoded name"),
+        ("public/default/persistent/100%", "not a URL-encoded name"),
+        ("public/default/persistent/a=b", "not a URL-encoded name"),
+        ("pub+lic/default/persistent/x", "characters other than"),
+        ("public/def%20ault/persistent/x", "characters other than"),
         ("public/default/persistent/..", "may not be '..'"),
         ("public/./persistent/x", "may not be '.'"),
         ("", "has 1 segment(s)"),
@@ -244,15 +250,33 @@ def test_with_empty_prefix_a_prefixed_key_is_foreign() -> None:
 # --- property: build then parse gives back the parts --------------------------------------
 
 _segment = st.text(
-    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%-_.=:",
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.=:",
     min_size=1,
     max_size=30,
 ).filter(lambda s: s not in (".", ".."))
 _prefix = st.lists(_segment, max_size=3).map("/".join)
+
+
+def java_url_encode(text: str) -> str:
+    """Java's URLEncoder.encode(text, UTF-8), as Pulsar encodes a topic's local name."""
+    out = []
+    for char in text:
+        if char.isascii() and (char.isalnum() or char in ".-*_"):
+            out.append(char)
+        elif char == " ":
+            out.append("+")
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode())
+    return "".join(out)
+
+
+_topic = st.text(min_size=1, max_size=20).map(java_url_encode).filter(
+    lambda s: s not in (".", "..")
+)
 _ids = st.integers(min_value=0, max_value=MAX_ID)
 
 
-@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_segment,
+@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_topic,
        ledger_id=_ids, first_entry_id=_ids)
 def test_round_trip(
     prefix: str, tenant: str, namespace: str, topic: str, ledger_id: int, first_entry_id: int
@@ -280,7 +304,7 @@ def test_parse_never_raises_and_blocks_rebuild_exactly(prefix: str, key: str) ->
         assert parsed.reason
 
 
-@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_segment,
+@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_topic,
        ledger_id=_ids, first_entry_id=_ids, suffix=st.sampled_from(["/x", ".tmp", "/", "~"]))
 def test_anything_appended_to_a_block_key_is_foreign(
     prefix: str, tenant: str, namespace: str, topic: str, ledger_id: int,

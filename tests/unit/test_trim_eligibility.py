@@ -19,6 +19,7 @@ from ledger_gc.trim.eligibility import (
     is_over_size_quota,
     moved_mark_delete,
     slowest_reader_ledger_id,
+    unconsumed_marked_ledger,
 )
 
 NOW = 1_700_000_000_000
@@ -151,11 +152,47 @@ def test_the_retention_predicates_at_their_edges():
 
 
 def test_cursors_left_behind_move_to_the_first_remaining_ledger():
-    assert moved_mark_delete(P(3, 9), 5) == P(5, -1)
-    assert moved_mark_delete(P(-1, -1), 5) == P(5, -1)
-    assert moved_mark_delete(P(5, -1), 5) is None
-    assert moved_mark_delete(P(5, 3), 5) is None
-    assert moved_mark_delete(P(7, 0), 5) is None
+    # Ledger 3 (10 entries) was marked; a cursor on its last entry has consumed it.
+    marked = {3: 10}
+    assert moved_mark_delete(P(3, 9), 5, marked) == P(5, -1)
+    assert moved_mark_delete(P(-1, -1), 5, {}) == P(5, -1)
+    assert moved_mark_delete(P(5, -1), 5, marked) is None
+    assert moved_mark_delete(P(5, 3), 5, marked) is None
+    assert moved_mark_delete(P(7, 0), 5, marked) is None
+
+
+def test_a_cursor_reset_into_marked_data_never_moves_forward():
+    # Moving it would undo the reset and let the marked data go.
+    assert moved_mark_delete(P(3, 4), 5, {3: 10}) is None
+    assert moved_mark_delete(P(-1, -1), 5, {3: 10}) is None
+    assert moved_mark_delete(P(-1, -1), 5, {3: 0}) == P(5, -1)  # an empty ledger holds nothing
+    assert unconsumed_marked_ledger(P(3, 4), {3: 10, 4: 2}) == 3
+    assert unconsumed_marked_ledger(P(3, 9), {3: 10, 4: 2}) == 4
+    assert unconsumed_marked_ledger(P(4, 1), {3: 10, 4: 2}) is None
+
+
+def test_ledgers_are_decided_in_id_order_whatever_the_stored_order():
+    stats = [LedgerStat(5, 10, 100, 1), LedgerStat(1, 10, 100, 1), LedgerStat(3, 10, 100, 1)]
+    # The cursor is in ledger 3: only ledger 1 is consumed, whatever order is stored.
+    decision = decide_trim(stats, [P(3, 4)], NO_RETENTION, NOW)
+    assert decision.ledger_ids == [1]
+
+
+def test_a_ledger_without_timestamp_is_as_old_as_the_read():
+    stats = [LedgerStat(1, 10, 100, 0), LedgerStat(2, 0, 0, 0)]
+    keep_one_hour = TrimRetention(3600, -1)
+    assert decide_trim(stats, [P(2, -1)], keep_one_hour, NOW).ledger_ids == []
+    assert decide_trim(stats, [P(2, -1)], TrimRetention(0, -1), NOW).ledger_ids == []
+
+
+def test_size_retention_counts_the_open_ledgers_bytes():
+    stats = [LedgerStat(1, 10, 100, 1), LedgerStat(2, 0, 0, 0)]
+    keep_100_bytes = TrimRetention(-1, 100)
+    # Without the open ledger's bytes, 0 bytes would remain: under the quota, keep.
+    assert decide_trim(stats, [P(2, -1)], keep_100_bytes, NOW).ledger_ids == []
+    # With 100 bytes already in the open ledger, 100 remain after the trim: over quota.
+    assert decide_trim(stats, [P(2, -1)], keep_100_bytes, NOW, current_ledger_size=100
+                       ).ledger_ids == [1]
 
 
 # --- properties ------------------------------------------------------------------------

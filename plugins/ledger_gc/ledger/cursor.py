@@ -19,16 +19,26 @@ from ledger_gc.errors import (
 )
 from ledger_gc.ledger.ack_ranges import AckRanges
 from ledger_gc.positions import (
+    LedgerStat,
     Position,
     count_entries_between,
     first_position,
     last_position,
+    ledger_stats,
     next_position,
 )
-from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo
+from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 
 if TYPE_CHECKING:
     from ledger_gc.ledger.managed_ledger import Entry, ManagedLedger
+
+
+def _with_current(ledgers: list[LedgerStat], ml: ManagedLedger) -> list[LedgerStat]:
+    """The record's ledgers with the writer's live count for its current ledger (the
+    record has the current ledger's entries only once it is closed)."""
+    own = {stat.ledger_id: stat for stat in ml.ledgers()}
+    return [own.get(stat.ledger_id, stat) if stat is ledgers[-1] else stat for stat in ledgers]
+
 
 INITIAL_POSITIONS = ("latest", "earliest")
 
@@ -66,18 +76,25 @@ class ManagedCursor:
         try:
             info = ml.store.get_cursor(ml.name, name).value
         except CursorNotFoundError:
-            ledgers = ml.ledgers()
-            start = (
-                last_position(ledgers) if initial_position == "latest" else first_position(ledgers)
-            )
-            info = ManagedCursorInfo(
-                cursorsLedgerId=-1,
-                markDeleteLedgerId=start.ledger_id,
-                markDeleteEntryId=start.entry_id,
-                lastActive=ml.clock(),
-            )
+
+            def initial(record: ManagedLedgerInfo) -> ManagedCursorInfo:
+                # From the record as ZooKeeper has it, not this writer's view: a trim may
+                # have dropped ledgers since, and "earliest" is the oldest one listed.
+                ledgers = _with_current(ledger_stats(record), ml)
+                start = (
+                    last_position(ledgers)
+                    if initial_position == "latest"
+                    else first_position(ledgers)
+                )
+                return ManagedCursorInfo(
+                    cursorsLedgerId=-1,
+                    markDeleteLedgerId=start.ledger_id,
+                    markDeleteEntryId=start.entry_id,
+                    lastActive=ml.clock(),
+                )
+
             try:
-                ml.store.create_cursor(ml.name, name, info)
+                info = ml.store.create_cursor_from_record(ml.name, name, initial).value
             except AlreadyExistsError:
                 info = ml.store.get_cursor(ml.name, name).value
         return cls(ml, name, info)
@@ -130,6 +147,41 @@ class ManagedCursor:
         with self._lock:
             self._check_open()
             self._read_position = position
+
+    def reset(self, position: Position) -> Position:
+        """Reset the subscription so that ``position`` is read next (Pulsar's
+        ``resetCursor``): the mark-delete moves to just before it, backwards or forwards,
+        and individual acks are dropped. Returns the position actually reset to.
+
+        The reset is written in one multi with a check of the managed ledger's record, so
+        it lands on a ledger that is still listed: a target in a ledger a trim has dropped
+        (marked) resolves to the first ledger still listed, as Pulsar resolves a reset to
+        a ledger that no longer exists. A trim deciding concurrently sees the cursor's
+        version change and decides again (see ``trim.trimmer``).
+        """
+        with self._lock:
+            self._check_open()
+            target: list[Position] = []
+
+            def mutate(record: ManagedLedgerInfo, info: ManagedCursorInfo) -> None:
+                listed = [stat.ledger_id for stat in ledger_stats(record)]
+                wanted = position
+                if listed and wanted.ledger_id not in listed:
+                    later = [ledger_id for ledger_id in listed if ledger_id > wanted.ledger_id]
+                    wanted = Position(later[0] if later else listed[-1], 0)
+                mark_delete = Position(wanted.ledger_id, wanted.entry_id - 1)
+                target[:] = [wanted]
+                info.cursorsLedgerId = -1
+                info.markDeleteLedgerId = mark_delete.ledger_id
+                info.markDeleteEntryId = mark_delete.entry_id
+                del info.individualDeletedMessages[:]
+                info.lastActive = self.ml.clock()
+
+            written = self.ml.store.update_cursor_against_record(self.ml.name, self.name, mutate)
+            self._mark_delete = mark_delete_of(written.value)
+            self._acks = AckRanges.from_ranges([], self.ml.ledgers())
+            self._read_position = target[0]
+            return target[0]
 
     # --- acknowledging -----------------------------------------------------------------
 

@@ -20,8 +20,8 @@ import time
 
 from ledger_gc import formats
 from ledger_gc.deletion import Deleter
-from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
-from ledger_gc.marking import mark_deletable, purge_marked
+from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError, RecordTooLargeError
+from ledger_gc.marking import PurgeResult, mark_deletable, purge_marked
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
@@ -46,19 +46,43 @@ def delete_managed_ledger(
     except ManagedLedgerNotFoundError:
         return 0  # finished by an earlier attempt
 
+    # Oldest ledgers first, as many per round as fit in one znode write: a managed ledger
+    # with thousands of ledgers is marked and purged in several rounds.
+    limit: list[int | None] = [None]
+
     def mark_all(info: ManagedLedgerInfo) -> bool:
-        ids = [ledger.ledgerId for ledger in info.ledgerInfo]
+        ids = sorted(ledger.ledgerId for ledger in info.ledgerInfo)[: limit[0]]
         already = formats.get_property(info, DELETING_PROPERTY) is not None
         if not ids and already:
             return False
-        mark_deletable(info, ids, now, reason="managed ledger deleted")
+        mark_deletable(info, ids, now)
         formats.set_property(info, DELETING_PROPERTY, str(now))
         return True
 
-    marked = store.update_managed_ledger(ml_name, mark_all)
-    result = purge_marked(
-        ml_name, store, deleter, operation=OPERATION, now_ms=now, info=marked.value
-    )
+    result = PurgeResult(ml_name)
+    while True:
+        try:
+            marked = store.update_managed_ledger(ml_name, mark_all)
+        except RecordTooLargeError:
+            current = limit[0] or len(store.get_managed_ledger(ml_name).value.ledgerInfo)
+            if current <= 1:
+                raise
+            limit[0] = current // 2
+            continue
+        purged = purge_marked(
+            ml_name,
+            store,
+            deleter,
+            operation=OPERATION,
+            now_ms=now,
+            info=marked.value,
+            reason="managed ledger deleted",
+        )
+        result.deleted += purged.deleted
+        result.cleared += purged.cleared
+        result.pending.update(purged.pending)
+        if purged.pending or not marked.value.ledgerInfo:
+            break
     if result.pending:
         raise DeleteFailedError(
             f"managed ledger {ml_name}: {len(result.pending)} ledgers could not be deleted "

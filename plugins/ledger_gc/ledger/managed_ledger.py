@@ -32,7 +32,13 @@ from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.ownership import Ownership
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import LedgerStat, Position, last_position, next_position
+from ledger_gc.positions import (
+    LedgerStat,
+    Position,
+    last_position,
+    ledger_stats,
+    next_position,
+)
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage
@@ -59,14 +65,6 @@ class ManagedLedgerConfig:
 class Entry:
     position: Position
     data: bytes
-
-
-def ledger_stats(info: ManagedLedgerInfo) -> list[LedgerStat]:
-    """The ledger list of a record as plain stats (the functional core's input)."""
-    return [
-        LedgerStat(ledger.ledgerId, ledger.entries, ledger.size, ledger.timestamp)
-        for ledger in info.ledgerInfo
-    ]
 
 
 class ManagedLedger:
@@ -137,7 +135,7 @@ class ManagedLedger:
         """
         if not info.ledgerInfo:
             return None
-        last = info.ledgerInfo[-1]
+        last = max(info.ledgerInfo, key=lambda ledger: ledger.ledgerId)  # id order, as Pulsar
         entries = 0
         size = 0
         for block in self.storage.list_blocks(self.name, last.ledgerId):
@@ -250,7 +248,7 @@ class ManagedLedger:
         first_open = recovered is not None or not self._ledgers
 
         def mutate(info: ManagedLedgerInfo) -> bool:
-            last = info.ledgerInfo[-1] if info.ledgerInfo else None
+            last = max(info.ledgerInfo, key=lambda ledger: ledger.ledgerId, default=None)
             if not first_open and (last is None or last.ledgerId != expected_last):
                 raise ManagedLedgerFencedError(
                     f"managed ledger {self.name}: current ledger {expected_last} is no longer "

@@ -8,6 +8,24 @@ with version -1.
 Changes are given as *mutators*: functions that edit a freshly read record in place and
 return whether to write. They are re-run on every retry, so they must decide from the
 record they are given, never from state captured before the read.
+
+Every write keeps the record's own framing (raw, or Pulsar's compression frame with its
+codec) and is checked against ``Settings.zk_max_record_bytes`` before it is sent: a
+request over the server's ``jute.maxbuffer`` makes ZooKeeper drop the connection, which
+would stop the whole run on every retry (``formats.encode_for_znode``).
+
+Two changes span several znodes and go in one ZooKeeper ``multi``, so that they are
+decided and applied against one consistent state:
+
+* ``commit_trim``: the trim's mark sets the managed-ledger record at the version it was
+  decided from, *and* checks (or moves) every cursor at the version it was read at. A
+  cursor that was reset, acked or deleted in between fails the whole multi; the trim then
+  reads again and decides again.
+* ``create_cursor_from_record``: a new cursor's initial position is computed from the
+  record at a version, and the cursor is created in the same multi that re-sets the
+  record at that version (same bytes, new version). So a trim that decided without this
+  cursor fails its own multi, and a cursor created after a trim's mark starts at the
+  oldest ledger still listed.
 """
 
 from __future__ import annotations
@@ -26,6 +44,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
     UnimplementedError,
 )
 from kazoo.protocol.serialization import GetChildren, GetData
@@ -41,7 +60,7 @@ from ledger_gc.errors import (
 from ledger_gc.metadata import multi_read, paths
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
-from ledger_gc.settings import Settings
+from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,27 +71,50 @@ PIPELINE_WINDOW = 512
 
 @dataclass(frozen=True)
 class Versioned(Generic[T]):
-    """A record and the znode version it was read at (the CAS token)."""
+    """A record, the znode version it was read at (the CAS token) and its framing."""
 
     value: T
     version: int
+    framing: formats.Framing = formats.RAW
+
+
+@dataclass(frozen=True)
+class CursorWrite:
+    """A cursor record to write in a multi, at the version it was read at."""
+
+    cursor: str
+    info: ManagedCursorInfo
+    version: int
+    framing: formats.Framing = formats.RAW
+
+
+# What one operation of a multi costs beyond its path and data (op header, version, ACL).
+_MULTI_OP_OVERHEAD = 64
 
 
 class MetadataStore:
     """Managed-ledger and cursor records over one kazoo session."""
 
-    def __init__(self, client: KazooClient, hosts: str = "", max_cas_attempts: int = 64) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        hosts: str = "",
+        max_cas_attempts: int = 64,
+        max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES,
+    ) -> None:
         self.client = client
         self.hosts = hosts or str(getattr(client, "hosts", ""))
         self.max_cas_attempts = max_cas_attempts
-        # Counted so benchmarks and tests can check how many writes an operation costs.
+        self.max_record_bytes = max_record_bytes
+        # Counted so benchmarks and tests can check how many writes an operation costs
+        # (a multi is one write: one request, one transaction).
         self.writes = 0
 
     @classmethod
     @contextmanager
     def open(cls, settings: Settings) -> Iterator[MetadataStore]:
         with session(settings) as client:
-            yield cls(client, settings.zk_hosts)
+            yield cls(client, settings.zk_hosts, max_record_bytes=settings.zk_max_record_bytes)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         return guarded(what, self.hosts, call)
@@ -172,20 +214,34 @@ class MetadataStore:
         return self._call(f"checking {path}", lambda: self.client.exists(path)) is not None
 
     def get_managed_ledger(self, name: str) -> Versioned[ManagedLedgerInfo]:
+        return self._get_managed_ledger_raw(name)[0]
+
+    def _get_managed_ledger_raw(self, name: str) -> tuple[Versioned[ManagedLedgerInfo], bytes]:
         path = paths.managed_ledger_path(name)
         try:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
             raise ManagedLedgerNotFoundError(f"managed ledger {name} not found ({path})") from exc
-        info = formats.decode_managed_ledger_info(data, path=path, allow_empty=True)
-        return Versioned(info, stat.version)
+        info, framing = formats.decode_managed_ledger_info_framed(
+            data, path=path, allow_empty=True
+        )
+        return Versioned(info, stat.version, framing), data
+
+    def encode_managed_ledger(
+        self, name: str, info: ManagedLedgerInfo, framing: formats.Framing, budget: int = 0
+    ) -> tuple[bytes, formats.Framing]:
+        """The bytes a write of ``info`` sends, within the record-size limit (less
+        ``budget`` bytes that other operations of the same request need)."""
+        return formats.encode_for_znode(
+            info, framing, self.max_record_bytes - budget, path=paths.managed_ledger_path(name)
+        )
 
     def create_managed_ledger(
         self, name: str, info: ManagedLedgerInfo | None = None
     ) -> Versioned[ManagedLedgerInfo]:
         info = info if info is not None else ManagedLedgerInfo()
         path = paths.managed_ledger_path(name)
-        data = formats.encode_managed_ledger_info(info)
+        data, _ = self.encode_managed_ledger(name, info, formats.RAW)
         try:
             self._call(f"creating {path}", lambda: self.client.create(path, data, makepath=True))
         except NodeExistsError as exc:
@@ -201,12 +257,7 @@ class MetadataStore:
         When ``mutate`` returns False nothing is written and the record read is returned.
         """
         path = paths.managed_ledger_path(name)
-        return self._update(
-            path,
-            read=lambda: self.get_managed_ledger(name),
-            encode=formats.encode_managed_ledger_info,
-            mutate=mutate,
-        )
+        return self._update(path, read=lambda: self.get_managed_ledger(name), mutate=mutate)
 
     def delete_managed_ledger_node(self, name: str, version: int) -> None:
         """Remove the managed ledger's znode, only at ``version`` (cursors go first)."""
@@ -240,13 +291,25 @@ class MetadataStore:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
             raise CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})") from exc
-        return Versioned(formats.decode_managed_cursor_info(data, path=path), stat.version)
+        info, framing = formats.decode_managed_cursor_info_framed(data, path=path)
+        return Versioned(info, stat.version, framing)
+
+    def encode_cursor(
+        self,
+        name: str,
+        cursor: str,
+        info: ManagedCursorInfo,
+        framing: formats.Framing = formats.RAW,
+    ) -> tuple[bytes, formats.Framing]:
+        return formats.encode_for_znode(
+            info, framing, self.max_record_bytes, path=paths.cursor_path(name, cursor)
+        )
 
     def create_cursor(
         self, name: str, cursor: str, info: ManagedCursorInfo
     ) -> Versioned[ManagedCursorInfo]:
         path = paths.cursor_path(name, cursor)
-        data = formats.encode_managed_cursor_info(info)
+        data, _ = self.encode_cursor(name, cursor, info)
         try:
             self._call(f"creating {path}", lambda: self.client.create(path, data))
         except NodeExistsError as exc:
@@ -261,7 +324,7 @@ class MetadataStore:
     ) -> Versioned[ManagedCursorInfo]:
         """Write a cursor at ``version``; raises BadVersionError-derived ConcurrentUpdateError."""
         path = paths.cursor_path(name, cursor)
-        data = formats.encode_managed_cursor_info(info)
+        data, _ = self.encode_cursor(name, cursor, info)
         try:
             stat = self._call(f"writing {path}", lambda: self.client.set(path, data, version))
         except BadVersionError as exc:
@@ -274,12 +337,131 @@ class MetadataStore:
     def update_cursor(
         self, name: str, cursor: str, mutate: Callable[[ManagedCursorInfo], bool]
     ) -> Versioned[ManagedCursorInfo]:
-        return self._update(
-            paths.cursor_path(name, cursor),
-            read=lambda: self.get_cursor(name, cursor),
-            encode=formats.encode_managed_cursor_info,
-            mutate=mutate,
+        path = paths.cursor_path(name, cursor)
+        return self._update(path, read=lambda: self.get_cursor(name, cursor), mutate=mutate)
+
+    def create_cursor_from_record(
+        self,
+        name: str,
+        cursor: str,
+        initial: Callable[[ManagedLedgerInfo], ManagedCursorInfo],
+    ) -> Versioned[ManagedCursorInfo]:
+        """Create a cursor whose first position ``initial`` computes from the record, in
+        one multi with a re-set of that record at the version read (see the module
+        docstring: a trim deciding concurrently then sees a changed record)."""
+        ml_path = paths.managed_ledger_path(name)
+        path = paths.cursor_path(name, cursor)
+        for attempt in range(self.max_cas_attempts):
+            current, raw = self._get_managed_ledger_raw(name)
+            info = initial(current.value)
+            data, _ = self.encode_cursor(name, cursor, info)
+
+            def run(raw: bytes = raw, version: int = current.version, data: bytes = data) -> list:
+                transaction = self.client.transaction()
+                transaction.set_data(ml_path, raw, version)
+                transaction.create(path, data)
+                return transaction.commit()
+
+            results = self._call(f"creating {path}", run)
+            failure = _first_failure(results)
+            if failure is None:
+                self.writes += 1
+                return Versioned(info, 0)
+            if isinstance(failure, NodeExistsError):
+                raise AlreadyExistsError(f"cursor {cursor} of {name} exists already")
+            if isinstance(failure, NoNodeError):
+                raise ManagedLedgerNotFoundError(f"managed ledger {name} not found ({ml_path})")
+            if not isinstance(failure, BadVersionError):
+                raise MetadataError(f"creating {path} failed: {failure!r}")
+            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
+        raise ConcurrentUpdateError(
+            f"{path}: gave up after {self.max_cas_attempts} version conflicts; retry later"
         )
+
+    def update_cursor_against_record(
+        self,
+        name: str,
+        cursor: str,
+        mutate: Callable[[ManagedLedgerInfo, ManagedCursorInfo], None],
+    ) -> Versioned[ManagedCursorInfo]:
+        """Write a cursor decided from the managed ledger's record, in one multi that
+        checks the record's version (a reset must not land in a ledger a trim just
+        dropped); re-read and re-apply on any version conflict."""
+        ml_path = paths.managed_ledger_path(name)
+        path = paths.cursor_path(name, cursor)
+        for attempt in range(self.max_cas_attempts):
+            record = self.get_managed_ledger(name)
+            current = self.get_cursor(name, cursor)
+            mutate(record.value, current.value)
+            data, framing = self.encode_cursor(name, cursor, current.value, current.framing)
+
+            def run(data: bytes = data, rv: int = record.version, cv: int = current.version
+                    ) -> list:
+                transaction = self.client.transaction()
+                transaction.check(ml_path, rv)
+                transaction.set_data(path, data, cv)
+                return transaction.commit()
+
+            results = self._call(f"writing {path}", run)
+            failure = _first_failure(results)
+            if failure is None:
+                self.writes += 1
+                return Versioned(current.value, results[-1].version, framing)
+            if isinstance(failure, NoNodeError):
+                raise CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})")
+            if not isinstance(failure, BadVersionError):
+                raise MetadataError(f"writing {path} failed: {failure!r}")
+            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
+        raise ConcurrentUpdateError(
+            f"{path}: gave up after {self.max_cas_attempts} version conflicts; retry later"
+        )
+
+    def commit_trim(
+        self,
+        name: str,
+        record: ManagedLedgerInfo,
+        record_version: int,
+        framing: formats.Framing,
+        cursor_checks: Sequence[tuple[str, int]],
+        cursor_writes: Sequence[CursorWrite],
+    ) -> Versioned[ManagedLedgerInfo] | None:
+        """Write the trim's record only if the record and every cursor are still at the
+        versions the decision was made from; None when any of them changed (re-read and
+        decide again). One multi: the mark and the cursor moves happen together or not.
+
+        Raises RecordTooLargeError, before sending, when the request would not fit.
+        """
+        ml_path = paths.managed_ledger_path(name)
+        cursor_data = [
+            (write, self.encode_cursor(name, write.cursor, write.info, write.framing)[0])
+            for write in cursor_writes
+        ]
+        budget = sum(
+            len(paths.cursor_path(name, cursor)) + _MULTI_OP_OVERHEAD for cursor, _ in cursor_checks
+        ) + sum(
+            len(paths.cursor_path(name, w.cursor)) + len(data) + _MULTI_OP_OVERHEAD
+            for w, data in cursor_data
+        ) + len(ml_path) + _MULTI_OP_OVERHEAD
+        data, written_framing = self.encode_managed_ledger(name, record, framing, budget)
+
+        def run() -> list:
+            transaction = self.client.transaction()
+            for cursor, version in cursor_checks:
+                transaction.check(paths.cursor_path(name, cursor), version)
+            for write, encoded in cursor_data:
+                transaction.set_data(paths.cursor_path(name, write.cursor), encoded, write.version)
+            transaction.set_data(ml_path, data, record_version)
+            return transaction.commit()
+
+        results = self._call(f"writing {ml_path} with {len(cursor_checks)} cursor checks", run)
+        failure = _first_failure(results)
+        if failure is not None:
+            if isinstance(failure, BadVersionError | NoNodeError):
+                return None
+            raise MetadataError(f"writing {ml_path} failed: {failure!r}")
+        self.writes += 1
+        stat = results[-1]
+        return Versioned(record, stat.version, written_framing)
 
     def delete_cursor(self, name: str, cursor: str) -> None:
         path = paths.cursor_path(name, cursor)
@@ -295,14 +477,18 @@ class MetadataStore:
         self,
         path: str,
         read: Callable[[], Versioned[T]],
-        encode: Callable[[T], bytes],
         mutate: Callable[[T], bool],
     ) -> Versioned[T]:
         for attempt in range(self.max_cas_attempts):
             current = read()
             if not mutate(current.value):
                 return current
-            data = encode(current.value)
+            data, framing = formats.encode_for_znode(
+                current.value,  # type: ignore[arg-type]
+                current.framing,
+                self.max_record_bytes,
+                path=path,
+            )
             try:
                 stat = self._call(
                     f"writing {path}",
@@ -316,8 +502,15 @@ class MetadataStore:
             except NoNodeError as exc:
                 raise ManagedLedgerNotFoundError(f"{path} was deleted during an update") from exc
             self.writes += 1
-            return Versioned(current.value, stat.version)
+            return Versioned(current.value, stat.version, framing)
         raise ConcurrentUpdateError(
             f"{path}: gave up after {self.max_cas_attempts} version conflicts; "
             "too many concurrent writers, retry later"
         )
+
+
+def _first_failure(results: Sequence[object]) -> Exception | None:
+    """The error that failed a multi (the others are RolledBackError), or None."""
+    errors = [r for r in results if isinstance(r, Exception)]
+    real = [e for e in errors if not isinstance(e, RolledBackError)]
+    return real[0] if real else (errors[0] if errors else None)

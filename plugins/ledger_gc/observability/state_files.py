@@ -74,6 +74,8 @@ class AuditTotals:
     objects: dict[str, int] = field(default_factory=dict)
 
     def add(self, record: dict[str, Any]) -> None:
+        if record.get("status", "deleted") != "deleted":
+            return  # a write-ahead "deleting" record: what was freed is its "deleted" twin
         operation = str(record.get("operation") or "unknown")
         self.bytes[operation] = self.bytes.get(operation, 0) + _int(record.get("bytes"))
         self.objects[operation] = self.objects.get(operation, 0) + _int(record.get("objects"))
@@ -131,8 +133,11 @@ def audit_totals(state_dir: Path | str) -> AuditTotals:
 
 
 def recent_audit_records(state_dir: Path | str, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` audit records, newest first."""
-    return list(reversed(tail_records(AuditLog(state_dir).path, limit)))
+    """The last ``limit`` deletions of the audit log, newest first (the write-ahead
+    ``deleting`` records are left out: each is followed by its ``deleted`` record)."""
+    records = tail_records(AuditLog(state_dir).path, 2 * limit)
+    deleted = [r for r in records if r.get("status", "deleted") == "deleted"]
+    return list(reversed(deleted[-limit:]))
 
 
 def last_matching(path: Path, predicate: Any, *, window: int = 50) -> dict[str, Any] | None:

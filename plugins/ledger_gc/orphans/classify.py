@@ -46,11 +46,14 @@ NO_NAMESPACE = "(none)"
 
 # --- the block-key pattern, shared by Python and Spark (Java) --------------------------
 
-# One name segment as keys.validate_ml_name accepts it: ASCII letters, digits and
-# % _ . = : - , but not "." or ".." alone: the lookahead rejects a dot or two followed by
-# "/" or the end (written "(?![^/])" because the two dialects spell "end" differently).
-_SEGMENT = r"(?!\.\.?(?![^/]))[A-Za-z0-9%_.=:-]+"
-_ML_NAME = rf"{_SEGMENT}/{_SEGMENT}/{keys.PERSISTENT_DOMAIN}/{_SEGMENT}"
+# Name segments as keys.validate_ml_name accepts them (Pulsar's tenant/namespace rule, a
+# URL-encoded topic), but not "." or ".." alone: the lookahead rejects a dot or two
+# followed by "/" or the end (written "(?![^/])" because the two dialects spell "end"
+# differently).
+_NOT_DOTS = r"(?!\.\.?(?![^/]))"
+_SEGMENT = rf"{_NOT_DOTS}{keys.NAMED_ENTITY_PATTERN}"
+_TOPIC = rf"{_NOT_DOTS}{keys.ENCODED_TOPIC_PATTERN}"
+_ML_NAME = rf"{_SEGMENT}/{_SEGMENT}/{keys.PERSISTENT_DOMAIN}/{_TOPIC}"
 _ID = rf"[0-9]{{{keys.ID_WIDTH}}}"
 _BLOCK_BODY = rf"^({_ML_NAME})/{keys.LEDGERS_DIR}/({_ID})/({_ID})\.blk"
 #: Groups: 1 managed-ledger name, 2 ledger id, 3 first entry id (applied to the key with
@@ -58,7 +61,7 @@ _BLOCK_BODY = rf"^({_ML_NAME})/{keys.LEDGERS_DIR}/({_ID})/({_ID})\.blk"
 BLOCK_RE_PYTHON = _BLOCK_BODY + r"\Z"
 BLOCK_RE_JAVA = _BLOCK_BODY + r"\z"
 #: Group 1: the ``tenant/ns`` of a key inside a managed-ledger directory (foreign or not).
-_NAMESPACE_BODY = rf"^({_SEGMENT}/{_SEGMENT})/{keys.PERSISTENT_DOMAIN}/{_SEGMENT}"
+_NAMESPACE_BODY = rf"^({_SEGMENT}/{_SEGMENT})/{keys.PERSISTENT_DOMAIN}/{_TOPIC}"
 NAMESPACE_RE_PYTHON = _NAMESPACE_BODY + r"(?:/|\Z)"
 NAMESPACE_RE_JAVA = _NAMESPACE_BODY + r"(?:/|\z)"
 

@@ -24,35 +24,37 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#ledger_gc/proto/mldataformats.proto\x12\x17ledger_gc.mldataformats\"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"\x96\x01\n\x0cMessageRange\x12\x42\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\x12\x42\n\rupperEndpoint\x18\x02 \x02(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\"p\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x19\n\x11\x62ookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\"\xf2\x02\n\x11ManagedLedgerInfo\x12I\n\nledgerInfo\x18\x01 \x03(\x0b\x32\x35.ledger_gc.mldataformats.ManagedLedgerInfo.LedgerInfo\x12G\n\x12terminatedPosition\x18\x02 \x01(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\x12\x35\n\nproperties\x18\x03 \x03(\x0b\x32!.ledger_gc.mldataformats.KeyValue\x1a\x91\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12?\n\x0eoffloadContext\x18\x05 \x01(\x0b\x32\'.ledger_gc.mldataformats.OffloadContext\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"\xbf\x02\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12H\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32%.ledger_gc.mldataformats.MessageRange\x12\x39\n\nproperties\x18\x05 \x03(\x0b\x32%.ledger_gc.mldataformats.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12\x41\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32\'.ledger_gc.mldataformats.StringProperty\"x\n\x19ManagedLedgerInfoMetadata\x12\x41\n\x0f\x63ompressionType\x18\x01 \x02(\x0e\x32(.ledger_gc.mldataformats.CompressionType\x12\x18\n\x10uncompressedSize\x18\x02 \x02(\x05\"x\n\x19ManagedCursorInfoMetadata\x12\x41\n\x0f\x63ompressionType\x18\x01 \x02(\x0e\x32(.ledger_gc.mldataformats.CompressionType\x12\x18\n\x10uncompressedSize\x18\x02 \x02(\x05*D\n\x0f\x43ompressionType\x12\x08\n\x04NONE\x10\x00\x12\x07\n\x03LZ4\x10\x01\x12\x08\n\x04ZLIB\x10\x02\x12\x08\n\x04ZSTD\x10\x03\x12\n\n\x06SNAPPY\x10\x04')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#ledger_gc/proto/mldataformats.proto\x12\x17ledger_gc.mldataformats\"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"\x96\x01\n\x0cMessageRange\x12\x42\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\x12\x42\n\rupperEndpoint\x18\x02 \x02(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\"\\\n\x15OffloadDriverMetadata\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x35\n\nproperties\x18\x02 \x03(\x0b\x32!.ledger_gc.mldataformats.KeyValue\"\xb8\x01\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x19\n\x11\x62ookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12\x46\n\x0e\x64riverMetadata\x18\x06 \x01(\x0b\x32..ledger_gc.mldataformats.OffloadDriverMetadata\"\xf2\x02\n\x11ManagedLedgerInfo\x12I\n\nledgerInfo\x18\x01 \x03(\x0b\x32\x35.ledger_gc.mldataformats.ManagedLedgerInfo.LedgerInfo\x12G\n\x12terminatedPosition\x18\x02 \x01(\x0b\x32+.ledger_gc.mldataformats.NestedPositionInfo\x12\x35\n\nproperties\x18\x03 \x03(\x0b\x32!.ledger_gc.mldataformats.KeyValue\x1a\x91\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12?\n\x0eoffloadContext\x18\x05 \x01(\x0b\x32\'.ledger_gc.mldataformats.OffloadContext\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"\xbf\x02\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12H\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32%.ledger_gc.mldataformats.MessageRange\x12\x39\n\nproperties\x18\x05 \x03(\x0b\x32%.ledger_gc.mldataformats.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12\x41\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32\'.ledger_gc.mldataformats.StringProperty\"x\n\x19ManagedLedgerInfoMetadata\x12\x41\n\x0f\x63ompressionType\x18\x01 \x02(\x0e\x32(.ledger_gc.mldataformats.CompressionType\x12\x18\n\x10uncompressedSize\x18\x02 \x02(\x05\"x\n\x19ManagedCursorInfoMetadata\x12\x41\n\x0f\x63ompressionType\x18\x01 \x02(\x0e\x32(.ledger_gc.mldataformats.CompressionType\x12\x18\n\x10uncompressedSize\x18\x02 \x02(\x05*D\n\x0f\x43ompressionType\x12\x08\n\x04NONE\x10\x00\x12\x07\n\x03LZ4\x10\x01\x12\x08\n\x04ZLIB\x10\x02\x12\x08\n\x04ZSTD\x10\x03\x12\n\n\x06SNAPPY\x10\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ledger_gc.proto.mldataformats_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COMPRESSIONTYPE']._serialized_start=1459
-  _globals['_COMPRESSIONTYPE']._serialized_end=1527
+  _globals['_COMPRESSIONTYPE']._serialized_start=1626
+  _globals['_COMPRESSIONTYPE']._serialized_end=1694
   _globals['_KEYVALUE']._serialized_start=64
   _globals['_KEYVALUE']._serialized_end=102
   _globals['_NESTEDPOSITIONINFO']._serialized_start=104
   _globals['_NESTEDPOSITIONINFO']._serialized_end=159
   _globals['_MESSAGERANGE']._serialized_start=162
   _globals['_MESSAGERANGE']._serialized_end=312
-  _globals['_OFFLOADCONTEXT']._serialized_start=314
-  _globals['_OFFLOADCONTEXT']._serialized_end=426
-  _globals['_MANAGEDLEDGERINFO']._serialized_start=429
-  _globals['_MANAGEDLEDGERINFO']._serialized_end=799
-  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_start=654
-  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_end=799
-  _globals['_LONGPROPERTY']._serialized_start=801
-  _globals['_LONGPROPERTY']._serialized_end=844
-  _globals['_STRINGPROPERTY']._serialized_start=846
-  _globals['_STRINGPROPERTY']._serialized_end=891
-  _globals['_MANAGEDCURSORINFO']._serialized_start=894
-  _globals['_MANAGEDCURSORINFO']._serialized_end=1213
-  _globals['_MANAGEDLEDGERINFOMETADATA']._serialized_start=1215
-  _globals['_MANAGEDLEDGERINFOMETADATA']._serialized_end=1335
-  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_start=1337
-  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_end=1457
+  _globals['_OFFLOADDRIVERMETADATA']._serialized_start=314
+  _globals['_OFFLOADDRIVERMETADATA']._serialized_end=406
+  _globals['_OFFLOADCONTEXT']._serialized_start=409
+  _globals['_OFFLOADCONTEXT']._serialized_end=593
+  _globals['_MANAGEDLEDGERINFO']._serialized_start=596
+  _globals['_MANAGEDLEDGERINFO']._serialized_end=966
+  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_start=821
+  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_end=966
+  _globals['_LONGPROPERTY']._serialized_start=968
+  _globals['_LONGPROPERTY']._serialized_end=1011
+  _globals['_STRINGPROPERTY']._serialized_start=1013
+  _globals['_STRINGPROPERTY']._serialized_end=1058
+  _globals['_MANAGEDCURSORINFO']._serialized_start=1061
+  _globals['_MANAGEDCURSORINFO']._serialized_end=1380
+  _globals['_MANAGEDLEDGERINFOMETADATA']._serialized_start=1382
+  _globals['_MANAGEDLEDGERINFOMETADATA']._serialized_end=1502
+  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_start=1504
+  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_end=1624
 # @@protoc_insertion_point(module_scope)

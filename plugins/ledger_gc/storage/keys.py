@@ -8,8 +8,11 @@ The layout is fixed by DESIGN.md ("S3 layout")::
   with the managed-ledger name (no leading slash).
 * ``<ml-name>`` is a managed-ledger name, ``<tenant>/<namespace>/persistent/<topic>``:
   exactly four non-empty segments, the third literally ``persistent`` (the only domain
-  the store has). Segments may hold what Pulsar puts in them, including the
-  URL-encoded form of a topic name: ASCII letters and digits and ``% - _ . = :``.
+  the store has). Segments hold what Pulsar puts in them: a tenant or namespace has
+  ASCII letters, digits and ``- = : . _`` (Pulsar's ``NamedEntity`` rule); the topic is
+  the URL-encoded local name (Java's ``URLEncoder``: letters, digits, ``. - * _``, ``+``
+  for a space and ``%XX`` for every other byte). Every such name is used verbatim in
+  znode paths, S3 keys, reports and metric labels.
 * The ledger id is zero-padded to 20 digits so that keys sort in ledger order and one
   ledger's directory is never a string prefix of another's.
 * **Block names** (our choice; DESIGN.md leaves it to us) are the id of the block's first
@@ -55,7 +58,12 @@ ENTRY_ID_OUT_OF_RANGE = "first entry id out of range"
 EXTRA_PATH_LEVEL = "extra path level"
 
 # re.ASCII: without it \d and \w accept non-ASCII digits and letters ("٣", "²").
-_SEGMENT = re.compile(r"[A-Za-z0-9%_.=:-]+", re.ASCII)
+#: A tenant or namespace segment, and a topic segment, as regular expressions that Python
+#: and Java (Spark) both read the same way (the orphan scan's classifier reuses them).
+NAMED_ENTITY_PATTERN = r"[A-Za-z0-9=:._-]+"
+ENCODED_TOPIC_PATTERN = r"(?:[A-Za-z0-9.*_+-]|%[0-9A-Fa-f]{2})+"
+_NAMED_ENTITY = re.compile(NAMED_ENTITY_PATTERN, re.ASCII)
+_ENCODED_TOPIC = re.compile(ENCODED_TOPIC_PATTERN, re.ASCII)
 _ID = re.compile(rf"[0-9]{{{ID_WIDTH}}}", re.ASCII)
 _BLOCK = re.compile(rf"([0-9]{{{ID_WIDTH}}}){re.escape(BLOCK_SUFFIX)}", re.ASCII)
 
@@ -93,9 +101,9 @@ class ParsedKey:
 def validate_ml_name(name: str) -> str:
     """Return ``name`` if it is a valid managed-ledger name, else raise ValueError.
 
-    Valid: ``<tenant>/<namespace>/persistent/<topic>``, four non-empty segments of
-    ASCII letters, digits and ``% - _ . = :`` (``.`` and ``..`` alone are refused: they
-    would read as relative paths to every tool that treats keys as paths).
+    Valid: ``<tenant>/<namespace>/persistent/<topic>``, four non-empty segments as Pulsar
+    names them (see the module docstring); ``.`` and ``..`` alone are refused: they would
+    read as relative paths to every tool that treats keys as paths.
     """
     if not isinstance(name, str):
         raise ValueError(f"managed-ledger name must be a string, got {type(name).__name__}")
@@ -111,10 +119,16 @@ def validate_ml_name(name: str) -> str:
             raise ValueError(f"managed-ledger name {name!r} has an empty {position}")
         if segment in (".", ".."):
             raise ValueError(f"managed-ledger name {name!r}: {position} may not be {segment!r}")
-        if not _SEGMENT.fullmatch(segment):
+        if position == "topic":
+            if not _ENCODED_TOPIC.fullmatch(segment):
+                raise ValueError(
+                    f"managed-ledger name {name!r}: topic {segment!r} is not a URL-encoded "
+                    "name (ASCII letters, digits, . - * _ +, and %XX for other bytes)"
+                )
+        elif not _NAMED_ENTITY.fullmatch(segment):
             raise ValueError(
                 f"managed-ledger name {name!r}: {position} {segment!r} has characters other "
-                "than ASCII letters, digits and % - _ . = : (URL-encode the topic name)"
+                "than ASCII letters, digits and - = : . _"
             )
     if segments[2] != PERSISTENT_DOMAIN:
         raise ValueError(

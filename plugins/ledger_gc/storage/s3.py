@@ -55,6 +55,7 @@ from ledger_gc.storage import keys
 from ledger_gc.storage.blocks import (
     ENTRY_HEADER_SIZE,
     HEADER_SIZE,
+    OFFSET_SIZE,
     TRAILER_SIZE,
     Block,
     BlockIndex,
@@ -357,6 +358,22 @@ class LedgerStorage:
             )
         refs.sort(key=lambda ref: ref.first_entry_id)
         return refs
+
+    def ledger_payload_bytes(self, ml_name: str, ledger_id: int) -> int:
+        """The entry bytes written so far to a ledger (an open one's size, which metadata
+        records only on close), from its blocks: each block's framing is known from its
+        size and entry count, and only the last block's count needs a read of its tail."""
+        blocks = self.list_blocks(ml_name, ledger_id)
+        total = 0
+        for block, following in zip(blocks, [*blocks[1:], None], strict=True):
+            if following is None:
+                total += self.block_stats(block).payload_bytes
+            else:
+                count = following.first_entry_id - block.first_entry_id
+                total += block.size - HEADER_SIZE - TRAILER_SIZE - count * (
+                    ENTRY_HEADER_SIZE + OFFSET_SIZE
+                )
+        return total
 
     def read_block(self, ml_name: str, ledger_id: int, block: BlockRef) -> Block:
         """Download and decode a whole block, checking its header against its key."""

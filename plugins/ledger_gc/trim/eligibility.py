@@ -23,14 +23,29 @@ mirrors ``ManagedLedgerImpl.internalTrimLedgers`` of Apache Pulsar:
    that is neither expired nor over quota, at the slowest reader's ledger, and at the
    current (last) ledger, which is never trimmed because a writer is appending to it.
 
+Three details that Pulsar's broker gets from the state it holds in memory, and that a trim
+from outside must reproduce from the record:
+
+* the ledger list is taken in ledger-id order whatever order the record stores it in
+  (Pulsar keeps it in a sorted map), and the current ledger is the highest id;
+* a ``LedgerInfo`` with no timestamp (or 0) is as old as the moment the record was read
+  (``MetaStoreImpl.updateMLInfoTimestamp`` stamps it with the load time), so time
+  retention keeps it;
+* the size quota compares against the managed ledger's total size *including the open
+  ledger's bytes* (Pulsar counts every add); the record only has them once the ledger is
+  closed, so the caller passes them in (``current_ledger_size``) when it needs them.
+
+``tests/unit/pulsar_reference.py`` transcribes ``internalTrimLedgers`` literally, and a
+property test holds ``decide_trim`` to it on random records, cursors and retention.
+
 The functions take plain data (``LedgerStat``, ``Position``) and the time, so every rule
 above is a table test or a property test with no server (``tests/unit/test_trim_*``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ledger_gc.positions import LedgerStat, Position
 from ledger_gc.settings import TrimRetention
@@ -81,10 +96,11 @@ def slowest_reader_ledger_id(
 ) -> int | None:
     """The first ledger some durable cursor still needs (its id bounds the trim).
 
-    ``ledgers`` is the ledger list (ascending ids, the current ledger last); ``None`` when
-    it is empty. Without cursors it is the current ledger. A mark-delete on the last entry
-    of a non-current ledger moves to the next listed ledger (Pulsar uses ``id + 1`` as an
-    exclusive bound; the next listed id is the same bound, as no listed id lies between).
+    ``ledgers`` is the ledger list in ascending id order (``in_id_order``), the current
+    ledger last; ``None`` when it is empty. Without cursors it is the current ledger. A
+    mark-delete on the last entry of a non-current ledger moves to the next listed ledger
+    (Pulsar uses ``id + 1`` as an exclusive bound; the next listed id is the same bound,
+    as no listed id lies between).
     A mark-delete in a ledger that is not listed (already trimmed, or never ours) keeps
     its own id: the bound is then never above what the cursor has consumed.
     """
@@ -117,25 +133,39 @@ def is_over_size_quota(total_size: int, size_to_trim: int, retention: TrimRetent
     return total_size - size_to_trim >= retention.bytes
 
 
+def in_id_order(ledgers: Sequence[LedgerStat]) -> list[LedgerStat]:
+    """The ledger list as Pulsar holds it: ascending ids, the current ledger last."""
+    return sorted(ledgers, key=lambda ledger: ledger.ledger_id)
+
+
 def decide_trim(
     ledgers: Sequence[LedgerStat],
     mark_deletes: Sequence[Position],
     retention: TrimRetention,
     now_ms: int,
+    current_ledger_size: int | None = None,
 ) -> TrimDecision:
-    """The ledgers a trim may drop: a prefix of ``ledgers``, never the current one.
+    """The ledgers a trim may drop: a prefix of the ledgers in id order, never the current
+    (highest) one.
 
     ``mark_deletes`` are the durable cursors' mark-delete positions. The total size is the
-    sum of the listed ledgers as the metadata records them; an open ledger's size is only
-    recorded when it is closed, so the total can only be low, which makes the size rule
-    keep more, never less.
+    sum of the listed ledgers' sizes, with the current ledger's taken from
+    ``current_ledger_size`` when given (its bytes so far; the record says 0 while it is
+    open). Only the size quota reads it, so a caller may leave it out when the retention
+    size is 0 or -1.
     """
+    ledgers = [
+        ledger if ledger.timestamp else replace(ledger, timestamp=now_ms)
+        for ledger in in_id_order(ledgers)
+    ]
     bound = slowest_reader_ledger_id(ledgers, mark_deletes)
     slowest = min(mark_deletes) if mark_deletes else None
     if bound is None:
         return TrimDecision((), slowest, None, STOP_NO_LEDGERS)
     current_id = ledgers[-1].ledger_id
-    total_size = sum(ledger.size for ledger in ledgers)
+    total_size = sum(ledger.size for ledger in ledgers[:-1]) + (
+        ledgers[-1].size if current_ledger_size is None else current_ledger_size
+    )
     size_to_trim = 0
     candidates: list[TrimCandidate] = []
     stop_reason = STOP_CURRENT_LEDGER
@@ -158,16 +188,34 @@ def decide_trim(
     return TrimDecision(tuple(candidates), slowest, bound, stop_reason)
 
 
-def moved_mark_delete(mark_delete: Position, first_listed_ledger_id: int) -> Position | None:
+def unconsumed_marked_ledger(
+    mark_delete: Position, marked: Mapping[int, int]
+) -> int | None:
+    """The first marked ledger (id -> entries) with an entry after ``mark_delete``, or
+    None when the cursor has consumed every marked ledger's data."""
+    for ledger_id in sorted(marked):
+        entries = marked[ledger_id]
+        if entries > 0 and mark_delete < Position(ledger_id, entries - 1):
+            return ledger_id
+    return None
+
+
+def moved_mark_delete(
+    mark_delete: Position, first_listed_ledger_id: int, marked: Mapping[int, int]
+) -> Position | None:
     """Where a cursor left behind by a trim moves to, or None if it stays.
 
-    After a trim Pulsar moves every cursor whose mark-delete is before
-    ``(first remaining ledger, -1)`` to exactly that position (``advanceCursorsIfNecessary``):
-    the same point in the log ("everything before the first remaining ledger is
-    consumed"), expressed in a ledger that still exists, so no cursor points into data
-    that is about to be deleted. Pulsar skips the move when it would pass the last
-    confirmed entry; ``(ledger, -1)`` is never past an entry of that ledger, and an
-    external trim cannot know the open ledger's live count, so the move is unconditional.
+    A cursor whose mark-delete is the last entry of a ledger the trim drops (or any
+    position before the first listed ledger with no marked data after it) moves to
+    ``(first listed ledger, -1)``: the same point in the log ("everything before the first
+    remaining ledger is consumed"), in a ledger that still exists, so the next trim's
+    slowest reader is not stuck on a ledger that is gone.
+
+    A cursor with data of a *marked* ledger still ahead of it (``marked``: id -> entries)
+    never moves: it was reset back into data that is about to go, and moving it forward
+    would undo the reset. Its marked ledgers are kept instead (``unconsumed_marked_ledger``).
     """
     target = Position(first_listed_ledger_id, -1)
-    return target if mark_delete < target else None
+    if mark_delete >= target or unconsumed_marked_ledger(mark_delete, marked) is not None:
+        return None
+    return target

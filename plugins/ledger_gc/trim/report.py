@@ -74,6 +74,9 @@ class ManagedLedgerTrim:
     marked: list[int] = field(default_factory=list)
     cursors_moved: list[str] = field(default_factory=list)
     deleted: list[DeletedLedger] = field(default_factory=list)
+    # Markers removed with nothing deleted: the ledger had no entries, or an earlier,
+    # interrupted run deleted its data. Never counted as reclaimed.
+    cleared: list[int] = field(default_factory=list)
     pending: list[MarkerState] = field(default_factory=list)
     zk_writes: int = 0
     error: str | None = None
@@ -96,6 +99,7 @@ class ManagedLedgerTrim:
             or self.marked
             or self.cursors_moved
             or self.deleted
+            or self.cleared
             or self.pending
             or self.error
             or self.missing
@@ -117,6 +121,7 @@ class ManagedLedgerTrim:
             "marked": list(self.marked),
             "cursors_moved": list(self.cursors_moved),
             "deleted": [asdict(ledger) for ledger in self.deleted],
+            "cleared": list(self.cleared),
             "pending": [m.to_dict(now_ms) for m in self.pending],
             "zk_writes": self.zk_writes,
             "error": self.error,
@@ -182,6 +187,7 @@ def totals_of(ml_dicts: Iterable[Mapping[str, Any]], managed_ledgers: int) -> di
         "ledgers_deleted": sum(len(ml["deleted"]) for ml in items),
         "objects_deleted": sum(x["objects"] for ml in items for x in ml["deleted"]),
         "bytes_reclaimed": sum(x["bytes"] for ml in items for x in ml["deleted"]),
+        "markers_cleared": sum(len(ml.get("cleared", ())) for ml in items),
         "markers_pending": len(pending),
         "bytes_pending": sum(m["size"] for m in pending),
         "oldest_pending_marked_at": min((m["marked_at"] for m in pending), default=None),

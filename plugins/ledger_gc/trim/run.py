@@ -20,7 +20,13 @@ from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.clock import now_ms
 from ledger_gc.deletion import Deleter
-from ledger_gc.errors import ConfigError, MetadataUnavailableError
+from ledger_gc.errors import (
+    AuditUnavailableError,
+    ConfigError,
+    MetadataUnavailableError,
+    SafetyRefusalError,
+)
+from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import validate_ml_name
@@ -124,12 +130,20 @@ def run_trim(
         scope = TrimScope.parse(scope)
     run_id = run_id or new_run_id(clock)
     report = TrimReport(run_id=run_id, dry_run=dry_run, scope=scope.describe(), started_at=clock())
+    settings.check_state_dir()  # the audit log must be writable before the first mark
     with ExitStack() as stack:
         if store is None:
             store = stack.enter_context(MetadataStore.open(settings))
         if storage is None:
             storage = LedgerStorage(settings)
         if not dry_run:
+            read_only, why = metadata_is_read_only(store, settings)
+            if read_only:
+                raise SafetyRefusalError(
+                    f"the trim writes metadata and the metadata is read-only ({why}); nothing "
+                    "was marked or deleted. Orphan removal still runs; set "
+                    "LEDGERGC_METADATA_READ_ONLY=false only when no broker owns these topics"
+                )
             # Fail before marking anything if the bucket is wrong: markers would pile up.
             storage.check_bucket()
         names = scope.resolve(store)
@@ -146,7 +160,7 @@ def run_trim(
         trimmer = ManagedLedgerTrimmer(store, deleter, settings, dry_run=dry_run, clock=clock)
         try:
             trimmer.trim(names, report.managed_ledgers)
-        except MetadataUnavailableError as exc:
+        except (MetadataUnavailableError, AuditUnavailableError) as exc:
             report.error = f"{exc}; the run stopped, markers already written stay for next run"
             log.error("trim %s stopped: %s", run_id, exc)
     report.finished_at = clock()

@@ -1,100 +1,128 @@
 """The mark-then-delete trim of managed ledgers, against ZooKeeper and S3.
 
-For each managed ledger, in this order:
+For each managed ledger:
 
-1. **Read the cursors** (every durable cursor's mark-delete position).
-2. **Plan**: read the ``ManagedLedgerInfo`` and apply ``eligibility.decide_trim``; this is
-   what the report shows and all a dry run does.
-3. **Mark** (phase one): one compare-and-set write that drops the chosen ledgers from the
-   ledger list and adds a ``ledger-gc.deletable.<id>`` marker for each (``marking``).
-   The choice is made *again inside the CAS mutator*, from the record that attempt read,
-   never taken from the plan.
-4. **Move cursors** left behind to ``(first remaining ledger, -1)``, as Pulsar does.
-5. **Delete** (phase two): ``marking.purge_marked`` deletes the data of *every* marker
-   (this run's and every earlier run's) through the one delete path, confirms nothing
-   is left, and removes the markers of the gone ledgers in one CAS; a failure keeps the
-   marker, with its attempt count and last error, for the next run.
+1. **Read** the record and every durable cursor, each with its znode version.
+2. **Decide** (``eligibility.decide_trim``, Pulsar's rules) from exactly that state; this
+   is what the report shows and all a dry run does.
+3. **Mark** (phase one) in one ZooKeeper ``multi`` (``MetadataStore.commit_trim``): set
+   the record, with the chosen ledgers moved from the list to ``ledger-gc.deletable.<id>``
+   markers, at the version it was read at; *check* every cursor at the version it was
+   read at; and move the cursors that sat on the last entry of a dropped ledger to the
+   first remaining one, also at their versions. If anything changed since step 1 (an ack,
+   a reset, a rollover, a new cursor) the whole multi fails: read again, decide again.
+4. **Delete** (phase two, ``marking.purge_marked``): the data of every marker, this run's
+   and earlier runs', after a last look at the cursors (below); markers of what is gone
+   go in one CAS; a failure keeps the marker, with its attempt count and last error.
 
-So a managed ledger costs at most two writes of its record per trim (mark, unmark), plus
-one write per cursor that had to move.
+Why this is safe while writers, consumers and admins keep working:
 
-Why reading cursors first and the record later is safe, with no lock against writers
-and consumers that keep running (a rollover, an ack) while the trim does:
+* **The decision and the mark are one atomic step.** The multi commits only if the
+  record and every cursor are exactly as read, so at the instant the ledgers leave the
+  list every cursor was past them and retention let them go. Nothing is assumed about
+  how cursors move: a subscription reset backwards (``reset-cursor``, seek to earliest)
+  between the read and the mark makes the multi fail, and the trim decides again from
+  the reset position.
+* **New cursors.** Creating a cursor through this library re-sets the record in the same
+  multi (``create_cursor_from_record``), so a trim that decided without the new cursor
+  fails on the record's version; a cursor created after the mark starts at the oldest
+  ledger still listed, as in Pulsar.
+* **After the mark, nobody can point into marked data through the library** (a reset is
+  conditioned on the record too: ``ManagedCursor.reset``). For a cursor written by any
+  other means, the delete step reads every cursor again just before deleting and keeps a
+  marked ledger whose data some cursor has not consumed (``unconsumed_marked_ledger``),
+  and the trim never moves such a cursor forward (which would undo a reset).
+* **Only what the store holds is reported.** A marker whose ledger has no blocks is
+  dropped as "already gone" only when the store demonstrably holds this managed ledger's
+  data where the settings point; otherwise it stays (``marking``). A run whose sample of
+  listed ledgers finds no data at all refuses before marking (``probe_store``).
+* **Records stay writable.** Every write keeps the record's framing (raw or Pulsar's
+  compressed frame) and fits ``LEDGERGC_ZK_MAX_RECORD_BYTES``; a mark too big for one
+  write is done in rounds, oldest ledgers first, each purged before the next.
 
-* **Cursors only move forward.** A mark-delete position never goes back (an old or
-  duplicate ack is a no-op, and a concurrent write keeps the further position), so the
-  positions read in step 1 are at or behind the cursors' true positions at the moment
-  of the mark. ``decide_trim`` is monotonic in them: slower cursors can only bound the
-  trim lower. Stale cursor positions therefore make the trim keep more, never less.
-  Reading the record first and the cursors second would be the unsafe order: a record
-  from before a rollover, judged against cursors from after it, could show as "not the
-  current ledger" a ledger that was, and treat a cursor on it as done with it.
-* **The ledger list only grows at the end and shrinks at the front.** Writers append
-  new ledgers (always the new current ledger, with the highest id) and never drop one;
-  only a trim drops, and only a prefix. A ledger appended concurrently is the current
-  ledger or later and never a prefix candidate; if it lands between our read and our
-  write, the CAS fails on the version and the mutator runs again on the new record.
-* **The mutator decides from the record it is given.** The CAS loop re-runs it after
-  every conflict, on a fresh read; it uses only that record, the cursor positions of
-  step 1 and the run's clock, so a retry can never act on a list it did not see.
-* **A cursor created after step 1** (a new subscription at "earliest") is not in the
-  snapshot. Nothing is deleted before step 4, which re-reads the cursors after the mark
-  and moves any that point before the first remaining ledger, so a new subscription
-  starts at the oldest data still listed, as in Pulsar, where data consumed by every
-  existing subscription is not kept for future ones (retention is for that).
-
-A managed ledger that a writer is rolling over is never fenced by the trim: the trim
-never removes the last ledger, which is what a writer's rollover checks.
+A managed ledger that fails (an undecodable record, a name the store cannot hold, a
+record too big) is reported and the run goes on with the next; only ZooKeeper or the
+audit log becoming unavailable stops the run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ledger_gc import formats
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
-    CursorNotFoundError,
+    AuditUnavailableError,
+    ConcurrentUpdateError,
     LedgerGcError,
     ManagedLedgerNotFoundError,
     MetadataUnavailableError,
+    RecordTooLargeError,
     SafetyRefusalError,
 )
 from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.ledger.managed_ledger import ledger_stats
-from ledger_gc.marking import mark_deletable, purge_marked
+from ledger_gc.ledger.delete import DELETING_PROPERTY
+from ledger_gc.marking import Guard, mark_deletable, purge_marked
 from ledger_gc.metadata import paths
-from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
+from ledger_gc.metadata.store import CursorWrite, MetadataStore
+from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
-from ledger_gc.trim.eligibility import TrimDecision, decide_trim, moved_mark_delete
-from ledger_gc.trim.report import (
-    DeletedLedger,
-    ManagedLedgerTrim,
-    MarkerState,
-    PlannedLedger,
+from ledger_gc.storage.keys import ledger_dir
+from ledger_gc.trim.eligibility import (
+    TrimDecision,
+    decide_trim,
+    moved_mark_delete,
+    unconsumed_marked_ledger,
 )
+from ledger_gc.trim.report import DeletedLedger, ManagedLedgerTrim, MarkerState, PlannedLedger
 
 log = logging.getLogger(__name__)
 
 OPERATION = "trim"
-# Managed ledgers read per pipelined batch: big enough to amortise round trips, small
-# enough that a plan is still fresh when its managed ledger's turn comes.
+# Managed ledgers read per batch: big enough to amortise round trips, small enough that
+# a read is still fresh when its managed ledger's turn comes (a stale one only costs a
+# failed multi and a re-read).
 BATCH_SIZE = 256
+# Listed ledgers sampled by the store probe.
+PROBE_SAMPLES = 16
 
 
 @dataclass(frozen=True)
-class CursorSnapshot:
-    """The durable cursors of one managed ledger: name -> mark-delete position."""
-
-    positions: dict[str, Position]
+class CursorState:
+    info: ManagedCursorInfo
+    version: int
+    framing: formats.Framing
 
     @property
-    def mark_deletes(self) -> list[Position]:
-        return list(self.positions.values())
+    def position(self) -> Position:
+        return mark_delete_of(self.info)
+
+
+@dataclass
+class LedgerState:
+    """A managed ledger's record and cursors, each at the version it was read at."""
+
+    record: ManagedLedgerInfo
+    version: int
+    framing: formats.Framing
+    cursors: dict[str, CursorState] = field(default_factory=dict)
+
+    def positions(self) -> list[Position]:
+        return [cursor.position for cursor in self.cursors.values()]
+
+
+@dataclass
+class MarkPlan:
+    """One multi: the record after marking, the cursors it moves, the ones it checks."""
+
+    record: ManagedLedgerInfo
+    marked: list[int]
+    moves: list[CursorWrite]
+    checks: list[tuple[str, int]]
 
 
 class ManagedLedgerTrimmer:
@@ -114,57 +142,93 @@ class ManagedLedgerTrimmer:
         self.settings = settings
         self.dry_run = dry_run
         self.clock = clock
+        self.store_verified = False
 
     # --- reading ------------------------------------------------------------------------
 
-    def read_cursors(self, names: Sequence[str]) -> list[CursorSnapshot | LedgerGcError]:
-        """Every managed ledger's cursor positions (pipelined); an error stands in for a
-        managed ledger whose cursors cannot be decoded, so it alone is skipped."""
+    def read_states(self, names: Sequence[str]) -> list[LedgerState | LedgerGcError | None]:
+        """Every managed ledger's record and cursors with their versions (batched reads);
+        None where the managed ledger no longer exists, an error where it cannot be
+        decoded (that one alone is skipped)."""
         ml_paths = [paths.managed_ledger_path(name) for name in names]
         children = self.store.children_of_many(ml_paths)
+        records = self.store.get_many_raw(ml_paths)
         cursor_paths = [
             paths.cursor_path(name, cursor)
             for name, cursors in zip(names, children, strict=True)
             for cursor in cursors
         ]
         raws = iter(self.store.get_many_raw(cursor_paths))
-        snapshots: list[CursorSnapshot | LedgerGcError] = []
-        for name, cursors in zip(names, children, strict=True):
-            positions: dict[str, Position] = {}
-            failure: LedgerGcError | None = None
-            for cursor in cursors:
-                raw = next(raws)
-                if raw is None:
-                    continue  # deleted since the listing: a deleted cursor needs nothing
-                try:
-                    info = formats.decode_managed_cursor_info(
-                        raw[0], path=paths.cursor_path(name, cursor)
-                    )
-                except LedgerGcError as exc:
-                    failure = exc
-                    continue
-                positions[cursor] = mark_delete_of(info)
-            snapshots.append(failure if failure is not None else CursorSnapshot(positions))
-        return snapshots
-
-    def read_records(self, names: Sequence[str]) -> list[ManagedLedgerInfo | LedgerGcError | None]:
-        """Every managed ledger's record (pipelined); None where it no longer exists."""
-        ml_paths = [paths.managed_ledger_path(name) for name in names]
-        records: list[ManagedLedgerInfo | LedgerGcError | None] = []
-        for path, raw in zip(ml_paths, self.store.get_many_raw(ml_paths), strict=True):
-            if raw is None:
-                records.append(None)
+        states: list[LedgerState | LedgerGcError | None] = []
+        for path, cursors, raw_record in zip(ml_paths, children, records, strict=True):
+            cursor_raws = [(cursor, next(raws)) for cursor in cursors]
+            if raw_record is None:
+                states.append(None)
                 continue
             try:
                 # Empty content is a managed ledger with no ledgers yet (Pulsar creates it
-                # so). Unlike an orphan scan, the trim reads that as "nothing to trim",
-                # which is the safe answer.
-                records.append(
-                    formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+                # so); for the trim that is "nothing to trim", the safe answer.
+                record, framing = formats.decode_managed_ledger_info_framed(
+                    raw_record[0], path=path, allow_empty=True
                 )
+                state = LedgerState(record, raw_record[1], framing)
+                for cursor, raw in cursor_raws:
+                    if raw is None:
+                        continue  # deleted since the listing: a deleted cursor needs nothing
+                    info, cursor_framing = formats.decode_managed_cursor_info_framed(
+                        raw[0], path=f"{path}/{cursor}"
+                    )
+                    state.cursors[cursor] = CursorState(info, raw[1], cursor_framing)
+                states.append(state)
             except LedgerGcError as exc:
-                records.append(exc)
-        return records
+                states.append(exc)
+        return states
+
+    def read_state(self, name: str) -> LedgerState:
+        state = self.read_states([name])[0]
+        if state is None:
+            raise ManagedLedgerNotFoundError(f"managed ledger {name} not found")
+        if isinstance(state, LedgerGcError):
+            raise state
+        return state
+
+    # --- the store probe ----------------------------------------------------------------
+
+    def probe_store(self, states: Sequence[LedgerState | LedgerGcError | None],
+                    names: Sequence[str]) -> None:
+        """Refuse the run if the bucket and prefix hold none of the data the metadata
+        says exists: a wrong ``LEDGERGC_PREFIX`` or ``LEDGERGC_BUCKET``.
+
+        Samples closed, non-empty listed ledgers across managed ledgers (one LIST of at
+        most one key each). Any sample with data verifies the location for the run.
+        """
+        samples: list[tuple[str, int]] = []
+        for name, state in zip(names, states, strict=True):
+            if not isinstance(state, LedgerState):
+                continue
+            stats = ledger_stats(state.record)
+            closed = [s for s in stats[:-1] if s.entries > 0]
+            if closed:
+                samples.append((name, closed[-1].ledger_id))
+            if len(samples) >= PROBE_SAMPLES:
+                break
+        storage = self.deleter.storage
+        for name, ledger_id in samples:
+            try:
+                prefix = ledger_dir(storage.prefix, name, ledger_id)
+            except ValueError:
+                continue
+            if not storage.prefix_is_empty(prefix):
+                self.store_verified = True
+                return
+        if samples:
+            name, ledger_id = samples[0]
+            raise SafetyRefusalError(
+                f"none of {len(samples)} ledgers that the metadata lists has data in "
+                f"s3://{storage.bucket}/{storage.prefix + '/' if storage.prefix else ''} "
+                f"(e.g. {name} ledger {ledger_id}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. "
+                "Nothing was marked or deleted"
+            )
 
     # --- trimming -----------------------------------------------------------------------
 
@@ -174,57 +238,55 @@ class ManagedLedgerTrimmer:
         """Trim every managed ledger of ``names``; one failing does not stop the others.
 
         Each result is appended to ``results`` (a new list by default) as soon as it is
-        known. Raises MetadataUnavailableError when ZooKeeper is gone: nothing more can be
+        known. Raises MetadataUnavailableError when ZooKeeper is gone and
+        AuditUnavailableError when the audit log cannot be written: nothing more can be
         done safely, and ``results`` then holds the managed ledgers finished so far.
         """
         results = [] if results is None else results
         for start in range(0, len(names), BATCH_SIZE):
             batch = list(names[start : start + BATCH_SIZE])
-            # Cursors strictly before records: see the module docstring.
-            cursors = self.read_cursors(batch)
-            records = self.read_records(batch)
-            for name, snapshot, record in zip(batch, cursors, records, strict=True):
-                results.append(self.trim_one(name, snapshot, record))
+            states = self.read_states(batch)
+            if start == 0:
+                self.probe_store(states, batch)
+            for name, state in zip(batch, states, strict=True):
+                results.append(self.trim_one(name, state))
         return results
 
-    def trim_one(
-        self,
-        name: str,
-        snapshot: CursorSnapshot | LedgerGcError,
-        record: ManagedLedgerInfo | LedgerGcError | None,
-    ) -> ManagedLedgerTrim:
+    def trim_one(self, name: str, state: LedgerState | LedgerGcError | None) -> ManagedLedgerTrim:
         result = ManagedLedgerTrim(name, self.settings.retention_for(name))
         writes_before = self.store.writes
         try:
-            if isinstance(snapshot, LedgerGcError):
-                raise snapshot
-            if isinstance(record, LedgerGcError):
-                raise record
-            if record is None:
+            if isinstance(state, LedgerGcError):
+                raise state
+            if state is None:
                 result.missing = True
                 return result
-            self._plan(result, snapshot, record)
-            if self.dry_run:
-                return result
-            self._apply(result, snapshot, record)
-        except MetadataUnavailableError:
+            self._plan(result, state)
+            if not self.dry_run:
+                self._apply(result, state)
+        except (MetadataUnavailableError, AuditUnavailableError):
             raise
         except ManagedLedgerNotFoundError:
             result.missing = True  # deleted while we worked on it: nothing left to trim
-        except LedgerGcError as exc:
-            result.error = str(exc)
-            log.error("%s: trim failed, nothing more done to it this run: %s", name, exc)
+        except Exception as exc:  # one managed ledger must never stop the others
+            result.error = str(exc) if isinstance(exc, LedgerGcError) else f"{exc!r}"
+            log.error("%s: trim failed, nothing more done to it this run: %s", name, exc,
+                      exc_info=not isinstance(exc, LedgerGcError))
         finally:
-            result.zk_writes = self.store.writes - writes_before - len(result.cursors_moved)
+            result.zk_writes = self.store.writes - writes_before
         return result
 
-    def _plan(
-        self, result: ManagedLedgerTrim, snapshot: CursorSnapshot, record: ManagedLedgerInfo
-    ) -> None:
-        decision = decide_trim(
-            ledger_stats(record), snapshot.mark_deletes, result.retention, self.clock()
-        )
-        result.cursors = len(snapshot.positions)
+    def _decide(self, name: str, state: LedgerState, retention: Any) -> TrimDecision:
+        stats = ledger_stats(state.record)
+        current_size = None
+        if retention.bytes > 0 and stats and stats[-1].entries == 0:
+            # Only the size quota needs the open ledger's bytes, and only when it is set.
+            current_size = self.deleter.storage.ledger_payload_bytes(name, stats[-1].ledger_id)
+        return decide_trim(stats, state.positions(), retention, self.clock(), current_size)
+
+    def _plan(self, result: ManagedLedgerTrim, state: LedgerState) -> None:
+        decision = self._decide(result.name, state, result.retention)
+        result.cursors = len(state.cursors)
         result.slowest_reader = str(decision.slowest_reader) if decision.slowest_reader else None
         result.slowest_reader_ledger_id = decision.slowest_reader_ledger_id
         result.stop_reason = decision.stop_reason
@@ -235,98 +297,143 @@ class ManagedLedgerTrimmer:
             for c in decision.candidates
         ]
         path = paths.managed_ledger_path(result.name)
-        result.already_marked = [
-            _marker_state(ledger_id, value)
-            for ledger_id, value in sorted(formats.deletable_markers(record, path=path).items())
-        ]
+        markers = formats.deletable_markers(state.record, path=path)
+        result.already_marked = [_marker_state(i, value) for i, value in sorted(markers.items())]
 
-    def _apply(
-        self, result: ManagedLedgerTrim, snapshot: CursorSnapshot, record: ManagedLedgerInfo
-    ) -> None:
+    def _apply(self, result: ManagedLedgerTrim, state: LedgerState) -> None:
         name = result.name
-        info = record
-        if result.to_mark:
-            info = self._mark(result, snapshot)
-        if info.ledgerInfo:
-            first_listed = info.ledgerInfo[0].ledgerId
-            behind = any(moved_mark_delete(md, first_listed) for md in snapshot.mark_deletes)
-            if result.marked or behind:
-                self._move_cursors(result, first_listed)
-        if formats.deletable_markers(info, path=paths.managed_ledger_path(name)):
-            self._delete_marked(result, info)
-        if result.marked or result.deleted or result.pending or result.cursors_moved:
-            log.info(
-                "%s: marked %s, deleted %d ledgers (%d bytes), %d pending, cursors moved: %s",
-                name,
-                result.marked or "nothing",
-                len(result.deleted),
-                sum(d.bytes for d in result.deleted),
-                len(result.pending),
-                result.cursors_moved or "none",
+        conflicts = 0
+        while True:
+            decision = self._decide(name, state, result.retention)
+            plan = self._fit(name, state, decision.ledger_ids)
+            if plan is None:
+                break  # nothing to mark and no cursor to move
+            written = self.store.commit_trim(
+                name, plan.record, state.version, state.framing, plan.checks, plan.moves
             )
-
-    def _mark(self, result: ManagedLedgerTrim, snapshot: CursorSnapshot) -> ManagedLedgerInfo:
-        """Phase one: one CAS that drops the eligible prefix and marks it."""
-        now = self.clock()
-        reason = f"trim {self.deleter.run_id}: consumed by every cursor, past retention"
-        marked: list[int] = []
-        decisions: list[TrimDecision] = []
-
-        def mutate(info: ManagedLedgerInfo) -> bool:
-            # Decided again from *this* record (the CAS re-reads it on every conflict) and
-            # the cursor positions read before any record: see the module docstring.
-            decision = decide_trim(ledger_stats(info), snapshot.mark_deletes, result.retention, now)
-            decisions[:] = [decision]
-            marked[:] = mark_deletable(info, decision.ledger_ids, now, reason)
-            return bool(marked)
-
-        written = self.store.update_managed_ledger(result.name, mutate)
-        result.marked = list(marked)
-        if decisions and decisions[0].ledger_ids != [p.ledger_id for p in result.to_mark]:
-            log.info(
-                "%s: the record changed since the plan; marked %s instead of %s",
-                result.name,
-                result.marked,
-                [p.ledger_id for p in result.to_mark],
-            )
-        return written.value
-
-    def _move_cursors(self, result: ManagedLedgerTrim, first_listed: int) -> None:
-        """Move every cursor whose mark-delete is before the first listed ledger.
-
-        The cursors are read again here, after the mark, so that a cursor created since
-        the snapshot is moved too. Each move is a CAS on the cursor's znode that only
-        ever moves it forward, so it cannot undo an ack that lands meanwhile, and the
-        consumer's next write keeps the further of the two positions (``ManagedCursor``).
-        Running this again (after a crash between mark and move) finds the same cursors.
-        """
-        name = result.name
-        fresh = self.read_cursors([name])[0]
-        if isinstance(fresh, LedgerGcError):
-            raise fresh
-        for cursor, position in sorted(fresh.positions.items()):
-            if moved_mark_delete(position, first_listed) is None:
+            if written is None:
+                conflicts += 1
+                if conflicts >= self.store.max_cas_attempts:
+                    raise ConcurrentUpdateError(
+                        f"{name}: the record or a cursor changed {conflicts} times while the "
+                        "trim decided; retry later"
+                    )
+                state = self.read_state(name)  # something changed: decide again
                 continue
-            moved: list[bool] = []
+            result.marked += plan.marked
+            result.cursors_moved += [m.cursor for m in plan.moves if m.cursor not in
+                                     result.cursors_moved]
+            if plan.marked:
+                log.info("%s: marked %s", name, plan.marked)
+            if len(plan.marked) == len(decision.ledger_ids):
+                state.record, state.version = written.value, written.version
+                break
+            # The mark did not fit in one write: purge what is marked (the record
+            # shrinks), then go on with the next round from a fresh read.
+            self._purge(result, written.value)
+            state = self.read_state(name)
+        if formats.deletable_markers(state.record, path=paths.managed_ledger_path(name)):
+            self._purge(result, state.record)
 
-            def mutate(info: ManagedCursorInfo, moved: list[bool] = moved) -> bool:
-                target = moved_mark_delete(mark_delete_of(info), first_listed)
-                moved[:] = [target is not None]
-                if target is None:
-                    return False  # the consumer got past it meanwhile
-                info.markDeleteLedgerId = target.ledger_id
-                info.markDeleteEntryId = target.entry_id
-                _drop_acks_through(info, target)
-                return True
-
+    def _fit(self, name: str, state: LedgerState, chosen: list[int]) -> MarkPlan | None:
+        """The largest mark of the oldest ``chosen`` ledgers that fits in one write."""
+        plan = self._mark_plan(state, chosen)
+        if plan is None:
+            return None
+        try:
+            self._check_size(name, state, plan)
+            return plan
+        except RecordTooLargeError:
+            if len(chosen) <= 1:
+                raise
+        low, high = 0, len(chosen) - 1  # invariant: low fits (0: nothing), high+1 does not
+        best: MarkPlan | None = None
+        while low < high:
+            middle = (low + high + 1) // 2
+            candidate = self._mark_plan(state, chosen[:middle])
             try:
-                self.store.update_cursor(name, cursor, mutate)
-            except CursorNotFoundError:
-                continue  # deleted meanwhile
-            if moved and moved[0]:
-                result.cursors_moved.append(cursor)
+                if candidate is not None:
+                    self._check_size(name, state, candidate)
+                low, best = middle, candidate
+            except RecordTooLargeError:
+                high = middle - 1
+        if best is None or not best.marked:
+            raise RecordTooLargeError(
+                f"{name}: marking even one ledger would not fit in one ZooKeeper write "
+                f"(LEDGERGC_ZK_MAX_RECORD_BYTES={self.store.max_record_bytes}); nothing marked"
+            )
+        log.info("%s: %d ledgers to mark; %d fit in this write, the rest follow",
+                 name, len(chosen), len(best.marked))
+        return best
 
-    def _delete_marked(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
+    def _check_size(self, name: str, state: LedgerState, plan: MarkPlan) -> None:
+        budget = sum(len(c) + 128 for c, _ in plan.checks) + sum(
+            len(m.cursor) + 128 + len(self.store.encode_cursor(name, m.cursor, m.info,
+                                                               m.framing)[0])
+            for m in plan.moves
+        )
+        self.store.encode_managed_ledger(name, plan.record, state.framing, budget)
+
+    def _mark_plan(self, state: LedgerState, chosen: list[int]) -> MarkPlan | None:
+        record = ManagedLedgerInfo()
+        record.CopyFrom(state.record)
+        now = self.clock()
+        for ledger in record.ledgerInfo:
+            if not ledger.timestamp:
+                # Pulsar stamps a ledger without a timestamp with its load time and writes
+                # it back; doing the same lets time retention start counting for it.
+                ledger.timestamp = now
+        marked = mark_deletable(record, chosen, now)
+        markers = formats.deletable_markers(record)
+        marked_entries = {ledger_id: int(m["entries"]) for ledger_id, m in markers.items()}
+        remaining = sorted(ledger.ledgerId for ledger in record.ledgerInfo)
+        moves: list[CursorWrite] = []
+        checks: list[tuple[str, int]] = []
+        for cursor, cursor_state in sorted(state.cursors.items()):
+            target = (
+                moved_mark_delete(cursor_state.position, remaining[0], marked_entries)
+                if remaining
+                else None
+            )
+            if target is None:
+                checks.append((cursor, cursor_state.version))
+                continue
+            info = ManagedCursorInfo()
+            info.CopyFrom(cursor_state.info)
+            info.markDeleteLedgerId, info.markDeleteEntryId = target.ledger_id, target.entry_id
+            _drop_acks_through(info, target)
+            moves.append(CursorWrite(cursor, info, cursor_state.version, cursor_state.framing))
+        if not marked and not moves:
+            return None
+        if not marked:
+            # Nothing to mark, only cursors to move: the record is written unchanged
+            # (still at its version, so the moves are decided against it).
+            record.CopyFrom(state.record)
+        return MarkPlan(record, marked, moves, checks)
+
+    # --- phase two ----------------------------------------------------------------------
+
+    def _cursor_guard(self, name: str, info: ManagedLedgerInfo) -> Guard | None:
+        """Just before deleting: every cursor as the leader has it now. A marked ledger
+        whose data some cursor has not consumed is kept (see the module docstring)."""
+        if formats.get_property(info, DELETING_PROPERTY) is not None:
+            return None  # the managed ledger is being deleted: its cursors go with it
+        self.store.sync(paths.managed_ledger_path(name))
+        positions = self.read_state(name).cursors
+
+        def guard(ledger_id: int, marker: Mapping[str, Any]) -> str | None:
+            marked = {ledger_id: int(marker["entries"])}
+            for cursor, state in sorted(positions.items()):
+                if unconsumed_marked_ledger(state.position, marked) is not None:
+                    return (
+                        f"cursor {cursor} at {state.position} has not consumed it (reset "
+                        "back?); data kept"
+                    )
+            return None
+
+        return guard
+
+    def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
         """Phase two: delete every marker's data; unmark what is gone, in one CAS."""
         path = paths.managed_ledger_path(result.name)
         markers = formats.deletable_markers(info, path=path)
@@ -346,14 +453,19 @@ class ManagedLedgerTrimmer:
             operation=OPERATION,
             now_ms=self.clock(),
             info=info,
+            guard=self._cursor_guard(result.name, info),
+            store_verified=self.store_verified,
+            reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
         )
-        result.deleted = [
+        result.deleted += [
             DeletedLedger(o.target.ledger_id, o.objects, o.bytes)
             for o in purged.deleted
             if o.target.ledger_id is not None
         ]
+        result.cleared += purged.cleared
         for ledger_id, error in sorted(purged.pending.items()):
             before = _marker_state(ledger_id, markers[ledger_id])
+            result.pending = [p for p in result.pending if p.ledger_id != ledger_id]
             result.pending.append(
                 MarkerState(
                     ledger_id=ledger_id,
@@ -364,9 +476,18 @@ class ManagedLedgerTrimmer:
                     last_error=error,
                 )
             )
+        if purged.deleted or purged.pending or purged.cleared:
+            log.info(
+                "%s: deleted %d ledgers (%d bytes), cleared %d, %d pending",
+                result.name,
+                len(purged.deleted),
+                purged.bytes_reclaimed,
+                len(purged.cleared),
+                len(purged.pending),
+            )
 
 
-def _marker_state(ledger_id: int, value: dict) -> MarkerState:
+def _marker_state(ledger_id: int, value: Mapping[str, Any]) -> MarkerState:
     last_error = value.get("lastError")
     return MarkerState(
         ledger_id=ledger_id,
