@@ -159,8 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # kazoo logs every connection attempt; keep our progress readable.
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("botocore").setLevel(logging.WARNING)
     try:
         settings = Settings.from_env()
+        settings.check_state_dir()
         return int(args.func(args, settings))
     except LedgerGcError as exc:
         if getattr(args, "json", False):

@@ -43,7 +43,7 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -103,7 +103,9 @@ __all__ = [
     "marker_key",
     "offload_marker_fields",
     "parse_marker_key",
+    "properties_of",
     "remove_properties",
+    "set_properties",
     "set_property",
 ]
 
@@ -613,6 +615,30 @@ def set_property(info: ManagedLedgerInfo, key: str, value: str) -> None:
     info.properties[positions[0]].value = value
     for index in reversed(positions[1:]):
         del info.properties[index]
+
+
+def set_properties(info: ManagedLedgerInfo, values: Mapping[str, str]) -> None:
+    """``set_property`` for many keys in one pass over the list (a record may hold
+    thousands of markers; one scan per key would be quadratic)."""
+    pending = dict(values)
+    seen: set[str] = set()
+    for index in reversed(range(len(info.properties))):
+        key = info.properties[index].key
+        if key in pending:
+            if key in seen:
+                del info.properties[index]  # a later duplicate: keep the first only
+                continue
+            seen.add(key)
+    for entry in info.properties:
+        if entry.key in pending:
+            entry.value = pending.pop(entry.key)
+    for key, value in pending.items():
+        info.properties.add(key=key, value=value)
+
+
+def properties_of(info: ManagedLedgerInfo) -> dict[str, str]:
+    """Every property, key -> value (the last one if duplicated, as ``get_property``)."""
+    return {entry.key: entry.value for entry in info.properties}
 
 
 def remove_properties(info: ManagedLedgerInfo, keys: Iterable[str]) -> int:

@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 # grow the record past what ZooKeeper takes.
 MAX_ERROR_CHARS = 160
 
+# Why the marker of an offloaded ledger stays once its ledger data is gone: the marker is
+# the only record that still names the tiered-storage objects (DESIGN.md).
+OFFLOADED_COPY_KEPT = (
+    "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is not deleted by the trim yet; "
+    "the marker keeps what deleting it needs"
+)
+
 # A guard's verdict on a marked ledger: None when it may be deleted, else why not.
 Guard = Callable[[int, Mapping[str, Any]], str | None]
 
@@ -53,40 +60,46 @@ def mark_deletable(
     """
     wanted = set(ledger_ids)
     moved = [ledger.ledgerId for ledger in info.ledgerInfo if ledger.ledgerId in wanted]
-    for ledger in info.ledgerInfo:
-        if ledger.ledgerId in wanted:
-            formats.set_property(
-                info,
-                formats.marker_key(ledger.ledgerId),
-                formats.encode_marker_value(
-                    size=ledger.size,
-                    entries=ledger.entries,
-                    timestamp=ledger.timestamp,
-                    marked_at=marked_at,
-                    **formats.offload_marker_fields(ledger),
-                ),
+    formats.set_properties(
+        info,
+        {
+            formats.marker_key(ledger.ledgerId): formats.encode_marker_value(
+                size=ledger.size,
+                entries=ledger.entries,
+                timestamp=ledger.timestamp,
+                marked_at=marked_at,
+                **formats.offload_marker_fields(ledger),
             )
-    for index in reversed(range(len(info.ledgerInfo))):
-        if info.ledgerInfo[index].ledgerId in wanted:
-            del info.ledgerInfo[index]
+            for ledger in info.ledgerInfo
+            if ledger.ledgerId in wanted
+        },
+    )
+    kept = [ledger for ledger in info.ledgerInfo if ledger.ledgerId not in wanted]
+    if len(kept) != len(info.ledgerInfo):
+        copies = [type(ledger)() for ledger in kept]
+        for copy, ledger in zip(copies, kept, strict=True):
+            copy.CopyFrom(ledger)
+        del info.ledgerInfo[:]
+        info.ledgerInfo.extend(copies)
     return moved
 
 
 def record_failures(info: ManagedLedgerInfo, failures: dict[int, str], attempted_at: int) -> bool:
     """Note the last error and attempt count on each still-pending marker (pure)."""
-    changed = False
+    current = formats.properties_of(info)
+    notes = {}
     for ledger_id, error in failures.items():
         key = formats.marker_key(ledger_id)
-        raw = formats.get_property(info, key)
+        raw = current.get(key)
         if raw is None:
             continue
         value = formats.decode_marker_value(raw, key=key)
         value["attempts"] = int(value.get("attempts", 0)) + 1
         value["lastError"] = error[:MAX_ERROR_CHARS]
         value["lastAttemptAt"] = attempted_at
-        formats.set_property(info, key, json.dumps(value, separators=(",", ":")))
-        changed = True
-    return changed
+        notes[key] = json.dumps(value, separators=(",", ":"))
+    formats.set_properties(info, notes)
+    return bool(notes)
 
 
 @dataclass
@@ -159,7 +172,15 @@ def purge_marked(
             result.pending[ledger_id] = held
             continue
         blocks = listing.get(ledger_id)
+        offloaded = marker.get("offloadUuid")
+        if offloaded:
+            # A marker of an offloaded ledger goes only with both copies (DESIGN.md).
+            result.pending[ledger_id] = OFFLOADED_COPY_KEPT.format(
+                uuid=offloaded, ledger_id=ledger_id
+            )
         if not blocks:
+            if offloaded:
+                continue
             if int(marker["entries"]) == 0 and int(marker["size"]) == 0:
                 result.cleared.append(ledger_id)
             elif verified:
@@ -195,7 +216,8 @@ def purge_marked(
             continue  # only ledger targets were built above
         if outcome.gone:
             result.deleted.append(outcome)
-            gone.append(ledger_id)
+            if ledger_id not in result.pending:  # an offloaded copy keeps the marker
+                gone.append(ledger_id)
         else:
             result.pending[ledger_id] = outcome.error or "data still present"
     if gone or result.pending:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pulsar_reference import JavaLedgerInfo, internal_trim_ledgers
 
 from ledger_gc.positions import LedgerStat, Position
 from ledger_gc.settings import TrimRetention
@@ -268,3 +269,54 @@ def test_older_cursor_positions_never_trim_more(case, data):
     before = set(decide_trim(stats, cursors, retention, NOW).ledger_ids)
     after = set(decide_trim(stats, later, retention, NOW).ledger_ids)
     assert before <= after
+
+
+# --- the trim against a model of Pulsar's own decision -------------------------------
+
+
+@st.composite
+def pulsar_records(draw):
+    """A record as a broker may have stored it (any order, timestamps maybe missing),
+    durable cursors on it, a retention policy and the open ledger's bytes so far."""
+    ids = draw(st.lists(st.integers(0, 40), min_size=0, max_size=9, unique=True))
+    stored = [
+        JavaLedgerInfo(
+            ledger_id,
+            draw(st.integers(0, 4)),
+            draw(st.integers(0, 300)),
+            draw(st.sampled_from([0, NOW - 10_000_000, NOW - 3_600_001, NOW - 3_600_000,
+                                  NOW - 1_000, NOW])),
+        )
+        for ledger_id in ids
+    ]
+    stored = draw(st.permutations(stored))
+    stats = sorted(
+        (LedgerStat(li.ledger_id, li.entries, li.size, li.timestamp) for li in stored),
+        key=lambda s: s.ledger_id,
+    )
+    cursors = draw(st.lists(valid_positions(stats), max_size=3))
+    retention = TrimRetention(
+        draw(st.sampled_from([-1, 0, 1, 3600, 100_000])),
+        draw(st.sampled_from([-1, 0, 1, 100, 250, 600, 10_000])),
+    )
+    current_bytes = draw(st.integers(0, 400))
+    return stored, cursors, retention, current_bytes
+
+
+@settings(max_examples=600, deadline=None)
+@given(pulsar_records())
+def test_the_trim_chooses_what_pulsar_would(case):
+    stored, cursors, retention, current_bytes = case
+    expected = internal_trim_ledgers(
+        stored,
+        [(p.ledger_id, p.entry_id) for p in cursors],
+        retention.seconds * 1000 if retention.seconds >= 0 else -1,
+        retention.bytes,
+        now_ms=NOW,
+        load_time_ms=NOW,
+        current_ledger_bytes=current_bytes,
+    )
+    stats = [LedgerStat(li.ledger_id, li.entries, li.size, li.timestamp) for li in stored]
+    current_size = current_bytes if stats else None
+    decision = decide_trim(stats, cursors, retention, NOW, current_ledger_size=current_size)
+    assert decision.ledger_ids == expected

@@ -416,6 +416,30 @@ class MetadataStore:
             f"{path}: gave up after {self.max_cas_attempts} version conflicts; retry later"
         )
 
+    def encode_trim(
+        self,
+        name: str,
+        record: ManagedLedgerInfo,
+        framing: formats.Framing,
+        cursor_checks: Sequence[tuple[str, int]],
+        cursor_writes: Sequence[CursorWrite],
+    ) -> tuple[bytes, formats.Framing, list[tuple[CursorWrite, bytes]]]:
+        """The bytes of a trim's multi (record, moved cursors), all within the limit of
+        one request; RecordTooLargeError when they would not fit."""
+        cursor_data = [
+            (write, self.encode_cursor(name, write.cursor, write.info, write.framing)[0])
+            for write in cursor_writes
+        ]
+        ml_path = paths.managed_ledger_path(name)
+        budget = sum(
+            len(paths.cursor_path(name, cursor)) + _MULTI_OP_OVERHEAD for cursor, _ in cursor_checks
+        ) + sum(
+            len(paths.cursor_path(name, w.cursor)) + len(data) + _MULTI_OP_OVERHEAD
+            for w, data in cursor_data
+        ) + len(ml_path) + _MULTI_OP_OVERHEAD
+        data, written_framing = self.encode_managed_ledger(name, record, framing, budget)
+        return data, written_framing, cursor_data
+
     def commit_trim(
         self,
         name: str,
@@ -432,17 +456,9 @@ class MetadataStore:
         Raises RecordTooLargeError, before sending, when the request would not fit.
         """
         ml_path = paths.managed_ledger_path(name)
-        cursor_data = [
-            (write, self.encode_cursor(name, write.cursor, write.info, write.framing)[0])
-            for write in cursor_writes
-        ]
-        budget = sum(
-            len(paths.cursor_path(name, cursor)) + _MULTI_OP_OVERHEAD for cursor, _ in cursor_checks
-        ) + sum(
-            len(paths.cursor_path(name, w.cursor)) + len(data) + _MULTI_OP_OVERHEAD
-            for w, data in cursor_data
-        ) + len(ml_path) + _MULTI_OP_OVERHEAD
-        data, written_framing = self.encode_managed_ledger(name, record, framing, budget)
+        data, written_framing, cursor_data = self.encode_trim(
+            name, record, framing, cursor_checks, cursor_writes
+        )
 
         def run() -> list:
             transaction = self.client.transaction()

@@ -71,7 +71,7 @@ from ledger_gc.metadata.store import CursorWrite, MetadataStore
 from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import ledger_dir
+from ledger_gc.storage.keys import LEDGERS_DIR, ml_dir
 from ledger_gc.trim.eligibility import (
     TrimDecision,
     decide_trim,
@@ -87,7 +87,7 @@ OPERATION = "trim"
 # a read is still fresh when its managed ledger's turn comes (a stale one only costs a
 # failed multi and a re-read).
 BATCH_SIZE = 256
-# Listed ledgers sampled by the store probe.
+# Managed ledgers sampled by the store probe.
 PROBE_SAMPLES = 16
 
 
@@ -194,40 +194,39 @@ class ManagedLedgerTrimmer:
 
     # --- the store probe ----------------------------------------------------------------
 
-    def probe_store(self, states: Sequence[LedgerState | LedgerGcError | None],
-                    names: Sequence[str]) -> None:
+    def probe_store(
+        self, states: Sequence[LedgerState | LedgerGcError | None], names: Sequence[str]
+    ) -> None:
         """Refuse the run if the bucket and prefix hold none of the data the metadata
         says exists: a wrong ``LEDGERGC_PREFIX`` or ``LEDGERGC_BUCKET``.
 
-        Samples closed, non-empty listed ledgers across managed ledgers (one LIST of at
-        most one key each). Any sample with data verifies the location for the run.
+        Samples managed ledgers that list closed, non-empty ledgers, and asks for any one
+        block under each one's ``ledgers/`` directory (a LIST of at most one key). Any
+        sample with data verifies the location for the run.
         """
-        samples: list[tuple[str, int]] = []
+        samples: list[str] = []
         for name, state in zip(names, states, strict=True):
-            if not isinstance(state, LedgerState):
-                continue
-            stats = ledger_stats(state.record)
-            closed = [s for s in stats[:-1] if s.entries > 0]
-            if closed:
-                samples.append((name, closed[-1].ledger_id))
+            if isinstance(state, LedgerState) and any(
+                stat.entries > 0 for stat in ledger_stats(state.record)[:-1]
+            ):
+                samples.append(name)
             if len(samples) >= PROBE_SAMPLES:
                 break
         storage = self.deleter.storage
-        for name, ledger_id in samples:
+        for name in samples:
             try:
-                prefix = ledger_dir(storage.prefix, name, ledger_id)
+                prefix = f"{ml_dir(storage.prefix, name)}{LEDGERS_DIR}/"
             except ValueError:
-                continue
+                continue  # a name the store cannot hold: that managed ledger fails alone
             if not storage.prefix_is_empty(prefix):
                 self.store_verified = True
                 return
         if samples:
-            name, ledger_id = samples[0]
             raise SafetyRefusalError(
-                f"none of {len(samples)} ledgers that the metadata lists has data in "
-                f"s3://{storage.bucket}/{storage.prefix + '/' if storage.prefix else ''} "
-                f"(e.g. {name} ledger {ledger_id}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. "
-                "Nothing was marked or deleted"
+                f"none of {len(samples)} managed ledgers whose metadata lists closed ledgers "
+                f"has any data in s3://{storage.bucket}/{storage.settings.key_prefix} (e.g. "
+                f"{samples[0]}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. Nothing was "
+                "marked or deleted"
             )
 
     # --- trimming -----------------------------------------------------------------------
@@ -367,12 +366,7 @@ class ManagedLedgerTrimmer:
         return best
 
     def _check_size(self, name: str, state: LedgerState, plan: MarkPlan) -> None:
-        budget = sum(len(c) + 128 for c, _ in plan.checks) + sum(
-            len(m.cursor) + 128 + len(self.store.encode_cursor(name, m.cursor, m.info,
-                                                               m.framing)[0])
-            for m in plan.moves
-        )
-        self.store.encode_managed_ledger(name, plan.record, state.framing, budget)
+        self.store.encode_trim(name, plan.record, state.framing, plan.checks, plan.moves)
 
     def _mark_plan(self, state: LedgerState, chosen: list[int]) -> MarkPlan | None:
         record = ManagedLedgerInfo()

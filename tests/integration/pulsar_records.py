@@ -1,0 +1,107 @@
+"""Build stores as a Pulsar broker leaves them: records written straight to ZooKeeper
+(any ledger order, timestamps maybe missing, Pulsar's compression framing, offload
+contexts, URL-encoded names) and their ledgers' blocks in S3."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+
+from ledger_gc import formats
+from ledger_gc.metadata import paths
+from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+from ledger_gc.storage.s3 import LedgerStorage
+
+
+@dataclass(frozen=True)
+class Ledger:
+    ledger_id: int
+    entries: int = 2
+    timestamp: int = 1
+    payload: int = 50  # bytes per entry
+
+    @property
+    def size(self) -> int:
+        return self.entries * self.payload
+
+
+def record(ledgers: Sequence[Ledger]) -> ManagedLedgerInfo:
+    info = ManagedLedgerInfo()
+    for ledger in ledgers:
+        info.ledgerInfo.add(
+            ledgerId=ledger.ledger_id,
+            entries=ledger.entries,
+            size=ledger.size,
+            timestamp=ledger.timestamp,
+        )
+    return info
+
+
+def write_record(
+    zk: KazooClient,
+    name: str,
+    info: ManagedLedgerInfo,
+    framing: formats.Framing = formats.RAW,
+) -> None:
+    data = formats.encode_managed_ledger_info(info, framing)
+    path = paths.managed_ledger_path(name)
+    if zk.exists(path):
+        zk.set(path, data)
+    else:
+        zk.create(path, data, makepath=True)
+
+
+def write_cursor(zk: KazooClient, name: str, cursor: str, ledger_id: int, entry_id: int) -> None:
+    info = ManagedCursorInfo(
+        cursorsLedgerId=-1, markDeleteLedgerId=ledger_id, markDeleteEntryId=entry_id
+    )
+    path = paths.cursor_path(name, cursor)
+    data = formats.encode_managed_cursor_info(info)
+    if zk.exists(path):
+        zk.set(path, data)
+    else:
+        zk.create(path, data)
+
+
+def write_data(storage: LedgerStorage, name: str, ledgers: Sequence[Ledger]) -> None:
+    for ledger in ledgers:
+        if ledger.entries:
+            storage.write_block(
+                name, ledger.ledger_id, 0, [b"x" * ledger.payload] * ledger.entries
+            )
+
+
+def store_of(
+    zk: KazooClient,
+    storage: LedgerStorage,
+    name: str,
+    ledgers: Sequence[Ledger],
+    *,
+    cursors: dict[str, tuple[int, int]] | None = None,
+    framing: formats.Framing = formats.RAW,
+) -> None:
+    """A managed ledger with ``ledgers`` (stored in the order given), their data, and
+    ``cursors`` (name -> mark-delete position)."""
+    write_record(zk, name, record(ledgers), framing)
+    for cursor, (ledger_id, entry_id) in (cursors or {}).items():
+        write_cursor(zk, name, cursor, ledger_id, entry_id)
+    write_data(storage, name, ledgers)
+
+
+def ledgers_with_data(storage: LedgerStorage, name: str) -> set[int]:
+    from ledger_gc.storage.keys import ml_dir, parse_key
+
+    found = set()
+    for obj in storage.iter_objects(ml_dir(storage.prefix, name)):
+        parsed = parse_key(storage.prefix, obj.key)
+        if parsed.is_block and parsed.ledger_id is not None:
+            found.add(parsed.ledger_id)
+    return found
+
+
+def read_record(zk: KazooClient, name: str) -> tuple[ManagedLedgerInfo, formats.Framing, bytes]:
+    data, _ = zk.get(paths.managed_ledger_path(name))
+    info, framing = formats.decode_managed_ledger_info_framed(data)
+    return info, framing, data

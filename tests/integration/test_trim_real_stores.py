@@ -1,0 +1,464 @@
+"""The trim against records and operators as a real Pulsar deployment has them.
+
+Each test here reproduces a way the first version deleted live data, leaked data while
+reporting it deleted, or got stuck (issue "Trim safety on real stores"), against the real
+ZooKeeper and S3 of the test stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from pulsar_records import (
+    Ledger,
+    ledgers_with_data,
+    read_record,
+    record,
+    store_of,
+    write_cursor,
+    write_data,
+    write_record,
+)
+
+from ledger_gc import formats
+from ledger_gc.audit import AuditLog
+from ledger_gc.ledger.cursor import mark_delete_of
+from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledger_gc.metadata import paths
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.positions import Position
+from ledger_gc.proto.mldataformats_pb2 import CompressionType
+from ledger_gc.settings import TrimRetention
+from ledger_gc.storage.s3 import DeleteResult, LedgerStorage
+from ledger_gc.trim import run_trim
+
+ML = "acme/prod/persistent/orders"
+
+
+def listed_and_marked(store, name=ML) -> tuple[list[int], dict[int, dict]]:
+    info = store.get_managed_ledger(name).value
+    return sorted(li.ledgerId for li in info.ledgerInfo), formats.deletable_markers(info)
+
+
+def writer(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
+    """A managed ledger with ``ledgers`` full ledgers of 2 entries and an empty current."""
+    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
+    ml.add_entries([f"entry-{i}".encode() * 10 for i in range(2 * ledgers)])
+    return ml, [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
+
+
+def run_just_before_the_mark(store, action):
+    """Run ``action`` once, between the trim's read and its mark (its multi)."""
+    real = store.commit_trim
+    done = []
+
+    def commit(*args, **kwargs):
+        if not done:
+            done.append(True)
+            action()
+        return real(*args, **kwargs)
+
+    store.commit_trim = commit
+
+
+# --- 1. cursors reset while the trim decides -----------------------------------------
+
+
+def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
+    store, storage, settings
+):
+    ml, ids = writer(store, storage)
+    cursor = ml.open_cursor("sub", "earliest")
+    cursor.mark_delete(Position(ids[2], 1))  # ledgers 0..2 consumed
+    with MetadataStore.open(settings) as trim_store:
+        run_just_before_the_mark(trim_store, lambda: cursor.reset(Position(ids[0], 0)))
+        report = run_trim(settings, store=trim_store)
+
+    [result] = report.managed_ledgers
+    assert result.marked == [] and result.deleted == [], "the reset data must stay"
+    assert ledgers_with_data(storage, ML) >= set(ids[:4])
+    assert mark_delete_of(store.get_cursor(ML, "sub").value) == Position(ids[0], -1)
+    assert listed_and_marked(store) == (ids, {})
+    ml.close()
+
+
+def test_a_new_subscription_at_earliest_during_the_trim_keeps_its_data(
+    store, storage, settings
+):
+    ml, ids = writer(store, storage)
+    ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
+    with MetadataStore.open(settings) as trim_store:
+        run_just_before_the_mark(trim_store, lambda: ml.open_cursor("late", "earliest"))
+        report = run_trim(settings, store=trim_store)
+
+    [result] = report.managed_ledgers
+    assert result.marked == [] and result.deleted == []
+    assert mark_delete_of(store.get_cursor(ML, "late").value) == Position(ids[0], -1)
+    assert ledgers_with_data(storage, ML) >= set(ids[:4])
+    ml.close()
+
+
+def test_a_reset_into_marked_data_keeps_that_data_and_the_cursor_where_it_is(
+    store, storage, settings, zk_client
+):
+    ml, ids = writer(store, storage)
+    ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
+    with MetadataStore.open(settings) as trim_store:
+        real = trim_store.commit_trim
+
+        def mark_then_reset_by_hand(*args, **kwargs):
+            written = real(*args, **kwargs)
+            # An admin tool writing the cursor znode directly, not through the library.
+            write_cursor(zk_client, ML, "sub", ids[0], 0)
+            return written
+
+        trim_store.commit_trim = mark_then_reset_by_hand
+        report = run_trim(settings, store=trim_store)
+
+    [result] = report.managed_ledgers
+    assert result.marked == ids[:3] and result.deleted == []
+    assert sorted(p.ledger_id for p in result.pending) == ids[:3]
+    assert all("cursor sub" in p.last_error for p in result.pending)
+    assert ledgers_with_data(storage, ML) >= set(ids[:3])
+    # The next trims neither move the cursor forward (undoing the reset) nor delete.
+    for _ in range(2):
+        again = run_trim(settings)
+        assert again.exit_code == 1 and again.managed_ledgers[0].deleted == []
+    assert mark_delete_of(store.get_cursor(ML, "sub").value) == Position(ids[0], 0)
+    assert ledgers_with_data(storage, ML) >= set(ids[:3])
+    ml.close()
+
+
+# --- 2. an unsorted ledger list ------------------------------------------------------
+
+
+def test_an_unsorted_ledger_list_is_trimmed_in_ledger_id_order(store, storage, zk_client, settings):
+    # Stored as [3, 1, 5, 7]; the cursor has read ledger 1 to its end, nothing of 3.
+    ledgers = [Ledger(3), Ledger(1), Ledger(5), Ledger(7, entries=0)]
+    store_of(zk_client, storage, ML, ledgers, cursors={"sub": (1, 1)})
+
+    report = run_trim(settings)
+
+    [result] = report.managed_ledgers
+    assert result.marked == [1] and [d.ledger_id for d in result.deleted] == [1]
+    assert ledgers_with_data(storage, ML) == {3, 5}
+    assert listed_and_marked(store) == ([3, 5, 7], {})
+    assert mark_delete_of(store.get_cursor(ML, "sub").value) == Position(3, -1)
+
+
+# --- 3. Pulsar's retention semantics ------------------------------------------------
+
+
+def test_a_ledger_without_timestamp_is_kept_by_time_retention(zk_client, storage, settings):
+    store_of(zk_client, storage, ML, [Ledger(1, timestamp=0), Ledger(2, entries=0)])
+    keep_an_hour = settings.with_overrides(trim_retention=TrimRetention(3600, -1))
+
+    report = run_trim(keep_an_hour)
+
+    assert report.managed_ledgers[0].marked == []
+    assert ledgers_with_data(storage, ML) == {1}
+
+
+def test_size_retention_counts_the_open_ledgers_bytes(zk_client, storage, settings):
+    # Ledger 1: 100 bytes, consumed. The open ledger 2 has 120 bytes in S3 already (its
+    # record says 0 until it is closed). Pulsar keeps 100 bytes: 120 remain without 1.
+    store_of(zk_client, storage, ML, [Ledger(1, entries=2, payload=50), Ledger(2, entries=0)])
+    write_data(storage, ML, [Ledger(2, entries=2, payload=60)])
+    keep_100_bytes = settings.with_overrides(trim_retention=TrimRetention(-1, 100))
+
+    report = run_trim(keep_100_bytes)
+
+    assert report.managed_ledgers[0].marked == [1]
+    assert ledgers_with_data(storage, ML) == {2}
+
+
+# --- 4. names Pulsar produces; one failing managed ledger ------------------------------
+
+PULSAR_NAMES = [
+    "public/default/persistent/orders+%2B+refunds",
+    "t=1:x/ns.2/persistent/a+b*c",
+    "acme/prod/persistent/%E4%BD%A0%E5%A5%BD",
+    "acme/prod/persistent/my-topic-partition-0",
+]
+
+
+def test_every_name_pulsar_produces_is_trimmed_and_reported(zk_client, storage, settings):
+    for name in PULSAR_NAMES:
+        store_of(zk_client, storage, name, [Ledger(1), Ledger(2), Ledger(3, entries=0)])
+
+    report = run_trim(settings)
+
+    assert report.exit_code == 0, report.to_dict()
+    assert {r.name: r.marked for r in report.managed_ledgers} == {n: [1, 2] for n in PULSAR_NAMES}
+    for name in PULSAR_NAMES:
+        assert ledgers_with_data(storage, name) == set()
+    status = run_cli(settings, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    names = {ml["name"] for ml in json.loads(status.stdout)["managed_ledgers"]}
+    assert names == set(PULSAR_NAMES)
+    metrics = run_cli(settings, "status", "--metrics")
+    assert metrics.returncode == 0 and 'namespace="t=1:x/ns.2"' not in metrics.stderr
+
+
+def test_one_failing_managed_ledger_never_stops_the_others(zk_client, storage, settings):
+    good = "zeta/prod/persistent/events"
+    store_of(zk_client, storage, good, [Ledger(1), Ledger(2, entries=0)])
+    # Sorted before the good one: a corrupt record, and a name no Pulsar produces.
+    zk_client.create(paths.managed_ledger_path("aaa/ns/persistent/corrupt"), b"\xff\x00",
+                     makepath=True)
+    write_record(zk_client, "aab/ns/persistent/bad name", record([Ledger(1), Ledger(2)]))
+
+    report = run_trim(settings)
+
+    by_name = {r.name: r for r in report.managed_ledgers}
+    assert by_name[good].marked == [1] and [d.ledger_id for d in by_name[good].deleted] == [1]
+    assert by_name["aaa/ns/persistent/corrupt"].error
+    assert "bad name" in by_name["aab/ns/persistent/bad name"].error
+    assert report.exit_code == 2 and report.totals()["errors"] == 2
+
+
+# --- 5. big and compressed records ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "codec", [CompressionType.LZ4, CompressionType.ZLIB, CompressionType.ZSTD,
+              CompressionType.SNAPPY]
+)
+def test_a_compressed_record_is_written_back_with_its_own_codec(
+    codec, zk_client, storage, store, settings
+):
+    framing = formats.Framing(codec, framed=True)
+    ledgers = [Ledger(i) for i in range(1, 40)] + [Ledger(40, entries=0)]
+    store_of(zk_client, storage, ML, ledgers, framing=framing)
+    write_cursor(zk_client, ML, "sub", 20, 0)  # ledger 20 is half read
+
+    report = run_trim(settings)
+
+    assert report.managed_ledgers[0].marked == list(range(1, 20))
+    info, written, raw = read_record(zk_client, ML)
+    assert written == framing and raw[:2] == b"\x47\x78"
+    assert sorted(li.ledgerId for li in info.ledgerInfo) == list(range(20, 41))
+    assert formats.deletable_markers(info) == {}
+
+
+def max_write_sizes(store) -> list[int]:
+    """Record the size of every write request the store's kazoo client sends."""
+    sizes: list[int] = []
+    client = store.client
+    real_set, real_transaction = client.set, client.transaction
+
+    def set_(path, value, version=-1):
+        sizes.append(len(value))
+        return real_set(path, value, version)
+
+    def transaction():
+        request = real_transaction()
+        real_commit = request.commit
+
+        def commit():
+            sizes.append(sum(len(getattr(op, "data", b"") or b"") for op in request.operations))
+            return real_commit()
+
+        request.commit = commit
+        return request
+
+    client.set, client.transaction = set_, transaction
+    return sizes
+
+
+@pytest.mark.parametrize("compression", ["available", "missing"])
+def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
+    compression, zk_client, storage, settings, monkeypatch
+):
+    count = 10_000
+    ledgers = [Ledger(i, entries=1, payload=10, timestamp=1_600_000_000_000 + i)
+               for i in range(1, count + 1)]
+    write_record(zk_client, ML, record([*ledgers, Ledger(count + 1, entries=0)]))
+    write_data(storage, ML, ledgers[::500])  # some data, so the store is verified
+    if compression == "missing":
+        # With no codec to shrink it, 10,000 markers (about 1 MB) cannot go in one write
+        # under this limit: the mark must go in rounds, oldest ledgers first.
+        monkeypatch.setattr(formats, "PREFERRED_COMPRESSION", ())
+        settings = settings.with_overrides(zk_max_record_bytes=400_000)
+
+    with MetadataStore.open(settings) as trim_store:
+        sizes = max_write_sizes(trim_store)
+        report = run_trim(settings, store=trim_store)
+
+    [result] = report.managed_ledgers
+    assert report.error is None and result.error is None, result.error
+    assert result.marked == list(range(1, count + 1))
+    assert sorted([d.ledger_id for d in result.deleted] + result.cleared) == result.marked
+    assert ledgers_with_data(storage, ML) == set()
+    info, _, _ = read_record(zk_client, ML)
+    assert [li.ledgerId for li in info.ledgerInfo] == [count + 1]
+    assert formats.deletable_markers(info) == {}
+    assert max(sizes) <= settings.zk_max_record_bytes
+    if compression == "missing":
+        assert len(sizes) > 2, "the mark had to be split into rounds"
+
+
+def test_a_raw_record_that_would_not_fit_is_written_compressed(zk_client, storage, settings):
+    ledgers = [Ledger(i, entries=1, payload=10) for i in range(1, 1500)]
+    write_record(zk_client, ML, record([*ledgers, Ledger(1500, entries=0)]))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda ledger: write_data(storage, ML, [ledger]), ledgers))
+    small = settings.with_overrides(zk_max_record_bytes=60_000)
+    # Every delete fails, so all 1,499 markers stay in the record: it must grow.
+    failing = LedgerStorage(small)
+    failing.delete_keys = lambda keys: DeleteResult(failed=dict.fromkeys(keys, "S3 down"))
+
+    report = run_trim(small, storage=failing)
+
+    info, framing, raw = read_record(zk_client, ML)
+    assert framing.framed and framing.compression in (CompressionType.ZSTD, CompressionType.ZLIB)
+    assert len(raw) <= 60_000 < len(formats.encode_managed_ledger_info(info))
+    assert len(formats.deletable_markers(info)) == 1499
+    assert report.managed_ledgers[0].error is None and report.exit_code == 1
+
+
+# --- 6. a wrong prefix or bucket -----------------------------------------------------
+
+
+def test_a_wrong_prefix_refuses_before_marking_and_names_the_setting(
+    zk_client, storage, store, settings
+):
+    store_of(zk_client, storage, ML, [Ledger(1), Ledger(2), Ledger(3, entries=0)])
+    typo = settings.with_overrides(prefix="ledgerz")
+
+    result = run_cli(typo, "trim")
+
+    assert result.returncode == 2
+    [line] = error_lines(result)
+    assert "LEDGERGC_PREFIX" in line
+    assert listed_and_marked(store) == ([1, 2, 3], {})
+    assert ledgers_with_data(storage, ML) == {1, 2}
+
+
+def test_markers_whose_data_cannot_be_located_are_kept_not_reported_deleted(
+    zk_client, storage, store, settings
+):
+    # An earlier run marked ledgers 1 and 2 and crashed; the current ledger is empty.
+    info = record([Ledger(1), Ledger(2), Ledger(3, entries=0)])
+    from ledger_gc.marking import mark_deletable
+
+    mark_deletable(info, [1, 2], 1)
+    write_record(zk_client, ML, info)
+    write_data(storage, ML, [Ledger(1), Ledger(2)])
+
+    typo = run_trim(settings.with_overrides(prefix="ledgerz"))
+
+    [result] = typo.managed_ledgers
+    assert result.deleted == [] and result.cleared == []
+    assert typo.totals()["bytes_reclaimed"] == 0 and typo.exit_code == 1
+    assert all("LEDGERGC_PREFIX" in p.last_error for p in result.pending)
+    assert sorted(listed_and_marked(store)[1]) == [1, 2]
+
+    right = run_trim(settings)
+    assert sorted(d.ledger_id for d in right.managed_ledgers[0].deleted) == [1, 2]
+    assert ledgers_with_data(storage, ML) == set()
+
+
+# --- 7. bad settings; the audit before the delete ------------------------------------
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """The command's error lines (progress logs aside); never a traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("ledgergc: error")]
+
+
+def run_cli(settings, *args, extra_env=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
+    env.update(settings.to_env())
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_gc.cli", *args],
+        env=env, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LEDGERGC_ZK_HOSTS", "127.0.0.1:abc"),
+        ("LEDGERGC_S3_ENDPOINT", "127.0.0.1:9000"),
+        ("LEDGERGC_S3_REGION", "us east 1"),
+        ("LEDGERGC_ZK_MAX_RECORD_BYTES", "lots"),
+        ("LEDGERGC_METADATA_READ_ONLY", "maybe"),
+        ("LEDGERGC_TRIM_RETENTION_BYTES", "-5"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(variable, value, settings):
+    result = run_cli(settings, "trim", extra_env={variable: value})
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result)
+    assert variable in line
+
+
+def test_a_state_dir_that_is_a_file_stops_the_trim_before_it_marks(
+    zk_client, storage, store, settings, tmp_path
+):
+    store_of(zk_client, storage, ML, [Ledger(1), Ledger(2, entries=0)])
+    a_file = tmp_path / "state-file"
+    a_file.write_text("not a directory")
+
+    result = run_cli(settings.with_overrides(state_dir=a_file), "trim")
+
+    assert result.returncode == 2
+    [line] = error_lines(result)
+    assert "LEDGERGC_STATE_DIR" in line
+    assert listed_and_marked(store) == ([1, 2], {})
+    assert ledgers_with_data(storage, ML) == {1}
+
+
+def test_a_deletion_that_cannot_be_audited_is_not_made(zk_client, storage, store, settings):
+    store_of(zk_client, storage, ML, [Ledger(1), Ledger(2, entries=0)])
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    (settings.state_dir / "audit.jsonl").mkdir()  # appending to it fails
+
+    report = run_trim(settings)
+
+    assert report.error and "audit log" in report.error
+    assert ledgers_with_data(storage, ML) == {1}, "deleted without an audit record"
+    assert sorted(listed_and_marked(store)[1]) == [1], "the marker stays for the next run"
+    (settings.state_dir / "audit.jsonl").rmdir()
+    again = run_trim(settings)
+    assert [d.ledger_id for d in again.managed_ledgers[0].deleted] == [1]
+    statuses = [r["status"] for r in AuditLog(settings.state_dir).read()]
+    assert statuses == ["deleting", "deleted"]
+
+
+# --- 8. offloaded ledgers keep what deleting their tiered copy needs ------------------
+
+
+def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage, store, settings):
+    info = record([Ledger(1), Ledger(2), Ledger(3, entries=0)])
+    context = info.ledgerInfo[0].offloadContext
+    context.uidMsb, context.uidLsb, context.complete = -7_000_000_000_000_000_000, 42, True
+    context.driverMetadata.name = "aws-s3"
+    for key, value in {"bucket": "offload", "region": "us-east-1",
+                       "serviceEndpoint": "http://127.0.0.1:1"}.items():
+        context.driverMetadata.properties.add(key=key, value=value)
+    write_record(zk_client, ML, info)
+    write_data(storage, ML, [Ledger(1), Ledger(2)])
+
+    report = run_trim(settings)
+
+    [result] = report.managed_ledgers
+    assert result.marked == [1, 2] and ledgers_with_data(storage, ML) == set()
+    marker = listed_and_marked(store)[1][1]
+    assert marker["offloadUuid"] == formats.java_uuid(-7_000_000_000_000_000_000, 42)
+    assert marker["offloadDriverName"] == "aws-s3"
+    assert marker["offloadDriverMetadata"] == {
+        "bucket": "offload", "region": "us-east-1", "serviceEndpoint": "http://127.0.0.1:1"
+    }
+    assert [p.ledger_id for p in result.pending] == [1] and report.exit_code == 1
+    assert 2 not in listed_and_marked(store)[1]
