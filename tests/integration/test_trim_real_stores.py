@@ -70,14 +70,22 @@ def run_just_before_the_mark(store, action):
 # --- 1. cursors reset while the trim decides -----------------------------------------
 
 
+@pytest.mark.parametrize("reset_by", ["library", "admin-tool"])
 def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
-    store, storage, settings
+    reset_by, store, storage, settings, zk_client
 ):
     ml, ids = writer(store, storage)
     cursor = ml.open_cursor("sub", "earliest")
     cursor.mark_delete(Position(ids[2], 1))  # ledgers 0..2 consumed
+
+    def reset() -> None:
+        if reset_by == "library":
+            cursor.reset(Position(ids[0], 0))
+        else:  # a tool that writes the cursor znode itself
+            write_cursor(zk_client, ML, "sub", ids[0], -1)
+
     with MetadataStore.open(settings) as trim_store:
-        run_just_before_the_mark(trim_store, lambda: cursor.reset(Position(ids[0], 0)))
+        run_just_before_the_mark(trim_store, reset)
         report = run_trim(settings, store=trim_store)
 
     [result] = report.managed_ledgers
