@@ -108,6 +108,10 @@ class InvalidPositionError(ManagedLedgerError):
 # --- safety ---------------------------------------------------------------------------
 
 
+class StoppedError(LedgerGcError):
+    """The run was asked to stop (SIGTERM) and stopped between two units of work."""
+
+
 class AuditUnavailableError(LedgerGcError):
     """The audit log cannot be written; no deletion is made without its record."""
 

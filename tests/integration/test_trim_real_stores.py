@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,7 @@ from ledger_gc.positions import Position
 from ledger_gc.proto.mldataformats_pb2 import CompressionType
 from ledger_gc.settings import TrimRetention
 from ledger_gc.storage.s3 import DeleteResult, LedgerStorage
+from ledger_gc.termination import stop_on_signals
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"
@@ -470,3 +472,39 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     }
     assert [p.ledger_id for p in result.pending] == [1] and report.exit_code == 1
     assert 2 not in listed_and_marked(store)[1]
+
+
+def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, storage, settings):
+    # 8 managed ledgers of 40 consumed ledgers each (one block a ledger); the signal
+    # arrives while the first delete batch is under way.
+    names = [f"acme/big/persistent/t-{i:02d}" for i in range(8)]
+    for name in names:
+        store_of(zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)),
+                                            Ledger(41, entries=0)])
+    signalled = LedgerStorage(settings)
+    real_delete = signalled.delete_keys
+    batches = []
+
+    def delete_then_signal(keys):
+        batches.append(len(keys))
+        if len(batches) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, mid-batch
+        return real_delete(keys)
+
+    signalled.delete_keys = delete_then_signal
+    with stop_on_signals() as stop:
+        report = run_trim(settings, storage=signalled, should_stop=stop)
+
+    assert stop() and "stopped on request" in (report.error or "")
+    assert len(batches) == 1, "nothing new started after the signal"
+    records = AuditLog(settings.state_dir).read()
+    announced = {(r["ml_name"], r["ledger_id"]) for r in records if r["status"] == "deleting"}
+    deleted = {(r["ml_name"], r["ledger_id"]) for r in records if r["status"] == "deleted"}
+    assert announced == deleted and len(deleted) == batches[0]
+    for name in names:
+        gone = {i for i in range(1, 41)} - ledgers_with_data(storage, name)
+        assert gone == {ledger for ml, ledger in deleted if ml == name}, "audited = deleted"
+
+    finished = run_trim(settings)
+    assert finished.exit_code == 0
+    assert all(ledgers_with_data(storage, name) == set() for name in names)

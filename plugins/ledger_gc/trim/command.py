@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ledger_gc.settings import Settings
+from ledger_gc.termination import stop_on_signals
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,7 +53,10 @@ def run_trim_command(args: argparse.Namespace, settings: Settings) -> int:
         scope = TrimScope(namespace=args.namespace)
     else:
         scope = TrimScope.all()
-    report = run_trim(settings, scope=scope, dry_run=args.dry_run, source="cli")
+    with stop_on_signals() as stop:
+        report = run_trim(
+            settings, scope=scope, dry_run=args.dry_run, source="cli", should_stop=stop
+        )
     data = report.to_dict()
     exit_code = report.exit_code
     if args.ml and data["managed_ledgers"] and data["managed_ledgers"][0]["missing"]:

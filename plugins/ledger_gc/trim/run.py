@@ -25,12 +25,14 @@ from ledger_gc.errors import (
     ConfigError,
     MetadataUnavailableError,
     SafetyRefusalError,
+    StoppedError,
 )
 from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.termination import NEVER
 from ledger_gc.trim.report import TrimReport, run_summary
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
@@ -117,6 +119,7 @@ def run_trim(
     clock: Callable[[], int] = now_ms,
     record_run: bool = True,
     source: str = "library",
+    should_stop: Callable[[], bool] = NEVER,
 ) -> TrimReport:
     """Trim the managed ledgers in ``scope`` (default: all) and report what happened.
 
@@ -156,11 +159,14 @@ def run_trim(
             settings.trim_retention.seconds,
             settings.trim_retention.bytes,
         )
-        deleter = Deleter(storage, AuditLog(settings.state_dir), run_id, dry_run=dry_run)
+        deleter = Deleter(
+            storage, AuditLog(settings.state_dir), run_id, dry_run=dry_run,
+            should_stop=should_stop,
+        )
         trimmer = ManagedLedgerTrimmer(store, deleter, settings, dry_run=dry_run, clock=clock)
         try:
             trimmer.trim(names, report.managed_ledgers)
-        except (MetadataUnavailableError, AuditUnavailableError) as exc:
+        except (MetadataUnavailableError, AuditUnavailableError, StoppedError) as exc:
             report.error = f"{exc}; the run stopped, markers already written stay for next run"
             log.error("trim %s stopped: %s", run_id, exc)
     report.finished_at = clock()

@@ -62,6 +62,7 @@ from ledger_gc.errors import (
     MetadataUnavailableError,
     RecordTooLargeError,
     SafetyRefusalError,
+    StoppedError,
 )
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.delete import DELETING_PROPERTY
@@ -143,6 +144,8 @@ class ManagedLedgerTrimmer:
         self.dry_run = dry_run
         self.clock = clock
         self.store_verified = False
+        # Asked between managed ledgers (and by the deleter between batches).
+        self.should_stop = deleter.should_stop
 
     # --- reading ------------------------------------------------------------------------
 
@@ -240,6 +243,8 @@ class ManagedLedgerTrimmer:
         known. Raises MetadataUnavailableError when ZooKeeper is gone and
         AuditUnavailableError when the audit log cannot be written: nothing more can be
         done safely, and ``results`` then holds the managed ledgers finished so far.
+        Raises StoppedError when asked to stop (``should_stop``), after the managed ledger
+        under way.
         """
         results = [] if results is None else results
         for start in range(0, len(names), BATCH_SIZE):
@@ -248,6 +253,11 @@ class ManagedLedgerTrimmer:
             if start == 0:
                 self.probe_store(states, batch)
             for name, state in zip(batch, states, strict=True):
+                if self.should_stop():
+                    raise StoppedError(
+                        f"stopped on request after {len(results)} of {len(names)} managed "
+                        "ledgers; the next run goes on from there"
+                    )
                 results.append(self.trim_one(name, state))
         return results
 
