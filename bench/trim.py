@@ -125,7 +125,7 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     from ledger_gc.positions import ledger_stats
     from ledger_gc.storage.keys import ledger_dir
     from ledger_gc.trim.eligibility import decide_trim
-    from ledger_gc.trim.trimmer import BATCH_SIZE, CursorSnapshot, ManagedLedgerTrimmer
+    from ledger_gc.trim.trimmer import BATCH_SIZE, LedgerState, ManagedLedgerTrimmer
 
     deleter = Deleter(storage, AuditLog(settings.state_dir), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
@@ -134,20 +134,16 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     counts = {"marked": 0, "deleted": 0}
     for start in range(0, len(names), BATCH_SIZE):
         batch = names[start : start + BATCH_SIZE]
-        cursors = reader.read_cursors(batch)
-        records = reader.read_records(batch)
-        for name, snapshot, record in zip(batch, cursors, records, strict=True):
-            assert isinstance(snapshot, CursorSnapshot) and record is not None
+        for name, state in zip(batch, reader.read_states(batch), strict=True):
+            assert isinstance(state, LedgerState)
             now = int(time.time() * 1000)
             decision = decide_trim(
-                ledger_stats(record), snapshot.mark_deletes, settings.retention_for(name), now
+                ledger_stats(state.record), state.positions(), settings.retention_for(name), now
             )
             for ledger_id in decision.ledger_ids:  # one write per ledger to mark
                 store.update_managed_ledger(
                     name,
-                    lambda info, lid=ledger_id, now=now: bool(
-                        mark_deletable(info, [lid], now, "bench")
-                    ),
+                    lambda info, lid=ledger_id, now=now: bool(mark_deletable(info, [lid], now)),
                 )
             counts["marked"] += len(decision.ledger_ids)
             targets = [

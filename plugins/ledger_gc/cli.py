@@ -102,6 +102,9 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         f"({human_bytes(totals['pending_marker_bytes'])})"
     )
     for ml in status.managed_ledgers:
+        if ml.error:
+            print(f"  {ml.name}: unreadable: {ml.error}")
+            continue
         cursors = ", ".join(f"{c.name}@{c.mark_delete}" for c in ml.cursors) or "no cursors"
         print(
             f"  {ml.name}: {len(ml.ledgers)} ledgers, {len(ml.markers)} marked, "

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ledger_gc import formats
+from ledger_gc.errors import LedgerGcError
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
@@ -37,6 +38,7 @@ class ManagedLedgerStatus:
     metadata_bytes: int
     storage_objects: int | None = None
     storage_bytes: int | None = None
+    error: str | None = None  # its record or a cursor could not be decoded
 
 
 @dataclass
@@ -100,54 +102,66 @@ def collect_status(
         cursor_raw = [next(raw_cursors) for _ in cursors]
         if raw is None:
             continue  # deleted between the listing and the read
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        ledgers = [
-            {
-                "ledger_id": li.ledgerId,
-                "entries": li.entries,
-                "size": li.size,
-                "timestamp": li.timestamp,
-            }
-            for li in info.ledgerInfo
-        ]
-        markers = [
-            {
-                "ledger_id": ledger_id,
-                "size": int(value["size"]),
-                "entries": int(value["entries"]),
-                "marked_at": int(value["markedAt"]),
-                "attempts": int(value.get("attempts", 0)),
-                "last_error": value.get("lastError"),
-            }
-            for ledger_id, value in sorted(formats.deletable_markers(info, path=path).items())
-        ]
-        cursor_status = []
-        for cursor, craw in zip(cursors, cursor_raw, strict=True):
-            if craw is None:
-                continue
-            cinfo = formats.decode_managed_cursor_info(
-                craw[0], path=paths.cursor_path(name, cursor)
-            )
-            cursor_status.append(
-                CursorStatus(
-                    name=cursor,
-                    mark_delete=str(mark_delete_of(cinfo)),
-                    individually_deleted_ranges=len(cinfo.individualDeletedMessages),
-                    last_active=cinfo.lastActive,
-                )
-            )
-        status.managed_ledgers.append(
-            ManagedLedgerStatus(
-                name=name,
-                ledgers=ledgers,
-                markers=markers,
-                cursors=cursor_status,
-                metadata_bytes=sum(li["size"] for li in ledgers),
-            )
-        )
+        try:
+            status.managed_ledgers.append(_ml_status(name, path, raw[0], cursors, cursor_raw))
+        except LedgerGcError as exc:
+            # One unreadable managed ledger is shown as such; the others still are.
+            status.managed_ledgers.append(ManagedLedgerStatus(name, [], [], [], 0, error=str(exc)))
     if storage is not None:
         _add_storage_usage(status, storage, whole_store=not ml_filter)
     return status
+
+
+def _ml_status(
+    name: str,
+    path: str,
+    raw: bytes,
+    cursors: list[str],
+    cursor_raw: list[tuple[bytes, int] | None],
+) -> ManagedLedgerStatus:
+    info = formats.decode_managed_ledger_info(raw, path=path, allow_empty=True)
+    ledgers = [
+        {
+            "ledger_id": li.ledgerId,
+            "entries": li.entries,
+            "size": li.size,
+            "timestamp": li.timestamp,
+        }
+        for li in sorted(info.ledgerInfo, key=lambda li: li.ledgerId)
+    ]
+    markers = [
+        {
+            "ledger_id": ledger_id,
+            "size": int(value["size"]),
+            "entries": int(value["entries"]),
+            "marked_at": int(value["markedAt"]),
+            "attempts": int(value.get("attempts", 0)),
+            "last_error": value.get("lastError"),
+        }
+        for ledger_id, value in sorted(formats.deletable_markers(info, path=path).items())
+    ]
+    cursor_status = []
+    for cursor, craw in zip(cursors, cursor_raw, strict=True):
+        if craw is None:
+            continue
+        cinfo = formats.decode_managed_cursor_info(
+            craw[0], path=paths.cursor_path(name, cursor)
+        )
+        cursor_status.append(
+            CursorStatus(
+                name=cursor,
+                mark_delete=str(mark_delete_of(cinfo)),
+                individually_deleted_ranges=len(cinfo.individualDeletedMessages),
+                last_active=cinfo.lastActive,
+            )
+        )
+    return ManagedLedgerStatus(
+        name=name,
+        ledgers=ledgers,
+        markers=markers,
+        cursors=cursor_status,
+        metadata_bytes=sum(li["size"] for li in ledgers),
+    )
 
 
 def _add_storage_usage(status: StoreStatus, storage: LedgerStorage, whole_store: bool) -> None:

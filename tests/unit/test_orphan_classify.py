@@ -108,7 +108,12 @@ def test_candidate_prefixes_are_the_ledger_or_managed_ledger_directory() -> None
 
 # --- the Spark regex must say exactly what parse_key says -------------------------------
 
-_VALID_SEGMENT = st.text(alphabet="abcXYZ019%_.=:-", min_size=1, max_size=4)
+# Segments in and around what Pulsar names hold: "+", "*" and "%XX" (valid only in a
+# topic), "=" and ":" (valid only in a tenant or namespace), a stray "%".
+_VALID_SEGMENT = st.one_of(
+    st.text(alphabet="abcXYZ019%_.=:-+*", min_size=1, max_size=4),
+    st.sampled_from(["a+b", "x*y", "%E4%BD%A0", "orders+%2B+refunds", "t=1:x", "%2", "%zz"]),
+)
 _ODD_SEGMENT = st.one_of(
     st.sampled_from(["", ".", "..", "persistent", "ledgers"]),
     st.text(alphabet="abc/é٣ \n.", min_size=0, max_size=3),

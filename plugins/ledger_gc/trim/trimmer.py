@@ -286,6 +286,16 @@ class ManagedLedgerTrimmer:
         return result
 
     def _decide(self, name: str, state: LedgerState, retention: Any) -> TrimDecision:
+        for cursor, cursor_state in sorted(state.cursors.items()):
+            if cursor_state.info.cursorsLedgerId != -1:
+                # Pulsar then keeps the live position in a BookKeeper ledger; the znode
+                # has only the position of the last switch, which a reset since may have
+                # moved back. Deciding from it could delete what the cursor needs.
+                raise SafetyRefusalError(
+                    f"cursor {cursor} of {name} keeps its position in cursor ledger "
+                    f"{cursor_state.info.cursorsLedgerId} (BookKeeper), which ledger-gc "
+                    "cannot read; nothing of this managed ledger was trimmed"
+                )
         stats = ledger_stats(state.record)
         current_size = None
         if retention.bytes > 0 and stats and stats[-1].entries == 0:
