@@ -195,7 +195,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
         )
         for refusal in run.get("refusals", []):
             say(f"     refused: {refusal}")
-    audit = AuditLog(settings.state_dir).read()
+    audit = AuditLog(settings.state_dir).deletions()
     say(f"   audit log: {len(audit)} deletions recorded")
     by_operation: dict[str, list[dict[str, Any]]] = {}
     for record in audit:
