@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
@@ -38,6 +39,8 @@ from ledger_gc.storage.s3 import MAX_KEYS_PER_DELETE, LedgerStorage, ObjectInfo
 log = logging.getLogger(__name__)
 
 STOPPED = "not attempted: the run was asked to stop"
+# Confirmation listings of one batch run this many at a time (one per managed ledger).
+LISTING_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,15 @@ class Deleter:
     ) -> set[str] | None:
         """Keys that a listing after the delete still shows (None: could not list)."""
         prefixes = sorted({o.target.confirm_prefix or o.target.prefix for o, _ in batch})
+
+        def keys_under(prefix: str) -> list[str]:
+            return [obj.key for obj in self.storage.iter_objects(prefix)]
+
         try:
-            return {obj.key for prefix in prefixes for obj in self.storage.iter_objects(prefix)}
+            if len(prefixes) == 1:
+                return set(keys_under(prefixes[0]))
+            with ThreadPoolExecutor(LISTING_WORKERS, thread_name_prefix="ledgergc-confirm") as pool:
+                return {key for keys in pool.map(keys_under, prefixes) for key in keys}
         except Exception as exc:
             log.warning("cannot confirm the deletes of %d targets: %s", len(batch), exc)
             return None

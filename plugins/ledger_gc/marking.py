@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,38 +133,35 @@ def list_ledger_blocks(deleter: Deleter, ml_name: str) -> dict[int, list[ObjectI
     return blocks
 
 
-def purge_marked(
+@dataclass
+class PurgePlan:
+    """One managed ledger's markers, sorted into what to delete and what not to (yet)."""
+
+    result: PurgeResult
+    targets: list[DeleteTarget] = field(default_factory=list)
+
+
+def plan_purge(
     ml_name: str,
-    store: MetadataStore,
+    info: ManagedLedgerInfo,
     deleter: Deleter,
     *,
     operation: str,
-    now_ms: int,
-    info: ManagedLedgerInfo | None = None,
     guard: Guard | None = None,
     store_verified: bool = False,
     reason: str = "marked deletable",
-) -> PurgeResult:
-    """Delete the data of every marked ledger, then drop the markers of those gone.
-
-    Every marker is retried, this run's and every earlier run's. A marker whose data is
-    not confirmed gone stays (with its last error noted), so the next run tries again.
-    ``guard`` may keep a marker's data (the trim's check that no cursor still needs it);
-    ``store_verified`` says the run already found data where the settings point. At most
-    one metadata write: the removal of the gone markers (plus the notes).
-    """
-    path = paths.managed_ledger_path(ml_name)
-    if info is None:
-        info = store.get_managed_ledger(ml_name).value
-    markers = formats.deletable_markers(info, path=path)
-    result = PurgeResult(ml_name)
+) -> PurgePlan:
+    """Which marked ledgers' blocks to delete (from one listing of the managed ledger's
+    ``ledgers/``), which markers to clear without deleting, and which to keep and why."""
+    markers = formats.deletable_markers(info, path=paths.managed_ledger_path(ml_name))
+    plan = PurgePlan(PurgeResult(ml_name))
     if not markers:
-        return result
+        return plan
+    result = plan.result
     storage = deleter.storage
     ledgers_root = f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"
     listing = list_ledger_blocks(deleter, ml_name)
     verified = store_verified or bool(listing)
-    targets = []
     for ledger_id in sorted(markers):
         marker = markers[ledger_id]
         held = guard(ledger_id, marker) if guard is not None else None
@@ -192,9 +189,9 @@ def purge_marked(
                     "managed ledger; check LEDGERGC_BUCKET and LEDGERGC_PREFIX (marker kept)"
                 )
             continue
-        targets.append(
+        plan.targets.append(
             DeleteTarget(
-                prefix=ledger_dir(deleter.storage.prefix, ml_name, ledger_id),
+                prefix=ledger_dir(storage.prefix, ml_name, ledger_id),
                 operation=operation,
                 target_class="ledger",
                 ml_name=ml_name,
@@ -204,16 +201,28 @@ def purge_marked(
                 confirm_prefix=ledgers_root,
             )
         )
-    outcomes = deleter.delete(targets)
-    if deleter.dry_run:
-        result.deleted = outcomes
+    return plan
+
+
+def finish_purge(
+    plan: PurgePlan,
+    outcomes: Sequence[TargetOutcome],
+    store: MetadataStore,
+    *,
+    now_ms: int,
+    dry_run: bool = False,
+) -> PurgeResult:
+    """Drop the markers of what is gone (one CAS), note why the others stay."""
+    result = plan.result
+    if dry_run:
+        result.deleted = list(outcomes)
         result.cleared = []
         return result
     gone = list(result.cleared)
     for outcome in outcomes:
         ledger_id = outcome.target.ledger_id
         if ledger_id is None:
-            continue  # only ledger targets were built above
+            continue  # only ledger targets are planned
         if outcome.gone:
             result.deleted.append(outcome)
             if ledger_id not in result.pending:  # an offloaded copy keeps the marker
@@ -221,10 +230,49 @@ def purge_marked(
         else:
             result.pending[ledger_id] = outcome.error or "data still present"
     if gone or result.pending:
-        _unmark(store, ml_name, gone, result.pending, now_ms)
+        _unmark(store, result.ml_name, gone, result.pending, now_ms)
     for ledger_id, error in sorted(result.pending.items()):
-        log.warning("%s: ledger %d still marked: %s", ml_name, ledger_id, error)
+        log.warning("%s: ledger %d still marked: %s", result.ml_name, ledger_id, error)
     return result
+
+
+def purge_marked(
+    ml_name: str,
+    store: MetadataStore,
+    deleter: Deleter,
+    *,
+    operation: str,
+    now_ms: int,
+    info: ManagedLedgerInfo | None = None,
+    guard: Guard | None = None,
+    store_verified: bool = False,
+    reason: str = "marked deletable",
+) -> PurgeResult:
+    """Delete the data of every marked ledger, then drop the markers of those gone.
+
+    Every marker is retried, this run's and every earlier run's. A marker whose data is
+    not confirmed gone stays (with its last error noted), so the next run tries again.
+    ``guard`` may keep a marker's data (the trim's check that no cursor still needs it);
+    ``store_verified`` says the run already found data where the settings point. At most
+    one metadata write: the removal of the gone markers (plus the notes). The trim does
+    the same for many managed ledgers at once (``plan_purge``, one ``Deleter.delete``,
+    ``finish_purge``), so that its deletes fill whole batches.
+    """
+    if info is None:
+        info = store.get_managed_ledger(ml_name).value
+    plan = plan_purge(
+        ml_name,
+        info,
+        deleter,
+        operation=operation,
+        guard=guard,
+        store_verified=store_verified,
+        reason=reason,
+    )
+    if not plan.targets and not plan.result.cleared and not plan.result.pending:
+        return plan.result
+    outcomes = deleter.delete(plan.targets)
+    return finish_purge(plan, outcomes, store, now_ms=now_ms, dry_run=deleter.dry_run)
 
 
 def _unmark(

@@ -27,7 +27,7 @@ from pulsar_records import (
     write_record,
 )
 
-from ledger_gc import formats
+from ledger_gc import deletion, formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -493,9 +493,12 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     assert 2 not in listed_and_marked(store)[1]
 
 
-def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, storage, settings):
-    # 8 managed ledgers of 40 consumed ledgers each (one block a ledger); the signal
-    # arrives while the first delete batch is under way.
+def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
+    zk_client, storage, settings, monkeypatch
+):
+    # 8 managed ledgers of 40 consumed ledgers each (one block a ledger), deleted in
+    # batches of 100 keys; the signal arrives while the first batch is under way.
+    monkeypatch.setattr(deletion, "MAX_KEYS_PER_DELETE", 100)
     names = [f"acme/big/persistent/t-{i:02d}" for i in range(8)]
     for name in names:
         store_of(zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)),
@@ -523,6 +526,8 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, st
     for name in names:
         gone = {i for i in range(1, 41)} - ledgers_with_data(storage, name)
         assert gone == {ledger for ml, ledger in deleted if ml == name}, "audited = deleted"
+    left = sum(len(r.pending) for r in report.managed_ledgers)
+    assert left == 8 * 40 - len(deleted) and report.exit_code == 2
 
     finished = run_trim(settings)
     assert finished.exit_code == 0

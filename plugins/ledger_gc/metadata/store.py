@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -107,8 +108,20 @@ class MetadataStore:
         self.max_cas_attempts = max_cas_attempts
         self.max_record_bytes = max_record_bytes
         # Counted so benchmarks and tests can check how many writes an operation costs
-        # (a multi is one write: one request, one transaction).
+        # (a multi is one write: one request, one transaction); per thread too, for
+        # callers that work on several managed ledgers at once.
         self.writes = 0
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
+
+    def _wrote(self) -> None:
+        with self._count_lock:
+            self.writes += 1
+        self._local.writes = self.thread_writes() + 1
+
+    def thread_writes(self) -> int:
+        """The writes this thread has made through this store."""
+        return int(getattr(self._local, "writes", 0))
 
     @classmethod
     @contextmanager
@@ -246,7 +259,7 @@ class MetadataStore:
             self._call(f"creating {path}", lambda: self.client.create(path, data, makepath=True))
         except NodeExistsError as exc:
             raise AlreadyExistsError(f"managed ledger {name} exists already") from exc
-        self.writes += 1
+        self._wrote()
         return Versioned(info, 0)
 
     def update_managed_ledger(
@@ -274,7 +287,7 @@ class MetadataStore:
             raise MetadataError(
                 f"managed ledger {name} still has cursors; delete them first"
             ) from exc
-        self.writes += 1
+        self._wrote()
 
     # --- cursors -----------------------------------------------------------------------
 
@@ -316,7 +329,7 @@ class MetadataStore:
             raise AlreadyExistsError(f"cursor {cursor} of {name} exists already") from exc
         except NoNodeError as exc:
             raise ManagedLedgerNotFoundError(f"managed ledger {name} not found") from exc
-        self.writes += 1
+        self._wrote()
         return Versioned(info, 0)
 
     def put_cursor(
@@ -331,7 +344,7 @@ class MetadataStore:
             raise ConcurrentUpdateError(f"cursor {cursor} of {name} changed concurrently") from exc
         except NoNodeError as exc:
             raise CursorNotFoundError(f"cursor {cursor} of {name} not found") from exc
-        self.writes += 1
+        self._wrote()
         return Versioned(info, stat.version)
 
     def update_cursor(
@@ -365,7 +378,7 @@ class MetadataStore:
             results = self._call(f"creating {path}", run)
             failure = _first_failure(results)
             if failure is None:
-                self.writes += 1
+                self._wrote()
                 return Versioned(info, 0)
             if isinstance(failure, NodeExistsError):
                 raise AlreadyExistsError(f"cursor {cursor} of {name} exists already")
@@ -405,7 +418,7 @@ class MetadataStore:
             results = self._call(f"writing {path}", run)
             failure = _first_failure(results)
             if failure is None:
-                self.writes += 1
+                self._wrote()
                 return Versioned(current.value, results[-1].version, framing)
             if isinstance(failure, NoNodeError):
                 raise CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})")
@@ -475,7 +488,7 @@ class MetadataStore:
             if isinstance(failure, BadVersionError | NoNodeError):
                 return None
             raise MetadataError(f"writing {ml_path} failed: {failure!r}")
-        self.writes += 1
+        self._wrote()
         stat = results[-1]
         return Versioned(record, stat.version, written_framing)
 
@@ -485,7 +498,7 @@ class MetadataStore:
             self._call(f"deleting {path}", lambda: self.client.delete(path))
         except NoNodeError:
             return
-        self.writes += 1
+        self._wrote()
 
     # --- the compare-and-set loop ------------------------------------------------------
 
@@ -517,7 +530,7 @@ class MetadataStore:
                 continue
             except NoNodeError as exc:
                 raise ManagedLedgerNotFoundError(f"{path} was deleted during an update") from exc
-            self.writes += 1
+            self._wrote()
             return Versioned(current.value, stat.version, framing)
         raise ConcurrentUpdateError(
             f"{path}: gave up after {self.max_cas_attempts} version conflicts; "

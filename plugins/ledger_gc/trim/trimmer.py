@@ -49,11 +49,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_gc import formats
-from ledger_gc.deletion import Deleter
+from ledger_gc.deletion import Deleter, TargetOutcome
 from ledger_gc.errors import (
     AuditUnavailableError,
     ConcurrentUpdateError,
@@ -66,7 +67,14 @@ from ledger_gc.errors import (
 )
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.delete import DELETING_PROPERTY
-from ledger_gc.marking import Guard, mark_deletable, purge_marked
+from ledger_gc.marking import (
+    Guard,
+    PurgePlan,
+    PurgeResult,
+    finish_purge,
+    mark_deletable,
+    plan_purge,
+)
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import CursorWrite, MetadataStore
 from ledger_gc.positions import Position, ledger_stats
@@ -137,8 +145,12 @@ class ManagedLedgerTrimmer:
         *,
         dry_run: bool,
         clock: Callable[[], int],
+        workers: int = 8,
     ) -> None:
         self.store = store
+        # Managed ledgers decided, marked and purged at once (their requests overlap;
+        # ZooKeeper and S3 answer many in parallel).
+        self.workers = workers
         self.deleter = deleter
         self.settings = settings
         self.dry_run = dry_run
@@ -239,51 +251,93 @@ class ManagedLedgerTrimmer:
     ) -> list[ManagedLedgerTrim]:
         """Trim every managed ledger of ``names``; one failing does not stop the others.
 
-        Each result is appended to ``results`` (a new list by default) as soon as it is
-        known. Raises MetadataUnavailableError when ZooKeeper is gone and
+        Batches of ``BATCH_SIZE`` managed ledgers: their records and cursors are read in a
+        few requests; each is decided and marked on its own (``workers`` at a time); then
+        the marked data of the whole batch is deleted together, in full DeleteObjects
+        requests, and each managed ledger's markers are dropped in its own CAS.
+
+        Each result is appended to ``results`` (a new list by default) once its batch is
+        done. Raises MetadataUnavailableError when ZooKeeper is gone and
         AuditUnavailableError when the audit log cannot be written: nothing more can be
         done safely, and ``results`` then holds the managed ledgers finished so far.
-        Raises StoppedError when asked to stop (``should_stop``), after the managed ledger
-        under way.
+        Raises StoppedError when asked to stop (``should_stop``), after the batch under
+        way.
         """
         results = [] if results is None else results
-        for start in range(0, len(names), BATCH_SIZE):
-            batch = list(names[start : start + BATCH_SIZE])
-            states = self.read_states(batch)
-            if start == 0:
-                self.probe_store(states, batch)
-            for name, state in zip(batch, states, strict=True):
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="ledgergc-trim") as pool:
+            for start in range(0, len(names), BATCH_SIZE):
+                batch = list(names[start : start + BATCH_SIZE])
+                states = self.read_states(batch)
+                if start == 0:
+                    self.probe_store(states, batch)
+                marked, fatal = _each(pool, lambda item: self.mark_one(*item),
+                                      list(zip(batch, states, strict=True)))
+                done = [item for item in marked if item is not None]
+                if fatal is None and not self.dry_run:
+                    failed = self.purge_many([(r, info) for r, info in done if info is not None],
+                                             pool)
+                    done = [(r, info) for r, info in done if id(r) not in failed]
+                    fatal = next(iter(failed.values()), None)
+                results.extend(result for result, _ in done)
+                if fatal is not None:
+                    raise fatal
                 if self.should_stop():
                     raise StoppedError(
                         f"stopped on request after {len(results)} of {len(names)} managed "
-                        "ledgers; the next run goes on from there"
+                        "ledgers (the delete batch under way finished and was audited); the "
+                        "next run goes on from there"
                     )
-                results.append(self.trim_one(name, state))
         return results
 
     def trim_one(self, name: str, state: LedgerState | LedgerGcError | None) -> ManagedLedgerTrim:
+        """Trim one managed ledger (mark, then delete its marked data)."""
+        result, info = self.mark_one(name, state)
+        if info is not None and not self.dry_run:
+            self._guarded(result, lambda: self._purge(result, info))
+        return result
+
+    def mark_one(
+        self, name: str, state: LedgerState | LedgerGcError | None
+    ) -> tuple[ManagedLedgerTrim, ManagedLedgerInfo | None]:
+        """Phase one for one managed ledger: plan and, unless a dry run, mark. Returns the
+        result and the record as marked when it has markers to purge (else None)."""
         result = ManagedLedgerTrim(name, self.settings.retention_for(name))
-        writes_before = self.store.writes
-        try:
-            if isinstance(state, LedgerGcError):
-                raise state
-            if state is None:
-                result.missing = True
-                return result
+        if isinstance(state, LedgerGcError):
+            result.error = str(state)
+            log.error("%s: trim failed, nothing done to it this run: %s", name, state)
+            return result, None
+        if state is None:
+            result.missing = True
+            return result, None
+        marked: list[ManagedLedgerInfo] = []
+
+        def run() -> None:
             self._plan(result, state)
             if not self.dry_run:
-                self._apply(result, state)
+                marked.append(self._apply(result, state))
+
+        self._guarded(result, run)
+        info = marked[0] if marked else None
+        if info is None or not formats.deletable_markers(info):
+            return result, None
+        return result, info
+
+    def _guarded(self, result: ManagedLedgerTrim, step: Callable[[], None]) -> None:
+        """Run a step for one managed ledger; its failure is its own (reported), except
+        losing ZooKeeper or the audit log, which stops the run."""
+        writes_before = self.store.thread_writes()
+        try:
+            step()
         except (MetadataUnavailableError, AuditUnavailableError):
             raise
         except ManagedLedgerNotFoundError:
             result.missing = True  # deleted while we worked on it: nothing left to trim
         except Exception as exc:  # one managed ledger must never stop the others
             result.error = str(exc) if isinstance(exc, LedgerGcError) else f"{exc!r}"
-            log.error("%s: trim failed, nothing more done to it this run: %s", name, exc,
-                      exc_info=not isinstance(exc, LedgerGcError))
+            log.error("%s: trim failed, nothing more done to it this run: %s", result.name,
+                      exc, exc_info=not isinstance(exc, LedgerGcError))
         finally:
-            result.zk_writes = self.store.writes - writes_before
-        return result
+            result.zk_writes += self.store.thread_writes() - writes_before
 
     def _decide(self, name: str, state: LedgerState, retention: Any) -> TrimDecision:
         for cursor, cursor_state in sorted(state.cursors.items()):
@@ -319,7 +373,9 @@ class ManagedLedgerTrimmer:
         markers = formats.deletable_markers(state.record, path=path)
         result.already_marked = [_marker_state(i, value) for i, value in sorted(markers.items())]
 
-    def _apply(self, result: ManagedLedgerTrim, state: LedgerState) -> None:
+    def _apply(self, result: ManagedLedgerTrim, state: LedgerState) -> ManagedLedgerInfo:
+        """Mark what is consumed (rounds if it does not fit in one write); the record as
+        it stands after the mark, whose markers phase two purges."""
         name = result.name
         conflicts = 0
         while True:
@@ -351,8 +407,7 @@ class ManagedLedgerTrimmer:
             # shrinks), then go on with the next round from a fresh read.
             self._purge(result, written.value)
             state = self.read_state(name)
-        if formats.deletable_markers(state.record, path=paths.managed_ledger_path(name)):
-            self._purge(result, state.record)
+        return state.record
 
     def _fit(self, name: str, state: LedgerState, chosen: list[int]) -> MarkPlan | None:
         """The largest mark of the oldest ``chosen`` ledgers that fits in one write."""
@@ -447,8 +502,7 @@ class ManagedLedgerTrimmer:
 
         return guard
 
-    def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
-        """Phase two: delete every marker's data; unmark what is gone, in one CAS."""
+    def _plan_purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> PurgePlan:
         path = paths.managed_ledger_path(result.name)
         markers = formats.deletable_markers(info, path=path)
         both = sorted(set(markers) & {ledger.ledgerId for ledger in info.ledgerInfo})
@@ -460,17 +514,69 @@ class ManagedLedgerTrimmer:
                 f"{path}; nothing of this managed ledger was deleted. Check whether they "
                 "are live and remove the wrong marker (ledger-gc.deletable.<id>) by hand"
             )
-        purged = purge_marked(
+        return plan_purge(
             result.name,
-            self.store,
+            info,
             self.deleter,
             operation=OPERATION,
-            now_ms=self.clock(),
-            info=info,
             guard=self._cursor_guard(result.name, info),
             store_verified=self.store_verified,
             reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
         )
+
+    def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
+        """Phase two for one managed ledger (between the rounds of a big mark)."""
+        plan = self._plan_purge(result, info)
+        outcomes = self.deleter.delete(plan.targets)
+        self._record_purge(result, info, finish_purge(plan, outcomes, self.store,
+                                                      now_ms=self.clock()))
+
+    def purge_many(
+        self, marked: Sequence[tuple[ManagedLedgerTrim, ManagedLedgerInfo]], pool: Executor
+    ) -> dict[int, Exception]:
+        """Phase two for a batch: plan each managed ledger's purge, delete all their
+        blocks together (full DeleteObjects batches across managed ledgers), then drop
+        each one's gone markers in its own CAS.
+
+        Returns the managed ledgers (by ``id`` of their result) that hit a run-stopping
+        error (ZooKeeper or the audit log gone), with it; the caller stops the run after
+        recording the others.
+        """
+        def plan_one(item: tuple[ManagedLedgerTrim, ManagedLedgerInfo]) -> PurgePlan | None:
+            result, info = item
+            plans: list[PurgePlan] = []
+            self._guarded(result, lambda: plans.append(self._plan_purge(result, info)))
+            return plans[0] if plans else None
+
+        planned, fatal = _each(pool, plan_one, list(marked))
+        if fatal is not None:
+            return {id(result): fatal for (result, _), plan in zip(marked, planned, strict=True)
+                    if plan is None}
+        plans = [(r, info, plan) for (r, info), plan in zip(marked, planned, strict=True)
+                 if plan is not None]
+        targets = [target for _, _, plan in plans for target in plan.targets]
+        outcomes = iter(self.deleter.delete(targets))
+        split = [(r, info, plan, [next(outcomes) for _ in plan.targets])
+                 for r, info, plan in plans]
+
+        def finish_one(
+            item: tuple[ManagedLedgerTrim, ManagedLedgerInfo, PurgePlan, list[TargetOutcome]],
+        ) -> ManagedLedgerTrim:
+            result, info, plan, done = item
+            self._guarded(result, lambda: self._record_purge(
+                result, info, finish_purge(plan, done, self.store, now_ms=self.clock())))
+            return result
+
+        finished, fatal = _each(pool, finish_one, split)
+        if fatal is None:
+            return {}
+        return {id(item[0]): fatal for item, result in zip(split, finished, strict=True)
+                if result is None}
+
+    def _record_purge(
+        self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, purged: PurgeResult
+    ) -> None:
+        markers = formats.deletable_markers(info)
         result.deleted += [
             DeletedLedger(o.target.ledger_id, o.objects, o.bytes)
             for o in purged.deleted
@@ -499,6 +605,23 @@ class ManagedLedgerTrimmer:
                 len(purged.cleared),
                 len(purged.pending),
             )
+
+
+def _each(
+    pool: Executor, step: Callable[[Any], Any], items: Sequence[Any]
+) -> tuple[list[Any], Exception | None]:
+    """Run ``step`` over ``items`` on the pool; each result, or None where the step raised,
+    and the first exception raised (``_guarded`` lets only run-stopping ones through)."""
+    futures = [pool.submit(step, item) for item in items]
+    results: list[Any] = []
+    first: Exception | None = None
+    for future in futures:
+        try:
+            results.append(future.result())
+        except Exception as exc:
+            results.append(None)
+            first = first or exc
+    return results, first
 
 
 def _marker_state(ledger_id: int, value: Mapping[str, Any]) -> MarkerState:
