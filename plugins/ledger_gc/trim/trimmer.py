@@ -289,13 +289,6 @@ class ManagedLedgerTrimmer:
                     )
         return results
 
-    def trim_one(self, name: str, state: LedgerState | LedgerGcError | None) -> ManagedLedgerTrim:
-        """Trim one managed ledger (mark, then delete its marked data)."""
-        result, info = self.mark_one(name, state)
-        if info is not None and not self.dry_run:
-            self._guarded(result, lambda: self._purge(result, info))
-        return result
-
     def mark_one(
         self, name: str, state: LedgerState | LedgerGcError | None
     ) -> tuple[ManagedLedgerTrim, ManagedLedgerInfo | None]:
