@@ -58,6 +58,24 @@ class CountingClient:
         for name in self.WRITES:
             original = getattr(client, name)
             setattr(client, name, self._counted(original))
+        original_transaction = client.transaction
+
+        def transaction() -> Any:
+            # A multi is one write request; it counts once, on the znode it sets last
+            # (the trim's mark: the managed ledger, after its cursor checks and moves).
+            request = original_transaction()
+            commit = request.commit
+
+            def counted_commit() -> Any:
+                paths = [op.path for op in request.operations if hasattr(op, "data")]
+                if paths:
+                    self.per_path[paths[-1]] += 1
+                return commit()
+
+            request.commit = counted_commit
+            return request
+
+        client.transaction = transaction
 
     def _counted(self, original: Any) -> Any:
         def call(path: str, *args: Any, **kwargs: Any) -> Any:
@@ -70,7 +88,7 @@ class CountingClient:
         self.per_path.clear()
 
     def restore(self) -> None:
-        for name in self.WRITES:
+        for name in (*self.WRITES, "transaction"):
             self.client.__dict__.pop(name, None)
 
 
