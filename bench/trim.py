@@ -67,9 +67,10 @@ class CountingClient:
             commit = request.commit
 
             def counted_commit() -> Any:
+                chroot = client.chroot or ""
                 paths = [op.path for op in request.operations if hasattr(op, "data")]
-                if paths:
-                    self.per_path[paths[-1]] += 1
+                if paths:  # a transaction's paths carry the chroot; the counts do not
+                    self.per_path[paths[-1].removeprefix(chroot) or "/"] += 1
                 return commit()
 
             request.commit = counted_commit
