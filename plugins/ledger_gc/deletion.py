@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.storage.keys import parse_key
+from ledger_gc.storage.offload_keys import parse_segment_key
 from ledger_gc.storage.s3 import MAX_KEYS_PER_DELETE, LedgerStorage, ObjectInfo
 
 log = logging.getLogger(__name__)
 
 STOPPED = "not attempted: the run was asked to stop"
+# The target class of an offloaded ledger's tiered-storage copy (data and index objects).
+OFFLOADED_LEDGER = "offloaded-ledger"
 # Confirmation listings of one batch run this many at a time (one per managed ledger).
 LISTING_WORKERS = 8
 
@@ -52,7 +55,7 @@ class DeleteTarget:
 
     prefix: str
     operation: str  # "trim" | "managed-ledger-delete" | "orphan-removal"
-    target_class: str  # "ledger" | "orphan-ledger" | "orphan-partition"
+    target_class: str  # "ledger" | "offloaded-ledger" | "orphan-ledger" | "orphan-partition"
     ml_name: str
     ledger_id: int | None
     reason: str
@@ -93,8 +96,21 @@ class Deleter:
         self.dry_run = dry_run
         self.should_stop = should_stop
 
+    def _belongs(self, target: DeleteTarget, key: str) -> bool:
+        """Whether ``key`` is an object of exactly this target (anything else under its
+        prefix is foreign: reported, never deleted)."""
+        if not key.startswith(target.prefix) or self.storage.owns(key) is not None:
+            return False
+        if target.target_class == OFFLOADED_LEDGER:
+            segment = parse_segment_key(self.storage.prefix, key)
+            return segment is not None and segment.ledger_id == target.ledger_id
+        parsed = parse_key(self.storage.prefix, key)
+        return parsed.ml_name == target.ml_name and (
+            target.ledger_id is None or parsed.ledger_id == target.ledger_id
+        )
+
     def _owned_blocks(self, target: DeleteTarget, outcome: TargetOutcome) -> list[ObjectInfo]:
-        """Every block under the target that belongs to it; the rest is foreign."""
+        """Every object under the target that belongs to it; the rest is foreign."""
         listed = (
             target.objects
             if target.objects is not None
@@ -103,17 +119,11 @@ class Deleter:
         blocks = []
         outcome.foreign_keys = []
         for obj in listed:
-            parsed = parse_key(self.storage.prefix, obj.key)
-            belongs = (
-                obj.key.startswith(target.prefix)
-                and parsed.is_block
-                and parsed.ml_name == target.ml_name
-                and (target.ledger_id is None or parsed.ledger_id == target.ledger_id)
-            )
-            if belongs:
+            if self._belongs(target, obj.key):
                 blocks.append(obj)
-            else:
-                outcome.foreign_keys.append(obj.key)
+            elif not (target.target_class == OFFLOADED_LEDGER
+                      and parse_segment_key(self.storage.prefix, obj.key) is not None):
+                outcome.foreign_keys.append(obj.key)  # (another ledger's segment is not)
         return blocks
 
     def delete(self, targets: Sequence[DeleteTarget]) -> list[TargetOutcome]:

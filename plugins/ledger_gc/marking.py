@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_gc import formats
-from ledger_gc.deletion import Deleter, DeleteTarget, TargetOutcome
+from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, DeleteTarget, TargetOutcome
 from ledger_gc.errors import RecordTooLargeError
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
+from ledger_gc.storage.offload_keys import segment_keys
 from ledger_gc.storage.s3 import ObjectInfo
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,15 @@ log = logging.getLogger(__name__)
 # grow the record past what ZooKeeper takes.
 MAX_ERROR_CHARS = 160
 
-# Why the marker of an offloaded ledger stays once its ledger data is gone: the marker is
-# the only record that still names the tiered-storage objects (DESIGN.md).
-OFFLOADED_COPY_KEPT = (
-    "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is not deleted by the trim yet; "
-    "the marker keeps what deleting it needs"
+# Why the marker of an offloaded ledger stays: the marker is the only record that still
+# names the tiered-storage objects (DESIGN.md), so it goes only with both copies.
+TIERED_STORAGE_OFF = (
+    "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is kept: tiered storage is off "
+    "(set LEDGERGC_OFFLOAD_BUCKET to delete it); the marker keeps what that needs"
+)
+OTHER_OFFLOAD_BUCKET = (
+    "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is in bucket {bucket!r}, not "
+    "LEDGERGC_OFFLOAD_BUCKET={configured!r}; kept (never guessed)"
 )
 
 # A guard's verdict on a marked ledger: None when it may be deleted, else why not.
@@ -135,10 +140,15 @@ def list_ledger_blocks(deleter: Deleter, ml_name: str) -> dict[int, list[ObjectI
 
 @dataclass
 class PurgePlan:
-    """One managed ledger's markers, sorted into what to delete and what not to (yet)."""
+    """One managed ledger's markers, sorted into what to delete and what not to (yet):
+    ledger data in the store's bucket (``targets``), offloaded copies in the tiered
+    storage bucket (``offload_targets``)."""
 
     result: PurgeResult
     targets: list[DeleteTarget] = field(default_factory=list)
+    offload_targets: list[DeleteTarget] = field(default_factory=list)
+    # Offloaded ledgers whose offload completed: their copy must exist or be audited gone.
+    offload_complete: set[int] = field(default_factory=set)
 
 
 def plan_purge(
@@ -150,9 +160,12 @@ def plan_purge(
     guard: Guard | None = None,
     store_verified: bool = False,
     reason: str = "marked deletable",
+    offload: Deleter | None = None,
 ) -> PurgePlan:
     """Which marked ledgers' blocks to delete (from one listing of the managed ledger's
-    ``ledgers/``), which markers to clear without deleting, and which to keep and why."""
+    ``ledgers/``), which offloaded copies (``offload``: the tiered-storage deleter, None
+    when tiered storage is off), which markers to clear without deleting, and which to
+    keep and why."""
     markers = formats.deletable_markers(info, path=paths.managed_ledger_path(ml_name))
     plan = PurgePlan(PurgeResult(ml_name))
     if not markers:
@@ -172,9 +185,9 @@ def plan_purge(
         offloaded = marker.get("offloadUuid")
         if offloaded:
             # A marker of an offloaded ledger goes only with both copies (DESIGN.md).
-            result.pending[ledger_id] = OFFLOADED_COPY_KEPT.format(
-                uuid=offloaded, ledger_id=ledger_id
-            )
+            kept = _plan_offloaded(plan, ml_name, ledger_id, marker, offload, operation, reason)
+            if kept is not None:
+                result.pending[ledger_id] = kept
         if not blocks:
             if offloaded:
                 continue
@@ -204,6 +217,43 @@ def plan_purge(
     return plan
 
 
+def _plan_offloaded(
+    plan: PurgePlan,
+    ml_name: str,
+    ledger_id: int,
+    marker: Mapping[str, Any],
+    offload: Deleter | None,
+    operation: str,
+    reason: str,
+) -> str | None:
+    """Plan the delete of an offloaded ledger's tiered-storage copy; why it is kept when
+    it cannot be (tiered storage off, or the copy is in a bucket the settings do not
+    name: the marker then keeps pointing at it)."""
+    uuid = str(marker["offloadUuid"])
+    if offload is None:
+        return TIERED_STORAGE_OFF.format(uuid=uuid, ledger_id=ledger_id)
+    storage = offload.storage
+    named = dict(marker.get("offloadDriverMetadata") or {}).get("bucket")
+    if named and named != storage.bucket:
+        return OTHER_OFFLOAD_BUCKET.format(
+            uuid=uuid, ledger_id=ledger_id, bucket=named, configured=storage.bucket
+        )
+    data_key, _ = segment_keys(storage.prefix, uuid, ledger_id)
+    if marker.get("offloadComplete"):
+        plan.offload_complete.add(ledger_id)
+    plan.offload_targets.append(
+        DeleteTarget(
+            prefix=data_key,
+            operation=operation,
+            target_class=OFFLOADED_LEDGER,
+            ml_name=ml_name,
+            ledger_id=ledger_id,
+            reason=f"{reason} (tiered-storage copy {uuid})",
+        )
+    )
+    return None
+
+
 def finish_purge(
     plan: PurgePlan,
     outcomes: Sequence[TargetOutcome],
@@ -211,13 +261,37 @@ def finish_purge(
     *,
     now_ms: int,
     dry_run: bool = False,
+    offload_outcomes: Sequence[TargetOutcome] = (),
+    audited: Callable[[str, int], bool] = lambda _ml, _ledger: False,
 ) -> PurgeResult:
-    """Drop the markers of what is gone (one CAS), note why the others stay."""
+    """Drop the markers of what is gone (one CAS), note why the others stay. A marker
+    of an offloaded ledger goes only when its tiered-storage copy is gone too; a copy of
+    a completed offload that is not found at all is gone only if the audit log says an
+    earlier run deleted it (``audited``), else a wrong LEDGERGC_OFFLOAD_* would drop the
+    only pointer to it."""
     result = plan.result
     if dry_run:
-        result.deleted = list(outcomes)
+        result.deleted = [*outcomes, *offload_outcomes]
         result.cleared = []
         return result
+    copies_left: dict[int, str] = {}
+    for outcome in offload_outcomes:
+        if outcome.target.ledger_id is None:
+            continue
+        if outcome.gone:
+            ledger_id = outcome.target.ledger_id
+            if outcome.objects:
+                result.deleted.append(outcome)
+            elif ledger_id in plan.offload_complete and not audited(result.ml_name, ledger_id):
+                copies_left[ledger_id] = (
+                    f"tiered-storage copy {outcome.target.prefix} not found; check "
+                    "LEDGERGC_OFFLOAD_BUCKET and LEDGERGC_OFFLOAD_PREFIX (marker kept)"
+                )
+        else:
+            copies_left[outcome.target.ledger_id] = (
+                f"tiered-storage copy not deleted: {outcome.error or 'still present'}"
+            )
+    offloaded = {o.target.ledger_id for o in offload_outcomes}
     gone = list(result.cleared)
     for outcome in outcomes:
         ledger_id = outcome.target.ledger_id
@@ -225,10 +299,16 @@ def finish_purge(
             continue  # only ledger targets are planned
         if outcome.gone:
             result.deleted.append(outcome)
-            if ledger_id not in result.pending:  # an offloaded copy keeps the marker
+            if ledger_id not in result.pending and ledger_id not in copies_left:
                 gone.append(ledger_id)
         else:
             result.pending[ledger_id] = outcome.error or "data still present"
+    # An offloaded ledger whose store data was already gone: its copy decides alone.
+    listed_targets = {o.target.ledger_id for o in outcomes}
+    for ledger_id in offloaded - listed_targets:
+        if ledger_id is not None and ledger_id not in copies_left | result.pending.keys():
+            gone.append(ledger_id)
+    result.pending.update(copies_left)
     if gone or result.pending:
         _unmark(store, result.ml_name, gone, result.pending, now_ms)
     for ledger_id, error in sorted(result.pending.items()):
@@ -247,6 +327,7 @@ def purge_marked(
     guard: Guard | None = None,
     store_verified: bool = False,
     reason: str = "marked deletable",
+    offload: Deleter | None = None,
 ) -> PurgeResult:
     """Delete the data of every marked ledger, then drop the markers of those gone.
 
@@ -268,11 +349,15 @@ def purge_marked(
         guard=guard,
         store_verified=store_verified,
         reason=reason,
+        offload=offload,
     )
-    if not plan.targets and not plan.result.cleared and not plan.result.pending:
+    if not (plan.targets or plan.offload_targets or plan.result.cleared or plan.result.pending):
         return plan.result
     outcomes = deleter.delete(plan.targets)
-    return finish_purge(plan, outcomes, store, now_ms=now_ms, dry_run=deleter.dry_run)
+    copies = offload.delete(plan.offload_targets) if offload is not None else []
+    return finish_purge(
+        plan, outcomes, store, now_ms=now_ms, dry_run=deleter.dry_run, offload_outcomes=copies
+    )
 
 
 def _unmark(

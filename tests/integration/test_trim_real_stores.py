@@ -532,3 +532,86 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     finished = run_trim(settings)
     assert finished.exit_code == 0
     assert all(ledgers_with_data(storage, name) == set() for name in names)
+
+
+# --- tiered storage: the trim deletes both copies --------------------------------------
+
+
+def offloaded_store(zk_client, storage, s3_client, settings, *, driver_bucket=None):
+    """Ledgers 1 and 2 consumed; ledger 1 offloaded (complete) with its two objects in an
+    offload bucket, beside another ledger's segment and a foreign key."""
+    offload_bucket = f"{settings.bucket}-offload"
+    s3_client.create_bucket(Bucket=offload_bucket)
+    info = record([Ledger(1), Ledger(2), Ledger(3, entries=0)])
+    context = info.ledgerInfo[0].offloadContext
+    context.uidMsb, context.uidLsb, context.complete = 0x1234, 0x5678, True
+    context.driverMetadata.name = "aws-s3"
+    context.driverMetadata.properties.add(key="bucket", value=driver_bucket or offload_bucket)
+    write_record(zk_client, ML, info)
+    write_data(storage, ML, [Ledger(1), Ledger(2)])
+    uuid = formats.java_uuid(0x1234, 0x5678)
+    keys = [f"tiered/{uuid}-ledger-1", f"tiered/{uuid}-ledger-1-index",
+            f"tiered/{uuid}-ledger-10", f"tiered/{uuid}-ledger-10-index",
+            f"tiered/{uuid}-ledger-1.tmp", "tiered/notes.txt"]
+    for key in keys:
+        s3_client.put_object(Bucket=offload_bucket, Key=key, Body=b"offloaded")
+    tiered = settings.with_overrides(offload_bucket=offload_bucket, offload_prefix="tiered")
+    return tiered, offload_bucket, uuid
+
+
+def bucket_keys(s3_client, bucket) -> set[str]:
+    return {o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+
+def test_the_trim_deletes_an_offloaded_ledgers_tiered_copy_with_its_data(
+    zk_client, storage, store, s3_client, settings
+):
+    tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings)
+
+    report = run_trim(tiered)
+
+    [result] = report.managed_ledgers
+    assert report.exit_code == 0, result.pending
+    assert [d.ledger_id for d in result.offloaded_deleted] == [1]
+    assert result.offloaded_deleted[0].objects == 2
+    assert bucket_keys(s3_client, bucket) == {
+        f"tiered/{uuid}-ledger-10", f"tiered/{uuid}-ledger-10-index",
+        f"tiered/{uuid}-ledger-1.tmp", "tiered/notes.txt",
+    }, "only ledger 1's two segment objects go; other ledgers' and foreign keys stay"
+    assert ledgers_with_data(storage, ML) == set()
+    assert listed_and_marked(store) == ([3], {})
+    copies = [r for r in AuditLog(settings.state_dir).read()
+              if r["target_class"] == "offloaded-ledger"]
+    assert [r["status"] for r in copies] == ["deleting", "deleted"]
+
+
+def test_an_offloaded_copy_in_another_bucket_is_reported_and_kept(
+    zk_client, storage, store, s3_client, settings
+):
+    tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings,
+                                           driver_bucket="some-other-bucket")
+
+    report = run_trim(tiered)
+
+    [result] = report.managed_ledgers
+    assert [p.ledger_id for p in result.pending] == [1]
+    assert "some-other-bucket" in result.pending[0].last_error
+    assert f"tiered/{uuid}-ledger-1" in bucket_keys(s3_client, bucket)
+    assert listed_and_marked(store)[1][1]["offloadUuid"] == uuid
+
+
+def test_an_offloaded_copy_not_found_keeps_the_marker(
+    zk_client, storage, store, s3_client, settings
+):
+    tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings)
+
+    report = run_trim(tiered.with_overrides(offload_prefix="tierd"))  # a typo
+
+    [result] = report.managed_ledgers
+    assert [p.ledger_id for p in result.pending] == [1]
+    assert "LEDGERGC_OFFLOAD_PREFIX" in result.pending[0].last_error
+    assert listed_and_marked(store)[1][1]["offloadUuid"] == uuid
+    assert f"tiered/{uuid}-ledger-1" in bucket_keys(s3_client, bucket)
+    again = run_trim(tiered)
+    assert [d.ledger_id for d in again.managed_ledgers[0].offloaded_deleted] == [1]
+    assert listed_and_marked(store)[1] == {}

@@ -51,7 +51,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
 from ledger_gc.settings import Settings
-from ledger_gc.storage import keys
+from ledger_gc.storage import keys, offload_keys
 from ledger_gc.storage.blocks import (
     ENTRY_HEADER_SIZE,
     HEADER_SIZE,
@@ -263,6 +263,12 @@ class LedgerStorage:
         self._index_cache_size = index_cache_size
         self._index_lock = threading.Lock()
 
+    def owns(self, key: str) -> str | None:
+        """None when ``key`` is one of this store's objects (a block), else why it is not
+        (such a key is never deleted). ``OffloadStorage`` owns segments instead."""
+        parsed = keys.parse_key(self.prefix, key)
+        return None if parsed.is_block else f"foreign key ({parsed.reason}); never deleted"
+
     # --- connection -------------------------------------------------------------------
 
     @property
@@ -473,9 +479,9 @@ class LedgerStorage:
         batches: list[list[str]] = []
         refused: dict[str, str] = {}
         for key in dict.fromkeys(keys_to_delete):  # de-duplicated, order kept
-            parsed = keys.parse_key(self.prefix, key)
-            if not parsed.is_block:
-                refused[key] = f"foreign key ({parsed.reason}); never deleted"
+            why_not = self.owns(key)
+            if why_not is not None:
+                refused[key] = why_not
                 continue
             batch.append(key)
             if len(batch) == MAX_KEYS_PER_DELETE:
@@ -733,3 +739,21 @@ def _index_of(data: bytes) -> BlockIndex:
     trailer = parse_trailer(data, object_size=len(data))
     return parse_index(data[trailer.index_offset : trailer.index_offset + trailer.index_size],
                        trailer)
+
+
+class OffloadStorage(LedgerStorage):
+    """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``): the same listing and bulk
+    delete, but what it owns are offloaded-ledger segments (``offload_keys``)."""
+
+    def __init__(self, settings: Settings, client: Any = None, **kwargs: Any) -> None:
+        offload = settings.with_overrides(
+            bucket=settings.offload_bucket,
+            prefix=settings.offload_prefix,
+            s3_endpoint=settings.offload_s3_endpoint or settings.s3_endpoint,
+        )
+        super().__init__(offload, client, **kwargs)
+
+    def owns(self, key: str) -> str | None:
+        if offload_keys.parse_segment_key(self.prefix, key) is None:
+            return "not an offloaded-ledger segment (<uuid>-ledger-<id>[-index]); never deleted"
+        return None

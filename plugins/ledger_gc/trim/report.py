@@ -74,6 +74,8 @@ class ManagedLedgerTrim:
     marked: list[int] = field(default_factory=list)
     cursors_moved: list[str] = field(default_factory=list)
     deleted: list[DeletedLedger] = field(default_factory=list)
+    # Tiered-storage copies of offloaded ledgers deleted (their data and index objects).
+    offloaded_deleted: list[DeletedLedger] = field(default_factory=list)
     # Markers removed with nothing deleted: the ledger had no entries, or an earlier,
     # interrupted run deleted its data. Never counted as reclaimed.
     cleared: list[int] = field(default_factory=list)
@@ -99,6 +101,7 @@ class ManagedLedgerTrim:
             or self.marked
             or self.cursors_moved
             or self.deleted
+            or self.offloaded_deleted
             or self.cleared
             or self.pending
             or self.error
@@ -121,6 +124,7 @@ class ManagedLedgerTrim:
             "marked": list(self.marked),
             "cursors_moved": list(self.cursors_moved),
             "deleted": [asdict(ledger) for ledger in self.deleted],
+            "offloaded_deleted": [asdict(ledger) for ledger in self.offloaded_deleted],
             "cleared": list(self.cleared),
             "pending": [m.to_dict(now_ms) for m in self.pending],
             "zk_writes": self.zk_writes,
@@ -186,7 +190,10 @@ def totals_of(ml_dicts: Iterable[Mapping[str, Any]], managed_ledgers: int) -> di
         "ledgers_marked": sum(len(ml["marked"]) for ml in items),
         "ledgers_deleted": sum(len(ml["deleted"]) for ml in items),
         "objects_deleted": sum(x["objects"] for ml in items for x in ml["deleted"]),
-        "bytes_reclaimed": sum(x["bytes"] for ml in items for x in ml["deleted"]),
+        "bytes_reclaimed": sum(
+            x["bytes"] for ml in items for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
+        ),
+        "offloaded_copies_deleted": sum(len(ml.get("offloaded_deleted", ())) for ml in items),
         "markers_cleared": sum(len(ml.get("cleared", ())) for ml in items),
         "markers_pending": len(pending),
         "bytes_pending": sum(m["size"] for m in pending),

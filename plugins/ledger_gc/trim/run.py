@@ -31,7 +31,7 @@ from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import validate_ml_name
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
 from ledger_gc.trim.report import TrimReport, run_summary
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
@@ -163,7 +163,15 @@ def run_trim(
             storage, AuditLog(settings.state_dir), run_id, dry_run=dry_run,
             should_stop=should_stop,
         )
-        trimmer = ManagedLedgerTrimmer(store, deleter, settings, dry_run=dry_run, clock=clock)
+        offload = (
+            Deleter(OffloadStorage(settings), deleter.audit, run_id, dry_run=dry_run,
+                    should_stop=should_stop)
+            if settings.offload_bucket
+            else None
+        )
+        trimmer = ManagedLedgerTrimmer(
+            store, deleter, settings, dry_run=dry_run, clock=clock, offload=offload
+        )
         try:
             trimmer.trim(names, report.managed_ledgers)
         except (MetadataUnavailableError, AuditUnavailableError, StoppedError) as exc:

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_gc import formats
-from ledger_gc.deletion import Deleter, TargetOutcome
+from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, TargetOutcome
 from ledger_gc.errors import (
     AuditUnavailableError,
     ConcurrentUpdateError,
@@ -146,8 +146,12 @@ class ManagedLedgerTrimmer:
         dry_run: bool,
         clock: Callable[[], int],
         workers: int = 8,
+        offload: Deleter | None = None,
     ) -> None:
         self.store = store
+        # Tiered storage: deletes offloaded ledgers' copies (None: tiered storage off).
+        self.offload = offload
+        self._audited_copies: set[tuple[str, int]] | None = None
         # Managed ledgers decided, marked and purged at once (their requests overlap;
         # ZooKeeper and S3 answer many in parallel).
         self.workers = workers
@@ -515,14 +519,36 @@ class ManagedLedgerTrimmer:
             guard=self._cursor_guard(result.name, info),
             store_verified=self.store_verified,
             reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
+            offload=self.offload,
         )
+
+    def _copy_audited(self, ml_name: str, ledger_id: int) -> bool:
+        """Whether the audit log records an earlier deletion of this ledger's
+        tiered-storage copy (read once per run, only when a copy is not found)."""
+        if self._audited_copies is None:
+            audit = self.deleter.audit
+            self._audited_copies = {
+                (str(r.get("ml_name")), int(r.get("ledger_id") or -1))
+                for r in (audit.deletions() if audit is not None else [])
+                if r.get("target_class") == OFFLOADED_LEDGER
+            }
+        return (ml_name, ledger_id) in self._audited_copies
+
+    def _finish(
+        self,
+        plan: PurgePlan,
+        outcomes: Sequence[TargetOutcome],
+        copies: Sequence[TargetOutcome],
+    ) -> PurgeResult:
+        return finish_purge(plan, outcomes, self.store, now_ms=self.clock(),
+                            offload_outcomes=copies, audited=self._copy_audited)
 
     def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
         """Phase two for one managed ledger (between the rounds of a big mark)."""
         plan = self._plan_purge(result, info)
         outcomes = self.deleter.delete(plan.targets)
-        self._record_purge(result, info, finish_purge(plan, outcomes, self.store,
-                                                      now_ms=self.clock()))
+        copies = self.offload.delete(plan.offload_targets) if self.offload else []
+        self._record_purge(result, info, self._finish(plan, outcomes, copies))
 
     def purge_many(
         self, marked: Sequence[tuple[ManagedLedgerTrim, ManagedLedgerInfo]], pool: Executor
@@ -549,15 +575,21 @@ class ManagedLedgerTrimmer:
                  if plan is not None]
         targets = [target for _, _, plan in plans for target in plan.targets]
         outcomes = iter(self.deleter.delete(targets))
-        split = [(r, info, plan, [next(outcomes) for _ in plan.targets])
-                 for r, info, plan in plans]
+        copy_targets = [target for _, _, plan in plans for target in plan.offload_targets]
+        copies = iter(self.offload.delete(copy_targets) if self.offload else [])
+        split = [
+            (r, info, plan, [next(outcomes) for _ in plan.targets],
+             [next(copies) for _ in plan.offload_targets])
+            for r, info, plan in plans
+        ]
 
         def finish_one(
-            item: tuple[ManagedLedgerTrim, ManagedLedgerInfo, PurgePlan, list[TargetOutcome]],
+            item: tuple[ManagedLedgerTrim, ManagedLedgerInfo, PurgePlan, list[TargetOutcome],
+                        list[TargetOutcome]],
         ) -> ManagedLedgerTrim:
-            result, info, plan, done = item
+            result, info, plan, done, copied = item
             self._guarded(result, lambda: self._record_purge(
-                result, info, finish_purge(plan, done, self.store, now_ms=self.clock())))
+                result, info, self._finish(plan, done, copied)))
             return result
 
         finished, fatal = _each(pool, finish_one, split)
@@ -570,11 +602,14 @@ class ManagedLedgerTrimmer:
         self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, purged: PurgeResult
     ) -> None:
         markers = formats.deletable_markers(info)
-        result.deleted += [
-            DeletedLedger(o.target.ledger_id, o.objects, o.bytes)
-            for o in purged.deleted
-            if o.target.ledger_id is not None
-        ]
+        for outcome in purged.deleted:
+            if outcome.target.ledger_id is None:
+                continue
+            done = DeletedLedger(outcome.target.ledger_id, outcome.objects, outcome.bytes)
+            if outcome.target.target_class == OFFLOADED_LEDGER:
+                result.offloaded_deleted.append(done)
+            else:
+                result.deleted.append(done)
         result.cleared += purged.cleared
         for ledger_id, error in sorted(purged.pending.items()):
             before = _marker_state(ledger_id, markers[ledger_id])

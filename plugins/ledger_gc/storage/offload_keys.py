@@ -1,0 +1,51 @@
+"""Pulsar's tiered-storage object names (pure, no I/O).
+
+Pulsar's blob-store offloader (``DataBlockUtils``) writes an offloaded ledger as two
+objects, ``<uuid>-ledger-<ledgerId>`` (the data) and ``<uuid>-ledger-<ledgerId>-index``,
+where ``<uuid>`` is the ledger's ``OffloadContext`` (uidMsb, uidLsb) as Java prints a
+UUID (lower-case hex, 8-4-4-4-12). ledger-gc reads them below an optional prefix
+(``LEDGERGC_OFFLOAD_PREFIX``). The streaming offloader's ``<uuid>`` and ``<uuid>-index``
+objects, and anything else, are not segments of an offloaded ledger: foreign.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+# Java prints a long in decimal with no leading zeros; ids are never negative.
+_SEGMENT = re.compile(rf"({_UUID})-ledger-(0|[1-9][0-9]{{0,18}})(-index)?", re.ASCII)
+MAX_ID = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SegmentKey:
+    """An offloaded ledger's data or index object."""
+
+    key: str
+    uuid: str
+    ledger_id: int
+    is_index: bool
+
+
+def _base(prefix: str) -> str:
+    stripped = prefix.strip("/")
+    return f"{stripped}/" if stripped else ""
+
+
+def segment_keys(prefix: str, uuid: str, ledger_id: int) -> tuple[str, str]:
+    """The data and index keys of ledger ``ledger_id`` offloaded under ``uuid``."""
+    data = f"{_base(prefix)}{uuid}-ledger-{ledger_id}"
+    return data, f"{data}-index"
+
+
+def parse_segment_key(prefix: str, key: str) -> SegmentKey | None:
+    """The segment a key is, or None when it is not one (foreign)."""
+    base = _base(prefix)
+    if not key.startswith(base):
+        return None
+    match = _SEGMENT.fullmatch(key[len(base) :])
+    if match is None or int(match.group(2)) > MAX_ID:
+        return None
+    return SegmentKey(key, match.group(1), int(match.group(2)), match.group(3) is not None)
