@@ -87,17 +87,22 @@ def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
 def trim_shard(
     names: Sequence[str], params: Mapping[str, Any] | None, run_id: str
 ) -> dict[str, Any]:
+    from ledger_gc.termination import stop_on_signals
     from ledger_gc.trim import TrimScope, run_trim
 
     params = params or {}
-    report = run_trim(
-        settings_for(params),
-        scope=TrimScope.of(names),
-        dry_run=bool(params.get("dry_run")),
-        run_id=run_id,
-        record_run=False,  # the summary task records the whole run once
-        source="airflow",
-    )
+    # A task timeout or a worker shutdown sends SIGTERM: the delete batch under way
+    # finishes and is audited, then the shard stops and fails (a retry goes on).
+    with stop_on_signals() as stop:
+        report = run_trim(
+            settings_for(params),
+            scope=TrimScope.of(names),
+            dry_run=bool(params.get("dry_run")),
+            run_id=run_id,
+            record_run=False,  # the summary task records the whole run once
+            source="airflow",
+            should_stop=stop,
+        )
     if report.error:
         # ZooKeeper went away mid-shard: fail the task so Airflow retries it (idempotent).
         raise TrimRunFailedError(f"trim of {len(names)} managed ledgers stopped: {report.error}")
