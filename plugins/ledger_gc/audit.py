@@ -92,6 +92,16 @@ class AuditLog:
                     continue  # a torn line from a crashed writer; the rest is intact
         return records[-limit:] if limit else records
 
+    def announced(self) -> set[tuple[str, str, int]]:
+        """(target class, managed ledger, ledger id) of every ledger-level deletion the log
+        announced (``deleting``) or recorded: the evidence that a ledger whose data is
+        not found any more was deleted by ledger-gc, not misplaced by a setting."""
+        return {
+            (str(r.get("target_class")), str(r.get("ml_name")), int(r["ledger_id"]))
+            for r in self.read()
+            if r.get("ledger_id") is not None
+        }
+
     def deletions(self) -> list[dict[str, Any]]:
         """The ``deleted`` records (what was freed), oldest first; write-ahead
         ``deleting`` records are left out."""

@@ -179,16 +179,18 @@ class Deleter:
         records = []
         for outcome, blocks in batch:
             failed = [block.key for block in blocks if block.key in result.failed]
-            kept = [block.key for block in blocks if block.key in left]
+            # Unconfirmed (the listing failed): what S3 accepted counts as freed for the
+            # audit, but the target is not "gone", so its marker stays for the next run.
+            kept = [block.key for block in blocks if left is not None and block.key in left]
             deleted = [block for block in blocks if block.key not in result.failed
-                       and block.key not in left]
+                       and block.key not in kept]
             outcome.objects = len(deleted)
             outcome.bytes = sum(block.size for block in deleted)
             outcome.gone = not failed and not kept and left is not None
             if failed:
                 outcome.error = f"{len(failed)} objects not deleted: {result.failed[failed[0]]}"
             elif left is None:
-                outcome.error = "confirming listing failed; kept for the next run"
+                outcome.error = "the listing to confirm the delete failed; kept for the next run"
             elif kept:
                 outcome.error = "data still present"
             if deleted:

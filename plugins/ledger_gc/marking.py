@@ -49,6 +49,10 @@ OTHER_OFFLOAD_BUCKET = (
     "LEDGERGC_OFFLOAD_BUCKET={configured!r}; kept (never guessed)"
 )
 
+# Whether the audit log announced the deletion of (target class, managed ledger, ledger).
+Audited = Callable[[str, str, int], bool]
+LEDGER = "ledger"
+
 # A guard's verdict on a marked ledger: None when it may be deleted, else why not.
 Guard = Callable[[int, Mapping[str, Any]], str | None]
 
@@ -161,6 +165,7 @@ def plan_purge(
     store_verified: bool = False,
     reason: str = "marked deletable",
     offload: Deleter | None = None,
+    audited: Audited = lambda _class, _ml, _ledger: False,
 ) -> PurgePlan:
     """Which marked ledgers' blocks to delete (from one listing of the managed ledger's
     ``ledgers/``), which offloaded copies (``offload``: the tiered-storage deleter, None
@@ -174,7 +179,11 @@ def plan_purge(
     storage = deleter.storage
     ledgers_root = f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"
     listing = list_ledger_blocks(deleter, ml_name)
-    verified = store_verified or bool(listing)
+    # Evidence that the settings point at this managed ledger's data: blocks of a ledger
+    # its record lists or marks (not merely anything under its name: another cluster
+    # sharing the bucket may hold a topic of the same name under a sibling prefix).
+    known = {ledger.ledgerId for ledger in info.ledgerInfo} | set(markers)
+    verified = store_verified or any(ledger_id in listing for ledger_id in known)
     for ledger_id in sorted(markers):
         marker = markers[ledger_id]
         held = guard(ledger_id, marker) if guard is not None else None
@@ -193,7 +202,7 @@ def plan_purge(
                 continue
             if int(marker["entries"]) == 0 and int(marker["size"]) == 0:
                 result.cleared.append(ledger_id)
-            elif verified:
+            elif verified or audited(LEDGER, ml_name, ledger_id):
                 result.cleared.append(ledger_id)  # deleted by an earlier, interrupted pass
             else:
                 result.pending[ledger_id] = (
@@ -206,7 +215,7 @@ def plan_purge(
             DeleteTarget(
                 prefix=ledger_dir(storage.prefix, ml_name, ledger_id),
                 operation=operation,
-                target_class="ledger",
+                target_class=LEDGER,
                 ml_name=ml_name,
                 ledger_id=ledger_id,
                 reason=reason,
@@ -262,7 +271,7 @@ def finish_purge(
     now_ms: int,
     dry_run: bool = False,
     offload_outcomes: Sequence[TargetOutcome] = (),
-    audited: Callable[[str, int], bool] = lambda _ml, _ledger: False,
+    audited: Audited = lambda _class, _ml, _ledger: False,
 ) -> PurgeResult:
     """Drop the markers of what is gone (one CAS), note why the others stay. A marker
     of an offloaded ledger goes only when its tiered-storage copy is gone too; a copy of
@@ -282,7 +291,9 @@ def finish_purge(
             ledger_id = outcome.target.ledger_id
             if outcome.objects:
                 result.deleted.append(outcome)
-            elif ledger_id in plan.offload_complete and not audited(result.ml_name, ledger_id):
+            elif ledger_id in plan.offload_complete and not audited(
+                OFFLOADED_LEDGER, result.ml_name, ledger_id
+            ):
                 copies_left[ledger_id] = (
                     f"tiered-storage copy {outcome.target.prefix} not found; check "
                     "LEDGERGC_OFFLOAD_BUCKET and LEDGERGC_OFFLOAD_PREFIX (marker kept)"
@@ -328,6 +339,7 @@ def purge_marked(
     store_verified: bool = False,
     reason: str = "marked deletable",
     offload: Deleter | None = None,
+    audited: Audited | None = None,
 ) -> PurgeResult:
     """Delete the data of every marked ledger, then drop the markers of those gone.
 
@@ -350,14 +362,33 @@ def purge_marked(
         store_verified=store_verified,
         reason=reason,
         offload=offload,
+        audited=audited or announced_by(deleter),
     )
     if not (plan.targets or plan.offload_targets or plan.result.cleared or plan.result.pending):
         return plan.result
     outcomes = deleter.delete(plan.targets)
     copies = offload.delete(plan.offload_targets) if offload is not None else []
     return finish_purge(
-        plan, outcomes, store, now_ms=now_ms, dry_run=deleter.dry_run, offload_outcomes=copies
+        plan,
+        outcomes,
+        store,
+        now_ms=now_ms,
+        dry_run=deleter.dry_run,
+        offload_outcomes=copies,
+        audited=audited or announced_by(deleter),
     )
+
+
+def announced_by(deleter: Deleter) -> Audited:
+    """``Audited`` from the deleter's audit log, read once, on first use."""
+    cache: list[set[tuple[str, str, int]]] = []
+
+    def audited(target_class: str, ml_name: str, ledger_id: int) -> bool:
+        if not cache:
+            cache.append(deleter.audit.announced() if deleter.audit is not None else set())
+        return (target_class, ml_name, ledger_id) in cache[0]
+
+    return audited
 
 
 def _unmark(

@@ -79,6 +79,9 @@ class ManagedLedgerTrim:
     # Markers removed with nothing deleted: the ledger had no entries, or an earlier,
     # interrupted run deleted its data. Never counted as reclaimed.
     cleared: list[int] = field(default_factory=list)
+    # Marked ledgers put back in the list because a cursor (moved there by another tool)
+    # still needs them and their data is whole.
+    restored: list[int] = field(default_factory=list)
     pending: list[MarkerState] = field(default_factory=list)
     zk_writes: int = 0
     error: str | None = None
@@ -103,6 +106,7 @@ class ManagedLedgerTrim:
             or self.deleted
             or self.offloaded_deleted
             or self.cleared
+            or self.restored
             or self.pending
             or self.error
             or self.missing
@@ -126,6 +130,7 @@ class ManagedLedgerTrim:
             "deleted": [asdict(ledger) for ledger in self.deleted],
             "offloaded_deleted": [asdict(ledger) for ledger in self.offloaded_deleted],
             "cleared": list(self.cleared),
+            "restored": list(self.restored),
             "pending": [m.to_dict(now_ms) for m in self.pending],
             "zk_writes": self.zk_writes,
             "error": self.error,

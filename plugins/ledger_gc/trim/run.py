@@ -174,6 +174,11 @@ def run_trim(
         )
         try:
             trimmer.trim(names, report.managed_ledgers)
+        except SafetyRefusalError as exc:
+            if not report.managed_ledgers:
+                raise  # refused before anything was done: the error is the whole answer
+            report.error = f"{exc}; the run stopped, markers already written stay for next run"
+            log.error("trim %s stopped: %s", run_id, exc)
         except (MetadataUnavailableError, AuditUnavailableError, StoppedError) as exc:
             report.error = f"{exc}; the run stopped, markers already written stay for next run"
             log.error("trim %s stopped: %s", run_id, exc)

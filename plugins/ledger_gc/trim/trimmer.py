@@ -48,6 +48,7 @@ audit log becoming unavailable stops the run.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -66,21 +67,24 @@ from ledger_gc.errors import (
     StoppedError,
 )
 from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.ledger.delete import DELETING_PROPERTY
 from ledger_gc.marking import (
     Guard,
     PurgePlan,
     PurgeResult,
+    announced_by,
     finish_purge,
+    list_ledger_blocks,
     mark_deletable,
     plan_purge,
 )
 from ledger_gc.metadata import paths
+from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import CursorWrite, MetadataStore
 from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import LEDGERS_DIR, ml_dir
+from ledger_gc.storage.keys import parse_key
+from ledger_gc.storage.s3 import BlockRef
 from ledger_gc.trim.eligibility import (
     TrimDecision,
     decide_trim,
@@ -151,7 +155,9 @@ class ManagedLedgerTrimmer:
         self.store = store
         # Tiered storage: deletes offloaded ledgers' copies (None: tiered storage off).
         self.offload = offload
-        self._audited_copies: set[tuple[str, int]] | None = None
+        # The audit log's announced deletions, read once, only if a marker's data is not
+        # found (``marking.plan_purge``: evidence of an earlier, interrupted run).
+        self.audited = announced_by(deleter)
         # Managed ledgers decided, marked and purged at once (their requests overlap;
         # ZooKeeper and S3 answer many in parallel).
         self.workers = workers
@@ -170,8 +176,11 @@ class ManagedLedgerTrimmer:
         None where the managed ledger no longer exists, an error where it cannot be
         decoded (that one alone is skipped)."""
         ml_paths = [paths.managed_ledger_path(name) for name in names]
-        children = self.store.children_of_many(ml_paths)
+        # The record first, then its cursors: a cursor created after the record was read
+        # re-set the record (``create_cursor_from_record``), so the mark's multi fails on
+        # the record's version; one created before it is in the listing that follows.
         records = self.store.get_many_raw(ml_paths)
+        children = self.store.children_of_many(ml_paths)
         cursor_paths = [
             paths.cursor_path(name, cursor)
             for name, cursors in zip(names, children, strict=True)
@@ -219,32 +228,37 @@ class ManagedLedgerTrimmer:
         """Refuse the run if the bucket and prefix hold none of the data the metadata
         says exists: a wrong ``LEDGERGC_PREFIX`` or ``LEDGERGC_BUCKET``.
 
-        Samples managed ledgers that list closed, non-empty ledgers, and asks for any one
-        block under each one's ``ledgers/`` directory (a LIST of at most one key). Any
-        sample with data verifies the location for the run.
+        Samples managed ledgers that list closed, non-empty ledgers whose data is not only
+        in tiered storage, and asks for any one block under each one's ``ledgers/``
+        directory (a LIST of at most one key). Any sample with data verifies the location
+        for the run.
         """
-        samples: list[str] = []
+        samples: list[tuple[str, set[int]]] = []
         for name, state in zip(names, states, strict=True):
-            if isinstance(state, LedgerState) and any(
-                stat.entries > 0 for stat in ledger_stats(state.record)[:-1]
-            ):
-                samples.append(name)
+            if not isinstance(state, LedgerState):
+                continue
+            closed = _closed_ledgers(state.record)
+            expected = {li.ledgerId for li in closed if _holds_store_data(li)}
+            if expected:
+                samples.append((name, expected))
             if len(samples) >= PROBE_SAMPLES:
                 break
         storage = self.deleter.storage
-        for name in samples:
+        for name, expected in samples:
             try:
-                prefix = f"{ml_dir(storage.prefix, name)}{LEDGERS_DIR}/"
+                listing = list_ledger_blocks(self.deleter, name)
             except ValueError:
                 continue  # a name the store cannot hold: that managed ledger fails alone
-            if not storage.prefix_is_empty(prefix):
+            # Blocks of the very ledgers the record lists, not merely something under the
+            # topic's name (another cluster's copy of a same-named topic does not count).
+            if expected & listing.keys():
                 self.store_verified = True
                 return
         if samples:
             raise SafetyRefusalError(
                 f"none of {len(samples)} managed ledgers whose metadata lists closed ledgers "
                 f"has any data in s3://{storage.bucket}/{storage.settings.key_prefix} (e.g. "
-                f"{samples[0]}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. Nothing was "
+                f"{samples[0][0]}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. Nothing was "
                 "marked or deleted"
             )
 
@@ -274,6 +288,8 @@ class ManagedLedgerTrimmer:
                 states = self.read_states(batch)
                 if start == 0:
                     self.probe_store(states, batch)
+                if not self.dry_run:
+                    self._check_writable()
                 marked, fatal = _each(pool, lambda item: self.mark_one(*item),
                                       list(zip(batch, states, strict=True)))
                 done = [item for item in marked if item is not None]
@@ -292,6 +308,16 @@ class ManagedLedgerTrimmer:
                         "next run goes on from there"
                     )
         return results
+
+    def _check_writable(self) -> None:
+        """Before each batch's marks: a broker that started since (a rolling restart)
+        owns these topics now and would fence one whose record changes under it."""
+        read_only, why = metadata_is_read_only(self.store, self.settings)
+        if read_only:
+            raise SafetyRefusalError(
+                f"the metadata became read-only during the run ({why}); the trim stopped "
+                "before marking more"
+            )
 
     def mark_one(
         self, name: str, state: LedgerState | LedgerGcError | None
@@ -479,18 +505,26 @@ class ManagedLedgerTrimmer:
 
     # --- phase two ----------------------------------------------------------------------
 
-    def _cursor_guard(self, name: str, info: ManagedLedgerInfo) -> Guard | None:
+    def _cursor_guard(self, name: str, needed: list[int]) -> Guard:
         """Just before deleting: every cursor as the leader has it now. A marked ledger
-        whose data some cursor has not consumed is kept (see the module docstring)."""
-        if formats.get_property(info, DELETING_PROPERTY) is not None:
-            return None  # the managed ledger is being deleted: its cursors go with it
+        whose data some cursor has not consumed is kept (see the module docstring), and
+        its id goes to ``needed`` (to be put back in the list)."""
+        # Applied even to a managed ledger being deleted (``ledger-gc.deleting``): its
+        # cursors then still need its marked ledgers, and the delete, not the trim,
+        # finishes it. A stale flag on a topic in use must not switch the guard off.
         self.store.sync(paths.managed_ledger_path(name))
         positions = self.read_state(name).cursors
 
         def guard(ledger_id: int, marker: Mapping[str, Any]) -> str | None:
             marked = {ledger_id: int(marker["entries"])}
             for cursor, state in sorted(positions.items()):
+                if state.info.cursorsLedgerId != -1:
+                    return (
+                        f"cursor {cursor} now keeps its position in cursor ledger "
+                        f"{state.info.cursorsLedgerId}, which ledger-gc cannot read; data kept"
+                    )
                 if unconsumed_marked_ledger(state.position, marked) is not None:
+                    needed.append(ledger_id)
                     return (
                         f"cursor {cursor} at {state.position} has not consumed it (reset "
                         "back?); data kept"
@@ -511,28 +545,78 @@ class ManagedLedgerTrimmer:
                 f"{path}; nothing of this managed ledger was deleted. Check whether they "
                 "are live and remove the wrong marker (ledger-gc.deletable.<id>) by hand"
             )
-        return plan_purge(
+        needed: list[int] = []
+        plan = plan_purge(
             result.name,
             info,
             self.deleter,
             operation=OPERATION,
-            guard=self._cursor_guard(result.name, info),
+            guard=self._cursor_guard(result.name, needed),
             store_verified=self.store_verified,
             reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
             offload=self.offload,
+            audited=self.audited,
         )
+        deleting = formats.get_property(info, DELETING_PROPERTY) is not None
+        if needed and not deleting:  # a managed ledger being deleted gets nothing back
+            for ledger_id in self._restore(result.name, markers, needed):
+                plan.result.pending.pop(ledger_id, None)
+                result.restored.append(ledger_id)
+        return plan
 
-    def _copy_audited(self, ml_name: str, ledger_id: int) -> bool:
-        """Whether the audit log records an earlier deletion of this ledger's
-        tiered-storage copy (read once per run, only when a copy is not found)."""
-        if self._audited_copies is None:
-            audit = self.deleter.audit
-            self._audited_copies = {
-                (str(r.get("ml_name")), int(r.get("ledger_id") or -1))
-                for r in (audit.deletions() if audit is not None else [])
-                if r.get("target_class") == OFFLOADED_LEDGER
-            }
-        return (ml_name, ledger_id) in self._audited_copies
+    def _restore(
+        self, name: str, markers: Mapping[int, Mapping[str, Any]], needed: list[int]
+    ) -> list[int]:
+        """Put marked ledgers that a cursor still needs back in the ledger list, when all
+        their data is still there: a cursor created or reset into them by another tool
+        can then read them again (Pulsar would never have dropped them). One CAS."""
+        blocks = list_ledger_blocks(self.deleter, name)
+        whole = [
+            ledger_id
+            for ledger_id in sorted(needed)
+            if self._all_entries_stored(
+                blocks.get(ledger_id, []), int(markers[ledger_id]["entries"])
+            )
+        ]
+        if not whole:
+            return []
+
+        def mutate(record: ManagedLedgerInfo) -> bool:
+            listed = {ledger.ledgerId for ledger in record.ledgerInfo}
+            current = formats.deletable_markers(record)
+            back = [i for i in whole if i in current and i not in listed]
+            for ledger_id in back:
+                restore_ledger_info(record.ledgerInfo.add(), ledger_id, current[ledger_id])
+            formats.remove_properties(record, [formats.marker_key(i) for i in back])
+            ordered = sorted(record.ledgerInfo, key=lambda ledger: ledger.ledgerId)
+            copies = [type(ledger)() for ledger in ordered]
+            for copy, ledger in zip(copies, ordered, strict=True):
+                copy.CopyFrom(ledger)
+            del record.ledgerInfo[:]
+            record.ledgerInfo.extend(copies)
+            return bool(back)
+
+        self.store.update_managed_ledger(name, mutate)
+        log.warning("%s: ledgers %s put back in the list: a cursor still needs them", name, whole)
+        return whole
+
+    def _all_entries_stored(self, blocks: Sequence[Any], entries: int) -> bool:
+        """Whether a ledger's blocks hold exactly entries ``0..entries-1``, no gap (each
+        block's count read from its index: a rare path, taken only to restore)."""
+        storage = self.deleter.storage
+        refs = []
+        for block in blocks:
+            parsed = parse_key(storage.prefix, block.key)
+            if parsed.ml_name is None or parsed.ledger_id is None:
+                continue
+            refs.append(BlockRef(block.key, parsed.ml_name, parsed.ledger_id,
+                                 parsed.first_entry_id or 0, block.size))
+        expected_next = 0
+        for ref in sorted(refs, key=lambda r: r.first_entry_id):
+            if ref.first_entry_id != expected_next:
+                return False
+            expected_next += storage.block_stats(ref).entry_count
+        return expected_next == entries
 
     def _finish(
         self,
@@ -541,7 +625,7 @@ class ManagedLedgerTrimmer:
         copies: Sequence[TargetOutcome],
     ) -> PurgeResult:
         return finish_purge(plan, outcomes, self.store, now_ms=self.clock(),
-                            offload_outcomes=copies, audited=self._copy_audited)
+                            offload_outcomes=copies, audited=self.audited)
 
     def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
         """Phase two for one managed ledger (between the rounds of a big mark)."""
@@ -633,6 +717,41 @@ class ManagedLedgerTrimmer:
                 len(purged.cleared),
                 len(purged.pending),
             )
+
+
+def restore_ledger_info(ledger: Any, ledger_id: int, marker: Mapping[str, Any]) -> None:
+    """A LedgerInfo rebuilt from its deletable marker (what the marker kept of it)."""
+    ledger.ledgerId = ledger_id
+    ledger.entries = int(marker["entries"])
+    ledger.size = int(marker["size"])
+    ledger.timestamp = int(marker["timestamp"])
+    uuid_text = marker.get("offloadUuid")
+    if uuid_text:
+        value = uuid.UUID(str(uuid_text)).int
+        msb, lsb = value >> 64, value & 0xFFFFFFFFFFFFFFFF
+        context = ledger.offloadContext
+        context.uidMsb = msb - (1 << 64) if msb >= 1 << 63 else msb
+        context.uidLsb = lsb - (1 << 64) if lsb >= 1 << 63 else lsb
+        if "offloadComplete" in marker:
+            context.complete = bool(marker["offloadComplete"])
+        if marker.get("offloadDriverName"):
+            context.driverMetadata.name = str(marker["offloadDriverName"])
+            for key, value_text in dict(marker.get("offloadDriverMetadata") or {}).items():
+                context.driverMetadata.properties.add(key=str(key), value=str(value_text))
+
+
+def _closed_ledgers(record: ManagedLedgerInfo) -> list[Any]:
+    """Every listed ledger but the current (highest) one."""
+    ledgers = sorted(record.ledgerInfo, key=lambda ledger: ledger.ledgerId)
+    return ledgers[:-1]
+
+
+def _holds_store_data(ledger: Any) -> bool:
+    """Whether the store must hold data of this closed ledger: it has entries, and its
+    data was not moved to tiered storage (offloaded and deleted from the store)."""
+    context = ledger.offloadContext if ledger.HasField("offloadContext") else None
+    moved = context is not None and context.complete and context.bookkeeperDeleted
+    return ledger.entries > 0 and not moved
 
 
 def _each(
