@@ -67,6 +67,7 @@ from ledger_gc.errors import (
     StoppedError,
 )
 from ledger_gc.ledger.cursor import mark_delete_of
+from ledger_gc.ledger.delete import DELETING_PROPERTY
 from ledger_gc.marking import (
     Guard,
     PurgePlan,
