@@ -388,6 +388,10 @@ def run_orphan_cycle(
     fails: nothing is deleted after a failure.
     """
     clock = clock or now_ms
+    # A damaged registry stops the cycle here, before Spark starts or anything is read:
+    # one error naming the file and the fix, and no failed-run report that would need
+    # the registry too (issue 11).
+    OrphanRegistry(settings.state_dir).check()
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(dry_run=dry_run, force=force, inventory=inventory)
     started = clock()
