@@ -22,14 +22,15 @@ default a cycle registers, corrects and reports what it would delete (DESIGN.md)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphans import deleting, guards, phases, report
+from ledger_gc.orphans import deleting, guards, horizon, phases, report
+from ledger_gc.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
 from ledger_gc.orphans.layout import DELETE, DIFF, PHASES, SNAPSHOT, RunPaths, new_run_id
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -38,7 +39,6 @@ from ledger_gc.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ledger_gc.orphans.classify import ManagedLedgerRefs
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,17 @@ def _snapshot_refs(run: RunPaths, ml_names: set[str]) -> dict[str, ManagedLedger
     return dict(snapshot_from_rows(list(rows)).managed_ledgers)
 
 
+def _horizon(
+    run: RunPaths, diff: dict[str, Any], candidates: Iterable[Candidate]
+) -> horizon.MetadataHorizon:
+    """What the run's metadata knows of: its id counter, and the ledger lists of the
+    managed ledgers that have orphan-ledger candidates."""
+    names = {c.ml_name for c in candidates if c.target_class == ORPHAN_LEDGER}
+    return horizon.MetadataHorizon.of(
+        diff.get("id_counter"), diff.get("metadata_max_ledger_id"), _snapshot_refs(run, names)
+    )
+
+
 def step_phases(
     settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
 ) -> dict[str, Any]:
@@ -135,12 +146,22 @@ def step_phases(
     assert diff is not None
     run.start_step(PHASES, keep_data=True)
     refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
+    found = {c.prefix(settings.prefix): c for c in read_candidates(run)}
+    candidates, held = horizon.split_held(found, _horizon(run, diff, found.values()))
+    stale = guards.stale_metadata(
+        horizon.proof_of_staleness(held), settings.zk_hosts, force=force
+    )
+    if stale is not None:
+        refusals.insert(0, stale)
+    for item in held:
+        log.warning("orphan cycle %s holds %s: %s", run_id, item.prefix, item.reason)
     registry = OrphanRegistry(settings.state_dir)
     result: dict[str, Any] = {
         "applied": False,
         "forced": force,
         "scan_number": None,
         "refusals": [r.to_dict() for r in refusals],
+        "held": [item.to_dict() for item in held],
         "added": 0,
         "seen": 0,
         "restarted": 0,
@@ -151,7 +172,6 @@ def step_phases(
             log.warning("orphan cycle %s refused: %s", run_id, refusal.reason)
         run.write_manifest(PHASES, result)
         return result
-    candidates = {c.prefix(settings.prefix): c for c in read_candidates(run)}
     now = clock()
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
@@ -178,6 +198,7 @@ def step_phases(
             entry.prefix: phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
             for entry in missing
         }
+        reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
         for entry in changes.added:
             txn.upsert(entry)

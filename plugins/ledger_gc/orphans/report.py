@@ -40,8 +40,12 @@ partitions; 0 for foreign). ``orphan_bytes``, ``orphan_fraction`` (of all scanne
 above...}}}``; keys outside any managed-ledger directory count under ``"(none)"``.
 
 ``refusals``: ``[{"guard", "reason", "forced"}]``, guards ``metadata-read``,
-``zero-managed-ledgers``, ``orphan-fraction``, ``stale-run`` (a forced guard is listed
-with ``forced: true`` and did not stop the cycle).
+``zero-managed-ledgers``, ``orphan-fraction``, ``stale-metadata``, ``stale-run`` (a
+forced guard is listed with ``forced: true`` and did not stop the cycle).
+
+``held``: ``[{"prefix", "target_class", "ml_name", "ledger_id", "bytes", "reason"}]``:
+orphan-looking targets newer than everything the metadata knows (``horizon.py``); never
+registered or deleted.
 
 ``deleted``, ``would_delete``: ``[{"prefix", "target_class", "ml_name", "ledger_id",
 "objects", "bytes", "reason"}]``. ``waiting``: ``[{"prefix", "target_class", "ml_name",
@@ -328,6 +332,7 @@ def build_report(
         "phases": tally.total,
         "namespaces": namespaces,
         "refusals": refusals,
+        "held": list((applied or {}).get("held", []))[:MAX_LISTED],
         "deleted": deleted_list[:MAX_LISTED],
         "would_delete": would_delete[:MAX_LISTED],
         "waiting": waiting[:MAX_LISTED],
@@ -412,6 +417,8 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     for name in PHASE_NAMES:
         phase = data["phases"][name]
         yield f"    {name:<17} {phase['count']:>8} targets {_size(phase['bytes']):>10}"
+    for item in data.get("held", []):
+        yield f"  held (newer than the metadata, kept) {item['prefix']}: {item['reason']}"
     for item in data["deleted"]:
         yield f"  deleted {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
     for item in data["would_delete"]:
