@@ -49,6 +49,9 @@ class Settings:
     trim_retention: TrimRetention = TrimRetention()
     # "tenant/namespace" -> retention; overrides trim_retention for that namespace.
     trim_retention_overrides: Mapping[str, TrimRetention] = field(default_factory=dict)
+    # How long an orphan cycle waits for the delete lock another cycle holds before it
+    # deletes nothing this time (orphans/delete_lock.py; issue 11).
+    orphan_lock_wait_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if not self.zk_hosts.strip():
@@ -102,6 +105,7 @@ class Settings:
             "LEDGERGC_TRIM_RETENTION_SECONDS": str(self.trim_retention.seconds),
             "LEDGERGC_TRIM_RETENTION_BYTES": str(self.trim_retention.bytes),
         }
+        env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
         if self.trim_retention_overrides:
@@ -124,6 +128,12 @@ class Settings:
             return value if value not in (None, "") else None
 
         overrides_raw = get("TRIM_RETENTION_OVERRIDES")
+        # --- orphan delete lock (issue 11) ---
+        lock_wait = float(
+            _number("ORPHAN_LOCK_WAIT_SECONDS", get, defaults.orphan_lock_wait_seconds)
+        )
+        if lock_wait < 0:
+            raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
         return cls(
             zk_hosts=get("ZK_HOSTS") or defaults.zk_hosts,
             zk_timeout_seconds=_number("ZK_TIMEOUT_SECONDS", get, defaults.zk_timeout_seconds),
@@ -143,6 +153,7 @@ class Settings:
                 bytes=int(_number("TRIM_RETENTION_BYTES", get, 0)),
             ),
             trim_retention_overrides=parse_retention_overrides(overrides_raw),
+            orphan_lock_wait_seconds=lock_wait,
         )
 
 

@@ -1,8 +1,8 @@
 """The ``ledgergc orphans`` subcommand: one full orphan cycle, reported.
 
 Runs ``run_orphan_cycle`` with a local Spark session (``local[*]``). Exit status: 0 when
-the cycle completed, 1 when a guard refused it or a delete failed (work left for the
-next run), 2 on an error (nothing deleted after it).
+the cycle completed, 1 when a guard refused it, a delete failed or another cycle held
+the delete lock (work left for the next run), 2 on an error (nothing deleted after it).
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
         _print(exc.report, args.json)
         return EXIT_ERROR
     _print(report, args.json)
-    if report.status != OK or report.to_dict()["failed"]:
+    data = report.to_dict()
+    if report.status != OK or data["failed"] or data.get("pending"):
         return EXIT_INCOMPLETE
     return EXIT_OK

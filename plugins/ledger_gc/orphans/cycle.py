@@ -31,6 +31,7 @@ from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, horizon, phases, report
 from ledger_gc.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
+from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import DELETE, DIFF, PHASES, SNAPSHOT, RunPaths, new_run_id
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -247,8 +248,13 @@ def step_delete(
     spark: SparkSession | None = None,
     clock: Clock = now_ms,
     distribute_over: int = DISTRIBUTE_OVER,
+    lock_wait_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """Phase 3: re-check and delete (or report) what is due; one registry transaction."""
+    """Phase 3: re-check and delete (or report) what is due; one registry transaction.
+
+    Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
+    and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
+    defaults to ``settings.orphan_lock_wait_seconds``."""
     run = RunPaths(settings.state_dir, run_id)
     applied = run.read_manifest(PHASES)
     assert applied is not None
@@ -260,19 +266,45 @@ def step_delete(
         "results": [],
         "eligible": 0,
     }
-    registry = OrphanRegistry(settings.state_dir)
-    latest = registry.latest_scan()
     if not applied.get("applied"):
         result["skipped"] = "the scan was not applied (see the refusals); nothing deleted"
-    elif latest is None or latest.run_id != run_id:
+        run.write_manifest(DELETE, result)
+        return result
+    wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
+    try:
+        with delete_lock(settings, run_id, wait):
+            return _delete_under_lock(
+                settings, run, result, deleting_now, spark, clock, distribute_over
+            )
+    except DeleteLockBusy as exc:
+        log.warning("orphan cycle %s: %s", run_id, exc)
+        result.update(skipped=str(exc), lock_busy=True)
+        run.write_manifest(DELETE, result)
+        return result
+
+
+def _delete_under_lock(
+    settings: Settings,
+    run: RunPaths,
+    result: dict[str, Any],
+    deleting_now: bool,
+    spark: SparkSession | None,
+    clock: Clock,
+    distribute_over: int,
+) -> dict[str, Any]:
+    """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
+    had: an overlapping cycle that held it before may have deleted, or applied a newer
+    scan, and what it closed must not be deleted or audited again."""
+    run_id = run.run_id
+    registry = OrphanRegistry(settings.state_dir)
+    latest = registry.latest_scan()
+    if latest is None or latest.run_id != run_id:
         result["skipped"] = (
             f"a newer scan (run {latest.run_id if latest else '?'}) was applied since; only "
             "the latest run may delete"
         )
-    if result["skipped"]:
         run.write_manifest(DELETE, result)
         return result
-    assert latest is not None
     now = clock()
     plan = phases.plan_deletion(
         registry.entries().values(),

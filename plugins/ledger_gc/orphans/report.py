@@ -47,6 +47,10 @@ forced guard is listed with ``forced: true`` and did not stop the cycle).
 orphan-looking targets newer than everything the metadata knows (``horizon.py``); never
 registered or deleted.
 
+``delete_skipped``: why phase 3 deleted nothing (null: it ran); ``pending``: true when
+that was because another cycle held the delete lock (exit status 1; the next run
+retries).
+
 ``deleted``, ``would_delete``: ``[{"prefix", "target_class", "ml_name", "ledger_id",
 "objects", "bytes", "reason"}]``. ``waiting``: ``[{"prefix", "target_class", "ml_name",
 "ledger_id", "bytes", "phase", "first_seen_ms", "until_ms"}]`` soonest first (at most
@@ -333,6 +337,9 @@ def build_report(
         "namespaces": namespaces,
         "refusals": refusals,
         "held": list((applied or {}).get("held", []))[:MAX_LISTED],
+        "delete_skipped": (deleted or {}).get("skipped"),
+        # Work left for the next run because another cycle held the delete lock.
+        "pending": bool((deleted or {}).get("lock_busy")),
         "deleted": deleted_list[:MAX_LISTED],
         "would_delete": would_delete[:MAX_LISTED],
         "waiting": waiting[:MAX_LISTED],
@@ -417,6 +424,8 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     for name in PHASE_NAMES:
         phase = data["phases"][name]
         yield f"    {name:<17} {phase['count']:>8} targets {_size(phase['bytes']):>10}"
+    if data.get("pending"):
+        yield f"  delete skipped (pending): {data['delete_skipped']}"
     for item in data.get("held", []):
         yield f"  held (newer than the metadata, kept) {item['prefix']}: {item['reason']}"
     for item in data["deleted"]:
