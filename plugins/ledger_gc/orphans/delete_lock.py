@@ -14,14 +14,17 @@ the cycle deletes nothing, says who holds the lock, and the next run retries.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kazoo.exceptions import LockTimeout
+from kazoo.exceptions import KazooException, LockTimeout
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.settings import Settings
+
+log = logging.getLogger(__name__)
 
 DELETE_LOCK_PATH = "/ledger-gc/locks/orphan-delete"
 
@@ -53,4 +56,11 @@ def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterato
         try:
             yield
         finally:
-            lock.release()
+            try:
+                lock.release()
+            except KazooException as exc:
+                # The session is gone (ZooKeeper went away mid-delete): its ephemeral lock
+                # node goes with it, and the error that matters is the one in flight.
+                log.warning(
+                    "could not release %s (%s); it ends with the session", DELETE_LOCK_PATH, exc
+                )

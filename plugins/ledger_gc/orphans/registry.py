@@ -31,6 +31,7 @@ from typing import Any
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.orphans.layout import ORPHANS_DIR, REGISTRY_FILE
 from ledger_gc.orphans.phases import RegistryEntry
+from ledger_gc.orphans.timekeeping import Instant
 
 SCHEMA_VERSION = 1
 
@@ -210,6 +211,17 @@ class OrphanRegistry:
     def latest_scan(self) -> ScanRecord | None:
         with self._connect() as conn:
             return _latest_scan(conn)
+
+    def scan_instants(self) -> dict[int, Instant]:
+        """The servers' time of each scan that recorded one (timekeeping.py)."""
+        with self._connect() as conn:
+            rows = conn.execute("SELECT number, result FROM scans").fetchall()
+        instants = {}
+        for row in rows:
+            instant = Instant.from_dict(json.loads(row["result"]).get("instant"))
+            if instant is not None:
+                instants[int(row["number"])] = instant
+        return instants
 
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
         with self._connect() as conn:

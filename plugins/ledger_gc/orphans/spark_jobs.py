@@ -451,6 +451,9 @@ def diff_job(
             "scan_started_ms": scan_manifest["started_ms"],
             "scan_source": scan_manifest["source"],
             "id_counter": scan_manifest.get("id_counter"),
+            # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
+            "snapshot_sequence": snapshot_manifest.get("sequence"),
+            "scan_instant": scan_manifest.get("instant"),
             "metadata_max_ledger_id": _metadata_max_ledger_id(snapshot),
         },
     )
