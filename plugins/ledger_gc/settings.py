@@ -71,6 +71,9 @@ class Settings:
     offload_bucket: str = ""
     offload_prefix: str = ""
     offload_s3_endpoint: str | None = None
+    # How long an orphan cycle waits for the delete lock another cycle holds before it
+    # deletes nothing this time (orphans/delete_lock.py).
+    orphan_lock_wait_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         """Check every setting's form, so a bad one stops the run before it starts.
@@ -194,6 +197,7 @@ class Settings:
             "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
             "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
         }
+        env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
         if self.trim_retention_overrides:
@@ -216,6 +220,12 @@ class Settings:
             return value if value not in (None, "") else None
 
         overrides_raw = get("TRIM_RETENTION_OVERRIDES")
+        # --- orphan delete lock (issue 11) ---
+        lock_wait = float(
+            _number("ORPHAN_LOCK_WAIT_SECONDS", get, defaults.orphan_lock_wait_seconds)
+        )
+        if lock_wait < 0:
+            raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
         return cls(
             zk_hosts=get("ZK_HOSTS") or defaults.zk_hosts,
             zk_timeout_seconds=_number("ZK_TIMEOUT_SECONDS", get, defaults.zk_timeout_seconds),
@@ -246,6 +256,7 @@ class Settings:
             offload_bucket=get("OFFLOAD_BUCKET") or "",
             offload_prefix=get("OFFLOAD_PREFIX") or "",
             offload_s3_endpoint=get("OFFLOAD_S3_ENDPOINT"),
+            orphan_lock_wait_seconds=lock_wait,
         )
 
 

@@ -122,6 +122,7 @@ def run_demo(settings: Settings) -> None:
     from demo_leaks import plant_leaks, plant_orphan_ledgers
     from demo_store import write_demo_store
     from ledger_gc.orphans import run_orphan_cycle
+    from ledger_gc.orphans.witness import ServerClocks
     from ledger_gc.trim import run_trim
 
     write_demo_store(settings)
@@ -136,7 +137,11 @@ def run_demo(settings: Settings) -> None:
         plant_orphan_ledgers(settings, store, LedgerStorage(settings), ml_name, 1, 5)
     # An hour later: grace and retention are over for the first leaks (deleted after a
     # live re-check); the ledger planted since is registered and waits in grace.
-    run_orphan_cycle(settings, clock=lambda: int(time.time() * 1000) + HOUR_MS)
+    run_orphan_cycle(
+        settings,
+        clock=lambda: int(time.time() * 1000) + HOUR_MS,
+        witness=ServerClocks(offset_ms=HOUR_MS),  # the servers' clocks an hour on too
+    )
     leave_a_failed_marker(settings)
 
 

@@ -102,3 +102,21 @@ def clock_at() -> Callable[[float], Callable[[], int]]:
         return lambda: int(time.time() * 1000 + hours * 3_600_000)
 
     return make
+
+
+@pytest.fixture
+def later() -> Callable[[float], dict[str, Any]]:
+    """``later(hours)``: cycle arguments for a world that many hours on, the host's clock
+    *and* the servers' (ZooKeeper's, S3's) alike: how a test lets grace and retention
+    pass without waiting. Moving the host's ``clock`` alone is a wrong clock, which the
+    cycle does not trust (issue 11)."""
+    from ledger_gc.orphans.witness import ServerClocks
+
+    def make(hours: float) -> dict[str, Any]:
+        offset = int(hours * 3_600_000)
+        return {
+            "clock": lambda: int(time.time() * 1000) + offset,
+            "witness": ServerClocks(offset_ms=offset),
+        }
+
+    return make

@@ -38,7 +38,7 @@ def _store(settings: Settings, store_kit: Any) -> tuple[dict[str, Any], set[str]
 
 
 def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
-    settings: Settings, store_kit: Any, spark: Any, clock_at: Callable[[float], Any]
+    settings: Settings, store_kit: Any, spark: Any, later: Callable[[float], Any]
 ) -> None:
     enabled = settings.with_overrides(
         delete_enabled=True, grace_seconds=HOUR, retention_seconds=HOUR
@@ -60,7 +60,7 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
     assert first["namespaces"]["public/default"]["phases"]["registered"]["count"] == 3
     assert store_kit.keys() >= keep | set(planted["foreign_keys"])
 
-    second = run_orphan_cycle(enabled, spark=spark, clock=clock_at(2)).to_dict()
+    second = run_orphan_cycle(enabled, spark=spark, **later(2)).to_dict()
 
     assert second["status"] == "ok"
     assert {d["prefix"] for d in second["deleted"]} == leaks
@@ -74,7 +74,7 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
     assert {r["operation"] for r in audited} == {"orphan-removal"}
     assert [run["status"] for run in read_runs(settings.state_dir, "orphans")] == ["ok", "ok"]
 
-    third = run_orphan_cycle(enabled, spark=spark, clock=clock_at(3)).to_dict()
+    third = run_orphan_cycle(enabled, spark=spark, **later(3)).to_dict()
     assert third["phases"]["new"]["count"] == 0 and third["deleted"] == []
 
 

@@ -113,7 +113,7 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
 
 
 def test_new_data_in_a_registered_orphan_corrects_it_and_restarts_its_clock(
-    settings: Settings, store_kit: Any, spark: Any, clock_at: Callable[[float], Any]
+    settings: Settings, store_kit: Any, spark: Any, later: Callable[[float], Any]
 ) -> None:
     store_kit.managed_ledger(ML, entries=40, size=4000)
     storage = LedgerStorage(settings)
@@ -127,7 +127,7 @@ def test_new_data_in_a_registered_orphan_corrects_it_and_restarts_its_clock(
     [corrected] = second["corrected"]
     assert corrected["prefix"] == leak["prefix"]
     assert corrected["reason"].startswith("new data arrived")
-    third = run_orphan_cycle(settings, spark=spark, clock=clock_at(0.5)).to_dict()
+    third = run_orphan_cycle(settings, spark=spark, **later(0.5)).to_dict()
     [entry] = OrphanRegistry(settings.state_dir).entries().values()
     assert third["phases"]["new"]["count"] == 1
     assert entry.first_seen_ms > second["started_ms"]

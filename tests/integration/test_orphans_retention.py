@@ -23,7 +23,7 @@ ML = "public/default/persistent/orders"
 
 
 def test_young_orphans_wait_for_retention_then_go(
-    settings: Settings, store_kit: Any, spark: Any, clock_at: Callable[[float], Any]
+    settings: Settings, store_kit: Any, spark: Any, later: Callable[[float], Any]
 ) -> None:
     settings = settings.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=7200)
     store_kit.managed_ledger(ML, entries=40, size=4000)
@@ -31,7 +31,7 @@ def test_young_orphans_wait_for_retention_then_go(
     leaks = {leak["prefix"] for leak in planted["orphan_ledgers"] + planted["orphan_partitions"]}
 
     now = run_orphan_cycle(settings, spark=spark).to_dict()
-    in_an_hour = run_orphan_cycle(settings, spark=spark, clock=clock_at(1)).to_dict()
+    in_an_hour = run_orphan_cycle(settings, spark=spark, **later(1)).to_dict()
 
     for report in (now, in_an_hour):
         assert report["deleted"] == []
@@ -42,7 +42,7 @@ def test_young_orphans_wait_for_retention_then_go(
     )
     assert all(store_kit.keys(prefix) for prefix in leaks)
 
-    in_three_hours = run_orphan_cycle(settings, spark=spark, clock=clock_at(3)).to_dict()
+    in_three_hours = run_orphan_cycle(settings, spark=spark, **later(3)).to_dict()
 
     assert {d["prefix"] for d in in_three_hours["deleted"]} == leaks
     assert not any(store_kit.keys(prefix) for prefix in leaks)

@@ -86,7 +86,7 @@ def test_the_reference_diff_aggregates_per_target_and_namespace() -> None:
     assert result.classes[FOREIGN].to_dict() == {"objects": 1, "bytes": 7, "units": 0}
     assert result.candidates == [
         Candidate(ORPHAN_LEDGER, ML, 3, 2, 50, 9, 5),
-        Candidate(ORPHAN_PARTITION, GONE_ML, None, 2, 100, 8, 3),
+        Candidate(ORPHAN_PARTITION, GONE_ML, None, 2, 100, 8, 3, max_ledger_id=2),
     ]
     assert result.orphan_bytes == 150
     assert result.orphan_fraction == pytest.approx(150 / 307)

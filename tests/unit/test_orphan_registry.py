@@ -160,3 +160,23 @@ def test_settings_survive_the_trip_through_the_environment(tmp_path: Path) -> No
         trim_retention_overrides={"t/ns": TrimRetention(seconds=3, bytes=4)},
     )
     assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_a_damaged_registry_is_one_error_naming_the_file_and_the_reset(tmp_path: Path) -> None:
+    from ledger_gc.orphans.registry import RegistryCorruptError
+
+    path = registry_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x8f" * 4096)
+    registry = OrphanRegistry(tmp_path)
+
+    with pytest.raises(RegistryCorruptError, match="--reset-registry") as failure:
+        registry.check()
+    assert str(path) in str(failure.value)
+    assert failure.value.__cause__ is None and failure.value.__suppress_context__
+
+    aside = registry.reset(now_ms=0)
+    assert aside is not None and aside.read_bytes() == b"\x8f" * 4096
+    assert aside.name == "registry.sqlite.corrupt-19700101T000000Z"
+    registry.check()  # a fresh, empty registry
+    assert registry.entries() == {} and registry.latest_scan() is None

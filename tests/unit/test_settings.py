@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from ledger_gc.settings import Settings, TrimRetention
 
 
@@ -44,3 +46,15 @@ def test_every_design_variable_is_read():
 def test_an_empty_prefix_means_the_bucket_root():
     settings = Settings.from_env({"LEDGERGC_PREFIX": ""})
     assert settings.prefix == "" and settings.key_prefix == ""
+
+
+def test_the_orphan_delete_lock_wait_is_a_setting() -> None:
+    from ledger_gc.errors import ConfigError
+    from ledger_gc.settings import Settings
+
+    assert Settings.from_env({}).orphan_lock_wait_seconds == 300.0
+    settings = Settings.from_env({"LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS": "7.5"})
+    assert settings.orphan_lock_wait_seconds == 7.5
+    assert Settings.from_env(settings.to_env()).orphan_lock_wait_seconds == 7.5
+    with pytest.raises(ConfigError, match="LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"):
+        Settings.from_env({"LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS": "-1"})

@@ -131,12 +131,18 @@ class Candidate:
     bytes: int
     newest_ms: int
     oldest_ms: int
+    # The highest ledger id with a block in the target (an orphan ledger: its own id).
+    # Compared with what the metadata knows (horizon.py): data newer than every ledger
+    # the metadata can know of means the metadata is stale, not that the data is garbage.
+    max_ledger_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.target_class not in ORPHAN_CLASSES:
             raise ValueError(f"{self.target_class!r} is not an orphan class")
         if (self.target_class == ORPHAN_LEDGER) != (self.ledger_id is not None):
             raise ValueError("an orphan ledger has a ledger id, an orphan partition has none")
+        if self.ledger_id is not None and self.max_ledger_id is None:
+            object.__setattr__(self, "max_ledger_id", self.ledger_id)
 
     @property
     def namespace(self) -> str:
@@ -157,6 +163,7 @@ class Candidate:
             "bytes": self.bytes,
             "newest_ms": self.newest_ms,
             "oldest_ms": self.oldest_ms,
+            "max_ledger_id": self.max_ledger_id,
         }
 
 
@@ -270,15 +277,16 @@ def diff_objects(
             part[1] += size
             part[2] = max(part[2], newest)
             part[3] = min(part[3], oldest)
+            part[4] = max(part[4], ledger_id)
             continue
         result.add(ns, name, count, size, 1)
         if name == ORPHAN_LEDGER:
             result.candidates.append(
                 Candidate(ORPHAN_LEDGER, ml_name, ledger_id, count, size, newest, oldest)
             )
-    for ml_name, (count, size, newest, oldest, _) in sorted(partitions.items()):
+    for ml_name, (count, size, newest, oldest, top) in sorted(partitions.items()):
         result.add(namespace_of_ml(ml_name), ORPHAN_PARTITION, count, size, 1)
         result.candidates.append(
-            Candidate(ORPHAN_PARTITION, ml_name, None, count, size, newest, oldest)
+            Candidate(ORPHAN_PARTITION, ml_name, None, count, size, newest, oldest, top)
         )
     return result

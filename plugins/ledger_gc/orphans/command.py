@@ -1,15 +1,17 @@
 """The ``ledgergc orphans`` subcommand: one full orphan cycle, reported.
 
 Runs ``run_orphan_cycle`` with a local Spark session (``local[*]``). Exit status: 0 when
-the cycle completed, 1 when a guard refused it or a delete failed (work left for the
-next run), 2 on an error (nothing deleted after it).
+the cycle completed, 1 when a guard refused it, a delete failed or another cycle held
+the delete lock (work left for the next run), 2 on an error (nothing deleted after it).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from ledger_gc.clock import now_ms
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.registry import RESET_CONSEQUENCE, OrphanRegistry
 from ledger_gc.orphans.report import OK, CycleReport, render_text
 from ledger_gc.settings import Settings
 
@@ -42,6 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="an S3 Inventory report (Parquet or CSV file or folder) instead of listing",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--reset-registry",
+        action="store_true",
+        help="move the orphan registry (e.g. a damaged one) aside and start a fresh one; "
+        "every grace window starts again. Runs no cycle",
+    )
     parser.set_defaults(func=run_orphans)
 
 
@@ -55,7 +63,31 @@ def _print(report: CycleReport, as_json: bool) -> None:
             print(line)
 
 
+def reset_registry(settings: Settings, as_json: bool) -> int:
+    """``--reset-registry``: the documented way out of a damaged registry (issue 11).
+
+    Only ever delays deletion: a fresh registry knows no orphan, so each one is
+    registered again and waits a full grace window before it can go.
+    """
+    registry = OrphanRegistry(settings.state_dir)
+    aside = registry.reset(now_ms())
+    if as_json:
+        from ledger_gc.cli import print_json
+
+        print_json({"registry": str(registry.path), "moved_to": str(aside) if aside else None})
+    elif aside is None:
+        print(f"no orphan registry at {registry.path}; the next cycle starts a fresh one")
+    else:
+        print(
+            f"moved the orphan registry {registry.path} aside to {aside}; the next cycle "
+            f"starts a fresh registry: {RESET_CONSEQUENCE}"
+        )
+    return EXIT_OK
+
+
 def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
+    if args.reset_registry:
+        return reset_registry(settings, args.json)
     try:
         report = run_orphan_cycle(
             settings,
@@ -67,6 +99,7 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
         _print(exc.report, args.json)
         return EXIT_ERROR
     _print(report, args.json)
-    if report.status != OK or report.to_dict()["failed"]:
+    data = report.to_dict()
+    if report.status != OK or data["failed"] or data.get("pending"):
         return EXIT_INCOMPLETE
     return EXIT_OK

@@ -22,23 +22,34 @@ default a cycle registers, corrects and reports what it would delete (DESIGN.md)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphans import deleting, guards, phases, report
-from ledger_gc.orphans.layout import DELETE, DIFF, PHASES, SNAPSHOT, RunPaths, new_run_id
+from ledger_gc.orphans import deleting, guards, horizon, phases, report, timekeeping
+from ledger_gc.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
+from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
+from ledger_gc.orphans.layout import (
+    DELETE,
+    DIFF,
+    PHASES,
+    SCAN,
+    SNAPSHOT,
+    RunPaths,
+    new_run_id,
+)
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.timekeeping import Instant
+from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ledger_gc.orphans.classify import ManagedLedgerRefs
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +83,35 @@ class OrphanCycleError(LedgerGcError):
 # --- the Spark steps -------------------------------------------------------------------
 
 
+def _observe(
+    settings: Settings, run_id: str, witness: ServerClocks | None, clock: Clock
+) -> tuple[int, Instant, list[str]]:
+    """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's."""
+    seen = (witness or ServerClocks()).observe(settings, clock)
+    warnings = timekeeping.clock_warnings(seen.instant)
+    for warning in warnings:
+        log.warning("orphan cycle %s: %s", run_id, warning)
+    return seen.sequence, seen.instant, warnings
+
+
 def step_snapshot(
-    settings: Settings, run_id: str, spark: SparkSession, *, clock: Clock = now_ms
+    settings: Settings,
+    run_id: str,
+    spark: SparkSession,
+    *,
+    clock: Clock = now_ms,
+    witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
+    """The metadata snapshot, numbered first by a ZooKeeper sequence: runs are ordered by
+    that number (``step_phases``' stale-run check), never by a host's clock."""
     from ledger_gc.orphans.spark_jobs import snapshot_job
 
-    return snapshot_job(spark, settings, RunPaths(settings.state_dir, run_id), clock=clock)
+    sequence, instant, warnings = _observe(settings, run_id, witness, clock)
+    run = RunPaths(settings.state_dir, run_id)
+    manifest = snapshot_job(spark, settings, run, clock=clock)
+    manifest.update(sequence=sequence, instant=instant.to_dict(), clock_warnings=warnings)
+    run.write_manifest(SNAPSHOT, manifest)
+    return manifest
 
 
 def step_scan(
@@ -87,11 +121,18 @@ def step_scan(
     *,
     inventory: str | None = None,
     clock: Clock = now_ms,
+    witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
+    """The storage scan; the servers' time read after it is the scan's time, from which
+    the grace window of every orphan it registers runs (timekeeping.py)."""
     from ledger_gc.orphans.spark_jobs import scan_job
 
     run = RunPaths(settings.state_dir, run_id)
-    return scan_job(spark, settings, run, inventory=inventory, clock=clock)
+    manifest = scan_job(spark, settings, run, inventory=inventory, clock=clock)
+    _, instant, warnings = _observe(settings, run_id, witness, clock)
+    manifest.update(instant=instant.to_dict(), clock_warnings=warnings)
+    run.write_manifest(SCAN, manifest)
+    return manifest
 
 
 def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> dict[str, Any]:
@@ -124,6 +165,17 @@ def _snapshot_refs(run: RunPaths, ml_names: set[str]) -> dict[str, ManagedLedger
     return dict(snapshot_from_rows(list(rows)).managed_ledgers)
 
 
+def _horizon(
+    run: RunPaths, diff: dict[str, Any], candidates: Iterable[Candidate]
+) -> horizon.MetadataHorizon:
+    """What the run's metadata knows of: its id counter, and the ledger lists of the
+    managed ledgers that have orphan-ledger candidates."""
+    names = {c.ml_name for c in candidates if c.target_class == ORPHAN_LEDGER}
+    return horizon.MetadataHorizon.of(
+        diff.get("id_counter"), diff.get("metadata_max_ledger_id"), _snapshot_refs(run, names)
+    )
+
+
 def step_phases(
     settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
 ) -> dict[str, Any]:
@@ -135,12 +187,22 @@ def step_phases(
     assert diff is not None
     run.start_step(PHASES, keep_data=True)
     refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
+    found = {c.prefix(settings.prefix): c for c in read_candidates(run)}
+    candidates, held = horizon.split_held(found, _horizon(run, diff, found.values()))
+    stale = guards.stale_metadata(
+        horizon.proof_of_staleness(held), settings.zk_hosts, force=force
+    )
+    if stale is not None:
+        refusals.insert(0, stale)
+    for item in held:
+        log.warning("orphan cycle %s holds %s: %s", run_id, item.prefix, item.reason)
     registry = OrphanRegistry(settings.state_dir)
     result: dict[str, Any] = {
         "applied": False,
         "forced": force,
         "scan_number": None,
         "refusals": [r.to_dict() for r in refusals],
+        "held": [item.to_dict() for item in held],
         "added": 0,
         "seen": 0,
         "restarted": 0,
@@ -151,21 +213,26 @@ def step_phases(
             log.warning("orphan cycle %s refused: %s", run_id, refusal.reason)
         run.write_manifest(PHASES, result)
         return result
-    candidates = {c.prefix(settings.prefix): c for c in read_candidates(run)}
-    now = clock()
+    # The scan's time as the servers' clocks read it (scan step); a run of an older
+    # ledger-gc has none, and then no grace time passes from it (timekeeping.py).
+    instant = Instant.from_dict(diff.get("scan_instant")) or Instant(clock())
+    now = instant.now_ms()
+    sequence = diff.get("snapshot_sequence")
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
         if done is not None:
             run.write_manifest(PHASES, done.result)
             return done.result
         latest = txn.latest_scan()
-        if latest is not None and latest.result.get("snapshot_started_ms", 0) > diff.get(
-            "snapshot_started_ms", 0
-        ):
+        # Ordered by ZooKeeper's sequence, not by any host's clock: a run whose clock
+        # was days fast must not make every later run look older (issue 11).
+        newer = latest.result.get("snapshot_sequence") if latest is not None else None
+        if latest is not None and newer is not None and sequence is not None and newer > sequence:
             stale = guards.Refusal(
                 guards.STALE_RUN,
-                f"run {latest.run_id} already applied a newer scan (#{latest.number}); this "
-                "run's scan is older and is not applied",
+                f"run {latest.run_id} already applied a scan whose snapshot was taken later "
+                f"(#{latest.number}, ZooKeeper sequence {newer} > {sequence}); this run's "
+                "scan is older and is not applied",
             )
             result["refusals"].append(stale.to_dict())
             run.write_manifest(PHASES, result)
@@ -178,6 +245,7 @@ def step_phases(
             entry.prefix: phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
             for entry in missing
         }
+        reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
         for entry in changes.added:
             txn.upsert(entry)
@@ -205,6 +273,8 @@ def step_phases(
             applied=True,
             scan_number=number,
             snapshot_started_ms=diff.get("snapshot_started_ms"),
+            snapshot_sequence=sequence,
+            instant=instant.to_dict() if diff.get("scan_instant") else None,
             added=len(changes.added),
             seen=len(changes.seen),
             restarted=len(changes.restarted),
@@ -226,8 +296,14 @@ def step_delete(
     spark: SparkSession | None = None,
     clock: Clock = now_ms,
     distribute_over: int = DISTRIBUTE_OVER,
+    lock_wait_seconds: float | None = None,
+    witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
-    """Phase 3: re-check and delete (or report) what is due; one registry transaction."""
+    """Phase 3: re-check and delete (or report) what is due; one registry transaction.
+
+    Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
+    and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
+    defaults to ``settings.orphan_lock_wait_seconds``."""
     run = RunPaths(settings.state_dir, run_id)
     applied = run.read_manifest(PHASES)
     assert applied is not None
@@ -239,26 +315,59 @@ def step_delete(
         "results": [],
         "eligible": 0,
     }
-    registry = OrphanRegistry(settings.state_dir)
-    latest = registry.latest_scan()
     if not applied.get("applied"):
         result["skipped"] = "the scan was not applied (see the refusals); nothing deleted"
-    elif latest is None or latest.run_id != run_id:
+        run.write_manifest(DELETE, result)
+        return result
+    wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
+    try:
+        with delete_lock(settings, run_id, wait):
+            return _delete_under_lock(
+                settings, run, result, deleting_now, spark, clock, witness, distribute_over
+            )
+    except DeleteLockBusy as exc:
+        log.warning("orphan cycle %s: %s", run_id, exc)
+        result.update(skipped=str(exc), lock_busy=True)
+        run.write_manifest(DELETE, result)
+        return result
+
+
+def _delete_under_lock(
+    settings: Settings,
+    run: RunPaths,
+    result: dict[str, Any],
+    deleting_now: bool,
+    spark: SparkSession | None,
+    clock: Clock,
+    witness: ServerClocks | None,
+    distribute_over: int,
+) -> dict[str, Any]:
+    """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
+    had: an overlapping cycle that held it before may have deleted, or applied a newer
+    scan, and what it closed must not be deleted or audited again."""
+    run_id = run.run_id
+    registry = OrphanRegistry(settings.state_dir)
+    latest = registry.latest_scan()
+    if latest is None or latest.run_id != run_id:
         result["skipped"] = (
             f"a newer scan (run {latest.run_id if latest else '?'}) was applied since; only "
             "the latest run may delete"
         )
-    if result["skipped"]:
         run.write_manifest(DELETE, result)
         return result
-    assert latest is not None
-    now = clock()
+    # Now, as the servers' clocks say: grace counts what they measured since each
+    # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
+    _, instant, warnings = _observe(settings, run_id, witness, clock)
+    now = instant.now_ms()
+    result.update(now_instant=instant.to_dict(), clock_warnings=warnings)
+    entries = registry.entries()
     plan = phases.plan_deletion(
-        registry.entries().values(),
+        entries.values(),
         latest.number,
         now,
         settings.grace_seconds,
         settings.retention_seconds,
+        timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant),
     )
     payloads = [asdict(entry) for entry in plan.eligible]
     result["eligible"] = len(payloads)
@@ -380,14 +489,21 @@ def run_orphan_cycle(
     run_id: str | None = None,
     spark: SparkSession | None = None,
     clock: Clock | None = None,
+    witness: ServerClocks | None = None,
 ) -> report.CycleReport:
     """Run one full cycle in this process and return its report (also in the run log).
 
     ``spark=None`` uses (or creates) a local session (``local[*]``). ``clock`` (epoch ms)
-    is for tests. Raises ``OrphanCycleError`` (with the failed run's report) when a step
-    fails: nothing is deleted after a failure.
+    is this host's clock (tests give it a wrong one); ``witness`` reads the servers'
+    clocks (tests: ``ServerClocks(offset_ms=...)`` for time that passed). Raises
+    ``OrphanCycleError`` (with the failed run's report) when a step fails: nothing is
+    deleted after a failure.
     """
     clock = clock or now_ms
+    # A damaged registry stops the cycle here, before Spark starts or anything is read:
+    # one error naming the file and the fix, and no failed-run report that would need
+    # the registry too (issue 11).
+    OrphanRegistry(settings.state_dir).check()
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(dry_run=dry_run, force=force, inventory=inventory)
     started = clock()
@@ -396,11 +512,13 @@ def run_orphan_cycle(
             from ledger_gc.orphans.spark_jobs import local_session
 
             spark = local_session()
-        step_snapshot(settings, run_id, spark, clock=clock)
-        step_scan(settings, run_id, spark, inventory=inventory, clock=clock)
+        step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
+        step_scan(settings, run_id, spark, inventory=inventory, clock=clock, witness=witness)
         step_diff(settings, run_id, spark)
         step_phases(settings, run_id, force=force, clock=clock)
-        step_delete(settings, run_id, options=options, spark=spark, clock=clock)
+        step_delete(
+            settings, run_id, options=options, spark=spark, clock=clock, witness=witness
+        )
     except Exception as exc:
         failed = step_report(
             settings, run_id, options=options, clock=clock, started_ms=started, error=exc

@@ -23,6 +23,7 @@ METADATA_READ = "metadata-read"
 ZERO_MANAGED_LEDGERS = "zero-managed-ledgers"
 ORPHAN_FRACTION = "orphan-fraction"
 STALE_RUN = "stale-run"
+STALE_METADATA = "stale-metadata"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,30 @@ def evaluate_guards(diff: dict[str, Any], max_fraction: float, *, force: bool) -
             )
         )
     return refusals
+
+
+def stale_metadata(proof: list[Any], zk_hosts: str, *, force: bool) -> Refusal | None:
+    """Refuse a scan whose data is newer than its metadata (issue 11, item 1).
+
+    ``proof`` are ``horizon.Held`` targets above both their managed ledger's ledger list
+    and the chroot's id counter: a store that registers before it writes cannot hold
+    them, so the chroot read holds an older copy of the metadata. Every orphan such a
+    copy shows may be live data it does not know. Forcing goes past the refusal, but
+    the held targets themselves are never registered or deleted.
+    """
+    if not proof:
+        return None
+    first = proof[0]
+    more = f" (and {len(proof) - 1} more)" if len(proof) > 1 else ""
+    return Refusal(
+        STALE_METADATA,
+        f"the metadata at LEDGERGC_ZK_HOSTS={zk_hosts} is older than the data in the "
+        f"bucket: {first.reason}{more}. A store registers a ledger before writing it, so "
+        "this chroot holds an old copy (a DR replica, a restored snapshot?) that cannot "
+        "tell live data from orphans. Point LEDGERGC_ZK_HOSTS at the live store's chroot. "
+        "A refused cycle registers and deletes nothing",
+        forced=force,
+    )
 
 
 def blocking(refusals: list[Refusal]) -> list[Refusal]:

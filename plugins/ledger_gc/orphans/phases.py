@@ -219,17 +219,32 @@ class DeletionPlan:
 
 
 def entry_phase(
-    entry: RegistryEntry, latest_scan: int, now_ms: int, grace_seconds: int, retention_seconds: int
+    entry: RegistryEntry,
+    latest_scan: int,
+    now_ms: int,
+    grace_seconds: int,
+    retention_seconds: int,
+    *,
+    grace_elapsed_ms: int | None = None,
 ) -> Waiting | None:
-    """Where ``entry`` waits, or None when the registry alone would let it be deleted."""
-    grace_until = entry.grace_until(grace_seconds)
+    """Where ``entry`` waits, or None when the registry alone would let it be deleted.
+
+    ``now_ms`` is compared with the newest block's S3 LastModified (retention), so it
+    must be a server's time (``timekeeping.Instant.now_ms``). ``grace_elapsed_ms`` is
+    the grace time the servers' clocks measured since the entry's first scan
+    (``timekeeping.grace_elapsed``); the cycle always passes it. Without it (pure tests)
+    the time since ``first_seen_ms`` is used.
+    """
+    grace_ms = grace_seconds * 1000
+    elapsed = now_ms - entry.first_seen_ms if grace_elapsed_ms is None else grace_elapsed_ms
+    grace_until = now_ms + max(0, grace_ms - elapsed)
     retention_until = entry.retention_until(retention_seconds)
     if entry.last_scan != latest_scan:
         return Waiting(entry, UNSEEN, None)
     # The grace window spans scans (KIP-370): the scan that registered an entry cannot
     # also condemn it, however long that run took, or a ledger claimed again right after
     # the scan would never get a second look. grace_seconds=0 opts out explicitly.
-    if now_ms < grace_until or (grace_seconds > 0 and entry.first_scan == latest_scan):
+    if elapsed < grace_ms or (grace_seconds > 0 and entry.first_scan == latest_scan):
         return Waiting(entry, WAITING_GRACE, max(grace_until, retention_until))
     if now_ms < retention_until:
         return Waiting(entry, WAITING_RETENTION, retention_until)
@@ -242,11 +257,23 @@ def plan_deletion(
     now_ms: int,
     grace_seconds: int,
     retention_seconds: int,
+    grace_elapsed: Mapping[str, int] | None = None,
 ) -> DeletionPlan:
-    """Which entries go on to the live re-check, and which wait (DESIGN.md "Orphans")."""
+    """Which entries go on to the live re-check, and which wait (DESIGN.md "Orphans").
+
+    ``grace_elapsed`` (by prefix) is the evidence-backed time since each entry's first
+    scan (``timekeeping.grace_elapsed``); an entry missing from it has had none."""
     plan = DeletionPlan()
     for entry in sorted(entries, key=lambda e: e.prefix):
-        waiting = entry_phase(entry, latest_scan, now_ms, grace_seconds, retention_seconds)
+        elapsed = None if grace_elapsed is None else grace_elapsed.get(entry.prefix, 0)
+        waiting = entry_phase(
+            entry,
+            latest_scan,
+            now_ms,
+            grace_seconds,
+            retention_seconds,
+            grace_elapsed_ms=elapsed,
+        )
         if waiting is None:
             plan.eligible.append(entry)
         else:

@@ -31,6 +31,7 @@ from typing import Any
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.orphans.layout import ORPHANS_DIR, REGISTRY_FILE
 from ledger_gc.orphans.phases import RegistryEntry
+from ledger_gc.orphans.timekeeping import Instant
 
 SCHEMA_VERSION = 1
 
@@ -82,6 +83,30 @@ class RegistryError(LedgerGcError):
     """The registry file cannot be opened or is of an unknown version."""
 
 
+class RegistryCorruptError(RegistryError):
+    """The registry file is not a readable SQLite database (a bad disk, a stray write).
+
+    Nothing can be decided without the registry (it is the memory of every grace
+    window), so the cycle stops before it reads or deletes anything; the message names
+    the file and the fix, ``ledgergc orphans --reset-registry``.
+    """
+
+
+#: What ``reset`` prints and the docs repeat: why a reset is safe, and what it costs.
+RESET_CONSEQUENCE = (
+    "every orphan's grace window starts again with the next cycle (nothing is deleted "
+    "before a full grace window has passed from then)"
+)
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's "not a database" / "malformed" errors, not a busy lock or a full disk."""
+    if type(exc) is sqlite3.DatabaseError:  # the base class: SQLITE_NOTADB, SQLITE_CORRUPT
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
 @dataclass(frozen=True)
 class ScanRecord:
     number: int
@@ -110,22 +135,60 @@ class OrphanRegistry:
             raise RegistryError(f"cannot open the orphan registry {self.path}: {exc}") from exc
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RegistryError(
-                    f"the orphan registry {self.path} has schema version {version}, newer "
-                    f"than this ledger-gc understands ({SCHEMA_VERSION}); upgrade ledger-gc"
-                )
-            if version < SCHEMA_VERSION:
-                # Idempotent (IF NOT EXISTS), so two processes creating it at once is fine.
-                conn.executescript(
-                    f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
-                )
-            yield conn
+            try:
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise RegistryError(
+                        f"the orphan registry {self.path} has schema version {version}, "
+                        f"newer than this ledger-gc understands ({SCHEMA_VERSION}); upgrade "
+                        "ledger-gc"
+                    )
+                if version < SCHEMA_VERSION:
+                    # Idempotent (IF NOT EXISTS), so two processes creating it at once is fine.
+                    conn.executescript(
+                        f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
+                    )
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from None
+            try:
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                # A damaged page found later, by a query: the same one-line error.
+                if _is_corruption(exc):
+                    raise self._error(exc) from None
+                raise
         finally:
             conn.close()
+
+    def _error(self, exc: sqlite3.DatabaseError) -> RegistryError:
+        if not _is_corruption(exc):
+            return RegistryError(f"cannot open the orphan registry {self.path}: {exc}")
+        return RegistryCorruptError(
+            f"the orphan registry {self.path} is damaged ({exc}); nothing was read or "
+            "deleted. Run `ledgergc orphans --reset-registry` to move it aside and start a "
+            f"fresh registry ({RESET_CONSEQUENCE})"
+        )
+
+    def check(self) -> None:
+        """Open the registry and read its schema: raises ``RegistryCorruptError`` early,
+        before a cycle starts Spark or reads the store, when the file is damaged."""
+        with self._connect() as conn:
+            conn.execute("SELECT count(*) FROM scans").fetchone()
+
+    def reset(self, now_ms: int) -> Path | None:
+        """Move the registry file (and SQLite's side files) aside; the next cycle starts
+        a fresh one. Returns where it went (None: there was no registry)."""
+        if not self.path.exists():
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000))
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            side = Path(f"{self.path}{suffix}")
+            if side.exists():
+                side.replace(Path(f"{aside}{suffix}"))
+        return aside
 
     @contextmanager
     def transaction(self) -> Iterator[RegistryTransaction]:
@@ -148,6 +211,17 @@ class OrphanRegistry:
     def latest_scan(self) -> ScanRecord | None:
         with self._connect() as conn:
             return _latest_scan(conn)
+
+    def scan_instants(self) -> dict[int, Instant]:
+        """The servers' time of each scan that recorded one (timekeeping.py)."""
+        with self._connect() as conn:
+            rows = conn.execute("SELECT number, result FROM scans").fetchall()
+        instants = {}
+        for row in rows:
+            instant = Instant.from_dict(json.loads(row["result"]).get("instant"))
+            if instant is not None:
+                instants[int(row["number"])] = instant
+        return instants
 
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
         with self._connect() as conn:

@@ -40,8 +40,19 @@ partitions; 0 for foreign). ``orphan_bytes``, ``orphan_fraction`` (of all scanne
 above...}}}``; keys outside any managed-ledger directory count under ``"(none)"``.
 
 ``refusals``: ``[{"guard", "reason", "forced"}]``, guards ``metadata-read``,
-``zero-managed-ledgers``, ``orphan-fraction``, ``stale-run`` (a forced guard is listed
-with ``forced: true`` and did not stop the cycle).
+``zero-managed-ledgers``, ``orphan-fraction``, ``stale-metadata``, ``stale-run`` (a
+forced guard is listed with ``forced: true`` and did not stop the cycle).
+
+``held``: ``[{"prefix", "target_class", "ml_name", "ledger_id", "bytes", "reason"}]``:
+orphan-looking targets newer than everything the metadata knows (``horizon.py``); never
+registered or deleted.
+
+``warnings``: what the cycle noticed about clocks (this host's against ZooKeeper's and
+S3's, see ``timekeeping.py``); they never change a decision.
+
+``delete_skipped``: why phase 3 deleted nothing (null: it ran); ``pending``: true when
+that was because another cycle held the delete lock (exit status 1; the next run
+retries).
 
 ``deleted``, ``would_delete``: ``[{"prefix", "target_class", "ml_name", "ledger_id",
 "objects", "bytes", "reason"}]``. ``waiting``: ``[{"prefix", "target_class", "ml_name",
@@ -60,7 +71,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
-from ledger_gc.orphans import deleting, phases
+from ledger_gc.orphans import deleting, phases, timekeeping
 from ledger_gc.orphans.classify import CLASSES, FOREIGN, NO_NAMESPACE, ORPHAN_CLASSES
 from ledger_gc.orphans.guards import METADATA_READ
 from ledger_gc.orphans.layout import (
@@ -75,6 +86,7 @@ from ledger_gc.orphans.layout import (
     write_json_atomic,
 )
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
@@ -215,10 +227,20 @@ def build_report(
     for entry in entries.values():
         tally.add("registered", entry.namespace, entry.target_class, entry.bytes)
     waiting: list[dict[str, Any]] = []
+    # The phase of each entry as the delete step judged it: the servers' time it read
+    # (timekeeping.py). A cycle that did not get that far has no such time, and its
+    # entries show as waiting for grace (no evidence that any time has passed).
+    instant = Instant.from_dict((deleted or {}).get("now_instant")) or Instant(now_ms)
+    elapsed = timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant)
     if latest is not None:
         for entry in entries.values():
             where = phases.entry_phase(
-                entry, latest.number, now_ms, settings.grace_seconds, settings.retention_seconds
+                entry,
+                latest.number,
+                instant.now_ms(),
+                settings.grace_seconds,
+                settings.retention_seconds,
+                grace_elapsed_ms=elapsed.get(entry.prefix, 0),
             )
             if where is None:
                 tally.add("eligible", entry.namespace, entry.target_class, entry.bytes)
@@ -328,6 +350,17 @@ def build_report(
         "phases": tally.total,
         "namespaces": namespaces,
         "refusals": refusals,
+        "held": list((applied or {}).get("held", []))[:MAX_LISTED],
+        "warnings": list(
+            dict.fromkeys(
+                warning
+                for manifest in (snapshot, scan, deleted)
+                for warning in (manifest or {}).get("clock_warnings", [])
+            )
+        ),
+        "delete_skipped": (deleted or {}).get("skipped"),
+        # Work left for the next run because another cycle held the delete lock.
+        "pending": bool((deleted or {}).get("lock_busy")),
         "deleted": deleted_list[:MAX_LISTED],
         "would_delete": would_delete[:MAX_LISTED],
         "waiting": waiting[:MAX_LISTED],
@@ -412,6 +445,12 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     for name in PHASE_NAMES:
         phase = data["phases"][name]
         yield f"    {name:<17} {phase['count']:>8} targets {_size(phase['bytes']):>10}"
+    for warning in data.get("warnings", []):
+        yield f"  warning: {warning}"
+    if data.get("pending"):
+        yield f"  delete skipped (pending): {data['delete_skipped']}"
+    for item in data.get("held", []):
+        yield f"  held (newer than the metadata, kept) {item['prefix']}: {item['reason']}"
     for item in data["deleted"]:
         yield f"  deleted {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
     for item in data["would_delete"]:

@@ -264,6 +264,10 @@ def scan_job(
         finished_ms=clock(),
         objects=int(totals["n"]),
         bytes=int(totals["b"] or 0),
+        # Read after the listing: every ledger with a block listed above was allocated
+        # before this read, so its id is below the counter in a store whose metadata is
+        # current (horizon.py; issue 11).
+        id_counter=reading.read_id_counter(settings),
     )
     run.write_manifest(SCAN, manifest)
     return manifest
@@ -446,9 +450,22 @@ def diff_job(
             "snapshot_started_ms": snapshot_manifest["started_ms"],
             "scan_started_ms": scan_manifest["started_ms"],
             "scan_source": scan_manifest["source"],
+            "id_counter": scan_manifest.get("id_counter"),
+            # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
+            "snapshot_sequence": snapshot_manifest.get("sequence"),
+            "scan_instant": scan_manifest.get("instant"),
+            "metadata_max_ledger_id": _metadata_max_ledger_id(snapshot),
         },
     )
     return result
+
+
+def _metadata_max_ledger_id(snapshot: DataFrame) -> int | None:
+    """The highest ledger id any managed ledger lists or marks (None: no ledger at all)."""
+    from pyspark.sql import functions as F
+
+    row = snapshot.where(F.col("entry_type") != reading.ML_ROW).agg(F.max("ledger_id")).first()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _classify_groups(
@@ -500,14 +517,15 @@ def _classify_groups(
                 )
             )
         else:
-            part = partitions.setdefault(row["ml_name"], [0, 0, 0, 2**63])
+            part = partitions.setdefault(row["ml_name"], [0, 0, 0, 2**63, 0])
             part[0] += int(row["objects"])
             part[1] += int(row["bytes"])
             part[2] = max(part[2], int(row["newest_ms"]))
             part[3] = min(part[3], int(row["oldest_ms"]))
-    for name, (count, size, newest, oldest) in partitions.items():
+            part[4] = max(part[4], int(row["ledger_id"]))
+    for name, (count, size, newest, oldest, top) in partitions.items():
         result.candidates.append(
-            Candidate(ORPHAN_PARTITION, name, None, count, size, newest, oldest)
+            Candidate(ORPHAN_PARTITION, name, None, count, size, newest, oldest, top)
         )
     result.candidates.sort(key=lambda c: (c.target_class, c.ml_name, c.ledger_id or -1))
     for row in totals.collect():
@@ -556,6 +574,7 @@ def _write_candidates(run: RunPaths, candidates: list[Candidate]) -> None:
             ("bytes", pa.int64()),
             ("newest_ms", pa.int64()),
             ("oldest_ms", pa.int64()),
+            ("max_ledger_id", pa.int64()),
         ]
     )
     table = pa.Table.from_pylist([c.to_dict() for c in candidates], schema=schema)
@@ -570,6 +589,7 @@ def read_candidates(run: RunPaths) -> list[Candidate]:
     import pyarrow.parquet as pq
 
     run.read_manifest(DIFF)
+    # Candidates written before max_ledger_id existed read back without it (None).
     return [Candidate(**row) for row in pq.read_table(run.candidates).to_pylist()]
 
 

@@ -1,0 +1,76 @@
+"""Reading the servers' clocks and ZooKeeper's sequence: what a cycle's time rests on.
+
+``ServerClocks.observe`` creates (and at once deletes) a persistent-sequential znode
+under ``/ledger-gc/ticks`` below the chroot: its sequence number orders the runs of a
+store whatever the hosts' clocks say (every worker reaches ZooKeeper), and its ``ctime``
+is ZooKeeper's time. S3's time is the ``Date`` header of a ``HeadBucket``. See
+``timekeeping.py`` for how they are used. ``offset_ms`` is for tests only: a world in
+which every server's clock is that much later (time has passed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+from kazoo.exceptions import NoNodeError
+
+from ledger_gc.metadata.zk_client import guarded, session
+from ledger_gc.orphans.timekeeping import Instant
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import LedgerStorage
+
+log = logging.getLogger(__name__)
+
+TICKS_PATH = "/ledger-gc/ticks"
+
+
+@dataclass(frozen=True)
+class Observation:
+    sequence: int  # ZooKeeper's: increases with every observation of the store
+    instant: Instant
+
+
+@dataclass(frozen=True)
+class ServerClocks:
+    """The clocks of the servers a cycle talks to (and a test's shift of them)."""
+
+    offset_ms: int = 0
+
+    def observe(self, settings: Settings, clock: Callable[[], int]) -> Observation:
+        with session(settings) as client:
+
+            def tick() -> tuple[str, int]:
+                path, stat = client.create(
+                    f"{TICKS_PATH}/t-", b"", sequence=True, makepath=True, include_data=True
+                )
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
+                return path, int(stat.ctime)
+
+            path, zk_ms = guarded("reading ZooKeeper's clock", settings.zk_hosts, tick)
+        host_ms = clock()
+        s3_ms = _s3_time(settings)
+        return Observation(
+            int(path.rsplit("-", 1)[1]),
+            Instant(
+                host_ms,
+                zk_ms + self.offset_ms,
+                None if s3_ms is None else s3_ms + self.offset_ms,
+            ),
+        )
+
+
+def _s3_time(settings: Settings) -> int | None:
+    """S3's clock (the ``Date`` header, second precision); None if it sends none."""
+    storage = LedgerStorage(settings)
+    try:
+        response = storage.client.head_bucket(Bucket=settings.bucket)
+        header = response["ResponseMetadata"]["HTTPHeaders"].get("date")
+        return int(parsedate_to_datetime(header).timestamp() * 1000) if header else None
+    except Exception as exc:  # no S3 time is no evidence, never a guess
+        log.warning("could not read S3's clock (Date header): %s", exc)
+        return None

@@ -1,0 +1,73 @@
+"""A wrong clock on the host that runs a cycle (issue 11, item 2).
+
+(a) A clock two days slow during one cycle registers orphans as first seen two days
+ago; the next cycle, a minute later with a correct clock, must not delete them. (b) A
+clock ten days fast during one cycle must not make every later cycle refuse as
+"stale-run" for ten days, nor hold deletion back that long. Time decisions rest on the
+servers' clocks (ZooKeeper's znode times, S3's Date and LastModified), and the order of
+runs on a ZooKeeper sequence; the host's clock is only compared with them and warned
+about. ``later(hours)`` moves the whole world (host and servers) forward instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from demo_leaks import plant_leaks
+from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.settings import Settings
+
+pytestmark = pytest.mark.spark
+
+ML = "public/default/persistent/orders"
+DAY_MS = 24 * 3600 * 1000
+
+
+def _off(ms: int) -> Callable[[], int]:
+    return lambda: int(time.time() * 1000) + ms
+
+
+def test_a_slow_clock_at_registration_does_not_shorten_the_grace_window(
+    settings: Settings, store_kit: Any, spark: Any
+) -> None:
+    enabled = settings.with_overrides(delete_enabled=True, retention_seconds=0)  # grace: 1 day
+    store_kit.managed_ledger(ML, entries=60, size=4000)
+    plant_leaks(enabled, ml_name=ML)
+    before = store_kit.keys()
+
+    slow = run_orphan_cycle(enabled, spark=spark, clock=_off(-2 * DAY_MS)).to_dict()
+    correct = run_orphan_cycle(enabled, spark=spark).to_dict()
+
+    assert slow["phases"]["new"]["count"] == 3
+    assert any("behind" in w for w in slow["warnings"]), slow["warnings"]
+    assert correct["status"] == "ok" and correct["deleted"] == []
+    assert correct["phases"]["waiting_grace"]["count"] == 3
+    assert store_kit.keys() == before
+
+
+def test_a_fast_clock_neither_blocks_later_cycles_nor_removal(
+    settings: Settings, store_kit: Any, spark: Any, later: Callable[[float], dict[str, Any]]
+) -> None:
+    enabled = settings.with_overrides(
+        delete_enabled=True, grace_seconds=3600, retention_seconds=3600
+    )
+    store_kit.managed_ledger(ML, entries=60, size=4000)
+    planted = plant_leaks(enabled, ml_name=ML)
+    leaks = {leak["prefix"] for leak in planted["orphan_ledgers"] + planted["orphan_partitions"]}
+
+    fast = run_orphan_cycle(enabled, spark=spark, clock=_off(10 * DAY_MS)).to_dict()
+    next_cycle = run_orphan_cycle(enabled, spark=spark).to_dict()
+
+    assert fast["status"] == "ok" and fast["deleted"] == []  # not past retention either
+    assert any("ahead" in w for w in fast["warnings"]), fast["warnings"]
+    assert next_cycle["status"] == "ok", next_cycle["refusals"]
+    assert next_cycle["refusals"] == [] and next_cycle["deleted"] == []
+
+    two_hours_on = run_orphan_cycle(enabled, spark=spark, **later(2)).to_dict()
+
+    assert two_hours_on["status"] == "ok", two_hours_on["refusals"]
+    assert {d["prefix"] for d in two_hours_on["deleted"]} == leaks
