@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ledger_gc import termination
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.storage.keys import parse_key
 from ledger_gc.storage.offload_keys import parse_segment_key
@@ -88,7 +89,7 @@ class Deleter:
         run_id: str,
         *,
         dry_run: bool = False,
-        should_stop: Callable[[], bool] = lambda: False,
+        should_stop: Callable[[], bool] = termination.requested,
     ) -> None:
         self.storage = storage
         self.audit = audit

@@ -38,6 +38,15 @@ class StopFlag:
 
 NEVER: Callable[[], bool] = lambda: False  # noqa: E731
 
+# The flag of the innermost ``stop_on_signals`` block in force, for code that is not
+# handed one (the orphan delete path, deep under a cycle step).
+_active: list[StopFlag] = []
+
+
+def requested() -> bool:
+    """Whether a stop was asked for in the ``stop_on_signals`` block in force."""
+    return bool(_active) and _active[-1]()
+
 
 @contextmanager
 def stop_on_signals() -> Iterator[StopFlag]:
@@ -56,8 +65,10 @@ def stop_on_signals() -> Iterator[StopFlag]:
         flag.set(name)
 
     previous = {sig: signal.signal(sig, handle) for sig in SIGNALS}
+    _active.append(flag)
     try:
         yield flag
     finally:
+        _active.remove(flag)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -14,6 +14,7 @@ from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import RESET_CONSEQUENCE, OrphanRegistry
 from ledger_gc.orphans.report import OK, CycleReport, render_text
 from ledger_gc.settings import Settings
+from ledger_gc.termination import stop_on_signals
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
@@ -89,12 +90,14 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset_registry:
         return reset_registry(settings, args.json)
     try:
-        report = run_orphan_cycle(
-            settings,
-            dry_run=True if args.dry_run else None,
-            force=args.force,
-            inventory=args.inventory,
-        )
+        # SIGTERM: the delete batch under way finishes and is audited, the rest waits.
+        with stop_on_signals():
+            report = run_orphan_cycle(
+                settings,
+                dry_run=True if args.dry_run else None,
+                force=args.force,
+                inventory=args.inventory,
+            )
     except OrphanCycleError as exc:
         _print(exc.report, args.json)
         return EXIT_ERROR

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, horizon, phases, report, timekeeping
@@ -381,9 +380,7 @@ def _delete_under_lock(
         results = deleting.recheck_and_delete(
             settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now
         )
-    result["results"] = results
-    if deleting_now:
-        _audit(settings, run_id, results)
+    result["results"] = results  # audited ahead by the delete path (deletion.Deleter)
     unavailable = [r for r in results if r["unavailable"]]
     if unavailable:
         result["failed"] = unavailable[0]["error"]
@@ -398,27 +395,6 @@ def _delete_under_lock(
     _apply_delete_results(registry, results, run_id, latest.number, now)
     run.write_manifest(DELETE, result)
     return result
-
-
-def _audit(settings: Settings, run_id: str, results: list[dict[str, Any]]) -> None:
-    """Audit every ledger directory whose blocks were deleted (also partial deletes)."""
-    records = [
-        AuditRecord(
-            operation=item["operation"],
-            target_class=item["target_class"],
-            ml_name=item["ml_name"],
-            ledger_id=item["ledger_id"],
-            prefix=item["prefix"],
-            objects=item["objects"],
-            bytes=item["bytes"],
-            reason=item["reason"],
-            run_id=run_id,
-        )
-        for result in results
-        for item in result["deleted_ledgers"]
-        if item["objects"]
-    ]
-    AuditLog(settings.state_dir).append(records)
 
 
 def _apply_delete_results(

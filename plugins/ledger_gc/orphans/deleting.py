@@ -9,11 +9,13 @@ For each entry, just before its delete (DESIGN.md "Orphans", KIP-370):
    than the scans saw means someone is writing (corrected away); a newest block younger
    than retention waits;
 3. the survivors of a batch are deleted through the one delete path (``Deleter``: bulk
-   DeleteObjects, only block keys of exactly that ledger, re-listed to confirm).
+   DeleteObjects, only block keys of exactly that ledger, re-listed to confirm, each
+   batch announced in the audit log before it is sent and recorded after).
 
 This module runs on the driver or, when there are many entries, on Spark executors
 (``spark_jobs.distributed_delete``), so it takes plain dicts and returns plain dicts and
-writes nothing to the state dir: the driver writes the audit records and the registry.
+writes nothing to the state dir but the audit log (written ahead of each delete, so that
+a step killed mid-delete leaves a record of what it sent); the driver writes the registry.
 If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or deleted
 (fail closed) and the results say so; the driver then fails the step.
 """
@@ -27,6 +29,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ledger_gc import formats
+from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.metadata import paths
@@ -128,7 +131,9 @@ def recheck_and_delete(
         return []
     results: list[dict[str, Any]] = []
     storage = LedgerStorage(settings)
-    deleter = Deleter(storage, None, run_id, dry_run=not deleting)
+    # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
+    # cannot be written is not made (AuditUnavailableError stops the step).
+    deleter = Deleter(storage, AuditLog(settings.state_dir), run_id, dry_run=not deleting)
     with ExitStack() as stack:
         try:
             store = stack.enter_context(MetadataStore.open(settings))
