@@ -1,0 +1,201 @@
+"""A versioned bucket: a delete adds delete markers and frees nothing, so the trim, the
+audit log and the metrics must say "recoverable", never "reclaimed"; ``ledgergc restore``
+brings such a run's data back. Against the local stack's S3 (moto's server), which keeps
+object versions once ``put_bucket_versioning`` turns them on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger_gc.audit import AuditLog
+from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.overview import build_overview
+from ledger_gc.positions import Position
+from ledger_gc.storage.keys import ml_dir
+from ledger_gc.trim import run_trim
+
+ML = "acme/prod/persistent/orders"
+LEDGERGC = Path(sys.executable).parent / "ledgergc"
+
+
+def run_ledgergc(settings, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "LEDGERGC_ZK_HOSTS": settings.zk_hosts,
+        "LEDGERGC_S3_ENDPOINT": settings.s3_endpoint or "",
+        "LEDGERGC_BUCKET": settings.bucket,
+        "LEDGERGC_PREFIX": settings.prefix,
+        "LEDGERGC_STATE_DIR": str(settings.state_dir),
+    }
+    return subprocess.run(
+        [str(LEDGERGC), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def version(s3_client, bucket: str) -> None:
+    s3_client.put_bucket_versioning(
+        Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
+    )
+
+
+def expire_noncurrent(s3_client, bucket: str, days: int) -> None:
+    s3_client.put_bucket_lifecycle_configuration(
+        Bucket=bucket,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "expire-old-versions",
+                    "Status": "Enabled",
+                    "Filter": {"Prefix": ""},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": days},
+                }
+            ]
+        },
+    )
+
+
+def consumed_ledgers(store, storage) -> tuple[ManagedLedger, list[int], dict[str, int]]:
+    """Three full ledgers, the first two consumed; their blocks (key -> size)."""
+    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=3))
+    for i in range(3):
+        ml.add_entries([f"entry-{i}-{j}".encode() * 20 for j in range(3)])
+    ids = [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
+    ml.open_cursor("sub", "earliest").mark_delete(Position(ids[1], 2))
+    blocks = {
+        obj.key: obj.size
+        for obj in storage.iter_objects(ml_dir(storage.prefix, ML))
+        if int(obj.key.split("/ledgers/")[1].split("/")[0]) in ids[:2]
+    }
+    return ml, ids, blocks
+
+
+def metric(text: str, name: str, operation: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{operation="{operation}"}}'):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} for {operation} not in:\n{text}")
+
+
+def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
+    store, storage, settings, s3_client
+):
+    version(s3_client, settings.bucket)
+    ml, ids, blocks = consumed_ledgers(store, storage)
+
+    report = run_trim(settings)
+
+    data = report.to_dict()
+    totals = data["totals"]
+    assert report.exit_code == 0
+    assert totals["ledgers_deleted"] == 2
+    assert totals["bytes_reclaimed"] == 0
+    assert totals["bytes_recoverable"] == sum(blocks.values()) > 0
+    [result] = data["managed_ledgers"]
+    assert all(d["recoverable"] for d in result["deleted"])
+    # The marker semantics stay: the data is gone from listings, so the markers go.
+    assert result["pending"] == [] and not set(blocks) & {
+        o.key for o in storage.iter_objects(settings.key_prefix)
+    }
+    bucket = data["bucket"]
+    assert bucket["versioning"] == "Enabled" and bucket["noncurrent_expiration_days"] is None
+    assert "billed" in bucket["note"] and "NoncurrentVersionExpiration" in bucket["note"]
+
+    deleted = AuditLog(settings.state_dir).deletions()
+    assert [r["ledger_id"] for r in deleted] == ids[:2]
+    assert all(r["recoverable"] is True and r["versioning"] == "Enabled" for r in deleted)
+
+    overview = build_overview(settings.state_dir)
+    text = render_metrics(overview)
+    assert metric(text, "ledgergc_reclaimed_bytes_total", "trim") == 0
+    assert metric(text, "ledgergc_recoverable_bytes_total", "trim") == sum(blocks.values())
+    ml.close()
+
+
+def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings):
+    ml, _, blocks = consumed_ledgers(store, storage)
+
+    totals = run_trim(settings).to_dict()["totals"]
+
+    assert totals["bytes_reclaimed"] == sum(blocks.values()) and totals["bytes_recoverable"] == 0
+    assert all(r["recoverable"] is False for r in AuditLog(settings.state_dir).deletions())
+    text = render_metrics(build_overview(settings.state_dir))
+    assert metric(text, "ledgergc_reclaimed_bytes_total", "trim") == sum(blocks.values())
+    ml.close()
+
+
+def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
+    store, storage, settings, s3_client
+):
+    version(s3_client, settings.bucket)
+    expire_noncurrent(s3_client, settings.bucket, 7)
+    ml, _, _ = consumed_ledgers(store, storage)
+
+    data = run_trim(settings).to_dict()
+
+    assert data["bucket"]["noncurrent_expiration_days"] == 7
+    assert "7 days" in data["bucket"]["note"]
+    deleted = AuditLog(settings.state_dir).deletions()
+    assert deleted and all(r["noncurrent_expiration_days"] == 7 for r in deleted)
+    ml.close()
+
+
+def test_restore_brings_a_trimmed_ledger_back_and_is_audited(
+    store, storage, settings, s3_client
+):
+    version(s3_client, settings.bucket)
+    ml, ids, blocks = consumed_ledgers(store, storage)
+    report = run_trim(settings)
+    assert report.totals()["bytes_recoverable"] > 0
+    for key in blocks:
+        with pytest.raises(s3_client.exceptions.NoSuchKey):
+            s3_client.get_object(Bucket=settings.bucket, Key=key)
+
+    dry = run_ledgergc(settings, "restore", "--run", report.run_id, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["objects_restored"] == 0
+    with pytest.raises(s3_client.exceptions.NoSuchKey):
+        s3_client.get_object(Bucket=settings.bucket, Key=next(iter(blocks)))
+
+    done = run_ledgergc(settings, "restore", "--run", report.run_id, "--json")
+
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["objects_restored"] == len(blocks)
+    assert {p["ledger_id"] for p in result["prefixes"]} == set(ids[:2])
+    assert "metadata" in result["note"] and "orphan" in result["note"]
+    for key, size in blocks.items():
+        body = s3_client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()
+        assert len(body) == size
+    restores = [r for r in AuditLog(settings.state_dir).read() if r["operation"] == "restore"]
+    assert {r["ledger_id"] for r in restores} == set(ids[:2])
+    assert {r["status"] for r in restores} == {"restoring", "restored"}
+
+    again = run_ledgergc(settings, "restore", "--run", report.run_id, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["objects_restored"] == 0
+    ml.close()
+
+
+def test_restore_refuses_an_unversioned_bucket_and_an_unknown_run(
+    store, storage, settings, s3_client
+):
+    ml, _, _ = consumed_ledgers(store, storage)
+    report = run_trim(settings)
+
+    refused = run_ledgergc(settings, "restore", "--run", report.run_id)
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert "not versioned" in line and settings.bucket in line
+
+    version(s3_client, settings.bucket)
+    unknown = run_ledgergc(settings, "restore", "--run", "no-such-run")
+    assert unknown.returncode == 2
+    [line] = unknown.stderr.strip().splitlines()
+    assert "no-such-run" in line
+    ml.close()
