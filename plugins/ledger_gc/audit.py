@@ -10,7 +10,14 @@ was really freed after it. A deletion whose ``deleting`` record cannot be writte
 made (``AuditUnavailableError``); a process killed between the two leaves a ``deleting``
 record with no ``deleted`` one, which an operator reads as "may have been deleted".
 Totals of freed bytes count ``deleted`` records only (and records of older versions,
-which wrote after the delete and had no status).
+which wrote after the delete and had no status), and only those not ``recoverable``.
+
+In a versioned bucket a delete frees nothing: the data stays as noncurrent versions
+behind delete markers. Such records say ``recoverable: true``, with the bucket's
+``versioning`` and the ``noncurrent_expiration_days`` of the lifecycle rule that will
+free them (null: none, the bytes stay billed). ``ledgergc restore`` reads them, and
+writes its own records (``operation: "restore"``, ``restoring`` before the change,
+``restored`` after).
 """
 
 from __future__ import annotations
@@ -29,11 +36,15 @@ from ledger_gc.errors import AuditUnavailableError
 AUDIT_FILE = "audit.jsonl"
 DELETING = "deleting"  # written before the delete: the intent
 DELETED = "deleted"  # written after it: what was confirmed gone
+RESTORE = "restore"  # the operation of `ledgergc restore` records
+RESTORING = "restoring"  # written before delete markers are removed
+RESTORED = "restored"  # written after: what was brought back
 
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """One deleted unit: a trimmed ledger, an orphan ledger or an orphan partition."""
+    """One deleted (or restored) unit: a trimmed ledger, an orphan ledger or an orphan
+    partition."""
 
     operation: str  # "trim" | "managed-ledger-delete" | "orphan-removal"
     target_class: str  # "ledger" | "orphan-ledger" | "orphan-partition"
@@ -46,6 +57,11 @@ class AuditRecord:
     run_id: str
     time_ms: int = 0
     status: str = DELETED
+    # A versioned bucket keeps what was deleted: not freed, and ``ledgergc restore`` can
+    # bring it back. ``versioning``: the bucket's state when the delete ran.
+    recoverable: bool = False
+    versioning: str | None = None
+    noncurrent_expiration_days: int | None = None
 
     def to_json(self) -> str:
         record = asdict(self)

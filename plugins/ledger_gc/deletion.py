@@ -19,6 +19,13 @@ each batch is:
    "deleted" and keeps the data therefore keeps the trim's marker;
 4. **recorded** (``deleted`` records with what was really freed).
 
+In a versioned bucket (``LedgerStorage.versioning``) a DeleteObjects only adds delete
+markers: the blocks leave every listing, so the target is gone for the trim's marker and
+the orphan registry, but its bytes stay billed as noncurrent versions. Such an outcome
+and its audit records say ``recoverable`` (with the lifecycle rule that will expire the
+versions, if any): reports count them as ``bytes_recoverable``, never as reclaimed, and
+``ledgergc restore`` can bring them back.
+
 A caller that already listed the targets (the trim lists a managed ledger's ``ledgers/``
 once per run) passes the blocks in; otherwise each target is listed here. Between
 batches ``should_stop`` is asked (a termination signal): the batch under way finishes and
@@ -37,6 +44,7 @@ from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.storage.keys import parse_key
 from ledger_gc.storage.offload_keys import parse_segment_key
 from ledger_gc.storage.s3 import MAX_KEYS_PER_DELETE, LedgerStorage, ObjectInfo
+from ledger_gc.storage.versioning import BucketVersioning
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +77,9 @@ class DeleteTarget:
 @dataclass
 class TargetOutcome:
     """What happened to one target: ``objects``/``bytes`` count only what was deleted
-    (planned, in a dry run); ``gone`` is true when no block of it is left."""
+    (planned, in a dry run); ``gone`` is true when no block of it is left;
+    ``recoverable`` when the bucket kept the deleted bytes as noncurrent versions (they
+    are not freed; ``noncurrent_expiration_days``: when a lifecycle rule frees them)."""
 
     target: DeleteTarget
     objects: int = 0
@@ -77,6 +87,8 @@ class TargetOutcome:
     gone: bool = False
     foreign_keys: list[str] = field(default_factory=list)
     error: str | None = None
+    recoverable: bool = False
+    noncurrent_expiration_days: int | None = None
 
 
 class Deleter:
@@ -176,6 +188,7 @@ class Deleter:
             )
         keys = [block.key for _, blocks in batch for block in blocks]
         result = self.storage.delete_keys(keys)
+        bucket = self.storage.versioning()
         left = self._still_listed(batch)
         records = []
         for outcome, blocks in batch:
@@ -188,6 +201,8 @@ class Deleter:
             outcome.objects = len(deleted)
             outcome.bytes = sum(block.size for block in deleted)
             outcome.gone = not failed and not kept and left is not None
+            outcome.recoverable = bucket.keeps_deleted_data
+            outcome.noncurrent_expiration_days = bucket.noncurrent_expiration_days
             if failed:
                 outcome.error = f"{len(failed)} objects not deleted: {result.failed[failed[0]]}"
             elif left is None:
@@ -196,7 +211,7 @@ class Deleter:
                 outcome.error = "data still present"
             if deleted:
                 records.append(
-                    self._record(outcome.target, outcome.objects, outcome.bytes, DELETED)
+                    self._record(outcome.target, outcome.objects, outcome.bytes, DELETED, bucket)
                 )
         if self.audit is not None and records:
             try:
@@ -223,7 +238,15 @@ class Deleter:
             log.warning("cannot confirm the deletes of %d targets: %s", len(batch), exc)
             return None
 
-    def _record(self, target: DeleteTarget, objects: int, size: int, status: str) -> AuditRecord:
+    def _record(
+        self,
+        target: DeleteTarget,
+        objects: int,
+        size: int,
+        status: str,
+        bucket: BucketVersioning | None = None,
+    ) -> AuditRecord:
+        bucket = bucket or self.storage.versioning()
         return AuditRecord(
             operation=target.operation,
             target_class=target.target_class,
@@ -235,6 +258,9 @@ class Deleter:
             reason=target.reason,
             run_id=self.run_id,
             status=status,
+            recoverable=bucket.keeps_deleted_data,
+            versioning=bucket.versioning,
+            noncurrent_expiration_days=bucket.noncurrent_expiration_days,
         )
 
 

@@ -127,7 +127,13 @@ class PurgeResult:
 
     @property
     def bytes_reclaimed(self) -> int:
-        return sum(outcome.bytes for outcome in self.deleted)
+        """Bytes freed (not those a versioned bucket keeps: ``bytes_recoverable``)."""
+        return sum(outcome.bytes for outcome in self.deleted if not outcome.recoverable)
+
+    @property
+    def bytes_recoverable(self) -> int:
+        """Bytes deleted from listings but kept by a versioned bucket, still billed."""
+        return sum(outcome.bytes for outcome in self.deleted if outcome.recoverable)
 
 
 def list_ledger_blocks(deleter: Deleter, ml_name: str) -> dict[int, list[ObjectInfo]]:

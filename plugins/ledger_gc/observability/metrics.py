@@ -140,10 +140,21 @@ def render_metrics(overview: Mapping[str, Any]) -> str:
     lines += _family(
         "ledgergc_reclaimed_bytes_total",
         "counter",
-        "Bytes deleted, per operation, over the whole audit log",
+        "Bytes deleted and freed, per operation, over the whole audit log (not those a "
+        "versioned bucket keeps: ledgergc_recoverable_bytes_total)",
         [
             ({"operation": operation}, int(value))
             for operation, value in sorted(deletions["reclaimed_bytes"].items())
+        ],
+    )
+    lines += _family(
+        "ledgergc_recoverable_bytes_total",
+        "counter",
+        "Bytes deleted from listings but kept by a versioned bucket as noncurrent versions "
+        "(still billed until a lifecycle rule expires them), per operation",
+        [
+            ({"operation": operation}, int(value))
+            for operation, value in sorted(deletions.get("recoverable_bytes", {}).items())
         ],
     )
     lines += _family(

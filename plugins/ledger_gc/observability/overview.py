@@ -17,6 +17,7 @@ Shape (every key always present; numbers are ints, times ms since the epoch)::
              last_errors [...], trend [{run_id, time_ms, ledgers_deleted,
              bytes_reclaimed, markers_pending}]
     deletions: recent [audit records, newest first], reclaimed_bytes {operation: bytes},
+               recoverable_bytes {operation: bytes} (kept by a versioned bucket),
                deleted_units {operation: n}
     last_success: {"trim" | "orphans": {run_id, time_ms} | None}
 """
@@ -78,6 +79,7 @@ def build_overview(
         "deletions": {
             "recent": recent_audit_records(state_dir, recent),
             "reclaimed_bytes": _with_known_operations(totals.bytes),
+            "recoverable_bytes": _with_known_operations(totals.recoverable_bytes),
             "deleted_units": _with_known_operations(totals.units),
         },
         "last_success": {

@@ -67,22 +67,33 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 @dataclass
 class AuditTotals:
-    """Totals over the whole audit log, per operation (``trim``, ``orphan-removal``...)."""
+    """Totals over the whole audit log, per operation (``trim``, ``orphan-removal``...).
+
+    ``bytes`` counts only freed bytes; ``recoverable_bytes`` those a versioned bucket kept
+    as noncurrent versions (deleted from listings, still billed; ``recoverable`` records).
+    """
 
     bytes: dict[str, int] = field(default_factory=dict)
     units: dict[str, int] = field(default_factory=dict)
     objects: dict[str, int] = field(default_factory=dict)
+    recoverable_bytes: dict[str, int] = field(default_factory=dict)
 
     def add(self, record: dict[str, Any]) -> None:
         if record.get("status", "deleted") != "deleted":
             return  # a write-ahead "deleting" record: what was freed is its "deleted" twin
         operation = str(record.get("operation") or "unknown")
-        self.bytes[operation] = self.bytes.get(operation, 0) + _int(record.get("bytes"))
+        size = _int(record.get("bytes"))
+        if record.get("recoverable"):
+            self.recoverable_bytes[operation] = self.recoverable_bytes.get(operation, 0) + size
+            size = 0
+        self.bytes[operation] = self.bytes.get(operation, 0) + size
         self.objects[operation] = self.objects.get(operation, 0) + _int(record.get("objects"))
         self.units[operation] = self.units.get(operation, 0) + 1
 
     def copy(self) -> AuditTotals:
-        return AuditTotals(dict(self.bytes), dict(self.units), dict(self.objects))
+        return AuditTotals(
+            dict(self.bytes), dict(self.units), dict(self.objects), dict(self.recoverable_bytes)
+        )
 
 
 class AuditTally:

@@ -65,6 +65,7 @@ from ledger_gc.storage.blocks import (
     parse_index,
     parse_trailer,
 )
+from ledger_gc.storage.versioning import BucketVersioning, read_bucket_versioning
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,18 @@ class ObjectInfo:
     key: str
     size: int
     last_modified: int
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One version of a key in a versioned bucket, or one delete marker."""
+
+    key: str
+    version_id: str
+    is_latest: bool
+    last_modified: int  # epoch ms
+    size: int
+    delete_marker: bool
 
 
 @dataclass(frozen=True)
@@ -262,6 +275,8 @@ class LedgerStorage:
         self._index_cache: OrderedDict[tuple[str, int], BlockIndex] = OrderedDict()
         self._index_cache_size = index_cache_size
         self._index_lock = threading.Lock()
+        self._versioning: BucketVersioning | None = None
+        self._versioning_lock = threading.Lock()
 
     def owns(self, key: str) -> str | None:
         """None when ``key`` is one of this store's objects (a block), else why it is not
@@ -287,6 +302,16 @@ class LedgerStorage:
             raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
         except BotoCoreError as exc:
             raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+
+    def versioning(self) -> BucketVersioning:
+        """Whether a delete in this bucket frees the data (read once, then cached): in a
+        versioned bucket it only adds delete markers (``storage.versioning``)."""
+        with self._versioning_lock:
+            if self._versioning is None:
+                self._versioning = read_bucket_versioning(
+                    self.client, self.bucket, self.settings.key_prefix
+                )
+            return self._versioning
 
     # --- blocks -----------------------------------------------------------------------
 
@@ -446,6 +471,40 @@ class LedgerStorage:
                     )
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, f"listing '{prefix}'") from exc
+
+    def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version and delete marker of the keys under ``prefix``
+        (ListObjectVersions, paginated); a failed page raises, as ``iter_objects``."""
+        paginator = self.client.get_paginator("list_object_versions")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Versions", ()):
+                    yield ObjectVersion(
+                        key=item["Key"], version_id=str(item["VersionId"]),
+                        is_latest=bool(item["IsLatest"]),
+                        last_modified=_epoch_ms(item["LastModified"]),
+                        size=int(item.get("Size", 0)), delete_marker=False,
+                    )
+                for item in page.get("DeleteMarkers", ()):
+                    yield ObjectVersion(
+                        key=item["Key"], version_id=str(item["VersionId"]),
+                        is_latest=bool(item["IsLatest"]),
+                        last_modified=_epoch_ms(item["LastModified"]),
+                        size=0, delete_marker=True,
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, f"listing the versions of '{prefix}'") from exc
+
+    def remove_delete_marker(self, key: str, version_id: str) -> None:
+        """Delete one delete marker (DeleteObject with its VersionId), which makes the
+        version before it current again. Only a block key of this store is touched."""
+        why_not = self.owns(key)
+        if why_not is not None:
+            raise StorageError(f"{key}: {why_not}")
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key, VersionId=version_id)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, f"removing the delete marker {version_id} of {key}") from exc
 
     def prefix_is_empty(self, prefix: str, *, blocks_only: bool = False) -> bool:
         """True if nothing is stored under ``prefix`` (one LIST with MaxKeys=1).

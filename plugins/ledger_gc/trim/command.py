@@ -3,10 +3,12 @@
     ledgergc trim [--ml NAME | --namespace TENANT/NS | --all] [--dry-run] [--json]
 
 Prints the plan (what would be marked, what is marked already) and the result (ledgers
-marked and deleted, bytes reclaimed, markers still pending with their age and last
-error). Exit status: 0 done, 1 some marker's data could not be deleted (it stays marked
-and the next trim retries it), 2 an error (nothing unsafe was done; the message says
-what failed). Progress goes to the log on stderr; ``--json`` prints the report on stdout.
+marked and deleted, bytes reclaimed (and, in a versioned bucket, bytes recoverable:
+deleted from listings but still billed as noncurrent versions), markers still pending
+with their age and last error). Exit status: 0 done, 1 some marker's data could not be
+deleted (it stays marked and the next trim retries it), 2 an error (nothing unsafe was
+done; the message says what failed). Progress goes to the log on stderr; ``--json``
+prints the report on stdout.
 """
 
 from __future__ import annotations
@@ -101,10 +103,14 @@ def print_text(data: dict[str, Any], settings: Settings) -> None:
     if not data["dry_run"]:
         print(
             f"result: {totals['ledgers_marked']} marked, {totals['ledgers_deleted']} deleted "
-            f"({human_bytes(totals['bytes_reclaimed'])} reclaimed), "
+            f"({human_bytes(totals['bytes_reclaimed'])} reclaimed, "
+            f"{human_bytes(totals['bytes_recoverable'])} recoverable), "
             f"{totals['cursors_moved']} cursors moved, {totals['markers_pending']} markers "
             "pending"
         )
+        if totals["bytes_recoverable"] and data.get("bucket"):
+            # A versioned bucket: the data left the listings but not the bill.
+            print(f"  recoverable, not reclaimed: {data['bucket']['note']}")
     for ml in data["managed_ledgers"]:
         for marker in ml["pending"]:
             age = (now - marker["marked_at"]) / 1000

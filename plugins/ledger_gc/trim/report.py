@@ -54,9 +54,13 @@ class MarkerState:
 
 @dataclass(frozen=True)
 class DeletedLedger:
+    """A ledger (or its tiered-storage copy) whose blocks this run deleted. In a
+    versioned bucket the bytes are ``recoverable``: out of every listing, not freed."""
+
     ledger_id: int
     objects: int
     bytes: int
+    recoverable: bool = False
 
 
 @dataclass
@@ -149,6 +153,9 @@ class TrimReport:
     finished_at: int = 0
     managed_ledgers: list[ManagedLedgerTrim] = field(default_factory=list)
     error: str | None = None  # the run itself failed (not one managed ledger)
+    # What a delete in the bucket frees (``BucketVersioning.to_dict``; None: not asked,
+    # as in a dry run): in a versioned bucket the bytes stay billed as old versions.
+    bucket: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> str:
@@ -178,6 +185,7 @@ class TrimReport:
             "exit_code": EXIT_CODES[outcome_of(totals, self.error)],
             "error": self.error,
             "totals": totals,
+            "bucket": self.bucket,
             "managed_ledgers": every if include_idle else shown,
         }
 
@@ -195,8 +203,15 @@ def totals_of(ml_dicts: Iterable[Mapping[str, Any]], managed_ledgers: int) -> di
         "ledgers_marked": sum(len(ml["marked"]) for ml in items),
         "ledgers_deleted": sum(len(ml["deleted"]) for ml in items),
         "objects_deleted": sum(x["objects"] for ml in items for x in ml["deleted"]),
+        # Only what was freed: in a versioned bucket the deleted bytes stay behind delete
+        # markers as noncurrent versions, still billed (``recoverable``).
         "bytes_reclaimed": sum(
             x["bytes"] for ml in items for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
+            if not x.get("recoverable")
+        ),
+        "bytes_recoverable": sum(
+            x["bytes"] for ml in items for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
+            if x.get("recoverable")
         ),
         "offloaded_copies_deleted": sum(len(ml.get("offloaded_deleted", ())) for ml in items),
         "markers_cleared": sum(len(ml.get("cleared", ())) for ml in items),
@@ -275,6 +290,7 @@ def run_summary(
         "outcome": outcome,
         "exit_code": EXIT_CODES[outcome],
         "totals": totals,
+        "bucket": next((r["bucket"] for r in reports if r.get("bucket")), None),
         "pending": sorted(pending, key=lambda m: m["marked_at"])[:SUMMARY_LIST_LIMIT],
         "errors": [{"ml": None, "error": e} for e in errors][:SUMMARY_LIST_LIMIT]
         + ml_errors[:SUMMARY_LIST_LIMIT],

@@ -169,6 +169,9 @@ def run_trim(
             if settings.offload_bucket
             else None
         )
+        if not dry_run:
+            # Asked once per run (cached by the storage); never raises ("unknown").
+            report.bucket = storage.versioning().to_dict()
         trimmer = ManagedLedgerTrimmer(
             store, deleter, settings, dry_run=dry_run, clock=clock, offload=offload
         )
@@ -185,12 +188,14 @@ def run_trim(
     report.finished_at = clock()
     totals = report.totals()
     log.info(
-        "trim %s %s: %d marked, %d deleted (%d bytes reclaimed), %d markers pending, %d errors",
+        "trim %s %s: %d marked, %d deleted (%d bytes reclaimed, %d recoverable), %d markers "
+        "pending, %d errors",
         run_id,
         report.outcome,
         totals["ledgers_marked"],
         totals["ledgers_deleted"],
         totals["bytes_reclaimed"],
+        totals["bytes_recoverable"],
         totals["markers_pending"],
         totals["errors"],
     )

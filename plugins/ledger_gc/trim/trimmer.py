@@ -690,7 +690,8 @@ class ManagedLedgerTrimmer:
         for outcome in purged.deleted:
             if outcome.target.ledger_id is None:
                 continue
-            done = DeletedLedger(outcome.target.ledger_id, outcome.objects, outcome.bytes)
+            done = DeletedLedger(outcome.target.ledger_id, outcome.objects, outcome.bytes,
+                                 outcome.recoverable)
             if outcome.target.target_class == OFFLOADED_LEDGER:
                 result.offloaded_deleted.append(done)
             else:
