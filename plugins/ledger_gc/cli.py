@@ -142,11 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subcommands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """The trim and orphan subcommands (each module registers its own parser)."""
+    """The trim, orphan and restore subcommands (each module registers its own parser)."""
     from ledger_gc.orphans import command as orphans_command
+    from ledger_gc.restore import command as restore_command
     from ledger_gc.trim import command as trim_command
 
-    return [trim_command.register, orphans_command.register]
+    return [trim_command.register, orphans_command.register, restore_command.register]
 
 
 SUBCOMMANDS = _subcommands()

@@ -1,0 +1,70 @@
+"""``ledgergc restore``: bring back what a run deleted in a versioned bucket.
+
+    ledgergc restore --run RUN_ID [--dry-run] [--json]
+
+Removes the delete markers the run left (see ``restoring``), audited ahead. Prints per
+prefix what was (or, with ``--dry-run``, would be) restored. Exit status: 0 done, 1 some
+prefix could not be restored (the rest was), 2 refused or an error (one line: an
+unversioned bucket, a run id the audit log does not know). Restored trimmed ledgers are
+data only: their metadata entry is not re-created (they show up as orphan ledgers).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ledger_gc.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "restore",
+        help="undo a run's deletes in a versioned bucket (remove its delete markers)",
+        description=(
+            "In a versioned bucket a delete only adds delete markers. This removes the "
+            "markers that run RUN_ID left (its recoverable audit records), which brings "
+            "the data back. Data only: a restored trimmed ledger is not re-listed in its "
+            "managed ledger, so it is an orphan ledger until an operator re-lists it."
+        ),
+    )
+    parser.add_argument("--run", required=True, metavar="RUN_ID",
+                        help="the run whose deletes to undo (its audit log run_id)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="show what would be restored; change nothing")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run_restore_command)
+
+
+def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:
+    from ledger_gc.cli import print_json
+    from ledger_gc.restore.restoring import restore_run
+
+    report = restore_run(settings, args.run, dry_run=args.dry_run)
+    data = report.to_dict()
+    if args.json:
+        print_json(data)
+    else:
+        print_text(data)
+    return report.exit_code
+
+
+def print_text(data: dict[str, Any]) -> None:
+    from ledger_gc.cli import human_bytes
+
+    mode = " (dry run: nothing changed)" if data["dry_run"] else ""
+    print(f"restore {data['run_id']} of run {data['restores_run']}{mode}: "
+          f"bucket {data['bucket']['bucket']!r}, versioning {data['bucket']['versioning']}")
+    for item in data["prefixes"]:
+        if data["dry_run"]:
+            what = f"would restore {item['markers']} objects"
+        else:
+            what = (f"restored {item['objects_restored']} of {item['markers']} objects "
+                    f"({human_bytes(item['bytes_restored'])})")
+        skipped = f", {item['skipped']} left alone (not this run's latest delete marker)" \
+            if item["skipped"] else ""
+        error = f"; error: {item['error']}" if item["error"] else ""
+        print(f"  {item['prefix']}: {what}{skipped}{error}")
+    print(f"result: {data['objects_restored']} objects "
+          f"({human_bytes(data['bytes_restored'])}) restored, {data['errors']} errors")
+    print(f"note: {data['note']}")

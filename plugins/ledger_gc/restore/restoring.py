@@ -1,0 +1,238 @@
+"""Bring back what one run deleted in a versioned bucket, by removing its delete markers.
+
+In a versioned bucket a delete frees nothing: each block key gets a *delete marker* as
+its latest version and the data stays as the version before it (``storage.versioning``).
+The audit log's ``deleted`` records of such a run say ``recoverable``. For each, this
+lists the versions under the record's prefix (ListObjectVersions) and removes (DeleteObject
+with the VersionId) every delete marker that
+
+* is the key's latest version (a key written or deleted again since is left alone),
+* was created during that run's delete: between its ``deleting`` record (written before
+  the DeleteObjects) and its ``deleted`` record (written after), widened by
+  ``CLOCK_SKEW_MS`` each way because S3's clock is not ours, and
+* hides a data version (a marker with nothing under it would bring nothing back),
+
+which makes the version before it current again: GET works, listings show it.
+
+The restore is audited ahead like a delete: a ``restoring`` record (operation
+``restore``) per prefix before any of its markers is removed, a ``restored`` record with
+what came back after. A restore that cannot be audited is not made.
+
+**Data only.** A trimmed ledger left its managed ledger's ledger list when it was marked,
+and its marker went once its data was gone. Restoring its blocks does not re-create that
+entry: the ledger is an *orphan ledger* again, which the orphan cycle registers and
+protects through its grace window (``LEDGERGC_GRACE_SECONDS``), and would delete after it,
+until an operator lists it again in the managed ledger's metadata. A restored orphan is
+an orphan again, under the same three phases.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ledger_gc.audit import (
+    DELETED,
+    DELETING,
+    RESTORE,
+    RESTORED,
+    RESTORING,
+    AuditLog,
+    AuditRecord,
+)
+from ledger_gc.clock import now_ms
+from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import LedgerStorage, ObjectVersion
+from ledger_gc.storage.versioning import OFF
+
+log = logging.getLogger(__name__)
+
+#: How far S3's clock may be from ours when matching delete markers to the run's records.
+CLOCK_SKEW_MS = 5_000
+
+NOTE = (
+    "restored data only: a restored trimmed ledger's metadata entry is not re-created, so "
+    "the orphan cycle sees it as an orphan ledger (its grace window, LEDGERGC_GRACE_SECONDS, "
+    "protects it; after that it is deleted again) until an operator lists it again in its "
+    "managed ledger's ledger list; a restored orphan is an orphan again"
+)
+
+
+@dataclass
+class RestoredPrefix:
+    """One audited target of the run: the delete markers found and removed under it."""
+
+    prefix: str
+    target_class: str
+    ml_name: str
+    ledger_id: int | None
+    markers: int = 0  # delete markers of this run found (what would be / was restored)
+    objects_restored: int = 0
+    bytes_restored: int = 0
+    skipped: int = 0  # keys whose latest version is not this run's delete marker
+    error: str | None = None
+
+
+@dataclass
+class RestoreReport:
+    """What ``restore_run`` found and did; ``to_dict`` is ``ledgergc restore --json``."""
+
+    run_id: str
+    restores_run: str
+    dry_run: bool
+    bucket: dict[str, Any]
+    prefixes: list[RestoredPrefix] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(p.error for p in self.prefixes) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "restores_run": self.restores_run,
+            "dry_run": self.dry_run,
+            "bucket": self.bucket,
+            "prefixes": [asdict(p) for p in self.prefixes],
+            "markers_found": sum(p.markers for p in self.prefixes),
+            "objects_restored": sum(p.objects_restored for p in self.prefixes),
+            "bytes_restored": sum(p.bytes_restored for p in self.prefixes),
+            "errors": sum(1 for p in self.prefixes if p.error),
+            "exit_code": self.exit_code,
+            "note": NOTE,
+        }
+
+
+def new_restore_id(clock: Callable[[], int] = now_ms) -> str:
+    stamp = datetime.fromtimestamp(clock() / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"restore-{stamp}-{secrets.token_hex(3)}"
+
+
+def restore_run(
+    settings: Settings,
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    storage: LedgerStorage | None = None,
+    audit: AuditLog | None = None,
+    clock: Callable[[], int] = now_ms,
+) -> RestoreReport:
+    """Remove the delete markers that run ``run_id`` left in a versioned bucket.
+
+    Raises SafetyRefusalError (nothing changed) for a bucket known to be unversioned, a
+    run id with no ``deleted`` records in the audit log, or a run that deleted nothing
+    recoverable.
+    """
+    storage = storage or LedgerStorage(settings)
+    audit = audit or AuditLog(settings.state_dir)
+    bucket = storage.versioning()
+    if bucket.versioning == OFF:
+        raise SafetyRefusalError(
+            f"bucket {storage.bucket!r} is not versioned: its deletes freed the data and "
+            "nothing can be restored"
+        )
+    records = [r for r in audit.read() if r.get("run_id") == run_id]
+    deleted = [r for r in records if r.get("status", DELETED) == DELETED
+               and r.get("operation") != RESTORE]
+    if not deleted:
+        raise SafetyRefusalError(
+            f"run {run_id!r} deleted nothing according to the audit log {audit.path}; check "
+            "the run id (the audit log's run_id, e.g. in ledgergc status --json)"
+        )
+    recoverable = [r for r in deleted if r.get("recoverable")]
+    if not recoverable:
+        raise SafetyRefusalError(
+            f"run {run_id!r} deleted from an unversioned bucket (no recoverable records in "
+            f"{audit.path}); nothing can be restored"
+        )
+    # The earliest write-ahead record of each prefix: its delete came after it.
+    announced: dict[str, int] = {}
+    for record in records:
+        if record.get("status") == DELETING:
+            prefix = str(record["prefix"])
+            announced[prefix] = min(announced.get(prefix, record["time_ms"]), record["time_ms"])
+    report = RestoreReport(new_restore_id(clock), run_id, dry_run, bucket.to_dict())
+    for record in recoverable:
+        prefix = str(record["prefix"])
+        ended = int(record["time_ms"])
+        started = announced.get(prefix, ended)
+        item = RestoredPrefix(prefix, str(record["target_class"]), str(record["ml_name"]),
+                              record.get("ledger_id"))
+        report.prefixes.append(item)
+        try:
+            _restore_prefix(storage, audit, report, item, started, ended, dry_run)
+        except AuditUnavailableError:
+            raise  # no restore without its record: stop here
+        except Exception as exc:  # one prefix must not stop the others; reported
+            item.error = str(exc)
+            log.warning("restore of %s failed: %s", prefix, exc)
+    return report
+
+
+def _restore_prefix(
+    storage: LedgerStorage,
+    audit: AuditLog,
+    report: RestoreReport,
+    item: RestoredPrefix,
+    started: int,
+    ended: int,
+    dry_run: bool,
+) -> None:
+    by_key: dict[str, list[ObjectVersion]] = {}
+    for version in storage.iter_versions(item.prefix):
+        if storage.owns(version.key) is None:  # only the store's blocks
+            by_key.setdefault(version.key, []).append(version)
+    markers: list[tuple[ObjectVersion, ObjectVersion]] = []
+    for versions in by_key.values():
+        latest = next((v for v in versions if v.is_latest), None)
+        data = sorted((v for v in versions if not v.delete_marker),
+                      key=lambda v: v.last_modified)
+        if (
+            latest is None
+            or not latest.delete_marker
+            or not started - CLOCK_SKEW_MS <= latest.last_modified <= ended + CLOCK_SKEW_MS
+            or not data
+        ):
+            item.skipped += 1
+            continue
+        markers.append((latest, data[-1]))
+    item.markers = len(markers)
+    if dry_run or not markers:
+        return
+    size = sum(data.size for _, data in markers)
+    audit.append([_record(report, item, len(markers), size, RESTORING)])
+    for marker, data in markers:
+        try:
+            storage.remove_delete_marker(marker.key, marker.version_id)
+        except Exception as exc:
+            item.error = str(exc)
+            break
+        item.objects_restored += 1
+        item.bytes_restored += data.size
+    if item.objects_restored:
+        audit.append(
+            [_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)]
+        )
+
+
+def _record(
+    report: RestoreReport, item: RestoredPrefix, objects: int, size: int, status: str
+) -> AuditRecord:
+    return AuditRecord(
+        operation=RESTORE,
+        target_class=item.target_class,
+        ml_name=item.ml_name,
+        ledger_id=item.ledger_id,
+        prefix=item.prefix,
+        objects=objects,
+        bytes=size,
+        reason=f"restore of run {report.restores_run}: its delete markers removed",
+        run_id=report.run_id,
+        status=status,
+        versioning=str(report.bucket.get("versioning")),
+    )
