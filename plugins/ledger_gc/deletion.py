@@ -88,6 +88,7 @@ class TargetOutcome:
     foreign_keys: list[str] = field(default_factory=list)
     error: str | None = None
     recoverable: bool = False
+    versioning: str | None = None
     noncurrent_expiration_days: int | None = None
 
 
@@ -202,6 +203,7 @@ class Deleter:
             outcome.bytes = sum(block.size for block in deleted)
             outcome.gone = not failed and not kept and left is not None
             outcome.recoverable = bucket.keeps_deleted_data
+            outcome.versioning = bucket.versioning
             outcome.noncurrent_expiration_days = bucket.noncurrent_expiration_days
             if failed:
                 outcome.error = f"{len(failed)} objects not deleted: {result.failed[failed[0]]}"

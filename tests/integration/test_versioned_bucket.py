@@ -199,3 +199,36 @@ def test_restore_refuses_an_unversioned_bucket_and_an_unknown_run(
     [line] = unknown.stderr.strip().splitlines()
     assert "no-such-run" in line
     ml.close()
+
+
+def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
+    storage, settings, s3_client
+):
+    """The orphan cycle's delete step (no Spark needed): its results, its audit records
+    (written by the delete path) and the cycle's report."""
+    from ledger_gc.orphans import deleting
+    from ledger_gc.orphans.phases import RegistryEntry
+
+    version(s3_client, settings.bucket)
+    gone_topic = "acme/prod/persistent/deleted-topic"  # no znode: an orphan partition
+    block = storage.write_block(gone_topic, 7, 0, [b"x" * 500])
+    [listed] = list(storage.iter_objects(ml_dir(storage.prefix, gone_topic)))
+    entry = RegistryEntry(
+        prefix=ml_dir(storage.prefix, gone_topic), target_class="orphan-partition",
+        ml_name=gone_topic, ledger_id=None, first_seen_ms=0, last_seen_ms=0, first_scan=1,
+        last_scan=2, scans_seen=2, objects=1, bytes=block.size,
+        newest_ms=listed.last_modified,
+    )
+    later = listed.last_modified + (settings.retention_seconds + 60) * 1000
+
+    [result] = deleting.recheck_and_delete(
+        settings, [vars(entry)], run_id="orphans-1", now_ms=later, deleting=True
+    )
+
+    assert result["action"] == deleting.DELETED and result["recoverable"] is True
+    assert result["bytes"] == block.size
+    [record] = AuditLog(settings.state_dir).deletions()
+    assert record["operation"] == "orphan-removal" and record["recoverable"] is True
+    text = render_metrics(build_overview(settings.state_dir))
+    assert metric(text, "ledgergc_reclaimed_bytes_total", "orphan-removal") == 0
+    assert metric(text, "ledgergc_recoverable_bytes_total", "orphan-removal") == block.size

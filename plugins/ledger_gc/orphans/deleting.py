@@ -206,8 +206,13 @@ def _delete(
             objects=sum(o.objects for o in mine),
             bytes=sum(o.bytes for o in mine),
             foreign_keys=sum(len(o.foreign_keys) for o in mine),
+            # In a versioned bucket the bytes stay as noncurrent versions (not freed).
+            recoverable=any(o.recoverable for o in mine),
             deleted_ledgers=[
-                {**asdict(o.target), "objects": o.objects, "bytes": o.bytes} for o in mine
+                {**asdict(o.target), "objects": o.objects, "bytes": o.bytes,
+                 "recoverable": o.recoverable, "versioning": o.versioning,
+                 "noncurrent_expiration_days": o.noncurrent_expiration_days}
+                for o in mine
             ],
         )
         if deleting and (errors or not all(o.gone for o in mine)):

@@ -55,7 +55,10 @@ that was because another cycle held the delete lock (exit status 1; the next run
 retries).
 
 ``deleted``, ``would_delete``: ``[{"prefix", "target_class", "ml_name", "ledger_id",
-"objects", "bytes", "reason"}]``. ``waiting``: ``[{"prefix", "target_class", "ml_name",
+"objects", "bytes", "reason"}]`` (``deleted`` items also ``recoverable``).
+``bytes_reclaimed``: bytes this cycle deleted and freed; ``bytes_recoverable``: bytes it
+deleted in a versioned bucket, which keeps them as noncurrent versions (not freed).
+``waiting``: ``[{"prefix", "target_class", "ml_name",
 "ledger_id", "bytes", "phase", "first_seen_ms", "until_ms"}]`` soonest first (at most
 ``MAX_LISTED``; ``waiting_total`` counts all). ``corrected``: ``[{"prefix",
 "target_class", "ml_name", "ledger_id", "reason"}]``. ``failed``: ``[{"prefix",
@@ -292,6 +295,16 @@ def build_report(
         elif result["action"] == deleting.SKIPPED:
             failed.append({"prefix": result["prefix"], "error": result["error"]})
 
+    # A versioned bucket keeps deleted bytes as noncurrent versions: recoverable, not freed.
+    recoverable_prefixes = {
+        r["prefix"] for r in delete_results
+        if r["action"] == deleting.DELETED and r.get("recoverable")
+    }
+    for item in deleted_list:
+        item["recoverable"] = item["prefix"] in recoverable_prefixes
+    bytes_deleted = [r for r in delete_results if r["action"] == deleting.DELETED]
+    bytes_recoverable = sum(r["bytes"] for r in bytes_deleted if r.get("recoverable"))
+    bytes_reclaimed = sum(r["bytes"] for r in bytes_deleted if not r.get("recoverable"))
     classes = {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
     ns_classes: dict[str, Any] = {}
     if diff is not None:
@@ -361,6 +374,8 @@ def build_report(
         "delete_skipped": (deleted or {}).get("skipped"),
         # Work left for the next run because another cycle held the delete lock.
         "pending": bool((deleted or {}).get("lock_busy")),
+        "bytes_reclaimed": bytes_reclaimed,
+        "bytes_recoverable": bytes_recoverable,
         "deleted": deleted_list[:MAX_LISTED],
         "would_delete": would_delete[:MAX_LISTED],
         "waiting": waiting[:MAX_LISTED],
@@ -452,7 +467,15 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     for item in data.get("held", []):
         yield f"  held (newer than the metadata, kept) {item['prefix']}: {item['reason']}"
     for item in data["deleted"]:
-        yield f"  deleted {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
+        kept = ", recoverable: kept by the versioned bucket" if item.get("recoverable") else ""
+        yield (f"  deleted {item['prefix']} ({item['objects']} objects, "
+               f"{_size(item['bytes'])}{kept})")
+    if data.get("bytes_recoverable"):
+        yield (
+            f"  {_size(data['bytes_recoverable'])} deleted but recoverable, not reclaimed: the "
+            "bucket is versioned, so they stay billed as noncurrent versions until a "
+            "lifecycle rule (NoncurrentVersionExpiration) expires them; see docs/OPERATIONS.md"
+        )
     for item in data["would_delete"]:
         yield f"  would delete {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])})"
     for item in data["corrected"]:
