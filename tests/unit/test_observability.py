@@ -341,6 +341,7 @@ def test_an_empty_state_dir_gives_zeros_not_errors(tmp_path):
     assert overview["deletions"] == {
         "recent": [],
         "reclaimed_bytes": {"orphan-removal": 0, "trim": 0},
+        "recoverable_bytes": {"orphan-removal": 0, "trim": 0},
         "deleted_units": {"orphan-removal": 0, "trim": 0},
     }
     assert overview["last_success"] == {"trim": None, "orphans": None}
