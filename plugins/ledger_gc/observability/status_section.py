@@ -45,6 +45,12 @@ def describe_overview(overview: dict[str, Any]) -> list[str]:
         f"{op} {human_bytes(value)}" for op, value in deletions["reclaimed_bytes"].items()
     )
     lines.append(f"reclaimed (audit log): {reclaimed}")
+    recoverable = deletions.get("recoverable_bytes", {})
+    if any(recoverable.values()):
+        kept = ", ".join(f"{op} {human_bytes(value)}" for op, value in recoverable.items())
+        lines.append(
+            f"recoverable, not reclaimed (a versioned bucket keeps them, still billed): {kept}"
+        )
     for record in deletions["recent"][:SHOWN_DELETIONS]:
         what = record.get("ml_name") or record.get("prefix")
         if record.get("ledger_id") is not None:
@@ -52,6 +58,7 @@ def describe_overview(overview: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {fmt_time(record.get('time_ms'))} {record.get('operation')} {what} "
             f"{human_bytes(int(record.get('bytes') or 0))}"
+            + (" (recoverable)" if record.get("recoverable") else "")
         )
     runs = ", ".join(
         f"{job} {fmt_time(last['time_ms']) if last else 'never'}"
