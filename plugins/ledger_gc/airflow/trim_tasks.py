@@ -146,13 +146,14 @@ def summarize(
     totals = summary["totals"]
     log.info(
         "trim run %s %s: %d managed ledgers, %d marked, %d deleted, %d bytes reclaimed, "
-        "%d markers pending, %d errors",
+        "%d recoverable (kept by a versioned bucket), %d markers pending, %d errors",
         run_id,
         summary["outcome"],
         totals["managed_ledgers"],
         totals["ledgers_marked"],
         totals["ledgers_deleted"],
         totals["bytes_reclaimed"],
+        totals.get("bytes_recoverable", 0),
         totals["markers_pending"],
         totals["errors"],
     )
