@@ -71,7 +71,7 @@ class RestoredPrefix:
     target_class: str
     ml_name: str
     ledger_id: int | None
-    markers: int = 0  # delete markers of this run found (what would be / was restored)
+    markers: int = 0  # keys hidden by this run's delete markers (what would come back)
     objects_restored: int = 0
     bytes_restored: int = 0
     skipped: int = 0  # keys whose latest version is not this run's delete marker
@@ -187,28 +187,23 @@ def _restore_prefix(
     for version in storage.iter_versions(item.prefix):
         if storage.owns(version.key) is None:  # only the store's blocks
             by_key.setdefault(version.key, []).append(version)
-    markers: list[tuple[ObjectVersion, ObjectVersion]] = []
+    # Per key: the delete markers to remove (newest first) and the version they uncover.
+    markers: list[tuple[list[ObjectVersion], ObjectVersion]] = []
     for versions in by_key.values():
-        latest = next((v for v in versions if v.is_latest), None)
-        data = sorted((v for v in versions if not v.delete_marker),
-                      key=lambda v: v.last_modified)
-        if (
-            latest is None
-            or not latest.delete_marker
-            or not started - CLOCK_SKEW_MS <= latest.last_modified <= ended + CLOCK_SKEW_MS
-            or not data
-        ):
+        uncovered = _run_markers(versions, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
+        if uncovered is None:
             item.skipped += 1
-            continue
-        markers.append((latest, data[-1]))
+        else:
+            markers.append(uncovered)
     item.markers = len(markers)
     if dry_run or not markers:
         return
     size = sum(data.size for _, data in markers)
     audit.append([_record(report, item, len(markers), size, RESTORING)])
-    for marker, data in markers:
+    for found, data in markers:
         try:
-            storage.remove_delete_marker(marker.key, marker.version_id)
+            for marker in found:
+                storage.remove_delete_marker(marker.key, marker.version_id)
         except Exception as exc:
             item.error = str(exc)
             break
@@ -218,6 +213,28 @@ def _restore_prefix(
         audit.append(
             [_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)]
         )
+
+
+def _run_markers(
+    versions: list[ObjectVersion], earliest: int, latest_ms: int
+) -> tuple[list[ObjectVersion], ObjectVersion] | None:
+    """The delete markers on top of one key's versions that the run made (between
+    ``earliest`` and ``latest_ms``), newest first, and the data version under them; None
+    when the key's latest version is data, a marker from another time is in the way (a
+    later delete, which is not this run's to undo), or no data is under them (pure).
+
+    A retried DeleteObjects may stack several markers on one key; all of them go."""
+    top = [v for v in versions if v.is_latest]
+    rest = sorted((v for v in versions if not v.is_latest),
+                  key=lambda v: v.last_modified, reverse=True)
+    found: list[ObjectVersion] = []
+    for version in top[:1] + rest:
+        if not version.delete_marker:
+            return (found, version) if found else None
+        if not earliest <= version.last_modified <= latest_ms:
+            return None
+        found.append(version)
+    return None
 
 
 def _record(
