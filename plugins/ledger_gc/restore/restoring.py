@@ -130,6 +130,7 @@ def restore_run(
     """
     storage = storage or LedgerStorage(settings)
     audit = audit or AuditLog(settings.state_dir)
+    storage.check_bucket()  # a missing bucket is its own clear error, not "unknown"
     bucket = storage.versioning()
     if bucket.versioning == OFF:
         raise SafetyRefusalError(
