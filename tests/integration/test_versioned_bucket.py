@@ -232,3 +232,16 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     text = render_metrics(build_overview(settings.state_dir))
     assert metric(text, "ledgergc_reclaimed_bytes_total", "orphan-removal") == 0
     assert metric(text, "ledgergc_recoverable_bytes_total", "orphan-removal") == block.size
+
+    # The cycle's report counts them apart, from the delete step's results.
+    from ledger_gc.orphans.cycle import CycleOptions
+    from ledger_gc.orphans.layout import DELETE, RunPaths
+    from ledger_gc.orphans.report import build_report, render_text
+
+    RunPaths(settings.state_dir, "orphans-1").write_manifest(
+        DELETE, {"deleting": True, "results": [result]}
+    )
+    report = build_report(settings, "orphans-1", options=CycleOptions(), now_ms=later)
+    assert report.to_dict()["bytes_recoverable"] == block.size
+    assert report.to_dict()["bytes_reclaimed"] == 0
+    assert any("recoverable, not reclaimed" in line for line in render_text(report))
