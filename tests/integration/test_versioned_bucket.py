@@ -131,8 +131,10 @@ def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings
 
 
 def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
-    store, storage, settings, s3_client
+    store, storage, settings, s3_client, capsys
 ):
+    from ledger_gc.trim.command import print_text
+
     version(s3_client, settings.bucket)
     expire_noncurrent(s3_client, settings.bucket, 7)
     ml, _, _ = consumed_ledgers(store, storage)
@@ -141,6 +143,10 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
 
     assert data["bucket"]["noncurrent_expiration_days"] == 7
     assert "7 days" in data["bucket"]["note"]
+    print_text(data, settings)
+    text = capsys.readouterr().out
+    assert "0 B reclaimed" in text and "recoverable, not reclaimed" in text
+    assert "expire-old-versions" in text and "7 days" in text
     deleted = AuditLog(settings.state_dir).deletions()
     assert deleted and all(r["noncurrent_expiration_days"] == 7 for r in deleted)
     ml.close()

@@ -140,6 +140,11 @@ def restore_run(
     records = [r for r in audit.read() if r.get("run_id") == run_id]
     deleted = [r for r in records if r.get("status", DELETED) == DELETED
                and r.get("operation") != RESTORE]
+    if not deleted and records:
+        raise SafetyRefusalError(
+            f"run {run_id!r} announced deletes but recorded none as done in {audit.path} "
+            "(killed mid-batch?); nothing restored: list the versions of its prefixes by hand"
+        )
     if not deleted:
         raise SafetyRefusalError(
             f"run {run_id!r} deleted nothing according to the audit log {audit.path}; check "
