@@ -75,7 +75,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
         for run_id, result in results.items()
     }
     assert deleted == {"first": {leak["prefix"] for leak in leaks}, "second": set()}
-    audited = AuditLog(eager.state_dir).read()
+    audited = AuditLog(eager.state_dir).deletions()
     assert sum(r["bytes"] for r in audited) == sum(leak["bytes"] for leak in leaks)
     assert {r["run_id"] for r in audited} == {"first"}
     assert OrphanRegistry(eager.state_dir).entries() == {}
