@@ -1,4 +1,4 @@
-"""The local stack every other integration test stands on: ZooKeeper, moto S3, the CLI."""
+"""The local stack every other integration test stands on: ZooKeeper, SeaweedFS S3, the CLI."""
 
 from __future__ import annotations
 
@@ -118,13 +118,15 @@ def local_stack_cli(tmp_path: Path, *args: str, **kwargs: Any) -> subprocess.Pop
 
 
 CHILD = """
-import os, socket, sys, urllib.request
+import os, socket, sys
+import boto3
 zk_host, zk_port = os.environ["LEDGERGC_ZK_HOSTS"].split(":")
 with socket.create_connection((zk_host, int(zk_port))) as sock:
     sock.sendall(b"ruok")
     assert sock.recv(4) == b"imok"
-with urllib.request.urlopen(os.environ["LEDGERGC_S3_ENDPOINT"]) as resp:
-    assert b"ListAllMyBucketsResult" in resp.read()
+# signed with the AWS_* credentials the stack put into our environment
+s3 = boto3.client("s3", endpoint_url=os.environ["LEDGERGC_S3_ENDPOINT"])
+assert s3.list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
 assert os.environ["LEDGERGC_BUCKET"] == "users-own-bucket"
 assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
 print(zk_port, os.environ["LEDGERGC_S3_ENDPOINT"].rsplit(":", 1)[1], flush=True)
@@ -142,7 +144,7 @@ def test_run_passes_the_env_and_the_exit_code_and_stops_the_stack(tmp_path: Path
     assert not port_open(zk_port)
     assert not port_open(s3_port)
     assert (tmp_path / "stack" / "logs" / "zookeeper.log").stat().st_size > 0
-    assert (tmp_path / "stack" / "logs" / "moto.log").stat().st_size > 0
+    assert (tmp_path / "stack" / "logs" / "seaweedfs.log").stat().st_size > 0
 
 
 def test_run_passes_sigterm_on_and_stops_the_stack(tmp_path: Path) -> None:
