@@ -193,9 +193,13 @@ class _ServerProcess:
         """The server's working directory (None: ours)."""
         return None
 
+    def _ports(self) -> list[int]:
+        """Every port the server listens on."""
+        return [self.port]
+
     def _ports_lost(self) -> bool:
         """Whether another process holds a port we picked (so a new pick is worth a try)."""
-        return _port_in_use(self.port)
+        return any(_port_in_use(port) for port in self._ports())
 
     def _pick_new_ports(self) -> None:
         """Replace the ports we picked ourselves after one was taken under us."""
@@ -297,6 +301,11 @@ class _ServerProcess:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
+                # The watchdog is reaped at once, the server a moment later (the kernel
+                # tears a big process down in its own time): wait until its ports close.
+                deadline = time.monotonic() + 5
+                while any(map(_accepts, self._ports())) and time.monotonic() < deadline:
+                    time.sleep(0.05)
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
@@ -345,6 +354,13 @@ class _ServerProcess:
 
 
 atexit.register(_ServerProcess.stop_all)
+
+
+def _accepts(port: int) -> bool:
+    """Whether something accepts connections on the loopback ``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 def _port_in_use(port: int) -> bool:
@@ -566,11 +582,8 @@ class SeaweedS3Server(_ServerProcess):
             ports[flag] = port
         return ports
 
-    def _all_ports(self) -> list[int]:
+    def _ports(self) -> list[int]:
         return [self.port, *self.role_ports.values()]
-
-    def _ports_lost(self) -> bool:
-        return any(_port_in_use(port) for port in self._all_ports())
 
     def _pick_new_ports(self) -> None:
         self.port = free_port()
