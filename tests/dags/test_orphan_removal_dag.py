@@ -3,7 +3,7 @@
 The DAG runs for real: its Spark tasks go through the Spark provider's
 SparkSubmitOperator (``spark-submit`` of this venv, ``local[*]`` because the test's
 Airflow has no ``spark_default`` connection), its Python tasks in the ``airflow``
-process, all against the session's ZooKeeper and moto S3. Settings reach the tasks as
+process, all against the session's ZooKeeper and SeaweedFS S3. Settings reach the tasks as
 ``LEDGERGC_*`` variables, the run's options as ``-c`` params.
 """
 

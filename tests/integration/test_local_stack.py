@@ -1,4 +1,4 @@
-"""The local stack every other integration test stands on: ZooKeeper, moto S3, the CLI."""
+"""The local stack every other integration test stands on: ZooKeeper, SeaweedFS S3, the CLI."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from ledger_gc.settings import Settings
-from local_stack import LocalStackError, ZooKeeperServer
+from local_stack import LocalStack, LocalStackError, SeaweedS3Server, ZooKeeperServer
 
 LOCAL_STACK_PY = Path(__file__).resolve().parents[2] / "include" / "local_stack.py"
 
@@ -104,6 +104,57 @@ def test_a_port_taken_before_start_is_replaced_unless_it_was_asked_for(tmp_path:
             ZooKeeperServer(tmp_path / "zk2", port=taken, log_dir=tmp_path / "logs2").start()
 
 
+def _listening(pid: int) -> set[tuple[str, int]]:
+    import psutil
+
+    return {
+        (conn.laddr.ip, conn.laddr.port)
+        for conn in psutil.Process(pid).net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    }
+
+
+def _weed_pid(server: SeaweedS3Server) -> int:
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == server.port and conn.pid:
+            return int(conn.pid)
+    raise AssertionError(f"nothing listens on the S3 port {server.port}")
+
+
+def test_seaweedfs_listens_on_its_picked_loopback_ports_only(local_stack: LocalStack) -> None:
+    server = local_stack.s3
+    assert isinstance(server, SeaweedS3Server)
+    listening = _listening(_weed_pid(server))
+
+    # master, volume, filer and S3, each HTTP and gRPC: the ports we picked, no default
+    # (9333, 8080, 8888, 8333, the Iceberg and Lance catalogs' 8181 and 9101...)
+    assert listening == {("127.0.0.1", port) for port in [server.port, *server.role_ports.values()]}
+    assert len(listening) == 8
+
+
+def test_a_seaweedfs_port_taken_before_start_is_replaced(tmp_path: Path) -> None:
+    server = SeaweedS3Server(tmp_path / "seaweedfs", log_dir=tmp_path / "logs")
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", server.role_ports["filer.port"]))
+        squatter.listen()
+        taken = server.role_ports["filer.port"]
+
+        with server:
+            assert server.role_ports["filer.port"] != taken
+            client = server.client()
+            client.create_bucket(Bucket="squatted")
+            client.put_object(Bucket="squatted", Key="k", Body=b"v")
+            assert client.get_object(Bucket="squatted", Key="k")["Body"].read() == b"v"
+            sockets = [path for path in server._leftovers() if path.exists()]
+            assert sockets, "weed serves its gRPC ports on /tmp/seaweedfs-*.sock too"
+
+    assert not any(path.exists() for path in server._leftovers())
+    assert not port_open(server.port)
+    assert (tmp_path / "logs" / "seaweedfs.log").stat().st_size > 0
+
+
 def local_stack_cli(tmp_path: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
     """``python include/local_stack.py ARGS`` with some of the user's own LEDGERGC_* set."""
     env = {**os.environ, "LEDGERGC_BUCKET": "users-own-bucket", "LEDGERGC_ZK_HOSTS": "nowhere:1"}
@@ -118,13 +169,15 @@ def local_stack_cli(tmp_path: Path, *args: str, **kwargs: Any) -> subprocess.Pop
 
 
 CHILD = """
-import os, socket, sys, urllib.request
+import os, socket, sys
+import boto3
 zk_host, zk_port = os.environ["LEDGERGC_ZK_HOSTS"].split(":")
 with socket.create_connection((zk_host, int(zk_port))) as sock:
     sock.sendall(b"ruok")
     assert sock.recv(4) == b"imok"
-with urllib.request.urlopen(os.environ["LEDGERGC_S3_ENDPOINT"]) as resp:
-    assert b"ListAllMyBucketsResult" in resp.read()
+# signed with the AWS_* credentials the stack put into our environment
+s3 = boto3.client("s3", endpoint_url=os.environ["LEDGERGC_S3_ENDPOINT"])
+assert s3.list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
 assert os.environ["LEDGERGC_BUCKET"] == "users-own-bucket"
 assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
 print(zk_port, os.environ["LEDGERGC_S3_ENDPOINT"].rsplit(":", 1)[1], flush=True)
@@ -142,7 +195,7 @@ def test_run_passes_the_env_and_the_exit_code_and_stops_the_stack(tmp_path: Path
     assert not port_open(zk_port)
     assert not port_open(s3_port)
     assert (tmp_path / "stack" / "logs" / "zookeeper.log").stat().st_size > 0
-    assert (tmp_path / "stack" / "logs" / "moto.log").stat().st_size > 0
+    assert (tmp_path / "stack" / "logs" / "seaweedfs.log").stat().st_size > 0
 
 
 def test_run_passes_sigterm_on_and_stops_the_stack(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Full orphan cycles against real ZooKeeper, moto S3 and local Spark.
+"""Full orphan cycles against real ZooKeeper, SeaweedFS S3 and local Spark.
 
 The store holds live data, a ledger the trim has marked (its data still there), and the
 leaks ``include/demo_leaks.py`` plants (legacy-delete orphan ledgers, a deleted topic's

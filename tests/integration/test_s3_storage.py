@@ -1,11 +1,11 @@
-"""LedgerStorage against a real moto S3 server over HTTP.
+"""LedgerStorage against a real S3 server (the local stack's SeaweedFS) over HTTP.
 
-Faults moto cannot produce (throttling, per-key delete errors, a lost PUT response) are
-injected with botocore event hooks on the client, so everything else still goes over the
-wire to a real server.
+Faults a real server does not produce on demand (throttling, per-key delete errors, a lost
+PUT response) are injected with botocore event hooks on the client, so everything else
+still goes over the wire to a real server.
 
 Fixtures from ``tests/conftest.py``: ``settings`` (a fresh bucket per test on the shared
-moto server, ``prefix="ledgers"``) and ``s3_client`` (a plain client for that server, used
+SeaweedFS, ``prefix="ledgers"``) and ``s3_client`` (a plain client for that server, used
 to plant and inspect objects behind LedgerStorage's back).
 """
 
@@ -93,7 +93,7 @@ def _fail_first_sends(
     n: int, status: int = 503, code: str = "SlowDown", message: str = "Please reduce your rate"
 ) -> Callable[..., AWSResponse | None]:
     """A ``before-send`` handler answering the first ``n`` sends with a fake error, without
-    sending them: the fault a throttled S3 produces and moto cannot."""
+    sending them: the fault a throttled S3 produces and a local one does not."""
     remaining = [n]
 
     def handler(request: Any, **_: Any) -> AWSResponse | None:
@@ -483,8 +483,9 @@ def test_per_key_errors_are_reported_and_transient_ones_retried(
     attempts: list[list[str]] = []
 
     def per_key_errors(parsed: dict[str, Any], **_: Any) -> None:
-        # S3 answers 200 and lists failed keys inside the body; moto never does, so the
-        # parsed answer is edited. (moto did delete them; we pretend it did not.)
+        # S3 answers 200 and lists failed keys inside the body; a healthy local store never
+        # does, so the parsed answer is edited. (The store did delete them; we pretend it
+        # did not.)
         sent = attempts[-1]
         errors = []
         if denied in sent:
