@@ -1,6 +1,6 @@
 """A versioned bucket: a delete adds delete markers and frees nothing, so the trim, the
 audit log and the metrics must say "recoverable", never "reclaimed"; ``ledgergc restore``
-brings such a run's data back. Against the local stack's S3 (moto's server), which keeps
+brings such a run's data back. Against the local stack's S3 (SeaweedFS), which keeps
 object versions once ``put_bucket_versioning`` turns them on."""
 
 from __future__ import annotations

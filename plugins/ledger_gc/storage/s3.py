@@ -233,7 +233,7 @@ def build_client(
     Credentials come the usual boto3 way (environment, profile, instance role). A new
     session per client, because boto3's default session is not safe to share between
     threads while clients are being created. Path-style addressing for a custom endpoint
-    (moto, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
+    (SeaweedFS, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
     """
     config = Config(
         region_name=settings.s3_region,
@@ -322,9 +322,10 @@ class LedgerStorage:
 
         Raises BlockExistsError if the block's key is taken: S3 refused the write (412)
         because of ``If-None-Match: *`` (or 409 while another conditional write of the
-        same key is in flight). moto 5.2.5 honours the condition too. An
-        S3-compatible store that ignores ``If-None-Match`` would overwrite instead; such a
-        store cannot give this guarantee and is not supported.
+        same key is in flight). SeaweedFS honours the condition too (checked in
+        tests/integration/test_s3_engine.py). An S3-compatible store that ignores
+        ``If-None-Match`` would overwrite instead; such a store cannot give this guarantee
+        and is not supported.
         """
         key = keys.block_key(self.prefix, ml_name, ledger_id, first_entry_id)
         data = encode_block(ledger_id, first_entry_id, payloads)
