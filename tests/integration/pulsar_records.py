@@ -10,9 +10,26 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 
 from ledger_gc import formats
+from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata import paths
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.storage.s3 import LedgerStorage
+
+ML = "acme/prod/persistent/orders"
+
+
+def listed_and_marked(store, name: str = ML) -> tuple[list[int], dict[int, dict]]:
+    """The ledger ids a managed ledger lists, and its deletable markers."""
+    info = store.get_managed_ledger(name).value
+    return sorted(li.ledgerId for li in info.ledgerInfo), formats.deletable_markers(info)
+
+
+def writer(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
+    """A managed ledger ``ML`` written through the library: ``ledgers`` full ledgers of 2
+    entries and an empty current one; the handle and the listed ids."""
+    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
+    ml.add_entries([f"entry-{i}".encode() * 10 for i in range(2 * ledgers)])
+    return ml, [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
 
 
 @dataclass(frozen=True)

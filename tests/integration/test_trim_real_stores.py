@@ -19,18 +19,19 @@ import pytest
 from pulsar_records import (
     Ledger,
     ledgers_with_data,
+    listed_and_marked,
     read_record,
     record,
     store_of,
     write_cursor,
     write_data,
     write_record,
+    writer,
 )
 
 from ledger_gc import deletion, formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
@@ -41,18 +42,6 @@ from ledger_gc.termination import stop_on_signals
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"
-
-
-def listed_and_marked(store, name=ML) -> tuple[list[int], dict[int, dict]]:
-    info = store.get_managed_ledger(name).value
-    return sorted(li.ledgerId for li in info.ledgerInfo), formats.deletable_markers(info)
-
-
-def writer(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
-    """A managed ledger with ``ledgers`` full ledgers of 2 entries and an empty current."""
-    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
-    ml.add_entries([f"entry-{i}".encode() * 10 for i in range(2 * ledgers)])
-    return ml, [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
 
 
 def run_just_before_the_mark(store, action):

@@ -10,7 +10,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from pulsar_records import Ledger, ledgers_with_data, store_of, write_cursor
+from pulsar_records import (
+    Ledger,
+    ledgers_with_data,
+    listed_and_marked,
+    store_of,
+    write_cursor,
+    writer,
+)
 
 from ledger_gc import formats
 from ledger_gc.audit import AuditLog
@@ -25,18 +32,6 @@ from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"
-
-
-def listed_and_marked(store, name=ML) -> tuple[list[int], dict[int, dict]]:
-    info = store.get_managed_ledger(name).value
-    return sorted(li.ledgerId for li in info.ledgerInfo), formats.deletable_markers(info)
-
-
-def writer(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
-    """A managed ledger with ``ledgers`` full ledgers of 2 entries and an empty current."""
-    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
-    ml.add_entries([f"entry-{i}".encode() * 10 for i in range(2 * ledgers)])
-    return ml, [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
 
 
 # --- 1. a subscription created between the trim's children listing and record read ----

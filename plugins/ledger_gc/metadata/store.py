@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -368,25 +368,15 @@ class MetadataStore:
             current, raw = self._get_managed_ledger_raw(name)
             info = initial(current.value)
             data, _ = self.encode_cursor(name, cursor, info)
-
-            def run(raw: bytes = raw, version: int = current.version, data: bytes = data) -> list:
-                transaction = self.client.transaction()
-                transaction.set_data(ml_path, raw, version)
-                transaction.create(path, data)
-                return transaction.commit()
-
-            results = self._call(f"creating {path}", run)
-            failure = _first_failure(results)
-            if failure is None:
-                self._wrote()
+            results = self._multi_or_backoff(
+                f"creating {path}",
+                [("set_data", ml_path, raw, current.version), ("create", path, data)],
+                attempt,
+                missing=ManagedLedgerNotFoundError(f"managed ledger {name} not found ({ml_path})"),
+                exists=AlreadyExistsError(f"cursor {cursor} of {name} exists already"),
+            )
+            if results is not None:
                 return Versioned(info, 0)
-            if isinstance(failure, NodeExistsError):
-                raise AlreadyExistsError(f"cursor {cursor} of {name} exists already")
-            if isinstance(failure, NoNodeError):
-                raise ManagedLedgerNotFoundError(f"managed ledger {name} not found ({ml_path})")
-            if not isinstance(failure, BadVersionError):
-                raise MetadataError(f"creating {path} failed: {failure!r}")
-            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
         raise ConcurrentUpdateError(
             f"{path}: gave up after {self.max_cas_attempts} version conflicts; retry later"
         )
@@ -407,27 +397,50 @@ class MetadataStore:
             current = self.get_cursor(name, cursor)
             mutate(record.value, current.value)
             data, framing = self.encode_cursor(name, cursor, current.value, current.framing)
-
-            def run(data: bytes = data, rv: int = record.version, cv: int = current.version
-                    ) -> list:
-                transaction = self.client.transaction()
-                transaction.check(ml_path, rv)
-                transaction.set_data(path, data, cv)
-                return transaction.commit()
-
-            results = self._call(f"writing {path}", run)
-            failure = _first_failure(results)
-            if failure is None:
-                self._wrote()
+            results = self._multi_or_backoff(
+                f"writing {path}",
+                [("check", ml_path, record.version), ("set_data", path, data, current.version)],
+                attempt,
+                missing=CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})"),
+            )
+            if results is not None:
                 return Versioned(current.value, results[-1].version, framing)
-            if isinstance(failure, NoNodeError):
-                raise CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})")
-            if not isinstance(failure, BadVersionError):
-                raise MetadataError(f"writing {path} failed: {failure!r}")
-            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
         raise ConcurrentUpdateError(
             f"{path}: gave up after {self.max_cas_attempts} version conflicts; retry later"
         )
+
+    def _multi_or_backoff(
+        self,
+        what: str,
+        operations: Sequence[tuple[Any, ...]],
+        attempt: int,
+        *,
+        missing: Exception,
+        exists: Exception | None = None,
+    ) -> list | None:
+        """Run one multi of ``(method, *args)`` operations; its results when it applied,
+        None after a short backoff when a version moved (the caller re-reads and tries
+        again), ``missing``/``exists`` when a znode is gone or already there."""
+
+        def run() -> list:
+            transaction = self.client.transaction()
+            for method, *args in operations:
+                getattr(transaction, method)(*args)
+            return transaction.commit()
+
+        results = self._call(what, run)
+        failure = _first_failure(results)
+        if failure is None:
+            self._wrote()
+            return results
+        if exists is not None and isinstance(failure, NodeExistsError):
+            raise exists
+        if isinstance(failure, NoNodeError):
+            raise missing
+        if not isinstance(failure, BadVersionError):
+            raise MetadataError(f"{what} failed: {failure!r}")
+        time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
+        return None
 
     def encode_trim(
         self,
