@@ -2,7 +2,8 @@
 
 For each managed ledger:
 
-1. **Read** the record and every durable cursor, each with its znode version.
+1. **Read** the record and then every durable cursor, each with its znode version (a
+   cursor created after the record was read changed the record's version, see below).
 2. **Decide** (``eligibility.decide_trim``, Pulsar's rules) from exactly that state; this
    is what the report shows and all a dry run does.
 3. **Mark** (phase one) in one ZooKeeper ``multi`` (``MetadataStore.commit_trim``): set
@@ -29,13 +30,20 @@ Why this is safe while writers, consumers and admins keep working:
   ledger still listed, as in Pulsar.
 * **After the mark, nobody can point into marked data through the library** (a reset is
   conditioned on the record too: ``ManagedCursor.reset``). For a cursor written by any
-  other means, the delete step reads every cursor again just before deleting and keeps a
+  other means (a plain znode create or set: a multi cannot check that no child was
+  added), the delete step reads every cursor again just before deleting and keeps a
   marked ledger whose data some cursor has not consumed (``unconsumed_marked_ledger``),
-  and the trim never moves such a cursor forward (which would undo a reset).
+  putting it back in the ledger list when its data is whole (``_restore``) so the
+  cursor can read it; the trim never moves such a cursor forward (which would undo a
+  reset). A cursor whose position lives in a cursor ledger (BookKeeper) is unreadable
+  here: the trim of its managed ledger refuses, and the guard keeps everything.
+* **A broker that starts mid-run** is seen before the next batch's marks
+  (``metadata_is_read_only``), and the run stops.
 * **Only what the store holds is reported.** A marker whose ledger has no blocks is
-  dropped as "already gone" only when the store demonstrably holds this managed ledger's
-  data where the settings point; otherwise it stays (``marking``). A run whose sample of
-  listed ledgers finds no data at all refuses before marking (``probe_store``).
+  dropped as "already gone" only on evidence: blocks of the ledgers its managed ledger
+  lists or marks are where the settings point, or the audit log announced its deletion;
+  otherwise it stays (``marking``). A run whose sample of managed ledgers finds none of
+  their listed ledgers' data refuses before marking (``probe_store``).
 * **Records stay writable.** Every write keeps the record's framing (raw or Pulsar's
   compressed frame) and fits ``LEDGERGC_ZK_MAX_RECORD_BYTES``; a mark too big for one
   write is done in rounds, oldest ledgers first, each purged before the next.
