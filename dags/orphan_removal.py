@@ -1,6 +1,7 @@
 """orphan_removal: three-phase orphan removal (Kafka KIP-370) for the ledger store.
 
-Finds storage no metadata references (orphan ledgers, orphan partitions), watches it
+Finds storage no metadata references (orphan ledgers, orphan partitions, and Pulsar's
+offloaded segments no ledger carries), watches it
 through a grace window in a durable registry, and deletes it only when the window has
 passed, a live ZooKeeper re-check still finds it unreferenced and its newest object is
 older than retention (DESIGN.md "Orphans"). Deletes only with ``LEDGERGC_DELETE_ENABLED``
@@ -13,7 +14,9 @@ run if the cycle failed or a guard refused it).
 
 Manual trigger params: ``dry_run``, ``force`` (past the zero-managed-ledgers and
 orphan-fraction guards), ``grace_seconds``, ``retention_seconds``, ``inventory`` (an S3
-Inventory report to read instead of listing the bucket). Schedule:
+Inventory report to read instead of listing the bucket), ``offload_inventory`` (the same
+for the tiered-storage bucket, ``LEDGERGC_OFFLOAD_BUCKET``: when it is set, every step
+also covers Pulsar's offloaded segments). Schedule:
 ``LEDGERGC_ORPHAN_SCHEDULE`` (default ``@hourly``).
 """
 
@@ -56,6 +59,11 @@ with DAG(
             None,
             type=["null", "string"],
             description="S3 Inventory report (Parquet/CSV path) to read instead of listing.",
+        ),
+        "offload_inventory": Param(
+            None,
+            type=["null", "string"],
+            description="S3 Inventory report of the offload bucket (tiered storage).",
         ),
     },
     tags=["ledger-gc", "orphans"],

@@ -51,6 +51,11 @@ log = logging.getLogger(__name__)
 STOPPED = "not attempted: the run was asked to stop"
 # The target class of an offloaded ledger's tiered-storage copy (data and index objects).
 OFFLOADED_LEDGER = "offloaded-ledger"
+# An offloaded segment no ledger carries (orphan removal; orphans/segments.py).
+ORPHAN_SEGMENT = "orphan-segment"
+# Targets in the offload bucket: the prefix is the data key, and exactly it and its
+# ``-index`` key may be deleted (Pulsar's deleteOffloaded removes the same two).
+SEGMENT_TARGETS = (OFFLOADED_LEDGER, ORPHAN_SEGMENT)
 # Confirmation listings of one batch run this many at a time (one per managed ledger).
 LISTING_WORKERS = 8
 
@@ -64,7 +69,8 @@ class DeleteTarget:
 
     prefix: str
     operation: str  # "trim" | "managed-ledger-delete" | "orphan-removal"
-    target_class: str  # "ledger" | "offloaded-ledger" | "orphan-ledger" | "orphan-partition"
+    # "ledger" | "offloaded-ledger" | "orphan-ledger" | "orphan-partition" | "orphan-segment"
+    target_class: str
     ml_name: str
     ledger_id: int | None
     reason: str
@@ -115,9 +121,13 @@ class Deleter:
         prefix is foreign: reported, never deleted)."""
         if not key.startswith(target.prefix) or self.storage.owns(key) is not None:
             return False
-        if target.target_class == OFFLOADED_LEDGER:
+        if target.target_class in SEGMENT_TARGETS:
             segment = parse_segment_key(self.storage.prefix, key)
-            return segment is not None and segment.ledger_id == target.ledger_id
+            return (
+                segment is not None
+                and segment.ledger_id == target.ledger_id
+                and key in (target.prefix, f"{target.prefix}-index")
+            )
         parsed = parse_key(self.storage.prefix, key)
         return parsed.ml_name == target.ml_name and (
             target.ledger_id is None or parsed.ledger_id == target.ledger_id
@@ -135,7 +145,7 @@ class Deleter:
         for obj in listed:
             if self._belongs(target, obj.key):
                 blocks.append(obj)
-            elif not (target.target_class == OFFLOADED_LEDGER
+            elif not (target.target_class in SEGMENT_TARGETS
                       and parse_segment_key(self.storage.prefix, obj.key) is not None):
                 outcome.foreign_keys.append(obj.key)  # (another ledger's segment is not)
         return blocks

@@ -66,6 +66,7 @@ def options_for(params: dict[str, Any] | None) -> Any:
         dry_run=_flag(params.get("dry_run")),
         force=bool(_flag(params.get("force"))),
         inventory=params.get("inventory") or None,
+        offload_inventory=params.get("offload_inventory") or None,
     )
 
 
@@ -110,6 +111,8 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         args = ["--run-id", context["run_id"]]
         if self.step == "scan" and options.inventory:
             args += ["--inventory", options.inventory]
+        if self.step == "scan" and options.offload_inventory:
+            args += ["--offload-inventory", options.offload_inventory]
         if self.step == "delete":
             args += ["--dry-run"] if options.dry_run else []
             args += ["--force"] if options.force else []

@@ -27,6 +27,9 @@ def build_parser(step: str) -> argparse.ArgumentParser:
     parser.add_argument("--run-id", required=True, help="the cycle's run id (its state folder)")
     if step == "scan":
         parser.add_argument("--inventory", help="an S3 Inventory report instead of listing")
+        parser.add_argument(
+            "--offload-inventory", help="an S3 Inventory report of the offload bucket"
+        )
     if step == "delete":
         parser.add_argument("--dry-run", action="store_true", help="re-check, delete nothing")
         parser.add_argument("--force", action="store_true", help="recorded in the result")
@@ -54,7 +57,13 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
         if step == "snapshot":
             result = cycle.step_snapshot(settings, args.run_id, spark)
         elif step == "scan":
-            result = cycle.step_scan(settings, args.run_id, spark, inventory=args.inventory)
+            result = cycle.step_scan(
+                settings,
+                args.run_id,
+                spark,
+                inventory=args.inventory,
+                offload_inventory=args.offload_inventory,
+            )
         elif step == "diff":
             result = cycle.step_diff(settings, args.run_id, spark)
         else:

@@ -13,6 +13,17 @@ The five classes (DESIGN.md "Orphans" and "S3 layout"):
 * ``foreign``: any key that is not a block of the store (``keys.parse_key``). Reported,
   never deleted.
 
+With tiered storage on (``LEDGERGC_OFFLOAD_BUCKET``), every object of the offload bucket
+under ``LEDGERGC_OFFLOAD_PREFIX`` is one of three more classes (DESIGN.md "Tiered
+storage"; ``segments.py`` has the rule and the reference diff):
+
+* ``live-segment``: ``<uuid>-ledger-<id>[-index]`` where a listed or marked ledger of that
+  id carries that uuid (an offload in progress, complete = false, included);
+* ``orphan-segment``: any other ``<uuid>-ledger-<id>[-index]`` (a deleted topic's
+  offloaded ledgers, a failed offload's previous uuid, a tiered delete that failed);
+* ``offload-foreign``: anything else, the streaming offloader's ``<uuid>`` and
+  ``<uuid>-index`` objects included. Reported, never deleted.
+
 The unit that orphan removal tracks and deletes is a *target*: a ledger directory for an
 orphan ledger, a managed-ledger directory for an orphan partition. ``Candidate`` is one
 target as one scan saw it (objects, bytes, newest object).
@@ -38,8 +49,14 @@ MARKED = "marked"
 ORPHAN_LEDGER = "orphan-ledger"
 ORPHAN_PARTITION = "orphan-partition"
 FOREIGN = "foreign"
-CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN)
-ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION)
+LIVE_SEGMENT = "live-segment"
+ORPHAN_SEGMENT = "orphan-segment"
+OFFLOAD_FOREIGN = "offload-foreign"
+SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN)
+CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
+ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
+#: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
+SEGMENT_TARGET_SCHEME = "offload:"
 
 #: The namespace label of a key that is not inside any ``tenant/ns/persistent/topic/``.
 NO_NAMESPACE = "(none)"
@@ -96,6 +113,9 @@ class MetadataSnapshot:
     """Every managed ledger of the store and the ledgers it references."""
 
     managed_ledgers: Mapping[str, ManagedLedgerRefs]
+    # (managed ledger, ledger id) -> the offload uuids its listed LedgerInfo's
+    # offloadContext or its marker's offloadUuid carry (segments.py); absent: none.
+    offloads: Mapping[tuple[str, int], frozenset[str]] = field(default_factory=dict)
 
     def class_of_block(self, ml_name: str, ledger_id: int) -> str:
         refs = self.managed_ledgers.get(ml_name)
@@ -135,12 +155,18 @@ class Candidate:
     # Compared with what the metadata knows (horizon.py): data newer than every ledger
     # the metadata can know of means the metadata is stale, not that the data is garbage.
     max_ledger_id: int | None = None
+    # An orphan segment's ``<offload bucket>/<data key>`` (its index key is the data key
+    # plus ``-index``); ``ml_name`` is then the managed ledger that references its
+    # ledger id under another uuid, or "" when none does (a deleted topic).
+    segment: str | None = None
 
     def __post_init__(self) -> None:
         if self.target_class not in ORPHAN_CLASSES:
             raise ValueError(f"{self.target_class!r} is not an orphan class")
-        if (self.target_class == ORPHAN_LEDGER) != (self.ledger_id is not None):
-            raise ValueError("an orphan ledger has a ledger id, an orphan partition has none")
+        if (self.target_class == ORPHAN_PARTITION) == (self.ledger_id is not None):
+            raise ValueError("an orphan ledger or segment has a ledger id, a partition none")
+        if (self.target_class == ORPHAN_SEGMENT) != (self.segment is not None):
+            raise ValueError("an orphan segment, and only it, names its offloaded object")
         if self.ledger_id is not None and self.max_ledger_id is None:
             object.__setattr__(self, "max_ledger_id", self.ledger_id)
 
@@ -150,6 +176,8 @@ class Candidate:
 
     def prefix(self, store_prefix: str) -> str:
         """The target's key prefix: what the registry is keyed by and what is deleted."""
+        if self.segment is not None:
+            return SEGMENT_TARGET_SCHEME + self.segment
         if self.ledger_id is None:
             return keys.ml_dir(store_prefix, self.ml_name)
         return keys.ledger_dir(store_prefix, self.ml_name, self.ledger_id)
@@ -164,7 +192,21 @@ class Candidate:
             "newest_ms": self.newest_ms,
             "oldest_ms": self.oldest_ms,
             "max_ledger_id": self.max_ledger_id,
+            "segment": self.segment,
         }
+
+
+def segment_target(bucket: str, data_key: str) -> str:
+    """The registry prefix of an orphan segment (its data key in the offload bucket)."""
+    return f"{SEGMENT_TARGET_SCHEME}{bucket}/{data_key}"
+
+
+def parse_segment_target(prefix: str) -> tuple[str, str] | None:
+    """(bucket, data key) of a segment target prefix, None for any other target."""
+    if not prefix.startswith(SEGMENT_TARGET_SCHEME):
+        return None
+    bucket, sep, key = prefix[len(SEGMENT_TARGET_SCHEME) :].partition("/")
+    return (bucket, key) if sep and bucket and key else None
 
 
 @dataclass
@@ -192,6 +234,10 @@ class DiffResult:
     objects: int = 0
     bytes: int = 0
     block_objects: int = 0
+    # Segment objects (data or index) in the offload bucket, live or orphaned.
+    segment_objects: int = 0
+    offload_objects: int = 0
+    offload_bytes: int = 0
     classes: dict[str, ClassTotals] = field(
         default_factory=lambda: {name: ClassTotals() for name in CLASSES}
     )
@@ -219,6 +265,9 @@ class DiffResult:
             "objects": self.objects,
             "bytes": self.bytes,
             "block_objects": self.block_objects,
+            "segment_objects": self.segment_objects,
+            "offload_objects": self.offload_objects,
+            "offload_bytes": self.offload_bytes,
             "orphan_bytes": self.orphan_bytes,
             "orphan_fraction": self.orphan_fraction,
             "candidates": len(self.candidates),

@@ -44,6 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="an S3 Inventory report (Parquet or CSV file or folder) instead of listing",
     )
+    parser.add_argument(
+        "--offload-inventory",
+        metavar="PATH",
+        help="an S3 Inventory report of LEDGERGC_OFFLOAD_BUCKET instead of listing it",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--reset-registry",
@@ -97,6 +102,7 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
                 dry_run=True if args.dry_run else None,
                 force=args.force,
                 inventory=args.inventory,
+                offload_inventory=args.offload_inventory,
             )
     except OrphanCycleError as exc:
         _print(exc.report, args.json)

@@ -28,8 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphans import deleting, guards, horizon, phases, report, timekeeping
-from ledger_gc.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
+from ledger_gc.orphans import deleting, guards, horizon, phases, report, segments, timekeeping
+from ledger_gc.orphans.classify import (
+    ORPHAN_LEDGER,
+    ORPHAN_SEGMENT,
+    Candidate,
+    ManagedLedgerRefs,
+    parse_segment_target,
+)
 from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import (
     DELETE,
@@ -65,6 +71,7 @@ class CycleOptions:
     dry_run: bool | None = None  # None: dry unless settings.delete_enabled
     force: bool = False
     inventory: str | None = None
+    offload_inventory: str | None = None
 
     def deleting(self, settings: Settings) -> bool:
         """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
@@ -119,15 +126,20 @@ def step_scan(
     spark: SparkSession,
     *,
     inventory: str | None = None,
+    offload_inventory: str | None = None,
     clock: Clock = now_ms,
     witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
-    """The storage scan; the servers' time read after it is the scan's time, from which
-    the grace window of every orphan it registers runs (timekeeping.py)."""
+    """The storage scan (and, with tiered storage on, the offload bucket's); the
+    servers' time read after it is the scan's time, from which the grace window of
+    every orphan it registers runs (timekeeping.py)."""
     from ledger_gc.orphans.spark_jobs import scan_job
 
     run = RunPaths(settings.state_dir, run_id)
-    manifest = scan_job(spark, settings, run, inventory=inventory, clock=clock)
+    manifest = scan_job(
+        spark, settings, run, inventory=inventory, offload_inventory=offload_inventory,
+        clock=clock,
+    )
     _, instant, warnings = _observe(settings, run_id, witness, clock)
     manifest.update(instant=instant.to_dict(), clock_warnings=warnings)
     run.write_manifest(SCAN, manifest)
@@ -162,6 +174,50 @@ def _snapshot_refs(run: RunPaths, ml_names: set[str]) -> dict[str, ManagedLedger
         strict=True,
     )
     return dict(snapshot_from_rows(list(rows)).managed_ledgers)
+
+
+def _snapshot_owners(run: RunPaths, ledger_ids: set[int]) -> dict[int, list[segments.Owner]]:
+    """Who the run's snapshot says references some ledger ids, with which offload uuid."""
+    if not ledger_ids:
+        return {}
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(run.data(SNAPSHOT), format="parquet")
+    table = dataset.to_table(filter=ds.field("ledger_id").isin(sorted(ledger_ids)))
+    columns = [table.column(n).to_pylist() for n in ("entry_type", "ml_name", "ledger_id")]
+    uuids = (
+        table.column("offload_uuid").to_pylist()
+        if "offload_uuid" in table.column_names
+        else [None] * table.num_rows
+    )
+    rows = list(zip(*columns, uuids, strict=True))
+    return segments.owners_by_ledger(snapshot_from_rows(rows))
+
+
+def _why_segment_not_orphan(
+    entry: phases.RegistryEntry,
+    owners: dict[int, list[segments.Owner]],
+    diff: dict[str, Any],
+    number: int,
+) -> str:
+    """Why a registered orphan segment that this scan did not report is none (any more)."""
+    where = parse_segment_target(entry.prefix)
+    offload = diff.get("offload") or {}
+    if where is None or offload.get("bucket") != where[0]:
+        scanned = offload.get("bucket") or "none (LEDGERGC_OFFLOAD_BUCKET unset)"
+        return (
+            f"scan {number} did not scan offload bucket {where[0] if where else '?'} "
+            f"(scanned: {scanned}); tracked again when it is scanned"
+        )
+    segment = segments.segment_of_target(entry.prefix, offload.get("prefix") or "")
+    if segment is not None and entry.ledger_id is not None:
+        found = segments.carried(owners, entry.ledger_id, segment.uuid)
+        if found:
+            return (
+                f"ledger {entry.ledger_id} of {found[0].ml_name} carries its offload uuid "
+                f"{segment.uuid} again"
+            )
+    return phases.why_not_orphan(entry, None, number)
 
 
 def _horizon(
@@ -239,9 +295,23 @@ def step_phases(
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
         missing = [entry for prefix, entry in entries.items() if prefix not in candidates]
-        refs = _snapshot_refs(run, {entry.ml_name for entry in missing})
+        refs = _snapshot_refs(
+            run, {entry.ml_name for entry in missing if entry.target_class != ORPHAN_SEGMENT}
+        )
+        owners = _snapshot_owners(
+            run,
+            {
+                entry.ledger_id
+                for entry in missing
+                if entry.target_class == ORPHAN_SEGMENT and entry.ledger_id is not None
+            },
+        )
         reasons = {
-            entry.prefix: phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
+            entry.prefix: (
+                _why_segment_not_orphan(entry, owners, diff, number)
+                if entry.target_class == ORPHAN_SEGMENT
+                else phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
+            )
             for entry in missing
         }
         reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
@@ -462,6 +532,7 @@ def run_orphan_cycle(
     dry_run: bool | None = None,
     force: bool = False,
     inventory: str | None = None,
+    offload_inventory: str | None = None,
     run_id: str | None = None,
     spark: SparkSession | None = None,
     clock: Clock | None = None,
@@ -481,7 +552,9 @@ def run_orphan_cycle(
     # the registry too (issue 11).
     OrphanRegistry(settings.state_dir).check()
     run_id = run_id or new_run_id(now_ms=clock())
-    options = CycleOptions(dry_run=dry_run, force=force, inventory=inventory)
+    options = CycleOptions(
+        dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory
+    )
     started = clock()
     try:
         if spark is None:
@@ -489,7 +562,10 @@ def run_orphan_cycle(
 
             spark = local_session()
         step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
-        step_scan(settings, run_id, spark, inventory=inventory, clock=clock, witness=witness)
+        step_scan(
+            settings, run_id, spark, inventory=inventory, offload_inventory=offload_inventory,
+            clock=clock, witness=witness,
+        )
         step_diff(settings, run_id, spark)
         step_phases(settings, run_id, force=force, clock=clock)
         step_delete(

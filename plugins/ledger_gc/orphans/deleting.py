@@ -12,6 +12,15 @@ For each entry, just before its delete (DESIGN.md "Orphans", KIP-370):
    DeleteObjects, only block keys of exactly that ledger, re-listed to confirm, each
    batch announced in the audit log before it is sent and recorded after).
 
+An orphan segment (``offload:<bucket>/<uuid>-ledger-<id>``) is re-checked the same way,
+by ledger id, since ledger ids are store-wide unique: after a ``sync`` the records of
+the managed ledgers that may reference its ledger id are read again (the one the scan
+associated with it, and the one Pulsar's offloader named in the object's user metadata,
+``ManagedLedgerName``; when neither names one, every managed ledger). Any listed or
+marked ledger of that id carrying the segment's uuid keeps it. Its two keys are listed
+again, and the delete goes through the same ``Deleter`` over the offload bucket, which
+deletes exactly those two keys and nothing else.
+
 This module runs on the driver or, when there are many entries, on Spark executors
 (``spark_jobs.distributed_delete``), so it takes plain dicts and returns plain dicts and
 writes nothing to the state dir but the audit log (written ahead of each delete, so that
@@ -35,10 +44,12 @@ from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import phases
+from ledger_gc.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
 from ledger_gc.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
 from ledger_gc.settings import Settings
+from ledger_gc.storage import offload_keys
 from ledger_gc.storage.keys import ledger_dir, parse_key
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +81,79 @@ def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
         listed=frozenset(ledger.ledgerId for ledger in info.ledgerInfo),
         marked=frozenset(formats.deletable_markers(info, path=path)),
     )
+
+
+#: The user-metadata key under which Pulsar's blob-store offloader names the managed
+#: ledger of an offloaded ledger's objects (S3 returns metadata keys in lower case).
+ML_NAME_METADATA = "managedledgername"
+
+
+def segment_owner_names(storage: OffloadStorage, data_key: str) -> set[str]:
+    """The managed ledger Pulsar wrote into the segment's object metadata, if any."""
+    names: set[str] = set()
+    for key in (data_key, f"{data_key}-index"):
+        try:
+            head = storage.client.head_object(Bucket=storage.bucket, Key=key)
+        except Exception:  # gone, or unreadable: the records decide without it
+            continue
+        for name, value in (head.get("Metadata") or {}).items():
+            if name.lower() == ML_NAME_METADATA and value:
+                names.add(value)
+    return names
+
+
+def read_segment_carriers(
+    store: MetadataStore, names: set[str], ledger_id: int, uuid: str
+) -> frozenset[str]:
+    """The managed ledgers (of ``names``; all of them if empty) whose listed or marked
+    ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now."""
+    from ledger_gc.orphans.reading import offload_uuid_of
+
+    store.sync(paths.MANAGED_LEDGERS_ROOT)
+    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True)
+    znodes = [paths.managed_ledger_path(name) for name in candidates]
+    carriers = set()
+    for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):
+        if raw is None:
+            continue
+        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        listed = {offload_uuid_of(ledger) for ledger in info.ledgerInfo
+                  if ledger.ledgerId == ledger_id}
+        marker = formats.deletable_markers(info, path=path).get(ledger_id) or {}
+        if uuid in listed or marker.get("offloadUuid") == uuid:
+            carriers.add(name)
+    return frozenset(carriers)
+
+
+def read_segment_listing(storage: OffloadStorage, data_key: str, ledger_id: int) -> ListingState:
+    """The segment's two objects as S3 lists them now (exactly those two keys)."""
+    wanted = {data_key, f"{data_key}-index"}
+    newest: int | None = None
+    for obj in storage.iter_objects(data_key):
+        if obj.key in wanted:
+            newest = obj.last_modified if newest is None else max(newest, obj.last_modified)
+    return ListingState(frozenset({ledger_id}) if newest is not None else frozenset(), newest)
+
+
+def _segment_state(
+    store: MetadataStore, offload: OffloadStorage | None, entry: RegistryEntry
+) -> tuple[LiveState, ListingState] | str:
+    """Live state and listing of an orphan segment, or why it cannot be re-checked."""
+    where = parse_segment_target(entry.prefix)
+    if offload is None or where is None or where[0] != offload.bucket:
+        configured = offload.bucket if offload is not None else "none"
+        return (
+            f"segment of offload bucket {where[0] if where else '?'}, but "
+            f"LEDGERGC_OFFLOAD_BUCKET is {configured}; kept"
+        )
+    segment = offload_keys.parse_segment_key(offload.prefix, where[1])
+    if segment is None or segment.is_index or entry.ledger_id != segment.ledger_id:
+        return f"{where[1]} is not a data segment key under LEDGERGC_OFFLOAD_PREFIX; kept"
+    names = {entry.ml_name} - {""}
+    names |= segment_owner_names(offload, segment.key)
+    carriers = read_segment_carriers(store, names, segment.ledger_id, segment.uuid)
+    listing = read_segment_listing(offload, segment.key, segment.ledger_id)
+    return LiveState(ml_exists=bool(carriers), segment_carriers=carriers), listing
 
 
 def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
@@ -133,7 +217,12 @@ def recheck_and_delete(
     storage = LedgerStorage(settings)
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
-    deleter = Deleter(storage, AuditLog(settings.state_dir), run_id, dry_run=not deleting)
+    audit = AuditLog(settings.state_dir)
+    deleter = Deleter(storage, audit, run_id, dry_run=not deleting)
+    offload = OffloadStorage(settings) if settings.offload_bucket else None
+    offload_deleter = (
+        Deleter(offload, audit, run_id, dry_run=not deleting) if offload is not None else None
+    )
     with ExitStack() as stack:
         try:
             store = stack.enter_context(MetadataStore.open(settings))
@@ -142,13 +231,21 @@ def recheck_and_delete(
         unavailable: str | None = None
         for offset in range(0, len(items), BATCH_SIZE):
             to_delete: list[tuple[RegistryEntry, Decision]] = []
+            segments_to_delete: list[tuple[RegistryEntry, Decision]] = []
             for entry in items[offset : offset + BATCH_SIZE]:
                 if unavailable is not None:
                     results.append(_skipped(entry, unavailable))
                     continue
                 try:
-                    live = read_live_state(store, entry.ml_name)
-                    listing = read_listing(storage, entry)
+                    if entry.target_class == ORPHAN_SEGMENT:
+                        state = _segment_state(store, offload, entry)
+                        if isinstance(state, str):
+                            results.append(_result(entry, FAILED, state, error=state))
+                            continue
+                        live, listing = state
+                    else:
+                        live = read_live_state(store, entry.ml_name)
+                        listing = read_listing(storage, entry)
                 except MetadataUnavailableError as exc:
                     unavailable = str(exc)
                     results.append(_skipped(entry, unavailable))
@@ -158,7 +255,9 @@ def recheck_and_delete(
                     results.append(_result(entry, FAILED, "re-check failed", error=str(exc)))
                     continue
                 decision = phases.decide(entry, live, listing, now_ms, settings.retention_seconds)
-                if decision.action == phases.DELETE:
+                if decision.action == phases.DELETE and entry.target_class == ORPHAN_SEGMENT:
+                    segments_to_delete.append((entry, decision))
+                elif decision.action == phases.DELETE:
                     to_delete.append((entry, decision))
                 elif decision.action == phases.CORRECT:
                     results.append(_result(entry, CORRECTED, decision.reason))
@@ -170,6 +269,8 @@ def recheck_and_delete(
                     )
             if to_delete:
                 results.extend(_delete(deleter, storage.prefix, to_delete, deleting))
+            if segments_to_delete and offload_deleter is not None:
+                results.extend(_delete(offload_deleter, "", segments_to_delete, deleting))
     return results
 
 
@@ -182,10 +283,15 @@ def _delete(
     targets = []
     owners = []
     for entry, decision in to_delete:
+        where = parse_segment_target(entry.prefix)
         for ledger_id in decision.ledger_ids:
             targets.append(
                 DeleteTarget(
-                    prefix=ledger_dir(store_prefix, entry.ml_name, ledger_id),
+                    # An orphan segment: its data key, which the delete path extends to
+                    # exactly the data and index keys (deletion.ORPHAN_SEGMENT).
+                    prefix=where[1]
+                    if where is not None
+                    else ledger_dir(store_prefix, entry.ml_name, ledger_id),
                     operation=OPERATION,
                     target_class=entry.target_class,
                     ml_name=entry.ml_name,

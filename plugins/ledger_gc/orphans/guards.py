@@ -41,13 +41,28 @@ class Refusal:
 def evaluate_guards(diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
     """The guards a diff trips. ``diff`` is ``diff.json``'s content (DiffResult manifest)."""
     refusals = []
-    if diff["managed_ledgers"] == 0 and diff["block_objects"] > 0:
+    segments = int(diff.get("segment_objects") or 0)
+    if diff["managed_ledgers"] == 0 and (diff["block_objects"] > 0 or segments > 0):
+        # Tiered storage counts too: an empty chroot beside a full offload bucket would
+        # make every offloaded segment an orphan.
+        holds = " and ".join(
+            part
+            for part in (
+                f"the bucket holds {diff['block_objects']} ledger blocks"
+                if diff["block_objects"]
+                else "",
+                f"the offload bucket holds {segments} offloaded-ledger segment objects"
+                if segments
+                else "",
+            )
+            if part
+        )
         refusals.append(
             Refusal(
                 ZERO_MANAGED_LEDGERS,
-                f"the metadata snapshot has no managed ledgers but the bucket holds "
-                f"{diff['block_objects']} ledger blocks: is LEDGERGC_ZK_HOSTS (its chroot), "
-                "LEDGERGC_BUCKET or LEDGERGC_PREFIX wrong? A refused cycle registers and "
+                f"the metadata snapshot has no managed ledgers but {holds}: is "
+                "LEDGERGC_ZK_HOSTS (its chroot), LEDGERGC_BUCKET, LEDGERGC_PREFIX or "
+                "LEDGERGC_OFFLOAD_BUCKET wrong? A refused cycle registers and "
                 "deletes nothing; force it only if every managed ledger really was deleted",
                 forced=force,
             )

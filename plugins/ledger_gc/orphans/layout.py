@@ -9,6 +9,7 @@
         snapshot/                    overwrites this folder's files and nothing else
         snapshot.json
         scan/
+        offload-scan/                the offload bucket's objects (tiered storage on)
         scan.json
         diff/candidates.parquet
         diff.json
@@ -45,6 +46,8 @@ REGISTRY_FILE = "registry.sqlite"
 
 SNAPSHOT = "snapshot"
 SCAN = "scan"
+#: The offload bucket's listing, written by the scan step beside ``scan/``.
+OFFLOAD_SCAN = "offload-scan"
 DIFF = "diff"
 PHASES = "phases"
 DELETE = "delete"

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field, replace
 from ledger_gc.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
+    ORPHAN_SEGMENT,
     Candidate,
     ManagedLedgerRefs,
     namespace_of_ml,
+    parse_segment_target,
 )
 
 
@@ -86,6 +88,10 @@ class RegistryEntry:
         return self.newest_ms + retention_seconds * 1000
 
     def describe(self) -> str:
+        if self.target_class == ORPHAN_SEGMENT:
+            where = parse_segment_target(self.prefix)
+            key = f"{where[0]}/{where[1]}" if where else self.prefix
+            return f"orphan segment {key}[-index] (ledger {self.ledger_id})"
         if self.ledger_id is None:
             return f"orphan partition {self.ml_name}"
         return f"orphan ledger {self.ledger_id} of {self.ml_name}"
@@ -127,6 +133,8 @@ def why_not_orphan(entry: RegistryEntry, refs: ManagedLedgerRefs | None, scan_nu
     ``refs`` is what the scan's snapshot says of the entry's managed ledger (None: no
     such managed ledger).
     """
+    if entry.target_class == ORPHAN_SEGMENT:
+        return f"no object of it was seen by scan {scan_number} (gone), or it is live again"
     if entry.target_class == ORPHAN_PARTITION:
         if refs is not None:
             return f"managed ledger {entry.ml_name} exists again"
@@ -288,6 +296,9 @@ class LiveState:
     ml_exists: bool
     listed: frozenset[int] = frozenset()
     marked: frozenset[int] = frozenset()
+    # An orphan segment's ledger id as the records read live reference it: the managed
+    # ledgers whose listed or marked ledger of that id carries the segment's uuid.
+    segment_carriers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -316,8 +327,16 @@ def live_verdict(entry: RegistryEntry, live: LiveState) -> str | None:
     """None if the live read confirms the orphan, else why it is not one (any more).
 
     An orphan ledger is still one iff its managed ledger exists and neither lists nor
-    marks it; an orphan partition iff its managed ledger's znode still does not exist.
+    marks it; an orphan partition iff its managed ledger's znode still does not exist;
+    an orphan segment iff no listed or marked ledger of its id carries its uuid.
     """
+    if entry.target_class == ORPHAN_SEGMENT:
+        if live.segment_carriers:
+            return (
+                f"ledger {entry.ledger_id} of {', '.join(sorted(live.segment_carriers))} "
+                "carries this segment's offload uuid (live re-check)"
+            )
+        return None
     if entry.target_class == ORPHAN_PARTITION:
         return f"managed ledger {entry.ml_name} exists again" if live.ml_exists else None
     assert entry.target_class == ORPHAN_LEDGER and entry.ledger_id is not None
@@ -355,9 +374,10 @@ def decide(
     until = listing.newest_ms + retention_seconds * 1000
     if now_ms < until:
         return Decision(WAIT, "newest block younger than retention", until)
-    if entry.target_class == ORPHAN_LEDGER:
+    if entry.target_class in (ORPHAN_LEDGER, ORPHAN_SEGMENT):
         assert entry.ledger_id is not None
-        # The prefix is the ledger's own directory: only that ledger's blocks can be in it.
+        # The prefix is the ledger's own directory (or its two segment objects): only
+        # that ledger's data can be in it.
         ids: tuple[int, ...] = (entry.ledger_id,)
     else:
         # One target per ledger directory found, never the whole managed-ledger prefix:

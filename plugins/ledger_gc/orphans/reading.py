@@ -20,20 +20,22 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.settings import Settings
-from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo
+from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo, OffloadStorage
 
-# Row types of the snapshot dataset: (entry_type, ml_name, ledger_id).
+# Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid).
 ML_ROW = "ml"
 LISTED_ROW = "listed"
 MARKED_ROW = "marked"
 
-SnapshotRow = tuple[str, str, int | None]
+SnapshotRow = tuple[str, str, int | None, str | None]
 ObjectRow = tuple[str, int, int]
 
 
 def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[SnapshotRow]:
     """Snapshot rows of some managed ledgers: one ``ml`` row each, plus one row per
-    listed and per marked ledger id. Pipelined reads over one session.
+    listed and per marked ledger id, with the offload uuid it carries (the listed
+    LedgerInfo's ``offloadContext``, set before an offload uploads anything; the
+    marker's ``offloadUuid``). Pipelined reads over one session.
 
     A managed ledger deleted since it was listed has no rows (it is absent now). An empty
     znode is a managed ledger with no ledgers, as Pulsar creates it. A znode or marker
@@ -51,28 +53,55 @@ def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[Snaps
         if raw is None:
             continue
         info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        rows.append((ML_ROW, name, None))
-        rows.extend((LISTED_ROW, name, ledger.ledgerId) for ledger in info.ledgerInfo)
-        rows.extend((MARKED_ROW, name, lid) for lid in formats.deletable_markers(info, path=path))
+        rows.append((ML_ROW, name, None, None))
+        rows.extend(
+            (LISTED_ROW, name, ledger.ledgerId, offload_uuid_of(ledger))
+            for ledger in info.ledgerInfo
+        )
+        rows.extend(
+            (MARKED_ROW, name, lid, _marker_uuid(marker))
+            for lid, marker in formats.deletable_markers(info, path=path).items()
+        )
     return rows
+
+
+def offload_uuid_of(ledger: formats.LedgerInfo) -> str | None:
+    """The offload uuid a listed ledger carries (None: never offloaded)."""
+    if not ledger.HasField("offloadContext"):
+        return None
+    context = ledger.offloadContext
+    if not (context.HasField("uidMsb") or context.HasField("uidLsb")):
+        return None
+    return formats.java_uuid(context.uidMsb, context.uidLsb)
+
+
+def _marker_uuid(marker: dict) -> str | None:
+    value = marker.get("offloadUuid")
+    return str(value) if value else None
 
 
 def snapshot_from_rows(rows: Sequence[SnapshotRow]) -> MetadataSnapshot:
     """The pure snapshot of some rows (for the reference diff and the tests)."""
     listed: dict[str, set[int]] = {}
     marked: dict[str, set[int]] = {}
-    for entry_type, name, ledger_id in rows:
+    offloads: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        entry_type, name, ledger_id = row[0], row[1], row[2]
+        uuid = row[3] if len(row) > 3 else None  # rows of an older snapshot have none
         listed.setdefault(name, set())
         marked.setdefault(name, set())
         if entry_type == LISTED_ROW and ledger_id is not None:
             listed[name].add(ledger_id)
         elif entry_type == MARKED_ROW and ledger_id is not None:
             marked[name].add(ledger_id)
+        if uuid and ledger_id is not None and entry_type != ML_ROW:
+            offloads.setdefault((name, ledger_id), set()).add(uuid)
     return MetadataSnapshot(
         {
             name: ManagedLedgerRefs(frozenset(listed[name]), frozenset(marked[name]))
             for name in listed
-        }
+        },
+        {key: frozenset(uuids) for key, uuids in offloads.items()},
     )
 
 
@@ -172,3 +201,14 @@ def list_prefixes(settings: Settings, prefixes: Sequence[str]) -> Iterator[Objec
 
 def rows_of(objects: Sequence[ObjectInfo]) -> list[ObjectRow]:
     return [(obj.key, obj.size, obj.last_modified) for obj in objects]
+
+
+def list_offload_bucket(settings: Settings) -> Iterator[ObjectRow]:
+    """Every object of the offload bucket under ``LEDGERGC_OFFLOAD_PREFIX`` as rows.
+
+    One listing: the offload bucket is flat (``<uuid>-ledger-<id>``), so there are no
+    namespace prefixes to split it by; a large one is better read from an S3 Inventory.
+    """
+    storage = OffloadStorage(settings)
+    for obj in storage.iter_objects(storage.settings.key_prefix):
+        yield (obj.key, obj.size, obj.last_modified)

@@ -19,8 +19,10 @@ not complete). ``scan``: source ("listing" | "inventory"), inventory, objects, b
 started_ms.
 
 ``classes``: for each of ``live``, ``marked``, ``orphan-ledger``, ``orphan-partition``,
-``foreign``: ``{"objects", "bytes", "units"}`` (units: ledgers; partitions for orphan
-partitions; 0 for foreign). ``orphan_bytes``, ``orphan_fraction`` (of all scanned bytes).
+``foreign``, ``live-segment``, ``orphan-segment``, ``offload-foreign``: ``{"objects",
+"bytes", "units"}`` (units: ledgers; partitions for orphan partitions; segments, each a
+data and an index object, for the segment classes; 0 for foreign). ``orphan_bytes``,
+``orphan_fraction`` (of all scanned bytes, the offload bucket's included).
 
 ``phases``: for each phase below, ``{"count", "bytes", "by_class": {"orphan-ledger":
 {"count", "bytes"}, "orphan-partition": {...}}}``; bytes are the registry's (last scan):
@@ -64,6 +66,11 @@ deleted in a versioned bucket, which keeps them as noncurrent versions (not free
 "target_class", "ml_name", "ledger_id", "reason"}]``. ``failed``: ``[{"prefix",
 "error"}]``. ``foreign``: ``{"objects", "bytes", "samples": [{"key", "reason"}]}``.
 ``registry``: ``{"entries", "bytes", "scan_number"}``.
+
+``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
+"objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
+"foreign_objects", "deleted", "bytes_reclaimed"}``: the offload bucket as scanned and
+what this cycle deleted from it (segments, bytes).
 """
 
 from __future__ import annotations
@@ -75,7 +82,15 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.orphans import deleting, phases, timekeeping
-from ledger_gc.orphans.classify import CLASSES, FOREIGN, NO_NAMESPACE, ORPHAN_CLASSES
+from ledger_gc.orphans.classify import (
+    CLASSES,
+    FOREIGN,
+    LIVE_SEGMENT,
+    NO_NAMESPACE,
+    OFFLOAD_FOREIGN,
+    ORPHAN_CLASSES,
+    ORPHAN_SEGMENT,
+)
 from ledger_gc.orphans.guards import METADATA_READ
 from ledger_gc.orphans.layout import (
     DELETE,
@@ -392,8 +407,32 @@ def build_report(
             "bytes": sum(entry.bytes for entry in entries.values()),
             "scan_number": (applied or {}).get("scan_number"),
         },
+        "tiered": _tiered(scan, classes, bytes_deleted),
     }
     return CycleReport(data)
+
+
+def _tiered(
+    scan: dict[str, Any] | None, classes: dict[str, Any], deleted: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The offload bucket's part of the cycle (None when tiered storage is off)."""
+    offload = _first(scan, "offload")
+    if not offload:
+        return None
+    segments = [r for r in deleted if r["target_class"] == ORPHAN_SEGMENT]
+    return {
+        "bucket": offload.get("bucket"),
+        "prefix": offload.get("prefix"),
+        "source": offload.get("source"),
+        "objects": offload.get("objects"),
+        "bytes": offload.get("bytes"),
+        "live_segments": classes[LIVE_SEGMENT]["units"],
+        "orphan_segments": classes[ORPHAN_SEGMENT]["units"],
+        "orphan_bytes": classes[ORPHAN_SEGMENT]["bytes"],
+        "foreign_objects": classes[OFFLOAD_FOREIGN]["objects"],
+        "deleted": len(segments),
+        "bytes_reclaimed": sum(r["bytes"] for r in segments if not r.get("recoverable")),
+    }
 
 
 def _first(manifest: dict[str, Any] | None, key: str, default: Any = None) -> Any:
@@ -448,6 +487,15 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     if scan["objects"] is not None:
         source = f"inventory {scan['inventory']}" if scan["source"] == "inventory" else "listing"
         yield f"  scan ({source}): {scan['objects']} objects, {_size(scan['bytes'])}"
+    tiered = data.get("tiered")
+    if tiered:
+        yield (
+            f"  tiered storage {tiered['bucket']}/{tiered['prefix']} ({tiered['source']}): "
+            f"{tiered['objects']} objects, {tiered['live_segments']} live segments, "
+            f"{tiered['orphan_segments']} orphan segments ({_size(tiered['orphan_bytes'])}), "
+            f"{tiered['foreign_objects']} foreign objects (never deleted); deleted "
+            f"{tiered['deleted']} segments, {_size(tiered['bytes_reclaimed'])} reclaimed"
+        )
     yield "  classes:"
     for name in CLASSES:
         totals = data["classes"][name]

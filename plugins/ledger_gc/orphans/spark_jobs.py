@@ -11,8 +11,9 @@ object list is never collected to the driver. The diff is a Spark aggregate (per
 then joined with the snapshot); only the orphan candidates, per-namespace totals and a
 few sample foreign keys come back.
 
-Outputs (see ``layout``): ``snapshot/`` (entry_type, ml_name, ledger_id) and ``scan/``
-(key, size, last_modified ms) as Parquet datasets; ``diff/candidates.parquet``; each with
+Outputs (see ``layout``): ``snapshot/`` (entry_type, ml_name, ledger_id, offload_uuid)
+and ``scan/`` (key, size, last_modified ms; ``offload-scan/`` the same for the offload
+bucket when tiered storage is on) as Parquet datasets; ``diff/candidates.parquet``; each with
 its JSON manifest, written last.
 """
 
@@ -33,28 +34,32 @@ import ledger_gc
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import classify, reading
+from ledger_gc.orphans import classify, reading, segments
 from ledger_gc.orphans.classify import (
     FOREIGN,
     LIVE,
+    LIVE_SEGMENT,
     MARKED,
     NO_NAMESPACE,
+    OFFLOAD_FOREIGN,
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
+    ORPHAN_SEGMENT,
     Candidate,
     DiffResult,
 )
 from ledger_gc.orphans.deleting import recheck_and_delete
-from ledger_gc.orphans.layout import DIFF, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.layout import DIFF, OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
 from ledger_gc.settings import Settings
 from ledger_gc.storage import keys
+from ledger_gc.storage.s3 import offload_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SCHEMA = "entry_type string, ml_name string, ledger_id long"
+SNAPSHOT_SCHEMA = "entry_type string, ml_name string, ledger_id long, offload_uuid string"
 OBJECT_SCHEMA = "key string, size long, last_modified long"
 #: Managed ledgers read per executor task (one ZooKeeper session, pipelined gets).
 NAMES_PER_SHARD = 2000
@@ -210,12 +215,14 @@ def scan_job(
     run: RunPaths,
     *,
     inventory: str | None = None,
+    offload_inventory: str | None = None,
     clock: Callable[[], int] = now_ms,
 ) -> dict[str, Any]:
     """Every object under the prefix: listed in parallel by namespace, or an inventory.
 
     With ``inventory`` nothing is listed: the report's files are validated and pinned in
     the manifest, and the diff reads them directly (copying 10M rows would only cost).
+    With tiered storage on, the offload bucket is scanned too (``offload_scan``).
     """
     ship_library(spark)
     run.start_step(SCAN)
@@ -259,6 +266,9 @@ def scan_job(
             f"({inventory or 'listing'}); an object of unknown age could never be judged "
             "against retention, so the scan is not used"
         )
+    manifest["offload"] = (
+        offload_scan(spark, settings, run, offload_inventory) if settings.offload_bucket else None
+    )
     manifest.update(
         started_ms=started,
         finished_ms=clock(),
@@ -271,6 +281,52 @@ def scan_job(
     )
     run.write_manifest(SCAN, manifest)
     return manifest
+
+
+def offload_scan(
+    spark: SparkSession, settings: Settings, run: RunPaths, inventory: str | None
+) -> dict[str, Any]:
+    """The offload bucket's objects under its prefix (listing or S3 Inventory), written
+    to ``offload-scan/``; its manifest is part of the scan's (``offload``)."""
+    from pyspark.sql import functions as F
+
+    offload = offload_settings(settings)
+    described: dict[str, Any] = {
+        "bucket": offload.bucket,
+        "prefix": offload.prefix,
+        "source": "inventory" if inventory else "listing",
+        "inventory": inventory,
+    }
+    try:
+        if inventory:
+            frame, files, fmt = read_inventory(spark, offload, inventory)
+            described.update(inventory_format=fmt, inventory_files=files)
+        else:
+            rdd = spark.sparkContext.parallelize([0], 1).mapPartitions(
+                lambda _: reading.list_offload_bucket(settings)
+            )
+            frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
+        frame.write.mode("overwrite").parquet(run.data_uri(OFFLOAD_SCAN))
+        totals = (
+            spark.read.parquet(run.data_uri(OFFLOAD_SCAN))
+            .agg(
+                F.count("*").alias("n"),
+                F.sum("size").alias("b"),
+                F.count_if(F.col("last_modified").isNull()).alias("undated"),
+            )
+            .collect()[0]
+        )
+    except LedgerGcError:
+        raise
+    except Exception as exc:
+        raise _job_error(f"the scan of offload bucket {offload.bucket}", exc) from exc
+    if totals["undated"]:
+        raise StorageError(
+            f"{totals['undated']} object(s) of offload bucket {offload.bucket} have no "
+            "readable last-modified time; the scan is not used"
+        )
+    described.update(objects=int(totals["n"]), bytes=int(totals["b"] or 0))
+    return described
 
 
 def _inventory_format(path: str) -> str:
@@ -431,11 +487,18 @@ def diff_job(
         )
         .cache()
     )
+    if "offload_uuid" not in snapshot.columns:  # a snapshot of an older ledger-gc
+        snapshot = snapshot.withColumn("offload_uuid", F.lit(None).cast("string"))
     try:
         result = _classify_groups(spark, snapshot, grouped, snapshot_manifest)
         result.foreign_samples = _foreign_samples(
             parsed, settings, result.classes[FOREIGN].objects, max_foreign_samples
         )
+        if scan_manifest.get("offload"):
+            _classify_segments(
+                spark, settings, run, snapshot, result, scan_manifest["offload"],
+                max_foreign_samples,
+            )
     except LedgerGcError:
         raise
     except Exception as exc:
@@ -451,6 +514,7 @@ def diff_job(
             "scan_started_ms": scan_manifest["started_ms"],
             "scan_source": scan_manifest["source"],
             "id_counter": scan_manifest.get("id_counter"),
+            "offload": scan_manifest.get("offload"),
             # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
             "snapshot_sequence": snapshot_manifest.get("sequence"),
             "scan_instant": scan_manifest.get("instant"),
@@ -545,6 +609,101 @@ def _classify_groups(
     return result
 
 
+def _classify_segments(
+    spark: SparkSession,
+    settings: Settings,
+    run: RunPaths,
+    snapshot: DataFrame,
+    result: DiffResult,
+    offload: dict[str, Any],
+    max_foreign_samples: int,
+) -> None:
+    """The offload bucket's objects into ``result`` (``segments.py``'s rule as a join).
+
+    Live is (uuid, ledger id) carried by a listed or marked ledger anywhere in the
+    snapshot; ledger ids are store-wide unique, so the join is by id, not by name.
+    """
+    from pyspark.sql import functions as F
+
+    bucket, base = offload["bucket"], offload_settings(settings).key_prefix
+    objects = spark.read.parquet(run.data_uri(OFFLOAD_SCAN))
+    if base:
+        # An inventory of the whole bucket: keys outside the prefix are not ours to judge.
+        objects = objects.where(F.col("key").startswith(base))
+    rest = F.col("key").substr(len(base) + 1, 1 << 30)
+    uuid = F.regexp_extract(rest, segments.SEGMENT_RE_JAVA, 1)
+    ledger_text = F.regexp_extract(rest, segments.SEGMENT_RE_JAVA, 2)
+    is_segment = (uuid != "") & (ledger_text.cast("decimal(20,0)") <= F.lit(keys.MAX_ID))
+    parsed = objects.select(
+        "key",
+        "size",
+        "last_modified",
+        F.coalesce(is_segment, F.lit(False)).alias("is_segment"),
+        uuid.alias("uuid"),
+        ledger_text.alias("ledger_text"),
+    )
+    referenced = snapshot.where(F.col("entry_type") != reading.ML_ROW)
+    carriers = (
+        referenced.where(F.col("offload_uuid").isNotNull())
+        .select("ledger_id", F.col("offload_uuid").alias("uuid"))
+        .distinct()
+        .withColumn("carried", F.lit(True))
+    )
+    owners = referenced.groupBy("ledger_id").agg(F.min("ml_name").alias("owner"))
+    grouped = (
+        parsed.where(F.col("is_segment"))
+        .groupBy("uuid", F.col("ledger_text").cast("long").alias("ledger_id"))
+        .agg(
+            F.count("*").alias("objects"),
+            F.sum("size").alias("bytes"),
+            F.max("last_modified").alias("newest_ms"),
+            F.min("last_modified").alias("oldest_ms"),
+        )
+        .join(carriers, ["ledger_id", "uuid"], "left")
+        .join(owners, "ledger_id", "left")
+        .withColumn(
+            "class", F.when(F.col("carried"), LIVE_SEGMENT).otherwise(ORPHAN_SEGMENT)
+        )
+    )
+    totals = grouped.groupBy("class", "owner").agg(
+        F.count("*").alias("units"), F.sum("objects").alias("objects"), F.sum("bytes").alias("b")
+    )
+    for row in totals.collect():
+        namespace = classify.namespace_of_ml(row["owner"] or "")
+        result.add(namespace, row["class"], int(row["objects"]), int(row["b"]), int(row["units"]))
+        result.segment_objects += int(row["objects"])
+    found = []
+    for row in grouped.where(F.col("class") == ORPHAN_SEGMENT).collect():
+        data_key = f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}"
+        found.append(
+            Candidate(
+                ORPHAN_SEGMENT,
+                row["owner"] or "",
+                int(row["ledger_id"]),
+                int(row["objects"]),
+                int(row["bytes"]),
+                int(row["newest_ms"]),
+                int(row["oldest_ms"]),
+                segment=f"{bucket}/{data_key}",
+            )
+        )
+    result.candidates.extend(sorted(found, key=lambda c: c.prefix("")))
+    foreign = parsed.where(~F.col("is_segment"))
+    row = foreign.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
+    if row["n"]:
+        result.add(NO_NAMESPACE, OFFLOAD_FOREIGN, int(row["n"]), int(row["b"] or 0), 0)
+        room = max(0, max_foreign_samples - len(result.foreign_samples))
+        for sample in sorted(r["key"] for r in foreign.select("key").limit(room).collect()):
+            result.foreign_samples.append(
+                {"key": f"{bucket}/{sample}", "reason": "not an offloaded-ledger segment"}
+            )
+    everything = objects.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
+    result.offload_objects = int(everything["n"])
+    result.offload_bytes = int(everything["b"] or 0)
+    result.objects += result.offload_objects
+    result.bytes += result.offload_bytes
+
+
 def _foreign_samples(
     parsed: DataFrame, settings: Settings, foreign_objects: int, limit: int
 ) -> list[dict[str, str]]:
@@ -575,6 +734,7 @@ def _write_candidates(run: RunPaths, candidates: list[Candidate]) -> None:
             ("newest_ms", pa.int64()),
             ("oldest_ms", pa.int64()),
             ("max_ledger_id", pa.int64()),
+            ("segment", pa.string()),
         ]
     )
     table = pa.Table.from_pylist([c.to_dict() for c in candidates], schema=schema)

@@ -801,17 +801,21 @@ def _index_of(data: bytes) -> BlockIndex:
                        trailer)
 
 
+def offload_settings(settings: Settings) -> Settings:
+    """The settings seen from the offload bucket: its bucket, prefix and endpoint."""
+    return settings.with_overrides(
+        bucket=settings.offload_bucket,
+        prefix=settings.offload_prefix,
+        s3_endpoint=settings.offload_s3_endpoint or settings.s3_endpoint,
+    )
+
+
 class OffloadStorage(LedgerStorage):
     """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``): the same listing and bulk
     delete, but what it owns are offloaded-ledger segments (``offload_keys``)."""
 
     def __init__(self, settings: Settings, client: Any = None, **kwargs: Any) -> None:
-        offload = settings.with_overrides(
-            bucket=settings.offload_bucket,
-            prefix=settings.offload_prefix,
-            s3_endpoint=settings.offload_s3_endpoint or settings.s3_endpoint,
-        )
-        super().__init__(offload, client, **kwargs)
+        super().__init__(offload_settings(settings), client, **kwargs)
 
     def owns(self, key: str) -> str | None:
         if offload_keys.parse_segment_key(self.prefix, key) is None:
