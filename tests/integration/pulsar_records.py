@@ -122,3 +122,59 @@ def read_record(zk: KazooClient, name: str) -> tuple[ManagedLedgerInfo, formats.
     data, _ = zk.get(paths.managed_ledger_path(name))
     info, framing = formats.decode_managed_ledger_info_framed(data)
     return info, framing, data
+
+
+# --- tiered storage: offload contexts and offloaded objects, as Pulsar writes them ------
+
+
+def offload(
+    ledger: ManagedLedgerInfo.LedgerInfo,
+    msb: int,
+    lsb: int,
+    *,
+    complete: bool = True,
+    bookkeeper_deleted: bool = False,
+    bucket: str = "offload",
+) -> str:
+    """Give a LedgerInfo the offloadContext Pulsar's ManagedLedgerImpl writes (uuid before
+    the upload, complete after it, bookkeeperDeleted once the BookKeeper copy is gone);
+    return the uuid as Java prints it."""
+    context = ledger.offloadContext
+    context.uidMsb, context.uidLsb = msb, lsb
+    context.complete = complete
+    context.bookkeeperDeleted = bookkeeper_deleted
+    context.timestamp = 1_700_000_000_000
+    context.driverMetadata.name = "aws-s3"
+    context.driverMetadata.properties.add(key="bucket", value=bucket)
+    context.driverMetadata.properties.add(key="region", value="us-east-1")
+    return formats.java_uuid(msb, lsb)
+
+
+def put_segment(
+    s3_client,
+    bucket: str,
+    prefix: str,
+    uuid: str,
+    ledger_id: int,
+    *,
+    ml_name: str | None = None,
+    data: bool = True,
+    index: bool = True,
+    size: int = 4000,
+) -> list[str]:
+    """The objects BlobStoreManagedLedgerOffloader writes for one ledger: the data object
+    (user metadata role=data, ManagedLedgerName) and, once the data is uploaded, its
+    index. ``data``/``index`` False: an offload that failed half-way."""
+    base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    keys = []
+    for wanted, key, role in ((data, f"{base}{uuid}-ledger-{ledger_id}", "data"),
+                              (index, f"{base}{uuid}-ledger-{ledger_id}-index", "index")):
+        if not wanted:
+            continue
+        metadata = {"role": role, "s3managedledgeroffloaderversion": "1"}
+        if ml_name:
+            metadata["ManagedLedgerName"] = ml_name
+        s3_client.put_object(Bucket=bucket, Key=key, Body=b"o" * (size if role == "data" else 64),
+                             Metadata=metadata)
+        keys.append(key)
+    return keys

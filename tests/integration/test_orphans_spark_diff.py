@@ -26,12 +26,12 @@ LIVE = "t1/ns1/persistent/orders"
 ENCODED = "t1/ns2/persistent/my%20topic"
 GONE = "t2/ns1/persistent/deleted"
 SNAPSHOT_ROWS = [
-    (ML_ROW, LIVE, None),
-    (LISTED_ROW, LIVE, 10),
-    (MARKED_ROW, LIVE, 7),
-    (ML_ROW, ENCODED, None),
-    (LISTED_ROW, ENCODED, 20),
-    (ML_ROW, "t3/ns/persistent/empty", None),
+    (ML_ROW, LIVE, None, None),
+    (LISTED_ROW, LIVE, 10, None),
+    (MARKED_ROW, LIVE, 7, None),
+    (ML_ROW, ENCODED, None, None),
+    (LISTED_ROW, ENCODED, 20, None),
+    (ML_ROW, "t3/ns/persistent/empty", None, None),
 ]
 BLOCKS = [
     block_key(PREFIX, LIVE, 10, 0),

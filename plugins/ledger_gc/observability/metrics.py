@@ -1,7 +1,8 @@
 """The overview in Prometheus' text exposition format (version 0.0.4).
 
 Orphan metrics carry KIP-370's proposed names (``OrphanLogPartitionCount``,
-``OrphanLogPartitionSize``, and the same for orphan ledgers), so a dashboard built for
+``OrphanLogPartitionSize``, and the same for orphan ledgers; ``OrphanOffloadedSegmentCount``
+``OrphanOffloadedSegmentSize`` for tiered storage), so a dashboard built for
 that proposal reads ours; their ``phase`` and ``namespace`` labels come from the latest
 orphan cycle. Everything else is ``ledgergc_*`` in Prometheus' own naming style. The text
 is rendered from ``build_overview``'s dict and nothing else, so the metrics and the page
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ledger_gc.observability.runs import LEDGER, PARTITION, PHASES
+from ledger_gc.observability.runs import LEDGER, PARTITION, PHASES, SEGMENT
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -42,6 +43,19 @@ _ORPHAN_METRICS = (
         LEDGER,
         "bytes",
         "Bytes of orphan ledgers per phase, latest orphan cycle",
+    ),
+    (
+        "OrphanOffloadedSegmentCount",
+        SEGMENT,
+        "count",
+        "Orphan offloaded segments (tiered-storage <uuid>-ledger-<id> objects no ledger "
+        "carries) per phase, latest orphan cycle",
+    ),
+    (
+        "OrphanOffloadedSegmentSize",
+        SEGMENT,
+        "bytes",
+        "Bytes of orphan offloaded segments per phase, latest orphan cycle",
     ),
 )
 Sample = tuple[Mapping[str, str], float | int]

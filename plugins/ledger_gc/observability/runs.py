@@ -39,10 +39,17 @@ PHASE_TITLES = {
 }
 # Orphan classes (DESIGN.md "Orphans"), as the report and the audit log name them: a whole
 # managed-ledger prefix whose znode is gone, or a ledger its managed ledger does not list.
+# And, with tiered storage on, an offloaded segment (``<uuid>-ledger-<id>`` and its index)
+# that no listed or marked ledger carries.
 PARTITION = "orphan-partition"
 LEDGER = "orphan-ledger"
-CLASSES = (PARTITION, LEDGER)
-CLASS_TITLES = {PARTITION: "Orphan partitions", LEDGER: "Orphan ledgers"}
+SEGMENT = "orphan-segment"
+CLASSES = (PARTITION, LEDGER, SEGMENT)
+CLASS_TITLES = {
+    PARTITION: "Orphan partitions",
+    LEDGER: "Orphan ledgers",
+    SEGMENT: "Orphan offloaded segments",
+}
 # The trim's outcome "error", the orphan cycle's status "failed". A trim with markers still
 # pending and a cycle that a guard refused did run: their backlog and refusals are shown
 # on their own.
