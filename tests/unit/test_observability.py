@@ -28,14 +28,19 @@ T0 = 1_700_000_000_000
 HOUR = 3_600_000
 
 
-def phase(partitions: tuple[int, int] = (0, 0), ledgers: tuple[int, int] = (0, 0)) -> dict:
+def phase(
+    partitions: tuple[int, int] = (0, 0),
+    ledgers: tuple[int, int] = (0, 0),
+    segments: tuple[int, int] = (0, 0),
+) -> dict:
     """One phase of an orphan report: (count, bytes) of each class."""
     return {
-        "count": partitions[0] + ledgers[0],
-        "bytes": partitions[1] + ledgers[1],
+        "count": partitions[0] + ledgers[0] + segments[0],
+        "bytes": partitions[1] + ledgers[1] + segments[1],
         "by_class": {
             "orphan-partition": {"count": partitions[0], "bytes": partitions[1]},
             "orphan-ledger": {"count": ledgers[0], "bytes": ledgers[1]},
+            "orphan-segment": {"count": segments[0], "bytes": segments[1]},
         },
     }
 
@@ -190,6 +195,7 @@ def test_orphans_per_phase_come_from_the_latest_cycle(state_dir):
     assert orphans["phases"]["registered"] == {
         "orphan-partition": {"count": 1, "bytes": 1000},
         "orphan-ledger": {"count": 1, "bytes": 100},
+        "orphan-segment": {"count": 0, "bytes": 0},
     }
     assert orphans["phase_totals"]["waiting_grace"] == {"count": 1, "bytes": 1000}
     assert orphans["phase_totals"]["waiting_retention"] == {"count": 1, "bytes": 100}
@@ -619,3 +625,43 @@ def test_the_page_loads_nothing_from_elsewhere_and_escapes_what_it_shows(tmp_pat
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert sorted(parser.links) == ["api/overview", "metrics"]  # relative, same app
     assert html.count("<svg") == 4  # orphan count and bytes, trim reclaimed and pending
+
+
+def test_orphan_offloaded_segments_have_their_own_metrics_beside_ledgers(tmp_path):
+    """Tiered storage: OrphanOffloadedSegmentCount/Size per phase and namespace, with the
+    labels of the OrphanLogLedger* gauges; a deleted topic's segments count under
+    "(none)", a stale uuid's under its managed ledger's namespace."""
+    run_log.append_run(
+        tmp_path,
+        run_log.ORPHANS,
+        orphan_cycle(
+            "orphans-tiered",
+            T0,
+            phases={
+                "registered": phase(ledgers=(1, 100), segments=(3, 12_000)),
+                "deleted": phase(segments=(2, 8_000)),
+            },
+            namespaces={
+                "(none)": {"registered": phase(segments=(2, 8_000)),
+                           "deleted": phase(segments=(2, 8_000))},
+                "acme/prod": {"registered": phase(ledgers=(1, 100), segments=(1, 4_000))},
+            },
+        ),
+    )
+    overview = build_overview(tmp_path, now_ms=T0 + HOUR)
+    assert overview["orphans"]["phases"]["registered"]["orphan-segment"] == {
+        "count": 3, "bytes": 12_000
+    }
+    parsed = parse_metrics(render_metrics(overview))
+    samples = parsed["samples"]
+    for name in ("OrphanOffloadedSegmentCount", "OrphanOffloadedSegmentSize"):
+        assert parsed["types"][name] == "gauge"
+        assert {labels for (n, labels) in samples if n == name} == {
+            labels for (n, labels) in samples if n == "OrphanLogLedgerCount"
+        }
+    none = (("namespace", "(none)"),)
+    assert samples[("OrphanOffloadedSegmentCount", (*none, ("phase", "deleted")))] == 2
+    assert samples[("OrphanOffloadedSegmentSize", (*none, ("phase", "deleted")))] == 8_000
+    acme = (("namespace", "acme/prod"), ("phase", "registered"))
+    assert samples[("OrphanOffloadedSegmentCount", acme)] == 1
+    assert samples[("OrphanLogLedgerCount", acme)] == 1

@@ -180,3 +180,53 @@ def test_the_java_and_python_patterns_differ_only_in_the_end_anchor() -> None:
     assert classify.NAMESPACE_RE_JAVA.removesuffix(r"(?:/|\z)") == (
         classify.NAMESPACE_RE_PYTHON.removesuffix(r"(?:/|\Z)")
     )
+
+
+# --- tiered storage: offloaded segments (segments.py) ---------------------------------
+
+
+def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uuid() -> None:
+    from ledger_gc.orphans import segments
+    from ledger_gc.orphans.classify import (
+        DiffResult,
+        StoredObject,
+        parse_segment_target,
+    )
+    from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
+
+    u = {n: f"00000000-0000-0000-0000-{n:012d}" for n in range(10)}
+    ml = "t/ns/persistent/a"
+    snapshot = snapshot_from_rows([
+        (ML_ROW, ml, None, None),
+        (LISTED_ROW, ml, 1, u[1]),  # offloaded (or offloading: complete is not looked at)
+        (LISTED_ROW, ml, 2, u[2]),  # re-offloaded under u2; u9 is its failed attempt
+        (MARKED_ROW, ml, 3, u[3]),  # trim pending: the trim owns its copy
+        (LISTED_ROW, ml, 4, None),  # never offloaded
+    ])
+    keys = {
+        f"p/{u[1]}-ledger-1": "live-segment",
+        f"p/{u[1]}-ledger-1-index": "live-segment",
+        f"p/{u[9]}-ledger-2": "orphan-segment",  # stale uuid, data only
+        f"p/{u[3]}-ledger-3-index": "live-segment",
+        f"p/{u[5]}-ledger-4": "orphan-segment",  # listed, never offloaded under u5
+        f"p/{u[6]}-ledger-7": "orphan-segment",  # in no managed ledger (deleted topic)
+        f"p/{u[6]}-ledger-7-index": "orphan-segment",
+        f"p/{u[1]}-ledger-3": "orphan-segment",  # another ledger's uuid
+        f"p/{u[7]}": "offload-foreign",  # the streaming offloader
+        f"p/{u[7]}-index": "offload-foreign",
+        f"p/{u[1]}-ledger-01": "offload-foreign",
+        "p/readme": "offload-foreign",
+    }
+    result = DiffResult(managed_ledgers=1)
+    objects = [StoredObject(k, 10, 1000 + i) for i, k in enumerate(sorted(keys))]
+    segments.diff_segments(result, "bkt", "p", objects, snapshot)
+
+    for name in ("live-segment", "orphan-segment", "offload-foreign"):
+        assert result.classes[name].objects == sum(1 for c in keys.values() if c == name)
+    assert result.classes["live-segment"].units == 2
+    by_ledger = {c.ledger_id: c for c in result.candidates}
+    assert set(by_ledger) == {2, 3, 4, 7}
+    assert by_ledger[7].objects == 2 and by_ledger[7].ml_name == ""
+    assert by_ledger[2].ml_name == ml  # its ledger is listed, under another uuid
+    assert parse_segment_target(by_ledger[2].prefix("")) == ("bkt", f"p/{u[9]}-ledger-2")
+    assert result.orphan_bytes == 50 and result.offload_bytes == 120
