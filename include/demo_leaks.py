@@ -10,6 +10,17 @@ Three kinds, each made the way it happens in production:
   fail: a managed ledger is created and written, then only its znodes are removed;
 * **a foreign file** under the prefix (an operator's note): reported, never deleted.
 
+With tiered storage on, two more, as Pulsar leaks them in its offload bucket:
+
+* **a deleted topic's offloaded segments** (apache/pulsar issues 9962, 16687): the
+  deleted topic above had its ledgers offloaded first; the topic delete leaves them;
+* **a failed offload's stale uuid**: a retried offload writes a new uuid into the
+  ledger's context and tries once to delete the old attempt's objects; here that delete
+  failed, so a live ledger carries uuid B while the objects of uuid A remain;
+
+and the streaming offloader's ``<uuid>``/``<uuid>-index`` objects beside them, which
+are not segments of a ledger: foreign, never deleted.
+
 ``plant_leaks(settings)`` returns what it planted, with the key prefixes the orphan
 cycle will report.
 """
@@ -24,7 +35,7 @@ from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import ledger_dir, ml_dir
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 LEGACY_ML = "public/default/persistent/legacy-leaks"
 DELETED_TOPIC = "public/default/persistent/deleted-topic-{suffix}"
@@ -74,6 +85,15 @@ def plant_deleted_topic(
         ml.add_entries(_payloads(entries, "deleted"))
     finally:
         ml.close()
+    segments: list[str] = []
+    if settings.offload_bucket:
+        # Offloaded before the topic was deleted (its ledger id is store-allocated).
+        from demo_store import put_segment
+
+        offload = OffloadStorage(settings)
+        for ledger in store.get_managed_ledger(ml_name).value.ledgerInfo:
+            segments += put_segment(offload, ml_name, str(uuid.uuid4()), ledger.ledgerId,
+                                    max(ledger.size, 512))
     for cursor in store.list_cursors(ml_name):
         store.delete_cursor(ml_name, cursor)
     store.delete_managed_ledger_node(ml_name, store.get_managed_ledger(ml_name).version)
@@ -83,7 +103,29 @@ def plant_deleted_topic(
         "prefix": ml_dir(settings.prefix, ml_name),
         "objects": len(blocks),
         "bytes": sum(obj.size for obj in blocks),
+        "offloaded_segments": segments,
     }
+
+
+def plant_stale_offload(settings: Settings, store: MetadataStore, ml_name: str) -> dict[str, Any]:
+    """A failed offload's objects: uuid A left behind by the newest offloaded ledger of
+    ``ml_name``, which carries uuid B (its first ledger if none is offloaded); plus two
+    streaming-offloader objects."""
+    from demo_store import put_segment
+
+    offload = OffloadStorage(settings)
+    listed = list(store.get_managed_ledger(ml_name).value.ledgerInfo)
+    offloaded = [li for li in listed if li.HasField("offloadContext")]
+    ledger = (offloaded or listed)[-1]
+    stale = str(uuid.uuid4())
+    keys = put_segment(offload, ml_name, stale, ledger.ledgerId, max(ledger.size, 512))
+    streaming = str(uuid.uuid4())
+    foreign = [f"{offload.settings.key_prefix}{streaming}",
+               f"{offload.settings.key_prefix}{streaming}-index"]
+    for key in foreign:
+        offload.client.put_object(Bucket=offload.bucket, Key=key, Body=b"streaming offload")
+    return {"ml_name": ml_name, "ledger_id": ledger.ledgerId, "stale_uuid": stale,
+            "keys": keys, "foreign_keys": foreign}
 
 
 def plant_leaks(
@@ -92,6 +134,7 @@ def plant_leaks(
     ml_name: str | None = None,
     orphan_ledgers: int = 2,
     entries: int = 5,
+    offloaded_topic: str | None = None,
 ) -> dict[str, Any]:
     """Plant orphan ledgers, a deleted topic's data and a foreign file; return them.
 
@@ -112,6 +155,11 @@ def plant_leaks(
         ledgers = plant_orphan_ledgers(settings, store, storage, ml_name, orphan_ledgers, entries)
         topic = DELETED_TOPIC.format(suffix=uuid.uuid4().hex[:6])
         partition = plant_deleted_topic(settings, store, storage, topic, entries)
+        stale = (
+            plant_stale_offload(settings, store, offloaded_topic or ml_name)
+            if settings.offload_bucket
+            else None
+        )
     foreign_key = settings.key_prefix + FOREIGN_KEY
     storage.client.put_object(
         Bucket=settings.bucket,
@@ -122,4 +170,5 @@ def plant_leaks(
         "orphan_ledgers": ledgers,
         "orphan_partitions": [partition],
         "foreign_keys": [foreign_key],
+        "stale_offload": stale,
     }

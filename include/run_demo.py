@@ -27,14 +27,14 @@ import boto3
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
-from demo_store import write_demo_store
+from demo_store import OFFLOADED_TOPIC, write_demo_store
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.cli import human_bytes
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.status import collect_status
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = ROOT / "var" / "demo"
@@ -73,11 +73,15 @@ def demo_settings() -> Settings:
         delete_enabled=True,
         grace_seconds=GRACE_SECONDS,
         retention_seconds=RETENTION_SECONDS,
+        # Pulsar's tiered storage: an offload bucket on the same local SeaweedFS.
+        offload_bucket="ledger-gc-demo-offload",
+        offload_prefix="tiered",
     )
     s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.s3_region)
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-    if settings.bucket not in existing:
-        s3.create_bucket(Bucket=settings.bucket)
+    for bucket in (settings.bucket, settings.offload_bucket):
+        if bucket not in existing:
+            s3.create_bucket(Bucket=bucket)
     return settings
 
 
@@ -143,13 +147,32 @@ def print_store(settings: Settings, title: str) -> dict[str, Any]:
     return data
 
 
+def offload_bucket_keys(settings: Settings) -> dict[str, int]:
+    offload = OffloadStorage(settings)
+    return {obj.key: obj.size for obj in offload.iter_objects(offload.settings.key_prefix)}
+
+
 def verify_live_data(settings: Settings) -> int:
-    """Read back every entry of every listed ledger; return how many were read."""
+    """Read back every entry of every listed ledger, and check that every listed
+    offloaded ledger still has its two tiered-storage objects; return entries read."""
+    from ledger_gc.orphans.reading import offload_uuid_of
+    from ledger_gc.storage.offload_keys import segment_keys
+
     storage = LedgerStorage(settings)
+    tiered = offload_bucket_keys(settings)
     read = 0
     with MetadataStore.open(settings) as store:
         for name in store.list_managed_ledgers():
             for ledger in store.get_managed_ledger(name).value.ledgerInfo:
+                offload_uuid = offload_uuid_of(ledger)
+                if offload_uuid and ledger.offloadContext.complete:
+                    missing = [k for k in segment_keys(settings.offload_prefix, offload_uuid,
+                                                       ledger.ledgerId) if k not in tiered]
+                    if missing:
+                        raise SystemExit(
+                            f"demo: LIVE OFFLOADED DATA LOST: {name} ledger {ledger.ledgerId}: "
+                            f"{missing}"
+                        )
                 blocks = storage.list_blocks(name, ledger.ledgerId)
                 got = 0
                 for block in blocks:
@@ -186,9 +209,19 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
             # Orphans count per ledger or topic; foreign keys per object.
             f"{name} {value.get('objects' if name == 'foreign' else 'units', 0)}"
             for name, value in classes.items()
-            if name in ("orphan-ledger", "orphan-partition", "foreign")
+            if name in ("orphan-ledger", "orphan-partition", "foreign", "orphan-segment")
         )
         say(f"   orphan cycle {number} ({run.get('status')}): found {found}")
+        tiered = run.get("tiered")
+        if tiered:
+            say(
+                f"     tiered storage {tiered['bucket']}/{tiered['prefix']}: "
+                f"{tiered['live_segments']} live segments, {tiered['orphan_segments']} orphan "
+                f"segments ({human_bytes(tiered['orphan_bytes'])}), "
+                f"{tiered['foreign_objects']} foreign objects untouched; "
+                f"deleted {tiered['deleted']} segments, "
+                f"{human_bytes(tiered['bytes_reclaimed'])} reclaimed"
+            )
         say(
             f"     registered {phase('registered')}, waiting in grace {phase('waiting_grace')}, "
             f"waiting for retention {phase('waiting_retention')}, deleted {phase('deleted')}"
@@ -224,7 +257,8 @@ def main() -> int:
     )
     names = write_demo_store(settings)
     say(f"   wrote {len(names)} topics with consumers")
-    leaks = plant_leaks(settings)
+    leaks = plant_leaks(settings, offloaded_topic=OFFLOADED_TOPIC)
+    tiered_before = offload_bucket_keys(settings)
     say(f"   planted leaks: {json.dumps(leaks, sort_keys=True, default=str)}")
     before = print_store(settings, "The store before maintenance")
 
@@ -244,6 +278,14 @@ def main() -> int:
     entries = verify_live_data(settings)
     say(f"   every live ledger is readable: {entries} entries read back")
     report(settings, before, after)
+    tiered_after = offload_bucket_keys(settings)
+    say(
+        f"   tiered storage: {len(tiered_before)} objects "
+        f"({human_bytes(sum(tiered_before.values()))}) -> {len(tiered_after)} objects "
+        f"({human_bytes(sum(tiered_after.values()))}); the deleted topic's offloaded segments "
+        "and the failed offload's stale uuid are gone, live segments and the streaming "
+        "offloader's objects stay"
+    )
     say(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return 0
 
