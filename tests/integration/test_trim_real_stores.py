@@ -483,6 +483,36 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     assert 2 not in listed_and_marked(store)[1]
 
 
+def test_every_write_keeps_the_offload_context_of_the_ledgers_it_leaves_listed(
+    zk_client, storage, store, settings
+):
+    """Issue 14 item 1: a listed ledger's offloadContext (uuid, complete,
+    bookkeeperDeleted, timestamp, driver name and metadata, and fields this proto does
+    not declare, e.g. Pulsar's offloadSegment = 7) is byte-for-byte what Pulsar wrote
+    after the trim's mark, its cursor moves and its unmark."""
+    info = record([Ledger(1), Ledger(2), Ledger(3), Ledger(4, entries=0)])
+    for ledger, (msb, lsb) in zip(info.ledgerInfo[:3], [(1, -1), (2, -2), (3, -3)], strict=True):
+        context = ledger.offloadContext
+        context.uidMsb, context.uidLsb, context.complete = msb, lsb, True
+        context.bookkeeperDeleted, context.timestamp = ledger.ledgerId == 2, 1_700_000_000_000
+        context.driverMetadata.name = "aws-s3"
+        context.driverMetadata.properties.add(key="bucket", value="offload")
+        # offloadSegment {assignedTimestamp=1: 5, endEntryId=6: 77}, unknown to our proto
+        context.MergeFromString(b"\x3a\x04\x08\x05\x30\x4d")
+    before = {li.ledgerId: li.SerializeToString() for li in info.ledgerInfo}
+    write_record(zk_client, ML, info)
+    write_cursor(zk_client, ML, "sub", 1, 1)  # ledger 1 consumed: marked, the rest listed
+    write_data(storage, ML, [Ledger(1), Ledger(2), Ledger(3)])
+
+    run_trim(settings)
+
+    after, _, _ = read_record(zk_client, ML)
+    kept = {li.ledgerId: li.SerializeToString() for li in after.ledgerInfo}
+    assert sorted(kept) == [2, 3, 4]
+    assert all(kept[lid] == before[lid] for lid in kept)
+    assert b"\x3a\x04\x08\x05\x30\x4d" in kept[3]
+
+
 def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     zk_client, storage, settings, monkeypatch
 ):
