@@ -149,6 +149,15 @@ def test_each_segment_is_classified_and_only_orphan_segments_are_deleted(
     assert bucket_keys(s3_client, eager.offload_bucket) == left
 
 
+def live_store(zk: KazooClient, s3_client: Any, settings: Settings) -> None:
+    """A lists ledger 10, offloaded with its two objects, and 20 (current)."""
+    info = record([Ledger(10), Ledger(20)])
+    msb, lsb, uuid = _uuid(10)
+    offload(info.ledgerInfo[0], msb, lsb, bucket=settings.offload_bucket)
+    write_record(zk, A, info)
+    put_segment(s3_client, settings.offload_bucket, PREFIX, uuid, 10, ml_name=A)
+
+
 def _relist(zk: KazooClient, name: str, ledger_id: int, msb: int, lsb: int, *,
             complete: bool = False) -> None:
     """Put ``ledger_id`` into ``name``'s ledger list carrying uuid (msb, lsb): an operator
@@ -198,7 +207,7 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     """Re-listed between the scan and the delete, into a managed ledger the snapshot did
     not associate with it: found through the object's ManagedLedgerName, or, without it,
     by reading every managed ledger."""
-    write_record(zk_client, A, record([Ledger(20)]))
+    live_store(zk_client, s3_client, eager)
     msb, lsb, uuid = _uuid(7)
     keys = put_segment(s3_client, eager.offload_bucket, PREFIX, uuid, 7,
                        ml_name=GONE if with_metadata else None)
@@ -217,6 +226,23 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     assert "carries this segment's offload uuid" in outcome["reason"]
     assert set(keys) <= bucket_keys(s3_client, eager.offload_bucket)
     assert OrphanRegistry(eager.state_dir).entries() == {}
+
+
+def test_an_offload_bucket_with_no_live_segment_is_refused(
+    eager: Settings, zk_client: KazooClient, s3_client: Any, spark: Any
+) -> None:
+    """LEDGERGC_OFFLOAD_BUCKET pointing at another cluster's tiered storage: every segment
+    looks orphaned, even when they are few beside this store's bytes."""
+    write_record(zk_client, A, record([Ledger(10), Ledger(20)]))
+    theirs = put_segment(s3_client, eager.offload_bucket, PREFIX, _uuid(3)[2], 3, size=10)
+
+    report = run_orphan_cycle(eager, spark=spark).to_dict()
+
+    assert report["status"] == "refused"
+    [refusal] = report["refusals"]
+    assert refusal["guard"] == "no-live-segments"
+    assert "LEDGERGC_OFFLOAD_BUCKET" in refusal["reason"]
+    assert set(theirs) <= bucket_keys(s3_client, eager.offload_bucket)
 
 
 @pytest.mark.parametrize("chroot", ["empty", "wrong"])
@@ -239,7 +265,7 @@ def test_empty_metadata_or_a_wrong_chroot_beside_a_full_offload_bucket_deletes_n
 
     assert report["status"] == "refused"
     guards = {r["guard"]: r["reason"] for r in report["refusals"]}
-    assert "zero-managed-ledgers" in guards and "orphan-fraction" in guards
+    assert {"zero-managed-ledgers", "orphan-fraction", "no-live-segments"} <= set(guards)
     assert "offloaded-ledger segment objects" in guards["zero-managed-ledgers"]
     assert report["deleted"] == [] and report["phases"]["new"]["count"] == 0
     assert bucket_keys(s3_client, tiered.offload_bucket) == before
@@ -269,7 +295,7 @@ def test_a_segment_newer_than_the_metadata_is_held_never_registered(
 ) -> None:
     """Ledger 500 has offloaded objects, but no managed ledger lists anything above 20 and
     the chroot's id counter is at 100: the metadata is older than the data."""
-    write_record(zk_client, A, record([Ledger(20)]))
+    live_store(zk_client, s3_client, eager)
     for _ in range(100):
         made = zk_client.create("/ledgers/idgen/ID-", b"", sequence=True, makepath=True)
         zk_client.delete(made)

@@ -1,5 +1,9 @@
 """The safety guards of an orphan cycle (pure): when a scan's answer must not be acted on.
 
+With tiered storage on, a scan whose offload bucket holds orphan segments but not one
+live segment is refused too (``no-live-segments``): the same misconfiguration, seen
+from the offload bucket.
+
 DESIGN.md "Orphans": a scan that could not read all metadata, that finds no managed
 ledgers while the bucket holds ledger data, or whose orphans exceed a fraction of all
 bytes deletes nothing and says why, unless the run is forced. The usual cause of the last
@@ -24,6 +28,7 @@ ZERO_MANAGED_LEDGERS = "zero-managed-ledgers"
 ORPHAN_FRACTION = "orphan-fraction"
 STALE_RUN = "stale-run"
 STALE_METADATA = "stale-metadata"
+NO_LIVE_SEGMENTS = "no-live-segments"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,26 @@ def evaluate_guards(diff: dict[str, Any], max_fraction: float, *, force: bool) -
                 "LEDGERGC_ZK_HOSTS (its chroot), LEDGERGC_BUCKET, LEDGERGC_PREFIX or "
                 "LEDGERGC_OFFLOAD_BUCKET wrong? A refused cycle registers and "
                 "deletes nothing; force it only if every managed ledger really was deleted",
+                forced=force,
+            )
+        )
+    segment_classes = diff.get("classes") or {}
+    live = int((segment_classes.get("live-segment") or {}).get("units") or 0)
+    orphaned = int((segment_classes.get("orphan-segment") or {}).get("units") or 0)
+    if orphaned and not live:
+        # The trim's store probe, for tiered storage: a bucket in which not one segment
+        # is carried by the metadata is more likely another cluster's offload bucket (or
+        # a wrong prefix) than a bucket whose every offloaded topic was deleted.
+        offload = diff.get("offload") or {}
+        refusals.append(
+            Refusal(
+                NO_LIVE_SEGMENTS,
+                f"offload bucket {offload.get('bucket')} (prefix '{offload.get('prefix')}') "
+                f"holds {orphaned} offloaded segments and not one that a listed or marked "
+                "ledger carries: is LEDGERGC_OFFLOAD_BUCKET or LEDGERGC_OFFLOAD_PREFIX "
+                "another cluster's, or LEDGERGC_ZK_HOSTS the wrong chroot? A refused cycle "
+                "registers and deletes nothing; force it only if every offloaded topic "
+                "really was deleted",
                 forced=force,
             )
         )

@@ -42,7 +42,8 @@ data and an index object, for the segment classes; 0 for foreign). ``orphan_byte
 above...}}}``; keys outside any managed-ledger directory count under ``"(none)"``.
 
 ``refusals``: ``[{"guard", "reason", "forced"}]``, guards ``metadata-read``,
-``zero-managed-ledgers``, ``orphan-fraction``, ``stale-metadata``, ``stale-run`` (a
+``zero-managed-ledgers``, ``orphan-fraction``, ``no-live-segments``, ``stale-metadata``,
+``stale-run`` (a
 forced guard is listed with ``forced: true`` and did not stop the cycle).
 
 ``held``: ``[{"prefix", "target_class", "ml_name", "ledger_id", "bytes", "reason"}]``:
