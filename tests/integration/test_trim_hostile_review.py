@@ -1,0 +1,84 @@
+"""Defects a hostile review of the trim found (issue 10 follow-up), each against a real
+ZooKeeper and S3: what must hold, and the scenario that broke it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+
+from ledger_gc.audit import AuditLog
+from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.positions import Position
+from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.trim import run_trim
+from ledger_gc.trim.lock import TRIM_LOCK_PATH
+
+ML = "acme/prod/persistent/orders"
+
+
+def consumed_topic(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
+    """``ledgers`` full ledgers, the cursor "sub" at the end of the second-to-last one."""
+    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
+    ml.add_entries([f"entry-{i}".encode() * 20 for i in range(2 * ledgers)])
+    ids = [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
+    cursor = ml.open_cursor("sub", "earliest")
+    cursor.mark_delete(Position(ids[ledgers - 2], 1))
+    return ml, ids
+
+
+def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage, settings):
+    """A CLI trim beside the DAG's: both read the markers and list the blocks before
+    either deletes. Before the fix both deleted, both wrote ``deleted`` audit records and
+    both reports claimed the bytes (reclaimed bytes counted twice)."""
+    ml, ids = consumed_topic(store, storage)
+    both_listed = threading.Barrier(2)
+
+    def trim_once() -> object:
+        with MetadataStore.open(settings) as own_store:
+            own_storage = LedgerStorage(settings)
+            real = own_storage.delete_keys
+
+            def delete_after_the_other_listed(keys):
+                # Wait (a while) until the other trim has listed too; a trim that cannot
+                # overlap (the fix) times out here and goes on alone.
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    both_listed.wait(timeout=3)
+                return real(keys)
+
+            own_storage.delete_keys = delete_after_the_other_listed
+            return run_trim(settings, store=own_store, storage=own_storage)
+
+    reports: list[object] = []
+    threads = [threading.Thread(target=lambda: reports.append(trim_once())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(reports) == 2
+
+    deleted = Counter(r["ledger_id"] for r in AuditLog(settings.state_dir).deletions())
+    assert deleted == Counter(ids[:3]), f"audited more than once: {deleted}"
+    claimed = sum(r.totals()["bytes_reclaimed"] for r in reports)  # type: ignore[attr-defined]
+    audited = sum(r["bytes"] for r in AuditLog(settings.state_dir).deletions())
+    assert claimed == audited > 0
+    ml.close()
+
+
+def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
+    store, storage, settings, zk_client
+):
+    ml, ids = consumed_topic(store, storage)
+    other = zk_client.Lock(TRIM_LOCK_PATH, identifier="trim-elsewhere")
+    assert other.acquire(timeout=5)
+    try:
+        report = run_trim(settings, lock_wait_seconds=0.5)
+    finally:
+        other.release()
+
+    assert report.exit_code == 2 and "trim-elsewhere" in (report.error or "")
+    assert [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo] == ids
+    assert AuditLog(settings.state_dir).read() == []
+    assert run_trim(settings).managed_ledgers[0].marked == ids[:3]  # once it is free
+    ml.close()
