@@ -4,18 +4,22 @@ ZooKeeper and S3: what must hold, and the scenario that broke it."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
+import time
 from collections import Counter
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
+from ledger_gc.settings import TrimRetention
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
 
 ML = "acme/prod/persistent/orders"
+DAY_MS = 86_400_000
 
 
 def consumed_topic(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
@@ -63,6 +67,23 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
     claimed = sum(r.totals()["bytes_reclaimed"] for r in reports)  # type: ignore[attr-defined]
     audited = sum(r["bytes"] for r in AuditLog(settings.state_dir).deletions())
     assert claimed == audited > 0
+    ml.close()
+
+
+def test_a_fast_host_clock_does_not_expire_what_time_retention_keeps(store, storage, settings):
+    """Retention keeps consumed ledgers for a day. The host running the trim has a clock
+    ten days fast (S3's clock is right). Before the fix the trim believed the host, found
+    every consumed ledger "expired" and deleted data retention promised to keep."""
+    ml, ids = consumed_topic(store, storage)
+    settings = dataclasses.replace(settings, trim_retention=TrimRetention(86_400, -1))
+    ten_days_fast = lambda: int(time.time() * 1000) + 10 * DAY_MS  # noqa: E731
+
+    report = run_trim(settings, clock=ten_days_fast)
+
+    [result] = report.managed_ledgers
+    assert result.marked == [] and result.deleted == []
+    info = store.get_managed_ledger(ML).value
+    assert [li.ledgerId for li in info.ledgerInfo] == ids
     ml.close()
 
 

@@ -33,6 +33,7 @@ from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
+from ledger_gc.trim.clocks import trim_clocks
 from ledger_gc.trim.lock import TRIM_LOCK_WAIT_SECONDS, TrimLockBusy, trim_lock
 from ledger_gc.trim.report import TrimReport, run_summary
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
@@ -174,8 +175,11 @@ def run_trim(
         if not dry_run:
             # Asked once per run (cached by the storage); never raises ("unknown").
             report.bucket = storage.versioning().to_dict()
+        # Retention by the earlier of this host's and S3's clocks (trim/clocks.py).
+        clocks = trim_clocks(clock, storage.client, storage.bucket)
         trimmer = ManagedLedgerTrimmer(
-            store, deleter, settings, dry_run=dry_run, clock=clock, offload=offload
+            store, deleter, settings, dry_run=dry_run, clock=clocks.decide, offload=offload,
+            stamp_clock=clocks.stamp,
         )
         try:
             with ExitStack() as locked:

@@ -160,6 +160,7 @@ class ManagedLedgerTrimmer:
         clock: Callable[[], int],
         workers: int = 8,
         offload: Deleter | None = None,
+        stamp_clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         # Tiered storage: deletes offloaded ledgers' copies (None: tiered storage off).
@@ -173,7 +174,9 @@ class ManagedLedgerTrimmer:
         self.deleter = deleter
         self.settings = settings
         self.dry_run = dry_run
-        self.clock = clock
+        self.clock = clock  # decides retention (run.py: the earlier of host's and S3's)
+        # Stamps ledgers that have no creation time (the later clock: keeps them longer).
+        self.stamp_clock = stamp_clock or clock
         self.store_verified = False
         # Asked between managed ledgers (and by the deleter between batches).
         self.should_stop = deleter.should_stop
@@ -479,11 +482,12 @@ class ManagedLedgerTrimmer:
         record = ManagedLedgerInfo()
         record.CopyFrom(state.record)
         now = self.clock()
+        stamp = max(now, self.stamp_clock())
         for ledger in record.ledgerInfo:
             if not ledger.timestamp:
                 # Pulsar stamps a ledger without a timestamp with its load time and writes
                 # it back; doing the same lets time retention start counting for it.
-                ledger.timestamp = now
+                ledger.timestamp = stamp
         marked = mark_deletable(record, chosen, now)
         markers = formats.deletable_markers(record)
         marked_entries = {ledger_id: int(m["entries"]) for ledger_id, m in markers.items()}
