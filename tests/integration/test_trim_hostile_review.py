@@ -9,12 +9,14 @@ import threading
 import time
 from collections import Counter
 
+from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
 from ledger_gc.settings import TrimRetention
-from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.keys import parse_key
+from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
 from ledger_gc.trim import run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
 
@@ -102,4 +104,38 @@ def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
     assert [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo] == ids
     assert AuditLog(settings.state_dir).read() == []
     assert run_trim(settings).managed_ledgers[0].marked == ids[:3]  # once it is free
+    ml.close()
+
+
+def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a_wrong_one(
+    store, storage, settings
+):
+    """A trim announces its deletes (``deleting`` records), S3 answers 503 and the data
+    stays, markers pending. The topic is quiet: only its current ledger is listed, so the
+    store probe has nothing to sample. The next trim runs with a typo in LEDGERGC_PREFIX.
+    Before the fix, the write-ahead records of the *failed* deletes counted as evidence
+    that the data was gone: every marker was cleared and the data, still under the right
+    prefix, was neither listed nor marked."""
+    from test_trim_safety import S3Fault
+
+    ml = ManagedLedger.open(ML, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
+    ml.add_entries([f"entry-{i}".encode() * 20 for i in range(6)])
+    ml.open_cursor("sub", "earliest").mark_delete(ml.last_confirmed())  # all consumed
+    ids = [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
+    failing = LedgerStorage(settings, retry=RetryPolicy(max_attempts=1, base_delay=0.001))
+    S3Fault(failing)
+    first = run_trim(settings, storage=failing)
+    consumed = ids[:-1]
+    assert [m.ledger_id for m in first.managed_ledgers[0].pending] == consumed
+
+    typo = dataclasses.replace(settings, prefix="ledgrs")
+    report = run_trim(typo)
+
+    [result] = report.managed_ledgers
+    assert result.cleared == [] and result.deleted == []
+    info = store.get_managed_ledger(ML).value
+    assert sorted(formats.deletable_markers(info)) == consumed, "markers of live data dropped"
+    assert [li.ledgerId for li in info.ledgerInfo] == ids[-1:]
+    assert set(consumed) <= {parse_key(storage.prefix, o.key).ledger_id
+                             for o in storage.iter_objects(settings.key_prefix)}
     ml.close()
