@@ -453,6 +453,7 @@ def diff_job(
             "id_counter": scan_manifest.get("id_counter"),
             # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
             "snapshot_sequence": snapshot_manifest.get("sequence"),
+            "snapshot_instant": snapshot_manifest.get("instant"),
             "scan_instant": scan_manifest.get("instant"),
             "metadata_max_ledger_id": _metadata_max_ledger_id(snapshot),
         },
