@@ -11,14 +11,16 @@ from collections import Counter
 
 from ledger_gc import formats
 from ledger_gc.audit import AuditLog
+from ledger_gc.deletion import Deleter
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
 from ledger_gc.settings import TrimRetention
-from ledger_gc.storage.keys import parse_key
+from ledger_gc.storage.keys import ml_dir, parse_key
 from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
 from ledger_gc.trim import run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
+from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 ML = "acme/prod/persistent/orders"
 DAY_MS = 86_400_000
@@ -139,3 +141,48 @@ def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a
     assert set(consumed) <= {parse_key(storage.prefix, o.key).ledger_id
                              for o in storage.iter_objects(settings.key_prefix)}
     ml.close()
+
+
+def test_a_topic_deleted_and_recreated_during_the_trim_keeps_its_new_record(
+    store, storage, settings, monkeypatch
+):
+    """Between the trim's read and its mark, the topic is deleted and created again by
+    the same steps, so its new record has the very version the trim read (ZooKeeper
+    versions start again with a new znode). The mark's multi checks versions only, so
+    before the fix it wrote the *old* topic's record (less the marked ledgers) over the
+    new one: the new topic's ledgers were neither listed nor marked, live data that the
+    orphan cycle would then remove."""
+    config = ManagedLedgerConfig(max_entries_per_ledger=2)
+
+    def build() -> None:
+        ml = ManagedLedger.open(ML, store, storage, config)
+        ml.add_entries([f"entry-{i}".encode() * 20 for i in range(6)])
+        ml.close()  # no cursor: every ledger but the current one is consumed
+
+    other = ManagedLedger.open("acme/prod/persistent/a-other", store, storage, config)
+    other.add_entries([b"other"] * 4)  # the store probe finds data where settings point
+    other.close()
+    build()
+    read_at = store.get_managed_ledger(ML).version
+    real = ManagedLedgerTrimmer.read_states
+    recreated: list[set[int]] = []
+
+    def read_then_recreate(self, names):
+        states = real(self, names)
+        if not recreated:
+            ManagedLedger.open(ML, store, storage, config).delete(Deleter(storage, None, "x"))
+            build()
+            new = store.get_managed_ledger(ML)
+            assert new.version == read_at, "the test needs the same version again"
+            recreated.append({li.ledgerId for li in new.value.ledgerInfo})
+        return states
+
+    monkeypatch.setattr(ManagedLedgerTrimmer, "read_states", read_then_recreate)
+    run_trim(settings)
+
+    info = store.get_managed_ledger(ML).value
+    known = {li.ledgerId for li in info.ledgerInfo} | set(formats.deletable_markers(info))
+    with_data = {parse_key(storage.prefix, o.key).ledger_id
+                 for o in storage.iter_objects(ml_dir(storage.prefix, ML))}
+    assert with_data <= known, f"live ledgers {with_data - known} dropped from the record"
+    assert known <= recreated[0], f"ledgers {known - recreated[0]} of the deleted topic"
