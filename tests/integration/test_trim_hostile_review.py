@@ -8,6 +8,7 @@ import dataclasses
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 from ledger_gc import formats
 from ledger_gc.audit import AuditLog
@@ -18,7 +19,7 @@ from ledger_gc.positions import Position
 from ledger_gc.settings import TrimRetention
 from ledger_gc.storage.keys import ml_dir, parse_key
 from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
-from ledger_gc.trim import run_trim
+from ledger_gc.trim import TrimScope, run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
@@ -95,18 +96,48 @@ def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
     store, storage, settings, zk_client
 ):
     ml, ids = consumed_topic(store, storage)
-    other = zk_client.Lock(TRIM_LOCK_PATH, identifier="trim-elsewhere")
-    assert other.acquire(timeout=5)
+    other = zk_client.create(f"{TRIM_LOCK_PATH}/holder-", b"trim-elsewhere", ephemeral=True,
+                             sequence=True, makepath=True)
     try:
         report = run_trim(settings, lock_wait_seconds=0.5)
     finally:
-        other.release()
+        zk_client.delete(other)
 
     assert report.exit_code == 2 and "trim-elsewhere" in (report.error or "")
     assert [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo] == ids
     assert AuditLog(settings.state_dir).read() == []
     assert run_trim(settings).managed_ledgers[0].marked == ids[:3]  # once it is free
     ml.close()
+
+
+def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
+    """The DAG trims disjoint shards of managed ledgers in parallel tasks of one run (one
+    run id): the lock lets them all in at once, and keeps other runs out."""
+    names = ["acme/prod/persistent/a", "acme/prod/persistent/b"]
+    for name in names:
+        ml = ManagedLedger.open(name, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2))
+        ml.add_entries([b"x" * 40] * 6)
+        ml.close()
+    together = threading.Barrier(2)
+
+    def shard(name: str) -> object:
+        with MetadataStore.open(settings) as own_store:
+            own_storage = LedgerStorage(settings)
+            real = own_storage.delete_keys
+
+            def delete_when_both_are_in(keys):
+                together.wait(timeout=20)  # breaks (and fails the shard) if they serialise
+                return real(keys)
+
+            own_storage.delete_keys = delete_when_both_are_in
+            return run_trim(settings, scope=TrimScope.of([name]), run_id="dag-run-1",
+                            store=own_store, storage=own_storage, lock_wait_seconds=30)
+
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(shard, names))
+
+    assert [r.exit_code for r in reports] == [0, 0]  # type: ignore[attr-defined]
+    assert all(r.managed_ledgers[0].deleted for r in reports)  # type: ignore[attr-defined]
 
 
 def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a_wrong_one(

@@ -27,8 +27,9 @@ Why this is safe while writers, consumers and admins keep working:
 * **A topic deleted and created again** starts its znode versions again, so a version
   alone could match a new record the decision never saw; the record's creation zxid is
   checked just before the multi and in its answer (``commit_trim``).
-* **One writing trim at a time** (``trim/lock.py``): two overlapping runs would purge,
-  audit and report the same marked ledger twice.
+* **One writing trim run at a time** (``trim/lock.py``; the DAG's shards of one run
+  share it): two overlapping runs would purge, audit and report the same marked ledger
+  twice.
 * **New cursors.** Creating a cursor through this library re-sets the record in the same
   multi (``create_cursor_from_record``), so a trim that decided without the new cursor
   fails on the record's version; a cursor created after the mark starts at the oldest
