@@ -62,6 +62,10 @@ class AuditRecord:
     recoverable: bool = False
     versioning: str | None = None
     noncurrent_expiration_days: int | None = None
+    # The bucket the delete went to (None in records of older versions): with
+    # ``prefix``, where the announced data was, so that an announcement is evidence of
+    # a deletion only where the settings point now (``announced``).
+    bucket: str | None = None
 
     def to_json(self) -> str:
         record = asdict(self)
@@ -108,12 +112,21 @@ class AuditLog:
                     continue  # a torn line from a crashed writer; the rest is intact
         return records[-limit:] if limit else records
 
-    def announced(self) -> set[tuple[str, str, int]]:
-        """(target class, managed ledger, ledger id) of every ledger-level deletion the log
-        announced (``deleting``) or recorded: the evidence that a ledger whose data is
-        not found any more was deleted by ledger-gc, not misplaced by a setting."""
+    def announced(self) -> set[tuple[str, str, int, str, str | None]]:
+        """(target class, managed ledger, ledger id, prefix, bucket) of every ledger-level
+        deletion the log announced (``deleting``) or recorded: the evidence that a ledger
+        whose data is not found any more was deleted by ledger-gc, not misplaced by a
+        setting. It is evidence only for the same prefix and bucket (None: a record of an
+        older version, which did not say): an announcement whose delete failed says
+        nothing of a bucket or prefix that a wrong setting now points at."""
         return {
-            (str(r.get("target_class")), str(r.get("ml_name")), int(r["ledger_id"]))
+            (
+                str(r.get("target_class")),
+                str(r.get("ml_name")),
+                int(r["ledger_id"]),
+                str(r.get("prefix")),
+                r.get("bucket"),
+            )
             for r in self.read()
             if r.get("ledger_id") is not None
         }

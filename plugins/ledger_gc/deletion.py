@@ -265,6 +265,7 @@ class Deleter:
             ml_name=target.ml_name,
             ledger_id=target.ledger_id,
             prefix=target.prefix,
+            bucket=self.storage.bucket,
             objects=objects,
             bytes=size,
             reason=target.reason,

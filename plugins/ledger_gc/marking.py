@@ -49,8 +49,9 @@ OTHER_OFFLOAD_BUCKET = (
     "LEDGERGC_OFFLOAD_BUCKET={configured!r}; kept (never guessed)"
 )
 
-# Whether the audit log announced the deletion of (target class, managed ledger, ledger).
-Audited = Callable[[str, str, int], bool]
+# Whether the audit log announced the deletion of (target class, managed ledger, ledger)
+# at (prefix, bucket): evidence only where the settings point now (``AuditLog.announced``).
+Audited = Callable[[str, str, int, str, str], bool]
 LEDGER = "ledger"
 
 # A guard's verdict on a marked ledger: None when it may be deleted, else why not.
@@ -159,6 +160,8 @@ class PurgePlan:
     offload_targets: list[DeleteTarget] = field(default_factory=list)
     # Offloaded ledgers whose offload completed: their copy must exist or be audited gone.
     offload_complete: set[int] = field(default_factory=set)
+    # The tiered-storage bucket of ``offload_targets`` (where their deletes are audited).
+    offload_bucket: str = ""
 
 
 def plan_purge(
@@ -171,7 +174,7 @@ def plan_purge(
     store_verified: bool = False,
     reason: str = "marked deletable",
     offload: Deleter | None = None,
-    audited: Audited = lambda _class, _ml, _ledger: False,
+    audited: Audited = lambda _class, _ml, _ledger, _prefix, _bucket: False,
 ) -> PurgePlan:
     """Which marked ledgers' blocks to delete (from one listing of the managed ledger's
     ``ledgers/``), which offloaded copies (``offload``: the tiered-storage deleter, None
@@ -208,7 +211,10 @@ def plan_purge(
                 continue
             if int(marker["entries"]) == 0 and int(marker["size"]) == 0:
                 result.cleared.append(ledger_id)
-            elif verified or audited(LEDGER, ml_name, ledger_id):
+            elif verified or audited(
+                LEDGER, ml_name, ledger_id, ledger_dir(storage.prefix, ml_name, ledger_id),
+                storage.bucket,
+            ):
                 result.cleared.append(ledger_id)  # deleted by an earlier, interrupted pass
             else:
                 result.pending[ledger_id] = (
@@ -254,6 +260,7 @@ def _plan_offloaded(
             uuid=uuid, ledger_id=ledger_id, bucket=named, configured=storage.bucket
         )
     data_key, _ = segment_keys(storage.prefix, uuid, ledger_id)
+    plan.offload_bucket = storage.bucket
     if marker.get("offloadComplete"):
         plan.offload_complete.add(ledger_id)
     plan.offload_targets.append(
@@ -277,7 +284,7 @@ def finish_purge(
     now_ms: int,
     dry_run: bool = False,
     offload_outcomes: Sequence[TargetOutcome] = (),
-    audited: Audited = lambda _class, _ml, _ledger: False,
+    audited: Audited = lambda _class, _ml, _ledger, _prefix, _bucket: False,
 ) -> PurgeResult:
     """Drop the markers of what is gone (one CAS), note why the others stay. A marker
     of an offloaded ledger goes only when its tiered-storage copy is gone too; a copy of
@@ -298,7 +305,8 @@ def finish_purge(
             if outcome.objects:
                 result.deleted.append(outcome)
             elif ledger_id in plan.offload_complete and not audited(
-                OFFLOADED_LEDGER, result.ml_name, ledger_id
+                OFFLOADED_LEDGER, result.ml_name, ledger_id, outcome.target.prefix,
+                plan.offload_bucket,
             ):
                 copies_left[ledger_id] = (
                     f"tiered-storage copy {outcome.target.prefix} not found; check "
@@ -387,12 +395,14 @@ def purge_marked(
 
 def announced_by(deleter: Deleter) -> Audited:
     """``Audited`` from the deleter's audit log, read once, on first use."""
-    cache: list[set[tuple[str, str, int]]] = []
+    cache: list[set[tuple[str, str, int, str, str | None]]] = []
 
-    def audited(target_class: str, ml_name: str, ledger_id: int) -> bool:
+    def audited(target_class: str, ml_name: str, ledger_id: int, prefix: str,
+                bucket: str) -> bool:
         if not cache:
             cache.append(deleter.audit.announced() if deleter.audit is not None else set())
-        return (target_class, ml_name, ledger_id) in cache[0]
+        return any((target_class, ml_name, ledger_id, prefix, where) in cache[0]
+                   for where in (bucket, None))
 
     return audited
 

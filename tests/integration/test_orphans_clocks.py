@@ -71,3 +71,49 @@ def test_a_fast_clock_neither_blocks_later_cycles_nor_removal(
 
     assert two_hours_on["status"] == "ok", two_hours_on["refusals"]
     assert {d["prefix"] for d in two_hours_on["deleted"]} == leaks
+
+
+def test_a_reset_run_sequence_does_not_make_every_later_cycle_stale(
+    settings: Settings, store_kit: Any, spark: Any, zk_client: Any
+) -> None:
+    """The order of runs is ZooKeeper's sequence under /ledger-gc/ticks. That counter
+    starts again when its parent is made anew: a failover to a DR ZooKeeper, metadata
+    copied to a new ensemble, an operator removing /ledger-gc. Before the fix every
+    later cycle was refused as "stale-run" (for as many cycles as the old counter was
+    ahead), with a reason that said its scan was older when it was newer."""
+    from ledger_gc.orphans.witness import TICKS_PATH
+
+    store_kit.managed_ledger(ML, entries=60, size=4000)
+    plant_leaks(settings, ml_name=ML)
+    for _ in range(30):  # a store with some history: the counter is well on
+        zk_client.delete(zk_client.create(f"{TICKS_PATH}/t-", b"", sequence=True, makepath=True))
+    first = run_orphan_cycle(settings, spark=spark).to_dict()
+    zk_client.delete(TICKS_PATH)  # the counter starts again
+
+    after = run_orphan_cycle(settings, spark=spark).to_dict()
+
+    assert first["status"] == "ok" and first["phases"]["new"]["count"] == 3
+    assert after["refusals"] == [], after["refusals"]
+    assert after["status"] == "ok" and after["phases"]["waiting_grace"]["count"] == 3
+
+
+def test_a_scan_older_than_the_one_applied_is_still_refused(
+    settings: Settings, store_kit: Any, spark: Any
+) -> None:
+    """The other side of the rule above: a run whose snapshot came first (by ZooKeeper's
+    sequence *and* its clock) but reaches phases after a newer run applied its scan (a
+    delayed DAG task) is not applied."""
+    from ledger_gc.orphans import cycle
+
+    store_kit.managed_ledger(ML, entries=60, size=4000)
+    plant_leaks(settings, ml_name=ML)
+    cycle.step_snapshot(settings, "delayed", spark)
+    cycle.step_scan(settings, "delayed", spark)
+    cycle.step_diff(settings, "delayed", spark)
+    newer = run_orphan_cycle(settings, spark=spark).to_dict()
+
+    late = cycle.step_phases(settings, "delayed")
+
+    assert newer["status"] == "ok" and newer["refusals"] == []
+    assert late["applied"] is False
+    assert [r["guard"] for r in late["refusals"]] == ["stale-run"]

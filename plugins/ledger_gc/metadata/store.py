@@ -175,10 +175,14 @@ class MetadataStore:
 
     def get_many_raw(self, znodes: Sequence[str]) -> list[tuple[bytes, int] | None]:
         """``get`` of many znodes, pipelined: (data, version), or None where missing."""
+        return [None if r is None else (r[0], r[1].version) for r in self.get_many(znodes)]
+
+    def get_many(self, znodes: Sequence[str]) -> list[tuple[bytes, Any] | None]:
+        """``get`` of many znodes, pipelined: (data, ZnodeStat), or None where missing."""
         results = self._multi_read(znodes, GetData, on_missing=lambda: None)
         if results is None:
             results = self._pipelined(znodes, self.client.get_async, on_missing=lambda: None)
-        return [None if r is None else (r[0], r[1].version) for r in results]
+        return [None if r is None else (r[0], r[1]) for r in results]
 
     def _multi_read(self, znodes: Sequence[str], op: type, on_missing: Callable) -> list | None:
         """Batched reads (``multi_read``: kazoo's per-call cost made pipelined gets no
@@ -474,10 +478,18 @@ class MetadataStore:
         framing: formats.Framing,
         cursor_checks: Sequence[tuple[str, int]],
         cursor_writes: Sequence[CursorWrite],
+        record_czxid: int | None = None,
     ) -> Versioned[ManagedLedgerInfo] | None:
         """Write the trim's record only if the record and every cursor are still at the
         versions the decision was made from; None when any of them changed (re-read and
         decide again). One multi: the mark and the cursor moves happen together or not.
+
+        ``record_czxid``: the record's creation zxid as read. A topic deleted and created
+        again starts its versions again, so a version alone may match a *new* record that
+        the decision never saw (and the multi would write the old topic's list over it).
+        A multi cannot check a creation zxid, so it is checked just before the multi
+        (one round trip of window instead of the whole decision's) and again in the
+        multi's answer.
 
         Raises RecordTooLargeError, before sending, when the request would not fit.
         """
@@ -485,6 +497,10 @@ class MetadataStore:
         data, written_framing, cursor_data = self.encode_trim(
             name, record, framing, cursor_checks, cursor_writes
         )
+        if record_czxid is not None:
+            now = self._call(f"checking {ml_path}", lambda: self.client.exists(ml_path))
+            if now is None or now.czxid != record_czxid:
+                return None  # deleted, or deleted and created again: read and decide again
 
         def run() -> list:
             transaction = self.client.transaction()
@@ -503,6 +519,12 @@ class MetadataStore:
             raise MetadataError(f"writing {ml_path} failed: {failure!r}")
         self._wrote()
         stat = results[-1]
+        if record_czxid is not None and stat.czxid != record_czxid:
+            raise MetadataError(
+                f"{ml_path} was deleted and created again within the trim's last round trip, "
+                "and the trim's mark was written over the new record; check that topic's "
+                "ledger list (its data is kept: orphan removal waits out the grace window)"
+            )
         return Versioned(record, stat.version, written_framing)
 
     def delete_cursor(self, name: str, cursor: str) -> None:

@@ -282,7 +282,13 @@ def step_phases(
         # Ordered by ZooKeeper's sequence, not by any host's clock: a run whose clock
         # was days fast must not make every later run look older (issue 11).
         newer = latest.result.get("snapshot_sequence") if latest is not None else None
-        if latest is not None and newer is not None and sequence is not None and newer > sequence:
+        if (
+            latest is not None
+            and newer is not None
+            and sequence is not None
+            and newer > sequence
+            and not _sequence_restarted(latest.result, diff)
+        ):
             stale = guards.Refusal(
                 guards.STALE_RUN,
                 f"run {latest.run_id} already applied a scan whose snapshot was taken later "
@@ -343,6 +349,7 @@ def step_phases(
             scan_number=number,
             snapshot_started_ms=diff.get("snapshot_started_ms"),
             snapshot_sequence=sequence,
+            snapshot_instant=diff.get("snapshot_instant"),
             instant=instant.to_dict() if diff.get("scan_instant") else None,
             added=len(changes.added),
             seen=len(changes.seen),
@@ -352,6 +359,27 @@ def step_phases(
         txn.set_scan_result(number, result)
     run.write_manifest(PHASES, result)
     return result
+
+
+def _sequence_restarted(latest: dict[str, Any], diff: dict[str, Any]) -> bool:
+    """Whether ZooKeeper's own clock says this run's snapshot came *after* the latest
+    applied one although its sequence is lower: the counter under ``/ledger-gc/ticks``
+    started again (a DR failover, metadata copied to a new ensemble, ``/ledger-gc``
+    removed). Then the sequence orders nothing, and refusing would stop every cycle until
+    the new counter passed the old one. Runs without both snapshot times (older
+    ledger-gc) are ordered by the sequence alone."""
+    before = Instant.from_dict(latest.get("snapshot_instant"))
+    now = Instant.from_dict(diff.get("snapshot_instant"))
+    if before is None or now is None or before.zk_ms is None or now.zk_ms is None:
+        return False
+    if now.zk_ms <= before.zk_ms:
+        return False
+    log.warning(
+        "ZooKeeper's run sequence went back (%s < %s) while its clock went on: the counter "
+        "under /ledger-gc/ticks started again; ordering runs by ZooKeeper's time from here",
+        diff.get("snapshot_sequence"), latest.get("snapshot_sequence"),
+    )
+    return True
 
 
 # --- phase 3 ---------------------------------------------------------------------------

@@ -517,6 +517,7 @@ def diff_job(
             "offload": scan_manifest.get("offload"),
             # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
             "snapshot_sequence": snapshot_manifest.get("sequence"),
+            "snapshot_instant": snapshot_manifest.get("instant"),
             "scan_instant": scan_manifest.get("instant"),
             "metadata_max_ledger_id": _metadata_max_ledger_id(snapshot),
         },

@@ -33,6 +33,8 @@ from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
+from ledger_gc.trim.clocks import trim_clocks
+from ledger_gc.trim.lock import TRIM_LOCK_WAIT_SECONDS, TrimLockBusy, trim_lock
 from ledger_gc.trim.report import TrimReport, run_summary
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
@@ -120,6 +122,7 @@ def run_trim(
     record_run: bool = True,
     source: str = "library",
     should_stop: Callable[[], bool] = NEVER,
+    lock_wait_seconds: float = TRIM_LOCK_WAIT_SECONDS,
 ) -> TrimReport:
     """Trim the managed ledgers in ``scope`` (default: all) and report what happened.
 
@@ -172,11 +175,22 @@ def run_trim(
         if not dry_run:
             # Asked once per run (cached by the storage); never raises ("unknown").
             report.bucket = storage.versioning().to_dict()
+        # Retention by the earlier of this host's and S3's clocks (trim/clocks.py).
+        clocks = trim_clocks(clock, storage.client, storage.bucket)
         trimmer = ManagedLedgerTrimmer(
-            store, deleter, settings, dry_run=dry_run, clock=clock, offload=offload
+            store, deleter, settings, dry_run=dry_run, clock=clocks.decide, offload=offload,
+            stamp_clock=clocks.stamp,
         )
         try:
-            trimmer.trim(names, report.managed_ledgers)
+            with ExitStack() as locked:
+                if not dry_run:  # one writing trim at a time (trim/lock.py)
+                    locked.enter_context(
+                        trim_lock(store.client, store.hosts, run_id, lock_wait_seconds)
+                    )
+                trimmer.trim(names, report.managed_ledgers)
+        except TrimLockBusy as exc:
+            report.error = str(exc)
+            log.warning("trim %s: %s", run_id, exc)
         except SafetyRefusalError as exc:
             if not report.managed_ledgers:
                 raise  # refused before anything was done: the error is the whole answer

@@ -24,6 +24,12 @@ Why this is safe while writers, consumers and admins keep working:
   how cursors move: a subscription reset backwards (``reset-cursor``, seek to earliest)
   between the read and the mark makes the multi fail, and the trim decides again from
   the reset position.
+* **A topic deleted and created again** starts its znode versions again, so a version
+  alone could match a new record the decision never saw; the record's creation zxid is
+  checked just before the multi and in its answer (``commit_trim``).
+* **One writing trim run at a time** (``trim/lock.py``; the DAG's shards of one run
+  share it): two overlapping runs would purge, audit and report the same marked ledger
+  twice.
 * **New cursors.** Creating a cursor through this library re-sets the record in the same
   multi (``create_cursor_from_record``), so a trim that decided without the new cursor
   fails on the record's version; a cursor created after the mark starts at the oldest
@@ -132,6 +138,9 @@ class LedgerState:
     version: int
     framing: formats.Framing
     cursors: dict[str, CursorState] = field(default_factory=dict)
+    # The record znode's creation zxid: versions start again when a topic is deleted
+    # and created again, this does not (``MetadataStore.commit_trim``).
+    czxid: int | None = None
 
     def positions(self) -> list[Position]:
         return [cursor.position for cursor in self.cursors.values()]
@@ -160,6 +169,7 @@ class ManagedLedgerTrimmer:
         clock: Callable[[], int],
         workers: int = 8,
         offload: Deleter | None = None,
+        stamp_clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         # Tiered storage: deletes offloaded ledgers' copies (None: tiered storage off).
@@ -173,7 +183,9 @@ class ManagedLedgerTrimmer:
         self.deleter = deleter
         self.settings = settings
         self.dry_run = dry_run
-        self.clock = clock
+        self.clock = clock  # decides retention (run.py: the earlier of host's and S3's)
+        # Stamps ledgers that have no creation time (the later clock: keeps them longer).
+        self.stamp_clock = stamp_clock or clock
         self.store_verified = False
         # Asked between managed ledgers (and by the deleter between batches).
         self.should_stop = deleter.should_stop
@@ -188,7 +200,7 @@ class ManagedLedgerTrimmer:
         # The record first, then its cursors: a cursor created after the record was read
         # re-set the record (``create_cursor_from_record``), so the mark's multi fails on
         # the record's version; one created before it is in the listing that follows.
-        records = self.store.get_many_raw(ml_paths)
+        records = self.store.get_many(ml_paths)
         children = self.store.children_of_many(ml_paths)
         cursor_paths = [
             paths.cursor_path(name, cursor)
@@ -208,7 +220,8 @@ class ManagedLedgerTrimmer:
                 record, framing = formats.decode_managed_ledger_info_framed(
                     raw_record[0], path=path, allow_empty=True
                 )
-                state = LedgerState(record, raw_record[1], framing)
+                stat = raw_record[1]
+                state = LedgerState(record, stat.version, framing, czxid=stat.czxid)
                 for cursor, raw in cursor_raws:
                     if raw is None:
                         continue  # deleted since the listing: a deleted cursor needs nothing
@@ -416,7 +429,8 @@ class ManagedLedgerTrimmer:
             if plan is None:
                 break  # nothing to mark and no cursor to move
             written = self.store.commit_trim(
-                name, plan.record, state.version, state.framing, plan.checks, plan.moves
+                name, plan.record, state.version, state.framing, plan.checks, plan.moves,
+                record_czxid=state.czxid,
             )
             if written is None:
                 conflicts += 1
@@ -479,11 +493,12 @@ class ManagedLedgerTrimmer:
         record = ManagedLedgerInfo()
         record.CopyFrom(state.record)
         now = self.clock()
+        stamp = max(now, self.stamp_clock())
         for ledger in record.ledgerInfo:
             if not ledger.timestamp:
                 # Pulsar stamps a ledger without a timestamp with its load time and writes
                 # it back; doing the same lets time retention start counting for it.
-                ledger.timestamp = now
+                ledger.timestamp = stamp
         marked = mark_deletable(record, chosen, now)
         markers = formats.deletable_markers(record)
         marked_entries = {ledger_id: int(m["entries"]) for ledger_id, m in markers.items()}
