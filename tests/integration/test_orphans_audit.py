@@ -4,15 +4,20 @@ record written before and its ``deleted`` record after."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
+from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
 from ledger_gc.errors import AuditUnavailableError
 from ledger_gc.orphans import deleting
 from ledger_gc.orphans.phases import ORPHAN_LEDGER, RegistryEntry
 from ledger_gc.storage.keys import ledger_dir
 from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.termination import stop_on_signals
 
 ML = "acme/prod/persistent/orders"
 
@@ -63,3 +68,50 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
         ("deleting", ORPHAN_LEDGER, 1), ("deleted", ORPHAN_LEDGER, 1)
     ]
     assert records[1]["bytes"] == result["bytes"] > 0
+
+
+def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, settings,
+                                                                   monkeypatch):
+    """Issue 11 item 4b: a task timeout or pod eviction (SIGTERM) while orphans are being
+    deleted. The DeleteObjects batch under way finishes and is recorded (``deleting``
+    before, ``deleted`` after), nothing new starts, the rest stays registered (its result
+    says it was not attempted), and the next run deletes it."""
+    monkeypatch.setattr(deletion, "MAX_KEYS_PER_DELETE", 10)
+    storage = LedgerStorage(settings)
+    store_of(zk_client, storage, ML, [Ledger(50), Ledger(51, entries=0)])
+    for ledger_id in range(1, 31):  # 30 orphan ledgers of one block each
+        storage.write_block(ML, ledger_id, 0, [b"x" * 20])
+    settings = settings.with_overrides(retention_seconds=0)
+    entries = [orphan_entry(settings, storage, ledger_id) for ledger_id in range(1, 31)]
+    signalled = LedgerStorage(settings)
+    real_delete = signalled.delete_keys
+    batches: list[int] = []
+
+    def delete_then_signal(keys):
+        batches.append(len(keys))
+        if len(batches) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, mid-batch
+        return real_delete(keys)
+
+    signalled.delete_keys = delete_then_signal
+    monkeypatch.setattr(deleting, "LedgerStorage", lambda _settings: signalled)
+    with stop_on_signals() as stop:
+        results = deleting.recheck_and_delete(settings, entries, run_id="r1", now_ms=2**62,
+                                              deleting=True)
+
+    assert stop() and batches == [10], "nothing new started after the signal"
+    done = {r["ledger_id"] for r in results if r["action"] == deleting.DELETED}
+    stopped = {r["ledger_id"] for r in results if r.get("error") == deletion.STOPPED}
+    assert len(done) == 10 and stopped == set(range(1, 31)) - done
+    assert ledgers_with_data(storage, ML) == {50} | stopped, "audited = deleted"
+    records = AuditLog(settings.state_dir).read()
+    announced = {r["ledger_id"] for r in records if r["status"] == "deleting"}
+    recorded = {r["ledger_id"] for r in records if r["status"] == "deleted"}
+    assert announced == recorded == done
+
+    monkeypatch.setattr(deleting, "LedgerStorage", LedgerStorage)
+    rest = [e for e in entries if e["ledger_id"] in stopped]
+    finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62,
+                                           deleting=True)
+    assert {r["action"] for r in finished} == {deleting.DELETED}
+    assert ledgers_with_data(storage, ML) == {50}

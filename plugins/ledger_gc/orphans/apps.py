@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.settings import Settings
+from ledger_gc.termination import stop_on_signals
 
 STEPS = ("snapshot", "scan", "diff", "delete")
 
@@ -68,7 +69,11 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             result = cycle.step_diff(settings, args.run_id, spark)
         else:
             options = cycle.CycleOptions(dry_run=args.dry_run or None, force=args.force)
-            result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+            # SIGTERM (a pod eviction, a task timeout that reaches the driver): the delete
+            # batch under way finishes and is audited, nothing new starts. A SIGKILL still
+            # leaves every batch it interrupted announced in the audit log beforehand.
+            with stop_on_signals():
+                result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return 0
