@@ -64,7 +64,8 @@ class AuditRecord:
     noncurrent_expiration_days: int | None = None
     # The bucket the delete went to (None in records of older versions): with
     # ``prefix``, where the announced data was, so that an announcement is evidence of
-    # a deletion only where the settings point now (``announced``).
+    # a deletion only where the settings point now (``announced``), and
+    # where ``ledgergc restore`` acts (a segment's prefix is a bare key of the offload bucket).
     bucket: str | None = None
 
     def to_json(self) -> str:

@@ -45,9 +45,10 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.clock import now_ms
+from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.settings import Settings
-from ledger_gc.storage.s3 import LedgerStorage, ObjectVersion
+from ledger_gc.storage.s3 import LedgerStorage, ObjectVersion, OffloadStorage
 from ledger_gc.storage.versioning import OFF
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class RestoredPrefix:
     bytes_restored: int = 0
     skipped: int = 0  # keys whose latest version is not this run's delete marker
     error: str | None = None
+    bucket: str | None = None  # where it was restored (the record's bucket)
 
 
 @dataclass
@@ -128,15 +130,7 @@ def restore_run(
     run id with no ``deleted`` records in the audit log, or a run that deleted nothing
     recoverable.
     """
-    storage = storage or LedgerStorage(settings)
     audit = audit or AuditLog(settings.state_dir)
-    storage.check_bucket()  # a missing bucket is its own clear error, not "unknown"
-    bucket = storage.versioning()
-    if bucket.versioning == OFF:
-        raise SafetyRefusalError(
-            f"bucket {storage.bucket!r} is not versioned: its deletes freed the data and "
-            "nothing can be restored"
-        )
     records = [r for r in audit.read() if r.get("run_id") == run_id]
     deleted = [r for r in records if r.get("status", DELETED) == DELETED
                and r.get("operation") != RESTORE]
@@ -150,6 +144,22 @@ def restore_run(
             f"run {run_id!r} deleted nothing according to the audit log {audit.path}; check "
             "the run id (the audit log's run_id, e.g. in ledgergc status --json)"
         )
+    # Each record is restored in the bucket it was deleted from: a segment's prefix is a
+    # bare key of the offload bucket, never one of the ledger bucket.
+    storages = _Storages(settings, storage)
+    where = {id(r): storages.of(r) for r in deleted}
+    usable = {s.bucket: s for s in where.values() if isinstance(s, LedgerStorage)}
+    if not usable:
+        raise SafetyRefusalError(f"run {run_id!r}: {next(iter(where.values()))}")
+    versioned: dict[str, Any] = {}
+    for name, store in usable.items():
+        store.check_bucket()  # a missing bucket is its own clear error, not "unknown"
+        versioned[name] = store.versioning()
+    if versioned and all(v.versioning == OFF for v in versioned.values()):
+        raise SafetyRefusalError(
+            f"bucket {', '.join(repr(n) for n in sorted(versioned))} is not versioned: its "
+            "deletes freed the data and nothing can be restored"
+        )
     recoverable = [r for r in deleted if r.get("recoverable")]
     if not recoverable:
         raise SafetyRefusalError(
@@ -162,7 +172,8 @@ def restore_run(
         if record.get("status") == DELETING:
             prefix = str(record["prefix"])
             announced[prefix] = min(announced.get(prefix, record["time_ms"]), record["time_ms"])
-    report = RestoreReport(new_restore_id(clock), run_id, dry_run, bucket.to_dict())
+    first = next(v for v in versioned.values() if v.versioning != OFF)
+    report = RestoreReport(new_restore_id(clock), run_id, dry_run, first.to_dict())
     for record in recoverable:
         prefix = str(record["prefix"])
         ended = int(record["time_ms"])
@@ -170,8 +181,16 @@ def restore_run(
         item = RestoredPrefix(prefix, str(record["target_class"]), str(record["ml_name"]),
                               record.get("ledger_id"))
         report.prefixes.append(item)
+        target = where[id(record)]
+        if isinstance(target, str):
+            item.error = target
+            continue
+        item.bucket = target.bucket
+        if versioned[target.bucket].versioning == OFF:
+            item.error = f"bucket {target.bucket!r} is not versioned: nothing to restore"
+            continue
         try:
-            _restore_prefix(storage, audit, report, item, started, ended, dry_run)
+            _restore_prefix(target, audit, report, item, started, ended, dry_run)
         except AuditUnavailableError:
             raise  # no restore without its record: stop here
         except Exception as exc:  # one prefix must not stop the others; reported
@@ -189,8 +208,15 @@ def _restore_prefix(
     ended: int,
     dry_run: bool,
 ) -> None:
+    # A segment is exactly its data and index keys (another ledger's data key may start
+    # with this one's: ``<uuid>-ledger-7`` and ``<uuid>-ledger-70``).
+    exact = (
+        {item.prefix, f"{item.prefix}-index"} if item.target_class in SEGMENT_TARGETS else None
+    )
     by_key: dict[str, list[ObjectVersion]] = {}
     for version in storage.iter_versions(item.prefix):
+        if exact is not None and version.key not in exact:
+            continue
         if storage.owns(version.key) is None:  # only the store's blocks
             by_key.setdefault(version.key, []).append(version)
     # Per key: the delete markers to remove (newest first) and the version they uncover.
@@ -258,4 +284,33 @@ def _record(
         run_id=report.run_id,
         status=status,
         versioning=str(report.bucket.get("versioning")),
+        bucket=item.bucket,
     )
+
+
+class _Storages:
+    """The storage a recoverable record's prefix is in, from the record's ``bucket``
+    (records of before that field: a segment's is the offload bucket, else the ledger
+    bucket), or why it cannot be restored (a bucket the settings do not name)."""
+
+    def __init__(self, settings: Settings, ledger: LedgerStorage | None) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.offload: LedgerStorage | None = None
+
+    def of(self, record: dict[str, Any]) -> LedgerStorage | str:
+        segment = record.get("target_class") in SEGMENT_TARGETS
+        wanted = self.settings.offload_bucket if segment else self.settings.bucket
+        bucket = record.get("bucket") or wanted
+        if not bucket or bucket != wanted:
+            setting = "LEDGERGC_OFFLOAD_BUCKET" if segment else "LEDGERGC_BUCKET"
+            return (
+                f"deleted from bucket {bucket or '(unknown)'}, but {setting} is "
+                f"{wanted or 'unset'}: not restored (run the restore with the settings of "
+                "that run)"
+            )
+        if segment:
+            self.offload = self.offload or OffloadStorage(self.settings)
+            return self.offload
+        self.ledger = self.ledger or LedgerStorage(self.settings)
+        return self.ledger

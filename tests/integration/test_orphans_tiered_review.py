@@ -1,0 +1,90 @@
+"""A hostile review of orphan-segment removal (issue 14), against real ZooKeeper and
+SeaweedFS: each test is a way the tiered-storage path could delete what it must not,
+restore into the wrong bucket, or report bytes it did not free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pulsar_records import put_segment
+
+from ledger_gc import formats
+from ledger_gc.audit import AuditLog
+from ledger_gc.orphans import deleting
+from ledger_gc.orphans.classify import segment_target
+from ledger_gc.orphans.phases import RegistryEntry
+from ledger_gc.restore.restoring import restore_run
+from ledger_gc.settings import Settings
+
+PREFIX = "tiered"
+
+
+def _uuid(n: int) -> str:
+    return formats.java_uuid(0x1000 + n, -(0x2000 + n))
+
+
+def version(s3_client: Any, bucket: str) -> None:
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+@pytest.fixture
+def tiered(settings: Settings, s3_client: Any) -> Settings:
+    bucket = f"{settings.bucket}-offload"
+    s3_client.create_bucket(Bucket=bucket)
+    return settings.with_overrides(
+        offload_bucket=bucket, offload_prefix=PREFIX, delete_enabled=True,
+        grace_seconds=0, retention_seconds=0,
+    )
+
+
+def _segment_entry(s3_client: Any, settings: Settings, uuid: str, ledger_id: int,
+                   ml_name: str = "") -> RegistryEntry:
+    """A registered orphan segment (a deleted topic's), as the phases hand it over."""
+    keys = put_segment(s3_client, settings.offload_bucket, PREFIX, uuid, ledger_id)
+    newest = max(
+        int(s3_client.head_object(Bucket=settings.offload_bucket, Key=key)["LastModified"]
+            .timestamp() * 1000)
+        for key in keys
+    )
+    return RegistryEntry(
+        prefix=segment_target(settings.offload_bucket, keys[0]), target_class="orphan-segment",
+        ml_name=ml_name, ledger_id=ledger_id, first_seen_ms=0, last_seen_ms=0, first_scan=1,
+        last_scan=2, scans_seen=2, objects=2, bytes=4064, newest_ms=newest,
+    )
+
+
+def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
+    tiered: Settings, s3_client: Any
+) -> None:
+    """The offload bucket is versioned, the ledger bucket is not: an orphan segment's
+    delete is recoverable, and ``ledgergc restore`` must act on the offload bucket (its
+    audit records name the bare data key), never refuse for, or list, the ledger bucket."""
+    version(s3_client, tiered.offload_bucket)
+    entry = _segment_entry(s3_client, tiered, _uuid(7), 7)
+    data_key = entry.prefix.split("/", 1)[1]
+    # Another segment whose key starts with this one's data key (ledger 70 of the same
+    # uuid), deleted by hand during the run: not this run's to bring back.
+    decoy = put_segment(s3_client, tiered.offload_bucket, PREFIX, _uuid(7), 70)
+    later = entry.newest_ms + 60_000
+
+    [result] = deleting.recheck_and_delete(
+        tiered, [vars(entry)], run_id="orphans-1", now_ms=later, deleting=True
+    )
+    for key in decoy:
+        s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)
+
+    assert result["action"] == deleting.DELETED and result["recoverable"] is True
+    records = AuditLog(tiered.state_dir).deletions()
+    assert [r["bucket"] for r in records] == [tiered.offload_bucket]
+
+    report = restore_run(tiered, "orphans-1").to_dict()
+
+    assert report["objects_restored"] == 2 and report["errors"] == 0
+    for key in (data_key, f"{data_key}-index"):
+        s3_client.head_object(Bucket=tiered.offload_bucket, Key=key)
+    for key in decoy:
+        with pytest.raises(s3_client.exceptions.ClientError):
+            s3_client.head_object(Bucket=tiered.offload_bucket, Key=key)
+    restored = [r for r in AuditLog(tiered.state_dir).read() if r["operation"] == "restore"]
+    assert {r["bucket"] for r in restored} == {tiered.offload_bucket}
