@@ -88,3 +88,47 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
             s3_client.head_object(Bucket=tiered.offload_bucket, Key=key)
     restored = [r for r in AuditLog(tiered.state_dir).read() if r["operation"] == "restore"]
     assert {r["bucket"] for r in restored} == {tiered.offload_bucket}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("offload_prefix", ["", "ledgers/tiered"])
+def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
+    settings: Settings, zk_client: Any, s3_client: Any, storage: Any, spark: Any,
+    offload_prefix: str,
+) -> None:
+    """LEDGERGC_OFFLOAD_BUCKET = LEDGERGC_BUCKET, prefixes overlapping (the offload prefix
+    empty: it covers the ledger prefix; or inside it): both scans list the overlap, and
+    counting it twice would halve the orphan fraction the guard compares with its limit.
+    The segments are never taken for ledger blocks, nor ledger blocks for segments."""
+    from pulsar_records import Ledger, offload, record, write_data, write_record
+
+    from ledger_gc.orphans import run_orphan_cycle
+
+    shared = settings.with_overrides(
+        offload_bucket=settings.bucket, offload_prefix=offload_prefix, delete_enabled=True,
+        grace_seconds=0, retention_seconds=0, orphan_max_fraction=0.40,
+    )
+    name = "acme/prod/persistent/orders"
+    info = record([Ledger(i, payload=400) for i in (1, 2, 20)])
+    offload(info.ledgerInfo[0], 0x1001, -0x2001, bucket=settings.bucket)
+    write_record(zk_client, name, info)
+    write_data(storage, name, [Ledger(i, payload=400) for i in (1, 2, 20)])
+    put_segment(s3_client, settings.bucket, offload_prefix, _uuid(1), 1, ml_name=name,
+                size=200)
+    orphans = put_segment(s3_client, settings.bucket, offload_prefix, _uuid(9), 9, size=2500)
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket)
+    every = {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
+    orphan_bytes = sum(every[k] for k in orphans)
+    # The orphan segment is above the 40% limit of what the bucket really holds.
+    assert orphan_bytes / sum(every.values()) > 0.40
+
+    report = run_orphan_cycle(shared, spark=spark).to_dict()
+
+    assert report["orphan_bytes"] == orphan_bytes
+    assert report["orphan_fraction"] == pytest.approx(orphan_bytes / sum(every.values()))
+    assert report["status"] == "refused"
+    assert [r["guard"] for r in report["refusals"]] == ["orphan-fraction"]
+    assert report["classes"]["live"]["units"] == 3  # ledger blocks stay ledger blocks
+    assert report["classes"]["live-segment"]["units"] == 1
+    assert set(every) == {o["Key"] for page in s3_client.get_paginator(
+        "list_objects_v2").paginate(Bucket=settings.bucket) for o in page.get("Contents", [])}

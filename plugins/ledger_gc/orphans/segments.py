@@ -40,6 +40,7 @@ from ledger_gc.orphans.classify import (
     parse_segment_target,
     segment_target,
 )
+from ledger_gc.settings import Settings
 from ledger_gc.storage import offload_keys
 
 # The segment-key pattern for Spark (Java regex) over the key with the offload prefix
@@ -77,6 +78,21 @@ def associated_ml(owners: Iterable[Owner]) -> str:
     return names[0] if names else ""
 
 
+def counted_by_ledger_scan(settings: Settings) -> str | None:
+    """The key prefix of the offload bucket that the ledger scan lists too (None: none).
+
+    The offload bucket may be the ledger bucket (same name at the same endpoint) with
+    overlapping prefixes: an empty offload prefix covers the ledger prefix, an empty
+    ledger prefix covers the offload prefix. Both scans then list the overlap, and the
+    byte-fraction guard must count each object once: counted twice, the bytes would
+    halve the orphan fraction of a misconfigured run. The overlap is still classified
+    (a segment is a segment wherever it lies); only the totals leave it out."""
+    endpoint = settings.offload_s3_endpoint or settings.s3_endpoint
+    if settings.offload_bucket != settings.bucket or endpoint != settings.s3_endpoint:
+        return None
+    return settings.key_prefix
+
+
 def diff_segments(
     result: DiffResult,
     bucket: str,
@@ -85,13 +101,18 @@ def diff_segments(
     snapshot: MetadataSnapshot,
     *,
     max_foreign_samples: int = 50,
+    counted_elsewhere: str | None = None,
 ) -> None:
-    """Classify the offload bucket's objects into ``result`` (the reference diff)."""
+    """Classify the offload bucket's objects into ``result`` (the reference diff).
+
+    ``counted_elsewhere``: keys under it are in the ledger scan's totals already
+    (``counted_by_ledger_scan``)."""
     owners = owners_by_ledger(snapshot)
     per_segment: dict[tuple[str, int], list[int]] = {}
     for obj in objects:
-        result.objects += 1
-        result.bytes += obj.size
+        if counted_elsewhere is None or not obj.key.startswith(counted_elsewhere):
+            result.objects += 1
+            result.bytes += obj.size
         result.offload_objects += 1
         result.offload_bytes += obj.size
         segment = offload_keys.parse_segment_key(prefix, obj.key)
@@ -147,6 +168,7 @@ __all__ = [
     "Owner",
     "associated_ml",
     "carried",
+    "counted_by_ledger_scan",
     "diff_segments",
     "owners_by_ledger",
     "segment_class",

@@ -701,8 +701,16 @@ def _classify_segments(
     everything = objects.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
     result.offload_objects = int(everything["n"])
     result.offload_bytes = int(everything["b"] or 0)
-    result.objects += result.offload_objects
-    result.bytes += result.offload_bytes
+    # A bucket shared with the ledger scan: what it listed too is in the totals already.
+    overlap = segments.counted_by_ledger_scan(settings)
+    if overlap is None:
+        result.objects += result.offload_objects
+        result.bytes += result.offload_bytes
+    else:
+        own = objects.where(~F.col("key").startswith(overlap))
+        counted = own.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
+        result.objects += int(counted["n"])
+        result.bytes += int(counted["b"] or 0)
 
 
 def _foreign_samples(
