@@ -146,7 +146,7 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     from ledger_gc.trim.eligibility import decide_trim
     from ledger_gc.trim.trimmer import BATCH_SIZE, LedgerState, ManagedLedgerTrimmer
 
-    deleter = Deleter(storage, AuditLog(settings.state_dir), "bench-per-ledger")
+    deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
         store, deleter, settings, dry_run=False, clock=lambda: int(time.time() * 1000)
     )

@@ -188,7 +188,7 @@ def verify_live_data(settings: Settings) -> int:
 
 def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) -> None:
     heading("Report")
-    for run in run_log.read_runs(settings.state_dir, run_log.TRIM):
+    for run in run_log.read_runs(settings, run_log.TRIM):
         totals = run.get("totals", {})
         say(
             f"   trim ({run.get('outcome')}): {totals.get('ledgers_marked', 0)} consumed ledgers "
@@ -197,7 +197,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
             f"{totals.get('markers_pending', 0)} markers pending, "
             f"{totals.get('zk_writes', 0)} ZooKeeper writes"
         )
-    for number, run in enumerate(run_log.read_runs(settings.state_dir, run_log.ORPHANS), 1):
+    for number, run in enumerate(run_log.read_runs(settings, run_log.ORPHANS), 1):
         phases = run.get("phases", {})
         classes = run.get("classes", {})
 
@@ -228,7 +228,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
         )
         for refusal in run.get("refusals", []):
             say(f"     refused: {refusal}")
-    audit = AuditLog(settings.state_dir).deletions()
+    audit = AuditLog(settings).deletions()
     say(f"   audit log: {len(audit)} deletions recorded")
     by_operation: dict[str, list[dict[str, Any]]] = {}
     for record in audit:

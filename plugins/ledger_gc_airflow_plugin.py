@@ -8,7 +8,7 @@ UI's ``_token`` cookie, checked by the configured auth manager) and refuses anyo
 signed in; the page sends them to the login page instead.
 
 This module stays thin: the figures come from ``ledger_gc.observability`` (no Airflow
-there). A view reads state files and, at most every 30 s, the live metadata; the work
+there). A view reads the state store and, at most every 30 s, the live metadata; the work
 runs in a thread, off the event loop. Airflow loads plugin modules in every component
 (scheduler, workers...), so Airflow's API-server internals are imported only when a
 request arrives.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -30,7 +29,7 @@ from fastapi.security import HTTPBearer
 
 from ledger_gc.observability.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ledger_gc.observability.overview import build_overview
-from ledger_gc.observability.state_files import AuditTally
+from ledger_gc.observability.state_reads import AuditTally
 from ledger_gc.settings import Settings
 
 URL_PREFIX = "/ledger-gc"
@@ -61,7 +60,7 @@ def settings_in_api_server() -> Settings:
     ``settings_hook.settings_from_airflow`` asks the Task SDK, which outside a running
     task sees neither the metadata DB's connections nor its variables; here the core
     models read them (environment, secrets backends, then the DB). Only what the page
-    needs: ZooKeeper (``ledgergc_zookeeper``) and the variable (``state_dir``...).
+    needs: ZooKeeper (``ledgergc_zookeeper``) and the variable (``state_url``, ``state_dir``...).
     """
     from airflow.exceptions import AirflowNotFoundException
     from airflow.models import Connection, Variable
@@ -101,7 +100,7 @@ class _Sources:
         """Forget cached settings, tallies and status (a changed configuration, tests)."""
         with self._lock:
             self._settings: tuple[float, Settings] | None = None
-            self._tallies: dict[Path, AuditTally] = {}
+            self._tallies: dict[str, AuditTally] = {}
             self._live: Any = None
 
     def live(self) -> Any:
@@ -121,19 +120,21 @@ class _Sources:
                 self._settings = (now, settings_in_api_server())
             return self._settings[1]
 
-    def tally(self, state_dir: Path) -> AuditTally:
+    def tally(self, settings: Settings) -> AuditTally:
+        """The tally of the settings' state store (one per store, kept across views)."""
+        key = f"{settings.state_url or ''}|{settings.state_dir}"
         with self._lock:
-            return self._tallies.setdefault(state_dir, AuditTally(state_dir))
+            return self._tallies.setdefault(key, AuditTally(settings))
 
     def overview(self, *, live: bool = True) -> dict[str, Any]:
-        """The overview (blocking: state files, maybe ZooKeeper; call it in a thread)."""
-        state_dir = self.settings().state_dir
+        """The overview (blocking: the state store, maybe ZooKeeper; call it in a thread)."""
+        settings = self.settings()
         current = self.live().get() if live else None
         return build_overview(
-            state_dir,
+            settings,
             live_status=current.status if current else None,
             live_error=current.error if current else None,
-            totals=self.tally(state_dir).refresh(),
+            totals=self.tally(settings).refresh(),
         )
 
 

@@ -1,11 +1,12 @@
-"""The append-only audit log of every deletion (JSON lines in the state dir).
+"""The append-only audit log of every deletion, in the state store (``ledger_gc.state``).
 
 Operators must be able to answer "what did the GC delete, when, and why" long after the
-fact. Records are appended under an exclusive file lock and fsynced, so concurrent Airflow
-tasks on one host never interleave half lines; a reader skips a torn last line.
+fact (``ledgergc audit``). Each append is one committed transaction of the state store
+(``ledgergc_audit``), so concurrent Airflow tasks, on one host or many, never interleave
+or lose records.
 
 The log is **write-ahead**: a ``deleting`` record (what is about to go, and why) is
-appended and fsynced *before* the delete it announces, and a ``deleted`` record with what
+committed *before* the delete it announces, and a ``deleted`` record with what
 was really freed after it. A deletion whose ``deleting`` record cannot be written is not
 made (``AuditUnavailableError``); a process killed between the two leaves a ``deleting``
 record with no ``deleted`` one, which an operator reads as "may have been deleted".
@@ -22,23 +23,25 @@ writes its own records (``operation: "restore"``, ``restoring`` before the chang
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import AuditUnavailableError
+from ledger_gc.state import schema
+from ledger_gc.state.store import StateError, StateStore, open_store
 
-AUDIT_FILE = "audit.jsonl"
+if TYPE_CHECKING:
+    from ledger_gc.state.store import StateLocation
+
 DELETING = "deleting"  # written before the delete: the intent
 DELETED = "deleted"  # written after it: what was confirmed gone
 RESTORE = "restore"  # the operation of `ledgergc restore` records
 RESTORING = "restoring"  # written before delete markers are removed
 RESTORED = "restored"  # written after: what was brought back
+_COLUMNS = tuple(c.name for c in schema.audit.columns if c.name not in ("id", "extra"))
 
 
 @dataclass(frozen=True)
@@ -75,43 +78,77 @@ class AuditRecord:
 
 
 class AuditLog:
-    def __init__(self, state_dir: Path | str) -> None:
-        self.path = Path(state_dir) / AUDIT_FILE
+    """The audit log of a state store (``location``: settings, a store or a state dir)."""
+
+    def __init__(self, location: StateLocation) -> None:
+        self._location = location
+        self._store: StateStore | None = None
+
+    @property
+    def store(self) -> StateStore:
+        if self._store is None:
+            self._store = open_store(self._location)
+        return self._store
+
+    def check(self) -> None:
+        """Raise ``AuditUnavailableError`` now if the log could not be written, before a
+        run marks or deletes anything."""
+        try:
+            self.store.check()
+        except StateError as exc:
+            raise AuditUnavailableError(str(exc)) from None
 
     def append(self, records: Iterable[AuditRecord]) -> int:
-        """Append and fsync; raises AuditUnavailableError (naming the file) if it cannot."""
-        lines = [record.to_json() + "\n" for record in records]
-        if not lines:
+        """Commit the records in one transaction; raises AuditUnavailableError (naming the
+        store) if it cannot, and then the caller deletes nothing."""
+        rows = [_row(record) for record in records]
+        if not rows:
             return 0
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                try:
-                    handle.write("".join(lines))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                finally:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
-        except OSError as exc:
+            with self.store.write() as conn:
+                conn.execute(schema.audit.insert(), rows)
+        except StateError as exc:
             raise AuditUnavailableError(
-                f"cannot append to the audit log {self.path} ({exc.strerror or exc}); nothing "
-                "was deleted. Free space or make LEDGERGC_STATE_DIR writable, then run again"
-            ) from exc
-        return len(lines)
+                f"cannot append to the audit log: {exc}"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - any failure to record stops the delete
+            raise AuditUnavailableError(
+                f"cannot append to the audit log in {self.store.display_url} "
+                f"({' '.join(str(exc).split())[:300]}); nothing was deleted. Check "
+                "LEDGERGC_STATE_URL / LEDGERGC_STATE_DIR, then run again"
+            ) from None
+        return len(rows)
 
-    def read(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Records oldest first (the last ``limit`` when given)."""
-        if not self.path.exists():
-            return []
-        records = []
-        with open(self.path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a torn line from a crashed writer; the rest is intact
-        return records[-limit:] if limit else records
+    def read(
+        self,
+        limit: int | None = None,
+        *,
+        run_id: str | None = None,
+        target_class: str | None = None,
+        since_ms: int | None = None,
+        status: str | None = None,
+        newest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Records oldest first (the last ``limit`` when given), optionally only those of
+        one run, one target class, from a time on, or of one status."""
+        from sqlalchemy import select
+
+        table = schema.audit
+        query = select(table)
+        if run_id is not None:
+            query = query.where(table.c.run_id == run_id)
+        if target_class is not None:
+            query = query.where(table.c.target_class == target_class)
+        if since_ms is not None:
+            query = query.where(table.c.time_ms >= since_ms)
+        if status is not None:
+            query = query.where(table.c.status == status)
+        query = query.order_by(table.c.id.desc())
+        if limit:
+            query = query.limit(int(limit))
+        with self.store.read() as conn:
+            records = [record_of(row) for row in conn.execute(query).mappings()]
+        return records if newest_first else records[::-1]
 
     def announced(self) -> set[tuple[str, str, int, str, str | None]]:
         """(target class, managed ledger, ledger id, prefix, bucket) of every ledger-level
@@ -120,19 +157,41 @@ class AuditLog:
         setting. It is evidence only for the same prefix and bucket (None: a record of an
         older version, which did not say): an announcement whose delete failed says
         nothing of a bucket or prefix that a wrong setting now points at."""
-        return {
-            (
-                str(r.get("target_class")),
-                str(r.get("ml_name")),
-                int(r["ledger_id"]),
-                str(r.get("prefix")),
-                r.get("bucket"),
+        from sqlalchemy import select
+
+        table = schema.audit
+        query = (
+            select(
+                table.c.target_class,
+                table.c.ml_name,
+                table.c.ledger_id,
+                table.c.prefix,
+                table.c.bucket,
             )
-            for r in self.read()
-            if r.get("ledger_id") is not None
-        }
+            .where(table.c.ledger_id.is_not(None))
+            .distinct()
+        )
+        with self.store.read() as conn:
+            return {
+                (str(c), str(m), int(i), str(p), b) for c, m, i, p, b in conn.execute(query)
+            }
 
     def deletions(self) -> list[dict[str, Any]]:
         """The ``deleted`` records (what was freed), oldest first; write-ahead
         ``deleting`` records are left out."""
-        return [r for r in self.read() if r.get("status", DELETED) == DELETED]
+        return self.read(status=DELETED)
+
+
+def _row(record: AuditRecord) -> dict[str, Any]:
+    row = asdict(record)
+    row["time_ms"] = record.time_ms or int(time.time() * 1000)
+    return row
+
+
+def record_of(row: Any) -> dict[str, Any]:
+    """A stored row as the record's dict (the shape ``AuditRecord.to_json`` writes)."""
+    record = {name: row[name] for name in _COLUMNS}
+    record["recoverable"] = bool(record["recoverable"])
+    if row["extra"]:
+        record.update(json.loads(row["extra"]))
+    return record

@@ -1,50 +1,92 @@
-"""Summaries of past runs (trim, orphan cycle), one JSON line per run in the state dir.
+"""Summaries of past runs (trim, orphan cycle), one row per run in the state store.
 
-The trim and the orphan cycle append a summary when they finish; ``ledgergc status``,
-the metrics and the Airflow view read them to show trends and last-run times without
-touching ZooKeeper or S3.
+The trim and the orphan cycle append a summary when they finish (with the guards that
+refused it, if any); ``ledgergc status``, the metrics and the Airflow page read them to
+show trends and last-run times without touching ZooKeeper or S3. Summaries are JSON
+objects whose shape belongs to the module that writes them (``observability/runs.py``
+reads them defensively).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-from pathlib import Path
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc.state import schema
+from ledger_gc.state.store import open_store
+
+if TYPE_CHECKING:
+    from ledger_gc.state.store import StateLocation
 
 TRIM = "trim"
 ORPHANS = "orphans"
+# How many summaries ``last_matching`` reads per query, newest first.
+_PAGE = 50
 
 
-def run_log_path(state_dir: Path | str, kind: str) -> Path:
-    return Path(state_dir) / kind / "runs.jsonl"
+def summary_row(kind: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The ``ledgergc_runs`` row of a summary."""
+    run_id = summary.get("run_id")
+    return {
+        "kind": kind,
+        "run_id": None if run_id is None else str(run_id),
+        "recorded_ms": int(time.time() * 1000),
+        "summary": json.dumps(summary, sort_keys=True, separators=(",", ":"), default=str),
+    }
 
 
-def append_run(state_dir: Path | str, kind: str, summary: dict[str, Any]) -> None:
-    path = run_log_path(state_dir, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(summary, sort_keys=True, separators=(",", ":"), default=str) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def append_run(location: StateLocation, kind: str, summary: dict[str, Any]) -> None:
+    """Commit one summary (one transaction)."""
+    with open_store(location).write() as conn:
+        conn.execute(schema.runs.insert().values(**summary_row(kind, summary)))
 
 
-def read_runs(state_dir: Path | str, kind: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """Summaries oldest first (the last ``limit`` when given); a torn line is skipped."""
-    path = run_log_path(state_dir, kind)
-    if not path.exists():
+def read_runs(location: StateLocation, kind: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """Summaries oldest first (the last ``limit`` when given)."""
+    if limit is not None and limit <= 0:
         return []
-    runs = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
+    summaries = list(_newest_first(location, kind, limit or None))
+    return summaries[::-1]
+
+
+def last_matching(
+    location: StateLocation, kind: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The newest summary for which ``predicate`` holds (e.g. the last successful run);
+    reads newest first, a page at a time, so a long streak of failures costs more
+    queries, not a whole-table read per view."""
+    for summary in _newest_first(location, kind, None):
+        if predicate(summary):
+            return summary
+    return None
+
+
+def _newest_first(location: StateLocation, kind: str, limit: int | None) -> Iterator[dict[str, Any]]:
+    from sqlalchemy import select
+
+    table = schema.runs
+    store = open_store(location)
+    before: int | None = None
+    remaining = limit
+    while remaining is None or remaining > 0:
+        page = _PAGE if remaining is None else min(_PAGE, remaining)
+        query = select(table.c.id, table.c.summary).where(table.c.kind == kind)
+        if before is not None:
+            query = query.where(table.c.id < before)
+        query = query.order_by(table.c.id.desc()).limit(page)
+        with store.read() as conn:
+            rows = conn.execute(query).all()
+        for row_id, text in rows:
+            before = row_id
             try:
-                runs.append(json.loads(line))
+                value = json.loads(text)
             except json.JSONDecodeError:
                 continue
-    return runs[-limit:] if limit else runs
+            if isinstance(value, dict):
+                yield value
+        if remaining is not None:
+            remaining -= len(rows)
+        if len(rows) < page:
+            return

@@ -60,6 +60,9 @@ class Settings:
     retention_seconds: int = 7 * DAY
     orphan_max_fraction: float = 0.10
     state_dir: Path = Path("var/state")
+    # The state store (registry, audit log, run summaries): a SQLAlchemy URL. None: the
+    # embedded SQLite file ``<state_dir>/state.sqlite`` (ledger_gc.state.url).
+    state_url: str | None = None
     trim_retention: TrimRetention = TrimRetention()
     # "tenant/namespace" -> retention; overrides trim_retention for that namespace.
     trim_retention_overrides: Mapping[str, TrimRetention] = field(default_factory=dict)
@@ -127,6 +130,10 @@ class Settings:
         object.__setattr__(self, "prefix", self.prefix.strip("/"))
         object.__setattr__(self, "offload_prefix", self.offload_prefix.strip("/"))
         object.__setattr__(self, "state_dir", Path(self.state_dir))
+        if self.state_url is not None:
+            from ledger_gc.state.url import check_state_url
+
+            object.__setattr__(self, "state_url", check_state_url(self.state_url))
 
     def check_state_dir(self) -> Path:
         """Make sure the state dir exists and is writable, before anything runs.
@@ -197,6 +204,8 @@ class Settings:
             "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
             "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
         }
+        if self.state_url:
+            env["LEDGERGC_STATE_URL"] = self.state_url
         env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
@@ -244,6 +253,7 @@ class Settings:
             ),
             orphan_max_fraction=_number("ORPHAN_MAX_FRACTION", get, defaults.orphan_max_fraction),
             state_dir=Path(get("STATE_DIR") or defaults.state_dir),
+            state_url=get("STATE_URL"),
             trim_retention=TrimRetention(
                 seconds=int(_number("TRIM_RETENTION_SECONDS", get, 0, integer=True)),
                 bytes=int(_number("TRIM_RETENTION_BYTES", get, 0, integer=True)),

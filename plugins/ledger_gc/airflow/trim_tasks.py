@@ -8,7 +8,7 @@ a scheduler. They are idempotent, which is what lets Airflow retry any of them:
 * ``trim_shard``: ``run_trim`` over one shard (a re-run marks nothing twice and retries
   every marker still present); returns its report, without idle managed ledgers;
 * ``summarize``: adds the shards' reports up, appends the run summary to the run log
-  (``<state_dir>/trim/runs.jsonl``: the UI and the metrics read it) and returns it;
+  (the state store's run log: the UI and the metrics read it) and returns it;
 * ``check_outcome``: fails the run if a marker's data could not be deleted or a managed
   ledger failed, so that the run shows red in the UI (like ``ledgergc trim``'s exit code).
 
@@ -142,7 +142,7 @@ def summarize(
         run_errors=run_errors,
     )
     summary["shards"] = expected
-    run_log.append_run(settings_for(params).state_dir, run_log.TRIM, summary)
+    run_log.append_run(settings_for(params), run_log.TRIM, summary)
     totals = summary["totals"]
     log.info(
         "trim run %s %s: %d managed ledgers, %d marked, %d deleted, %d bytes reclaimed, "

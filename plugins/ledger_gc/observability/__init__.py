@@ -1,7 +1,7 @@
-"""What operators see of the GC: one overview of the state dir, as a page and as metrics.
+"""What operators see of the GC: one overview of the state store, as a page and as metrics.
 
-* ``state_files``: read the tail of the JSON-lines logs, and tally the audit log
-  incrementally (the logs only grow; a page view must not re-read years of them);
+* ``state_reads``: the newest run summaries, and the audit log tallied incrementally
+  (the log only grows; a page view must not re-read years of it);
 * ``runs``: the one place that knows the keys of the trim and orphan run summaries;
 * ``overview``: ``build_overview`` - the dict behind the Airflow page, the JSON endpoint,
   the metrics and ``ledgergc status --json``'s ``overview`` section;

@@ -1,14 +1,14 @@
-"""One dict that says how the GC is doing, built from the state dir (and live metadata).
+"""One dict that says how the GC is doing, built from the state store (and live metadata).
 
 The Airflow page, its JSON endpoint, the Prometheus metrics and ``ledgergc status --json``
 all show this same dict, so what an operator reads on the page, what an alert fires on
-and what a script checks can never disagree. It reads only state files (the tail of the
-run logs, the audit log through a tally) plus, optionally, a live status from ZooKeeper
+and what a script checks can never disagree. It reads only the state store (the newest
+run summaries, the audit log through a tally) plus, optionally, a live status from ZooKeeper
 that the caller already has (``ledgergc status``) or caches (the web server).
 
 Shape (every key always present; numbers are ints, times ms since the epoch)::
 
-    generated_at_ms, state_dir
+    generated_at_ms, state_dir, state_url (password masked)
     orphans: latest (run header | None), phases {phase: {class: {count, bytes}}},
              phase_totals {phase: {count, bytes}}, namespaces {ns: phases-table},
              trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...]
@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.observability import runs
-from ledger_gc.observability.state_files import (
+from ledger_gc.observability.state_reads import (
     AuditTotals,
     audit_totals,
-    last_matching,
     recent_audit_records,
-    tail_records,
 )
+from ledger_gc.state.store import StateStore, open_store
+
+if TYPE_CHECKING:
+    from ledger_gc.state.store import StateLocation
 
 # Deleting operations (``deletion.DeleteTarget.operation``) that always appear, at 0 before
 # their first deletion: a counter that is missing cannot be told apart from a broken one.
@@ -50,7 +51,7 @@ RECENT_RUNS_FOR_EVENTS = 5
 
 
 def build_overview(
-    state_dir: Path | str,
+    location: StateLocation,
     *,
     live_status: Mapping[str, Any] | None = None,
     live_error: str | None = None,
@@ -67,23 +68,24 @@ def build_overview(
     the whole audit log read here.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    state_dir = Path(state_dir)
-    trim_runs = tail_records(run_log.run_log_path(state_dir, run_log.TRIM), trend_runs)
-    orphan_runs = tail_records(run_log.run_log_path(state_dir, run_log.ORPHANS), trend_runs)
-    totals = totals if totals is not None else audit_totals(state_dir)
+    store = open_store(location)
+    trim_runs = run_log.read_runs(store, run_log.TRIM, trend_runs)
+    orphan_runs = run_log.read_runs(store, run_log.ORPHANS, trend_runs)
+    totals = totals if totals is not None else audit_totals(store)
     return {
         "generated_at_ms": now,
-        "state_dir": str(state_dir),
+        "state_dir": str(store.state_dir or ""),
+        "state_url": store.display_url,
         "orphans": _orphans(orphan_runs),
         "trim": _trim(trim_runs, live_status, live_error, now, recent),
         "deletions": {
-            "recent": recent_audit_records(state_dir, recent),
+            "recent": recent_audit_records(store, recent),
             "reclaimed_bytes": _with_known_operations(totals.bytes),
             "recoverable_bytes": _with_known_operations(totals.recoverable_bytes),
             "deleted_units": _with_known_operations(totals.units),
         },
         "last_success": {
-            kind: _last_success(state_dir, kind) for kind in (run_log.TRIM, run_log.ORPHANS)
+            kind: _last_success(store, kind) for kind in (run_log.TRIM, run_log.ORPHANS)
         },
     }
 
@@ -214,6 +216,6 @@ def _live_backlog(status: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[
     return backlog, errors
 
 
-def _last_success(state_dir: Path, kind: str) -> dict[str, Any] | None:
-    summary = last_matching(run_log.run_log_path(state_dir, kind), runs.succeeded)
+def _last_success(store: StateStore, kind: str) -> dict[str, Any] | None:
+    summary = run_log.last_matching(store, kind, runs.succeeded)
     return _point(summary) if summary else None

@@ -292,7 +292,7 @@ def render_page(overview: Mapping[str, Any], *, refresh_seconds: int = 60) -> st
     now = overview["generated_at_ms"]
     body = (
         "<h1>Ledger GC</h1>"
-        f'<p class="muted">State dir <code>{escape(overview["state_dir"])}</code> · '
+        f'<p class="muted">State store <code>{escape(overview.get("state_url") or "")}</code> · '
         f"generated {escape(fmt_time(now))} · refreshes every {refresh_seconds} s · "
         '<a href="api/overview">JSON</a> · <a href="metrics">metrics</a></p>'
         + _orphans_section(overview["orphans"])

@@ -2,7 +2,7 @@
 lines of the plain output).
 
 Registered in ``ledger_gc.cli.STATUS_EXTENSIONS``: it adds the same overview that the
-Airflow page shows, built from the state dir and the status just read, so the command
+Airflow page shows, built from the state store and the status just read, so the command
 and the page can be compared figure by figure.
 """
 
@@ -22,7 +22,7 @@ SHOWN_DELETIONS = 5
 
 def add_overview(data: dict[str, Any], settings: Settings) -> None:
     """Add ``data["overview"]``; the trim backlog is the live one of ``data``."""
-    data[SECTION] = build_overview(settings.state_dir, live_status=data)
+    data[SECTION] = build_overview(settings, live_status=data)
 
 
 def describe_overview(overview: dict[str, Any]) -> list[str]:

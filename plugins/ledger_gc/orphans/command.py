@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--reset-registry",
         action="store_true",
-        help="move the orphan registry (e.g. a damaged one) aside and start a fresh one; "
+        help="start a fresh orphan registry: a damaged SQLite state file (or an old "
+        "registry file not imported) is moved aside, else the registry's rows are removed; "
         "every grace window starts again. Runs no cycle",
     )
     parser.set_defaults(func=run_orphans)
@@ -75,19 +76,17 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     Only ever delays deletion: a fresh registry knows no orphan, so each one is
     registered again and waits a full grace window before it can go.
     """
-    registry = OrphanRegistry(settings.state_dir)
-    aside = registry.reset(now_ms())
+    registry = OrphanRegistry(settings)
+    done = registry.reset(now_ms())
     if as_json:
         from ledger_gc.cli import print_json
 
-        print_json({"registry": str(registry.path), "moved_to": str(aside) if aside else None})
-    elif aside is None:
-        print(f"no orphan registry at {registry.path}; the next cycle starts a fresh one")
+        print_json({"registry": registry.path, "done": done})
+    elif done is None:
+        print(f"the orphan registry in {registry.path} is empty; nothing to reset")
     else:
-        print(
-            f"moved the orphan registry {registry.path} aside to {aside}; the next cycle "
-            f"starts a fresh registry: {RESET_CONSEQUENCE}"
-        )
+        print(f"reset the orphan registry: {done}; the next cycle starts afresh: "
+              f"{RESET_CONSEQUENCE}")
     return EXIT_OK
 
 

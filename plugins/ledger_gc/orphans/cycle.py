@@ -251,7 +251,7 @@ def step_phases(
         refusals.insert(0, stale)
     for item in held:
         log.warning("orphan cycle %s holds %s: %s", run_id, item.prefix, item.reason)
-    registry = OrphanRegistry(settings.state_dir)
+    registry = OrphanRegistry(settings)
     result: dict[str, Any] = {
         "applied": False,
         "forced": force,
@@ -443,7 +443,7 @@ def _delete_under_lock(
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
     run_id = run.run_id
-    registry = OrphanRegistry(settings.state_dir)
+    registry = OrphanRegistry(settings)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
         result["skipped"] = (
@@ -578,7 +578,7 @@ def run_orphan_cycle(
     # A damaged registry stops the cycle here, before Spark starts or anything is read:
     # one error naming the file and the fix, and no failed-run report that would need
     # the registry too (issue 11).
-    OrphanRegistry(settings.state_dir).check()
+    OrphanRegistry(settings).check()
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(
         dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory

@@ -217,7 +217,7 @@ def recheck_and_delete(
     storage = LedgerStorage(settings)
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
-    audit = AuditLog(settings.state_dir)
+    audit = AuditLog(settings)
     deleter = Deleter(storage, audit, run_id, dry_run=not deleting)
     offload = OffloadStorage(settings) if settings.offload_bucket else None
     offload_deleter = (

@@ -1,110 +1,64 @@
-"""The durable orphan registry: ``<state_dir>/orphans/registry.sqlite``.
+"""The durable orphan registry, in the state store (``ledger_gc.state``).
 
 KIP-370's phases need memory across runs: when a target was first seen, on which scans,
-and what happened to it. SQLite gives that with transactions, so a step that fails
-half-way (a lost ZooKeeper session, a killed Airflow task) leaves the registry exactly
-as it was before the step: every step writes in one ``BEGIN IMMEDIATE`` transaction,
-which also serialises two cycles that overlap (a CLI run beside the DAG).
+and what happened to it. The state store gives that with transactions, so a step that
+fails half-way (a lost ZooKeeper session, a killed Airflow task) leaves the registry
+exactly as it was before the step: every step writes in one transaction, and writers are
+serialised (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), which also
+serialises two cycles that overlap (a CLI run beside the DAG).
 
-Tables:
+Tables (``state/schema.py``):
 
-* ``orphans``: one row per registered target, keyed by its key prefix (a ledger
+* ``ledgergc_orphans``: one row per registered target, keyed by its key prefix (a ledger
   directory or a managed-ledger directory), with first/last seen times and scan numbers;
-* ``scans``: one row per scan applied (numbered 1, 2, ...; ``run_id`` unique, so applying
-  the same run twice is a no-op that returns the stored result);
-* ``history``: an append-only row per change (registered, clock-restarted, corrected,
-  deleted, gone, delete-failed) with the reason, what an operator reads to learn why a
-  target left the registry.
+* ``ledgergc_scans``: one row per scan applied (numbered 1, 2, ... with no gap; ``run_id``
+  unique, so applying the same run twice is a no-op that returns the stored result);
+* ``ledgergc_history``: an append-only row per change (registered, clock-restarted,
+  corrected, deleted, gone, delete-failed) with the reason, what an operator reads to
+  learn why a target left the registry.
+
+Before the state store, the registry was its own SQLite file,
+``<state_dir>/orphans/registry.sqlite`` (``registry_path``); it is imported once
+(``state/legacy_import.py``).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledger_gc.errors import LedgerGcError
-from ledger_gc.orphans.layout import ORPHANS_DIR, REGISTRY_FILE
 from ledger_gc.orphans.phases import RegistryEntry
 from ledger_gc.orphans.timekeeping import Instant
+from ledger_gc.state import schema
+from ledger_gc.state.legacy_import import LEGACY_REGISTRY, source_key
+from ledger_gc.state.store import (
+    StateCorruptError,
+    StateError,
+    StateStore,
+    open_store,
+)
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, RowMapping
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS orphans (
-    prefix        TEXT PRIMARY KEY,
-    target_class  TEXT NOT NULL,
-    ml_name       TEXT NOT NULL,
-    ledger_id     INTEGER,
-    first_seen_ms INTEGER NOT NULL,
-    last_seen_ms  INTEGER NOT NULL,
-    first_scan    INTEGER NOT NULL,
-    last_scan     INTEGER NOT NULL,
-    scans_seen    INTEGER NOT NULL,
-    objects       INTEGER NOT NULL,
-    bytes         INTEGER NOT NULL,
-    newest_ms     INTEGER NOT NULL,
-    attempts      INTEGER NOT NULL DEFAULT 0,
-    last_error    TEXT
-);
-CREATE TABLE IF NOT EXISTS scans (
-    number      INTEGER PRIMARY KEY,
-    run_id      TEXT NOT NULL UNIQUE,
-    recorded_ms INTEGER NOT NULL,
-    result      TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS history (
-    id           INTEGER PRIMARY KEY AUTOINCREMENT,
-    time_ms      INTEGER NOT NULL,
-    run_id       TEXT NOT NULL,
-    scan         INTEGER,
-    prefix       TEXT NOT NULL,
-    target_class TEXT NOT NULL,
-    ml_name      TEXT NOT NULL,
-    ledger_id    INTEGER,
-    event        TEXT NOT NULL,
-    reason       TEXT NOT NULL,
-    objects      INTEGER NOT NULL,
-    bytes        INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
-CREATE INDEX IF NOT EXISTS history_prefix ON history (prefix);
-"""
+    from ledger_gc.state.store import StateLocation
 
 _ENTRY_FIELDS = tuple(RegistryEntry.__dataclass_fields__)
 
-
-class RegistryError(LedgerGcError):
-    """The registry file cannot be opened or is of an unknown version."""
-
-
-class RegistryCorruptError(RegistryError):
-    """The registry file is not a readable SQLite database (a bad disk, a stray write).
-
-    Nothing can be decided without the registry (it is the memory of every grace
-    window), so the cycle stops before it reads or deletes anything; the message names
-    the file and the fix, ``ledgergc orphans --reset-registry``.
-    """
-
+# The registry's errors are the store's: one line naming the store and the fix.
+RegistryError = StateError
+RegistryCorruptError = StateCorruptError
 
 #: What ``reset`` prints and the docs repeat: why a reset is safe, and what it costs.
 RESET_CONSEQUENCE = (
     "every orphan's grace window starts again with the next cycle (nothing is deleted "
     "before a full grace window has passed from then)"
 )
-
-
-def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
-    """SQLite's "not a database" / "malformed" errors, not a busy lock or a full disk."""
-    if type(exc) is sqlite3.DatabaseError:  # the base class: SQLITE_NOTADB, SQLITE_CORRUPT
-        return True
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
 
 
 @dataclass(frozen=True)
@@ -116,144 +70,145 @@ class ScanRecord:
 
 
 def registry_path(state_dir: Path | str) -> Path:
-    return Path(state_dir) / ORPHANS_DIR / REGISTRY_FILE
+    """The registry file of a state dir written before the state store (imported once)."""
+    return Path(state_dir) / LEGACY_REGISTRY
 
 
 class OrphanRegistry:
-    """The registry of one state dir. Cheap to create; each call opens its own connection."""
+    """The registry in a state store. Cheap to create; each call is its own transaction.
 
-    def __init__(self, state_dir: Path | str, *, timeout_seconds: float = 60.0) -> None:
-        self.path = registry_path(state_dir)
-        self.timeout_seconds = timeout_seconds
+    ``location``: the run's settings (their ``LEDGERGC_STATE_URL``), a ``StateStore``, or
+    a state dir (its embedded SQLite store).
+    """
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = sqlite3.connect(self.path, timeout=self.timeout_seconds, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise RegistryError(f"cannot open the orphan registry {self.path}: {exc}") from exc
-        try:
-            conn.row_factory = sqlite3.Row
-            try:
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute("PRAGMA foreign_keys=ON")
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise RegistryError(
-                        f"the orphan registry {self.path} has schema version {version}, "
-                        f"newer than this ledger-gc understands ({SCHEMA_VERSION}); upgrade "
-                        "ledger-gc"
-                    )
-                if version < SCHEMA_VERSION:
-                    # Idempotent (IF NOT EXISTS), so two processes creating it at once is fine.
-                    conn.executescript(
-                        f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
-                    )
-            except sqlite3.DatabaseError as exc:
-                raise self._error(exc) from None
-            try:
-                yield conn
-            except sqlite3.DatabaseError as exc:
-                # A damaged page found later, by a query: the same one-line error.
-                if _is_corruption(exc):
-                    raise self._error(exc) from None
-                raise
-        finally:
-            conn.close()
+    def __init__(self, location: StateLocation) -> None:
+        self._location = location
+        self._store: StateStore | None = None
+        state_dir = getattr(location, "state_dir", None)
+        if isinstance(location, (str, Path)) and "://" not in str(location):
+            state_dir = Path(location)
+        self.state_dir = Path(state_dir) if state_dir is not None else None
 
-    def _error(self, exc: sqlite3.DatabaseError) -> RegistryError:
-        if not _is_corruption(exc):
-            return RegistryError(f"cannot open the orphan registry {self.path}: {exc}")
-        return RegistryCorruptError(
-            f"the orphan registry {self.path} is damaged ({exc}); nothing was read or "
-            "deleted. Run `ledgergc orphans --reset-registry` to move it aside and start a "
-            f"fresh registry ({RESET_CONSEQUENCE})"
-        )
+    @property
+    def store(self) -> StateStore:
+        """The store, opened on first use (which migrates and imports, and may fail)."""
+        if self._store is None:
+            self._store = open_store(self._location)
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """Where the registry is, for messages: the store's URL, password masked."""
+        return self.store.display_url if self._store is not None else _describe(self._location)
 
     def check(self) -> None:
-        """Open the registry and read its schema: raises ``RegistryCorruptError`` early,
-        before a cycle starts Spark or reads the store, when the file is damaged."""
-        with self._connect() as conn:
-            conn.execute("SELECT count(*) FROM scans").fetchone()
+        """Open the store and read the registry: raises the store's one-line error early,
+        before a cycle starts Spark or reads the metadata, when it is damaged or down."""
+        self.store.check()
 
-    def reset(self, now_ms: int) -> Path | None:
-        """Move the registry file (and SQLite's side files) aside; the next cycle starts
-        a fresh one. Returns where it went (None: there was no registry)."""
-        if not self.path.exists():
-            return None
+    def reset(self, now_ms: int) -> str | None:
+        """Start a fresh registry; returns what was done (None: there was nothing).
+
+        A state dir's old registry file not imported yet (e.g. a damaged one) is moved
+        aside, and so is a damaged SQLite store (with the audit log and run summaries in
+        it: they stay readable in the moved file). Otherwise the registry's rows (orphans
+        and scans; the history stays) are removed in one transaction.
+        """
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000))
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            side = Path(f"{self.path}{suffix}")
-            if side.exists():
-                side.replace(Path(f"{aside}{suffix}"))
-        return aside
+        if self.state_dir is not None:
+            legacy = registry_path(self.state_dir)
+            if legacy.exists() and not self._imported(legacy):
+                return str(_move_aside(legacy, stamp))
+        try:
+            store = self.store
+            with store.write() as conn:
+                removed = conn.execute(schema.orphans.delete()).rowcount
+                scans = conn.execute(schema.scans.delete()).rowcount
+        except StateCorruptError:
+            store = StateStore(self._store.url if self._store else _url_of(self._location))
+            if store.sqlite_file is None or not store.sqlite_file.exists():
+                raise
+            aside = _move_aside(store.sqlite_file, stamp)
+            from ledger_gc.state.store import forget_stores
+
+            forget_stores()
+            self._store = None
+            return str(aside)
+        if not removed and not scans:
+            return None
+        return f"{removed} registered orphans and {scans} scans removed from {store.display_url}"
+
+    def _imported(self, legacy: Path) -> bool:
+        from sqlalchemy import select
+
+        try:
+            with StateStore(_url_of(self._location)).read() as conn:
+                row = conn.execute(
+                    select(schema.imports.c.source).where(
+                        schema.imports.c.source == source_key(legacy)
+                    )
+                ).first()
+        except StateError:
+            return False
+        return row is not None
 
     @contextmanager
     def transaction(self) -> Iterator[RegistryTransaction]:
         """All changes in the block, or none of them (rolled back on any exception)."""
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield RegistryTransaction(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self.store.write() as conn:
+            yield RegistryTransaction(conn)
 
     # --- reads -------------------------------------------------------------------------
 
     def entries(self) -> dict[str, RegistryEntry]:
-        with self._connect() as conn:
+        with self.store.read() as conn:
             return _entries(conn)
 
     def latest_scan(self) -> ScanRecord | None:
-        with self._connect() as conn:
+        with self.store.read() as conn:
             return _latest_scan(conn)
 
     def scan_instants(self) -> dict[int, Instant]:
         """The servers' time of each scan that recorded one (timekeeping.py)."""
-        with self._connect() as conn:
-            rows = conn.execute("SELECT number, result FROM scans").fetchall()
+        from sqlalchemy import select
+
+        with self.store.read() as conn:
+            rows = conn.execute(select(schema.scans.c.number, schema.scans.c.result)).all()
         instants = {}
-        for row in rows:
-            instant = Instant.from_dict(json.loads(row["result"]).get("instant"))
+        for number, result in rows:
+            instant = Instant.from_dict(json.loads(result).get("instant"))
             if instant is not None:
-                instants[int(row["number"])] = instant
+                instants[int(number)] = instant
         return instants
 
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
-        with self._connect() as conn:
-            row = conn.execute("SELECT * FROM scans WHERE run_id = ?", (run_id,)).fetchone()
-            return _scan(row) if row else None
+        with self.store.read() as conn:
+            return _scan_of_run(conn, run_id)
 
     def history(
         self, *, run_id: str | None = None, prefix: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """History rows, oldest first (the newest ``limit`` when given)."""
-        query = "SELECT * FROM history"
-        where, args = [], []
+        from sqlalchemy import select
+
+        table = schema.history
+        query = select(table)
         if run_id is not None:
-            where.append("run_id = ?")
-            args.append(run_id)
+            query = query.where(table.c.run_id == run_id)
         if prefix is not None:
-            where.append("prefix = ?")
-            args.append(prefix)
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        query += " ORDER BY id DESC"
+            query = query.where(table.c.prefix == prefix)
+        query = query.order_by(table.c.id.desc())
         if limit is not None:
-            query += f" LIMIT {int(limit)}"
-        with self._connect() as conn:
-            rows = [dict(row) for row in conn.execute(query, args)]
+            query = query.limit(int(limit))
+        with self.store.read() as conn:
+            rows = [dict(row) for row in conn.execute(query).mappings()]
         return rows[::-1]
 
 
 class RegistryTransaction:
     """The writes of one step; see ``OrphanRegistry.transaction``."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     def entries(self) -> dict[str, RegistryEntry]:
@@ -263,37 +218,46 @@ class RegistryTransaction:
         return _latest_scan(self.conn)
 
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
-        row = self.conn.execute("SELECT * FROM scans WHERE run_id = ?", (run_id,)).fetchone()
-        return _scan(row) if row else None
+        return _scan_of_run(self.conn, run_id)
 
     def record_scan(self, run_id: str, recorded_ms: int, result: dict[str, Any]) -> int:
-        """Number the scan of ``run_id`` (the next number) and keep its phase result."""
-        cursor = self.conn.execute(
-            "INSERT INTO scans (run_id, recorded_ms, result) VALUES (?, ?, ?)",
-            (run_id, recorded_ms, json.dumps(result, sort_keys=True)),
+        """Number the scan of ``run_id`` (the next number, no gap: the transaction is
+        serialised) and keep its phase result. A run recorded before: IntegrityError."""
+        from sqlalchemy import func, select
+
+        latest = self.conn.execute(select(func.max(schema.scans.c.number))).scalar()
+        number = int(latest or 0) + 1
+        self.conn.execute(
+            schema.scans.insert().values(
+                number=number,
+                run_id=run_id,
+                recorded_ms=recorded_ms,
+                result=json.dumps(result, sort_keys=True),
+            )
         )
-        return int(cursor.lastrowid or 0)
+        return number
 
     def set_scan_result(self, number: int, result: dict[str, Any]) -> None:
         self.conn.execute(
-            "UPDATE scans SET result = ? WHERE number = ?", (json.dumps(result), number)
+            schema.scans.update()
+            .where(schema.scans.c.number == number)
+            .values(result=json.dumps(result))
         )
 
     def upsert(self, entry: RegistryEntry) -> None:
-        columns = ", ".join(_ENTRY_FIELDS)
-        marks = ", ".join("?" for _ in _ENTRY_FIELDS)
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO orphans ({columns}) VALUES ({marks})",
-            tuple(getattr(entry, name) for name in _ENTRY_FIELDS),
-        )
+        table = schema.orphans
+        self.conn.execute(table.delete().where(table.c.prefix == entry.prefix))
+        self.conn.execute(table.insert().values(**{k: getattr(entry, k) for k in _ENTRY_FIELDS}))
 
     def remove(self, prefix: str) -> None:
-        self.conn.execute("DELETE FROM orphans WHERE prefix = ?", (prefix,))
+        self.conn.execute(schema.orphans.delete().where(schema.orphans.c.prefix == prefix))
 
     def note_failure(self, prefix: str, error: str) -> None:
+        table = schema.orphans
         self.conn.execute(
-            "UPDATE orphans SET attempts = attempts + 1, last_error = ? WHERE prefix = ?",
-            (error[:2000], prefix),
+            table.update()
+            .where(table.c.prefix == prefix)
+            .values(attempts=table.c.attempts + 1, last_error=error[:2000])
         )
 
     def add_history(
@@ -309,36 +273,78 @@ class RegistryTransaction:
         size: int | None = None,
     ) -> None:
         self.conn.execute(
-            "INSERT INTO history (time_ms, run_id, scan, prefix, target_class, ml_name, "
-            "ledger_id, event, reason, objects, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                time_ms if time_ms is not None else int(time.time() * 1000),
-                run_id,
-                scan,
-                entry.prefix,
-                entry.target_class,
-                entry.ml_name,
-                entry.ledger_id,
-                event,
-                reason,
-                entry.objects if objects is None else objects,
-                entry.bytes if size is None else size,
-            ),
+            schema.history.insert().values(
+                time_ms=time_ms if time_ms is not None else int(time.time() * 1000),
+                run_id=run_id,
+                scan=scan,
+                prefix=entry.prefix,
+                target_class=entry.target_class,
+                ml_name=entry.ml_name,
+                ledger_id=entry.ledger_id,
+                event=event,
+                reason=reason,
+                objects=entry.objects if objects is None else objects,
+                bytes=entry.bytes if size is None else size,
+            )
         )
 
 
-def _entries(conn: sqlite3.Connection) -> dict[str, RegistryEntry]:
-    rows = conn.execute("SELECT * FROM orphans ORDER BY prefix").fetchall()
+def _entries(conn: Connection) -> dict[str, RegistryEntry]:
+    from sqlalchemy import select
+
+    rows = conn.execute(select(schema.orphans).order_by(schema.orphans.c.prefix)).mappings()
     return {row["prefix"]: RegistryEntry(**{k: row[k] for k in _ENTRY_FIELDS}) for row in rows}
 
 
-def _latest_scan(conn: sqlite3.Connection) -> ScanRecord | None:
-    row = conn.execute("SELECT * FROM scans ORDER BY number DESC LIMIT 1").fetchone()
+def _latest_scan(conn: Connection) -> ScanRecord | None:
+    from sqlalchemy import select
+
+    row = conn.execute(
+        select(schema.scans).order_by(schema.scans.c.number.desc()).limit(1)
+    ).mappings().first()
     return _scan(row) if row else None
 
 
-def _scan(row: sqlite3.Row) -> ScanRecord:
+def _scan_of_run(conn: Connection, run_id: str) -> ScanRecord | None:
+    from sqlalchemy import select
+
+    row = conn.execute(
+        select(schema.scans).where(schema.scans.c.run_id == run_id)
+    ).mappings().first()
+    return _scan(row) if row else None
+
+
+def _scan(row: RowMapping) -> ScanRecord:
     return ScanRecord(row["number"], row["run_id"], row["recorded_ms"], json.loads(row["result"]))
+
+
+def _url_of(location: Any) -> str:
+    from ledger_gc.settings import Settings
+    from ledger_gc.state.url import default_state_url
+
+    if isinstance(location, StateStore):
+        return location.url
+    if isinstance(location, Settings):
+        return location.state_url or default_state_url(location.state_dir)
+    if isinstance(location, str) and "://" in location:
+        return location
+    return default_state_url(Path(location))
+
+
+def _describe(location: Any) -> str:
+    from ledger_gc.state.url import masked
+
+    return masked(_url_of(location))
+
+
+def _move_aside(path: Path, stamp: str) -> Path:
+    """Move a SQLite file (and its side files) to ``<name>.corrupt-<stamp>``."""
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            side.replace(Path(f"{aside}{suffix}"))
+    return aside
 
 
 def entry_to_dict(entry: RegistryEntry) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The report of an orphan cycle: what ``ledgergc orphans`` prints and the run log keeps.
 
-One JSON object per cycle is appended to ``<state_dir>/orphans/runs.jsonl``
-(``run_log.append_run(state_dir, "orphans", ...)``) and written to the run's
+One JSON object per cycle is appended to the state store's run log
+(``run_log.append_run(settings, "orphans", ...)``) and written to the run's
 ``report.json``. The Airflow view and the Prometheus metrics read it, so its fields are
 a contract. All times are epoch milliseconds, sizes bytes.
 
@@ -212,7 +212,7 @@ def build_report(
         for step in (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
     }
     snapshot, scan, diff, applied, deleted = (manifests[s] for s in manifests)
-    registry = OrphanRegistry(settings.state_dir)
+    registry = OrphanRegistry(settings)
     entries = registry.entries()
     history = registry.history(run_id=run_id)
     latest = registry.latest_scan()
@@ -450,7 +450,7 @@ def publish(settings: Settings, cycle_report: CycleReport) -> None:
     run = RunPaths(settings.state_dir, cycle_report.run_id)
     run.root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run.manifest(REPORT), cycle_report.to_dict())
-    run_log.append_run(settings.state_dir, KIND, cycle_report.to_dict())
+    run_log.append_run(settings, KIND, cycle_report.to_dict())
     prune_runs(settings.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
 
 

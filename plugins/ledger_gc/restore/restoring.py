@@ -130,7 +130,7 @@ def restore_run(
     run id with no ``deleted`` records in the audit log, or a run that deleted nothing
     recoverable.
     """
-    audit = audit or AuditLog(settings.state_dir)
+    audit = audit or AuditLog(settings)
     records = [r for r in audit.read() if r.get("run_id") == run_id]
     deleted = [r for r in records if r.get("status", DELETED) == DELETED
                and r.get("operation") != RESTORE]

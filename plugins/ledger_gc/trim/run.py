@@ -4,7 +4,7 @@ and the demo call it.
 It opens the store and the bucket from settings (or takes them, for tests and
 benchmarks), resolves the scope to managed-ledger names, trims them
 (``trimmer.ManagedLedgerTrimmer``) and returns a ``TrimReport``. Unless told not to, it
-appends the run's summary to ``<state_dir>/trim/runs.jsonl``.
+appends the run's summary to the state store's run log (``run_log``).
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def run_trim(
         scope = TrimScope.parse(scope)
     run_id = run_id or new_run_id(clock)
     report = TrimReport(run_id=run_id, dry_run=dry_run, scope=scope.describe(), started_at=clock())
-    settings.check_state_dir()  # the audit log must be writable before the first mark
+    settings.check_state_dir()
+    AuditLog(settings).check()  # the audit log must be writable before the first mark
     with ExitStack() as stack:
         if store is None:
             store = stack.enter_context(MetadataStore.open(settings))
@@ -163,7 +164,7 @@ def run_trim(
             settings.trim_retention.bytes,
         )
         deleter = Deleter(
-            storage, AuditLog(settings.state_dir), run_id, dry_run=dry_run,
+            storage, AuditLog(settings), run_id, dry_run=dry_run,
             should_stop=should_stop,
         )
         offload = (
@@ -215,7 +216,7 @@ def run_trim(
     )
     if record_run:
         run_log.append_run(
-            settings.state_dir,
+            settings,
             run_log.TRIM,
             run_summary(
                 [report.to_dict(include_idle=False)],

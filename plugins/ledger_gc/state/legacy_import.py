@@ -1,0 +1,206 @@
+"""The one-time import of a state dir written before the state store existed.
+
+Such a dir holds ``orphans/registry.sqlite`` (the registry, schema version 1),
+``audit.jsonl`` and ``trim/runs.jsonl`` / ``orphans/runs.jsonl`` (JSON lines). Each file
+is imported in one transaction that also records it in ``ledgergc_imports``; a file
+recorded there is never read again, so the import happens once even when several
+processes open the store at the same moment (the transaction is serialised and checks the
+record first). The files are left where they are: an operator can still read them, and
+an older ledger-gc rolled back to still finds them (what it appends then is not imported).
+
+A registry file that is not a readable SQLite database stops the import with the one-line
+error of a damaged registry (``ledgergc orphans --reset-registry`` moves it aside); a
+registry is imported only into a store whose registry is empty, since scan numbers of two
+registries cannot be merged (otherwise it is recorded as skipped, and logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger_gc.state import schema
+from ledger_gc.state.store import StateCorruptError, StateStore, StateVersionError
+
+log = logging.getLogger(__name__)
+
+LEGACY_REGISTRY = Path("orphans") / "registry.sqlite"
+LEGACY_AUDIT = Path("audit.jsonl")
+LEGACY_RUNS = {"trim": Path("trim") / "runs.jsonl", "orphans": Path("orphans") / "runs.jsonl"}
+LEGACY_REGISTRY_VERSION = 1
+_AUDIT_COLUMNS = {c.name for c in schema.audit.columns} - {"id", "extra"}
+
+_done: set[tuple[str, str]] = set()
+_done_lock = threading.Lock()
+
+
+def legacy_files(state_dir: Path) -> list[Path]:
+    """The files of an older ledger-gc in ``state_dir`` (those that exist)."""
+    candidates = [LEGACY_REGISTRY, LEGACY_AUDIT, *LEGACY_RUNS.values()]
+    return [state_dir / c for c in candidates if (state_dir / c).is_file()]
+
+
+def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
+    """Import ``state_dir``'s old files into ``store`` unless this process already has."""
+    key = (store.url, str(state_dir.resolve()))
+    with _done_lock:
+        if key in _done:
+            return
+    if legacy_files(state_dir):
+        import_state_dir(store, state_dir)
+    with _done_lock:
+        _done.add(key)
+
+
+def import_state_dir(store: StateStore, state_dir: Path) -> dict[str, int]:
+    """Import every old file not imported yet; returns rows imported per file."""
+    imported: dict[str, int] = {}
+    registry = state_dir / LEGACY_REGISTRY
+    if registry.is_file():
+        imported[str(registry)] = _import_file(store, registry, _registry_rows)
+    audit = state_dir / LEGACY_AUDIT
+    if audit.is_file():
+        imported[str(audit)] = _import_file(store, audit, _audit_rows)
+    for kind, relative in LEGACY_RUNS.items():
+        path = state_dir / relative
+        if path.is_file():
+            imported[str(path)] = _import_file(
+                store, path, lambda conn, p, kind=kind: _run_rows(conn, p, kind)
+            )
+    return {k: v for k, v in imported.items() if v}
+
+
+def source_key(path: Path) -> str:
+    return str(path.resolve())
+
+
+def _import_file(store: StateStore, path: Path, rows_of: Any) -> int:
+    from sqlalchemy import select
+
+    source = source_key(path)
+    with store.write() as conn:
+        if conn.execute(select(schema.imports.c.source).where(
+            schema.imports.c.source == source
+        )).first():
+            return 0
+        count, note = rows_of(conn, path)
+        conn.execute(
+            schema.imports.insert().values(
+                source=source, imported_ms=int(time.time() * 1000), rows=count, note=note
+            )
+        )
+    log.info("imported %d rows of %s into the state store %s", count, path, store.display_url)
+    return count
+
+
+# --- the files ---------------------------------------------------------------------------
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn line from a crashed writer
+            if isinstance(value, dict):
+                records.append(value)
+    return records
+
+
+def _audit_rows(conn: Any, path: Path) -> tuple[int, str | None]:
+    rows = []
+    for record in _json_lines(path):
+        row = {k: record.get(k) for k in _AUDIT_COLUMNS}
+        extra = {k: v for k, v in record.items() if k not in _AUDIT_COLUMNS}
+        row.update(
+            time_ms=int(record.get("time_ms") or 0),
+            operation=str(record.get("operation") or "unknown"),
+            target_class=str(record.get("target_class") or ""),
+            ml_name=str(record.get("ml_name") or ""),
+            prefix=str(record.get("prefix") or ""),
+            objects=int(record.get("objects") or 0),
+            bytes=int(record.get("bytes") or 0),
+            reason=str(record.get("reason") or ""),
+            run_id=str(record.get("run_id") or ""),
+            # Records of versions before the write-ahead log had no status: written after
+            # the delete, they say what was deleted.
+            status=str(record.get("status") or "deleted"),
+            recoverable=bool(record.get("recoverable")),
+            extra=json.dumps(extra, sort_keys=True) if extra else None,
+        )
+        rows.append(row)
+    if rows:
+        conn.execute(schema.audit.insert(), rows)
+    return len(rows), None
+
+
+def _run_rows(conn: Any, path: Path, kind: str) -> tuple[int, str | None]:
+    from ledger_gc.run_log import summary_row
+
+    rows = [summary_row(kind, summary) for summary in _json_lines(path)]
+    if rows:
+        conn.execute(schema.runs.insert(), rows)
+    return len(rows), None
+
+
+def _registry_rows(conn: Any, path: Path) -> tuple[int, str | None]:
+    from sqlalchemy import func, select
+
+    try:
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise _damaged(path, exc) from None
+    try:
+        source.row_factory = sqlite3.Row
+        try:
+            version = source.execute("PRAGMA user_version").fetchone()[0]
+            if version > LEGACY_REGISTRY_VERSION:
+                raise StateVersionError(
+                    f"the orphan registry {path} has schema version {version}, newer than "
+                    "this ledger-gc understands; upgrade ledger-gc"
+                )
+            tables = {
+                r[0] for r in source.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if not {"orphans", "scans", "history"} <= tables:
+                return 0, "no registry tables"
+            orphans = [dict(r) for r in source.execute("SELECT * FROM orphans")]
+            scans = [dict(r) for r in source.execute("SELECT * FROM scans ORDER BY number")]
+            history = [dict(r) for r in source.execute("SELECT * FROM history ORDER BY id")]
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(path, exc) from None
+    finally:
+        source.close()
+    existing = conn.execute(select(func.count()).select_from(schema.scans)).scalar()
+    if existing:
+        log.warning(
+            "not importing the orphan registry %s: the state store's registry already has "
+            "%d scans (a registry's scan numbers cannot be merged into another's)",
+            path,
+            existing,
+        )
+        return 0, f"skipped: the store's registry already had {existing} scans"
+    for row in history:
+        row.pop("id", None)
+    for table, rows in ((schema.orphans, orphans), (schema.scans, scans),
+                        (schema.history, history)):
+        if rows:
+            conn.execute(table.insert(), rows)
+    return len(orphans) + len(scans) + len(history), None
+
+
+def _damaged(path: Path, exc: BaseException) -> StateCorruptError:
+    from ledger_gc.orphans.registry import RESET_CONSEQUENCE
+
+    return StateCorruptError(
+        f"the orphan registry {path} is damaged ({' '.join(str(exc).split())}); nothing was "
+        "read or deleted. Run `ledgergc orphans --reset-registry` to move it aside and start "
+        f"a fresh registry ({RESET_CONSEQUENCE})"
+    )

@@ -1,0 +1,127 @@
+"""The state store's tables (SQLAlchemy Core), as the latest migration leaves them.
+
+The migrations in ``migrations/versions`` are what builds a database; this module is what
+the code reads and writes through, and ``tests/unit/test_state_store.py`` checks that the
+two agree. Every name starts with ``ledgergc_`` so that the store can share a database
+(e.g. a deployment's PostgreSQL) with other applications, Airflow's own tables included.
+
+Times are ms since the epoch (``BigInteger``); sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+# One row per registered orphan target, keyed by its key prefix; the columns are the
+# fields of ``orphans.phases.RegistryEntry``.
+orphans = Table(
+    "ledgergc_orphans",
+    metadata,
+    Column("prefix", Text, primary_key=True),
+    Column("target_class", Text, nullable=False),
+    Column("ml_name", Text, nullable=False),
+    Column("ledger_id", BigInteger),
+    Column("first_seen_ms", BigInteger, nullable=False),
+    Column("last_seen_ms", BigInteger, nullable=False),
+    Column("first_scan", Integer, nullable=False),
+    Column("last_scan", Integer, nullable=False),
+    Column("scans_seen", Integer, nullable=False),
+    Column("objects", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("newest_ms", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),
+)
+
+# One row per scan applied, numbered 1, 2, ... with no gap (the registry gives the number
+# itself, inside its serialised transaction: a sequence would skip the numbers of rolled
+# back transactions, and a gap means "not seen by that scan" to the phase rules).
+scans = Table(
+    "ledgergc_scans",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=False),
+    Column("run_id", Text, nullable=False, unique=True),
+    Column("recorded_ms", BigInteger, nullable=False),
+    Column("result", Text, nullable=False),  # JSON
+)
+
+# Append-only: one row per change of a registered target, with its reason.
+history = Table(
+    "ledgergc_history",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time_ms", BigInteger, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("scan", Integer),
+    Column("prefix", Text, nullable=False),
+    Column("target_class", Text, nullable=False),
+    Column("ml_name", Text, nullable=False),
+    Column("ledger_id", BigInteger),
+    Column("event", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("objects", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Index("ledgergc_history_run", "run_id"),
+    Index("ledgergc_history_prefix", "prefix"),
+)
+
+# The audit log: one row per deleted (or restored) unit and status, in write order.
+audit = Table(
+    "ledgergc_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time_ms", BigInteger, nullable=False),
+    Column("operation", Text, nullable=False),
+    Column("target_class", Text, nullable=False),
+    Column("ml_name", Text, nullable=False),
+    Column("ledger_id", BigInteger),
+    Column("prefix", Text, nullable=False),
+    Column("objects", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("recoverable", Boolean, nullable=False, server_default="0"),
+    Column("versioning", Text),
+    Column("noncurrent_expiration_days", Integer),
+    Column("bucket", Text),  # where the delete went (None: an imported older record)
+    Column("extra", Text),  # JSON: keys of imported records that have no column
+    Index("ledgergc_audit_run", "run_id"),
+    Index("ledgergc_audit_time", "time_ms"),
+)
+
+# Run summaries (trim runs, orphan cycles, with their guard refusals), in write order.
+runs = Table(
+    "ledgergc_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", Text, nullable=False),
+    Column("run_id", Text),
+    Column("recorded_ms", BigInteger, nullable=False),
+    Column("summary", Text, nullable=False),  # JSON
+    Index("ledgergc_runs_kind", "kind", "id"),
+)
+
+# What ``legacy_import`` has imported: one row per source file, written in the same
+# transaction as the rows it imported, so an import happens once.
+imports = Table(
+    "ledgergc_imports",
+    metadata,
+    Column("source", Text, primary_key=True),
+    Column("imported_ms", BigInteger, nullable=False),
+    Column("rows", Integer, nullable=False),
+    Column("note", Text),
+)
+
+VERSION_TABLE = "ledgergc_alembic_version"
