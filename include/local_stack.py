@@ -855,7 +855,7 @@ class PostgresServer(_ServerProcess):
                 if not exists:
                     conn.execute(f'CREATE DATABASE "{self.database}"')
             return True
-        except Exception:  # noqa: BLE001 - not up yet: the caller waits and asks again
+        except Exception:
             return False
 
     def stop(self, timeout: float | None = None) -> None:

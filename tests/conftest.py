@@ -80,9 +80,15 @@ from botocore.config import Config  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from ledger_gc.settings import Settings  # noqa: E402
-from local_stack import LocalStack, LocalStackError, ZooKeeperServer  # noqa: E402
+from local_stack import (  # noqa: E402
+    LocalStack,
+    LocalStackError,
+    PostgresServer,
+    ZooKeeperServer,
+)
 
 _STACK_LOG_DIR = pytest.StashKey[Path]()
+_PG_LOG_DIR = pytest.StashKey[Path]()
 _AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -176,16 +182,91 @@ def _new_namespace(
 
 @pytest.fixture
 def settings(
-    local_stack: LocalStack, _zk_root_client: KazooClient, s3_client: Any, tmp_path: Path
+    request: pytest.FixtureRequest,
+    local_stack: LocalStack,
+    _zk_root_client: KazooClient,
+    s3_client: Any,
+    tmp_path: Path,
 ) -> Settings:
-    """Settings for this test alone: its own ZooKeeper chroot and bucket on the shared stack."""
-    return _new_namespace(
+    """Settings for this test alone: its own ZooKeeper chroot and bucket on the shared stack
+    (and, in a ``state_backends`` test, its own state store of that run's backend)."""
+    settings = _new_namespace(
         _zk_root_client,
         local_stack.zk_hosts,
         s3_client,
         local_stack.s3_endpoint,
         tmp_path / "state",
     )
+    if "state_backend" in request.fixturenames:
+        url = request.getfixturevalue("state_url")
+        if url is not None:
+            settings = settings.with_overrides(state_url=url)
+    return settings
+
+
+# --- the state store: SQLite or PostgreSQL -------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A ``state_backends`` test runs on the embedded SQLite store and on PostgreSQL."""
+    if metafunc.definition.get_closest_marker("state_backends"):
+        if "state_backend" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("state_backend")  # as usefixtures would
+        metafunc.parametrize("state_backend", ["sqlite", "postgresql"], indirect=True)
+
+
+@pytest.fixture
+def state_backend(request: pytest.FixtureRequest) -> str:
+    """"sqlite" or "postgresql" (``state_backends`` tests only)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PostgresServer]:
+    """A PostgreSQL for the session (started on first use: only state tests need it)."""
+    log_dir = tmp_path_factory.mktemp("postgresql-logs")
+    server = PostgresServer(log_dir=log_dir)
+    request.config.stash[_PG_LOG_DIR] = log_dir
+    try:
+        server.start()
+    except LocalStackError as exc:
+        server.remove()
+        pytest.fail(f"PostgreSQL did not start (log in {log_dir}): {exc}")
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+def new_postgres_database(server: PostgresServer) -> str:
+    """A fresh, empty database on ``server``; its SQLAlchemy URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(
+        host="127.0.0.1", port=server.port, user="postgres", password=server.password,
+        dbname="postgres", autocommit=True,
+    ) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server.url(database=name)
+
+
+@pytest.fixture
+def state_url(request: pytest.FixtureRequest) -> str | None:
+    """The state URL of this run of a ``state_backends`` test: None on SQLite (the default
+    store in the state dir), a fresh database's URL on PostgreSQL."""
+    if request.getfixturevalue("state_backend") == "sqlite":
+        return None
+    return new_postgres_database(request.getfixturevalue("postgres_server"))
+
+
+@pytest.fixture
+def state_location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Where a state-store test's store is: a state dir (SQLite) or a PostgreSQL URL."""
+    url = request.getfixturevalue("state_url")
+    return url if url is not None else tmp_path / "state"
 
 
 @pytest.fixture
@@ -243,6 +324,9 @@ def pytest_terminal_summary(
     log_dir = config.stash.get(_STACK_LOG_DIR, None)
     if log_dir is not None:
         lines.append(f"local stack logs (zookeeper.log, seaweedfs.log): {log_dir}")
+    pg_log_dir = config.stash.get(_PG_LOG_DIR, None)
+    if pg_log_dir is not None:
+        lines.append(f"PostgreSQL log (postgresql.log): {pg_log_dir}")
     if (AIRFLOW_HOME / "airflow.cfg").exists():
         lines.append(f"Airflow home (logs/, airflow.db, db-migrate.log): {AIRFLOW_HOME}")
     if lines:

@@ -111,7 +111,7 @@ class AuditLog:
             raise AuditUnavailableError(
                 f"cannot append to the audit log: {exc}"
             ) from None
-        except Exception as exc:  # noqa: BLE001 - any failure to record stops the delete
+        except Exception as exc:
             raise AuditUnavailableError(
                 f"cannot append to the audit log in {self.store.display_url} "
                 f"({' '.join(str(exc).split())[:300]}); nothing was deleted. Check "

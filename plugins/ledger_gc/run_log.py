@@ -63,7 +63,9 @@ def last_matching(
     return None
 
 
-def _newest_first(location: StateLocation, kind: str, limit: int | None) -> Iterator[dict[str, Any]]:
+def _newest_first(
+    location: StateLocation, kind: str, limit: int | None
+) -> Iterator[dict[str, Any]]:
     from sqlalchemy import select
 
     table = schema.runs

@@ -1,34 +1,20 @@
-"""Reading the state dir's logs (tail, incremental audit tally), the live-status cache and
-the SVG charts: the parts of the overview that must stay cheap on every page view."""
+"""Reading the state store (newest summaries, incremental audit tally), the live-status
+cache and the SVG charts: the parts of the overview that must stay cheap on every page view."""
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
-from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc import run_log
+from ledger_gc.audit import DELETING, AuditLog, AuditRecord
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.observability.charts import Series, axis_maximum, line_chart
 from ledger_gc.observability.live import LiveStatusCache
-from ledger_gc.observability.state_files import (
-    AuditTally,
-    last_matching,
-    recent_audit_records,
-    tail_records,
-)
+from ledger_gc.observability.state_reads import AuditTally, recent_audit_records
 from ledger_gc.settings import Settings
-
-
-def write_lines(path: Path, records: list[dict], *, torn: str = "") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
-        handle.write(torn)
 
 
 def record(operation: str, size: int, run_id: str = "r") -> AuditRecord:
@@ -46,90 +32,77 @@ def record(operation: str, size: int, run_id: str = "r") -> AuditRecord:
     )
 
 
-# --- tail_records ---------------------------------------------------------------------------
+# --- run summaries --------------------------------------------------------------------------
 
 
-def test_tail_returns_the_last_records_oldest_first_across_read_blocks(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    # ~300 KiB: the tail reader must step back over several 64 KiB blocks.
-    write_lines(path, [{"i": i, "pad": "x" * 300} for i in range(1000)])
+@pytest.mark.state_backends
+def test_the_newest_summaries_come_oldest_first_across_pages(state_location):
+    for i in range(130):  # more than one page of the newest-first reader
+        run_log.append_run(state_location, run_log.TRIM, {"i": i})
+    run_log.append_run(state_location, run_log.ORPHANS, {"i": "other kind"})
 
-    assert [r["i"] for r in tail_records(path, 3)] == [997, 998, 999]
-    assert [r["i"] for r in tail_records(path, 400)] == list(range(600, 1000))
-    assert len(tail_records(path, 5000)) == 1000
-
-
-def test_tail_skips_a_torn_last_line_and_blank_or_non_object_lines(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    write_lines(path, [{"i": 1}, {"i": 2}], torn='{"i": 3, "half')
-    with open(path, "r+") as handle:
-        content = handle.read()
-        handle.seek(0)
-        handle.write("[1, 2]\n\n" + content)
-
-    assert [r["i"] for r in tail_records(path, 10)] == [1, 2]
-    assert [r["i"] for r in tail_records(path, 1)] == [2]
+    assert [r["i"] for r in run_log.read_runs(state_location, run_log.TRIM, 3)] == [127, 128, 129]
+    assert [r["i"] for r in run_log.read_runs(state_location, run_log.TRIM, 60)] == list(
+        range(70, 130)
+    )
+    assert len(run_log.read_runs(state_location, run_log.TRIM)) == 130
+    assert run_log.read_runs(state_location, run_log.TRIM, 0) == []
 
 
-def test_tail_of_a_missing_file_or_of_nothing_is_empty(tmp_path):
-    assert tail_records(tmp_path / "nope.jsonl", 5) == []
-    write_lines(tmp_path / "a.jsonl", [{"i": 1}])
-    assert tail_records(tmp_path / "a.jsonl", 0) == []
+@pytest.mark.state_backends
+def test_last_matching_finds_an_old_summary_beyond_the_first_page(state_location):
+    run_log.append_run(state_location, run_log.TRIM, {"i": 0, "ok": True})
+    for i in range(1, 120):
+        run_log.append_run(state_location, run_log.TRIM, {"i": i, "ok": False})
 
+    def match(predicate):
+        return run_log.last_matching(state_location, run_log.TRIM, predicate)
 
-def test_last_matching_finds_an_old_record_beyond_the_window(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    write_lines(path, [{"i": 0, "ok": True}] + [{"i": i, "ok": False} for i in range(1, 200)])
-
-    assert last_matching(path, lambda r: r["ok"], window=10) == {"i": 0, "ok": True}
-    assert last_matching(path, lambda r: r["i"] == 150, window=10)["i"] == 150
-    assert last_matching(path, lambda r: False, window=10) is None
-    assert last_matching(tmp_path / "missing", lambda r: True) is None
+    assert match(lambda r: r["ok"]) == {"i": 0, "ok": True}
+    assert match(lambda r: r["i"] == 100)["i"] == 100
+    assert match(lambda r: False) is None
+    assert run_log.last_matching(state_location, run_log.ORPHANS, lambda r: True) is None
 
 
 # --- the audit tally ------------------------------------------------------------------------
 
 
-def test_tally_counts_only_what_was_appended_since_last_time(tmp_path):
-    log = AuditLog(tmp_path)
-    tally = AuditTally(tmp_path)
+@pytest.mark.state_backends
+def test_tally_counts_only_what_was_appended_since_last_time(state_location):
+    log = AuditLog(state_location)
+    tally = AuditTally(state_location)
     assert tally.refresh().bytes == {}
 
     log.append([record("trim", 100), record("orphan-removal", 7)])
+    log.append([replace(record("trim", 999), status=DELETING)])  # write-ahead: not freed
     first = tally.refresh()
-    log.append([record("trim", 50)])
+    log.append([record("trim", 50), replace(record("trim", 30), recoverable=True)])
     second = tally.refresh()
 
     assert first.bytes == {"trim": 100, "orphan-removal": 7}  # a copy: not changed later
     assert second.bytes == {"trim": 150, "orphan-removal": 7}
-    assert second.units == {"trim": 2, "orphan-removal": 1}
-    assert second.objects == {"trim": 4, "orphan-removal": 2}
-    assert tally.refresh() == second  # nothing appended: same totals, nothing re-read
+    assert second.recoverable_bytes == {"trim": 30}
+    assert second.units == {"trim": 3, "orphan-removal": 1}
+    assert second.objects == {"trim": 6, "orphan-removal": 2}
+    assert tally.refresh() == second  # nothing appended: same totals
 
 
-def test_tally_waits_for_a_line_being_written_and_restarts_on_a_new_file(tmp_path):
-    log = AuditLog(tmp_path)
-    log.append([record("trim", 100)])
+def test_tally_starts_over_on_a_store_that_went_back(tmp_path):
+    from ledger_gc.state.store import forget_stores
+
+    AuditLog(tmp_path).append([record("trim", 100), record("trim", 1)])
     tally = AuditTally(tmp_path)
-    whole = record("trim", 5).to_json()
-    with open(log.path, "a") as handle:
-        handle.write(whole[:20])
-    assert tally.refresh().bytes == {"trim": 100}  # half a line is not counted yet
-    with open(log.path, "a") as handle:
-        handle.write(whole[20:] + "\n")
-    assert tally.refresh().bytes == {"trim": 105}
-
-    replacement = tmp_path / "new.jsonl"
-    replacement.write_text(record("orphan-removal", 1).to_json() + "\n")
-    os.replace(replacement, log.path)  # rotated: another inode, smaller
+    assert tally.refresh().bytes == {"trim": 101}
+    forget_stores()
+    (tmp_path / "state.sqlite").unlink()  # a fresh store: ids start again
+    AuditLog(tmp_path).append([record("orphan-removal", 1)])
     assert tally.refresh().bytes == {"orphan-removal": 1}
-    log.path.unlink()
-    assert tally.refresh().bytes == {}
 
 
-def test_recent_audit_records_are_newest_first(tmp_path):
-    AuditLog(tmp_path).append([record("trim", i, run_id=f"r{i}") for i in range(5)])
-    assert [r["run_id"] for r in recent_audit_records(tmp_path, 2)] == ["r4", "r3"]
+@pytest.mark.state_backends
+def test_recent_audit_records_are_newest_first(state_location):
+    AuditLog(state_location).append([record("trim", i, run_id=f"r{i}") for i in range(5)])
+    assert [r["run_id"] for r in recent_audit_records(state_location, 2)] == ["r4", "r3"]
 
 
 # --- the live-status cache ------------------------------------------------------------------

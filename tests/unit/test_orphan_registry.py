@@ -1,12 +1,15 @@
-"""The SQLite orphan registry: transactions, scan numbering, history; and the run layout,
-the guards and the settings hand-over to spark-submit (all without servers)."""
+"""The orphan registry in the state store (SQLite and PostgreSQL): transactions, scan
+numbering, history, damaged stores; and the run layout, the guards and the settings
+hand-over to spark-submit."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from ledger_gc.orphans import guards
 from ledger_gc.orphans.classify import ORPHAN_LEDGER
@@ -33,8 +36,9 @@ def _entry(prefix: str = "ledgers/a/b/persistent/c/ledgers/00000000000000000005/
     )
 
 
-def test_a_failed_transaction_leaves_the_registry_as_it_was(tmp_path: Path) -> None:
-    registry = OrphanRegistry(tmp_path)
+@pytest.mark.state_backends
+def test_a_failed_transaction_leaves_the_registry_as_it_was(state_location: Any) -> None:
+    registry = OrphanRegistry(state_location)
     with registry.transaction() as txn:
         txn.record_scan("run-1", 1, {})
         txn.upsert(_entry())
@@ -51,19 +55,27 @@ def test_a_failed_transaction_leaves_the_registry_as_it_was(tmp_path: Path) -> N
     assert latest is not None and latest.run_id == "run-1"
 
 
-def test_scans_are_numbered_once_per_run(tmp_path: Path) -> None:
-    registry = OrphanRegistry(tmp_path)
+@pytest.mark.state_backends
+def test_scans_are_numbered_once_per_run_with_no_gap(state_location: Any) -> None:
+    registry = OrphanRegistry(state_location)
     with registry.transaction() as txn:
         assert txn.record_scan("run-1", 1, {"added": 1}) == 1
         assert txn.record_scan("run-2", 2, {}) == 2
-    with pytest.raises(sqlite3.IntegrityError), registry.transaction() as txn:
+    with pytest.raises(IntegrityError), registry.transaction() as txn:
         txn.record_scan("run-1", 3, {})
+    with pytest.raises(RuntimeError), registry.transaction() as txn:
+        txn.record_scan("run-3", 3, {})
+        raise RuntimeError("rolled back")
     record = registry.scan_of_run("run-1")
     assert record is not None and (record.number, record.result) == (1, {"added": 1})
+    # A rolled-back scan leaves no gap: a gap would read as "not seen by that scan".
+    with registry.transaction() as txn:
+        assert txn.record_scan("run-4", 4, {}) == 3
 
 
-def test_history_keeps_every_event_with_its_reason(tmp_path: Path) -> None:
-    registry = OrphanRegistry(tmp_path)
+@pytest.mark.state_backends
+def test_history_keeps_every_event_with_its_reason(state_location: Any) -> None:
+    registry = OrphanRegistry(state_location)
     entry = _entry()
     with registry.transaction() as txn:
         txn.upsert(entry)
@@ -80,13 +92,27 @@ def test_history_keeps_every_event_with_its_reason(tmp_path: Path) -> None:
     assert registry.history(run_id="other") == []
 
 
-def test_a_registry_from_a_newer_ledger_gc_is_refused(tmp_path: Path) -> None:
+def test_a_registry_file_from_a_newer_ledger_gc_is_refused(tmp_path: Path) -> None:
     path = registry_path(tmp_path)
     path.parent.mkdir(parents=True)
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version=99")
     with pytest.raises(RegistryError, match="upgrade ledger-gc"):
         OrphanRegistry(tmp_path).entries()
+
+
+@pytest.mark.state_backends
+def test_a_store_migrated_by_a_newer_ledger_gc_is_refused(state_location: Any) -> None:
+    from sqlalchemy import text
+
+    from ledger_gc.state.store import StateStore, open_store
+
+    store = open_store(state_location)
+    store.check()
+    with store.write() as conn:
+        conn.execute(text("UPDATE ledgergc_alembic_version SET version_num = '9999'"))
+    with pytest.raises(RegistryError, match=r"version 9999, newer.*upgrade ledger-gc"):
+        OrphanRegistry(StateStore(store.url)).entries()
 
 
 # --- layout -------------------------------------------------------------------------------
@@ -162,21 +188,46 @@ def test_settings_survive_the_trip_through_the_environment(tmp_path: Path) -> No
     assert Settings.from_env(settings.to_env()) == settings
 
 
-def test_a_damaged_registry_is_one_error_naming_the_file_and_the_reset(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damaged", ["old registry file", "state store file"])
+def test_a_damaged_registry_is_one_error_naming_the_file_and_the_reset(
+    tmp_path: Path, damaged: str
+) -> None:
     from ledger_gc.orphans.registry import RegistryCorruptError
+    from ledger_gc.state.store import forget_stores
+    from ledger_gc.state.url import STATE_FILE
 
-    path = registry_path(tmp_path)
-    path.parent.mkdir(parents=True)
+    forget_stores()
+    path = registry_path(tmp_path) if damaged == "old registry file" else tmp_path / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\x8f" * 4096)
     registry = OrphanRegistry(tmp_path)
 
     with pytest.raises(RegistryCorruptError, match="--reset-registry") as failure:
         registry.check()
-    assert str(path) in str(failure.value)
+    assert str(path) in str(failure.value) and "\n" not in str(failure.value)
     assert failure.value.__cause__ is None and failure.value.__suppress_context__
 
-    aside = registry.reset(now_ms=0)
-    assert aside is not None and aside.read_bytes() == b"\x8f" * 4096
-    assert aside.name == "registry.sqlite.corrupt-19700101T000000Z"
+    moved = registry.reset(now_ms=0)
+    aside = Path(f"{path}.corrupt-19700101T000000Z")
+    assert moved == str(aside) and aside.read_bytes() == b"\x8f" * 4096
+    registry = OrphanRegistry(tmp_path)
     registry.check()  # a fresh, empty registry
     assert registry.entries() == {} and registry.latest_scan() is None
+
+
+@pytest.mark.state_backends
+def test_a_reset_of_a_sound_registry_removes_its_rows_and_keeps_the_history(
+    state_location: Any,
+) -> None:
+    registry = OrphanRegistry(state_location)
+    entry = _entry()
+    with registry.transaction() as txn:
+        txn.record_scan("run-1", 1, {})
+        txn.upsert(entry)
+        txn.add_history(entry, REGISTERED, "first seen", run_id="run-1", scan=1)
+    assert registry.reset(now_ms=0) == (
+        f"1 registered orphans and 1 scans removed from {registry.path}"
+    )
+    assert registry.entries() == {} and registry.latest_scan() is None
+    assert len(registry.history()) == 1
+    assert registry.reset(now_ms=0) is None

@@ -213,7 +213,8 @@ class StateStore:
             conn.execution_options(ledgergc_write=True)
             with conn.begin():
                 if self.dialect == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK_KEY})
+                    lock = text("SELECT pg_advisory_xact_lock(:key)")
+                    conn.execute(lock, {"key": _WRITE_LOCK_KEY})
                 yield conn
 
     # --- schema -------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def masked(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a message must be built whatever the text
+    except Exception:
         head, at, tail = url.rpartition("@")
         if not at:
             return url
