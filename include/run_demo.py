@@ -30,7 +30,7 @@ from demo_leaks import plant_leaks
 from demo_store import OFFLOADED_TOPIC, write_demo_store
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
-from ledger_gc.cli import human_bytes
+from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
 from ledger_gc.status import collect_status

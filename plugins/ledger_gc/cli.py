@@ -1,4 +1,4 @@
-"""The ``ledgergc`` command: status, trim and orphans over the configured store.
+"""The ``ledgergc`` command: status, trim, orphans, restore and audit.
 
 Settings come from ``LEDGERGC_*`` variables (see ``settings.py``). Every subcommand takes
 ``--json`` so it can be scripted; errors print one line that names the failing part and
@@ -8,7 +8,6 @@ exit with status 2, and nothing destructive runs after an error.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -17,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
+from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.metrics import render_metrics
@@ -31,25 +31,6 @@ log = logging.getLogger("ledger_gc")
 # A subcommand: registers its parser and returns the function that runs it.
 Command = Callable[[argparse.Namespace, Settings], int]
 
-EXIT_OK = 0
-EXIT_INCOMPLETE = 1  # ran, but left work undone (e.g. markers whose delete failed)
-EXIT_ERROR = 2
-
-
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
-    sys.stdout.write("\n")
-
-
-def human_bytes(count: int | None) -> str:
-    if count is None:
-        return "-"
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
 
 
 # --- status ---------------------------------------------------------------------------
@@ -143,11 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subcommands() -> list[Callable[[argparse._SubParsersAction], None]]:
     """The trim, orphan and restore subcommands (each module registers its own parser)."""
+    from ledger_gc import audit_command
     from ledger_gc.orphans import command as orphans_command
     from ledger_gc.restore import command as restore_command
     from ledger_gc.trim import command as trim_command
 
-    return [trim_command.register, orphans_command.register, restore_command.register]
+    return [
+        trim_command.register,
+        orphans_command.register,
+        restore_command.register,
+        audit_command.register,
+    ]
 
 
 SUBCOMMANDS = _subcommands()

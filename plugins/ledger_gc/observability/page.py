@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ledger_gc.cli import human_bytes
+from ledger_gc.console import human_bytes
 from ledger_gc.observability.charts import Series, line_chart
 from ledger_gc.observability.runs import (
     CLASS_TITLES,

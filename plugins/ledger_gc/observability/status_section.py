@@ -27,7 +27,7 @@ def add_overview(data: dict[str, Any], settings: Settings) -> None:
 
 def describe_overview(overview: dict[str, Any]) -> list[str]:
     """The overview in a few lines, for the plain ``ledgergc status``."""
-    from ledger_gc.cli import human_bytes  # the CLI imports this module
+    from ledger_gc.console import human_bytes
 
     orphans, deletions = overview["orphans"], overview["deletions"]
     lines = []

@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _print(report: CycleReport, as_json: bool) -> None:
     if as_json:
-        from ledger_gc.cli import print_json
+        from ledger_gc.console import print_json
 
         print_json(report.to_dict())
     else:
@@ -79,7 +79,7 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     registry = OrphanRegistry(settings)
     done = registry.reset(now_ms())
     if as_json:
-        from ledger_gc.cli import print_json
+        from ledger_gc.console import print_json
 
         print_json({"registry": registry.path, "done": done})
     elif done is None:

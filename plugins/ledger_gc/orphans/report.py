@@ -458,7 +458,7 @@ def publish(settings: Settings, cycle_report: CycleReport) -> None:
 
 
 def _size(count: int | None) -> str:
-    from ledger_gc.cli import human_bytes
+    from ledger_gc.console import human_bytes
 
     return human_bytes(count)
 

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:
-    from ledger_gc.cli import print_json
+    from ledger_gc.console import print_json
     from ledger_gc.restore.restoring import restore_run
 
     report = restore_run(settings, args.run, dry_run=args.dry_run)
@@ -50,7 +50,7 @@ def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def print_text(data: dict[str, Any]) -> None:
-    from ledger_gc.cli import human_bytes
+    from ledger_gc.console import human_bytes
 
     mode = " (dry run: nothing changed)" if data["dry_run"] else ""
     print(f"restore {data['run_id']} of run {data['restores_run']}{mode}: "

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_trim_command(args: argparse.Namespace, settings: Settings) -> int:
-    from ledger_gc.cli import EXIT_ERROR, print_json
+    from ledger_gc.console import EXIT_ERROR, print_json
     from ledger_gc.trim.run import TrimScope, run_trim
 
     if args.ml:
@@ -72,7 +72,7 @@ def run_trim_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def print_text(data: dict[str, Any], settings: Settings) -> None:
-    from ledger_gc.cli import human_bytes
+    from ledger_gc.console import human_bytes
 
     totals = data["totals"]
     now = int(time.time() * 1000)
