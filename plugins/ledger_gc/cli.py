@@ -151,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # kazoo logs every connection attempt; keep our progress readable.
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     logging.getLogger("botocore").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration is not news
     try:
         settings = Settings.from_env()
         settings.check_state_dir()

@@ -76,7 +76,7 @@ def test_a_dag_run_trims_every_managed_ledger_and_records_the_run(trim_dag, sett
         for name in NAMES:
             info = store.get_managed_ledger(name).value
             assert len(info.ledgerInfo) == 3 and formats.deletable_markers(info) == {}
-    dry_summary, summary = run_log.read_runs(settings.state_dir, run_log.TRIM)
+    dry_summary, summary = run_log.read_runs(settings, run_log.TRIM)
     assert dry_summary["dry_run"] and dry_summary["scope"] == "namespace acme/ns0"
     assert dry_summary["totals"]["ledgers_planned"] == 2  # topic-0 and topic-2
     assert summary["source"] == "airflow" and summary["outcome"] == "ok"

@@ -78,7 +78,7 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     print(f"airflow dags test orphan_removal: {elapsed:.1f}s (log {log})")
 
     assert result.returncode == 0, f"dags test failed (log {log}):\n{_tail(log)}"
-    [summary] = read_runs(settings.state_dir, "orphans")
+    [summary] = read_runs(settings, "orphans")
     assert summary["status"] == "ok", summary
     assert summary["dry_run"] is False
     deleted = {item["prefix"] for item in summary["deleted"]}
@@ -94,4 +94,4 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     assert live_keys <= remaining
     assert set(planted["foreign_keys"]) <= remaining
     assert summary["foreign"]["objects"] == 1
-    assert OrphanRegistry(settings.state_dir).entries() == {}
+    assert OrphanRegistry(settings).entries() == {}

@@ -22,7 +22,7 @@ class Crash(Exception):
 
 @pytest.fixture
 def deleter(storage, settings):
-    return Deleter(storage, AuditLog(settings.state_dir), run_id="test")
+    return Deleter(storage, AuditLog(settings), run_id="test")
 
 
 def populated(store, storage) -> ManagedLedger:
@@ -49,7 +49,7 @@ def test_a_delete_removes_data_cursors_and_znode_and_is_audited(store, storage, 
     assert objects(storage, settings) == []
     with pytest.raises(ManagedLedgerNotFoundError):
         store.get_managed_ledger(ML)
-    audit = AuditLog(settings.state_dir).deletions()
+    audit = AuditLog(settings).deletions()
     assert {r["operation"] for r in audit} == {"managed-ledger-delete"}
     assert sum(r["bytes"] for r in audit) == reclaimed
 

@@ -68,8 +68,8 @@ def test_metrics_and_overview_after_a_trim_and_a_failed_delete(settings, store_k
 
     assert metrics.returncode == 0, metrics.stderr
     values = samples(metrics.stdout)
-    reclaimed = sum(r["bytes"] for r in AuditLog(settings.state_dir).deletions())
-    [summary] = read_runs(settings.state_dir, TRIM)
+    reclaimed = sum(r["bytes"] for r in AuditLog(settings).deletions())
+    [summary] = read_runs(settings, TRIM)
     assert reclaimed == report.totals()["bytes_reclaimed"] > 0
     assert values['ledgergc_reclaimed_bytes_total{operation="trim"}'] == reclaimed
     assert values['ledgergc_reclaimed_bytes_total{operation="orphan-removal"}'] == 0

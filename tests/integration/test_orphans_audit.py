@@ -1,6 +1,6 @@
 """The orphan delete path audits ahead: against a real ZooKeeper and S3, an orphan whose
 deletion cannot be recorded is not deleted, and one that is deleted has its ``deleting``
-record written before and its ``deleted`` record after."""
+record written before and its ``deleted`` record after; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import signal
 
 import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
+from state_faults import audit_refused
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
@@ -42,13 +43,14 @@ def orphaned(zk_client, settings):
     return settings.with_overrides(retention_seconds=0), storage
 
 
+pytestmark = pytest.mark.state_backends
+
+
 def test_an_orphan_whose_deletion_cannot_be_audited_is_not_deleted(orphaned):
     settings, storage = orphaned
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    (settings.state_dir / "audit.jsonl").mkdir()  # appending to it fails
     entry = orphan_entry(settings, storage, 1)
 
-    with pytest.raises(AuditUnavailableError, match="audit log"):
+    with audit_refused(settings), pytest.raises(AuditUnavailableError, match="audit log"):
         deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62,
                                     deleting=True)
 
@@ -63,7 +65,7 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
                                            deleting=True)
 
     assert result["action"] == deleting.DELETED and 1 not in ledgers_with_data(storage, ML)
-    records = AuditLog(settings.state_dir).read()
+    records = AuditLog(settings).read()
     assert [(r["status"], r["target_class"], r["ledger_id"]) for r in records] == [
         ("deleting", ORPHAN_LEDGER, 1), ("deleted", ORPHAN_LEDGER, 1)
     ]

@@ -68,11 +68,11 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
         leak["bytes"] for leak in planted["orphan_ledgers"] + planted["orphan_partitions"]
     )
     assert store_kit.keys() == keep | set(planted["foreign_keys"])
-    assert OrphanRegistry(settings.state_dir).entries() == {}
-    audited = AuditLog(settings.state_dir).read()
+    assert OrphanRegistry(settings).entries() == {}
+    audited = AuditLog(settings).read()
     assert {leak for leak in leaks for r in audited if r["prefix"].startswith(leak)} == leaks
     assert {r["operation"] for r in audited} == {"orphan-removal"}
-    assert [run["status"] for run in read_runs(settings.state_dir, "orphans")] == ["ok", "ok"]
+    assert [run["status"] for run in read_runs(settings, "orphans")] == ["ok", "ok"]
 
     third = run_orphan_cycle(enabled, spark=spark, **later(3)).to_dict()
     assert third["phases"]["new"]["count"] == 0 and third["deleted"] == []
@@ -92,7 +92,7 @@ def test_a_dry_run_rechecks_and_reports_but_deletes_nothing(
     assert report["phases"]["would_delete"]["count"] == 3
     assert report["phases"]["registered"]["count"] == 3
     assert store_kit.keys() == before
-    assert AuditLog(settings.state_dir).read() == []
+    assert AuditLog(settings).read() == []
 
 
 def test_many_entries_are_rechecked_and_deleted_on_the_executors(
@@ -110,7 +110,7 @@ def test_many_entries_are_rechecked_and_deleted_on_the_executors(
 
     assert {r["prefix"] for r in result["results"] if r["action"] == "deleted"} == leaks
     assert store_kit.keys() == keep | {settings.key_prefix + "_operator-notes/README.txt"}
-    assert OrphanRegistry(settings.state_dir).entries() == {}
+    assert OrphanRegistry(settings).entries() == {}
 
 
 def test_ledgergc_orphans_json(

@@ -58,7 +58,7 @@ def test_an_empty_chroot_beside_a_full_bucket_is_refused(
     assert "LEDGERGC_ZK_HOSTS" in guards["zero-managed-ledgers"]["reason"]
     assert report["deleted"] == [] and report["phases"]["new"]["count"] == 0
     assert store_kit.keys() == before
-    registry = OrphanRegistry(eager.state_dir)
+    registry = OrphanRegistry(eager)
     assert registry.entries() == {} and registry.latest_scan() is None
 
 
@@ -74,7 +74,7 @@ def test_a_chroot_that_does_not_exist_fails_with_its_name(
     report = failure.value.report.to_dict()
     assert report["status"] == "failed"
     assert [r["guard"] for r in report["refusals"]] == ["metadata-read"]
-    [logged] = read_runs(eager.state_dir, "orphans")
+    [logged] = read_runs(eager, "orphans")
     assert logged["status"] == "failed" and "chroot" in logged["error"]
 
 

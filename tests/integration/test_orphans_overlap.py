@@ -76,10 +76,10 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
         for run_id, result in results.items()
     }
     assert deleted == {"first": {leak["prefix"] for leak in leaks}, "second": set()}
-    audited = AuditLog(eager.state_dir).deletions()
+    audited = AuditLog(eager).deletions()
     assert sum(r["bytes"] for r in audited) == sum(leak["bytes"] for leak in leaks)
     assert {r["run_id"] for r in audited} == {"first"}
-    assert OrphanRegistry(eager.state_dir).entries() == {}
+    assert OrphanRegistry(eager).entries() == {}
     second_report = cycle.step_report(eager, "second").to_dict()
     assert second_report["deleted"] == [] and second_report["phases"]["deleted"]["count"] == 0
 
@@ -101,10 +101,10 @@ def test_a_delete_lock_held_elsewhere_deletes_nothing_and_says_why(
         holder.release()
 
     assert store_kit.keys() == before
-    assert report["deleted"] == [] and AuditLog(eager.state_dir).read() == []
+    assert report["deleted"] == [] and AuditLog(eager).read() == []
     assert LOCK in report["delete_skipped"] and "a-cycle-that-hangs" in report["delete_skipped"]
     assert report["pending"] is True
-    assert len(OrphanRegistry(eager.state_dir).entries()) == 3  # kept for the next run
+    assert len(OrphanRegistry(eager).entries()) == 3  # kept for the next run
 
 
 def test_a_lost_delete_lock_session_starts_no_new_delete_batch(private_settings: Settings,

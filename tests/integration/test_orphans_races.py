@@ -51,7 +51,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
         cycle.step_diff(settings, run_id, spark)
         cycle.step_phases(settings, run_id, force=True)
         raced = {ledger_dir(settings.prefix, ML, new_ledger), ml_dir(settings.prefix, NEW_ML)}
-        assert set(OrphanRegistry(settings.state_dir).entries()) == raced
+        assert set(OrphanRegistry(settings).entries()) == raced
         before = store_kit.keys()
 
         result = cycle.step_delete(settings, run_id, spark=spark)
@@ -60,10 +60,10 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
             raced, "corrected"
         )
         assert store_kit.keys() == before
-        assert OrphanRegistry(settings.state_dir).entries() == {}
+        assert OrphanRegistry(settings).entries() == {}
         events = [
             (row["prefix"], row["event"])
-            for row in OrphanRegistry(settings.state_dir).history(run_id=run_id)
+            for row in OrphanRegistry(settings).history(run_id=run_id)
         ]
         assert sorted(events) == sorted(
             [(p, phases.REGISTERED) for p in raced] + [(p, phases.CORRECTED) for p in raced]
@@ -107,7 +107,7 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
     assert [(c["prefix"], c["reason"]) for c in second["corrected"]] == [
         (leak["prefix"], f"ledger {leak['ledger_id']} is listed again by {ML}")
     ]
-    assert OrphanRegistry(settings.state_dir).entries() == {}
+    assert OrphanRegistry(settings).entries() == {}
     assert second["classes"]["orphan-ledger"]["units"] == 0
     assert store_kit.keys(leak["prefix"])
 
@@ -128,6 +128,6 @@ def test_new_data_in_a_registered_orphan_corrects_it_and_restarts_its_clock(
     assert corrected["prefix"] == leak["prefix"]
     assert corrected["reason"].startswith("new data arrived")
     third = run_orphan_cycle(settings, spark=spark, **later(0.5)).to_dict()
-    [entry] = OrphanRegistry(settings.state_dir).entries().values()
+    [entry] = OrphanRegistry(settings).entries().values()
     assert third["phases"]["new"]["count"] == 1
     assert entry.first_seen_ms > second["started_ms"]

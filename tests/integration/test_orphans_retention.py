@@ -46,4 +46,4 @@ def test_young_orphans_wait_for_retention_then_go(
 
     assert {d["prefix"] for d in in_three_hours["deleted"]} == leaks
     assert not any(store_kit.keys(prefix) for prefix in leaks)
-    assert OrphanRegistry(settings.state_dir).entries() == {}
+    assert OrphanRegistry(settings).entries() == {}

@@ -93,14 +93,14 @@ def test_a_stale_metadata_copy_refuses_and_keeps_the_newest_ledger(
     assert str(newest) in refusal["reason"] and QUIET in refusal["reason"]
     assert "/ledgers/idgen" in refusal["reason"] and "LEDGERGC_ZK_HOSTS" in refusal["reason"]
     assert [h["prefix"] for h in refused["held"]] == [newest_prefix]
-    assert OrphanRegistry(replica.state_dir).entries() == {}
+    assert OrphanRegistry(replica).entries() == {}
 
     forced = run_orphan_cycle(replica, spark=spark, force=True).to_dict()
 
     assert forced["status"] == "ok" and forced["refusals"][0]["forced"] is True
     assert forced["deleted"] == [] and [h["prefix"] for h in forced["held"]] == [newest_prefix]
     assert store_kit.keys() == before
-    assert OrphanRegistry(replica.state_dir).entries() == {}
+    assert OrphanRegistry(replica).entries() == {}
 
 
 def test_orphans_below_what_the_metadata_knows_are_still_removed(

@@ -61,9 +61,9 @@ def test_zookeeper_lost_during_the_snapshot_fails_closed_and_the_next_run_comple
     report = failure.value.report.to_dict()
     assert report["status"] == "failed"
     assert [r["guard"] for r in report["refusals"]] == ["metadata-read"]
-    registry = OrphanRegistry(eager.state_dir)
+    registry = OrphanRegistry(eager)
     assert registry.latest_scan() is None and registry.entries() == {}
-    assert AuditLog(eager.state_dir).read() == []
+    assert AuditLog(eager).read() == []
 
     monkeypatch.undo()
     private_zookeeper.start()
@@ -94,11 +94,11 @@ def test_zookeeper_lost_during_the_deletion_stops_it_and_the_next_run_finishes(
     with pytest.raises(OrphanCycleError, match="ZooKeeper became unavailable"):
         run_orphan_cycle(eager, spark=spark)
 
-    registry = OrphanRegistry(eager.state_dir)
+    registry = OrphanRegistry(eager)
     # The registry still holds all three (the delete step's transaction never ran); the
     # one target deleted before the outage is in the audit log.
     assert set(registry.entries()) == leaks
-    audited = {r["prefix"] for r in AuditLog(eager.state_dir).read()}
+    audited = {r["prefix"] for r in AuditLog(eager).read()}
     deleted_first = {leak for leak in leaks if any(p.startswith(leak) for p in audited)}
     assert len(deleted_first) == 1
 

@@ -1,4 +1,5 @@
-"""`ledgergc status --json`, the installed console command, against the local stack."""
+"""`ledgergc status --json`, the installed console command, against the local stack; its
+overview read from the state store (SQLite and PostgreSQL), and a store it cannot use."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ledger_gc import run_log
+from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.storage.s3 import LedgerStorage
@@ -24,6 +29,7 @@ def run_ledgergc(settings, *args: str) -> subprocess.CompletedProcess:
         "LEDGERGC_PREFIX": settings.prefix,
         "LEDGERGC_STATE_DIR": str(settings.state_dir),
         "LEDGERGC_ZK_TIMEOUT_SECONDS": str(settings.zk_timeout_seconds),
+        "LEDGERGC_STATE_URL": settings.state_url or "",
     }
     return subprocess.run(
         [str(LEDGERGC), *args], env=env, capture_output=True, text=True, timeout=120
@@ -64,3 +70,36 @@ def test_status_with_zookeeper_down_is_a_clear_error(settings):
     assert result.returncode == 2
     assert "unreachable" in json.loads(result.stdout)["error"]
     assert "127.0.0.1:1" in result.stderr
+
+
+@pytest.mark.state_backends
+def test_status_shows_the_audit_log_and_runs_of_the_state_store(settings):
+    AuditLog(settings).append(
+        [
+            AuditRecord("trim", "ledger", "a/b/persistent/c", 3, "p/", 2, 4096, "consumed", "t-1",
+                        status=status)
+            for status in ("deleting", "deleted")
+        ]
+    )
+    run_log.append_run(settings, run_log.TRIM, {"run_id": "t-1", "status": "ok"})
+
+    result = run_ledgergc(settings, "status", "--json", "--metadata-only")
+
+    assert result.returncode == 0, result.stderr
+    overview = json.loads(result.stdout)["overview"]
+    assert overview["deletions"]["reclaimed_bytes"]["trim"] == 4096
+    assert [r["run_id"] for r in overview["deletions"]["recent"]] == ["t-1"]
+    assert overview["trim"]["latest"]["run_id"] == "t-1"
+    if settings.state_url:
+        assert overview["state_url"].startswith("postgresql+psycopg://postgres:***@")
+
+
+def test_status_with_a_state_store_it_cannot_use_is_one_line_exit_2(settings, postgres_server):
+    broken = settings.with_overrides(state_url=postgres_server.url(password="wrong"))
+
+    result = run_ledgergc(broken, "status", "--metadata-only")
+
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "postgres:***@127.0.0.1" in line and "LEDGERGC_STATE_URL" in line
+    assert "wrong" not in line and "Traceback" not in result.stderr

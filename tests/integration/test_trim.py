@@ -84,9 +84,9 @@ def test_consumed_ledgers_are_marked_deleted_and_unmarked_in_two_writes(store, s
     assert ledgers_with_data(storage) == set(ids[2:4])
     assert report.exit_code == 0
 
-    audited = AuditLog(settings.state_dir).deletions()
+    audited = AuditLog(settings).deletions()
     assert [(a["operation"], a["ledger_id"]) for a in audited] == [("trim", i) for i in ids[:2]]
-    [summary] = run_log.read_runs(settings.state_dir, run_log.TRIM)
+    [summary] = run_log.read_runs(settings, run_log.TRIM)
     assert summary["totals"]["ledgers_deleted"] == 2 and summary["outcome"] == "ok"
     assert summary["totals"]["bytes_reclaimed"] == report.totals()["bytes_reclaimed"] > 0
 
@@ -125,7 +125,7 @@ def test_a_dry_run_reports_the_plan_and_changes_nothing(store, storage, settings
     assert data["totals"]["bytes_planned"] == sum(p["size"] for p in result["plan"]["to_mark"])
     assert store.get_managed_ledger(ML).version == before.version
     assert set(ids[:3]) <= ledgers_with_data(storage)
-    assert AuditLog(settings.state_dir).read() == []
+    assert AuditLog(settings).read() == []
     ml.close()
 
 

@@ -164,7 +164,7 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
         info = writer_store.get_managed_ledger(ML).value
         listed = {li.ledgerId for li in info.ledgerInfo}
         assert formats.deletable_markers(info) == {}
-        audited = {a["ledger_id"] for a in AuditLog(settings.state_dir).read()}
+        audited = {a["ledger_id"] for a in AuditLog(settings).read()}
         ever_written = {p.ledger_id for p in written}
         assert ever_written <= listed | audited, "a ledger left the list without a marker"
         assert not listed & audited

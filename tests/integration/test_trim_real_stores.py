@@ -28,6 +28,7 @@ from pulsar_records import (
     write_record,
     writer,
 )
+from state_faults import block_audit, unblock_audit
 
 from ledger_gc import deletion, formats
 from ledger_gc.audit import AuditLog
@@ -438,20 +439,20 @@ def test_a_state_dir_that_is_a_file_stops_the_trim_before_it_marks(
     assert ledgers_with_data(storage, ML) == {1}
 
 
+@pytest.mark.state_backends
 def test_a_deletion_that_cannot_be_audited_is_not_made(zk_client, storage, store, settings):
     store_of(zk_client, storage, ML, [Ledger(1), Ledger(2, entries=0)])
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    (settings.state_dir / "audit.jsonl").mkdir()  # appending to it fails
+    block_audit(settings)  # the store answers, but refuses every audit record
 
     report = run_trim(settings)
 
     assert report.error and "audit log" in report.error
     assert ledgers_with_data(storage, ML) == {1}, "deleted without an audit record"
     assert sorted(listed_and_marked(store)[1]) == [1], "the marker stays for the next run"
-    (settings.state_dir / "audit.jsonl").rmdir()
+    unblock_audit(settings)
     again = run_trim(settings)
     assert [d.ledger_id for d in again.managed_ledgers[0].deleted] == [1]
-    statuses = [r["status"] for r in AuditLog(settings.state_dir).read()]
+    statuses = [r["status"] for r in AuditLog(settings).read()]
     assert statuses == ["deleting", "deleted"]
 
 
@@ -539,7 +540,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
 
     assert stop() and "stopped on request" in (report.error or "")
     assert len(batches) == 1, "nothing new started after the signal"
-    records = AuditLog(settings.state_dir).read()
+    records = AuditLog(settings).read()
     announced = {(r["ml_name"], r["ledger_id"]) for r in records if r["status"] == "deleting"}
     deleted = {(r["ml_name"], r["ledger_id"]) for r in records if r["status"] == "deleted"}
     assert announced == deleted and len(deleted) == batches[0]
@@ -600,7 +601,7 @@ def test_the_trim_deletes_an_offloaded_ledgers_tiered_copy_with_its_data(
     }, "only ledger 1's two segment objects go; other ledgers' and foreign keys stay"
     assert ledgers_with_data(storage, ML) == set()
     assert listed_and_marked(store) == ([3], {})
-    copies = [r for r in AuditLog(settings.state_dir).read()
+    copies = [r for r in AuditLog(settings).read()
               if r["target_class"] == "offloaded-ledger"]
     assert [r["status"] for r in copies] == ["deleting", "deleted"]
 

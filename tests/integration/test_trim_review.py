@@ -167,7 +167,7 @@ def test_markers_of_data_deleted_before_a_crash_are_cleared_by_the_next_run(
     monkeypatch.undo()
     assert first.managed_ledgers[0].marked == [1, 2]
     assert ledgers_with_data(storage, ML) == set()
-    audited = {r["ledger_id"] for r in AuditLog(settings.state_dir).deletions()}
+    audited = {r["ledger_id"] for r in AuditLog(settings).deletions()}
     assert {1, 2} <= audited
 
     for _ in range(2):
@@ -231,7 +231,7 @@ def test_an_interrupted_managed_ledger_delete_can_be_finished_by_running_it_agai
 
     ml, _ = writer(store, storage)
     ml.close()
-    deleter = Deleter(storage, AuditLog(settings.state_dir), "review-delete")
+    deleter = Deleter(storage, AuditLog(settings), "review-delete")
 
     def crash(*args, **kwargs):
         raise RuntimeError("killed between the delete and the unmark (injected)")

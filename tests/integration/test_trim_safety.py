@@ -179,7 +179,7 @@ def test_failing_deletes_keep_the_markers_until_s3_recovers(
         assert_nothing_leaked(store, storage)
     assert fault.calls == 6  # one bulk request per run, retried once
 
-    summaries = run_log.read_runs(settings.state_dir, run_log.TRIM)
+    summaries = run_log.read_runs(settings, run_log.TRIM)
     assert [s["outcome"] for s in summaries] == ["pending"] * 3
     assert summaries[-1]["totals"]["markers_pending"] == 3
     assert summaries[-1]["pending"][0]["attempts"] == 3
@@ -255,7 +255,7 @@ def test_every_deletion_is_audited_once(store, storage, settings, faulty_storage
     fault.on = False
     run_trim(settings, storage=broken)
     run_trim(settings)
-    audited = AuditLog(settings.state_dir).deletions()
+    audited = AuditLog(settings).deletions()
     assert sorted(a["ledger_id"] for a in audited) == ids[:2]
     assert all(a["operation"] == "trim" and a["bytes"] > 0 for a in audited)
     assert data_ledgers(storage) == {ids[2]}
@@ -310,7 +310,7 @@ def test_zookeeper_lost_mid_run_stops_the_run_and_keeps_what_was_done(store, sto
     assert report.exit_code == 2 and "unreachable (test)" in report.error
     assert [ml.name for ml in report.managed_ledgers] == [ML]
     assert report.managed_ledgers[0].deleted  # the first one was finished
-    [summary] = run_log.read_runs(settings.state_dir, run_log.TRIM)
+    [summary] = run_log.read_runs(settings, run_log.TRIM)
     assert summary["outcome"] == "error" and "unreachable" in summary["errors"][0]["error"]
 
 

@@ -107,11 +107,11 @@ def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
     assert bucket["versioning"] == "Enabled" and bucket["noncurrent_expiration_days"] is None
     assert "billed" in bucket["note"] and "NoncurrentVersionExpiration" in bucket["note"]
 
-    deleted = AuditLog(settings.state_dir).deletions()
+    deleted = AuditLog(settings).deletions()
     assert [r["ledger_id"] for r in deleted] == ids[:2]
     assert all(r["recoverable"] is True and r["versioning"] == "Enabled" for r in deleted)
 
-    overview = build_overview(settings.state_dir)
+    overview = build_overview(settings)
     text = render_metrics(overview)
     assert metric(text, "ledgergc_reclaimed_bytes_total", "trim") == 0
     assert metric(text, "ledgergc_recoverable_bytes_total", "trim") == sum(blocks.values())
@@ -124,8 +124,8 @@ def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings
     totals = run_trim(settings).to_dict()["totals"]
 
     assert totals["bytes_reclaimed"] == sum(blocks.values()) and totals["bytes_recoverable"] == 0
-    assert all(r["recoverable"] is False for r in AuditLog(settings.state_dir).deletions())
-    text = render_metrics(build_overview(settings.state_dir))
+    assert all(r["recoverable"] is False for r in AuditLog(settings).deletions())
+    text = render_metrics(build_overview(settings))
     assert metric(text, "ledgergc_reclaimed_bytes_total", "trim") == sum(blocks.values())
     ml.close()
 
@@ -147,7 +147,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
     text = capsys.readouterr().out
     assert "0 B reclaimed" in text and "recoverable, not reclaimed" in text
     assert "expire-old-versions" in text and "7 days" in text
-    deleted = AuditLog(settings.state_dir).deletions()
+    deleted = AuditLog(settings).deletions()
     assert deleted and all(r["noncurrent_expiration_days"] == 7 for r in deleted)
     ml.close()
 
@@ -179,7 +179,7 @@ def test_restore_brings_a_trimmed_ledger_back_and_is_audited(
     for key, size in blocks.items():
         body = s3_client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()
         assert len(body) == size
-    restores = [r for r in AuditLog(settings.state_dir).read() if r["operation"] == "restore"]
+    restores = [r for r in AuditLog(settings).read() if r["operation"] == "restore"]
     assert {r["ledger_id"] for r in restores} == set(ids[:2])
     assert {r["status"] for r in restores} == {"restoring", "restored"}
 
@@ -233,9 +233,9 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
 
     assert result["action"] == deleting.DELETED and result["recoverable"] is True
     assert result["bytes"] == block.size
-    [record] = AuditLog(settings.state_dir).deletions()
+    [record] = AuditLog(settings).deletions()
     assert record["operation"] == "orphan-removal" and record["recoverable"] is True
-    text = render_metrics(build_overview(settings.state_dir))
+    text = render_metrics(build_overview(settings))
     assert metric(text, "ledgergc_reclaimed_bytes_total", "orphan-removal") == 0
     assert metric(text, "ledgergc_recoverable_bytes_total", "orphan-removal") == block.size
 
