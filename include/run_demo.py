@@ -33,6 +33,7 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
+from ledger_gc.state.store import open_store
 from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
@@ -246,7 +247,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
         f"objects of no topic: {before.get('orphaned_objects')} -> {after.get('orphaned_objects')}"
     )
     say(f"   foreign objects left untouched: {after.get('foreign_objects')}")
-    say(f"   state dir (audit log, run summaries, registry): {settings.state_dir}")
+    say(f"   state store (audit log, run summaries, registry): {open_store(settings).display_url}")
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """The run summaries of the trim and of the orphan cycle, read defensively.
 
 The trim (``trim/report.py: run_summary``) and the orphan cycle append one summary per
-run to ``<state_dir>/<kind>/runs.jsonl``. Their shapes belong to those modules and may
+run to the state store's run log (``run_log.py``). Their shapes belong to those modules and may
 grow; this module is the only place in ``observability`` that knows their keys, and it
 reads every key with a default (missing -> zero, empty or None), so an older or a newer
 summary never breaks the page or the metrics. The keys read are listed in

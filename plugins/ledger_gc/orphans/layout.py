@@ -1,10 +1,10 @@
 """Where an orphan cycle keeps its files in the state dir, and how they are written.
 
+(The registry and the run summaries are in the state store: registry.py, run_log.py.)
+
 ::
 
     <state_dir>/orphans/
-      registry.sqlite              the durable orphan registry (registry.py)
-      runs.jsonl                   one summary per cycle (run_log.py; see cycle.py)
       runs/<run>/                  one folder per run: a re-run of the same run id
         snapshot/                    overwrites this folder's files and nothing else
         snapshot.json

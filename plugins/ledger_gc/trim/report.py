@@ -2,7 +2,7 @@
 
 One shape for every consumer: ``ledgergc trim --json`` prints ``TrimReport.to_dict()``,
 each DAG shard returns it as its XCom, and the run summary (``run_summary``) that goes
-to ``<state_dir>/trim/runs.jsonl`` (``ledgergc status``, the Airflow view and the metrics
+to the state store's run log (``ledgergc status``, the Airflow view and the metrics
 read it) is computed from those dicts the same way for one CLI run and for many shards.
 """
 
@@ -257,7 +257,7 @@ def run_summary(
     finished_at: int,
     run_errors: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The line a trim run appends to ``trim/runs.jsonl``, from report dicts.
+    """The summary a trim run appends to the run log (``run_log``), from report dicts.
 
     ``reports`` are ``TrimReport.to_dict()`` results: one for a CLI run, one per shard
     for a DAG run. ``run_errors`` are failures outside any report (a shard that failed).
