@@ -164,9 +164,10 @@ def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
         parsed = parse_key(storage.prefix, obj.key)
         if not parsed.is_block or parsed.ml_name != entry.ml_name:
             continue
-        if entry.ledger_id is not None and parsed.ledger_id != entry.ledger_id:
+        if parsed.ledger_id is None or (
+            entry.ledger_id is not None and parsed.ledger_id != entry.ledger_id
+        ):
             continue
-        assert parsed.ledger_id is not None
         ledgers.add(parsed.ledger_id)
         newest = obj.last_modified if newest is None else max(newest, obj.last_modified)
     return ListingState(frozenset(ledgers), newest)

@@ -339,7 +339,9 @@ def live_verdict(entry: RegistryEntry, live: LiveState) -> str | None:
         return None
     if entry.target_class == ORPHAN_PARTITION:
         return f"managed ledger {entry.ml_name} exists again" if live.ml_exists else None
-    assert entry.target_class == ORPHAN_LEDGER and entry.ledger_id is not None
+    if entry.target_class != ORPHAN_LEDGER or entry.ledger_id is None:
+        # Not an assert: `python -O` drops those, and this check guards a delete.
+        return f"{entry.prefix} is of a target class this re-check does not know; kept"
     if not live.ml_exists:
         return (
             f"managed ledger {entry.ml_name} was deleted since the scan; its data is "
@@ -375,7 +377,8 @@ def decide(
     if now_ms < until:
         return Decision(WAIT, "newest block younger than retention", until)
     if entry.target_class in (ORPHAN_LEDGER, ORPHAN_SEGMENT):
-        assert entry.ledger_id is not None
+        if entry.ledger_id is None:
+            raise ValueError(f"{entry.describe()} has no ledger id; nothing deleted")
         # The prefix is the ledger's own directory (or its two segment objects): only
         # that ledger's data can be in it.
         ids: tuple[int, ...] = (entry.ledger_id,)
