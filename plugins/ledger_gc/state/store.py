@@ -166,7 +166,9 @@ class StateStore:
         """The one-line error of a database failure (None: not the store's fault)."""
         from sqlalchemy.exc import DBAPIError, OperationalError
 
-        orig = exc.orig if isinstance(exc, DBAPIError) else exc
+        orig: BaseException = exc
+        if isinstance(exc, DBAPIError) and exc.orig is not None:
+            orig = exc.orig
         reason = " ".join(str(orig).split()) or type(orig).__name__
         if _is_corruption(orig):
             return StateCorruptError(
