@@ -90,6 +90,11 @@ class AuditLog:
             self._store = open_store(self._location)
         return self._store
 
+    @property
+    def path(self) -> str:
+        """Where the log is, for messages: the store's URL, password masked."""
+        return self.store.display_url
+
     def check(self) -> None:
         """Raise ``AuditUnavailableError`` now if the log could not be written, before a
         run marks or deletes anything."""

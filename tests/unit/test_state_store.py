@@ -67,6 +67,17 @@ def test_the_migrations_build_exactly_the_schema_the_code_uses(state_location: A
     assert differences == []
 
 
+def test_the_head_revision_the_code_expects_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from ledger_gc.state.store import MIGRATIONS_DIR
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(config).get_current_head() == schema.HEAD_REVISION
+
+
 def test_the_registry_table_has_a_column_for_every_field_of_an_entry() -> None:
     # A new RegistryEntry field needs a new migration (state/migrations/versions).
     assert {f.name for f in fields(RegistryEntry)} == {c.name for c in schema.orphans.columns}

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.state.schema import VERSION_TABLE
+from ledger_gc.state.schema import HEAD_REVISION, VERSION_TABLE
 from ledger_gc.state.url import default_state_url, masked, sqlite_path
 
 if TYPE_CHECKING:
@@ -246,18 +246,24 @@ class StateStore:
         from alembic.script import ScriptDirectory
         from alembic.util.exc import CommandError
 
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS_DIR))
-        script = ScriptDirectory.from_config(config)
-        head = script.get_current_head()
-
         def current(conn: Connection) -> str | None:
             context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
             return context.get_current_revision()
 
         with self.engine.connect() as conn:
-            if current(conn) == head:
-                return
+            if current(conn) == HEAD_REVISION:
+                return  # the usual case, and the only one on an executor (see schema.py)
+        if not MIGRATIONS_DIR.is_dir():
+            raise StateError(
+                f"the state store {self.display_url} is not at schema version "
+                f"{HEAD_REVISION} and this process cannot migrate it (ledger-gc is imported "
+                f"from {MIGRATIONS_DIR.parent.parent}); run any `ledgergc` command, or the "
+                "DAG's first task, against it first"
+            )
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        script = ScriptDirectory.from_config(config)
+        head = script.get_current_head()
         with self._write_connection() as conn:
             revision = current(conn)  # again: another process may have migrated meanwhile
             if revision == head:
