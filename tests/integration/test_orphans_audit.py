@@ -106,7 +106,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, se
     stopped = {r["ledger_id"] for r in results if r.get("error") == deletion.STOPPED}
     assert len(done) == 10 and stopped == set(range(1, 31)) - done
     assert ledgers_with_data(storage, ML) == {50} | stopped, "audited = deleted"
-    records = AuditLog(settings.state_dir).read()
+    records = AuditLog(settings).read()
     announced = {r["ledger_id"] for r in records if r["status"] == "deleting"}
     recorded = {r["ledger_id"] for r in records if r["status"] == "deleted"}
     assert announced == recorded == done

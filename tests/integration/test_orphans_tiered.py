@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc import formats
+from ledger_gc.audit import AuditLog
 from ledger_gc.metadata import paths
 from ledger_gc.orphans import cycle, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -138,8 +139,7 @@ def test_each_segment_is_classified_and_only_orphan_segments_are_deleted(
     assert tiered["orphan_segments"] == 4 and tiered["deleted"] == 4
     assert tiered["bytes_reclaimed"] == classes["orphan-segment"]["bytes"] > 0
     # Audited ahead: a "deleting" record before each "deleted" one, offload keys named.
-    records = [json.loads(line) for line in
-               (eager.state_dir / "audit.jsonl").read_text().splitlines()]
+    records = AuditLog(eager).read()
     segment_records = [r for r in records if r.get("target_class") == "orphan-segment"]
     assert [r["status"] for r in segment_records].count("deleting") == 4
     assert [r["status"] for r in segment_records].count("deleted") == 4
@@ -225,7 +225,7 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     assert outcome["action"] == "corrected"
     assert "carries this segment's offload uuid" in outcome["reason"]
     assert set(keys) <= bucket_keys(s3_client, eager.offload_bucket)
-    assert OrphanRegistry(eager.state_dir).entries() == {}
+    assert OrphanRegistry(eager).entries() == {}
 
 
 def test_an_offload_bucket_with_no_live_segment_is_refused(

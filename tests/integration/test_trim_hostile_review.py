@@ -67,10 +67,10 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
         thread.join(60)
     assert len(reports) == 2
 
-    deleted = Counter(r["ledger_id"] for r in AuditLog(settings.state_dir).deletions())
+    deleted = Counter(r["ledger_id"] for r in AuditLog(settings).deletions())
     assert deleted == Counter(ids[:3]), f"audited more than once: {deleted}"
     claimed = sum(r.totals()["bytes_reclaimed"] for r in reports)  # type: ignore[attr-defined]
-    audited = sum(r["bytes"] for r in AuditLog(settings.state_dir).deletions())
+    audited = sum(r["bytes"] for r in AuditLog(settings).deletions())
     assert claimed == audited > 0
     ml.close()
 
@@ -105,7 +105,7 @@ def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
 
     assert report.exit_code == 2 and "trim-elsewhere" in (report.error or "")
     assert [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo] == ids
-    assert AuditLog(settings.state_dir).read() == []
+    assert AuditLog(settings).read() == []
     assert run_trim(settings).managed_ledgers[0].marked == ids[:3]  # once it is free
     ml.close()
 

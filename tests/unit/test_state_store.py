@@ -139,7 +139,14 @@ def test_audit_records_read_back_as_written_and_filter_by_run_class_time_status(
         "versioning": "Enabled",
         "noncurrent_expiration_days": 3,
     }
-    assert log.announced() == {("orphan-ledger", ML, 7), ("ledger", ML, 7)}
+    prefix = record("r1").prefix
+    assert log.announced() == {
+        ("orphan-ledger", ML, 7, prefix, None),
+        ("ledger", ML, 7, prefix, None),
+    }
+    log.append([record("r4", DELETING, bucket="b1")])
+    assert ("orphan-ledger", ML, 7, prefix, "b1") in log.announced()
+    assert log.read(run_id="r4")[0]["bucket"] == "b1"
 
 
 def test_an_audit_log_that_cannot_be_written_refuses_before_any_delete(tmp_path: Path) -> None:
