@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.state.schema import HEAD_REVISION, VERSION_TABLE
-from ledger_gc.state.url import default_state_url, masked, sqlite_path
+from ledger_gc.state.url import default_state_url, masked
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -77,6 +77,16 @@ def _is_corruption(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and (
         "malformed" in text or "not a database" in text
     )
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another backend)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return Path(parsed.database)
 
 
 class StateStore:

@@ -9,6 +9,7 @@ appears in a message or a page: ``masked`` replaces it with ``***``.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ledger_gc.errors import ConfigError
 
@@ -26,18 +27,18 @@ def default_state_url(state_dir: Path | str) -> str:
 
 
 def check_state_url(raw: str) -> str:
-    """The URL as the store will use it, or ``ConfigError`` naming the setting and the fix."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    """The URL as the store will use it, or ``ConfigError`` naming the setting and the fix.
 
+    Checked here by its form only (``urllib``, not SQLAlchemy: settings stay importable by
+    the pure rule modules); the store parses it again when it connects."""
     text = raw.strip()
-    try:
-        url = make_url(text)
-    except (ArgumentError, ValueError) as exc:
+    parts = urlsplit(text)
+    if not parts.scheme or "://" not in text:
         raise ConfigError(
-            f"LEDGERGC_STATE_URL={masked(text)!r} is not a SQLAlchemy URL ({exc}); {_EXAMPLE}"
-        ) from None
-    backend, _, driver = url.drivername.partition("+")
+            f"LEDGERGC_STATE_URL={masked(text)!r} is not a SQLAlchemy URL "
+            f"(dialect://...); {_EXAMPLE}"
+        )
+    backend, _, driver = parts.scheme.partition("+")
     if backend not in SUPPORTED:
         raise ConfigError(
             f"LEDGERGC_STATE_URL={masked(text)!r}: {backend} is not supported (SQLite or "
@@ -48,36 +49,26 @@ def check_state_url(raw: str) -> str:
             f"LEDGERGC_STATE_URL={masked(text)!r}: driver {driver} is not installed; use "
             "postgresql+psycopg:// (or postgresql://)"
         )
-    if backend == "sqlite" and not url.database:
+    if backend == "sqlite" and parts.path in ("", "/", "/:memory:"):
         raise ConfigError(
             f"LEDGERGC_STATE_URL={text!r} names no file (an in-memory SQLite is not shared "
             "by the tasks); use sqlite:////absolute/path/state.sqlite"
         )
+    if backend == "postgresql" and not parts.hostname:
+        raise ConfigError(f"LEDGERGC_STATE_URL={masked(text)!r} names no host; {_EXAMPLE}")
     if backend == "postgresql" and not driver:
-        text = url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        text = "postgresql+psycopg" + text[len(parts.scheme) :]
     return text
 
 
 def masked(url: str) -> str:
-    """The URL with its password replaced by ``***`` (unparseable text is returned as is,
-    less anything between ``:`` and ``@`` of its authority)."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        head, at, tail = url.rpartition("@")
-        if not at:
-            return url
-        scheme, sep, user = head.partition("://")
-        return f"{scheme}{sep}{user.split(':', 1)[0]}:***@{tail}"
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (None for another backend)."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
-        return None
-    return Path(parsed.database)
+    """The URL with its password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    credentials, at, host = authority.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{tail}"
