@@ -75,7 +75,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
         s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)
 
     assert result["action"] == deleting.DELETED and result["recoverable"] is True
-    records = AuditLog(tiered.state_dir).deletions()
+    records = AuditLog(tiered).deletions()
     assert [r["bucket"] for r in records] == [tiered.offload_bucket]
 
     report = restore_run(tiered, "orphans-1").to_dict()
@@ -86,7 +86,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     for key in decoy:
         with pytest.raises(s3_client.exceptions.ClientError):
             s3_client.head_object(Bucket=tiered.offload_bucket, Key=key)
-    restored = [r for r in AuditLog(tiered.state_dir).read() if r["operation"] == "restore"]
+    restored = [r for r in AuditLog(tiered).read() if r["operation"] == "restore"]
     assert {r["bucket"] for r in restored} == {tiered.offload_bucket}
 
 
