@@ -151,6 +151,45 @@ def delete_tree(client: Any, root: str) -> int:
     return total
 
 
+# --- profiling --------------------------------------------------------------------------
+
+
+def profile_all_threads(call: Any, path: str) -> Any:
+    """Run ``call`` under cProfile in this thread and in every thread it starts (the
+    trim's worker pools), and write the merged statistics to ``path``.
+
+    cProfile alone sees only the calling thread, which then spends its time waiting on
+    futures; the work is in the pools' threads. Each new thread enables its own profiler
+    on its first event (``threading.setprofile``); the pools are shut down before
+    ``call`` returns, so every thread's profile is complete when they are merged.
+    """
+    import cProfile
+    import pstats
+
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def start_in_thread(*_: Any) -> None:
+        profile = cProfile.Profile()
+        with lock:
+            profiles.append(profile)
+        profile.enable()  # replaces this hook for the rest of the thread
+
+    main = cProfile.Profile()
+    threading.setprofile(start_in_thread)
+    try:
+        result = main.runcall(call)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(main)
+    with lock:
+        for profile in profiles:
+            profile.disable()
+            stats.add(profile)
+    stats.dump_stats(path)
+    return result
+
+
 # --- memory -----------------------------------------------------------------------------
 
 

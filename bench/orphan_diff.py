@@ -44,7 +44,8 @@ from typing import Any
 import _common
 from _common import fmt_s, mib, ratio, say
 
-TARGET_SECONDS = 300.0
+TARGET_SECONDS = 30.0
+TARGET_RATIO = 2.0
 TARGET_DRIVER_BYTES = 2 * 2**30
 TARGET_SCALING = 12.0
 GENERATOR_VERSION = 1
@@ -539,6 +540,11 @@ def main() -> int:
         ),
         ("driver peak memory < 2 GB", full["peak_rss_bytes"] < TARGET_DRIVER_BYTES),
     ]
+    if base:
+        targets.append((
+            f"Spark diff >= {TARGET_RATIO:.0f}x faster than the Python set difference",
+            not base.get("completed") or ratio(base["seconds"], diff_s) >= TARGET_RATIO,
+        ))
     if small:
         targets.append(
             (

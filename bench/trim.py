@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -233,6 +234,8 @@ def verify(settings: Any, store: Any, storage: Any, names: list[str]) -> None:
 def run_case(
     label: str, args: argparse.Namespace, mls: int, tag: str, tenant: str, trim: Any
 ) -> dict[str, Any]:
+    import psutil
+
     from ledger_gc.metadata import paths
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.storage.s3 import LedgerStorage
@@ -261,8 +264,10 @@ def run_case(
         s3_server = s3_server_process(settings.s3_endpoint)
         s3_server_cpu = cpu_seconds(s3_server)
         own_cpu = time.process_time()
+        rss_before = psutil.Process().memory_info().rss
         started = time.perf_counter()
-        outcome = trim(settings, store, storage, names)
+        with _common.TreeMemorySampler(os.getpid(), interval=0.05) as memory:
+            outcome = trim(settings, store, storage, names)
         elapsed = time.perf_counter() - started
         own_cpu = time.process_time() - own_cpu
         s3_during = dict(s3_calls)  # the trim's requests, not verify()'s below
@@ -277,7 +282,9 @@ def run_case(
         other_writes = sum(n for p, n in counter.per_path.items() if p not in ml_paths)
         say(
             f"{label}: trimmed in {elapsed:.2f}s; {sum(ml_writes):,} writes of managed-ledger "
-            f"znodes (max {max(ml_writes)} per managed ledger), {other_writes} other writes"
+            f"znodes (max {max(ml_writes)} per managed ledger), {other_writes} other writes; "
+            f"peak RSS {_common.mib(memory.peak_total):,.0f} MiB "
+            f"({_common.mib(rss_before):,.0f} MiB before the trim)"
         )
         verify(settings, store, storage, names)
         say(f"{label}: verified: no block or marker left, current ledgers kept")
@@ -288,6 +295,8 @@ def run_case(
         "s3_requests": s3_during,
         "client_cpu_s": round(own_cpu, 2),
         "s3_server_cpu_s": round(s3_server_cpu, 2),
+        "peak_rss_mib": _common.mib(memory.peak_total),
+        "rss_before_mib": _common.mib(rss_before),
         "blocks": blocks,
         "ml_writes": sum(ml_writes),
         "max_writes_per_ml": max(ml_writes),
@@ -308,11 +317,24 @@ def main() -> int:
         help="run the comparison (library trim and per-ledger trim) at this size (default: --mls)",
     )
     parser.add_argument("--profile", help="write a cProfile of the trim to this file")
+    parser.add_argument(
+        "--curve",
+        help="also trim at these sizes (e.g. 1000,3000,30000; --mls is one point of it) and "
+        "print time and peak memory against size",
+    )
     parser.add_argument("--put-threads", type=int, default=16)
     args = parser.parse_args()
     if args.quick:
         args.mls = min(args.mls, 50)
         args.baseline_mls = None
+        args.curve = "20" if args.curve else None
+    try:
+        curve_sizes = sorted({int(n) for n in (args.curve or "").split(",") if n.strip()})
+    except ValueError:
+        curve_sizes = [0]
+    if any(n < 1 for n in curve_sizes):
+        parser.exit(2, f"trim.py: --curve {args.curve!r} is not a list of sizes; e.g. "
+                       "--curve 1000,3000,30000\n")
     _common.require_stack()
 
     from ledger_gc.trim import TrimScope, run_trim
@@ -332,12 +354,8 @@ def main() -> int:
             )
 
         if args.profile:
-            import cProfile
-
-            profiler = cProfile.Profile()
-            report = profiler.runcall(run)
-            profiler.dump_stats(args.profile)
-            say(f"profile written to {args.profile}")
+            report = _common.profile_all_threads(run, args.profile)
+            say(f"profile (every thread) written to {args.profile}")
         else:
             report = run()
         totals = report.totals()
@@ -361,6 +379,16 @@ def main() -> int:
             same = run_case("trim-small", args, base_mls, tag, "bench-gs", library_trim)
         base = run_case("per-ledger", args, base_mls, tag, "bench-base", per_ledger_trim)
 
+    curve = [{"mls": args.mls, "seconds": round(trim["seconds"], 3),
+              "peak_rss_mib": trim["peak_rss_mib"], "rss_before_mib": trim["rss_before_mib"]}]
+    args.profile = None
+    for size in (n for n in curve_sizes if n != args.mls):
+        point = run_case(f"curve-{size}", args, size, tag, f"bench-c{size}-", library_trim)
+        curve.append({"mls": size, "seconds": round(point["seconds"], 3),
+                      "peak_rss_mib": point["peak_rss_mib"],
+                      "rss_before_mib": point["rss_before_mib"]})
+    curve.sort(key=lambda p: p["mls"])
+
     per_ml = trim["ml_writes"] / args.mls
     rows = [
         (f"trim of {args.mls:,} managed ledgers", fmt_s(trim["seconds"]), "", ""),
@@ -368,6 +396,8 @@ def main() -> int:
         ("  ZooKeeper writes per managed ledger", f"{per_ml:.2f}", "", ""),
         ("  max writes on one managed ledger", str(trim["max_writes_per_ml"]), "", ""),
         ("  other ZooKeeper writes (cursors)", str(trim["other_writes"]), "", ""),
+        ("  peak RSS of this process during the trim", f"{trim['peak_rss_mib']:,.0f} MiB", "",
+         ""),
         (
             "  S3 requests per managed ledger",
             f"{sum(trim['s3_requests'].values()) / args.mls:.2f}",
@@ -396,6 +426,12 @@ def main() -> int:
                 "",
             ),
         ]
+    if len(curve) > 1:
+        rows += [
+            (f"curve: {p['mls']:,} managed ledgers", fmt_s(p["seconds"]),
+             f"{p['mls'] / p['seconds']:,.0f} ml/s", f"{p['peak_rss_mib']:,.0f} MiB")
+            for p in curve
+        ]
     _common.report(
         "trim",
         rows,
@@ -422,6 +458,9 @@ def main() -> int:
             "s3_requests_per_ml": round(sum(trim["s3_requests"].values()) / args.mls, 2),
             "client_cpu_s": trim["client_cpu_s"],
             "s3_server_cpu_s": trim["s3_server_cpu_s"],
+            "peak_rss_mib": trim["peak_rss_mib"],
+            "rss_before_mib": trim["rss_before_mib"],
+            "curve": curve,
             "baseline_items": base_mls if base else None,
             "same_size_trim_s": round(same["seconds"], 3) if base else None,
             "baseline_s": round(base["seconds"], 3) if base else None,

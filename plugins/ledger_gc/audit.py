@@ -72,7 +72,7 @@ class AuditRecord:
     bucket: str | None = None
 
     def to_json(self) -> str:
-        record = asdict(self)
+        record = dict(vars(self))  # flat fields: asdict's deep copy is not needed
         record["time_ms"] = self.time_ms or int(time.time() * 1000)
         return json.dumps(record, sort_keys=True, separators=(",", ":"))
 

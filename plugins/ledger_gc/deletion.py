@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ledger_gc import termination
@@ -56,7 +55,7 @@ ORPHAN_SEGMENT = "orphan-segment"
 # Targets in the offload bucket: the prefix is the data key, and exactly it and its
 # ``-index`` key may be deleted (Pulsar's deleteOffloaded removes the same two).
 SEGMENT_TARGETS = (OFFLOADED_LEDGER, ORPHAN_SEGMENT)
-# Confirmation listings of one batch run this many at a time (one per managed ledger).
+# Confirmation listings of one batch run this many at a time (one per group of prefixes).
 LISTING_WORKERS = 8
 
 
@@ -237,15 +236,11 @@ class Deleter:
     ) -> set[str] | None:
         """Keys that a listing after the delete still shows (None: could not list)."""
         prefixes = sorted({o.target.confirm_prefix or o.target.prefix for o, _ in batch})
-
-        def keys_under(prefix: str) -> list[str]:
-            return [obj.key for obj in self.storage.iter_objects(prefix)]
-
         try:
-            if len(prefixes) == 1:
-                return set(keys_under(prefixes[0]))
-            with ThreadPoolExecutor(LISTING_WORKERS, thread_name_prefix="ledgergc-confirm") as pool:
-                return {key for keys in pool.map(keys_under, prefixes) for key in keys}
+            # Complete listings of every prefix (``list_prefixes`` lists prefixes that
+            # share a namespace together when that takes fewer requests).
+            listed = self.storage.list_prefixes(prefixes, workers=LISTING_WORKERS)
+            return {obj.key for objects in listed.values() for obj in objects}
         except Exception as exc:
             log.warning("cannot confirm the deletes of %d targets: %s", len(batch), exc)
             return None

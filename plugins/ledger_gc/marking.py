@@ -137,12 +137,22 @@ class PurgeResult:
         return sum(outcome.bytes for outcome in self.deleted if outcome.recoverable)
 
 
-def list_ledger_blocks(deleter: Deleter, ml_name: str) -> dict[int, list[ObjectInfo]]:
+def ledgers_root(deleter: Deleter, ml_name: str) -> str:
+    """A managed ledger's ``ledgers/`` directory (ValueError: a name the store cannot hold)."""
+    return f"{ml_dir(deleter.storage.prefix, ml_name)}{LEDGERS_DIR}/"
+
+
+def list_ledger_blocks(
+    deleter: Deleter, ml_name: str, listed: Sequence[ObjectInfo] | None = None
+) -> dict[int, list[ObjectInfo]]:
     """Every block of a managed ledger's ledgers, by ledger id: one listing of its
-    ``ledgers/`` directory, however many ledgers it has (foreign keys left out)."""
+    ``ledgers/`` directory, however many ledgers it has (foreign keys left out).
+    ``listed``: that directory's complete listing, made by the caller for many managed
+    ledgers at once (``LedgerStorage.list_prefixes``)."""
     storage = deleter.storage
     blocks: dict[int, list[ObjectInfo]] = {}
-    for obj in storage.iter_objects(f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"):
+    objects = storage.iter_objects(ledgers_root(deleter, ml_name)) if listed is None else listed
+    for obj in objects:
         parsed = parse_key(storage.prefix, obj.key)
         if parsed.is_block and parsed.ml_name == ml_name and parsed.ledger_id is not None:
             blocks.setdefault(parsed.ledger_id, []).append(obj)
@@ -175,6 +185,7 @@ def plan_purge(
     reason: str = "marked deletable",
     offload: Deleter | None = None,
     audited: Audited = lambda _class, _ml, _ledger, _prefix, _bucket: False,
+    listed: Sequence[ObjectInfo] | None = None,
 ) -> PurgePlan:
     """Which marked ledgers' blocks to delete (from one listing of the managed ledger's
     ``ledgers/``), which offloaded copies (``offload``: the tiered-storage deleter, None
@@ -187,7 +198,7 @@ def plan_purge(
     result = plan.result
     storage = deleter.storage
     ledgers_root = f"{ml_dir(storage.prefix, ml_name)}{LEDGERS_DIR}/"
-    listing = list_ledger_blocks(deleter, ml_name)
+    listing = list_ledger_blocks(deleter, ml_name, listed)
     # Evidence that the settings point at this managed ledger's data: blocks of a ledger
     # its record lists or marks (not merely anything under its name: another cluster
     # sharing the bucket may hold a topic of the same name under a sibling prefix).
@@ -408,7 +419,11 @@ def announced_by(deleter: Deleter) -> Audited:
 
 
 def _unmark(
-    store: MetadataStore, ml_name: str, gone: list[int], pending: dict[int, str], now_ms: int
+    store: MetadataStore,
+    ml_name: str,
+    gone: list[int],
+    pending: dict[int, str],
+    now_ms: int,
 ) -> None:
     """One CAS: drop the markers of what is gone, note why the others stay. The notes are
     best effort: if they would not fit in the znode, the markers go without them."""

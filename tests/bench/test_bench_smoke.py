@@ -19,7 +19,7 @@ from local_stack import LocalStack
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_quick(name: str, stack: LocalStack | None, tmp_path: Path) -> dict:
+def run_quick(name: str, stack: LocalStack | None, tmp_path: Path, timeout: int = 240) -> dict:
     env = {**os.environ, "BENCH_DATA_DIR": str(tmp_path)}
     if stack is not None:
         env.update(stack.env())
@@ -29,7 +29,7 @@ def run_quick(name: str, stack: LocalStack | None, tmp_path: Path) -> dict:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
     )
     assert done.returncode == 0, (
         f"bench/{name}.py failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
@@ -54,3 +54,18 @@ def test_stack_benchmarks_print_a_json_result(
 def test_orphan_diff_benchmark_prints_a_json_result(tmp_path: Path) -> None:
     result = run_quick("orphan_diff", None, tmp_path)
     assert result["orphan_ledgers"] > 0 and result["baseline_completed"]
+
+
+def test_listing_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    """Starts a SeaweedFS of its own on BENCH_DATA_DIR (its store is cached there)."""
+    result = run_quick("listing", None, tmp_path)
+    assert result["items"] > 0 and result["concurrent"]
+
+
+@pytest.mark.airflow
+@pytest.mark.spark
+def test_orphan_cycle_benchmark_prints_a_json_result(
+    local_stack: LocalStack, tmp_path: Path
+) -> None:
+    result = run_quick("orphan_cycle", local_stack, tmp_path, timeout=900)
+    assert result["leaks_deleted"] > 0 and result["tasks"]

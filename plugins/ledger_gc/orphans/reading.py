@@ -8,6 +8,8 @@ as if it were all of it (DESIGN.md invariant 3).
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -181,7 +183,7 @@ def _list_level(storage: LedgerStorage, prefix: str) -> tuple[list[str], list[Ob
 def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str], list[ObjectInfo]]:
     """Split the prefix into namespace prefixes (``<prefix>/<tenant>/<ns>/``) for parallel
     listing; objects that lie above that level (all foreign) are returned directly."""
-    storage = LedgerStorage(settings)
+    storage = storage_for(settings)
     tenants, loose = _list_level(storage, settings.key_prefix)
     shards: list[str] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ledgergc-scan") as pool:
@@ -191,9 +193,31 @@ def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str]
     return sorted(shards), loose
 
 
+def storage_for(settings: Settings) -> LedgerStorage:
+    """One ``LedgerStorage`` per settings per process, reused by every task it runs.
+
+    Building a boto3 client costs more CPU than listing a small namespace (its service
+    model is loaded and its endpoint resolved each time), and the scan runs one task per
+    namespace in the same reused Python workers; clients are thread-safe. Keyed by
+    process too: a forked child must not use its parent's client, whose pooled
+    connections it would share (two processes reading one socket get each other's
+    answers).
+    """
+    key = (os.getpid(), repr(settings))
+    with _STORAGE_LOCK:
+        storage = _STORAGES.get(key)
+        if storage is None:
+            storage = _STORAGES[key] = LedgerStorage(settings)
+        return storage
+
+
+_STORAGES: dict[tuple[int, str], LedgerStorage] = {}
+_STORAGE_LOCK = threading.Lock()
+
+
 def list_prefixes(settings: Settings, prefixes: Sequence[str]) -> Iterator[ObjectRow]:
     """Every object under each prefix, as (key, size, last modified ms) rows."""
-    storage = LedgerStorage(settings)
+    storage = storage_for(settings)
     for prefix in prefixes:
         for obj in storage.iter_objects(prefix):
             yield (obj.key, obj.size, obj.last_modified)

@@ -473,6 +473,72 @@ class LedgerStorage:
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, f"listing '{prefix}'") from exc
 
+    def list_prefixes(
+        self, prefixes: Iterable[str], *, workers: int = 8
+    ) -> dict[str, list[ObjectInfo]]:
+        """Every object under each of ``prefixes``, with as few
+        LIST requests as the layout allows: prefixes that share a parent directory two
+        levels up (a managed ledger's ``ledgers/`` under its namespace) are listed
+        together, with one listing of that parent, when it holds little else.
+
+        Why a parent listing and not ``StartAfter`` ranges: S3 returns keys in binary
+        order, but other stores do not (SeaweedFS walks its directory tree, so ``a/x``
+        comes before ``a-b/x``, and a ``StartAfter`` of ``a-`` skips ``a/``). A complete
+        listing of a prefix is correct in any order; so a parent is listed to its end,
+        or, past ``max(1, n // 4)`` pages for ``n`` of the prefixes under it (the cost
+        of a few single listings), abandoned for one listing per prefix. Groups are
+        listed ``workers`` at a time. Raises StorageError as ``iter_objects``.
+        """
+        wanted = sorted(set(prefixes))
+        groups: dict[str, list[str]] = {}
+        for prefix in wanted:
+            # A key prefix that is not a directory (an offloaded segment's name) is
+            # listed on its own: a parent's keys are matched to prefixes at slashes.
+            parent = _parent_dir(prefix, levels=2) if prefix.endswith("/") else prefix
+            groups.setdefault(parent, []).append(prefix)
+        found: dict[str, list[ObjectInfo]] = {prefix: [] for prefix in wanted}
+
+        def list_group(item: tuple[str, list[str]]) -> dict[str, list[ObjectInfo]]:
+            parent, members = item
+            if len(members) > 1 and parent != members[0]:
+                listed = self._list_bounded(parent, max_pages=max(1, len(members) // 4))
+                if listed is not None:
+                    return _assign(listed, members)
+            return {prefix: list(self.iter_objects(prefix)) for prefix in members}
+
+        items = list(groups.items())
+        if len(items) == 1 or workers <= 1:
+            results = [list_group(item) for item in items]
+        else:
+            with ThreadPoolExecutor(min(workers, len(items)),
+                                    thread_name_prefix="ledgergc-list") as pool:
+                results = list(pool.map(list_group, items))
+        for result in results:
+            found.update(result)
+        return found
+
+    def _list_bounded(self, prefix: str, *, max_pages: int) -> list[ObjectInfo] | None:
+        """Everything under ``prefix`` if it fits in ``max_pages`` LIST pages, else None."""
+        listed: list[ObjectInfo] = []
+        token: str | None = None
+        try:
+            for _ in range(max_pages):
+                request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+                if token:
+                    request["ContinuationToken"] = token
+                page = self.client.list_objects_v2(**request)
+                listed.extend(
+                    ObjectInfo(key=item["Key"], size=int(item["Size"]),
+                               last_modified=_epoch_ms(item["LastModified"]))
+                    for item in page.get("Contents", ())
+                )
+                token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+                if not token:
+                    return listed
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, f"listing '{prefix}'") from exc
+        return None
+
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker of the keys under ``prefix``
         (ListObjectVersions, paginated); a failed page raises, as ``iter_objects``."""
@@ -784,6 +850,29 @@ def _error_details(exc: ClientError) -> tuple[str, int | None, str]:
     error = exc.response.get("Error", {})
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return str(error.get("Code", "")), status, str(error.get("Message", ""))
+
+
+def _parent_dir(prefix: str, *, levels: int) -> str:
+    """``prefix`` (a directory, ending in ``/``) ``levels`` directories up; "" at the top."""
+    parts = prefix.rstrip("/").split("/")
+    kept = parts[: max(0, len(parts) - levels)]
+    return "/".join(kept) + "/" if kept else ""
+
+
+def _assign(listed: Sequence[ObjectInfo], prefixes: Sequence[str]) -> dict[str, list[ObjectInfo]]:
+    """The objects of a parent's listing under each of ``prefixes`` (directories, ending in
+    ``/``; other keys dropped)."""
+    found: dict[str, list[ObjectInfo]] = {prefix: [] for prefix in prefixes}
+    for obj in listed:
+        head = obj.key
+        # A prefix ends in "/", so it is the key cut after one of its slashes.
+        cut = head.find("/")
+        while cut != -1:
+            bucket = found.get(head[: cut + 1])
+            if bucket is not None:
+                bucket.append(obj)  # (and under any prefix nested in this one)
+            cut = head.find("/", cut + 1)
+    return found
 
 
 def _gave_up(reason: str, attempts: int) -> str:

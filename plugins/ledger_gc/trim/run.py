@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,10 +37,13 @@ from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
 from ledger_gc.trim.clocks import trim_clocks
 from ledger_gc.trim.lock import TRIM_LOCK_WAIT_SECONDS, TrimLockBusy, trim_lock
-from ledger_gc.trim.report import TrimReport, run_summary
+from ledger_gc.trim.report import ManagedLedgerTrim, TrimReport, run_summary
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 log = logging.getLogger(__name__)
+# Shards of one run trimmed at once (see ``_trim_in_shards``), each at least this big.
+CONCURRENT_SHARDS = 2
+SHARD_MIN_SIZE = 512
 _EXAMPLE = "acme/prod/persistent/orders"
 
 
@@ -103,6 +108,71 @@ class TrimScope:
         if self.namespace is not None:
             names = [n for n in names if n.startswith(self.namespace + "/")]
         return names
+
+
+def _trim_in_shards(
+    names: list[str],
+    report: TrimReport,
+    store: MetadataStore,
+    deleter: Deleter,
+    offload: Deleter | None,
+    settings: Settings,
+    *,
+    dry_run: bool,
+    clock: Callable[[], int],
+    stamp_clock: Callable[[], int],
+    should_stop: Callable[[], bool],
+) -> None:
+    """Trim ``names`` in up to ``CONCURRENT_SHARDS`` contiguous shards at once, each a
+    trimmer of its own over the same store, storage and audit log.
+
+    Why: one shard alternates between waiting on ZooKeeper (reads, marks, unmarks) and
+    waiting on S3 (listings, DeleteObjects); two shards overlap one's ZooKeeper phase
+    with the other's S3 phase. Every safety step is a shard's own, per batch, as before.
+    The first shard to hit a run-stopping error (ZooKeeper or the audit log gone, a
+    refusal, a stop request) makes the others stop after their batch under way; that
+    error is raised. Results are appended to the report in the order of ``names``.
+    """
+    count = max(1, min(CONCURRENT_SHARDS, -(-len(names) // SHARD_MIN_SIZE)))
+    size = -(-len(names) // count) if names else 0
+    shards = [names[i : i + size] for i in range(0, len(names), size)] if names else [[]]
+    failed = threading.Event()
+
+    def stop() -> bool:
+        return failed.is_set() or should_stop()
+
+    def run(shard: list[str], results: list[ManagedLedgerTrim]) -> None:
+        shard_deleter = Deleter(deleter.storage, deleter.audit, deleter.run_id,
+                                dry_run=dry_run, should_stop=stop)
+        trimmer = ManagedLedgerTrimmer(
+            store, shard_deleter, settings, dry_run=dry_run, clock=clock, offload=offload,
+            stamp_clock=stamp_clock,
+        )
+        try:
+            trimmer.trim(shard, results)
+        except BaseException:
+            failed.set()
+            raise
+
+    outputs: list[list[ManagedLedgerTrim]] = [[] for _ in shards]
+    errors: list[BaseException | None] = [None] * len(shards)
+    if len(shards) == 1:
+        try:
+            run(shards[0], outputs[0])
+        finally:
+            report.managed_ledgers.extend(outputs[0])
+        return
+    with ThreadPoolExecutor(len(shards), thread_name_prefix="ledgergc-shard") as pool:
+        futures = [pool.submit(run, shard, out) for shard, out in zip(shards, outputs, strict=True)]
+        for index, future in enumerate(futures):
+            errors[index] = future.exception()
+    for out in outputs:
+        report.managed_ledgers.extend(out)
+    # The cause, not the stops it caused in the other shards.
+    real = [e for e in errors if e is not None and not isinstance(e, StoppedError)]
+    first = real[0] if real else next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
 
 
 def new_run_id(clock: Callable[[], int] = now_ms) -> str:
@@ -178,17 +248,15 @@ def run_trim(
             report.bucket = storage.versioning().to_dict()
         # Retention by the earlier of this host's and S3's clocks (trim/clocks.py).
         clocks = trim_clocks(clock, storage.client, storage.bucket)
-        trimmer = ManagedLedgerTrimmer(
-            store, deleter, settings, dry_run=dry_run, clock=clocks.decide, offload=offload,
-            stamp_clock=clocks.stamp,
-        )
         try:
             with ExitStack() as locked:
                 if not dry_run:  # one writing trim at a time (trim/lock.py)
                     locked.enter_context(
                         trim_lock(store.client, store.hosts, run_id, lock_wait_seconds)
                     )
-                trimmer.trim(names, report.managed_ledgers)
+                _trim_in_shards(names, report, store, deleter, offload, settings,
+                                dry_run=dry_run, clock=clocks.decide, stamp_clock=clocks.stamp,
+                                should_stop=should_stop)
         except TrimLockBusy as exc:
             report.error = str(exc)
             log.warning("trim %s: %s", run_id, exc)

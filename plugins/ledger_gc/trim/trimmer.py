@@ -88,6 +88,7 @@ from ledger_gc.marking import (
     PurgeResult,
     announced_by,
     finish_purge,
+    ledgers_root,
     list_ledger_blocks,
     mark_deletable,
     plan_purge,
@@ -99,7 +100,7 @@ from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import parse_key
-from ledger_gc.storage.s3 import BlockRef
+from ledger_gc.storage.s3 import BlockRef, ObjectInfo
 from ledger_gc.trim.eligibility import (
     TrimDecision,
     decide_trim,
@@ -529,15 +530,23 @@ class ManagedLedgerTrimmer:
 
     # --- phase two ----------------------------------------------------------------------
 
-    def _cursor_guard(self, name: str, needed: list[int]) -> Guard:
+    def _cursor_guard(
+        self, name: str, needed: list[int], fresh: LedgerState | None = None
+    ) -> Guard:
         """Just before deleting: every cursor as the leader has it now. A marked ledger
         whose data some cursor has not consumed is kept (see the module docstring), and
-        its id goes to ``needed`` (to be put back in the list)."""
+        its id goes to ``needed`` (to be put back in the list).
+
+        ``fresh``: the managed ledger as ``reread`` read it for the whole batch, after a
+        sync, after the batch's marks and before its deletes; without it, it is read here.
+        """
         # Applied even to a managed ledger being deleted (``ledger-gc.deleting``): its
         # cursors then still need its marked ledgers, and the delete, not the trim,
         # finishes it. A stale flag on a topic in use must not switch the guard off.
-        self.store.sync(paths.managed_ledger_path(name))
-        positions = self.read_state(name).cursors
+        if fresh is None:
+            self.store.sync(paths.managed_ledger_path(name))
+            fresh = self.read_state(name)
+        positions = fresh.cursors
 
         def guard(ledger_id: int, marker: Mapping[str, Any]) -> str | None:
             marked = {ledger_id: int(marker["entries"])}
@@ -557,7 +566,50 @@ class ManagedLedgerTrimmer:
 
         return guard
 
-    def _plan_purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> PurgePlan:
+    def reread(self, names: Sequence[str]) -> list[LedgerState | LedgerGcError | None]:
+        """The cursor re-read before the deletes, for a whole batch at once: one sync (a
+        ZooKeeper sync brings the server this session reads from up to date with the
+        leader as a whole, whatever its path), then the batched reads of ``read_states``
+        instead of a sync and three reads per managed ledger."""
+        if names:
+            self.store.sync(paths.managed_ledger_path(names[0]))
+        return self.read_states(names)
+
+    def _list_batch(self, names: Sequence[str]) -> dict[str, list[ObjectInfo]]:
+        """Every managed ledger's ``ledgers/`` directory listed for the batch at once (a
+        namespace's managed ledgers in one listing when it holds little else); any that
+        cannot be (a bad name, a failed listing) is listed on its own by its plan."""
+        roots: dict[str, str] = {}
+        for name in names:
+            try:
+                roots[name] = ledgers_root(self.deleter, name)
+            except ValueError:
+                continue  # a name the store cannot hold: that managed ledger fails alone
+        try:
+            listed = self.deleter.storage.list_prefixes(roots.values())
+        except Exception as exc:
+            log.warning("cannot list the batch's %d managed ledgers at once (%s); listing "
+                        "each one", len(roots), exc)
+            return {}
+        return {name: listed[root] for name, root in roots.items()}
+
+    def _plan_purge(
+        self,
+        result: ManagedLedgerTrim,
+        info: ManagedLedgerInfo,
+        fresh: LedgerState | LedgerGcError | None = None,
+        *,
+        reread: bool = False,
+        listed: Sequence[ObjectInfo] | None = None,
+    ) -> PurgePlan:
+        """``reread``: ``fresh`` is this managed ledger as ``reread`` found it (None:
+        deleted since); otherwise the guard reads it itself. ``listed``: its complete
+        ``ledgers/`` listing, made for the batch; otherwise it is listed here."""
+        if reread:
+            if fresh is None:
+                raise ManagedLedgerNotFoundError(f"managed ledger {result.name} not found")
+            if isinstance(fresh, LedgerGcError):
+                raise fresh
         path = paths.managed_ledger_path(result.name)
         markers = formats.deletable_markers(info, path=path)
         both = sorted(set(markers) & {ledger.ledgerId for ledger in info.ledgerInfo})
@@ -575,11 +627,14 @@ class ManagedLedgerTrimmer:
             info,
             self.deleter,
             operation=OPERATION,
-            guard=self._cursor_guard(result.name, needed),
+            guard=self._cursor_guard(
+                result.name, needed, fresh if isinstance(fresh, LedgerState) else None
+            ),
             store_verified=self.store_verified,
             reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
             offload=self.offload,
             audited=self.audited,
+            listed=listed,
         )
         deleting = formats.get_property(info, DELETING_PROPERTY) is not None
         if needed and not deleting:  # a managed ledger being deleted gets nothing back
@@ -669,10 +724,19 @@ class ManagedLedgerTrimmer:
         error (ZooKeeper or the audit log gone), with it; the caller stops the run after
         recording the others.
         """
+        # Every managed ledger of the batch is marked by now; its cursors are read again
+        # (all at once) before any of its data is deleted.
+        fresh_states = self.reread([result.name for result, _ in marked])
+        fresh_by_id = {id(result): fresh for (result, _), fresh in
+                       zip(marked, fresh_states, strict=True)}
+        listings = self._list_batch([result.name for result, _ in marked])
+
         def plan_one(item: tuple[ManagedLedgerTrim, ManagedLedgerInfo]) -> PurgePlan | None:
             result, info = item
             plans: list[PurgePlan] = []
-            self._guarded(result, lambda: plans.append(self._plan_purge(result, info)))
+            self._guarded(result, lambda: plans.append(
+                self._plan_purge(result, info, fresh_by_id[id(result)], reread=True,
+                                 listed=listings.get(result.name))))
             return plans[0] if plans else None
 
         planned, fatal = _each(pool, plan_one, list(marked))
