@@ -395,7 +395,7 @@ def main() -> int:
         ("  managed ledgers per second", f"{args.mls / trim['seconds']:,.0f}/s", "", ""),
         ("  ZooKeeper writes per managed ledger", f"{per_ml:.2f}", "", ""),
         ("  max writes on one managed ledger", str(trim["max_writes_per_ml"]), "", ""),
-        ("  other ZooKeeper writes (cursors)", str(trim["other_writes"]), "", ""),
+        ("  other ZooKeeper writes (run lock, cursors)", str(trim["other_writes"]), "", ""),
         ("  peak RSS of this process during the trim", f"{trim['peak_rss_mib']:,.0f} MiB", "",
          ""),
         (
