@@ -218,6 +218,7 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
 HOT = [f"acme/hot/persistent/topic-{i}" for i in range(3)]
 COLD = 200
 TRIMS = 4
+MAX_TRIMS = 12
 
 
 def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_nothing(
@@ -276,15 +277,22 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
             for result in report.managed_ledgers:
                 assert result.error is None, (result.name, result.error)
                 assert result.pending == [], (result.name, result.pending)
-            if len(reports) == TRIMS:
+            # At least TRIMS trims, and on until one has trimmed a busy managed ledger: on
+            # a loaded machine every mark of the first few can lose its race with a reset
+            # (the trim then decides again next run, as it must), which proves nothing.
+            if len(reports) >= TRIMS and (hot_deleted() > 0 or len(reports) >= MAX_TRIMS):
                 stop.set()
+
+        def hot_deleted() -> int:
+            return sum(len(r.deleted) for report in reports for r in report.managed_ledgers
+                       if r.name in HOT)
 
         workers = [Worker("writer", write, stop), Worker("trim", trim, stop)]
         workers += [Worker(f"reader-{i}-{c}", consumer(ml, c), stop)
                     for i, ml in enumerate(mls) for c in ("a", "b")]
         for worker in workers:
             worker.start()
-        stop.wait(180)  # the trims set it when done
+        stop.wait(240)  # the trims set it when done
         stop.set()
         for worker in workers:
             worker.join(timeout=60)
@@ -292,10 +300,8 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
         for worker in workers:
             if worker.error is not None:
                 raise AssertionError(f"{worker.name} failed") from worker.error
-        assert len(reports) == TRIMS
-        hot_deleted = sum(len(r.deleted) for report in reports for r in report.managed_ledgers
-                          if r.name in HOT)
-        assert hot_deleted > 0, "the busy managed ledgers were trimmed while it all ran"
+        assert TRIMS <= len(reports) <= MAX_TRIMS
+        assert hot_deleted() > 0, "the busy managed ledgers were trimmed while it all ran"
         resets = [w.rounds // 7 for w in workers if w.name.startswith("reader")]
         assert min(resets) > 0, "every reader reset its cursor at least once"
 
