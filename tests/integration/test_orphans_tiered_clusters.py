@@ -152,7 +152,7 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     assert set(built["theirs"]) <= bucket_keys(s3_client, eager.offload_bucket)
     assert not set(built["orphans"]) & bucket_keys(s3_client, eager.offload_bucket)
     # Kept registered (the next scan's diff classifies them), counted apart in the report.
-    registered = OrphanRegistry(eager.state_dir).entries()
+    registered = OrphanRegistry(eager).entries()
     assert {e.ledger_id for e in registered.values()} == {10, 11, 3}
     assert report["tiered"]["held_at_recheck"] == 3
     assert report["tiered"]["deleted"] == 2
