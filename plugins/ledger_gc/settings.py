@@ -32,6 +32,10 @@ READ_ONLY_MODES = ("auto", "true", "false")
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 _BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
 _ZK_HOST = re.compile(r"\[?[A-Za-z0-9.:_-]+\]?")
+# A Pulsar cluster name as Pulsar accepts it (NamedEntity: letters, digits, "-=:._").
+_PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
+#: In LEDGERGC_PULSAR_CLUSTER: offloaded objects with no cluster name are this store's too.
+UNTAGGED_CLUSTER = "(untagged)"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class Settings:
     offload_bucket: str = ""
     offload_prefix: str = ""
     offload_s3_endpoint: str | None = None
+    # The Pulsar cluster names (pulsarClusterName) whose offloaded segments are this
+    # store's; empty: learned from the store's live segments (orphans/segments.py).
+    pulsar_clusters: tuple[str, ...] = ()
     # How long an orphan cycle waits for the delete lock another cycle holds before it
     # deletes nothing this time (orphans/delete_lock.py).
     orphan_lock_wait_seconds: float = 300.0
@@ -127,6 +134,7 @@ class Settings:
                 f"LEDGERGC_METADATA_READ_ONLY={self.metadata_read_only!r} must be auto, true "
                 "or false"
             )
+        _check_pulsar_clusters(self.pulsar_clusters)
         object.__setattr__(self, "prefix", self.prefix.strip("/"))
         object.__setattr__(self, "offload_prefix", self.offload_prefix.strip("/"))
         object.__setattr__(self, "state_dir", Path(self.state_dir))
@@ -203,6 +211,7 @@ class Settings:
             "LEDGERGC_OFFLOAD_BUCKET": self.offload_bucket,
             "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
             "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
+            "LEDGERGC_PULSAR_CLUSTER": ",".join(self.pulsar_clusters),
         }
         if self.state_url:
             env["LEDGERGC_STATE_URL"] = self.state_url
@@ -266,6 +275,7 @@ class Settings:
             offload_bucket=get("OFFLOAD_BUCKET") or "",
             offload_prefix=get("OFFLOAD_PREFIX") or "",
             offload_s3_endpoint=get("OFFLOAD_S3_ENDPOINT"),
+            pulsar_clusters=parse_pulsar_clusters(env.get("LEDGERGC_PULSAR_CLUSTER")),
             orphan_lock_wait_seconds=lock_wait,
         )
 
@@ -289,6 +299,23 @@ def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, 
             f"LEDGERGC_TRIM_RETENTION_OVERRIDES is not valid: {exc}; expected JSON like "
             '{"tenant/ns": {"seconds": 3600, "bytes": -1}}'
         ) from exc
+
+
+def parse_pulsar_clusters(raw: str | None) -> tuple[str, ...]:
+    """``LEDGERGC_PULSAR_CLUSTER``: comma-separated names ("" or unset: none)."""
+    if raw is None or not raw.strip():
+        return ()
+    return tuple(name.strip() for name in raw.split(","))
+
+
+def _check_pulsar_clusters(names: tuple[str, ...]) -> None:
+    for name in names:
+        if name != UNTAGGED_CLUSTER and not _PULSAR_CLUSTER.fullmatch(name):
+            raise ConfigError(
+                f"LEDGERGC_PULSAR_CLUSTER={','.join(names)!r}: {name!r} is not a Pulsar "
+                "cluster name (letters, digits and '-=:._'); list this store's clusters "
+                f"comma-separated, e.g. us-east or us-east,{UNTAGGED_CLUSTER}"
+            )
 
 
 def _number(name: str, get: Any, default: float, *, integer: bool = False) -> float:

@@ -161,10 +161,13 @@ def put_segment(
     data: bool = True,
     index: bool = True,
     size: int = 4000,
+    cluster: str | None = None,
 ) -> list[str]:
     """The objects BlobStoreManagedLedgerOffloader writes for one ledger: the data object
     (user metadata role=data, ManagedLedgerName) and, once the data is uploaded, its
-    index. ``data``/``index`` False: an offload that failed half-way."""
+    index. ``data``/``index`` False: an offload that failed half-way. ``cluster``: the
+    ``pulsarClusterName`` a tagging Pulsar writes into both objects' user metadata
+    (``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME``); None: a Pulsar that does not."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     keys = []
     for wanted, key, role in ((data, f"{base}{uuid}-ledger-{ledger_id}", "data"),
@@ -174,6 +177,8 @@ def put_segment(
         metadata = {"role": role, "s3managedledgeroffloaderversion": "1"}
         if ml_name:
             metadata["ManagedLedgerName"] = ml_name
+        if cluster is not None:
+            metadata["pulsarClusterName"] = cluster
         s3_client.put_object(Bucket=bucket, Key=key, Body=b"o" * (size if role == "data" else 64),
                              Metadata=metadata)
         keys.append(key)

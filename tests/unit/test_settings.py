@@ -58,3 +58,16 @@ def test_the_orphan_delete_lock_wait_is_a_setting() -> None:
     assert Settings.from_env(settings.to_env()).orphan_lock_wait_seconds == 7.5
     with pytest.raises(ConfigError, match="LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"):
         Settings.from_env({"LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS": "-1"})
+
+
+def test_the_pulsar_cluster_setting_is_a_list_of_cluster_names() -> None:
+    from ledger_gc.errors import ConfigError
+
+    assert Settings.from_env({}).pulsar_clusters == ()
+    settings = Settings.from_env({"LEDGERGC_PULSAR_CLUSTER": " us-east , eu_1:a=b.c,(untagged)"})
+    assert settings.pulsar_clusters == ("us-east", "eu_1:a=b.c", "(untagged)")
+    assert Settings.from_env(settings.to_env()).pulsar_clusters == settings.pulsar_clusters
+    for bad in ("us east", "a,,b", "a,", "a/b", "(none)"):
+        with pytest.raises(ConfigError, match="LEDGERGC_PULSAR_CLUSTER") as err:
+            Settings.from_env({"LEDGERGC_PULSAR_CLUSTER": bad})
+        assert "\n" not in str(err.value)

@@ -22,7 +22,12 @@ storage"; ``segments.py`` has the rule and the reference diff):
 * ``orphan-segment``: any other ``<uuid>-ledger-<id>[-index]`` (a deleted topic's
   offloaded ledgers, a failed offload's previous uuid, a tiered delete that failed);
 * ``offload-foreign``: anything else, the streaming offloader's ``<uuid>`` and
-  ``<uuid>-index`` objects included. Reported, never deleted.
+  ``<uuid>-index`` objects included. Reported, never deleted;
+* ``other-cluster-segment``: a segment no ledger of ours carries whose objects name
+  another Pulsar cluster (``pulsarClusterName``) than this store's: a bucket shared with
+  another cluster, whose ledger ids collide with ours and whose metadata we cannot see.
+  Reported, never registered or deleted, not an orphan for the byte-fraction guard
+  (``segments.our_clusters``).
 
 The unit that orphan removal tracks and deletes is a *target*: a ledger directory for an
 orphan ledger, a managed-ledger directory for an orphan partition. ``Candidate`` is one
@@ -52,7 +57,8 @@ FOREIGN = "foreign"
 LIVE_SEGMENT = "live-segment"
 ORPHAN_SEGMENT = "orphan-segment"
 OFFLOAD_FOREIGN = "offload-foreign"
-SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN)
+OTHER_CLUSTER_SEGMENT = "other-cluster-segment"
+SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN, OTHER_CLUSTER_SEGMENT)
 CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
 ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
 #: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
@@ -244,6 +250,12 @@ class DiffResult:
     namespaces: dict[str, dict[str, ClassTotals]] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     foreign_samples: list[dict[str, str]] = field(default_factory=list)
+    # Tiered storage in a bucket shared with other Pulsar clusters (segments.py): the
+    # clusters this store is (``segments.OurClusters``; None: no segment judged), the
+    # other clusters' segments found per cluster name, and a few of them for the report.
+    our_clusters: Any = None
+    other_clusters: dict[str, int] = field(default_factory=dict)
+    other_cluster_samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def orphan_bytes(self) -> int:
@@ -277,6 +289,9 @@ class DiffResult:
                 for ns, per_ns in sorted(self.namespaces.items())
             },
             "foreign_samples": self.foreign_samples,
+            "our_clusters": self.our_clusters.to_dict() if self.our_clusters else None,
+            "other_clusters": dict(sorted(self.other_clusters.items())),
+            "other_cluster_samples": self.other_cluster_samples,
         }
 
 

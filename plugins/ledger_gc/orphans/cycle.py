@@ -262,6 +262,9 @@ def step_phases(
         "seen": 0,
         "restarted": 0,
         "corrected": 0,
+        # Whose offloaded segments are this store's, as the diff learned it: kept with
+        # the scan in the registry, where the delete step reads it (segments.py).
+        "our_clusters": diff.get("our_clusters"),
     }
     if guards.blocking(refusals):
         for refusal in guards.blocking(refusals):
@@ -468,15 +471,18 @@ def _delete_under_lock(
     )
     payloads = [asdict(entry) for entry in plan.eligible]
     result["eligible"] = len(payloads)
+    ours = _our_clusters(settings, latest.result).to_dict()
+    result["our_clusters"] = ours
     if spark is not None and len(payloads) > distribute_over:
         from ledger_gc.orphans.spark_jobs import distributed_delete
 
         results = distributed_delete(
-            spark, settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now
+            spark, settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now,
+            ours=ours,
         )
     else:
         results = deleting.recheck_and_delete(
-            settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now
+            settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
         )
     result["results"] = results  # audited ahead by the delete path (deletion.Deleter)
     unavailable = [r for r in results if r["unavailable"]]
@@ -493,6 +499,16 @@ def _delete_under_lock(
     _apply_delete_results(registry, results, run_id, latest.number, now)
     run.write_manifest(DELETE, result)
     return result
+
+
+def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.OurClusters:
+    """The clusters whose segments the delete step may delete: LEDGERGC_PULSAR_CLUSTER as
+    it is now, else what the applied scan learned from the store's live segments (a scan
+    applied by an older ledger-gc learned nothing: only nameless segments are ours)."""
+    if settings.pulsar_clusters:
+        return segments.our_clusters(settings.pulsar_clusters, [])
+    learned = segments.OurClusters.from_dict(scan_result.get("our_clusters"))
+    return learned or segments.our_clusters((), [])
 
 
 def _apply_delete_results(
@@ -525,6 +541,10 @@ def _apply_delete_results(
                     scan=scan,
                     time_ms=now,
                     **sizes,
+                )
+            elif action == deleting.HELD:
+                txn.add_history(
+                    entry, phases.HELD, result["reason"], run_id=run_id, scan=scan, time_ms=now
                 )
             elif action == deleting.FAILED:
                 error = result["error"] or result["reason"]

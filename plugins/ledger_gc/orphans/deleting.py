@@ -17,7 +17,11 @@ by ledger id, since ledger ids are store-wide unique: after a ``sync`` the recor
 the managed ledgers that may reference its ledger id are read again (the one the scan
 associated with it, and the one Pulsar's offloader named in the object's user metadata,
 ``ManagedLedgerName``; when neither names one, every managed ledger). Any listed or
-marked ledger of that id carrying the segment's uuid keeps it. Its two keys are listed
+marked ledger of that id carrying the segment's uuid keeps it. Before any of that, the
+objects' ``pulsarClusterName`` is read from the same HEADs: a segment whose objects name
+another Pulsar cluster than this store's (``segments.why_not_ours``; a bucket shared
+with a geo-replicated cluster, whose ledger ids collide with ours) is *held*: kept,
+still registered, reported; a HEAD that fails keeps it too. Its two keys are listed
 again, and the delete goes through the same ``Deleter`` over the offload bucket, which
 deletes exactly those two keys and nothing else.
 
@@ -34,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger_gc import formats
@@ -43,7 +47,7 @@ from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import phases
+from ledger_gc.orphans import cluster_tags, phases, segments
 from ledger_gc.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
 from ledger_gc.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
 from ledger_gc.settings import Settings
@@ -65,6 +69,7 @@ CORRECTED = "corrected"
 GONE = "gone"
 WAITING = "waiting"
 FAILED = "failed"
+HELD = "held"  # another Pulsar cluster's segment (segments.why_not_ours): kept, registered
 SKIPPED = "skipped"  # not re-checked: ZooKeeper became unavailable earlier in the batch
 
 
@@ -81,25 +86,6 @@ def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
         listed=frozenset(ledger.ledgerId for ledger in info.ledgerInfo),
         marked=frozenset(formats.deletable_markers(info, path=path)),
     )
-
-
-#: The user-metadata key under which Pulsar's blob-store offloader names the managed
-#: ledger of an offloaded ledger's objects (S3 returns metadata keys in lower case).
-ML_NAME_METADATA = "managedledgername"
-
-
-def segment_owner_names(storage: OffloadStorage, data_key: str) -> set[str]:
-    """The managed ledger Pulsar wrote into the segment's object metadata, if any."""
-    names: set[str] = set()
-    for key in (data_key, f"{data_key}-index"):
-        try:
-            head = storage.client.head_object(Bucket=storage.bucket, Key=key)
-        except Exception:  # gone, or unreadable: the records decide without it
-            continue
-        for name, value in (head.get("Metadata") or {}).items():
-            if name.lower() == ML_NAME_METADATA and value:
-                names.add(value)
-    return names
 
 
 def read_segment_carriers(
@@ -135,10 +121,21 @@ def read_segment_listing(storage: OffloadStorage, data_key: str, ledger_id: int)
     return ListingState(frozenset({ledger_id}) if newest is not None else frozenset(), newest)
 
 
+@dataclass(frozen=True)
+class Held:
+    """An orphan segment that is not this store's to delete, and why."""
+
+    reason: str
+
+
 def _segment_state(
-    store: MetadataStore, offload: OffloadStorage | None, entry: RegistryEntry
-) -> tuple[LiveState, ListingState] | str:
-    """Live state and listing of an orphan segment, or why it cannot be re-checked."""
+    store: MetadataStore,
+    offload: OffloadStorage | None,
+    entry: RegistryEntry,
+    ours: segments.OurClusters,
+) -> tuple[LiveState, ListingState] | Held | str:
+    """Live state and listing of an orphan segment, why it is held, or why it cannot be
+    re-checked."""
     where = parse_segment_target(entry.prefix)
     if offload is None or where is None or where[0] != offload.bucket:
         configured = offload.bucket if offload is not None else "none"
@@ -149,8 +146,16 @@ def _segment_state(
     segment = offload_keys.parse_segment_key(offload.prefix, where[1])
     if segment is None or segment.is_index or entry.ledger_id != segment.ledger_id:
         return f"{where[1]} is not a data segment key under LEDGERGC_OFFLOAD_PREFIX; kept"
-    names = {entry.ml_name} - {""}
-    names |= segment_owner_names(offload, segment.key)
+    metadata = cluster_tags.read_segment_metadata(offload, segment.key)
+    if metadata.unreadable:
+        return (
+            f"cannot read the user metadata of {', '.join(metadata.unreadable)} "
+            "(pulsarClusterName decides whose segment it is); kept"
+        )
+    why = segments.why_not_ours(metadata.clusters, ours)
+    if why is not None:
+        return Held(why)
+    names = ({entry.ml_name} - {""}) | metadata.ml_names
     carriers = read_segment_carriers(store, names, segment.ledger_id, segment.uuid)
     listing = read_segment_listing(offload, segment.key, segment.ledger_id)
     return LiveState(ml_exists=bool(carriers), segment_carriers=carriers), listing
@@ -206,11 +211,17 @@ def recheck_and_delete(
     run_id: str,
     now_ms: int,
     deleting: bool,
+    ours: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Re-check and delete (or, when not ``deleting``, only report) registry entries.
 
-    ``entries`` are ``RegistryEntry`` fields as dicts. Returns one result dict per entry.
+    ``entries`` are ``RegistryEntry`` fields as dicts. ``ours``: the clusters whose
+    segments are this store's (``OurClusters.to_dict``; None: the setting's, or, unset,
+    only segments with no cluster name). Returns one result dict per entry.
     """
+    clusters = segments.OurClusters.from_dict(ours) or segments.our_clusters(
+        settings.pulsar_clusters, []
+    )
     items = [RegistryEntry(**entry) for entry in entries]
     if not items:
         return []
@@ -239,7 +250,10 @@ def recheck_and_delete(
                     continue
                 try:
                     if entry.target_class == ORPHAN_SEGMENT:
-                        state = _segment_state(store, offload, entry)
+                        state = _segment_state(store, offload, entry, clusters)
+                        if isinstance(state, Held):
+                            results.append(_result(entry, HELD, state.reason))
+                            continue
                         if isinstance(state, str):
                             results.append(_result(entry, FAILED, state, error=state))
                             continue

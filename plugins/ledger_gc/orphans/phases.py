@@ -50,6 +50,7 @@ CORRECTED = "corrected"
 DELETED = "deleted"
 GONE = "gone"
 DELETE_FAILED = "delete-failed"
+HELD = "held"  # the live re-check found another Pulsar cluster's segment: kept
 
 # Where a registered entry is in the deletion phase.
 WAITING_GRACE = "waiting-grace"

@@ -70,8 +70,17 @@ deleted in a versioned bucket, which keeps them as noncurrent versions (not free
 
 ``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
 "objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
-"foreign_objects", "deleted", "bytes_reclaimed"}``: the offload bucket as scanned and
-what this cycle deleted from it (segments, bytes).
+"foreign_objects", "deleted", "bytes_reclaimed", "other_cluster_segments",
+"other_cluster_bytes", "other_clusters", "our_clusters", "held_at_recheck", "held"}``:
+the offload bucket as scanned and what this cycle deleted from it (segments, bytes).
+``other_cluster_segments``/``_bytes``: segments whose objects name another Pulsar cluster
+(class ``other-cluster-segment``; never registered or deleted, not orphans for the
+byte-fraction guard); ``other_clusters``: their count per ``pulsarClusterName``
+(``(untagged)``: objects with none); ``our_clusters``: ``{"names", "untagged",
+"source", "sampled"}``, the names taken as this store's (``source`` "setting" or
+"learned" from ``sampled`` live segments); ``held_at_recheck``: registered segments the
+live re-check kept as another cluster's; ``held``: ``[{"prefix", "target_class",
+"ml_name", "ledger_id", "bytes", "reason"}]``, some of both.
 """
 
 from __future__ import annotations
@@ -91,6 +100,7 @@ from ledger_gc.orphans.classify import (
     OFFLOAD_FOREIGN,
     ORPHAN_CLASSES,
     ORPHAN_SEGMENT,
+    OTHER_CLUSTER_SEGMENT,
 )
 from ledger_gc.orphans.guards import METADATA_READ
 from ledger_gc.orphans.layout import (
@@ -408,19 +418,27 @@ def build_report(
             "bytes": sum(entry.bytes for entry in entries.values()),
             "scan_number": (applied or {}).get("scan_number"),
         },
-        "tiered": _tiered(scan, classes, bytes_deleted),
+        "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
     }
     return CycleReport(data)
 
 
 def _tiered(
-    scan: dict[str, Any] | None, classes: dict[str, Any], deleted: list[dict[str, Any]]
+    scan: dict[str, Any] | None,
+    classes: dict[str, Any],
+    deleted: list[dict[str, Any]],
+    diff: dict[str, Any] | None,
+    delete_results: list[dict[str, Any]],
 ) -> dict[str, Any] | None:
     """The offload bucket's part of the cycle (None when tiered storage is off)."""
     offload = _first(scan, "offload")
     if not offload:
         return None
     segments = [r for r in deleted if r["target_class"] == ORPHAN_SEGMENT]
+    held_now = [r for r in delete_results if r["action"] == deleting.HELD]
+    held = [
+        _target(r, bytes=r.get("bytes") or 0, reason=r["reason"]) for r in held_now
+    ] + list(_first(diff, "other_cluster_samples", []))
     return {
         "bucket": offload.get("bucket"),
         "prefix": offload.get("prefix"),
@@ -433,6 +451,12 @@ def _tiered(
         "foreign_objects": classes[OFFLOAD_FOREIGN]["objects"],
         "deleted": len(segments),
         "bytes_reclaimed": sum(r["bytes"] for r in segments if not r.get("recoverable")),
+        "other_cluster_segments": classes[OTHER_CLUSTER_SEGMENT]["units"],
+        "other_cluster_bytes": classes[OTHER_CLUSTER_SEGMENT]["bytes"],
+        "other_clusters": dict(_first(diff, "other_clusters", {}) or {}),
+        "our_clusters": _first(diff, "our_clusters"),
+        "held_at_recheck": len(held_now),
+        "held": held[:MAX_LISTED],
     }
 
 
@@ -497,6 +521,16 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
             f"{tiered['foreign_objects']} foreign objects (never deleted); deleted "
             f"{tiered['deleted']} segments, {_size(tiered['bytes_reclaimed'])} reclaimed"
         )
+        if tiered.get("other_cluster_segments") or tiered.get("held_at_recheck"):
+            clusters = ", ".join(f"{name}: {count}" for name, count
+                                 in (tiered.get("other_clusters") or {}).items())
+            yield (
+                f"  held as another cluster's (never deleted): "
+                f"{tiered['other_cluster_segments']} segments "
+                f"({_size(tiered['other_cluster_bytes'])}; {clusters or 'none in the diff'}), "
+                f"{tiered['held_at_recheck']} more at the live re-check; this store's "
+                f"clusters: {(tiered.get('our_clusters') or {}).get('names') or 'none named'}"
+            )
     yield "  classes:"
     for name in CLASSES:
         totals = data["classes"][name]

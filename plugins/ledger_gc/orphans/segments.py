@@ -18,20 +18,36 @@ against the whole metadata, indexed by ledger id, never against one managed ledg
 orphan segment carries the name of the managed ledger that references its ledger id
 under another uuid (none for a deleted topic): the live re-check reads that record.
 
+**Another cluster's segments.** Geo-replicated Pulsar clusters commonly share one
+offload bucket. Ledger ids are unique only within one BookKeeper cluster, and the other
+cluster's metadata is not in our ZooKeeper, so its live segments look orphaned here.
+Pulsar's offloader writes the cluster's name into every offloaded object's user metadata
+(``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME``, "pulsarClusterName"; S3 returns it as
+``x-amz-meta-pulsarclustername``), and Pulsar's own offloaded-ledger scanner
+(``OffloaderObjectsScannerUtils``, apache/pulsar PR 14930) judges only objects of its own
+cluster name. So does ledger-gc (``our_clusters``, ``why_not_ours``): an orphan-looking
+segment is this store's only when its objects' cluster name is one of ours, the names
+that ``LEDGERGC_PULSAR_CLUSTER`` lists or, unset, the names read from a small sample of
+this store's live segments; anything else is *another cluster's segment*: held, never
+deleted. A segment with no name (a Pulsar from before the tag) is ours only when none of
+our sampled live segments carries a name either, or the setting lists ``(untagged)``.
+
 The Spark diff (``spark_jobs``) implements the same rule with a join; ``diff_segments``
 here is the reference it is tested against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ledger_gc.orphans.classify import (
     LIVE_SEGMENT,
     NO_NAMESPACE,
     OFFLOAD_FOREIGN,
     ORPHAN_SEGMENT,
+    OTHER_CLUSTER_SEGMENT,
     Candidate,
     DiffResult,
     MetadataSnapshot,
@@ -40,8 +56,18 @@ from ledger_gc.orphans.classify import (
     parse_segment_target,
     segment_target,
 )
-from ledger_gc.settings import Settings
+from ledger_gc.settings import UNTAGGED_CLUSTER, Settings
 from ledger_gc.storage import offload_keys
+
+#: The user-metadata key of Pulsar's cluster name on an offloaded object, as S3 returns
+#: it (lower case; ``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME`` is "pulsarClusterName").
+CLUSTER_METADATA = "pulsarclustername"
+#: How the setting and the report name "no cluster name" (Pulsar before the tag).
+UNTAGGED = UNTAGGED_CLUSTER
+#: Live segments whose data objects are read (HEAD) to learn this store's cluster names.
+MAX_LIVE_SAMPLE = 16
+#: Other clusters' segments listed in the report (all are counted).
+MAX_OTHER_SAMPLES = 50
 
 # The segment-key pattern for Spark (Java regex) over the key with the offload prefix
 # removed. Groups: 1 uuid, 2 ledger id (decimal, no leading zero), 3 "-index" or "".
@@ -65,6 +91,130 @@ def owners_by_ledger(snapshot: MetadataSnapshot) -> dict[int, list[Owner]]:
             uuids = snapshot.offloads.get((name, ledger_id)) or frozenset({None})
             index.setdefault(ledger_id, []).extend(Owner(name, u) for u in sorted(uuids, key=str))
     return index
+
+
+# --- whose segment: Pulsar's cluster name --------------------------------------------
+
+
+@dataclass(frozen=True)
+class OurClusters:
+    """The cluster names whose segments are this store's, and where they came from."""
+
+    names: frozenset[str]
+    untagged: bool  # a segment with no cluster name is ours
+    source: str  # "setting" (LEDGERGC_PULSAR_CLUSTER) or "learned" (live segments)
+    sampled: int = 0  # live segments whose cluster name was read
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"names": sorted(self.names), "untagged": self.untagged,
+                "source": self.source, "sampled": self.sampled}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> OurClusters | None:
+        if not data:
+            return None
+        return cls(frozenset(data.get("names") or ()), bool(data.get("untagged")),
+                   str(data.get("source") or "learned"), int(data.get("sampled") or 0))
+
+
+def our_clusters(configured: Sequence[str], live_tags: Sequence[str | None]) -> OurClusters:
+    """This store's clusters: the setting when set, else learned from its live segments.
+
+    ``live_tags``: the cluster name of each sampled live segment (None: it has none).
+    The setting is the whole truth when set: an untagged segment is ours only if it
+    lists ``(untagged)``. Learned, an untagged segment is ours only while no sampled live
+    segment carries a name: a store whose Pulsar writes no names keeps the rule it had
+    (nothing to tell clusters apart by), but once ours are named, a nameless segment may
+    be an older cluster's sharing the bucket, and holding our own old orphans (reported;
+    the setting releases them) is the safe side of that doubt."""
+    if configured:
+        return OurClusters(
+            frozenset(name for name in configured if name != UNTAGGED),
+            UNTAGGED in configured, "setting", len(live_tags),
+        )
+    return OurClusters(
+        frozenset(tag for tag in live_tags if tag is not None),
+        all(tag is None for tag in live_tags), "learned", len(live_tags),
+    )
+
+
+def why_not_ours(tags: Iterable[str | None], ours: OurClusters) -> str | None:
+    """None when a segment whose objects carry ``tags`` (None: no name) is this store's,
+    else why it is held. No tags at all (nothing could be read): the records decide."""
+    for tag in sorted(set(tags), key=lambda t: (t is None, t or "")):
+        if tag is None and not ours.untagged:
+            named = ", ".join(sorted(ours.names)) or "none"
+            return (
+                "another cluster's segment (no pulsarClusterName, while this store's are "
+                f"{named}); kept: list {UNTAGGED} in LEDGERGC_PULSAR_CLUSTER if nameless "
+                "segments are this store's"
+            )
+        if tag is not None and tag not in ours.names:
+            return f"another cluster's segment (pulsarClusterName={tag}); kept"
+    return None
+
+
+def cluster_label(tag: str | None) -> str:
+    """A cluster name as the report counts it."""
+    return UNTAGGED if tag is None else tag
+
+
+def live_sample(data_keys: Sequence[str]) -> list[str]:
+    """At most ``MAX_LIVE_SAMPLE`` keys, spread over the sorted keys (several managed
+    ledgers and times, not the first few of one)."""
+    ordered = sorted(set(data_keys))
+    if len(ordered) <= MAX_LIVE_SAMPLE:
+        return ordered
+    step = len(ordered) / MAX_LIVE_SAMPLE
+    return [ordered[int(i * step)] for i in range(MAX_LIVE_SAMPLE)]
+
+
+def live_data_keys(
+    objects: Iterable[StoredObject], snapshot: MetadataSnapshot, prefix: str
+) -> list[str]:
+    """The data keys of live segments among ``objects`` (what ``live_sample`` takes)."""
+    owners = owners_by_ledger(snapshot)
+    found = []
+    for obj in objects:
+        segment = offload_keys.parse_segment_key(prefix, obj.key)
+        if segment is None or segment.is_index:
+            continue
+        if segment_class(owners.get(segment.ledger_id, []), segment.uuid) == LIVE_SEGMENT:
+            found.append(obj.key)
+    return sorted(found)
+
+
+def other_cluster_sample(
+    bucket: str, data_key: str, ml_name: str, ledger_id: int, size: int, reason: str
+) -> dict[str, Any]:
+    return {"prefix": segment_target(bucket, data_key), "target_class": OTHER_CLUSTER_SEGMENT,
+            "ml_name": ml_name, "ledger_id": ledger_id, "bytes": size, "reason": reason}
+
+
+def add_orphan_or_other(
+    result: DiffResult,
+    candidate: Candidate,
+    data_key: str,
+    bucket: str,
+    tags: Mapping[str, str | None],
+    ours: OurClusters,
+) -> None:
+    """An orphan-looking segment into ``result``: a candidate, or, when its object names
+    another cluster, that cluster's segment (counted apart, never a candidate)."""
+    assert candidate.ledger_id is not None
+    namespace = namespace_of_ml(candidate.ml_name)
+    reason = why_not_ours([tags[data_key]], ours) if data_key in tags else None
+    if reason is None:
+        result.add(namespace, ORPHAN_SEGMENT, candidate.objects, candidate.bytes, 1)
+        result.candidates.append(candidate)
+        return
+    result.add(namespace, OTHER_CLUSTER_SEGMENT, candidate.objects, candidate.bytes, 1)
+    label = cluster_label(tags[data_key])
+    result.other_clusters[label] = result.other_clusters.get(label, 0) + 1
+    if len(result.other_cluster_samples) < MAX_OTHER_SAMPLES:
+        result.other_cluster_samples.append(other_cluster_sample(
+            bucket, data_key, candidate.ml_name, candidate.ledger_id, candidate.bytes, reason
+        ))
 
 
 def segment_class(owners: Iterable[Owner], uuid: str) -> str:
@@ -102,12 +252,21 @@ def diff_segments(
     *,
     max_foreign_samples: int = 50,
     counted_elsewhere: str | None = None,
+    tags: Mapping[str, str | None] | None = None,
+    configured: Sequence[str] = (),
 ) -> None:
     """Classify the offload bucket's objects into ``result`` (the reference diff).
 
     ``counted_elsewhere``: keys under it are in the ledger scan's totals already
-    (``counted_by_ledger_scan``)."""
+    (``counted_by_ledger_scan``). ``tags``: the cluster name read from a data object
+    (None: it has none; absent: not read), for the live sample and the orphan-looking
+    segments; ``configured``: ``LEDGERGC_PULSAR_CLUSTER``."""
+    objects = list(objects)
+    tags = tags or {}
     owners = owners_by_ledger(snapshot)
+    sample = live_sample(live_data_keys(objects, snapshot, prefix))
+    ours = our_clusters(configured, [tags[key] for key in sample if key in tags])
+    result.our_clusters = ours
     per_segment: dict[tuple[str, int], list[int]] = {}
     for obj in objects:
         if counted_elsewhere is None or not obj.key.startswith(counted_elsewhere):
@@ -133,21 +292,15 @@ def diff_segments(
         mine = owners.get(ledger_id, [])
         name = segment_class(mine, uuid)
         ml_name = associated_ml(mine)
-        result.add(namespace_of_ml(ml_name), name, count, size, 1)
-        if name == ORPHAN_SEGMENT:
-            data_key, _ = offload_keys.segment_keys(prefix, uuid, ledger_id)
-            result.candidates.append(
-                Candidate(
-                    ORPHAN_SEGMENT,
-                    ml_name,
-                    ledger_id,
-                    count,
-                    size,
-                    newest,
-                    oldest,
-                    segment=f"{bucket}/{data_key}",
-                )
-            )
+        if name != ORPHAN_SEGMENT:
+            result.add(namespace_of_ml(ml_name), name, count, size, 1)
+            continue
+        data_key, _ = offload_keys.segment_keys(prefix, uuid, ledger_id)
+        candidate = Candidate(
+            ORPHAN_SEGMENT, ml_name, ledger_id, count, size, newest, oldest,
+            segment=f"{bucket}/{data_key}",
+        )
+        add_orphan_or_other(result, candidate, data_key, bucket, tags, ours)
 
 
 def segment_of_target(prefix: str, offload_prefix: str) -> offload_keys.SegmentKey | None:
@@ -164,14 +317,23 @@ def carried(owners: Mapping[int, list[Owner]], ledger_id: int, uuid: str) -> lis
 
 
 __all__ = [
+    "CLUSTER_METADATA",
+    "MAX_LIVE_SAMPLE",
     "SEGMENT_RE_JAVA",
+    "UNTAGGED",
+    "OurClusters",
     "Owner",
+    "add_orphan_or_other",
     "associated_ml",
     "carried",
     "counted_by_ledger_scan",
     "diff_segments",
+    "live_data_keys",
+    "live_sample",
+    "our_clusters",
     "owners_by_ledger",
     "segment_class",
     "segment_of_target",
     "segment_target",
+    "why_not_ours",
 ]

@@ -34,7 +34,7 @@ import ledger_gc
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import classify, reading, segments
+from ledger_gc.orphans import classify, cluster_tags, reading, segments
 from ledger_gc.orphans.classify import (
     FOREIGN,
     LIVE,
@@ -719,29 +719,45 @@ def _classify_segments(
             "class", F.when(F.col("carried"), LIVE_SEGMENT).otherwise(ORPHAN_SEGMENT)
         )
     )
-    totals = grouped.groupBy("class", "owner").agg(
+    live = grouped.where(F.col("class") == LIVE_SEGMENT).groupBy("owner").agg(
         F.count("*").alias("units"), F.sum("objects").alias("objects"), F.sum("bytes").alias("b")
     )
-    for row in totals.collect():
+    for row in live.collect():
         namespace = classify.namespace_of_ml(row["owner"] or "")
-        result.add(namespace, row["class"], int(row["objects"]), int(row["b"]), int(row["units"]))
+        result.add(namespace, LIVE_SEGMENT, int(row["objects"]), int(row["b"]), int(row["units"]))
         result.segment_objects += int(row["objects"])
-    found = []
-    for row in grouped.where(F.col("class") == ORPHAN_SEGMENT).collect():
-        data_key = f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}"
-        found.append(
-            Candidate(
-                ORPHAN_SEGMENT,
-                row["owner"] or "",
-                int(row["ledger_id"]),
-                int(row["objects"]),
-                int(row["bytes"]),
-                int(row["newest_ms"]),
-                int(row["oldest_ms"]),
-                segment=f"{bucket}/{data_key}",
-            )
+    # Whose segments (segments.our_clusters): listings carry no user metadata, so a few
+    # live data objects and every orphan-looking one are read with a HEAD (cluster_tags).
+    live_keys = (
+        parsed.where(F.col("is_segment") & ~F.col("key").endswith("-index"))
+        .withColumn("ledger_id", F.col("ledger_text").cast("long"))
+        .join(carriers, ["ledger_id", "uuid"], "inner")
+        .select("key")
+        .limit(segments.MAX_LIVE_SAMPLE * 8)
+        .collect()
+    )
+    to_learn = segments.live_sample([row["key"] for row in live_keys])
+    learned = cluster_tags.read_segment_tags(settings, to_learn)
+    ours = segments.our_clusters(
+        settings.pulsar_clusters, [learned[key] for key in to_learn if key in learned]
+    )
+    result.our_clusters = ours
+    orphan_rows = grouped.where(F.col("class") == ORPHAN_SEGMENT).collect()
+    data_keys = [f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}" for row in orphan_rows]
+    tags = cluster_tags.read_segment_tags(settings, data_keys)
+    for row, data_key in sorted(zip(orphan_rows, data_keys, strict=True), key=lambda p: p[1]):
+        result.segment_objects += int(row["objects"])
+        candidate = Candidate(
+            ORPHAN_SEGMENT,
+            row["owner"] or "",
+            int(row["ledger_id"]),
+            int(row["objects"]),
+            int(row["bytes"]),
+            int(row["newest_ms"]),
+            int(row["oldest_ms"]),
+            segment=f"{bucket}/{data_key}",
         )
-    result.candidates.extend(sorted(found, key=lambda c: c.prefix("")))
+        segments.add_orphan_or_other(result, candidate, data_key, bucket, tags, ours)
     foreign = parsed.where(~F.col("is_segment"))
     row = foreign.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
     if row["n"]:
@@ -827,6 +843,7 @@ def distributed_delete(
     now_ms: int,
     deleting: bool,
     per_task: int = ENTRIES_PER_TASK,
+    ours: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """``deleting.recheck_and_delete`` over executors, ``per_task`` entries per task.
 
@@ -837,7 +854,7 @@ def distributed_delete(
     slices = max(1, -(-len(entries) // per_task))
     rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
         lambda part: recheck_and_delete(
-            settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting
+            settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
         )
     )
     try:
