@@ -21,6 +21,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
+from local_stack import LocalStackError, SparkStandaloneCluster, ZooKeeperEnsemble
 
 #: JVM options for short test jobs: the quick JIT tier only, and the serial collector,
 #: start and warm up several seconds faster (production keeps the JVM's defaults).
@@ -41,6 +42,38 @@ def spark() -> Iterator[Any]:
     # py4j logs "closing down" from __del__ at interpreter exit, after pytest closed the
     # stream it logs to; that prints a spurious "--- Logging error ---" traceback.
     logging.getLogger("py4j").setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """A three-server ZooKeeper ensemble for the session (started on first use).
+
+    A test may stop a member; it must restart it before it ends (``members[i].restart()``).
+    """
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper-ensemble"))
+    try:
+        ensemble.start()
+    except LocalStackError as exc:
+        pytest.fail(f"ZooKeeper ensemble did not start (logs in {ensemble.log_dir}): {exc}")
+    try:
+        yield ensemble
+    finally:
+        ensemble.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
+    """A Spark standalone cluster for the session: a master and two one-core workers from
+    PySpark's jars, on loopback (started on first use)."""
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.start()
+    except LocalStackError as exc:
+        pytest.fail(f"Spark cluster did not start (logs in {cluster.log_dir}): {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 class StoreKit:

@@ -75,17 +75,40 @@ class SparkJobError(LedgerGcError):
 # --- sessions --------------------------------------------------------------------------
 
 
-def local_session(app_name: str = "ledger-gc-orphans", master: str = "local[*]") -> SparkSession:
-    """A local SparkSession for the CLI and tests (no UI, few shuffle partitions).
+#: Where a cycle run outside ``spark-submit`` (the CLI, the demo) computes by default.
+DEFAULT_MASTER = "local[*]"
 
-    Executors of a local session run ``PYSPARK_PYTHON`` (default ``python3``); unless it
-    is set, use this interpreter, the one that has kazoo and boto3.
+
+def submitted_master(submit_args: str) -> str | None:
+    """The ``--master`` among spark-submit arguments (``PYSPARK_SUBMIT_ARGS``), if any."""
+    import shlex
+
+    words = shlex.split(submit_args)
+    for i, word in enumerate(words):
+        if word == "--master" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--master="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None) -> SparkSession:
+    """The SparkSession of a cycle run outside ``spark-submit`` (the CLI, tests): no UI,
+    few shuffle partitions.
+
+    On ``master`` if given, else on the master ``PYSPARK_SUBMIT_ARGS`` names (PySpark's
+    own way to point a Python program at a cluster: ``--master spark://host:7077 ...
+    pyspark-shell``), else ``local[*]``. Executors run ``PYSPARK_PYTHON`` (default
+    ``python3``); unless it is set, use this interpreter, the one that has kazoo and boto3.
     """
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
-        SparkSession.builder.master(master)
+        SparkSession.builder.master(
+            master or submitted_master(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+            or DEFAULT_MASTER
+        )
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
