@@ -15,7 +15,14 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from ledger_gc.settings import Settings
-from local_stack import LocalStack, LocalStackError, SeaweedS3Server, ZooKeeperServer
+from local_stack import (
+    LocalStack,
+    LocalStackError,
+    SeaweedS3Server,
+    SparkStandaloneCluster,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+)
 
 LOCAL_STACK_PY = Path(__file__).resolve().parents[2] / "include" / "local_stack.py"
 
@@ -121,6 +128,77 @@ def _weed_pid(server: SeaweedS3Server) -> int:
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == server.port and conn.pid:
             return int(conn.pid)
     raise AssertionError(f"nothing listens on the S3 port {server.port}")
+
+
+def _java_listening(pid: int) -> set[tuple[str, int]]:
+    """A JVM's listening sockets; Java binds IPv4-mapped IPv6 sockets (::ffff:127.0.0.1)."""
+    return {(ip.removeprefix("::ffff:"), port) for ip, port in _listening(pid)}
+
+
+def _pid_listening_on(port: int) -> int:
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_zookeeper_ensemble_elects_a_leader_survives_it_going_down_and_takes_it_back(
+    zookeeper_ensemble: ZooKeeperEnsemble,
+) -> None:
+    members = zookeeper_ensemble.members
+    assert len(members) == 3 and len(zookeeper_ensemble.hosts.split(",")) == 3
+    for member in members:
+        picked = set(zookeeper_ensemble.members[0].quorum[member.myid])
+        listening = _java_listening(_pid_listening_on(member.port))
+        assert listening <= {("127.0.0.1", port) for port in picked}
+    leader = zookeeper_ensemble.leader()
+    assert leader is not None
+    assert sorted(str(m.mode()) for m in members) == ["follower", "follower", "leader"]
+    client = KazooClient(hosts=zookeeper_ensemble.hosts, timeout=10)
+    client.start(timeout=30)
+    try:
+        path = client.create("/ensemble-test-", b"before", sequence=True)
+        leader.stop()
+        try:
+            assert not port_open(leader.port)
+            wait_until(lambda: zookeeper_ensemble.leader() is not None, 30, "a new leader")
+            wait_until(lambda: client.connected, 30, "kazoo on the other two servers")
+            client.retry(client.set, path, b"with two of three")
+        finally:
+            leader.restart()
+        assert leader.mode() == "follower"
+        assert len([m for m in members if m.mode() == "leader"]) == 1
+        alone = KazooClient(hosts=leader.hosts, timeout=10)
+        alone.start(timeout=30)
+        try:
+            alone.sync(path)
+            assert alone.get(path)[0] == b"with two of three"
+            assert zookeeper_ensemble.member_with_session(alone.client_id[0]) is leader
+        finally:
+            alone.stop()
+            alone.close()
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_spark_cluster_has_a_master_and_two_workers_on_loopback(
+    spark_cluster: SparkStandaloneCluster,
+) -> None:
+    master = spark_cluster.master
+    assert master.state()["status"] == "ALIVE"
+    workers = master.alive_workers()
+    assert len(workers) == 2
+    assert {(w["host"], w["cores"], w["memory"]) for w in workers} == {("127.0.0.1", 1, 1024)}
+    for daemon in (master, *spark_cluster.workers):
+        listening = _java_listening(_pid_listening_on(daemon.port))
+        assert {ip for ip, _ in listening} == {"127.0.0.1"}
+        assert {daemon.port, daemon.webui_port} <= {port for _, port in listening}
+    env = spark_cluster.driver_env()
+    assert f"--master {spark_cluster.master_url}" in env["PYSPARK_SUBMIT_ARGS"]
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
 
 
 def test_seaweedfs_listens_on_its_picked_loopback_ports_only(local_stack: LocalStack) -> None:
