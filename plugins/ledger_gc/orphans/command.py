@@ -2,9 +2,9 @@
 
 Runs ``run_orphan_cycle`` with a Spark session on ``local[*]``, or on the master that
 ``PYSPARK_SUBMIT_ARGS`` names (``--master spark://host:7077 ... pyspark-shell``). Exit
-status: 0 when
-the cycle completed, 1 when a guard refused it, a delete failed or another cycle held
-the delete lock (work left for the next run), 2 on an error (nothing deleted after it).
+status: 0 when the cycle completed, 1 when a guard refused it, a delete failed or another
+cycle held the delete lock (work left for the next run), 2 on an error (nothing deleted
+after it).
 """
 
 from __future__ import annotations
