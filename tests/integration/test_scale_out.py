@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +54,15 @@ LIVE = "public/default/persistent/orders"
 #: shared); a deployment keeps the JVM's defaults.
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STEP_TIMEOUT = 300
+
+
+def _die_with_parent() -> None:
+    """In a step's process before exec: SIGKILL when the test's process is gone, even
+    by SIGKILL (Linux's parent-death signal), like the servers' watchdogs."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,12 @@ class Deployment:
         state_dir.mkdir(parents=True)
         env = {**self.env, **overrides, "LEDGERGC_STATE_DIR": str(state_dir)}
         proc = subprocess.Popen(
-            step.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            step.argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_die_with_parent,
         )
         return proc, state_dir
 
@@ -160,7 +175,14 @@ class Deployment:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 stdout, stderr = proc.communicate()
-            done.set()
+            finally:
+                # A step must not outlive the test (pytest-timeout, Ctrl-C): a driver
+                # whose cluster went away waits for executors for ever. Its Spark JVM
+                # exits with it (PySpark's gateway stops when its stdin closes).
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                done.set()
             if watcher is not None:
                 watcher.join(timeout=30)
             run = StepRun(
