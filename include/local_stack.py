@@ -1061,12 +1061,14 @@ class SparkWorker(_SparkDaemon):
         python: str = sys.executable,
         heap: str = "256m",
         start_timeout: float = 90.0,
+        private_dirs: Sequence[Path] = (),
     ) -> None:
         self.master = master
         self.number = number
         self.cores = cores
         self.memory = memory
         self.python = python
+        self.private_dirs = [Path(d) for d in private_dirs]
         super().__init__(
             work_dir, None, log_dir, heap=heap, start_timeout=start_timeout,
             spark_home=master.spark_home,
@@ -1079,6 +1081,26 @@ class SparkWorker(_SparkDaemon):
 
     def _env(self) -> dict[str, str]:
         return {**super()._env(), "PYSPARK_PYTHON": self.python}
+
+    def _command(self) -> list[str]:
+        command = super()._command()
+        if not self.private_dirs:
+            return command
+        # A worker on another host does not see the driver's disk: in a mount namespace
+        # of its own, each private dir is an empty tmpfs for the worker and its
+        # executors (unshare and sh exec in place: the watchdog still has the JVM).
+        if os.geteuid() != 0 or shutil.which("unshare") is None:
+            raise LocalStackError(
+                "a Spark worker with private dirs needs root and unshare (mount namespaces)"
+            )
+        mounts = " && ".join(
+            f"mount -t tmpfs ledgergc-private {shlex.quote(str(d.resolve()))}"
+            for d in self.private_dirs
+        )
+        return [
+            "unshare", "--mount", "--propagation", "private",
+            "/bin/sh", "-c", f'{mounts} && exec "$@"', "spark-worker", *command,
+        ]
 
     def _daemon_args(self) -> list[str]:
         return [
@@ -1101,7 +1123,9 @@ class SparkStandaloneCluster:
 
     What a deployment's Spark cluster is, small: a driver given ``master_url`` (or
     ``driver_env()``) asks the master for executors, which run on the workers in JVMs of
-    their own, apart from the driver's process.
+    their own, apart from the driver's process. ``private_dirs``: folders the workers and
+    executors see empty (their own tmpfs, needs root), as workers on other hosts would:
+    what executors write there never reaches the driver's disk.
     """
 
     def __init__(
@@ -1114,6 +1138,7 @@ class SparkStandaloneCluster:
         worker_memory: str = "1g",
         executor_memory: str = "512m",
         python: str = sys.executable,
+        private_dirs: Sequence[Path] = (),
     ) -> None:
         self.base_dir = Path(base_dir)
         self.log_dir = Path(log_dir) if log_dir else self.base_dir / "logs"
@@ -1129,6 +1154,7 @@ class SparkStandaloneCluster:
                 cores=worker_cores,
                 memory=worker_memory,
                 python=python,
+                private_dirs=private_dirs,
             )
             for number in range(1, workers + 1)
         ]
