@@ -114,6 +114,7 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 
     from ledger_gc.orphans import reading
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
+    from ledger_gc.orphans.run_steps import RunSteps
 
     meta_path = directory / "meta.json"
     if meta_path.exists() and json.loads(meta_path.read_text()).get("plan") == p:
@@ -198,7 +199,6 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
         (reading.MARKED_ROW, names[masks["ml"][masks["marked"]]], ledger_ids[masks["marked"]]),
     ]
     run = RunPaths(directory / "state", RUN_ID)
-    run.start_step(SNAPSHOT)
     snapshot_dir = run.data(SNAPSHOT)
     snapshot_dir.mkdir(parents=True)
     schema = pa.schema(
@@ -216,7 +216,7 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
             schema=schema,
         )
         pq.write_table(table, snapshot_dir / f"part-{index:05d}.parquet")
-    run.write_manifest(
+    RunSteps(directory / "state", RUN_ID).write_manifest(
         SNAPSHOT,
         {
             "started_ms": now_ms,

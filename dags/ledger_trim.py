@@ -14,21 +14,18 @@ default every 10 minutes. Manual runs take the params below.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import Param, dag, task
 
 from ledger_gc.airflow import trim_tasks
-
-_schedule = os.environ.get("LEDGERGC_TRIM_SCHEDULE", trim_tasks.DEFAULT_SCHEDULE).strip()
-SCHEDULE = None if _schedule.lower() in ("", "none", "manual") else _schedule
+from ledger_gc.airflow.settings_hook import dag_schedule
 
 
 @dag(
     dag_id="ledger_trim",
-    schedule=SCHEDULE,
+    schedule=dag_schedule("LEDGERGC_TRIM_SCHEDULE", trim_tasks.DEFAULT_SCHEDULE),
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -1,40 +1,44 @@
 """orphan_removal: three-phase orphan removal (Kafka KIP-370) for the ledger store.
 
 Finds storage no metadata references (orphan ledgers, orphan partitions, and Pulsar's
-offloaded segments no ledger carries), watches it
-through a grace window in a durable registry, and deletes it only when the window has
-passed, a live ZooKeeper re-check still finds it unreferenced and its newest object is
-older than retention (DESIGN.md "Orphans"). Deletes only with ``LEDGERGC_DELETE_ENABLED``
-(or the ``ledgergc_settings`` variable); otherwise every run reports what it would delete.
+offloaded segments no ledger carries), watches it through a grace window in a durable
+registry, and deletes it only when the window has passed, a live ZooKeeper re-check
+still finds it unreferenced and its newest object is older than retention (DESIGN.md
+"Orphans"). Deletes only with ``LEDGERGC_DELETE_ENABLED`` (or the ``ledgergc_settings``
+variable); otherwise every run reports what it would delete.
 
-Tasks: snapshot, scan and diff (Spark, through ``spark_default``), initialize/correct
-(guards, then registration and correction), delete (Spark: live re-check and bulk
-delete), report (always runs; appends the cycle's summary to the run log and fails the
-run if the cycle failed or a guard refused it).
+Tasks: survey (one Spark application: metadata snapshot, storage scan and diff, through
+``spark_default``), initialize_correct (guards, then registration and correction),
+delete (Spark: live re-check and bulk delete), report (always runs; appends the cycle's
+summary to the run log and fails the run if the cycle failed or a guard refused it).
+The tasks share nothing but the state store (``LEDGERGC_STATE_URL``), so each may run on
+another worker. The work is ``ledger_gc.orphans`` (see ``ledgergc orphans``); this file
+only wires tasks together and does no I/O when parsed.
 
 Manual trigger params: ``dry_run``, ``force`` (past the zero-managed-ledgers and
 orphan-fraction guards), ``grace_seconds``, ``retention_seconds``, ``inventory`` (an S3
 Inventory report to read instead of listing the bucket), ``offload_inventory`` (the same
 for the tiered-storage bucket, ``LEDGERGC_OFFLOAD_BUCKET``: when it is set, every step
-also covers Pulsar's offloaded segments). Schedule:
-``LEDGERGC_ORPHAN_SCHEDULE`` (default ``@hourly``).
+also covers Pulsar's offloaded segments). Schedule: ``LEDGERGC_ORPHAN_SCHEDULE`` (cron,
+or ``none`` for manual runs only), default ``@hourly``.
 """
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Param, TriggerRule
+import pendulum
+from airflow.sdk import Param, dag, task
 
 from ledger_gc.airflow import orphan_tasks
+from ledger_gc.airflow.settings_hook import dag_schedule
 
-with DAG(
+
+@dag(
     dag_id="orphan_removal",
     description="Three-phase orphan removal (KIP-370): register, correct, delete",
-    schedule=os.environ.get("LEDGERGC_ORPHAN_SCHEDULE", "@hourly"),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    schedule=dag_schedule("LEDGERGC_ORPHAN_SCHEDULE", "@hourly"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=2)},
@@ -68,18 +72,21 @@ with DAG(
     },
     tags=["ledger-gc", "orphans"],
     doc_md=__doc__,
-) as dag:
-    snapshot = orphan_tasks.OrphanSparkSubmitOperator(task_id="snapshot", step="snapshot")
-    scan = orphan_tasks.OrphanSparkSubmitOperator(task_id="scan", step="scan")
-    diff = orphan_tasks.OrphanSparkSubmitOperator(task_id="diff", step="diff")
-    initialize_correct = PythonOperator(
-        task_id="initialize_correct", python_callable=orphan_tasks.initialize_and_correct
-    )
+)
+def orphan_removal() -> None:
+    survey = orphan_tasks.OrphanSparkSubmitOperator(task_id="survey", step="survey")
+
+    @task
+    def initialize_correct(params: dict | None = None, run_id: str | None = None) -> dict:
+        return orphan_tasks.initialize_and_correct(params or {}, run_id or "")
+
     delete = orphan_tasks.OrphanSparkSubmitOperator(task_id="delete", step="delete")
-    report = PythonOperator(
-        task_id="report",
-        python_callable=orphan_tasks.report,
-        trigger_rule=TriggerRule.ALL_DONE,
-        retries=0,
-    )
-    snapshot >> scan >> diff >> initialize_correct >> delete >> report
+
+    @task(trigger_rule="all_done", retries=0)
+    def report(params: dict | None = None, run_id: str | None = None) -> dict:
+        return orphan_tasks.report(params or {}, run_id or "")
+
+    survey >> initialize_correct() >> delete >> report()
+
+
+orphan_removal()

@@ -54,9 +54,16 @@ class Settings:
     zk_timeout_seconds: float = 15.0
     # "user:password": added as digest auth on every session; new znodes then get an ACL
     # that gives that identity all rights and nobody else any.
-    zk_digest: str | None = None
+    zk_digest: str | None = field(default=None, repr=False)
     s3_endpoint: str | None = None
     s3_region: str = "us-east-1"
+    # AWS credentials, from boto3's own variables (AWS_ACCESS_KEY_ID, ...) or the
+    # ``ledgergc_s3`` connection; None: boto3's default chain (profile, instance role).
+    # Carried in the settings, never put into this process's environment: a Spark
+    # executor gets them with the settings its task closes over.
+    s3_access_key_id: str | None = field(default=None, repr=False)
+    s3_secret_access_key: str | None = field(default=None, repr=False)
+    s3_session_token: str | None = field(default=None, repr=False)
     bucket: str = "ledger-gc"
     prefix: str = "ledgers"
     delete_enabled: bool = False
@@ -218,6 +225,8 @@ class Settings:
         env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
+        for name, value in self.aws_credentials_env().items():
+            env[name] = value
         if self.trim_retention_overrides:
             env["LEDGERGC_TRIM_RETENTION_OVERRIDES"] = json.dumps(
                 {
@@ -226,6 +235,15 @@ class Settings:
                 }
             )
         return env
+
+    def aws_credentials_env(self) -> dict[str, str]:
+        """The credentials as boto3's variables (for a child process), if any are set."""
+        named = {
+            "AWS_ACCESS_KEY_ID": self.s3_access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.s3_secret_access_key,
+            "AWS_SESSION_TOKEN": self.s3_session_token,
+        }
+        return {name: value for name, value in named.items() if value}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -248,6 +266,9 @@ class Settings:
             zk_hosts=get("ZK_HOSTS") or defaults.zk_hosts,
             zk_timeout_seconds=_number("ZK_TIMEOUT_SECONDS", get, defaults.zk_timeout_seconds),
             zk_digest=get("ZK_DIGEST"),
+            s3_access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            s3_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            s3_session_token=env.get("AWS_SESSION_TOKEN") or None,
             # An empty LEDGERGC_S3_ENDPOINT means "AWS default", so it is not an error.
             s3_endpoint=get("S3_ENDPOINT"),
             s3_region=get("S3_REGION") or env.get("AWS_DEFAULT_REGION") or defaults.s3_region,

@@ -1,9 +1,10 @@
 """``airflow dags test orphan_removal`` end to end against the local stack.
 
-The DAG runs for real: its Spark tasks go through the Spark provider's
-SparkSubmitOperator (``spark-submit`` of this venv, ``local[*]`` because the test's
-Airflow has no ``spark_default`` connection), its Python tasks in the ``airflow``
-process, all against the session's ZooKeeper and SeaweedFS S3. Settings reach the tasks as
+The DAG runs for real: its two Spark tasks (survey, delete) go through the Spark
+provider's SparkSubmitOperator (``spark-submit`` of this venv with ledger_gc as
+``py_files``, ``local[*]`` because the test's Airflow has no ``spark_default``
+connection), its Python tasks in the ``airflow`` process, all against the session's
+ZooKeeper and SeaweedFS S3. Settings reach the tasks as
 ``LEDGERGC_*`` variables, the run's options as ``-c`` params.
 """
 
@@ -66,9 +67,7 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     env: dict[str, Any] = {**os.environ, **enabled.to_env()}
     # Quick JIT tier for the short spark-submit apps (their driver is spark-submit's JVM).
     env["SPARK_SUBMIT_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    env["PYTHONPATH"] = os.pathsep.join(
-        str(REPO_ROOT / p) for p in ("plugins", "include", "spark_apps")
-    )
+    env["PYTHONPATH"] = os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "include"))
     conf = {"grace_seconds": 0, "retention_seconds": 0, "force": False}
     log = tmp_path / "airflow-dags-test.log"
 

@@ -2,8 +2,8 @@
 and a small toolkit to build ledger stores for the orphan tests.
 
 A SparkSession costs seconds to start (a JVM), so every test that needs Spark shares
-one: ``local[2]``, no UI, two shuffle partitions. The orphan cycle ships the ledger_gc
-package to the executors itself (``spark_jobs.ship_library``).
+one: ``local[2]``, no UI, two shuffle partitions; its executors get ledger_gc as
+spark-submit's ``py_files`` would give it (``spark_jobs.local_session``).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from ledger_gc.orphans import spark_jobs
 from ledger_gc.orphans.classify import StoredObject, diff_objects
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
+from ledger_gc.orphans.run_steps import RunSteps
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import block_key, ledger_dir
 
@@ -72,13 +73,14 @@ def _prepare_run(spark: Any, settings: Settings, run_id: str, listed: bool) -> R
     spark.createDataFrame(SNAPSHOT_ROWS, spark_jobs.SNAPSHOT_SCHEMA).write.mode(
         "overwrite"
     ).parquet(run.data_uri(SNAPSHOT))
-    run.write_manifest(SNAPSHOT, {"started_ms": 1, "managed_ledgers": 3})
+    steps = RunSteps(settings, run_id)
+    steps.write_manifest(SNAPSHOT, {"started_ms": 1, "managed_ledgers": 3})
     if listed:
         rows = [(o.key, o.size, o.last_modified) for o in OBJECTS]
         spark.createDataFrame(rows, spark_jobs.OBJECT_SCHEMA).write.mode("overwrite").parquet(
             run.data_uri(SCAN)
         )
-        run.write_manifest(SCAN, {"started_ms": 2, "source": "listing"})
+        steps.write_manifest(SCAN, {"started_ms": 2, "source": "listing"})
     return run
 
 
@@ -104,7 +106,7 @@ def test_the_spark_diff_of_a_listing_matches_the_reference(prefixed: Settings, s
     result = spark_jobs.diff_job(spark, prefixed, run)
 
     _assert_same_as_reference(result, prefixed)
-    assert spark_jobs.read_candidates(run) == result.candidates
+    assert RunSteps(prefixed, run.run_id).read_candidates() == result.candidates
 
 
 def _inventory_rows(settings: Settings) -> list[dict[str, Any]]:

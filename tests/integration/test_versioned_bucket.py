@@ -241,10 +241,10 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
 
     # The cycle's report counts them apart, from the delete step's results.
     from ledger_gc.orphans.cycle import CycleOptions
-    from ledger_gc.orphans.layout import DELETE, RunPaths
     from ledger_gc.orphans.report import build_report, render_text
+    from ledger_gc.orphans.run_steps import DELETE, RunSteps
 
-    RunPaths(settings.state_dir, "orphans-1").write_manifest(
+    RunSteps(settings, "orphans-1").write_manifest(
         DELETE, {"deleting": True, "results": [result]}
     )
     report = build_report(settings, "orphans-1", options=CycleOptions(), now_ms=later)

@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from ledger_gc.orphans import guards
-from ledger_gc.orphans.classify import ORPHAN_LEDGER
-from ledger_gc.orphans.layout import MissingStepOutputError, RunPaths, run_dir_name
+from ledger_gc.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
+from ledger_gc.orphans.layout import run_dir_name
 from ledger_gc.orphans.phases import REGISTERED, RegistryEntry
 from ledger_gc.orphans.registry import OrphanRegistry, RegistryError, registry_path
+from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps, prune_runs
 from ledger_gc.settings import Settings, TrimRetention
 
 
@@ -126,16 +127,44 @@ def test_run_folders_are_safe_and_distinct() -> None:
     assert run_dir_name("cli-20260101T000000Z-ab12") == "cli-20260101T000000Z-ab12"
 
 
-def test_a_step_without_a_complete_manifest_is_missing(tmp_path: Path) -> None:
-    run = RunPaths(tmp_path, "r1")
+def test_a_step_without_a_complete_record_is_missing(tmp_path: Path) -> None:
+    steps = RunSteps(tmp_path, "r1")
     with pytest.raises(MissingStepOutputError, match="snapshot step of run r1"):
-        run.read_manifest("snapshot")
-    run.write_manifest("snapshot", {"managed_ledgers": 3})
-    assert run.read_manifest("snapshot")["managed_ledgers"] == 3  # type: ignore[index]
-    run.data("snapshot").mkdir(parents=True)
-    run.start_step("snapshot")  # a re-run forgets the old output first
-    assert run.read_manifest("snapshot", required=False) is None
-    assert not run.data("snapshot").exists()
+        steps.read_manifest("snapshot")
+    steps.write_manifest("snapshot", {"managed_ledgers": 3})
+    assert steps.read_manifest("snapshot")["managed_ledgers"] == 3  # type: ignore[index]
+    assert RunSteps(tmp_path, "r2").read_manifest("snapshot", required=False) is None
+    steps.start_step("snapshot")  # a re-run forgets the old output first
+    assert steps.read_manifest("snapshot", required=False) is None
+
+
+@pytest.mark.state_backends
+def test_the_diff_and_its_candidates_are_recorded_together(state_location: Any) -> None:
+    candidates = [
+        Candidate(ORPHAN_PARTITION, "t/ns/persistent/gone", None, 2, 20, 5, 1, 9),
+        Candidate(ORPHAN_LEDGER, "t/ns/persistent/a", 7, 1, 10, 4, 4),
+    ]
+    steps = RunSteps(state_location, "r1")
+    with pytest.raises(MissingStepOutputError, match="diff step of run r1"):
+        steps.read_candidates()
+    steps.write_diff({"candidates": 2}, candidates, "ledgers")
+    steps.write_diff({"candidates": 2}, candidates, "ledgers")  # a re-run replaces it
+    assert steps.read_candidates() == candidates  # in the diff's order
+    assert RunSteps(state_location, "r2").read_manifest("diff", required=False) is None
+    steps.start_step("diff")
+    assert steps.read_manifest("diff", required=False) is None
+    steps.write_diff({"candidates": 0}, [], "ledgers")
+    assert steps.read_candidates() == []
+
+
+def test_old_runs_records_are_pruned(tmp_path: Path) -> None:
+    for number in range(5):
+        RunSteps(tmp_path, f"r{number}").write_manifest("snapshot", {"n": number})
+    assert prune_runs(tmp_path, 2, current="r0") == 2
+    left = [f"r{n}" for n in range(5) if RunSteps(tmp_path, f"r{n}").read_manifest(
+        "snapshot", required=False
+    )]
+    assert left == ["r0", "r3", "r4"]
 
 
 # --- guards -------------------------------------------------------------------------------

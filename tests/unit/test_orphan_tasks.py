@@ -1,68 +1,137 @@
 """The orphan_removal DAG's task wiring, without running Spark or touching a server:
-which app each Spark task submits, with which arguments and environment."""
+which app each Spark task submits, with which arguments, files and environment, as the
+task's Rendered view shows them, and that nothing is written to the worker's env."""
 
 from __future__ import annotations
 
+import os
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from ledger_gc.airflow import orphan_tasks
+from ledger_gc.airflow import orphan_tasks, settings_hook
 from ledger_gc.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN_ID = "manual__2026-01-01T00:00:00+00:00"
+
+
+class _Conn:
+    def __init__(self, host: str = "", login: str = "", password: str = "", **extra: Any):
+        self.host, self.port, self.login, self.password = host, None, login, password
+        self.extra_dejson = extra
 
 
 @pytest.fixture
-def submitted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[SparkSubmitOperator]:
-    """Capture the operator instead of running spark-submit; settings from a stub."""
-    calls: list[SparkSubmitOperator] = []
-    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: calls.append(self))
-    monkeypatch.setattr(
-        orphan_tasks,
-        "settings_for",
-        lambda params: Settings(bucket="b", state_dir=tmp_path, grace_seconds=5),
-    )
-    monkeypatch.setattr(orphan_tasks, "_spark_master", lambda conn_id: "local[*]")
-    return calls
+def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    """Settings from a stub; no Spark connection (local[*])."""
+    stub = Settings(bucket="b", state_dir=tmp_path, grace_seconds=5)
+    monkeypatch.setattr(orphan_tasks, "settings_for", lambda params: stub)
+    monkeypatch.setattr(orphan_tasks, "spark_connection_master", lambda conn_id: None)
+    return stub
 
 
-def _run(step: str, params: dict[str, Any]) -> None:
+def _rendered(step: str, params: dict[str, Any]) -> SparkSubmitOperator:
     operator = orphan_tasks.OrphanSparkSubmitOperator(task_id=step, step=step)
-    operator.execute({"params": params, "run_id": "manual__2026-01-01T00:00:00+00:00"})
+    operator.render_template_fields({"params": params, "run_id": RUN_ID, "ti": None})
+    return operator
 
 
-def test_each_spark_task_submits_its_app_with_the_run_id_and_settings(
-    submitted: list[SparkSubmitOperator],
+def test_the_survey_task_renders_its_app_arguments_files_and_settings(
+    settings: Settings,
 ) -> None:
-    _run("scan", {"inventory": "/data/inventory.parquet"})
+    operator = _rendered("survey", {"inventory": "/data/inventory.parquet"})
 
-    [operator] = submitted
-    assert operator.application == str(REPO_ROOT / "spark_apps" / "orphan_scan.py")
+    assert operator.application == str(REPO_ROOT / "spark_apps" / "orphan_survey.py")
     assert Path(operator.application).exists()
     assert (operator.pool, operator._conn_id) == ("ledgergc_spark", "spark_default")
     assert operator.application_args == [
         "--run-id",
-        "manual__2026-01-01T00:00:00+00:00",
+        RUN_ID,
         "--inventory",
         "/data/inventory.parquet",
     ]
     env = operator.env_vars or {}
     assert env["LEDGERGC_GRACE_SECONDS"] == "5" and env["LEDGERGC_BUCKET"] == "b"
     assert env["PYSPARK_PYTHON"] == sys.executable
-    assert str(REPO_ROOT / "plugins") in env["PYTHONPATH"]
-    assert operator.conf == orphan_tasks.DEFAULT_SPARK_CONF
+    # One way for the library to reach the driver and the executors: py_files.
+    assert "PYTHONPATH" not in env
+    [library] = (operator.py_files or "").split(",")
+    with zipfile.ZipFile(library) as bundle:
+        names = set(bundle.namelist())
+    assert "ledger_gc/orphans/cycle.py" in names
+    assert "ledger_gc/state/migrations/versions/0002_run_steps.py" in names
+    assert operator.conf == {**orphan_tasks.LOCAL_SPARK_CONF, **orphan_tasks.DEFAULT_SPARK_CONF}
+    # What the Rendered view shows is exactly what is submitted.
+    assert set(orphan_tasks.OrphanSparkSubmitOperator.template_fields) >= {
+        "application_args",
+        "env_vars",
+        "py_files",
+        "conf",
+    }
 
 
-def test_the_delete_task_passes_dry_run_and_force(submitted: list[SparkSubmitOperator]) -> None:
-    _run("delete", {"dry_run": True, "force": True})
-    _run("delete", {"dry_run": None, "force": False})
+def test_the_delete_task_passes_dry_run_and_force(settings: Settings) -> None:
+    assert _rendered("delete", {"dry_run": True, "force": True}).application_args[2:] == [
+        "--dry-run",
+        "--force",
+    ]
+    assert _rendered("delete", {"dry_run": None, "force": False}).application_args == [
+        "--run-id",
+        RUN_ID,
+    ]
 
-    assert submitted[0].application_args[2:] == ["--dry-run", "--force"]
-    assert submitted[1].application_args[2:] == []
+
+def test_without_a_spark_connection_the_hook_runs_locally(settings: Settings) -> None:
+    operator = _rendered("survey", {})
+    assert operator._get_hook()._connection["master"] == "local[*]"
+
+
+def test_credentials_reach_spark_submit_and_never_the_workers_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    connections = {
+        "ledgergc_s3": _Conn(login="AKIA-TEST", password="s3cret-key", bucket="from-conn"),
+        "ledgergc_zookeeper": _Conn(host="zk1:2181,zk2:2181", login="gc", password="zk-pass"),
+    }
+    monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: connections.get(conn_id))
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    monkeypatch.setattr(orphan_tasks, "spark_connection_master", lambda conn_id: None)
+    before = dict(os.environ)
+
+    operator = _rendered("survey", {"grace_seconds": 7})
+
+    assert dict(os.environ) == before
+    env = operator.env_vars or {}
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("AKIA-TEST", "s3cret-key")
+    assert env["LEDGERGC_BUCKET"] == "from-conn" and env["LEDGERGC_GRACE_SECONDS"] == "7"
+    assert env["LEDGERGC_ZK_DIGEST"] == "gc:zk-pass"
+    settings = Settings.from_env(env)
+    assert (settings.s3_access_key_id, settings.s3_secret_access_key) == ("AKIA-TEST", "s3cret-key")
+    assert "s3cret-key" not in repr(settings) and "zk-pass" not in repr(settings)
+
+
+def test_both_dags_take_their_settings_from_one_function(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ledger_gc.airflow import trim_tasks
+
+    assert trim_tasks.settings_for is settings_hook.settings_for
+    assert orphan_tasks.settings_for is settings_hook.settings_for
+    monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: None)
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    settings = settings_hook.settings_for(
+        {"grace_seconds": 9, "trim_retention_seconds": 60, "dry_run": True, "namespace": "a/b"}
+    )
+    assert settings.grace_seconds == 9 and settings.trim_retention.seconds == 60
 
 
 def test_params_become_cycle_options() -> None:

@@ -108,7 +108,7 @@ def test_two_processes_opening_a_new_store_at_once_migrate_it_once(
     store = StateStore(open_store(location).url)
     with store.read() as conn:
         versions = conn.exec_driver_sql(f"SELECT version_num FROM {schema.VERSION_TABLE}").all()
-    assert versions == [("0001",)]
+    assert versions == [(schema.HEAD_REVISION,)]
     assert sorted(r["run_id"] for r in run_log.read_runs(store, run_log.TRIM)) == [
         "run-0", "run-1", "run-2",
     ]
@@ -299,3 +299,4 @@ def test_state_urls_are_checked_as_settings(tmp_path: Path) -> None:
         assert says in str(failure.value) and "secret" not in str(failure.value)
     settings = Settings(state_url="postgresql://u:p@db/gc", state_dir=tmp_path)
     assert Settings.from_env(settings.to_env()) == settings
+

@@ -1,44 +1,55 @@
 """The tasks of the ``orphan_removal`` DAG (dags/orphan_removal.py), over ledger_gc.orphans.
 
 Like a provider's operators, these are thin: settings come from
-``settings_hook.settings_from_airflow`` at run time (never at parse time), every step is
-a ``ledger_gc.orphans.cycle`` function, and each writes its result to the run's folder in
-the state dir, which is what the next task reads. A failed task changes nothing in the
-registry (each registry step is one transaction).
+``settings_hook.settings_for`` at run time (never at parse time), and every step is a
+``ledger_gc.orphans.cycle`` function. The tasks share nothing but the state store
+(``LEDGERGC_STATE_URL``): each step reads the records of the steps before it there and
+records its own (``orphans/run_steps.py``), so each task may run on another worker. A
+failed task changes nothing in the registry (each registry step is one transaction), and
+a retried one repeats nothing harmful (the registry applies a run's scan once).
 
-* ``OrphanSparkSubmitOperator``: the Spark steps (snapshot, scan, diff, delete) through
-  the Spark provider's ``SparkSubmitOperator`` (``spark_default``; pool
-  ``ledgergc_spark``). It passes the settings as ``LEDGERGC_*`` variables and the run id
-  and options as arguments of ``spark_apps/orphan_<step>.py``. Without a
-  ``spark_default`` connection it runs ``local[*]`` (the provider would pick YARN);
-  with a local master the executors run this worker's Python (``PYSPARK_PYTHON``).
-* ``initialize_and_correct`` and ``report``: PythonOperator callables.
+* ``OrphanSparkSubmitOperator``: the two Spark applications of a cycle, ``survey``
+  (snapshot, scan and diff in one JVM) and ``delete``, through the Spark provider's
+  ``SparkSubmitOperator`` (``spark_default``; pool ``ledgergc_spark``). When Airflow
+  renders the task it fills in what is submitted, so the Rendered view shows it (secrets
+  masked): the app's arguments (run id, options), ``py_files`` (the ledger_gc zip, the
+  one way the library reaches the driver and the executors) and ``env_vars`` (the
+  settings as ``LEDGERGC_*`` and boto3's variables, given to spark-submit's process only,
+  never to this worker's environment). Without a ``spark_default`` connection it runs
+  ``local[*]`` (the provider would pick YARN); with a local master the executors run this
+  worker's Python.
+* ``initialize_and_correct`` and ``report``: the Python steps.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from ledger_gc.airflow.settings_hook import settings_for
+from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SPARK_APPS = REPO_ROOT / "spark_apps"
-PLUGINS = REPO_ROOT / "plugins"
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "ledgergc_spark"
 DEFAULT_SPARK_MASTER = "local[*]"
-#: Spark configuration of the apps unless the task sets its own ``conf``: no UI (a task
-#: is short-lived and unattended) and no INFO flood in the task log.
-DEFAULT_SPARK_CONF = {"spark.ui.enabled": "false", "spark.log.level": "WARN"}
-#: DAG params that are settings (the others are cycle options).
-SETTINGS_PARAMS = ("grace_seconds", "retention_seconds")
+#: Spark configuration of the apps unless the task sets its own ``conf``: no INFO flood
+#: in the task log. A local master also gets no UI (``LOCAL_SPARK_CONF``: the app is
+#: short-lived and unattended); on a cluster the UI shows each step's job group.
+DEFAULT_SPARK_CONF = {"spark.log.level": "WARN"}
+LOCAL_SPARK_CONF = {"spark.ui.enabled": "false"}
+SURVEY = "survey"
+DELETE = "delete"
 
 
 def _flag(value: Any) -> bool | None:
@@ -47,14 +58,6 @@ def _flag(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def settings_for(params: dict[str, Any] | None) -> Any:
-    """The task's Settings: env < connections < variable < the run's grace/retention."""
-    from ledger_gc.airflow.settings_hook import settings_from_airflow
-
-    params = dict(params or {})
-    return settings_from_airflow({key: params.get(key) for key in SETTINGS_PARAMS})
 
 
 def options_for(params: dict[str, Any] | None) -> Any:
@@ -70,24 +73,57 @@ def options_for(params: dict[str, Any] | None) -> Any:
     )
 
 
+def app_args(step: str, run_id: str, params: dict[str, Any] | None) -> list[str]:
+    """The arguments of ``spark_apps/orphan_<step>.py`` for one run."""
+    options = options_for(params)
+    args = ["--run-id", run_id]
+    if step == SURVEY:
+        if options.inventory:
+            args += ["--inventory", options.inventory]
+        if options.offload_inventory:
+            args += ["--offload-inventory", options.offload_inventory]
+    elif step == DELETE:
+        args += ["--dry-run"] if options.dry_run else []
+        args += ["--force"] if options.force else []
+    return args
+
+
+def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
+    """The environment of the spark-submit process: the settings (``LEDGERGC_*`` and
+    boto3's credential variables), and which Python runs the driver (and, with a local
+    master, the executors). The secrets are registered with Airflow's masker, so the
+    task log and the Rendered view show them as ``***``."""
+    from airflow.sdk.log import mask_secret
+
+    env = settings.to_env()
+    for secret in (
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
+        (settings.zk_digest or "").partition(":")[2],
+        urlsplit(settings.state_url or "").password,
+    ):
+        if secret:
+            mask_secret(secret)
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if local_master:
+        env["PYSPARK_PYTHON"] = sys.executable
+    return env
+
+
 def default_spark_submit() -> str:
     """``spark-submit`` beside this Python (the venv's PySpark), else the one on PATH."""
     candidate = Path(sys.executable).with_name("spark-submit")
     return str(candidate) if candidate.exists() else "spark-submit"
 
 
-def _spark_master(conn_id: str) -> str:
-    """The connection's master; registers ``local[*]`` for this process if it is missing."""
+def spark_connection_master(conn_id: str) -> str | None:
+    """The connection's master, or None when there is no such connection."""
     from airflow.sdk import BaseHook
 
     try:
         conn = BaseHook.get_connection(conn_id)
     except Exception:
-        log.info("no Airflow connection %s: running Spark %s", conn_id, DEFAULT_SPARK_MASTER)
-        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
-            {"conn_type": "spark", "host": DEFAULT_SPARK_MASTER}
-        )
-        return DEFAULT_SPARK_MASTER
+        return None
     return str(conn.host or "")
 
 
@@ -95,6 +131,8 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
     """``spark-submit spark_apps/orphan_<step>.py --run-id <run_id>`` with the settings."""
 
     def __init__(self, *, step: str, **kwargs: Any) -> None:
+        if step not in (SURVEY, DELETE):
+            raise ValueError(f"unknown orphan cycle Spark step {step!r}")
         kwargs.setdefault("application", str(SPARK_APPS / f"orphan_{step}.py"))
         kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("pool", SPARK_POOL)
@@ -104,37 +142,47 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.step = step
 
-    def execute(self, context: Any) -> None:
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templates, then fill in what this run submits (after rendering, so
+        that no value of the settings is ever read as a template)."""
+        super().render_template_fields(context, jinja_env)
+        from ledger_gc.library_zip import library_zip
+
+        master = spark_connection_master(self._conn_id)
+        local = master is None or master.startswith("local")
+        if master is None:
+            log.info("no Airflow connection %s: Spark runs %s", self._conn_id, DEFAULT_SPARK_MASTER)
         params = context["params"]
-        settings = settings_for(params)
-        options = options_for(params)
-        args = ["--run-id", context["run_id"]]
-        if self.step == "scan" and options.inventory:
-            args += ["--inventory", options.inventory]
-        if self.step == "scan" and options.offload_inventory:
-            args += ["--offload-inventory", options.offload_inventory]
-        if self.step == "delete":
-            args += ["--dry-run"] if options.dry_run else []
-            args += ["--force"] if options.force else []
-        self.application_args = args
-        env = settings.to_env()
-        # The apps import ledger_gc from this checkout when it is not installed.
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PLUGINS), os.environ.get("PYTHONPATH", "")) if p
+        self.application_args = self.application_args or app_args(
+            self.step, context["run_id"], params
         )
-        env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        if _spark_master(self._conn_id).startswith("local"):
-            env["PYSPARK_PYTHON"] = sys.executable
-        self.env_vars = {**env, **(self.env_vars or {})}
-        super().execute(context)
+        self.py_files = ",".join(p for p in (str(library_zip()), self.py_files) if p)
+        self.env_vars = {
+            **submit_env(settings_for(params), local_master=local),
+            **(self.env_vars or {}),
+        }
+        if local:
+            self.conf = {**LOCAL_SPARK_CONF, **(self.conf or {})}
+
+    def _get_hook(self) -> SparkSubmitHook:
+        hook = super()._get_hook()
+        if spark_connection_master(self._conn_id) is None:
+            # The provider falls back to YARN; a worker without a Spark connection runs
+            # its apps locally (the demo, the tests, a single-machine deployment).
+            hook._connection["master"] = DEFAULT_SPARK_MASTER
+        return hook
 
 
 def initialize_and_correct(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Guards, then phases 1 and 2 (one registry transaction; idempotent per run)."""
     from ledger_gc.orphans.cycle import step_phases
 
-    settings = settings_for(params)
-    return step_phases(settings, run_id, force=options_for(params).force)
+    result = step_phases(settings_for(params), run_id, force=options_for(params).force)
+    # XCom: the counts only (the held targets and refusals are in the state store).
+    return {
+        key: result.get(key)
+        for key in ("applied", "scan_number", "added", "seen", "restarted", "corrected")
+    } | {"refusals": len(result.get("refusals", [])), "held": len(result.get("held", []))}
 
 
 def report(params: dict[str, Any], run_id: str) -> dict[str, Any]:

@@ -1,21 +1,31 @@
 """Settings from Airflow connections and variables, as a provider hook would build them.
 
-The library never imports Airflow; DAG tasks call ``settings_from_airflow`` at run time
-(never at parse time) and pass the result down. Precedence, lowest first:
+The library never imports Airflow; the tasks of both DAGs call ``settings_for(params)``
+at run time (never at parse time) and pass the result down. Precedence, lowest first:
 ``LEDGERGC_*`` environment variables, the connections, the ``ledgergc_settings`` variable
-(JSON), then a DAG run's params.
+(JSON), then the run's params that are settings (``RUN_SETTINGS``; the other params,
+dry_run, force, namespace, ..., steer the run and are read by the task).
+
+Nothing here writes the worker's environment: credentials go into the Settings, and a
+Spark task hands them to its application through spark-submit's environment
+(``orphan_tasks``).
 
 Connections (all optional; see ``airflow_settings.yaml``):
 * ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port), ``extra.chroot``,
   login/password for ZooKeeper digest auth;
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
-  ``extra.bucket`` and ``extra.prefix``; login/password as the access key pair.
+  ``extra.bucket`` and ``extra.prefix``; login/password as the access key pair,
+  ``extra.aws_session_token`` for temporary credentials.
+
+The Amazon provider's ``AwsBaseHook`` is not used: it is not installed (it would add
+the provider and its dependencies for a key pair and an endpoint that this reads in a few
+lines), and the Spark executors need the credentials as plain values anyway.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Mapping
 from typing import Any
 
 from ledger_gc.settings import Settings, TrimRetention, parse_retention_overrides
@@ -26,6 +36,14 @@ SETTINGS_VARIABLE = "ledgergc_settings"
 
 # Variable/param keys -> Settings fields (the LEDGERGC_* names, lower-cased, minus prefix).
 _NUMERIC = {"grace_seconds", "retention_seconds", "orphan_max_fraction", "zk_timeout_seconds"}
+#: The DAG params (of either DAG) that are settings.
+RUN_SETTINGS = (
+    "grace_seconds",
+    "retention_seconds",
+    "trim_retention_seconds",
+    "trim_retention_bytes",
+    "trim_retention_overrides",
+)
 
 
 def _connection(conn_id: str) -> Any | None:
@@ -72,9 +90,10 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
         if key in extra:
             changes[field] = extra[key]
     if conn.login:
-        # boto3 reads credentials from the environment of the worker process.
-        os.environ["AWS_ACCESS_KEY_ID"] = conn.login
-        os.environ["AWS_SECRET_ACCESS_KEY"] = conn.password or ""
+        changes["s3_access_key_id"] = conn.login
+        changes["s3_secret_access_key"] = conn.password or ""
+        if extra.get("aws_session_token"):
+            changes["s3_session_token"] = extra["aws_session_token"]
     return changes
 
 
@@ -110,3 +129,20 @@ def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
         settings = settings.with_overrides(**s3_overrides(s3))
     settings = apply_mapping(settings, _variable())
     return apply_mapping(settings, params or {})
+
+
+def settings_for(params: Mapping[str, Any] | None) -> Settings:
+    """The settings of a task of either DAG: env, connections, variable, then the run's
+    params that are settings (``RUN_SETTINGS``)."""
+    params = params or {}
+    return settings_from_airflow({key: params.get(key) for key in RUN_SETTINGS})
+
+
+def dag_schedule(variable: str, default: str) -> str | None:
+    """A DAG's schedule from ``variable`` (a cron expression or preset; ``none``,
+    ``manual`` or empty: manual runs only). Read when the DAG file is parsed: an
+    environment variable, no I/O."""
+    import os
+
+    value = os.environ.get(variable, default).strip()
+    return None if value.lower() in ("", "none", "manual") else value

@@ -1,8 +1,9 @@
 """The ``ledger_trim`` DAG's task callables: thin, idempotent calls into ``ledger_gc.trim``.
 
 The DAG file only wires these together; each one builds its settings at run time
-(``settings_from_airflow``) and calls the library, so they can be run and tested without
-a scheduler. They are idempotent, which is what lets Airflow retry any of them:
+(``settings_hook.settings_for``, the same function as the orphan_removal DAG's) and
+calls the library, so they can be run and tested without a scheduler. They are
+idempotent, which is what lets Airflow retry any of them:
 
 * ``list_shards``: the managed ledgers in scope, split into contiguous shards;
 * ``trim_shard``: ``run_trim`` over one shard (a re-run marks nothing twice and retries
@@ -23,9 +24,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ledger_gc.airflow.settings_hook import settings_from_airflow
+from ledger_gc.airflow.settings_hook import settings_for
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +33,8 @@ DEFAULT_SCHEDULE = "*/10 * * * *"
 DEFAULT_MAX_SHARDS = 8
 # Fewer managed ledgers than this per shard are not worth a task of their own.
 MIN_SHARD_SIZE = 25
-# Run params that are settings (the rest, dry_run/namespace/max_shards, steer the run).
-SETTINGS_PARAMS = ("trim_retention_seconds", "trim_retention_bytes", "trim_retention_overrides")
-
-
 class TrimRunFailedError(LedgerGcError):
     """A trim run left markers pending or failed on some managed ledger."""
-
-
-def settings_for(params: Mapping[str, Any] | None) -> Settings:
-    """The task's settings: environment, connections, variable, then the run's retention."""
-    params = params or {}
-    overrides = {key: params[key] for key in SETTINGS_PARAMS if params.get(key) not in (None, "")}
-    return settings_from_airflow(overrides)
 
 
 def shard(names: Sequence[str], max_shards: int, min_size: int = MIN_SHARD_SIZE) -> list[list[str]]:

@@ -1,9 +1,12 @@
 """What the ``spark_apps/orphan_*.py`` entry points run under ``spark-submit``.
 
-Each app is one step of the cycle (``cycle.step_*``) for one run id. Settings come from
-``LEDGERGC_*`` environment variables (``Settings.from_env``); the DAG's Spark tasks set
-them from Airflow's connections and params with ``Settings.to_env``. The app prints the
-step's manifest as JSON and exits 0, or prints one error line and exits 2.
+Two applications per cycle: ``survey`` (snapshot, scan and diff: one JVM, its Parquet
+outputs scratch of its own) and ``delete`` (phase 3, over executors when many entries
+are due). Both read and write only the state store (``run_steps``, the registry, the
+audit log), so they may run on any worker. Settings come from ``LEDGERGC_*`` variables
+(``Settings.from_env``; the DAG's operator passes them as spark-submit's environment);
+``ledger_gc`` itself comes with spark-submit's ``py_files``. The app prints its result as
+JSON and exits 0, or prints one error line and exits 2.
 """
 
 from __future__ import annotations
@@ -18,20 +21,29 @@ from ledger_gc.errors import LedgerGcError
 from ledger_gc.settings import Settings
 from ledger_gc.termination import stop_on_signals
 
-STEPS = ("snapshot", "scan", "diff", "delete")
+SURVEY = "survey"
+DELETE = "delete"
+STEPS = (SURVEY, DELETE)
+
+
+def _optional(value: str | None) -> str | None:
+    """An empty argument is no argument (a DAG template renders an unset param as '')."""
+    return value or None
 
 
 def build_parser(step: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"orphan_{step}.py", description=f"The {step} step of a ledger-gc orphan cycle."
     )
-    parser.add_argument("--run-id", required=True, help="the cycle's run id (its state folder)")
-    if step == "scan":
-        parser.add_argument("--inventory", help="an S3 Inventory report instead of listing")
+    parser.add_argument("--run-id", required=True, help="the cycle's run id")
+    if step == SURVEY:
         parser.add_argument(
-            "--offload-inventory", help="an S3 Inventory report of the offload bucket"
+            "--inventory", type=_optional, help="an S3 Inventory report instead of listing"
         )
-    if step == "delete":
+        parser.add_argument(
+            "--offload-inventory", type=_optional, help="an S3 Inventory of the offload bucket"
+        )
+    if step == DELETE:
         parser.add_argument("--dry-run", action="store_true", help="re-check, delete nothing")
         parser.add_argument("--force", action="store_true", help="recorded in the result")
     return parser
@@ -49,24 +61,18 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from ledger_gc.orphans import cycle
-    from ledger_gc.orphans.spark_jobs import ship_library
 
     spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
     try:
-        ship_library(spark)
         settings = Settings.from_env()
-        if step == "snapshot":
-            result = cycle.step_snapshot(settings, args.run_id, spark)
-        elif step == "scan":
-            result = cycle.step_scan(
+        if step == SURVEY:
+            result = cycle.step_survey(
                 settings,
                 args.run_id,
                 spark,
                 inventory=args.inventory,
                 offload_inventory=args.offload_inventory,
             )
-        elif step == "diff":
-            result = cycle.step_diff(settings, args.run_id, spark)
         else:
             options = cycle.CycleOptions(dry_run=args.dry_run or None, force=args.force)
             # SIGTERM (a pod eviction, a task timeout that reaches the driver): the delete
@@ -74,6 +80,9 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
                 result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+            result = {key: value for key, value in result.items() if key != "results"} | {
+                "results": len(result.get("results", []))
+            }
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return 0

@@ -1,19 +1,22 @@
-"""One orphan cycle: snapshot, scan, diff, initialize/correct, delete, report.
+"""One orphan cycle: survey (snapshot, scan, diff), initialize/correct, delete, report.
 
-Each step is a function over the run's files in the state dir (``layout``) and the
-registry, so the same code runs in one process (``run_orphan_cycle``: the CLI and the
-demo) or as separate Airflow tasks (``dags/orphan_removal.py``), and any step can be
-re-run on its own:
+Each step is a function over the run's records in the state store (``run_steps``) and
+the registry, so the same code runs in one process (``run_orphan_cycle``: the CLI and
+the demo) or as separate Airflow tasks on different workers (``dags/orphan_removal.py``),
+and any step can be re-run on its own:
 
-* ``step_snapshot``, ``step_scan``, ``step_diff`` (Spark) overwrite their run's output;
+* ``step_survey`` (one Spark application) is ``step_snapshot``, ``step_scan`` and
+  ``step_diff``: their Parquet outputs are scratch in this process's state dir, read
+  back by the diff and removed at the end; what the later steps need (the counts, the
+  guard inputs, the candidates, the snapshot's facts about registered targets) is
+  recorded in the state store. A re-run overwrites its run's records;
 * ``step_phases`` (guards, then phases 1 and 2) applies a run's scan to the registry in
   one transaction, once: the registry numbers the scan and remembers the run id;
 * ``step_delete`` (phase 3) re-checks and deletes what the registry says is due, and
   applies the outcome in one transaction; if ZooKeeper goes away mid-way it records
   nothing and fails (what it did delete is in the audit log, and the next run finds
   those prefixes empty and closes them as ``gone``);
-* ``step_report`` writes ``report.json`` and appends the summary to the run log, also
-  for a failed cycle.
+* ``step_report`` appends the summary to the run log, also for a failed cycle.
 
 Deletion happens only with ``settings.delete_enabled`` and without ``dry_run``; by
 default a cycle registers, corrects and reports what it would delete (DESIGN.md).
@@ -37,17 +40,10 @@ from ledger_gc.orphans.classify import (
     parse_segment_target,
 )
 from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
-from ledger_gc.orphans.layout import (
-    DELETE,
-    DIFF,
-    PHASES,
-    SCAN,
-    SNAPSHOT,
-    RunPaths,
-    new_run_id,
-)
+from ledger_gc.orphans.layout import RunPaths, new_run_id
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.orphans.timekeeping import Instant
 from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.settings import Settings
@@ -116,7 +112,7 @@ def step_snapshot(
     run = RunPaths(settings.state_dir, run_id)
     manifest = snapshot_job(spark, settings, run, clock=clock)
     manifest.update(sequence=sequence, instant=instant.to_dict(), clock_warnings=warnings)
-    run.write_manifest(SNAPSHOT, manifest)
+    RunSteps(settings, run_id).write_manifest(SNAPSHOT, manifest)
     return manifest
 
 
@@ -142,56 +138,81 @@ def step_scan(
     )
     _, instant, warnings = _observe(settings, run_id, witness, clock)
     manifest.update(instant=instant.to_dict(), clock_warnings=warnings)
-    run.write_manifest(SCAN, manifest)
+    RunSteps(settings, run_id).write_manifest(SCAN, manifest)
     return manifest
 
 
 def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> dict[str, Any]:
+    """Classify the scan against the snapshot; the record and candidates go to the store."""
     from ledger_gc.orphans.spark_jobs import diff_job
 
+    diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
+    return RunSteps(settings, run_id).read_manifest(DIFF) or {}
+
+
+def step_survey(
+    settings: Settings,
+    run_id: str,
+    spark: SparkSession,
+    *,
+    inventory: str | None = None,
+    offload_inventory: str | None = None,
+    clock: Clock = now_ms,
+    witness: ServerClocks | None = None,
+) -> dict[str, Any]:
+    """Snapshot, scan and diff in one Spark application (one JVM start-up, not three).
+
+    The snapshot is taken before the scan starts (the horizon and stale-run rules rely
+    on that order). Their Parquet outputs are this process's scratch and are removed at
+    the end, whatever happened: the later steps read only the state store's records.
+    Returns a short summary (the app prints it; the records hold the rest).
+    """
     run = RunPaths(settings.state_dir, run_id)
-    diff_job(spark, settings, run)
-    manifest = run.read_manifest(DIFF)
-    assert manifest is not None
-    return manifest
+    try:
+        snapshot = step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
+        scan = step_scan(
+            settings, run_id, spark, inventory=inventory,
+            offload_inventory=offload_inventory, clock=clock, witness=witness,
+        )
+        diff = step_diff(settings, run_id, spark)
+    finally:
+        run.remove()
+    return {
+        "run_id": run_id,
+        "managed_ledgers": snapshot.get("managed_ledgers"),
+        "objects": scan.get("objects"),
+        "bytes": scan.get("bytes"),
+        "candidates": diff.get("candidates"),
+        "orphan_bytes": diff.get("orphan_bytes"),
+        "orphan_fraction": diff.get("orphan_fraction"),
+    }
 
 
 # --- phases 1 and 2 --------------------------------------------------------------------
 
 
-def _snapshot_refs(run: RunPaths, ml_names: set[str]) -> dict[str, ManagedLedgerRefs]:
-    """What the run's snapshot says of some managed ledgers (read with pyarrow)."""
-    if not ml_names:
-        return {}
-    import pyarrow.dataset as ds
+class SnapshotFacts:
+    """What the survey recorded of its snapshot for the phases step (``spark_jobs``'s
+    ``snapshot_facts``): the snapshot itself stays in the survey's scratch.
 
-    dataset = ds.dataset(run.data(SNAPSHOT), format="parquet")
-    table = dataset.to_table(filter=ds.field("ml_name").isin(sorted(ml_names)))
-    rows = zip(
-        table.column("entry_type").to_pylist(),
-        table.column("ml_name").to_pylist(),
-        table.column("ledger_id").to_pylist(),
-        strict=True,
-    )
-    return dict(snapshot_from_rows(list(rows)).managed_ledgers)
+    ``ml_high``: for each managed ledger with an orphan-ledger candidate, the highest id
+    it lists or marks (the horizon); ``ml_rows``: the snapshot rows of the managed
+    ledgers of registered orphan ledgers and partitions (their ML rows, and the rows of
+    the registered ledger ids); ``ledger_rows``: every row that references the ledger
+    id of a registered orphan segment; ``registered``: the prefixes these cover (the
+    registry as the survey read it).
+    """
 
-
-def _snapshot_owners(run: RunPaths, ledger_ids: set[int]) -> dict[int, list[segments.Owner]]:
-    """Who the run's snapshot says references some ledger ids, with which offload uuid."""
-    if not ledger_ids:
-        return {}
-    import pyarrow.dataset as ds
-
-    dataset = ds.dataset(run.data(SNAPSHOT), format="parquet")
-    table = dataset.to_table(filter=ds.field("ledger_id").isin(sorted(ledger_ids)))
-    columns = [table.column(n).to_pylist() for n in ("entry_type", "ml_name", "ledger_id")]
-    uuids = (
-        table.column("offload_uuid").to_pylist()
-        if "offload_uuid" in table.column_names
-        else [None] * table.num_rows
-    )
-    rows = list(zip(*columns, uuids, strict=True))
-    return segments.owners_by_ledger(snapshot_from_rows(rows))
+    def __init__(self, diff: dict[str, Any]) -> None:
+        facts = diff.get("snapshot_facts") or {}
+        self.ml_high: dict[str, int | None] = dict(facts.get("ml_high") or {})
+        self.refs: dict[str, ManagedLedgerRefs] = dict(
+            snapshot_from_rows([tuple(r) for r in facts.get("ml_rows") or []]).managed_ledgers
+        )
+        self.owners = segments.owners_by_ledger(
+            snapshot_from_rows([tuple(r) for r in facts.get("ledger_rows") or []])
+        )
+        self.registered = frozenset(facts.get("registered") or ())
 
 
 def _why_segment_not_orphan(
@@ -221,29 +242,31 @@ def _why_segment_not_orphan(
 
 
 def _horizon(
-    run: RunPaths, diff: dict[str, Any], candidates: Iterable[Candidate]
+    facts: SnapshotFacts, diff: dict[str, Any], candidates: Iterable[Candidate]
 ) -> horizon.MetadataHorizon:
-    """What the run's metadata knows of: its id counter, and the ledger lists of the
-    managed ledgers that have orphan-ledger candidates."""
+    """What the run's metadata knows of: its id counter, and the highest listed or
+    marked id of each managed ledger that has orphan-ledger candidates."""
     names = {c.ml_name for c in candidates if c.target_class == ORPHAN_LEDGER}
-    return horizon.MetadataHorizon.of(
-        diff.get("id_counter"), diff.get("metadata_max_ledger_id"), _snapshot_refs(run, names)
+    highs = {name: facts.ml_high[name] for name in names if name in facts.ml_high}
+    return horizon.MetadataHorizon(
+        diff.get("id_counter"), diff.get("metadata_max_ledger_id"), highs
     )
 
 
 def step_phases(
     settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
 ) -> dict[str, Any]:
-    """Guards, then initialize and correct, in one registry transaction (idempotent)."""
-    from ledger_gc.orphans.spark_jobs import read_candidates
+    """Guards, then initialize and correct, in one registry transaction (idempotent).
 
-    run = RunPaths(settings.state_dir, run_id)
-    diff = run.read_manifest(DIFF)
-    assert diff is not None
-    run.start_step(PHASES, keep_data=True)
+    Reads only the state store: the survey's diff record (guard inputs, snapshot facts)
+    and candidates, and the registry; records its result there (``PHASES``)."""
+    steps = RunSteps(settings, run_id)
+    diff = steps.read_manifest(DIFF) or {}
+    steps.start_step(PHASES)
     refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
-    found = {c.prefix(settings.prefix): c for c in read_candidates(run)}
-    candidates, held = horizon.split_held(found, _horizon(run, diff, found.values()))
+    facts = SnapshotFacts(diff)
+    found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
+    candidates, held = horizon.split_held(found, _horizon(facts, diff, found.values()))
     stale = guards.stale_metadata(
         horizon.proof_of_staleness(held), settings.zk_hosts, force=force
     )
@@ -269,17 +292,38 @@ def step_phases(
     if guards.blocking(refusals):
         for refusal in guards.blocking(refusals):
             log.warning("orphan cycle %s refused: %s", run_id, refusal.reason)
-        run.write_manifest(PHASES, result)
+        steps.write_manifest(PHASES, result)
         return result
     # The scan's time as the servers' clocks read it (scan step); a run of an older
     # ledger-gc has none, and then no grace time passes from it (timekeeping.py).
     instant = Instant.from_dict(diff.get("scan_instant")) or Instant(clock())
-    now = instant.now_ms()
     sequence = diff.get("snapshot_sequence")
+    # The result is recorded after the registry's transaction (a second write while it
+    # is open would wait for it): a crash in between leaves the scan applied and no
+    # record, and the re-run finds the scan of this run and records its result.
+    applied = _apply_scan(
+        registry, run_id, result, candidates, held, facts, diff, instant, sequence
+    )
+    steps.write_manifest(PHASES, applied)
+    return applied
+
+
+def _apply_scan(
+    registry: OrphanRegistry,
+    run_id: str,
+    result: dict[str, Any],
+    candidates: dict[str, Candidate],
+    held: list[horizon.Held],
+    facts: SnapshotFacts,
+    diff: dict[str, Any],
+    instant: Instant,
+    sequence: int | None,
+) -> dict[str, Any]:
+    """Phases 1 and 2 in one registry transaction, once per run id."""
+    now = instant.now_ms()
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
         if done is not None:
-            run.write_manifest(PHASES, done.result)
             return done.result
         latest = txn.latest_scan()
         # Ordered by ZooKeeper's sequence, not by any host's clock: a run whose clock
@@ -299,27 +343,21 @@ def step_phases(
                 "scan is older and is not applied",
             )
             result["refusals"].append(stale.to_dict())
-            run.write_manifest(PHASES, result)
             return result
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
-        missing = [entry for prefix, entry in entries.items() if prefix not in candidates]
-        refs = _snapshot_refs(
-            run, {entry.ml_name for entry in missing if entry.target_class != ORPHAN_SEGMENT}
-        )
-        owners = _snapshot_owners(
-            run,
-            {
-                entry.ledger_id
-                for entry in missing
-                if entry.target_class == ORPHAN_SEGMENT and entry.ledger_id is not None
-            },
-        )
+        # An entry registered after the survey read the registry (another cycle's) has
+        # no facts here; it gets the generic reason (reasons are text, never a verdict).
+        missing = [
+            entry
+            for prefix, entry in entries.items()
+            if prefix not in candidates and prefix in facts.registered
+        ]
         reasons = {
             entry.prefix: (
-                _why_segment_not_orphan(entry, owners, diff, number)
+                _why_segment_not_orphan(entry, facts.owners, diff, number)
                 if entry.target_class == ORPHAN_SEGMENT
-                else phases.why_not_orphan(entry, refs.get(entry.ml_name), number)
+                else phases.why_not_orphan(entry, facts.refs.get(entry.ml_name), number)
             )
             for entry in missing
         }
@@ -360,7 +398,6 @@ def step_phases(
             corrected=len(changes.corrected),
         )
         txn.set_scan_result(number, result)
-    run.write_manifest(PHASES, result)
     return result
 
 
@@ -404,10 +441,9 @@ def step_delete(
     Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
     and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
     defaults to ``settings.orphan_lock_wait_seconds``."""
-    run = RunPaths(settings.state_dir, run_id)
-    applied = run.read_manifest(PHASES)
-    assert applied is not None
-    run.start_step(DELETE, keep_data=True)
+    steps = RunSteps(settings, run_id)
+    applied = steps.read_manifest(PHASES) or {}
+    steps.start_step(DELETE)
     deleting_now = options.deleting(settings)
     result: dict[str, Any] = {
         "deleting": deleting_now,
@@ -417,24 +453,24 @@ def step_delete(
     }
     if not applied.get("applied"):
         result["skipped"] = "the scan was not applied (see the refusals); nothing deleted"
-        run.write_manifest(DELETE, result)
+        steps.write_manifest(DELETE, result)
         return result
     wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     try:
         with delete_lock(settings, run_id, wait):
             return _delete_under_lock(
-                settings, run, result, deleting_now, spark, clock, witness, distribute_over
+                settings, steps, result, deleting_now, spark, clock, witness, distribute_over
             )
     except DeleteLockBusy as exc:
         log.warning("orphan cycle %s: %s", run_id, exc)
         result.update(skipped=str(exc), lock_busy=True)
-        run.write_manifest(DELETE, result)
+        steps.write_manifest(DELETE, result)
         return result
 
 
 def _delete_under_lock(
     settings: Settings,
-    run: RunPaths,
+    steps: RunSteps,
     result: dict[str, Any],
     deleting_now: bool,
     spark: SparkSession | None,
@@ -445,7 +481,7 @@ def _delete_under_lock(
     """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
-    run_id = run.run_id
+    run_id = steps.run_id
     registry = OrphanRegistry(settings)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
@@ -453,7 +489,7 @@ def _delete_under_lock(
             f"a newer scan (run {latest.run_id if latest else '?'}) was applied since; only "
             "the latest run may delete"
         )
-        run.write_manifest(DELETE, result)
+        steps.write_manifest(DELETE, result)
         return result
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
@@ -488,7 +524,7 @@ def _delete_under_lock(
     unavailable = [r for r in results if r["unavailable"]]
     if unavailable:
         result["failed"] = unavailable[0]["error"]
-        run.write_manifest(DELETE, result)
+        steps.write_manifest(DELETE, result)
         done = sum(1 for r in results if r["action"] == deleting.DELETED)
         raise MetadataError(
             f"ZooKeeper became unavailable during the orphan delete ({unavailable[0]['error']}); "
@@ -497,7 +533,7 @@ def _delete_under_lock(
             "next run retries"
         )
     _apply_delete_results(registry, results, run_id, latest.number, now)
-    run.write_manifest(DELETE, result)
+    steps.write_manifest(DELETE, result)
     return result
 
 
@@ -566,7 +602,7 @@ def step_report(
     started_ms: int | None = None,
     error: BaseException | str | None = None,
 ) -> report.CycleReport:
-    """Build the cycle's report from its files and the registry; append it to the run log."""
+    """Build the cycle's report from its records and the registry; append it to the run log."""
     cycle_report = report.build_report(
         settings, run_id, options=options, now_ms=clock(), started_ms=started_ms, error=error
     )
@@ -609,12 +645,10 @@ def run_orphan_cycle(
             from ledger_gc.orphans.spark_jobs import local_session
 
             spark = local_session()
-        step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
-        step_scan(
+        step_survey(
             settings, run_id, spark, inventory=inventory, offload_inventory=offload_inventory,
             clock=clock, witness=witness,
         )
-        step_diff(settings, run_id, spark)
         step_phases(settings, run_id, force=force, clock=clock)
         step_delete(
             settings, run_id, options=options, spark=spark, clock=clock, witness=witness

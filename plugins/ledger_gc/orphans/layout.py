@@ -1,28 +1,19 @@
-"""Where an orphan cycle keeps its files in the state dir, and how they are written.
+"""The survey's scratch space in the state dir: one folder per run, removed at its end.
 
-(The registry and the run summaries are in the state store: registry.py, run_log.py.)
+(What crosses steps is in the state store: run_steps.py; the registry and the run
+summaries too: registry.py, run_log.py.)
 
 ::
 
     <state_dir>/orphans/
-      runs/<run>/                  one folder per run: a re-run of the same run id
-        snapshot/                    overwrites this folder's files and nothing else
-        snapshot.json
-        scan/
-        offload-scan/                the offload bucket's objects (tiered storage on)
-        scan.json
-        diff/candidates.parquet
-        diff.json
-        phases.json
-        delete.json
-        report.json
+      runs/<run>/                  one folder per run, written and read by one process
+        snapshot/                    (the survey app: snapshot, scan and diff) and
+        scan/                        removed when it ends; a crashed survey's folder is
+        offload-scan/                pruned by a later report (``prune_runs``)
 
 ``<run>`` is the run id made safe for a path (Airflow's ``manual__2026-01-01T00:00:00+00:00``
-has characters Hadoop paths reject). Every Parquet output has a JSON *manifest* beside it,
-written atomically after the data: a step reads a previous step's output only if its
-manifest says ``complete``. A step that is re-run removes its manifest first, so a crash
-half-way through a re-run leaves "no output", never a half-written one that looks whole
-(DESIGN.md: a partial snapshot is never used).
+has characters Hadoop paths reject). The folders are Parquet datasets that the diff reads
+back in the same Spark application; no other step, task or worker ever reads them.
 """
 
 from __future__ import annotations
@@ -38,26 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger_gc.errors import LedgerGcError
-
 ORPHANS_DIR = "orphans"
 RUNS_DIR = "runs"
-REGISTRY_FILE = "registry.sqlite"
 
 SNAPSHOT = "snapshot"
 SCAN = "scan"
 #: The offload bucket's listing, written by the scan step beside ``scan/``.
 OFFLOAD_SCAN = "offload-scan"
-DIFF = "diff"
-PHASES = "phases"
-DELETE = "delete"
-REPORT = "report"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-class MissingStepOutputError(LedgerGcError):
-    """A step needs the output of an earlier step of the same run, and it is not there."""
 
 
 def new_run_id(prefix: str = "cli", now_ms: int | None = None) -> str:
@@ -102,47 +82,9 @@ class RunPaths:
         default file system (HDFS) instead of the state dir."""
         return self.data(step).as_uri()
 
-    def manifest(self, step: str) -> Path:
-        return self.root / f"{step}.json"
-
-    @property
-    def candidates(self) -> Path:
-        return self.root / DIFF / "candidates.parquet"
-
-    # --- manifests ---------------------------------------------------------------------
-
-    def start_step(self, step: str, *, keep_data: bool = False) -> None:
-        """Forget an earlier attempt of ``step`` in this run (manifest first, then data)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.manifest(step).unlink(missing_ok=True)
-        if not keep_data and self.data(step).exists():
-            shutil.rmtree(self.data(step))
-
-    def write_manifest(self, step: str, manifest: dict[str, Any]) -> None:
-        """Write ``<step>.json`` atomically (temp file, fsync, rename)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        body = {"run_id": self.run_id, "step": step, "complete": True, **manifest}
-        write_json_atomic(self.manifest(step), body)
-
-    def read_manifest(self, step: str, *, required: bool = True) -> dict[str, Any] | None:
-        """A step's manifest, or None / MissingStepOutputError if it did not complete."""
-        path = self.manifest(step)
-        try:
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            data = {}
-        except ValueError as exc:
-            raise MissingStepOutputError(
-                f"{path} is not valid JSON ({exc}); re-run the step"
-            ) from exc
-        if data.get("complete") and data.get("run_id") == self.run_id:
-            return data
-        if not required:
-            return None
-        raise MissingStepOutputError(
-            f"the {step} step of run {self.run_id} has no complete output ({path}); run it "
-            "(again) before the steps that follow it"
-        )
+    def remove(self) -> None:
+        """Remove the run's scratch (its end: nothing else reads it)."""
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

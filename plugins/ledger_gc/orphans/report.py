@@ -1,9 +1,10 @@
 """The report of an orphan cycle: what ``ledgergc orphans`` prints and the run log keeps.
 
 One JSON object per cycle is appended to the state store's run log
-(``run_log.append_run(settings, "orphans", ...)``) and written to the run's
-``report.json``. The Airflow view and the Prometheus metrics read it, so its fields are
-a contract. All times are epoch milliseconds, sizes bytes.
+(``run_log.append_run(settings, "orphans", ...)``), built from the run's step records
+(``run_steps``) and the registry, so the report task may run on any worker. The Airflow
+view and the Prometheus metrics read it, so its fields are a contract. All times are
+epoch milliseconds, sizes bytes.
 
 Top level:
 
@@ -91,7 +92,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
-from ledger_gc.orphans import deleting, phases, timekeeping
+from ledger_gc.orphans import deleting, layout, phases, run_steps, timekeeping
 from ledger_gc.orphans.classify import (
     CLASSES,
     FOREIGN,
@@ -103,18 +104,8 @@ from ledger_gc.orphans.classify import (
     OTHER_CLUSTER_SEGMENT,
 )
 from ledger_gc.orphans.guards import METADATA_READ
-from ledger_gc.orphans.layout import (
-    DELETE,
-    DIFF,
-    PHASES,
-    REPORT,
-    SCAN,
-    SNAPSHOT,
-    RunPaths,
-    prune_runs,
-    write_json_atomic,
-)
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
@@ -215,10 +206,10 @@ def build_report(
     started_ms: int | None = None,
     error: BaseException | str | None = None,
 ) -> CycleReport:
-    """Assemble the report from the run's manifests, the registry and its history."""
-    run = RunPaths(settings.state_dir, run_id)
+    """Assemble the report from the run's step records, the registry and its history."""
+    steps = RunSteps(settings, run_id)
     manifests = {
-        step: run.read_manifest(step, required=False)
+        step: steps.read_manifest(step, required=False)
         for step in (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
     }
     snapshot, scan, diff, applied, deleted = (manifests[s] for s in manifests)
@@ -470,12 +461,11 @@ def _namespace(ml_name: str) -> str:
 
 
 def publish(settings: Settings, cycle_report: CycleReport) -> None:
-    """Write ``report.json``, append the run log, prune old run folders."""
-    run = RunPaths(settings.state_dir, cycle_report.run_id)
-    run.root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run.manifest(REPORT), cycle_report.to_dict())
+    """Append the run log; forget the step records of old runs (and a crashed survey's
+    scratch on this worker)."""
     run_log.append_run(settings, KIND, cycle_report.to_dict())
-    prune_runs(settings.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
+    run_steps.prune_runs(settings, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
+    layout.prune_runs(settings.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
 
 
 # --- text ------------------------------------------------------------------------------

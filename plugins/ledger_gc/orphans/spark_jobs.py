@@ -1,40 +1,42 @@
 """The Spark side of an orphan cycle: snapshot, scan, diff and distributed deletion.
 
 Every function takes a ``SparkSession`` (local in tests and the CLI, any cluster under
-``spark-submit``) and the run's ``RunPaths``; ``spark_apps/*.py`` are thin entry points
-over them. Executors do the I/O with the library itself (``reading``, ``deleting``), each
-over its own ZooKeeper session or S3 client; the package is shipped to them as a zip
-(``ship_library``), so a cluster needs only kazoo, boto3 and protobuf installed.
+``spark-submit``) and the run's scratch ``RunPaths``; ``spark_apps/*.py`` are thin entry
+points over them. Executors do the I/O with the library itself (``reading``,
+``deleting``), each over its own ZooKeeper session or S3 client. The library reaches them
+one way, as Spark expects: the zip ``library_zip`` builds, given to spark-submit as
+``py_files`` (the DAG's operator) or as ``spark.submit.pyFiles`` (``local_session``), so a
+cluster's executors need only the pinned packages (kazoo, boto3, protobuf). Each step
+names its Spark jobs (``job_group``: the Spark UI says which step of which run runs).
 
 Scale rule (issue 6: a 10M-object inventory diff in minutes with a small driver): the
 object list is never collected to the driver. The diff is a Spark aggregate (per ledger,
 then joined with the snapshot); only the orphan candidates, per-namespace totals and a
 few sample foreign keys come back.
 
-Outputs (see ``layout``): ``snapshot/`` (entry_type, ml_name, ledger_id, offload_uuid)
-and ``scan/`` (key, size, last_modified ms; ``offload-scan/`` the same for the offload
-bucket when tiered storage is on) as Parquet datasets; ``diff/candidates.parquet``; each with
-its JSON manifest, written last.
+Scratch (``layout``, read back within the same application): ``snapshot/`` (entry_type,
+ml_name, ledger_id, offload_uuid) and ``scan/`` (key, size, last_modified ms;
+``offload-scan/`` the same for the offload bucket when tiered storage is on) as Parquet
+datasets. Records (``run_steps``, in the state store, written last): each step's
+manifest; the diff's candidates and the snapshot's facts the phases step needs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
 import sys
-import tempfile
-import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ledger_gc
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
+from ledger_gc.library_zip import library_zip
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import classify, cluster_tags, reading, segments
+from ledger_gc.orphans import classify, cluster_tags, reading, run_steps, segments
 from ledger_gc.orphans.classify import (
     FOREIGN,
     LIVE,
@@ -49,7 +51,10 @@ from ledger_gc.orphans.classify import (
     DiffResult,
 )
 from ledger_gc.orphans.deleting import recheck_and_delete
-from ledger_gc.orphans.layout import DIFF, OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.phases import RegistryEntry
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import RunSteps
 from ledger_gc.settings import Settings
 from ledger_gc.storage import keys
 from ledger_gc.storage.s3 import offload_settings
@@ -100,6 +105,8 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
     own way to point a Python program at a cluster: ``--master spark://host:7077 ...
     pyspark-shell``), else ``local[*]``. Executors run ``PYSPARK_PYTHON`` (default
     ``python3``); unless it is set, use this interpreter, the one that has kazoo and boto3.
+    They get the library as spark-submit's ``py_files`` would give it
+    (``spark.submit.pyFiles``): the same zip, the one way it reaches executors.
     """
     from pyspark.sql import SparkSession
 
@@ -110,6 +117,7 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
             or DEFAULT_MASTER
         )
         .appName(app_name)
+        .config("spark.submit.pyFiles", str(library_zip()))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
@@ -117,44 +125,20 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    ship_library(spark)
     return spark
 
 
-_LIBRARY_ZIP: Path | None = None
-
-
-def library_zip() -> Path:
-    """The ``ledger_gc`` package as a zip (named by content hash), built once per process."""
-    global _LIBRARY_ZIP
-    if _LIBRARY_ZIP is not None and _LIBRARY_ZIP.exists():
-        return _LIBRARY_ZIP
-    package = Path(ledger_gc.__file__).resolve().parent
-    files = sorted(
-        p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".proto", ".typed")
-    )
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    target = Path(tempfile.gettempdir()) / f"ledger_gc-{digest.hexdigest()[:16]}.zip"
-    if not target.exists():
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in files:
-                archive.write(path, Path("ledger_gc") / path.relative_to(package))
-        os.replace(tmp, target)
-    _LIBRARY_ZIP = target
-    return target
-
-
-def ship_library(spark: SparkSession) -> None:
-    """Make ``ledger_gc`` importable on the executors (once per SparkContext)."""
+@contextmanager
+def job_group(spark: SparkSession, run_id: str, step: str, description: str) -> Iterator[None]:
+    """Name the Spark jobs of one step (``ledgergc-<step>``: the Spark UI's job group,
+    with a description that says what runs for which cycle)."""
     context = spark.sparkContext
-    if getattr(context, "_ledger_gc_shipped", False):
-        return
-    context.addPyFile(str(library_zip()))
-    context._ledger_gc_shipped = True  # type: ignore[attr-defined]
+    context.setJobGroup(f"ledgergc-{step}", f"ledger-gc {step}: {description} (run {run_id})")
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 def _slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024) -> int:
@@ -198,8 +182,8 @@ def snapshot_job(
     share with pipelined gets. Any read error fails the job and no manifest is written,
     so the diff never sees a partial snapshot.
     """
-    ship_library(spark)
-    run.start_step(SNAPSHOT)
+    steps = RunSteps(settings, run.run_id)
+    steps.start_step(run_steps.SNAPSHOT)
     started = clock()
     with MetadataStore.open(settings) as store:
         names = store.list_managed_ledgers(sync=True)
@@ -208,14 +192,15 @@ def snapshot_job(
         lambda part: reading.read_managed_ledgers(settings, list(part))
     )
     uri = run.data_uri(SNAPSHOT)
-    try:
-        spark.createDataFrame(rdd, SNAPSHOT_SCHEMA).write.mode("overwrite").parquet(uri)
-    except Exception as exc:
-        raise _job_error("the metadata snapshot", exc) from exc
-    counts = {
-        row["entry_type"]: row["count"]
-        for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
-    }
+    with job_group(spark, run.run_id, "snapshot", f"read {len(names)} managed ledgers"):
+        try:
+            spark.createDataFrame(rdd, SNAPSHOT_SCHEMA).write.mode("overwrite").parquet(uri)
+        except Exception as exc:
+            raise _job_error("the metadata snapshot", exc) from exc
+        counts = {
+            row["entry_type"]: row["count"]
+            for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
+        }
     manifest = {
         "started_ms": started,
         "finished_ms": clock(),
@@ -225,7 +210,7 @@ def snapshot_job(
         "managed_ledgers_listed": len(names),
         "shards": slices,
     }
-    run.write_manifest(SNAPSHOT, manifest)
+    steps.write_manifest(run_steps.SNAPSHOT, manifest)
     return manifest
 
 
@@ -247,8 +232,21 @@ def scan_job(
     the manifest, and the diff reads them directly (copying 10M rows would only cost).
     With tiered storage on, the offload bucket is scanned too (``offload_scan``).
     """
-    ship_library(spark)
-    run.start_step(SCAN)
+    what = f"inventory {inventory}" if inventory else f"list bucket {settings.bucket}"
+    with job_group(spark, run.run_id, "scan", what):
+        return _scan_job(spark, settings, run, inventory, offload_inventory, clock)
+
+
+def _scan_job(
+    spark: SparkSession,
+    settings: Settings,
+    run: RunPaths,
+    inventory: str | None,
+    offload_inventory: str | None,
+    clock: Callable[[], int],
+) -> dict[str, Any]:
+    steps = RunSteps(settings, run.run_id)
+    steps.start_step(run_steps.SCAN)
     started = clock()
     if inventory:
         frame, files, fmt = read_inventory(spark, settings, inventory)
@@ -302,7 +300,7 @@ def scan_job(
         # current (horizon.py; issue 11).
         id_counter=reading.read_id_counter(settings),
     )
-    run.write_manifest(SCAN, manifest)
+    steps.write_manifest(run_steps.SCAN, manifest)
     return manifest
 
 
@@ -442,8 +440,7 @@ def read_inventory(
 
 def scan_objects(spark: SparkSession, settings: Settings, run: RunPaths) -> DataFrame:
     """The scan's objects (key, size, last_modified), whatever its source was."""
-    manifest = run.read_manifest(SCAN)
-    assert manifest is not None
+    manifest = RunSteps(settings, run.run_id).read_manifest(run_steps.SCAN) or {}
     if manifest["source"] == "inventory":
         frame, _, _ = read_inventory(
             spark, settings, manifest["inventory"], files=manifest["inventory_files"]
@@ -462,13 +459,21 @@ def diff_job(
     *,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
 ) -> DiffResult:
-    """Classify every object (classify.py's rules) and aggregate per target/namespace."""
+    """Classify every object (classify.py's rules) and aggregate per target/namespace;
+    record the result, its candidates and the snapshot's facts (one transaction)."""
+    with job_group(spark, run.run_id, "diff", "classify the scan against the snapshot"):
+        return _diff_job(spark, settings, run, max_foreign_samples)
+
+
+def _diff_job(
+    spark: SparkSession, settings: Settings, run: RunPaths, max_foreign_samples: int
+) -> DiffResult:
     from pyspark.sql import functions as F
 
-    snapshot_manifest = run.read_manifest(SNAPSHOT)
-    scan_manifest = run.read_manifest(SCAN)
-    assert snapshot_manifest is not None and scan_manifest is not None
-    run.start_step(DIFF)
+    steps = RunSteps(settings, run.run_id)
+    snapshot_manifest = steps.read_manifest(run_steps.SNAPSHOT) or {}
+    scan_manifest = steps.read_manifest(run_steps.SCAN) or {}
+    steps.start_step(run_steps.DIFF)
     snapshot = spark.read.parquet(run.data_uri(SNAPSHOT))
     objects = scan_objects(spark, settings, run)
 
@@ -515,15 +520,16 @@ def diff_job(
                 spark, settings, run, snapshot, result, scan_manifest["offload"],
                 max_foreign_samples,
             )
+        facts = snapshot_facts(
+            spark, snapshot, result.candidates, OrphanRegistry(settings).entries().values()
+        )
     except LedgerGcError:
         raise
     except Exception as exc:
         raise _job_error("the diff", exc) from exc
     finally:
         grouped.unpersist()
-    _write_candidates(run, result.candidates)
-    run.write_manifest(
-        DIFF,
+    steps.write_diff(
         {
             **result.to_manifest(),
             "snapshot_started_ms": snapshot_manifest["started_ms"],
@@ -536,7 +542,11 @@ def diff_job(
             "snapshot_instant": snapshot_manifest.get("instant"),
             "scan_instant": scan_manifest.get("instant"),
             "metadata_max_ledger_id": _metadata_max_ledger_id(snapshot),
+            "candidates": len(result.candidates),
+            "snapshot_facts": facts,
         },
+        result.candidates,
+        settings.prefix,
     )
     return result
 
@@ -584,6 +594,67 @@ def _parse_key_columns(settings: Settings) -> list[Any]:
         F.when(is_block, ml_name).otherwise("").alias("ml_name"),
         F.when(is_block, ledger_text).otherwise("").alias("ledger_text"),
     ]
+
+
+_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid")
+
+
+def snapshot_facts(
+    spark: SparkSession,
+    snapshot: DataFrame,
+    candidates: Iterable[Candidate],
+    registered: Iterable[RegistryEntry],
+) -> dict[str, Any]:
+    """What the phases step needs of the snapshot, which stays in this app's scratch
+    (``cycle.SnapshotFacts`` reads it back): small, because it covers only the managed
+    ledgers of orphan-ledger candidates (their highest id: the horizon) and the registered
+    targets (the rows that say why one is no orphan any more)."""
+    from pyspark.sql import functions as F
+
+    entries = list(registered)
+    referenced = snapshot.where(F.col("entry_type") != reading.ML_ROW)
+
+    def rows(frame: DataFrame) -> list[list[Any]]:
+        return [list(row) for row in frame.select(*_ROW_COLUMNS).collect()]
+
+    def key_frame(values: Iterable[Any], schema: str) -> DataFrame:
+        return F.broadcast(spark.createDataFrame(sorted(set(values)), schema))
+
+    ml_high: dict[str, int | None] = {}
+    ledger_mls = [(c.ml_name,) for c in candidates if c.target_class == ORPHAN_LEDGER]
+    if ledger_mls:
+        highs = (
+            snapshot.join(key_frame(ledger_mls, "ml_name string"), "ml_name")
+            .groupBy("ml_name")
+            .agg(F.max(F.when(F.col("entry_type") != reading.ML_ROW, F.col("ledger_id"))))
+            .collect()
+        )
+        ml_high = {row[0]: None if row[1] is None else int(row[1]) for row in highs}
+    in_mls = [e for e in entries if e.target_class != ORPHAN_SEGMENT]
+    ml_rows: list[list[Any]] = []
+    if in_mls:
+        names = key_frame([(e.ml_name,) for e in in_mls], "ml_name string")
+        ml_rows = rows(snapshot.where(F.col("entry_type") == reading.ML_ROW).join(names, "ml_name"))
+        pairs = [(e.ml_name, e.ledger_id) for e in in_mls if e.ledger_id is not None]
+        if pairs:
+            wanted = key_frame(pairs, "ml_name string, ledger_id long")
+            ml_rows += rows(referenced.join(wanted, ["ml_name", "ledger_id"]))
+    segment_ids = [
+        (e.ledger_id,)
+        for e in entries
+        if e.target_class == ORPHAN_SEGMENT and e.ledger_id is not None
+    ]
+    ledger_rows = (
+        rows(referenced.join(key_frame(segment_ids, "ledger_id long"), "ledger_id"))
+        if segment_ids
+        else []
+    )
+    return {
+        "ml_high": ml_high,
+        "ml_rows": ml_rows,
+        "ledger_rows": ledger_rows,
+        "registered": sorted(e.prefix for e in entries),
+    }
 
 
 def _metadata_max_ledger_id(snapshot: DataFrame) -> int | None:
@@ -821,39 +892,6 @@ def _foreign_samples(
     return samples
 
 
-def _write_candidates(run: RunPaths, candidates: list[Candidate]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = pa.schema(
-        [
-            ("target_class", pa.string()),
-            ("ml_name", pa.string()),
-            ("ledger_id", pa.int64()),
-            ("objects", pa.int64()),
-            ("bytes", pa.int64()),
-            ("newest_ms", pa.int64()),
-            ("oldest_ms", pa.int64()),
-            ("max_ledger_id", pa.int64()),
-            ("segment", pa.string()),
-        ]
-    )
-    table = pa.Table.from_pylist([c.to_dict() for c in candidates], schema=schema)
-    run.candidates.parent.mkdir(parents=True, exist_ok=True)
-    tmp = run.candidates.with_name(f".{run.candidates.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, run.candidates)
-
-
-def read_candidates(run: RunPaths) -> list[Candidate]:
-    """The diff's orphan candidates (requires the diff's manifest)."""
-    import pyarrow.parquet as pq
-
-    run.read_manifest(DIFF)
-    # Candidates written before max_ledger_id existed read back without it (None).
-    return [Candidate(**row) for row in pq.read_table(run.candidates).to_pylist()]
-
-
 # --- deletion --------------------------------------------------------------------------
 
 
@@ -873,14 +911,15 @@ def distributed_delete(
     The function never raises for one entry's trouble (it reports it), so a Spark task
     retry cannot repeat a half-done batch blindly: a retried batch re-checks again.
     """
-    ship_library(spark)
     slices = max(1, -(-len(entries) // per_task))
     rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
         lambda part: recheck_and_delete(
             settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
         )
     )
-    try:
-        return rdd.collect()
-    except Exception as exc:
-        raise _job_error("the distributed delete", exc) from exc
+    verb = "re-check and delete" if deleting else "re-check (dry run)"
+    with job_group(spark, run_id, "delete", f"{verb} {len(entries)} registered orphans"):
+        try:
+            return rdd.collect()
+        except Exception as exc:
+            raise _job_error("the distributed delete", exc) from exc

@@ -124,8 +124,37 @@ imports = Table(
     Column("note", Text),
 )
 
+# What the steps of one orphan cycle hand each other (orphans/run_steps.py): one small
+# JSON record per run and step, so that no task reads a file another task wrote.
+run_steps = Table(
+    "ledgergc_run_steps",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("step", Text, primary_key=True),
+    Column("recorded_ms", BigInteger, nullable=False),
+    Column("body", Text, nullable=False),  # JSON
+)
+
+# The diff's orphan candidates of a run: one row per target, in the diff's order.
+run_candidates = Table(
+    "ledgergc_run_candidates",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("prefix", Text, primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("target_class", Text, nullable=False),
+    Column("ml_name", Text, nullable=False),
+    Column("ledger_id", BigInteger),
+    Column("objects", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("newest_ms", BigInteger, nullable=False),
+    Column("oldest_ms", BigInteger, nullable=False),
+    Column("max_ledger_id", BigInteger),
+    Column("segment", Text),
+)
+
 VERSION_TABLE = "ledgergc_alembic_version"
 # The newest migration (``migrations/versions``), which these tables are. A store at this
 # revision is used without loading Alembic's scripts: a Spark executor gets the library
 # as a zip (``py_files``), where Alembic cannot read them (tests check the two agree).
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"

@@ -20,6 +20,7 @@ login, a locked file). Nothing is read or deleted after either.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -263,15 +264,10 @@ class StateStore:
         with self.engine.connect() as conn:
             if current(conn) == HEAD_REVISION:
                 return  # the usual case, and the only one on an executor (see schema.py)
-        if not MIGRATIONS_DIR.is_dir():
-            raise StateError(
-                f"the state store {self.display_url} is not at schema version "
-                f"{HEAD_REVISION} and this process cannot migrate it (ledger-gc is imported "
-                f"from {MIGRATIONS_DIR.parent.parent}); run any `ledgergc` command, or the "
-                "DAG's first task, against it first"
-            )
+        # Behind (a new store, an upgrade): migrate, also from the py_files zip of a
+        # Spark driver (the survey may be the first task to touch a new store).
         config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.set_main_option("script_location", str(migrations_dir()))
         script = ScriptDirectory.from_config(config)
         head = script.get_current_head()
         with self._write_connection() as conn:
@@ -296,6 +292,31 @@ class StateStore:
                 self._engine.dispose()
                 self._engine = None
             self._ready = False
+
+
+@functools.cache
+def migrations_dir() -> Path:
+    """The Alembic scripts as a directory on disk.
+
+    A Spark driver may import ledger_gc from the zip that spark-submit's ``py_files``
+    ships (spark_jobs.library_zip): Alembic reads scripts from a directory, so the
+    zip's ``migrations/`` is extracted once per process into a temporary directory.
+    """
+    if MIGRATIONS_DIR.is_dir():
+        return MIGRATIONS_DIR
+    import tempfile
+    import zipfile
+
+    archive = getattr(globals().get("__loader__"), "archive", None)  # a zipimporter's
+    if archive is None:
+        raise StateError(f"the state store's migrations are missing ({MIGRATIONS_DIR})")
+    inside = "ledger_gc/state/migrations/"
+    target = Path(tempfile.mkdtemp(prefix="ledger_gc-migrations-"))
+    with zipfile.ZipFile(archive) as bundle:
+        for name in bundle.namelist():
+            if name.startswith(inside) and not name.endswith("/"):
+                bundle.extract(name, target)
+    return target / inside
 
 
 # --- one store per URL per process -------------------------------------------------------

@@ -230,8 +230,9 @@ def build_client(
 ) -> Any:
     """A boto3 S3 client for the store's endpoint and region.
 
-    Credentials come the usual boto3 way (environment, profile, instance role). A new
-    session per client, because boto3's default session is not safe to share between
+    Credentials are the settings' (boto3's variables, or the ``ledgergc_s3``
+    connection), else boto3's usual chain (profile, instance role). A new session per
+    client, because boto3's default session is not safe to share between
     threads while clients are being created. Path-style addressing for a custom endpoint
     (SeaweedFS, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
     """
@@ -243,9 +244,12 @@ def build_client(
         max_pool_connections=MAX_POOL_CONNECTIONS,
         s3={"addressing_style": "path"} if settings.s3_endpoint else {},
     )
-    return boto3.session.Session().client(
-        "s3", endpoint_url=settings.s3_endpoint or None, config=config
+    session = boto3.session.Session(
+        aws_access_key_id=settings.s3_access_key_id,
+        aws_secret_access_key=settings.s3_secret_access_key,
+        aws_session_token=settings.s3_session_token,
     )
+    return session.client("s3", endpoint_url=settings.s3_endpoint or None, config=config)
 
 
 class LedgerStorage:

@@ -1,0 +1,184 @@
+"""What the steps of one orphan cycle hand each other: small records in the state store.
+
+The tasks of a DAG run land on different workers (Celery, Kubernetes, Astronomer), so
+nothing a step writes to its local disk reaches the next one (DESIGN.md "State"). Each
+step's result is therefore a small JSON record in ``ledgergc_run_steps`` (the snapshot's
+counts and ZooKeeper sequence, the scan's totals and servers' time, the diff's classes,
+guard inputs and snapshot facts, phases 1-2's and phase 3's results), and the diff's orphan
+candidates are rows of ``ledgergc_run_candidates``: one per target, with its objects,
+bytes and newest object. Only the survey app (snapshot, scan and diff in one Spark
+application) writes Parquet, as scratch it reads back itself (``layout.RunPaths``).
+
+A step that is re-run first forgets its earlier record (``start_step``), so a crash half
+way through leaves "no output", never a half-written one that looks whole; the diff's
+record and candidates are one transaction. Records of old runs are pruned
+(``prune_runs``); the registry, the audit log and the run log keep what matters.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc.errors import LedgerGcError
+from ledger_gc.orphans.classify import Candidate
+from ledger_gc.state import schema
+from ledger_gc.state.store import open_store
+
+if TYPE_CHECKING:
+    from ledger_gc.state.store import StateLocation
+
+SNAPSHOT = "snapshot"
+SCAN = "scan"
+DIFF = "diff"
+PHASES = "phases"
+DELETE = "delete"
+STEPS = (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
+
+_CANDIDATE_COLUMNS = (
+    "target_class",
+    "ml_name",
+    "ledger_id",
+    "objects",
+    "bytes",
+    "newest_ms",
+    "oldest_ms",
+    "max_ledger_id",
+    "segment",
+)
+
+
+class MissingStepOutputError(LedgerGcError):
+    """A step needs the output of an earlier step of the same run, and it is not there."""
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class RunSteps:
+    """The records of one run's steps (``run_id``) in the store ``location`` names."""
+
+    def __init__(self, location: StateLocation, run_id: str) -> None:
+        if not run_id:
+            raise ValueError("run id is empty")
+        self.store = open_store(location)
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunSteps({self.store.display_url!r}, {self.run_id!r})"
+
+    # --- step records --------------------------------------------------------------------
+
+    def start_step(self, step: str) -> None:
+        """Forget an earlier attempt of ``step`` in this run (the diff: its candidates too)."""
+        with self.store.write() as conn:
+            self._forget(conn, step)
+
+    def write_manifest(self, step: str, manifest: dict[str, Any]) -> None:
+        """Record ``step``'s result (replacing an earlier attempt's), one transaction."""
+        with self.store.write() as conn:
+            self._put(conn, step, manifest)
+
+    def read_manifest(self, step: str, *, required: bool = True) -> dict[str, Any] | None:
+        """A step's record, or None / ``MissingStepOutputError`` if it did not complete."""
+        from sqlalchemy import select
+
+        table = schema.run_steps
+        with self.store.read() as conn:
+            body = conn.execute(
+                select(table.c.body).where(table.c.run_id == self.run_id, table.c.step == step)
+            ).scalar()
+        if body is not None:
+            data: dict[str, Any] = json.loads(body)
+            return data
+        if not required:
+            return None
+        raise MissingStepOutputError(
+            f"the {step} step of run {self.run_id} has no complete output in the state store "
+            f"{self.store.display_url}; run it (again) before the steps that follow it"
+        )
+
+    # --- the diff: its record and its candidates, together ---------------------------
+
+    def write_diff(
+        self, manifest: dict[str, Any], candidates: list[Candidate], store_prefix: str
+    ) -> None:
+        """The diff's record and its candidates in one transaction (all or nothing);
+        each candidate keyed by its target prefix under ``store_prefix``."""
+        table = schema.run_candidates
+        rows = [
+            {
+                "run_id": self.run_id,
+                "position": position,
+                "prefix": candidate.prefix(store_prefix),
+                **{name: getattr(candidate, name) for name in _CANDIDATE_COLUMNS},
+            }
+            for position, candidate in enumerate(candidates)
+        ]
+        with self.store.write() as conn:
+            self._forget(conn, DIFF)
+            if rows:
+                conn.execute(table.insert(), rows)
+            self._put(conn, DIFF, manifest)
+
+    def read_candidates(self) -> list[Candidate]:
+        """The diff's orphan candidates, in the diff's order (requires its record)."""
+        from sqlalchemy import select
+
+        self.read_manifest(DIFF)
+        table = schema.run_candidates
+        columns = [table.c[name] for name in _CANDIDATE_COLUMNS]
+        with self.store.read() as conn:
+            rows = conn.execute(
+                select(*columns).where(table.c.run_id == self.run_id).order_by(table.c.position)
+            ).all()
+        return [Candidate(**dict(zip(_CANDIDATE_COLUMNS, row, strict=True))) for row in rows]
+
+    # --- inside a write transaction ---------------------------------------------------
+
+    def _forget(self, conn: Any, step: str) -> None:
+        from sqlalchemy import delete
+
+        steps = schema.run_steps
+        conn.execute(delete(steps).where(steps.c.run_id == self.run_id, steps.c.step == step))
+        if step == DIFF:
+            found = schema.run_candidates
+            conn.execute(delete(found).where(found.c.run_id == self.run_id))
+
+    def _put(self, conn: Any, step: str, manifest: dict[str, Any]) -> None:
+        from sqlalchemy import delete
+
+        steps = schema.run_steps
+        body = {"run_id": self.run_id, "step": step, "complete": True, **manifest}
+        conn.execute(delete(steps).where(steps.c.run_id == self.run_id, steps.c.step == step))
+        conn.execute(
+            steps.insert().values(
+                run_id=self.run_id,
+                step=step,
+                recorded_ms=int(time.time() * 1000),
+                body=_json(body),
+            )
+        )
+
+
+def prune_runs(location: StateLocation, keep: int, current: str | None = None) -> int:
+    """Forget the step records and candidates of all but the newest ``keep`` runs (never
+    ``current``'s); returns how many runs were pruned."""
+    from sqlalchemy import delete, func, select
+
+    steps, found = schema.run_steps, schema.run_candidates
+    store = open_store(location)
+    with store.write() as conn:
+        newest = conn.execute(
+            select(steps.c.run_id)
+            .group_by(steps.c.run_id)
+            .order_by(func.max(steps.c.recorded_ms).desc(), steps.c.run_id.desc())
+        ).scalars().all()
+        old = [run_id for run_id in newest[keep:] if run_id != current]
+        for start in range(0, len(old), 500):
+            chunk = old[start : start + 500]
+            conn.execute(delete(steps).where(steps.c.run_id.in_(chunk)))
+            conn.execute(delete(found).where(found.c.run_id.in_(chunk)))
+    return len(old)
