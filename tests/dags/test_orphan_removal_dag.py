@@ -28,7 +28,9 @@ from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+# Airflow, two spark-submits and the local stack: more than the default 300 s when the
+# machine is shared (the subprocess has its own 600 s limit).
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(900)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LIVE_ML = "public/default/persistent/orders"

@@ -30,7 +30,8 @@ from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+# Eight Airflow processes and two Spark applications: minutes on a loaded machine.
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LIVE_ML = "public/default/persistent/payments"

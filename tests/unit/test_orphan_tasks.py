@@ -88,7 +88,13 @@ def test_the_delete_task_passes_dry_run_and_force(settings: Settings) -> None:
 
 def test_without_a_spark_connection_the_hook_runs_locally(settings: Settings) -> None:
     operator = _rendered("survey", {})
-    assert operator._get_hook()._connection["master"] == "local[*]"
+    hook = operator._get_hook()
+    command = hook._build_spark_submit_command(operator.application)
+    assert command[command.index("--master") + 1] == "local[*]"
+    assert command[command.index("--py-files") + 1] == operator.py_files
+    # The settings go to spark-submit's environment, not its command line.
+    assert not any("appMasterEnv" in arg or "LEDGERGC_" in arg for arg in command)
+    assert hook._env == operator.env_vars
 
 
 def test_credentials_reach_spark_submit_and_never_the_workers_environment(

@@ -168,8 +168,11 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         hook = super()._get_hook()
         if spark_connection_master(self._conn_id) is None:
             # The provider falls back to YARN; a worker without a Spark connection runs
-            # its apps locally (the demo, the tests, a single-machine deployment).
-            hook._connection["master"] = DEFAULT_SPARK_MASTER
+            # its apps locally (the demo, the tests, a single-machine deployment). What
+            # the hook derived from "yarn" goes too: it would put env_vars on the
+            # command line as spark.yarn.appMasterEnv.* (credentials in `ps` and the log).
+            hook._connection = {**hook._connection, "master": DEFAULT_SPARK_MASTER}
+            hook._is_yarn = hook._is_yarn_cluster_mode = hook._is_kubernetes = False
         return hook
 
 
