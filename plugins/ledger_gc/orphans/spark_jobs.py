@@ -188,19 +188,35 @@ def snapshot_job(
     with MetadataStore.open(settings) as store:
         names = store.list_managed_ledgers(sync=True)
     slices = _slices(len(names), names_per_shard, spark)
-    rdd = spark.sparkContext.parallelize(names, slices).mapPartitions(
-        lambda part: reading.read_managed_ledgers(settings, list(part))
-    )
+    # Rows the executors produced, against rows the driver reads back: a part file that
+    # stays on an executor's own disk (scratch that is not shared storage) would make the
+    # snapshot silently partial, and a partial snapshot turns live data into "orphans".
+    produced = spark.sparkContext.accumulator(0)
+
+    def read_shard(part: Iterable[str]) -> list[Any]:
+        rows = reading.read_managed_ledgers(settings, list(part))
+        produced.add(len(rows))
+        return rows
+
+    rdd = spark.sparkContext.parallelize(names, slices).mapPartitions(read_shard)
     uri = run.data_uri(SNAPSHOT)
     with job_group(spark, run.run_id, "snapshot", f"read {len(names)} managed ledgers"):
         try:
             spark.createDataFrame(rdd, SNAPSHOT_SCHEMA).write.mode("overwrite").parquet(uri)
+            counts = {
+                row["entry_type"]: row["count"]
+                for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
+            }
         except Exception as exc:
             raise _job_error("the metadata snapshot", exc) from exc
-        counts = {
-            row["entry_type"]: row["count"]
-            for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
-        }
+    if sum(counts.values()) != produced.value:
+        # (A retried task can count twice: that also stops here, which fails closed.)
+        raise SparkJobError(
+            f"the metadata snapshot read back {sum(counts.values())} of the "
+            f"{produced.value} rows its executors wrote to {uri}: the Spark scratch is not "
+            "shared between the driver and the executors (set LEDGERGC_STATE_DIR to storage "
+            "every Spark host shares, or run Spark on one host); nothing was decided"
+        )
     manifest = {
         "started_ms": started,
         "finished_ms": clock(),
