@@ -44,20 +44,8 @@ _active: list[StopFlag] = []
 
 
 def requested() -> bool:
-    """Whether a stop was asked for by any ``stop_on_signals`` or ``stop_when`` block in
-    force (a signal, or a condition such as a lost lock)."""
-    return any(flag() for flag in _active)
-
-
-@contextmanager
-def stop_when(flag: StopFlag) -> Iterator[StopFlag]:
-    """Make ``requested()`` also answer ``flag`` while the block runs: something other than
-    a signal (the delete lock's session lost) that must stop new delete batches."""
-    _active.append(flag)
-    try:
-        yield flag
-    finally:
-        _active.remove(flag)
+    """Whether a stop was asked for in the ``stop_on_signals`` block in force."""
+    return bool(_active) and _active[-1]()
 
 
 @contextmanager

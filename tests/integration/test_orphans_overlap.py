@@ -9,7 +9,6 @@ re-reads the registry: what the first deleted is no longer there to delete or co
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -105,21 +104,3 @@ def test_a_delete_lock_held_elsewhere_deletes_nothing_and_says_why(
     assert LOCK in report["delete_skipped"] and "a-cycle-that-hangs" in report["delete_skipped"]
     assert report["pending"] is True
     assert len(OrphanRegistry(eager).entries()) == 3  # kept for the next run
-
-
-def test_a_lost_delete_lock_session_starts_no_new_delete_batch(private_settings: Settings,
-                                                              private_zookeeper: Any) -> None:
-    """The lock is an ephemeral znode: once its session is suspended or lost, another
-    cycle may hold the lock, so the holder starts no new delete batch (the delete path
-    asks ``termination.requested()`` between batches)."""
-    from ledger_gc import termination
-    from ledger_gc.orphans.delete_lock import delete_lock
-
-    with delete_lock(private_settings, "run-a", wait_seconds=5):
-        assert not termination.requested()
-        private_zookeeper.stop()
-        deadline = time.monotonic() + 30
-        while not termination.requested() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert termination.requested(), "the delete phase would go on without its lock"
-    assert not termination.requested(), "the flag ends with the lock"

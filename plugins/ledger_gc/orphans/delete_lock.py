@@ -19,12 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kazoo.exceptions import KazooException, LockTimeout
-from kazoo.protocol.states import KazooState
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.settings import Settings
-from ledger_gc.termination import StopFlag, stop_when
 
 log = logging.getLogger(__name__)
 
@@ -55,22 +53,9 @@ def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterato
                 f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
                 "nothing was deleted, the orphans stay registered and the next run retries"
             )
-        # The lock is the session's ephemeral node: a session suspended or lost may let
-        # another cycle take it, so from then on no new delete batch starts here.
-        lost = StopFlag()
-
-        def watch(state: str) -> None:
-            if state != KazooState.CONNECTED and not lost():
-                log.warning("ZooKeeper session of %s is %s: no new delete batch starts",
-                            DELETE_LOCK_PATH, state)
-                lost.set(f"the delete lock's ZooKeeper session {state.lower()}")
-
-        client.add_listener(watch)
         try:
-            with stop_when(lost):
-                yield
+            yield
         finally:
-            client.remove_listener(watch)
             try:
                 lock.release()
             except KazooException as exc:
