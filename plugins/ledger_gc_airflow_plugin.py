@@ -137,6 +137,12 @@ class _Sources:
             totals=self.tally(settings).refresh(),
         )
 
+    def registered(self) -> dict[str, Any]:
+        """Every registered orphan with its schedule (blocking: the state store)."""
+        from ledger_gc.observability.registered import registered_orphans
+
+        return registered_orphans(self.settings())
+
 
 sources = _Sources()
 
@@ -162,8 +168,11 @@ def create_app(source: _Sources | None = None) -> FastAPI:
         from ledger_gc.observability.page import render_page
 
         overview = await run_in_threadpool(source.overview)
+        registered = await run_in_threadpool(source.registered)
         return HTMLResponse(
-            render_page(overview, refresh_seconds=PAGE_REFRESH_SECONDS),
+            render_page(
+                overview, registered=registered, refresh_seconds=PAGE_REFRESH_SECONDS
+            ),
             headers={"Cache-Control": "no-store"},
         )
 
@@ -172,6 +181,13 @@ def create_app(source: _Sources | None = None) -> FastAPI:
         """The overview: orphans per phase and trend, trim backlog, deletions, last runs.
         ``live=false`` skips the ZooKeeper read (the backlog of the last trim run)."""
         data = await run_in_threadpool(source.overview, live=live)
+        return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/orphans", dependencies=user)
+    async def orphans() -> JSONResponse:
+        """Every registered orphan: when it can be deleted and what it still waits for
+        (the same as ``ledgergc orphans --list --json``)."""
+        data = await run_in_threadpool(source.registered)
         return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
     @app.get("/metrics", dependencies=user)

@@ -135,9 +135,11 @@ def run_demo(settings: Settings) -> None:
     run_orphan_cycle(settings)  # registers the leaks
     ml_name = leaks["orphan_ledgers"][0]["ml_name"]
     with MetadataStore.open(settings) as store:
-        plant_orphan_ledgers(settings, store, LedgerStorage(settings), ml_name, 1, 5)
+        # Two of different sizes: the page's table of registered orphans sorts them.
+        for entries in (5, 50):
+            plant_orphan_ledgers(settings, store, LedgerStorage(settings), ml_name, 1, entries)
     # An hour later: grace and retention are over for the first leaks (deleted after a
-    # live re-check); the ledger planted since is registered and waits in grace.
+    # live re-check); the ledgers planted since are registered and wait in grace.
     run_orphan_cycle(
         settings,
         clock=lambda: int(time.time() * 1000) + HOUR_MS,
@@ -199,6 +201,7 @@ class Stage:
     login: dict[str, str]
     status: dict[str, Any]
     metrics: str
+    listing: dict[str, Any]
 
 
 def ledgergc(settings: Settings, *args: str) -> str:
@@ -244,7 +247,8 @@ def stage(
         login = airflow.login()
         status = json.loads(ledgergc(settings, "status", "--json"))
         metrics = ledgergc(settings, "status", "--metrics")
-        yield Stage(settings, login, status, metrics)
+        listing = json.loads(ledgergc(settings, "orphans", "--list", "--json"))
+        yield Stage(settings, login, status, metrics, listing)
     finally:
         code = airflow.stop()
         assert code == 0, f"airflow_local did not stop cleanly ({code}); log {log}"
@@ -290,6 +294,27 @@ def lookup(data: Any, path: list[Any]) -> Any:
     return data
 
 
+ROW_PREFIXES = "rows => rows.filter(r => !r.hidden).map(r => r.dataset.prefix)"
+SIZES = "cells => cells.map(c => Number(c.dataset.sort))"
+
+
+def use_the_registered_orphans_table(page: Page) -> dict[str, Any]:
+    """Read the table as shown, sort it by size both ways, filter it to one row."""
+    rows = "#registered-orphans tbody tr"
+    size_header = "#registered-orphans thead th:nth-child(5)"
+    seen: dict[str, Any] = {"shown": page.eval_on_selector_all(rows, ROW_PREFIXES)}
+    page.click(size_header)
+    seen["ascending"] = page.eval_on_selector_all(f"{rows} td:nth-child(5)", SIZES)
+    page.click(size_header)
+    seen["descending"] = page.eval_on_selector_all(f"{rows} td:nth-child(5)", SIZES)
+    biggest = page.eval_on_selector_all(rows, ROW_PREFIXES)[0]
+    page.fill("#orphan-filter", biggest)
+    seen["filtered"] = page.eval_on_selector_all(rows, ROW_PREFIXES)
+    seen["biggest"] = biggest
+    seen["url"] = page.url
+    return seen
+
+
 def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, tmp_path: Path):
     overview = stage.status["overview"]
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -306,6 +331,7 @@ def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, t
             page.goto(f"{stage.login['url']}/ledger-gc/")
             page.screenshot(path=ARTIFACTS / "ledger-gc-page.png", full_page=True)
             served_metrics = page.evaluate("fetch('/ledger-gc/metrics').then(r => r.text())")
+            table = use_the_registered_orphans_table(page)
         finally:
             browser.close()
     (ARTIFACTS / "ledger-gc-metrics.txt").write_text(stage.metrics)
@@ -326,8 +352,8 @@ def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, t
 
     assert figure("orphans", "phase_totals", "deleted", "count") == 3
     assert figure("orphans", "phases", "deleted", "orphan-partition", "count") == 1
-    assert figure("orphans", "phase_totals", "waiting_grace", "count") == 1
-    assert figure("orphans", "phase_totals", "registered", "count") == 1
+    assert figure("orphans", "phase_totals", "waiting_grace", "count") == 2
+    assert figure("orphans", "phase_totals", "registered", "count") == 2
     assert figure("trim", "backlog", "pending_markers") == 1
     assert figure("deletions", "reclaimed_bytes", "trim") > 0
     assert figure("deletions", "reclaimed_bytes", "orphan-removal") > 0
@@ -341,6 +367,18 @@ def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, t
         return [line for line in text.splitlines() if "oldest_age_seconds " not in line]
 
     assert steady(served_metrics) == steady(stage.metrics)
+
+    # The registered orphans: the page's table is `ledgergc orphans --list --json`, soonest
+    # first; it sorts by a column both ways and filters as one types.
+    registered = stage.listing["orphans"]
+    assert table["shown"] == [item["prefix"] for item in registered]
+    assert len(registered) == 2
+    assert all("grace" in item["waiting_for"] for item in registered)
+    assert table["ascending"] == sorted(table["ascending"])
+    assert table["descending"] == sorted(table["ascending"], reverse=True)
+    assert table["ascending"] != table["descending"]
+    assert table["filtered"] == [table["biggest"]]
+    assert "#filter=" in table["url"]
     assert 'OrphanLogPartitionCount{namespace="public/default",phase="deleted"} 1' in (
         stage.metrics.splitlines()
     )

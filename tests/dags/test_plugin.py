@@ -92,11 +92,41 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_sources: A
     AuditLog(state).append(
         [AuditRecord("trim", "ledger", "a/b/persistent/c", 1, "p/", 1, 9, "consumed", "trim-1")]
     )
+    register_two_orphans(state)
     monkeypatch.setenv("LEDGERGC_STATE_DIR", str(state))
     # Nothing listens there: the live read fails at once and the page says so.
     monkeypatch.setenv("LEDGERGC_ZK_HOSTS", "127.0.0.1:1")
     monkeypatch.setenv("LEDGERGC_ZK_TIMEOUT_SECONDS", "1")
     return state
+
+
+def register_two_orphans(state: Path) -> None:
+    """Two registered orphans, seen by the runs ``scheduled__1`` and ``cli-2``."""
+    from ledger_gc.orphans.phases import RegistryEntry
+    from ledger_gc.orphans.registry import OrphanRegistry
+
+    with OrphanRegistry(state).transaction() as registry:
+        for number, run_id in ((1, "scheduled__1"), (2, "cli-2")):
+            instant = {"host_ms": T0 + number, "zk_ms": T0 + number, "s3_ms": T0 + number}
+            assert registry.record_scan(run_id, T0, {"instant": instant}) == number
+        for name, ledger, size, first in (("a", 7, 100, 1), ("b", 9, 5000, 2)):
+            ml = f"acme/prod/persistent/{name}"
+            registry.upsert(
+                RegistryEntry(
+                    prefix=f"ledgers/{ml}/ledgers/{ledger:020d}/",
+                    target_class="orphan-ledger",
+                    ml_name=ml,
+                    ledger_id=ledger,
+                    first_seen_ms=T0,
+                    last_seen_ms=T0,
+                    first_scan=first,
+                    last_scan=2,
+                    scans_seen=3 - first,
+                    objects=1,
+                    bytes=size,
+                    newest_ms=T0 - 1000,
+                )
+            )
 
 
 def sign_in(api: Any) -> str:
@@ -105,7 +135,7 @@ def sign_in(api: Any) -> str:
     return str(response.json()["access_token"])
 
 
-ENDPOINTS = ["/ledger-gc/api/overview", "/ledger-gc/metrics"]
+ENDPOINTS = ["/ledger-gc/api/overview", "/ledger-gc/api/orphans", "/ledger-gc/metrics"]
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
@@ -240,6 +270,28 @@ def test_the_live_backlog_comes_from_the_configured_zookeeper_and_is_cached(
     # session per page view.
     assert cached == {**backlog, "oldest_age_seconds": cached["oldest_age_seconds"]}
     assert skipped["trim"]["backlog"]["source"] == "none"
+
+
+def test_the_registered_orphans_are_listed_as_ledgergc_orphans_list_says(api, state_dir):
+    from ledger_gc.observability.registered import registered_orphans
+    from ledger_gc.settings import Settings
+
+    cookies = {"_token": sign_in(api)}
+
+    listing = api.get("/ledger-gc/api/orphans", cookies=cookies).json()
+    page = api.get("/ledger-gc/", cookies=cookies).text
+
+    expected = registered_orphans(Settings.from_env(), now_ms=listing["generated_at_ms"])
+    assert listing == expected
+    assert [o["ledger_id"] for o in listing["orphans"]] == [7, 9]
+    assert listing["orphans"][0]["first_run_id"] == "scheduled__1"
+    assert listing["orphans"][0]["waiting_for"] == ["deletion disabled"]
+    assert 'id="registered-orphans"' in page
+    for item in listing["orphans"]:
+        assert f'data-prefix="{item["prefix"]}"' in page
+    # Airflow's DAG run page for a DAG run; a command-line run has none.
+    assert 'href="../dags/orphan_removal/runs/scheduled__1" target="_top"' in page
+    assert "runs/cli-2" not in page
 
 
 def test_the_plugin_adds_a_nav_entry_and_mounts_its_app(api):

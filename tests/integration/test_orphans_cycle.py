@@ -136,3 +136,20 @@ def test_ledgergc_orphans_json(
     assert cli.main(["orphans"]) == 0
     text = capsys.readouterr().out
     assert "waiting (waiting-grace)" in text and "foreign keys under the prefix" in text
+
+    # What will be deleted, and when: the registry, read back without a cycle.
+    assert cli.main(["orphans", "--list", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert {o["prefix"] for o in listing["orphans"]} == {w["prefix"] for w in report["waiting"]}
+    for item in listing["orphans"]:
+        assert item["scans_seen"] == 2  # the dry run and the run after it
+        assert item["waiting_for"][0] == "grace"
+        assert "deletion disabled" in item["waiting_for"]
+        assert "retention" in item["waiting_for"]
+        # Grace and retention on the servers' clocks, shown in the host's (seconds apart).
+        grace_end = item["first_seen_ms"] + settings.grace_seconds * 1000
+        retention_end = item["newest_ms"] + settings.retention_seconds * 1000
+        assert abs(item["deletable_at_ms"] - max(grace_end, retention_end)) < 30_000
+    assert cli.main(["orphans", "--list"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("3 registered orphan(s)") and "waits for grace" in text

@@ -1,7 +1,8 @@
 """The "Ledger GC" page: the overview as one self-contained HTML document.
 
-Rendered on the server from ``build_overview``'s dict, with inline CSS and SVG charts and
-no script, so it needs nothing from the network and shows the same numbers as the JSON
+Rendered on the server from ``build_overview``'s dict, with inline CSS and SVG charts (one
+small inline script only sorts and filters the registered orphans), so it needs nothing
+from the network and shows the same numbers as the JSON
 endpoint, the metrics and ``ledgergc status --json``. Every figure is also written raw
 into ``data-key``/``data-value`` attributes (``data-key`` is the figure's path in the
 overview dict), so a test or a script can check the page against that dict exactly
@@ -17,6 +18,7 @@ from typing import Any
 
 from ledger_gc.console import human_bytes
 from ledger_gc.observability.charts import Series, line_chart
+from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.runs import (
     CLASS_TITLES,
     CLASSES,
@@ -45,6 +47,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:22px 0 8px;border-bott
 table{border-collapse:collapse;margin:4px 0 8px}th,td{border-bottom:1px solid #edf2f7;
   padding:4px 10px;text-align:left;vertical-align:top}th{font-size:12px;color:#4a5568}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
+#registered-orphans th{cursor:pointer}#registered-orphans th[aria-sort=ascending]::after{
+  content:" \\25B2"}#registered-orphans th[aria-sort=descending]::after{content:" \\25BC"}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.chart .grid{stroke:#edf2f7}
 .chart .axis,.chart .legend{font-size:11px;fill:#4a5568}
 code{font-size:12px}
@@ -287,8 +291,14 @@ def _last_success_section(last_success: Mapping[str, Any], now_ms: int) -> str:
     )
 
 
-def render_page(overview: Mapping[str, Any], *, refresh_seconds: int = 60) -> str:
-    """The whole page for an overview from ``build_overview``."""
+def render_page(
+    overview: Mapping[str, Any],
+    *,
+    registered: Mapping[str, Any] | None = None,
+    refresh_seconds: int = 60,
+) -> str:
+    """The whole page for an overview from ``build_overview``, with the table of
+    registered orphans when ``registered`` (``registered.registered_orphans``) is given."""
     now = overview["generated_at_ms"]
     body = (
         "<h1>Ledger GC</h1>"
@@ -296,6 +306,7 @@ def render_page(overview: Mapping[str, Any], *, refresh_seconds: int = 60) -> st
         f"generated {escape(fmt_time(now))} · refreshes every {refresh_seconds} s · "
         '<a href="api/overview">JSON</a> · <a href="metrics">metrics</a></p>'
         + _orphans_section(overview["orphans"])
+        + (registered_section(registered) if registered is not None else "")
         + _trim_section(overview["trim"])
         + _deletions_section(overview["deletions"])
         + _last_success_section(overview["last_success"], now)

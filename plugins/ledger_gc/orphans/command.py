@@ -53,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list every registered orphan: when it can be deleted and what it still "
+        "waits for (grace, retention, deletion disabled, a guard). Reads only the state "
+        "store; runs no cycle",
+    )
+    parser.add_argument(
         "--reset-registry",
         action="store_true",
         help="start a fresh orphan registry: a damaged SQLite state file (or an old "
@@ -92,9 +99,49 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     return EXIT_OK
 
 
+def list_registered(settings: Settings, as_json: bool) -> int:
+    """``--list``: the registry as the page's table shows it (``observability.registered``)."""
+    from ledger_gc.observability.registered import registered_orphans
+
+    listing = registered_orphans(settings)
+    if as_json:
+        from ledger_gc.console import print_json
+
+        print_json(listing)
+        return EXIT_OK
+    for line in render_listing(listing):
+        print(line)
+    return EXIT_OK
+
+
+def render_listing(listing: dict) -> list[str]:
+    """The ``--list`` table as text: one line per registered orphan, soonest first."""
+    from ledger_gc.console import human_bytes
+    from ledger_gc.orphans.phases import iso
+
+    orphans = listing["orphans"]
+    lines = [
+        f"{len(orphans)} registered orphan(s) in {listing['state_url']} "
+        f"(grace {listing['grace_seconds']} s, retention {listing['retention_seconds']} s, "
+        f"deletion {'on' if listing['delete_enabled'] else 'off'})"
+    ]
+    for item in orphans:
+        at = item["deletable_at_ms"]
+        when = "after its next scan" if at is None else f"from {iso(at)}"
+        lines.append(
+            f"  {item['class']:<16} {item['prefix']}  {item['objects']} objects "
+            f"{human_bytes(item['bytes'])}  seen {item['scans_seen']}x since "
+            f"{iso(item['first_seen_ms'])}  deletable {when}; waits for "
+            f"{', '.join(item['waiting_for'])}"
+        )
+    return lines
+
+
 def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset_registry:
         return reset_registry(settings, args.json)
+    if args.list:
+        return list_registered(settings, args.json)
     try:
         # SIGTERM: the delete batch under way finishes and is audited, the rest waits.
         with stop_on_signals():

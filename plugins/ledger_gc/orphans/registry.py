@@ -181,6 +181,15 @@ class OrphanRegistry:
                 instants[int(number)] = instant
         return instants
 
+    def scan_run_ids(self) -> dict[int, str]:
+        """The run that applied each scan, by scan number (links from a registered
+        orphan to the DAG runs that saw it)."""
+        from sqlalchemy import select
+
+        with self.store.read() as conn:
+            rows = conn.execute(select(schema.scans.c.number, schema.scans.c.run_id)).all()
+        return {int(number): str(run_id) for number, run_id in rows}
+
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
         with self.store.read() as conn:
             return _scan_of_run(conn, run_id)
