@@ -309,22 +309,22 @@ def finish_purge(
         return result
     copies_left: dict[int, str] = {}
     for outcome in offload_outcomes:
-        if outcome.target.ledger_id is None:
+        copy_id = outcome.target.ledger_id
+        if copy_id is None:
             continue
         if outcome.gone:
-            ledger_id = outcome.target.ledger_id
             if outcome.objects:
                 result.deleted.append(outcome)
-            elif ledger_id in plan.offload_complete and not audited(
-                OFFLOADED_LEDGER, result.ml_name, ledger_id, outcome.target.prefix,
+            elif copy_id in plan.offload_complete and not audited(
+                OFFLOADED_LEDGER, result.ml_name, copy_id, outcome.target.prefix,
                 plan.offload_bucket,
             ):
-                copies_left[ledger_id] = (
+                copies_left[copy_id] = (
                     f"tiered-storage copy {outcome.target.prefix} not found; check "
                     "LEDGERGC_OFFLOAD_BUCKET and LEDGERGC_OFFLOAD_PREFIX (marker kept)"
                 )
         else:
-            copies_left[outcome.target.ledger_id] = (
+            copies_left[copy_id] = (
                 f"tiered-storage copy not deleted: {outcome.error or 'still present'}"
             )
     offloaded = {o.target.ledger_id for o in offload_outcomes}

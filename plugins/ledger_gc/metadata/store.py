@@ -30,6 +30,7 @@ decided and applied against one consistent state:
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -556,7 +557,7 @@ class MetadataStore:
             try:
                 stat = self._call(
                     f"writing {path}",
-                    lambda data=data, version=current.version: self.client.set(path, data, version),
+                    functools.partial(self.client.set, path, data, current.version),
                 )
             except BadVersionError:
                 # Someone wrote in between: re-read, re-apply. Jitter keeps many writers

@@ -88,7 +88,7 @@ def owners_by_ledger(snapshot: MetadataSnapshot) -> dict[int, list[Owner]]:
     index: dict[int, list[Owner]] = {}
     for name, refs in snapshot.managed_ledgers.items():
         for ledger_id in refs.listed | refs.marked:
-            uuids = snapshot.offloads.get((name, ledger_id)) or frozenset({None})
+            uuids: Iterable[str | None] = snapshot.offloads.get((name, ledger_id)) or (None,)
             index.setdefault(ledger_id, []).extend(Owner(name, u) for u in sorted(uuids, key=str))
     return index
 
