@@ -119,8 +119,10 @@ def main() -> int:
         args.objects, args.listers, args.namespaces = 4_000, "1,2", 8
     listers = [int(n) for n in args.listers.split(",") if n.strip()]
     if not listers or min(listers) < 1 or args.objects < 1:
-        print("listing.py: --listers must be positive counts (e.g. 1,2,4,8) and --objects "
-              ">= 1", file=sys.stderr)
+        print(
+            "listing.py: --listers must be positive counts (e.g. 1,2,4,8) and --objects >= 1",
+            file=sys.stderr,
+        )
         return 2
 
     import local_stack
@@ -149,8 +151,9 @@ def main() -> int:
             s3_endpoint=server.endpoint, bucket=BUCKET, prefix=PREFIX, state_dir=directory
         )
         if not cached:
-            keys = object_keys(args.objects, args.blocks_per_ledger, args.ledgers_per_ml,
-                               args.namespaces)
+            keys = object_keys(
+                args.objects, args.blocks_per_ledger, args.ledgers_per_ml, args.namespaces
+            )
             say(f"putting {len(keys):,} empty block objects (kept for later runs)")
             populate(server.client(), keys, args.put_threads)
             marker.write_text(json.dumps(params))
@@ -174,10 +177,12 @@ def main() -> int:
     _common.report(
         "listing",
         rows,
-        [(
-            f"best concurrent listing >= {TARGET_RATIO:.0f}x the sequential lister",
-            ratio(best["keys_per_s"], seq["keys_per_s"]) >= TARGET_RATIO,
-        )],
+        [
+            (
+                f"best concurrent listing >= {TARGET_RATIO:.0f}x the sequential lister",
+                ratio(best["keys_per_s"], seq["keys_per_s"]) >= TARGET_RATIO,
+            )
+        ],
         {
             "items": args.objects,
             "quick": args.quick,
@@ -221,8 +226,10 @@ def measure(settings: Any, listers: list[int], objects: int) -> dict[str, Any]:
             seconds = time.perf_counter() - started
         _check(count, objects, f"{n} listers")
         found["shards"] = shards
-        say(f"{n} listers over {shards} namespaces: {count:,} keys in {seconds:.1f}s "
-            f"({count / seconds:,.0f}/s)")
+        say(
+            f"{n} listers over {shards} namespaces: {count:,} keys in {seconds:.1f}s "
+            f"({count / seconds:,.0f}/s)"
+        )
         found["concurrent"].append(
             {"listers": n, "seconds": round(seconds, 3), "keys_per_s": round(count / seconds)}
         )

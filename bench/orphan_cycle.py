@@ -47,9 +47,13 @@ def task_times(db: Path) -> list[dict[str, Any]]:
             (DAG_ID,),
         ).fetchall()
     return [
-        {"task": task + (f"[{index}]" if index is not None and index >= 0 else ""),
-         "state": state, "seconds": round(float(duration or 0.0), 2),
-         "start": start, "end": end}
+        {
+            "task": task + (f"[{index}]" if index is not None and index >= 0 else ""),
+            "state": state,
+            "seconds": round(float(duration or 0.0), 2),
+            "start": start,
+            "end": end,
+        }
         for task, index, state, start, end, duration in rows
     ]
 
@@ -69,8 +73,10 @@ def main() -> int:
     directory = _common.VAR / "orphan-cycle" / tag
     shutil.rmtree(directory, ignore_errors=True)
     settings = _common.bench_settings(
-        chroot=f"/bench-cycle-{tag}", bucket=f"bench-cycle-{tag}",
-        state_dir=directory / "state", delete_enabled=True,
+        chroot=f"/bench-cycle-{tag}",
+        bucket=f"bench-cycle-{tag}",
+        state_dir=directory / "state",
+        delete_enabled=True,
     )
     _common.create_chroot(settings)
     storage = LedgerStorage(settings)
@@ -78,36 +84,47 @@ def main() -> int:
     started = time.perf_counter()
     names = write_demo_store(settings)
     leaks = plant_leaks(settings)
-    planted = {leak["prefix"] for kind in ("orphan_ledgers", "orphan_partitions")
-               for leak in leaks[kind]}
+    planted = {
+        leak["prefix"] for kind in ("orphan_ledgers", "orphan_partitions") for leak in leaks[kind]
+    }
     objects = sum(1 for _ in storage.iter_objects(settings.key_prefix))
-    say(f"demo store: {len(names)} topics, {objects} objects, {len(planted)} planted leaks "
-        f"({time.perf_counter() - started:.1f}s)")
+    say(
+        f"demo store: {len(names)} topics, {objects} objects, {len(planted)} planted leaks "
+        f"({time.perf_counter() - started:.1f}s)"
+    )
 
     home = directory / "airflow"
     home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     env.update(settings.to_env())
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(_common.ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(_common.ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(
-            str(_common.ROOT / p) for p in ("plugins", "include", "spark_apps")
-        ),
-        # As bin/demo and the DAG test: short Spark apps start faster on a quick JIT tier.
-        "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(_common.ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(_common.ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join(
+                str(_common.ROOT / p) for p in ("plugins", "include", "spark_apps")
+            ),
+            # As bin/demo and the DAG test: short Spark apps start faster on a quick JIT tier.
+            "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+        }
+    )
     airflow = [sys.executable, "-m", "airflow"]
     log = directory / "airflow.log"
     started = time.perf_counter()
     with open(log, "ab") as out:
-        migrated = subprocess.run([*airflow, "db", "migrate"], env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=600, check=False)
+        migrated = subprocess.run(
+            [*airflow, "db", "migrate"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+            check=False,
+        )
     migrate_s = time.perf_counter() - started
     if migrated.returncode != 0:
         raise SystemExit(f"airflow db migrate failed; log {log}")
@@ -116,9 +133,14 @@ def main() -> int:
     say(f"airflow dags test {DAG_ID} -c {json.dumps(conf)}")
     started = time.perf_counter()
     with open(log, "ab") as out:
-        done = subprocess.run([*airflow, "dags", "test", DAG_ID, "-c", json.dumps(conf)],
-                              env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900,
-                              check=False)
+        done = subprocess.run(
+            [*airflow, "dags", "test", DAG_ID, "-c", json.dumps(conf)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+        )
     total = time.perf_counter() - started
     if done.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
@@ -133,8 +155,7 @@ def main() -> int:
     rows = [(f"airflow dags test {DAG_ID} (total)", fmt_s(total), "", "")]
     rows += [(f"  {t['task']} ({t['state']})", fmt_s(t["seconds"]), "", "") for t in tasks]
     rows.append(("  sum of the task times", fmt_s(task_sum), "", ""))
-    rows.append(("  outside the tasks (DAG parsing, scheduling)", fmt_s(total - task_sum), "",
-                 ""))
+    rows.append(("  outside the tasks (DAG parsing, scheduling)", fmt_s(total - task_sum), "", ""))
     _common.report(
         "orphan_cycle",
         rows,

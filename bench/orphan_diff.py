@@ -541,10 +541,12 @@ def main() -> int:
         ("driver peak memory < 2 GB", full["peak_rss_bytes"] < TARGET_DRIVER_BYTES),
     ]
     if base:
-        targets.append((
-            f"Spark diff >= {TARGET_RATIO:.0f}x faster than the Python set difference",
-            not base.get("completed") or ratio(base["seconds"], diff_s) >= TARGET_RATIO,
-        ))
+        targets.append(
+            (
+                f"Spark diff >= {TARGET_RATIO:.0f}x faster than the Python set difference",
+                not base.get("completed") or ratio(base["seconds"], diff_s) >= TARGET_RATIO,
+            )
+        )
     if small:
         targets.append(
             (

@@ -333,8 +333,11 @@ def main() -> int:
     except ValueError:
         curve_sizes = [0]
     if any(n < 1 for n in curve_sizes):
-        parser.exit(2, f"trim.py: --curve {args.curve!r} is not a list of sizes; e.g. "
-                       "--curve 1000,3000,30000\n")
+        parser.exit(
+            2,
+            f"trim.py: --curve {args.curve!r} is not a list of sizes; e.g. "
+            "--curve 1000,3000,30000\n",
+        )
     _common.require_stack()
 
     from ledger_gc.trim import TrimScope, run_trim
@@ -379,14 +382,25 @@ def main() -> int:
             same = run_case("trim-small", args, base_mls, tag, "bench-gs", library_trim)
         base = run_case("per-ledger", args, base_mls, tag, "bench-base", per_ledger_trim)
 
-    curve = [{"mls": args.mls, "seconds": round(trim["seconds"], 3),
-              "peak_rss_mib": trim["peak_rss_mib"], "rss_before_mib": trim["rss_before_mib"]}]
+    curve = [
+        {
+            "mls": args.mls,
+            "seconds": round(trim["seconds"], 3),
+            "peak_rss_mib": trim["peak_rss_mib"],
+            "rss_before_mib": trim["rss_before_mib"],
+        }
+    ]
     args.profile = None
     for size in (n for n in curve_sizes if n != args.mls):
         point = run_case(f"curve-{size}", args, size, tag, f"bench-c{size}-", library_trim)
-        curve.append({"mls": size, "seconds": round(point["seconds"], 3),
-                      "peak_rss_mib": point["peak_rss_mib"],
-                      "rss_before_mib": point["rss_before_mib"]})
+        curve.append(
+            {
+                "mls": size,
+                "seconds": round(point["seconds"], 3),
+                "peak_rss_mib": point["peak_rss_mib"],
+                "rss_before_mib": point["rss_before_mib"],
+            }
+        )
     curve.sort(key=lambda p: p["mls"])
 
     per_ml = trim["ml_writes"] / args.mls
@@ -396,8 +410,7 @@ def main() -> int:
         ("  ZooKeeper writes per managed ledger", f"{per_ml:.2f}", "", ""),
         ("  max writes on one managed ledger", str(trim["max_writes_per_ml"]), "", ""),
         ("  other ZooKeeper writes (run lock, cursors)", str(trim["other_writes"]), "", ""),
-        ("  peak RSS of this process during the trim", f"{trim['peak_rss_mib']:,.0f} MiB", "",
-         ""),
+        ("  peak RSS of this process during the trim", f"{trim['peak_rss_mib']:,.0f} MiB", "", ""),
         (
             "  S3 requests per managed ledger",
             f"{sum(trim['s3_requests'].values()) / args.mls:.2f}",
@@ -428,8 +441,12 @@ def main() -> int:
         ]
     if len(curve) > 1:
         rows += [
-            (f"curve: {p['mls']:,} managed ledgers", fmt_s(p["seconds"]),
-             f"{p['mls'] / p['seconds']:,.0f} ml/s", f"{p['peak_rss_mib']:,.0f} MiB")
+            (
+                f"curve: {p['mls']:,} managed ledgers",
+                fmt_s(p["seconds"]),
+                f"{p['mls'] / p['seconds']:,.0f} ml/s",
+                f"{p['peak_rss_mib']:,.0f} MiB",
+            )
             for p in curve
         ]
     _common.report(

@@ -92,8 +92,9 @@ def plant_deleted_topic(
 
         offload = OffloadStorage(settings)
         for ledger in store.get_managed_ledger(ml_name).value.ledgerInfo:
-            segments += put_segment(offload, ml_name, str(uuid.uuid4()), ledger.ledgerId,
-                                    max(ledger.size, 512))
+            segments += put_segment(
+                offload, ml_name, str(uuid.uuid4()), ledger.ledgerId, max(ledger.size, 512)
+            )
     for cursor in store.list_cursors(ml_name):
         store.delete_cursor(ml_name, cursor)
     store.delete_managed_ledger_node(ml_name, store.get_managed_ledger(ml_name).version)
@@ -120,12 +121,19 @@ def plant_stale_offload(settings: Settings, store: MetadataStore, ml_name: str) 
     stale = str(uuid.uuid4())
     keys = put_segment(offload, ml_name, stale, ledger.ledgerId, max(ledger.size, 512))
     streaming = str(uuid.uuid4())
-    foreign = [f"{offload.settings.key_prefix}{streaming}",
-               f"{offload.settings.key_prefix}{streaming}-index"]
+    foreign = [
+        f"{offload.settings.key_prefix}{streaming}",
+        f"{offload.settings.key_prefix}{streaming}-index",
+    ]
     for key in foreign:
         offload.client.put_object(Bucket=offload.bucket, Key=key, Body=b"streaming offload")
-    return {"ml_name": ml_name, "ledger_id": ledger.ledgerId, "stale_uuid": stale,
-            "keys": keys, "foreign_keys": foreign}
+    return {
+        "ml_name": ml_name,
+        "ledger_id": ledger.ledgerId,
+        "stale_uuid": stale,
+        "keys": keys,
+        "foreign_keys": foreign,
+    }
 
 
 def plant_leaks(

@@ -84,18 +84,29 @@ def java_halves(value: uuid.UUID) -> tuple[int, int]:
 
 
 def put_segment(
-    offload: OffloadStorage, name: str, offload_uuid: str, ledger_id: int, size: int,
-    *, data: bool = True, index: bool = True,
+    offload: OffloadStorage,
+    name: str,
+    offload_uuid: str,
+    ledger_id: int,
+    size: int,
+    *,
+    data: bool = True,
+    index: bool = True,
 ) -> list[str]:
     """Write an offloaded ledger's objects as BlobStoreManagedLedgerOffloader does."""
     written = []
     for wanted, key, role, length in zip(
-        (data, index), segment_keys(offload.prefix, offload_uuid, ledger_id),
-        ("data", "index"), (size, 64), strict=True,
+        (data, index),
+        segment_keys(offload.prefix, offload_uuid, ledger_id),
+        ("data", "index"),
+        (size, 64),
+        strict=True,
     ):
         if wanted:
             offload.client.put_object(
-                Bucket=offload.bucket, Key=key, Body=b"o" * length,
+                Bucket=offload.bucket,
+                Key=key,
+                Body=b"o" * length,
                 Metadata={"role": role, "ManagedLedgerName": name},
             )
             written.append(key)
@@ -113,7 +124,9 @@ def offload_ledgers(settings: Settings, name: str, count: int) -> dict[int, str]
             msb, lsb = java_halves(value)
 
             def prepare(
-                info: ManagedLedgerInfo, lid: int = ledger.ledgerId, msb: int = msb,
+                info: ManagedLedgerInfo,
+                lid: int = ledger.ledgerId,
+                msb: int = msb,
                 lsb: int = lsb,
             ) -> bool:
                 for li in info.ledgerInfo:
@@ -121,9 +134,7 @@ def offload_ledgers(settings: Settings, name: str, count: int) -> dict[int, str]
                         context = li.offloadContext
                         context.uidMsb, context.uidLsb, context.complete = msb, lsb, False
                         context.driverMetadata.name = "aws-s3"
-                        context.driverMetadata.properties.add(
-                            key="bucket", value=offload.bucket
-                        )
+                        context.driverMetadata.properties.add(key="bucket", value=offload.bucket)
                 return True
 
             def complete(info: ManagedLedgerInfo, lid: int = ledger.ledgerId) -> bool:

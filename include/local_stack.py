@@ -511,9 +511,7 @@ class EnsembleMember(ZooKeeperServer):
     ) -> None:
         self.myid = myid
         self.quorum = dict(ports)  # myid -> (client port, peer port, election port)
-        super().__init__(
-            data_dir, ports[myid][0], log_dir, heap=heap, start_timeout=start_timeout
-        )
+        super().__init__(data_dir, ports[myid][0], log_dir, heap=heap, start_timeout=start_timeout)
         self.name = f"ZooKeeper server.{myid}"  # type: ignore[misc]
 
     @property
@@ -671,6 +669,7 @@ class ZooKeeperEnsemble:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
 
 class SeaweedS3Server(_ServerProcess):
     """SeaweedFS on 127.0.0.1: a real object store behind an S3 API, in one ``weed`` process.
@@ -1022,7 +1021,12 @@ class SparkMaster(_SparkDaemon):
 
     def _daemon_args(self) -> list[str]:
         return [
-            "--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.webui_port),
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui_port),
         ]
 
     def state(self) -> dict[str, Any]:
@@ -1070,7 +1074,11 @@ class SparkWorker(_SparkDaemon):
         self.python = python
         self.private_dirs = [Path(d) for d in private_dirs]
         super().__init__(
-            work_dir, None, log_dir, heap=heap, start_timeout=start_timeout,
+            work_dir,
+            None,
+            log_dir,
+            heap=heap,
+            start_timeout=start_timeout,
             spark_home=master.spark_home,
         )
         self.name = f"Spark worker {number}"  # type: ignore[misc]
@@ -1098,19 +1106,32 @@ class SparkWorker(_SparkDaemon):
             for d in self.private_dirs
         )
         return [
-            "unshare", "--mount", "--propagation", "private",
-            "/bin/sh", "-c", f'{mounts} && exec "$@"', "spark-worker", *command,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            f'{mounts} && exec "$@"',
+            "spark-worker",
+            *command,
         ]
 
     def _daemon_args(self) -> list[str]:
         return [
             self.master.url,
-            "--host", LOOPBACK,
-            "--port", str(self.port),
-            "--webui-port", str(self.webui_port),
-            "--cores", str(self.cores),
-            "--memory", self.memory,
-            "--work-dir", str((self.work_dir / "work").resolve()),
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui_port),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str((self.work_dir / "work").resolve()),
         ]
 
     def _is_ready(self) -> bool:
@@ -1219,6 +1240,7 @@ class SparkStandaloneCluster:
     ) -> None:
         self.stop()
 
+
 POSTGRES_LIB_DIR = Path("/usr/lib/postgresql")
 POSTGRES_USER = "postgres"  # the server's superuser, and the OS user it runs as under root
 POSTGRES_PASSWORD = "ledgergc-test"
@@ -1297,8 +1319,14 @@ class PostgresServer(_ServerProcess):
     def _as_server_user(self, command: list[str]) -> list[str]:
         if not self.as_root:
             return command
-        return ["setpriv", f"--reuid={POSTGRES_USER}", f"--regid={POSTGRES_USER}",
-                "--init-groups", "--", *command]
+        return [
+            "setpriv",
+            f"--reuid={POSTGRES_USER}",
+            f"--regid={POSTGRES_USER}",
+            "--init-groups",
+            "--",
+            *command,
+        ]
 
     def _chown(self, path: Path) -> None:
         if self.as_root:
@@ -1315,16 +1343,24 @@ class PostgresServer(_ServerProcess):
         self._chown(password_file)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         initdb = subprocess.run(
-            self._as_server_user([
-                str(self.bin_dir / "initdb"),
-                "--pgdata", str(self.cluster_dir),
-                "--username", POSTGRES_USER,
-                "--pwfile", str(password_file),
-                "--auth-host", "scram-sha-256",
-                "--auth-local", "peer",
-                "--encoding", "UTF8",
-                "--no-instructions",
-            ]),
+            self._as_server_user(
+                [
+                    str(self.bin_dir / "initdb"),
+                    "--pgdata",
+                    str(self.cluster_dir),
+                    "--username",
+                    POSTGRES_USER,
+                    "--pwfile",
+                    str(password_file),
+                    "--auth-host",
+                    "scram-sha-256",
+                    "--auth-local",
+                    "peer",
+                    "--encoding",
+                    "UTF8",
+                    "--no-instructions",
+                ]
+            ),
             capture_output=True,
             text=True,
             check=False,
@@ -1340,18 +1376,29 @@ class PostgresServer(_ServerProcess):
 
     def _command(self) -> list[str]:
         assert self.bin_dir is not None  # set by _prepare, which launch() runs first
-        return self._as_server_user([
-            str(self.bin_dir / "postgres"),
-            "-D", str(self.cluster_dir),
-            "-p", str(self.port),
-            "-c", f"listen_addresses={LOOPBACK}",
-            "-c", "unix_socket_directories=",
-            "-c", "fsync=off",
-            "-c", "synchronous_commit=off",
-            "-c", "full_page_writes=off",
-            "-c", "max_connections=200",
-            "-c", "shared_buffers=32MB",
-        ])
+        return self._as_server_user(
+            [
+                str(self.bin_dir / "postgres"),
+                "-D",
+                str(self.cluster_dir),
+                "-p",
+                str(self.port),
+                "-c",
+                f"listen_addresses={LOOPBACK}",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=32MB",
+            ]
+        )
 
     def _is_ready(self) -> bool:
         if not _accepts(self.port):
@@ -1360,8 +1407,13 @@ class PostgresServer(_ServerProcess):
             import psycopg
 
             with psycopg.connect(
-                host=LOOPBACK, port=self.port, user=POSTGRES_USER, password=self.password,
-                dbname="postgres", connect_timeout=2, autocommit=True,
+                host=LOOPBACK,
+                port=self.port,
+                user=POSTGRES_USER,
+                password=self.password,
+                dbname="postgres",
+                connect_timeout=2,
+                autocommit=True,
             ) as conn:
                 exists = conn.execute(
                     "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
@@ -1404,9 +1456,7 @@ class LocalStack:
         self.s3 = SeaweedS3Server(self.base_dir / "seaweedfs", log_dir=self.log_dir)
         # The state store of a deployment (LEDGERGC_STATE_URL); off unless asked for.
         self.postgres = (
-            PostgresServer(self.base_dir / "postgresql", log_dir=self.log_dir)
-            if postgres
-            else None
+            PostgresServer(self.base_dir / "postgresql", log_dir=self.log_dir) if postgres else None
         )
 
     @property

@@ -167,8 +167,13 @@ def verify_live_data(settings: Settings) -> int:
             for ledger in store.get_managed_ledger(name).value.ledgerInfo:
                 offload_uuid = offload_uuid_of(ledger)
                 if offload_uuid and ledger.offloadContext.complete:
-                    missing = [k for k in segment_keys(settings.offload_prefix, offload_uuid,
-                                                       ledger.ledgerId) if k not in tiered]
+                    missing = [
+                        k
+                        for k in segment_keys(
+                            settings.offload_prefix, offload_uuid, ledger.ledgerId
+                        )
+                        if k not in tiered
+                    ]
                     if missing:
                         raise SystemExit(
                             f"demo: LIVE OFFLOADED DATA LOST: {name} ledger {ledger.ledgerId}: "

@@ -170,9 +170,7 @@ def create_app(source: _Sources | None = None) -> FastAPI:
         overview = await run_in_threadpool(source.overview)
         registered = await run_in_threadpool(source.registered)
         return HTMLResponse(
-            render_page(
-                overview, registered=registered, refresh_seconds=PAGE_REFRESH_SECONDS
-            ),
+            render_page(overview, registered=registered, refresh_seconds=PAGE_REFRESH_SECONDS),
             headers={"Cache-Control": "no-store"},
         )
 

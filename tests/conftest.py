@@ -217,7 +217,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def state_backend(request: pytest.FixtureRequest) -> str:
-    """"sqlite" or "postgresql" (``state_backends`` tests only)."""
+    """ "sqlite" or "postgresql" (``state_backends`` tests only)."""
     return str(getattr(request, "param", "sqlite"))
 
 
@@ -246,8 +246,12 @@ def new_postgres_database(server: PostgresServer) -> str:
 
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(
-        host="127.0.0.1", port=server.port, user="postgres", password=server.password,
-        dbname="postgres", autocommit=True,
+        host="127.0.0.1",
+        port=server.port,
+        user="postgres",
+        password=server.password,
+        dbname="postgres",
+        autocommit=True,
     ) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return server.url(database=name)

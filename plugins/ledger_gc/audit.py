@@ -113,9 +113,7 @@ class AuditLog:
             with self.store.write() as conn:
                 conn.execute(schema.audit.insert(), rows)
         except StateError as exc:
-            raise AuditUnavailableError(
-                f"cannot append to the audit log: {exc}"
-            ) from None
+            raise AuditUnavailableError(f"cannot append to the audit log: {exc}") from None
         except Exception as exc:
             raise AuditUnavailableError(
                 f"cannot append to the audit log in {self.store.display_url} "
@@ -177,9 +175,7 @@ class AuditLog:
             .distinct()
         )
         with self.store.read() as conn:
-            return {
-                (str(c), str(m), int(i), str(p), b) for c, m, i, p, b in conn.execute(query)
-            }
+            return {(str(c), str(m), int(i), str(p), b) for c, m, i, p, b in conn.execute(query)}
 
     def deletions(self) -> list[dict[str, Any]]:
         """The ``deleted`` records (what was freed), oldest first; write-ahead

@@ -32,7 +32,6 @@ log = logging.getLogger("ledger_gc")
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
-
 # --- status ---------------------------------------------------------------------------
 
 

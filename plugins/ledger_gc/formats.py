@@ -245,9 +245,7 @@ def _compress_snappy(module: ModuleType, raw: bytes) -> bytes:
 _CODECS: dict[int, _Codec] = {
     CompressionType.NONE: _Codec("NONE", (), "", _decompress_none, lambda _m, raw: raw),
     CompressionType.ZLIB: _Codec("ZLIB", (), "", _decompress_zlib, _compress_zlib),
-    CompressionType.LZ4: _Codec(
-        "LZ4", ("lz4.block",), "lz4", _decompress_lz4, _compress_lz4
-    ),
+    CompressionType.LZ4: _Codec("LZ4", ("lz4.block",), "lz4", _decompress_lz4, _compress_lz4),
     CompressionType.ZSTD: _Codec(
         "ZSTD", ("zstandard",), "zstandard", _decompress_zstd, _compress_zstd
     ),

@@ -223,7 +223,10 @@ def plan_purge(
             if int(marker["entries"]) == 0 and int(marker["size"]) == 0:
                 result.cleared.append(ledger_id)
             elif verified or audited(
-                LEDGER, ml_name, ledger_id, ledger_dir(storage.prefix, ml_name, ledger_id),
+                LEDGER,
+                ml_name,
+                ledger_id,
+                ledger_dir(storage.prefix, ml_name, ledger_id),
                 storage.bucket,
             ):
                 result.cleared.append(ledger_id)  # deleted by an earlier, interrupted pass
@@ -316,7 +319,10 @@ def finish_purge(
             if outcome.objects:
                 result.deleted.append(outcome)
             elif copy_id in plan.offload_complete and not audited(
-                OFFLOADED_LEDGER, result.ml_name, copy_id, outcome.target.prefix,
+                OFFLOADED_LEDGER,
+                result.ml_name,
+                copy_id,
+                outcome.target.prefix,
                 plan.offload_bucket,
             ):
                 copies_left[copy_id] = (
@@ -408,12 +414,13 @@ def announced_by(deleter: Deleter) -> Audited:
     """``Audited`` from the deleter's audit log, read once, on first use."""
     cache: list[set[tuple[str, str, int, str, str | None]]] = []
 
-    def audited(target_class: str, ml_name: str, ledger_id: int, prefix: str,
-                bucket: str) -> bool:
+    def audited(target_class: str, ml_name: str, ledger_id: int, prefix: str, bucket: str) -> bool:
         if not cache:
             cache.append(deleter.audit.announced() if deleter.audit is not None else set())
-        return any((target_class, ml_name, ledger_id, prefix, where) in cache[0]
-                   for where in (bucket, None))
+        return any(
+            (target_class, ml_name, ledger_id, prefix, where) in cache[0]
+            for where in (bucket, None)
+        )
 
     return audited
 

@@ -118,14 +118,18 @@ class Settings:
             )
         if not self.bucket:
             raise ConfigError("LEDGERGC_BUCKET is empty; set it to the bucket that holds ledgers")
-        for name, bucket in (("LEDGERGC_BUCKET", self.bucket),
-                             ("LEDGERGC_OFFLOAD_BUCKET", self.offload_bucket)):
+        for name, bucket in (
+            ("LEDGERGC_BUCKET", self.bucket),
+            ("LEDGERGC_OFFLOAD_BUCKET", self.offload_bucket),
+        ):
             if bucket and not _BUCKET.fullmatch(bucket):
                 raise ConfigError(
                     f"{name}={bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
                 )
-        for name, seconds in (("LEDGERGC_GRACE_SECONDS", self.grace_seconds),
-                              ("LEDGERGC_RETENTION_SECONDS", self.retention_seconds)):
+        for name, seconds in (
+            ("LEDGERGC_GRACE_SECONDS", self.grace_seconds),
+            ("LEDGERGC_RETENTION_SECONDS", self.retention_seconds),
+        ):
             if seconds < 0:
                 raise ConfigError(f"{name}={seconds} must be 0 or more seconds")
         if not 0 < self.orphan_max_fraction <= 1:
@@ -275,9 +279,7 @@ class Settings:
             bucket=get("BUCKET") or defaults.bucket,
             prefix=env.get("LEDGERGC_PREFIX", defaults.prefix),
             delete_enabled=_flag("DELETE_ENABLED", get, defaults.delete_enabled),
-            grace_seconds=int(
-                _number("GRACE_SECONDS", get, defaults.grace_seconds, integer=True)
-            ),
+            grace_seconds=int(_number("GRACE_SECONDS", get, defaults.grace_seconds, integer=True)),
             retention_seconds=int(
                 _number("RETENTION_SECONDS", get, defaults.retention_seconds, integer=True)
             ),
@@ -356,8 +358,9 @@ def _check_zk_hosts(hosts: str) -> None:
         raise ConfigError(f"LEDGERGC_ZK_HOSTS is empty; {example}")
     servers, slash, chroot = hosts.partition("/")
     for server in servers.split(","):
-        host, colon, port = server.strip().rpartition(":") if ":" in server else (
-            server.strip(), "", "")
+        host, colon, port = (
+            server.strip().rpartition(":") if ":" in server else (server.strip(), "", "")
+        )
         if not host or not _ZK_HOST.fullmatch(host):
             raise ConfigError(f"LEDGERGC_ZK_HOSTS={hosts!r}: {server!r} has no host; {example}")
         if colon and not (port.isdigit() and 0 < int(port) < 65536):
@@ -391,9 +394,7 @@ def _check_endpoint(name: str, url: str | None) -> None:
 def _check_retention(name: str, retention: TrimRetention) -> None:
     for unit, value in (("SECONDS", retention.seconds), ("BYTES", retention.bytes)):
         if value < -1:
-            raise ConfigError(
-                f"{name}_{unit}={value} must be -1 (keep forever), 0 (none) or more"
-            )
+            raise ConfigError(f"{name}_{unit}={value} must be -1 (keep forever), 0 (none) or more")
 
 
 def _flag(name: str, get: Any, default: bool) -> bool:

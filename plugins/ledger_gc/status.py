@@ -144,9 +144,7 @@ def _ml_status(
     for cursor, craw in zip(cursors, cursor_raw, strict=True):
         if craw is None:
             continue
-        cinfo = formats.decode_managed_cursor_info(
-            craw[0], path=paths.cursor_path(name, cursor)
-        )
+        cinfo = formats.decode_managed_cursor_info(craw[0], path=paths.cursor_path(name, cursor))
         cursor_status.append(
             CursorStatus(
                 name=cursor,

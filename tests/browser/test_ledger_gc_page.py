@@ -283,9 +283,7 @@ def sign_in(page: Page, login: dict[str, str], next_path: str) -> None:
     page.fill("input[name=username]", login["username"])
     page.fill("input[name=password]", login["password"])
     page.click("button[type=submit]")
-    page.wait_for_function(
-        f"location.pathname === {json.dumps(next_path)}", timeout=60_000
-    )
+    page.wait_for_function(f"location.pathname === {json.dumps(next_path)}", timeout=60_000)
 
 
 def lookup(data: Any, path: list[Any]) -> Any:

@@ -85,9 +85,7 @@ def write_cursor(zk: KazooClient, name: str, cursor: str, ledger_id: int, entry_
 def write_data(storage: LedgerStorage, name: str, ledgers: Sequence[Ledger]) -> None:
     for ledger in ledgers:
         if ledger.entries:
-            storage.write_block(
-                name, ledger.ledger_id, 0, [b"x" * ledger.payload] * ledger.entries
-            )
+            storage.write_block(name, ledger.ledger_id, 0, [b"x" * ledger.payload] * ledger.entries)
 
 
 def store_of(
@@ -170,8 +168,10 @@ def put_segment(
     (``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME``); None: a Pulsar that does not."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     keys = []
-    for wanted, key, role in ((data, f"{base}{uuid}-ledger-{ledger_id}", "data"),
-                              (index, f"{base}{uuid}-ledger-{ledger_id}-index", "index")):
+    for wanted, key, role in (
+        (data, f"{base}{uuid}-ledger-{ledger_id}", "data"),
+        (index, f"{base}{uuid}-ledger-{ledger_id}-index", "index"),
+    ):
         if not wanted:
             continue
         metadata = {"role": role, "s3managedledgeroffloaderversion": "1"}
@@ -179,7 +179,8 @@ def put_segment(
             metadata["ManagedLedgerName"] = ml_name
         if cluster is not None:
             metadata["pulsarClusterName"] = cluster
-        s3_client.put_object(Bucket=bucket, Key=key, Body=b"o" * (size if role == "data" else 64),
-                             Metadata=metadata)
+        s3_client.put_object(
+            Bucket=bucket, Key=key, Body=b"o" * (size if role == "data" else 64), Metadata=metadata
+        )
         keys.append(key)
     return keys

@@ -62,8 +62,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
         assert store_kit.keys() == before
         assert OrphanRegistry(settings).entries() == {}
         events = [
-            (row["prefix"], row["event"])
-            for row in OrphanRegistry(settings).history(run_id=run_id)
+            (row["prefix"], row["event"]) for row in OrphanRegistry(settings).history(run_id=run_id)
         ]
         assert sorted(events) == sorted(
             [(p, phases.REGISTERED) for p in raced] + [(p, phases.CORRECTED) for p in raced]

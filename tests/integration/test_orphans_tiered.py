@@ -82,8 +82,13 @@ def offloaded_store(zk: KazooClient, s3_client: Any, settings: Settings) -> dict
     offload(by_id[4], *u[41][:2], bucket=bucket)
     offload(by_id[5], *u[51][:2], bucket=bucket)
     marker = formats.encode_marker_value(10, 2, 1, 1)
-    value = {**json.loads(marker), "offloadUuid": u[6][2], "offloadComplete": True,
-             "offloadDriverName": "aws-s3", "offloadDriverMetadata": {"bucket": bucket}}
+    value = {
+        **json.loads(marker),
+        "offloadUuid": u[6][2],
+        "offloadComplete": True,
+        "offloadDriverName": "aws-s3",
+        "offloadDriverMetadata": {"bucket": bucket},
+    }
     info.properties.add(key=formats.marker_key(6), value=json.dumps(value))
     write_record(zk, A, info)
     write_data_for = [Ledger(i) for i in (2, 3, 4, 5, 20)]
@@ -100,14 +105,25 @@ def offloaded_store(zk: KazooClient, s3_client: Any, settings: Settings) -> dict
         "gone-7": put_segment(s3_client, bucket, PREFIX, u[7][2], 7, ml_name=GONE),
         "gone-8": put_segment(s3_client, bucket, PREFIX, u[8][2], 8),  # no metadata at all
     }
-    foreign = [f"{PREFIX}/{u[99][2]}", f"{PREFIX}/{u[99][2]}-index",  # streaming offloader
-               f"{PREFIX}/{u[1][2]}-ledger-1.tmp", f"{PREFIX}/{u[1][2].upper()}-ledger-1",
-               f"{PREFIX}/{u[1][2]}-ledger-01", f"{PREFIX}/notes.txt", "elsewhere/x",
-               f"{u[7][2]}-ledger-7"]  # a segment key, but outside the offload prefix
+    foreign = [
+        f"{PREFIX}/{u[99][2]}",
+        f"{PREFIX}/{u[99][2]}-index",  # streaming offloader
+        f"{PREFIX}/{u[1][2]}-ledger-1.tmp",
+        f"{PREFIX}/{u[1][2].upper()}-ledger-1",
+        f"{PREFIX}/{u[1][2]}-ledger-01",
+        f"{PREFIX}/notes.txt",
+        "elsewhere/x",
+        f"{u[7][2]}-ledger-7",
+    ]  # a segment key, but outside the offload prefix
     for key in foreign:
         s3_client.put_object(Bucket=bucket, Key=key, Body=b"someone else's")
-    return {"uuids": u, "live": live, "orphans": orphans, "foreign": foreign,
-            "ledger_data": write_data_for}
+    return {
+        "uuids": u,
+        "live": live,
+        "orphans": orphans,
+        "foreign": foreign,
+        "ledger_data": write_data_for,
+    }
 
 
 def test_each_segment_is_classified_and_only_orphan_segments_are_deleted(
@@ -158,8 +174,9 @@ def live_store(zk: KazooClient, s3_client: Any, settings: Settings) -> None:
     put_segment(s3_client, settings.offload_bucket, PREFIX, uuid, 10, ml_name=A)
 
 
-def _relist(zk: KazooClient, name: str, ledger_id: int, msb: int, lsb: int, *,
-            complete: bool = False) -> None:
+def _relist(
+    zk: KazooClient, name: str, ledger_id: int, msb: int, lsb: int, *, complete: bool = False
+) -> None:
     """Put ``ledger_id`` into ``name``'s ledger list carrying uuid (msb, lsb): an operator
     restoring it, or an offload starting (uuid written before the upload)."""
     path = paths.managed_ledger_path(name)
@@ -175,12 +192,16 @@ def _relist(zk: KazooClient, name: str, ledger_id: int, msb: int, lsb: int, *,
 
 
 def test_a_segment_re_listed_or_whose_offload_starts_in_the_grace_window_is_kept(
-    tiered: Settings, zk_client: KazooClient, s3_client: Any, spark: Any,
+    tiered: Settings,
+    zk_client: KazooClient,
+    s3_client: Any,
+    spark: Any,
     later: Callable[[float], dict[str, Any]],
 ) -> None:
     built = offloaded_store(zk_client, s3_client, tiered)
-    enabled = tiered.with_overrides(delete_enabled=True, retention_seconds=0,
-                                    orphan_max_fraction=1.0)  # default grace: a day
+    enabled = tiered.with_overrides(
+        delete_enabled=True, retention_seconds=0, orphan_max_fraction=1.0
+    )  # default grace: a day
     first = run_orphan_cycle(enabled, spark=spark).to_dict()
     assert first["phases"]["new"]["by_class"]["orphan-segment"]["count"] == 4
     u = built["uuids"]
@@ -209,8 +230,9 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     by reading every managed ledger."""
     live_store(zk_client, s3_client, eager)
     msb, lsb, uuid = _uuid(7)
-    keys = put_segment(s3_client, eager.offload_bucket, PREFIX, uuid, 7,
-                       ml_name=GONE if with_metadata else None)
+    keys = put_segment(
+        s3_client, eager.offload_bucket, PREFIX, uuid, 7, ml_name=GONE if with_metadata else None
+    )
     run_id = f"recheck-{with_metadata}"
     cycle.step_snapshot(eager, run_id, spark)
     cycle.step_scan(eager, run_id, spark)
@@ -258,8 +280,9 @@ def test_empty_metadata_or_a_wrong_chroot_beside_a_full_offload_bucket_deletes_n
     client.ensure_path(other + ("/managed-ledgers" if chroot == "empty" else ""))
     client.stop()
     client.close()
-    wrong = tiered.with_overrides(zk_hosts=hosts + other, delete_enabled=True,
-                                  grace_seconds=0, retention_seconds=0)
+    wrong = tiered.with_overrides(
+        zk_hosts=hosts + other, delete_enabled=True, grace_seconds=0, retention_seconds=0
+    )
 
     report = run_orphan_cycle(wrong, spark=spark).to_dict()
 

@@ -50,13 +50,20 @@ def shared(settings: Settings, s3_client: Any) -> Settings:
     bucket = f"{settings.bucket}-offload"
     s3_client.create_bucket(Bucket=bucket)
     return settings.with_overrides(
-        offload_bucket=bucket, offload_prefix=PREFIX, delete_enabled=True,
-        grace_seconds=0, retention_seconds=0,
+        offload_bucket=bucket,
+        offload_prefix=PREFIX,
+        delete_enabled=True,
+        grace_seconds=0,
+        retention_seconds=0,
     )
 
 
 def two_clusters(
-    zk: KazooClient, s3_client: Any, storage: Any, settings: Settings, *,
+    zk: KazooClient,
+    s3_client: Any,
+    storage: Any,
+    settings: Settings,
+    *,
     our_tag: str | None = OURS,
 ) -> dict[str, list[str]]:
     """Our managed ledger A lists ledgers 10 and 11 (offloaded, tagged ``our_tag``) and
@@ -72,16 +79,18 @@ def two_clusters(
     write_data(storage, A, [Ledger(20)])
     live = []
     for n in (10, 11):
-        live += put_segment(s3_client, bucket, PREFIX, _uuid(n)[2], n, ml_name=A,
-                            cluster=our_tag)
+        live += put_segment(s3_client, bucket, PREFIX, _uuid(n)[2], n, ml_name=A, cluster=our_tag)
     theirs = []
     for n in (10, 11, 3):
-        theirs += put_segment(s3_client, bucket, PREFIX, _uuid(100 + n)[2], n, ml_name=A,
-                              cluster=THEIRS, size=40_000)
-    orphans = put_segment(s3_client, bucket, PREFIX, _uuid(7)[2], 7, ml_name=GONE,
-                          cluster=OURS, size=500)
-    orphans += put_segment(s3_client, bucket, PREFIX, _uuid(50)[2], 10, ml_name=A,
-                           cluster=OURS, size=500)
+        theirs += put_segment(
+            s3_client, bucket, PREFIX, _uuid(100 + n)[2], n, ml_name=A, cluster=THEIRS, size=40_000
+        )
+    orphans = put_segment(
+        s3_client, bucket, PREFIX, _uuid(7)[2], 7, ml_name=GONE, cluster=OURS, size=500
+    )
+    orphans += put_segment(
+        s3_client, bucket, PREFIX, _uuid(50)[2], 10, ml_name=A, cluster=OURS, size=500
+    )
     return {"live": live, "theirs": theirs, "orphans": orphans}
 
 
@@ -90,15 +99,19 @@ def test_another_clusters_segments_in_a_shared_bucket_are_held_and_ours_deleted(
 ) -> None:
     built = two_clusters(zk_client, s3_client, storage, shared)
     # Counted as orphans, B's bytes alone would trip the 10 % byte-fraction guard.
-    sizes = {o["Key"]: o["Size"] for o in s3_client.list_objects_v2(
-        Bucket=shared.offload_bucket)["Contents"]}
+    sizes = {
+        o["Key"]: o["Size"]
+        for o in s3_client.list_objects_v2(Bucket=shared.offload_bucket)["Contents"]
+    }
     assert sum(sizes[k] for k in built["theirs"]) / sum(sizes.values()) > 0.10
 
     report = run_orphan_cycle(shared, spark=spark).to_dict()
 
     assert report["status"] == "ok", report["refusals"]
     assert {(d["ledger_id"], d["target_class"]) for d in report["deleted"]} == {
-        (7, "orphan-segment"), (10, "orphan-segment")}
+        (7, "orphan-segment"),
+        (10, "orphan-segment"),
+    }
     left = bucket_keys(s3_client, shared.offload_bucket)
     assert left == set(built["live"]) | set(built["theirs"])
     classes = report["classes"]
@@ -120,7 +133,11 @@ def test_another_clusters_segments_in_a_shared_bucket_are_held_and_ours_deleted(
 
 
 def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_read(
-    shared: Settings, zk_client: KazooClient, s3_client: Any, storage: Any, spark: Any,
+    shared: Settings,
+    zk_client: KazooClient,
+    s3_client: Any,
+    storage: Any,
+    spark: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The decision that must hold is the one just before the delete: when the diff could
@@ -131,8 +148,11 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     built = two_clusters(zk_client, s3_client, storage, shared)
     eager = shared.with_overrides(orphan_max_fraction=1.0)
     real = cluster_tags.read_segment_tags
-    monkeypatch.setattr(cluster_tags, "read_segment_tags",
-                        lambda settings, keys: {} if len(keys) > 2 else real(settings, keys))
+    monkeypatch.setattr(
+        cluster_tags,
+        "read_segment_tags",
+        lambda settings, keys: {} if len(keys) > 2 else real(settings, keys),
+    )
     run_id = "shared-recheck"
     cycle.step_snapshot(eager, run_id, spark)
     cycle.step_scan(eager, run_id, spark)
@@ -144,11 +164,11 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     report = cycle.step_report(eager, run_id).to_dict()
 
     actions = {(r["ledger_id"], r["action"]) for r in result["results"]}
-    assert actions == {(7, "deleted"), (10, "deleted"), (10, "held"), (11, "held"),
-                       (3, "held")}
+    assert actions == {(7, "deleted"), (10, "deleted"), (10, "held"), (11, "held"), (3, "held")}
     held = [r for r in result["results"] if r["action"] == "held"]
-    assert all(f"another cluster's segment (pulsarClusterName={THEIRS})" in r["reason"]
-               for r in held)
+    assert all(
+        f"another cluster's segment (pulsarClusterName={THEIRS})" in r["reason"] for r in held
+    )
     assert set(built["theirs"]) <= bucket_keys(s3_client, eager.offload_bucket)
     assert not set(built["orphans"]) & bucket_keys(s3_client, eager.offload_bucket)
     # Kept registered (the next scan's diff classifies them), counted apart in the report.
@@ -160,15 +180,18 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
 
 @pytest.mark.parametrize("setting", [OURS, f"{OURS},(untagged)"])
 def test_the_setting_names_our_cluster_when_our_live_segments_carry_no_tag(
-    shared: Settings, zk_client: KazooClient, s3_client: Any, storage: Any, spark: Any,
+    shared: Settings,
+    zk_client: KazooClient,
+    s3_client: Any,
+    storage: Any,
+    spark: Any,
     setting: str,
 ) -> None:
     """Our live segments predate tagging (nothing to learn a name from): B's tagged
     segments stay; our tagged orphans go because the setting names us; an untagged orphan
     goes only when the setting says untagged segments are ours too."""
     built = two_clusters(zk_client, s3_client, storage, shared, our_tag=None)
-    untagged = put_segment(s3_client, shared.offload_bucket, PREFIX, _uuid(8)[2], 8,
-                           size=500)
+    untagged = put_segment(s3_client, shared.offload_bucket, PREFIX, _uuid(8)[2], 8, size=500)
     named = shared.with_overrides(
         pulsar_clusters=Settings.from_env({"LEDGERGC_PULSAR_CLUSTER": setting}).pulsar_clusters
     )
@@ -193,8 +216,9 @@ def test_the_setting_names_our_cluster_when_our_live_segments_carry_no_tag(
 def test_a_bad_pulsar_cluster_setting_is_exit_2_and_one_line(settings: Settings) -> None:
     ledgergc = Path(sys.executable).with_name("ledgergc")
     env = {**os.environ, **settings.to_env(), "LEDGERGC_PULSAR_CLUSTER": "us east,"}
-    result = subprocess.run([str(ledgergc), "orphans"], env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(ledgergc), "orphans"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "LEDGERGC_PULSAR_CLUSTER" in lines[0], result.stderr

@@ -69,14 +69,22 @@ def register_broker(zk: KazooClient) -> None:
 
 
 def test_the_orphan_cycle_under_live_brokers_writes_only_its_own_znodes(
-    settings: Settings, zk_client: KazooClient, s3_client: Any, spark: Any,
+    settings: Settings,
+    zk_client: KazooClient,
+    s3_client: Any,
+    spark: Any,
     writes: list[tuple[str, str]],
 ) -> None:
     bucket = f"{settings.bucket}-offload"
     s3_client.create_bucket(Bucket=bucket)
     tiered = settings.with_overrides(
-        offload_bucket=bucket, offload_prefix=PREFIX, delete_enabled=True, grace_seconds=0,
-        retention_seconds=0, orphan_max_fraction=1.0, metadata_read_only="auto",
+        offload_bucket=bucket,
+        offload_prefix=PREFIX,
+        delete_enabled=True,
+        grace_seconds=0,
+        retention_seconds=0,
+        orphan_max_fraction=1.0,
+        metadata_read_only="auto",
     )
     offloaded_store(zk_client, s3_client, tiered)
     register_broker(zk_client)
@@ -97,8 +105,13 @@ def test_the_trim_under_live_brokers_refuses_and_sends_no_write(
     settings: Settings, zk_client: KazooClient, storage: Any, writes: list[tuple[str, str]]
 ) -> None:
     name = "acme/prod/persistent/orders"
-    store_of(zk_client, storage, name, [Ledger(1), Ledger(2), Ledger(3, entries=0)],
-             cursors={"sub": (2, 1)})
+    store_of(
+        zk_client,
+        storage,
+        name,
+        [Ledger(1), Ledger(2), Ledger(3, entries=0)],
+        cursors={"sub": (2, 1)},
+    )
     register_broker(zk_client)
     before = pulsar_znodes(zk_client)
     writes.clear()

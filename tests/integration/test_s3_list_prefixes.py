@@ -87,7 +87,9 @@ def test_prefixes_in_many_namespaces_nested_prefixes_and_key_prefixes(
     too; a prefix that is not a directory (an offloaded segment's name) is listed alone."""
     keys = [
         f"ledgers/acme/ns{n}/persistent/{t}/ledgers/{i:020d}/{0:020d}.blk"
-        for n in range(5) for t in TOPICS for i in (7, 8)
+        for n in range(5)
+        for t in TOPICS
+        for i in (7, 8)
     ]
     keys += ["offload/uuid-ledger-7", "offload/uuid-ledger-7-index", "offload/uuid-ledger-70"]
     _put(s3_client, settings.bucket, keys)

@@ -76,8 +76,18 @@ def test_status_with_zookeeper_down_is_a_clear_error(settings):
 def test_status_shows_the_audit_log_and_runs_of_the_state_store(settings):
     AuditLog(settings).append(
         [
-            AuditRecord("trim", "ledger", "a/b/persistent/c", 3, "p/", 2, 4096, "consumed", "t-1",
-                        status=status)
+            AuditRecord(
+                "trim",
+                "ledger",
+                "a/b/persistent/c",
+                3,
+                "p/",
+                2,
+                4096,
+                "consumed",
+                "t-1",
+                status=status,
+            )
             for status in ("deleting", "deleted")
         ]
     )

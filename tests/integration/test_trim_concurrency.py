@@ -233,8 +233,13 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
     for index in range(COLD):
         name = f"acme/cold/persistent/t-{index:03d}"
         position = (2, index % 3 - 1)  # ledger 2 unread, half read, or wholly read
-        store_of(zk_client, storage, name, [Ledger(1), Ledger(2), Ledger(3, entries=0)],
-                 cursors={"sub": position})
+        store_of(
+            zk_client,
+            storage,
+            name,
+            [Ledger(1), Ledger(2), Ledger(3, entries=0)],
+            cursors={"sub": position},
+        )
         cold[name] = position
     stop = threading.Event()
     reports = []
@@ -257,8 +262,10 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
                 rounds[0] += 1
                 if rounds[0] % 7 == 0:
                     # Reset to the earliest data still listed, as `reset-cursor` does.
-                    first = min(li.ledgerId for li in
-                                writer_store.get_managed_ledger(ml.name).value.ledgerInfo)
+                    first = min(
+                        li.ledgerId
+                        for li in writer_store.get_managed_ledger(ml.name).value.ledgerInfo
+                    )
                     at = cursor.reset(Position(first, 0))
                     entries = cursor.read_entries(3)  # raises if a block it needs is gone
                     assert not entries or entries[0].position >= at, (name, at, entries[0])
@@ -284,12 +291,19 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
                 stop.set()
 
         def hot_deleted() -> int:
-            return sum(len(r.deleted) for report in reports for r in report.managed_ledgers
-                       if r.name in HOT)
+            return sum(
+                len(r.deleted)
+                for report in reports
+                for r in report.managed_ledgers
+                if r.name in HOT
+            )
 
         workers = [Worker("writer", write, stop), Worker("trim", trim, stop)]
-        workers += [Worker(f"reader-{i}-{c}", consumer(ml, c), stop)
-                    for i, ml in enumerate(mls) for c in ("a", "b")]
+        workers += [
+            Worker(f"reader-{i}-{c}", consumer(ml, c), stop)
+            for i, ml in enumerate(mls)
+            for c in ("a", "b")
+        ]
         for worker in workers:
             worker.start()
         stop.wait(240)  # the trims set it when done

@@ -96,8 +96,9 @@ def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
     store, storage, settings, zk_client
 ):
     ml, ids = consumed_topic(store, storage)
-    other = zk_client.create(f"{TRIM_LOCK_PATH}/holder-", b"trim-elsewhere", ephemeral=True,
-                             sequence=True, makepath=True)
+    other = zk_client.create(
+        f"{TRIM_LOCK_PATH}/holder-", b"trim-elsewhere", ephemeral=True, sequence=True, makepath=True
+    )
     try:
         report = run_trim(settings, lock_wait_seconds=0.5)
     finally:
@@ -130,8 +131,14 @@ def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
                 return real(keys)
 
             own_storage.delete_keys = delete_when_both_are_in
-            return run_trim(settings, scope=TrimScope.of([name]), run_id="dag-run-1",
-                            store=own_store, storage=own_storage, lock_wait_seconds=30)
+            return run_trim(
+                settings,
+                scope=TrimScope.of([name]),
+                run_id="dag-run-1",
+                store=own_store,
+                storage=own_storage,
+                lock_wait_seconds=30,
+            )
 
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(shard, names))
@@ -169,8 +176,10 @@ def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a
     info = store.get_managed_ledger(ML).value
     assert sorted(formats.deletable_markers(info)) == consumed, "markers of live data dropped"
     assert [li.ledgerId for li in info.ledgerInfo] == ids[-1:]
-    assert set(consumed) <= {parse_key(storage.prefix, o.key).ledger_id
-                             for o in storage.iter_objects(settings.key_prefix)}
+    assert set(consumed) <= {
+        parse_key(storage.prefix, o.key).ledger_id
+        for o in storage.iter_objects(settings.key_prefix)
+    }
     ml.close()
 
 
@@ -213,7 +222,9 @@ def test_a_topic_deleted_and_recreated_during_the_trim_keeps_its_new_record(
 
     info = store.get_managed_ledger(ML).value
     known = {li.ledgerId for li in info.ledgerInfo} | set(formats.deletable_markers(info))
-    with_data = {parse_key(storage.prefix, o.key).ledger_id
-                 for o in storage.iter_objects(ml_dir(storage.prefix, ML))}
+    with_data = {
+        parse_key(storage.prefix, o.key).ledger_id
+        for o in storage.iter_objects(ml_dir(storage.prefix, ML))
+    }
     assert with_data <= known, f"live ledgers {with_data - known} dropped from the record"
     assert known <= recreated[0], f"ledgers {known - recreated[0]} of the deleted topic"

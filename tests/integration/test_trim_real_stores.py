@@ -88,9 +88,7 @@ def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
     ml.close()
 
 
-def test_a_new_subscription_at_earliest_during_the_trim_keeps_its_data(
-    store, storage, settings
-):
+def test_a_new_subscription_at_earliest_during_the_trim_keeps_its_data(store, storage, settings):
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
     with MetadataStore.open(settings) as trim_store:
@@ -140,8 +138,7 @@ def test_a_cursor_whose_position_is_in_a_cursor_ledger_stops_the_trim_of_its_led
     zk_client, storage, store, settings
 ):
     store_of(zk_client, storage, ML, [Ledger(1), Ledger(2), Ledger(3, entries=0)])
-    info = formats.ManagedCursorInfo(cursorsLedgerId=77, markDeleteLedgerId=3,
-                                     markDeleteEntryId=-1)
+    info = formats.ManagedCursorInfo(cursorsLedgerId=77, markDeleteLedgerId=3, markDeleteEntryId=-1)
     zk_client.create(paths.cursor_path(ML, "sub"), formats.encode_managed_cursor_info(info))
 
     report = run_trim(settings)
@@ -226,8 +223,9 @@ def test_one_failing_managed_ledger_never_stops_the_others(zk_client, storage, s
     good = "zeta/prod/persistent/events"
     store_of(zk_client, storage, good, [Ledger(1), Ledger(2, entries=0)])
     # Sorted before the good one: a corrupt record, and a name no Pulsar produces.
-    zk_client.create(paths.managed_ledger_path("aaa/ns/persistent/corrupt"), b"\xff\x00",
-                     makepath=True)
+    zk_client.create(
+        paths.managed_ledger_path("aaa/ns/persistent/corrupt"), b"\xff\x00", makepath=True
+    )
     write_record(zk_client, "aab/ns/persistent/bad name", record([Ledger(1), Ledger(2)]))
 
     report = run_trim(settings)
@@ -247,8 +245,8 @@ def test_one_failing_managed_ledger_never_stops_the_others(zk_client, storage, s
 
 
 @pytest.mark.parametrize(
-    "codec", [CompressionType.LZ4, CompressionType.ZLIB, CompressionType.ZSTD,
-              CompressionType.SNAPPY]
+    "codec",
+    [CompressionType.LZ4, CompressionType.ZLIB, CompressionType.ZSTD, CompressionType.SNAPPY],
 )
 def test_a_compressed_record_is_written_back_with_its_own_codec(
     codec, zk_client, storage, store, settings
@@ -297,8 +295,10 @@ def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
     compression, zk_client, storage, settings, monkeypatch
 ):
     count = 10_000
-    ledgers = [Ledger(i, entries=1, payload=10, timestamp=1_600_000_000_000 + i)
-               for i in range(1, count + 1)]
+    ledgers = [
+        Ledger(i, entries=1, payload=10, timestamp=1_600_000_000_000 + i)
+        for i in range(1, count + 1)
+    ]
     write_record(zk_client, ML, record([*ledgers, Ledger(count + 1, entries=0)]))
     write_data(storage, ML, ledgers[::500])  # some data, so the store is verified
     if compression == "missing":
@@ -400,7 +400,10 @@ def run_cli(settings, *args, extra_env=None) -> subprocess.CompletedProcess:
     env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "ledger_gc.cli", *args],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
         cwd=Path(__file__).resolve().parents[2],
     )
 
@@ -464,8 +467,11 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     context = info.ledgerInfo[0].offloadContext
     context.uidMsb, context.uidLsb, context.complete = -7_000_000_000_000_000_000, 42, True
     context.driverMetadata.name = "aws-s3"
-    for key, value in {"bucket": "offload", "region": "us-east-1",
-                       "serviceEndpoint": "http://127.0.0.1:1"}.items():
+    for key, value in {
+        "bucket": "offload",
+        "region": "us-east-1",
+        "serviceEndpoint": "http://127.0.0.1:1",
+    }.items():
         context.driverMetadata.properties.add(key=key, value=value)
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
@@ -478,7 +484,9 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     assert marker["offloadUuid"] == formats.java_uuid(-7_000_000_000_000_000_000, 42)
     assert marker["offloadDriverName"] == "aws-s3"
     assert marker["offloadDriverMetadata"] == {
-        "bucket": "offload", "region": "us-east-1", "serviceEndpoint": "http://127.0.0.1:1"
+        "bucket": "offload",
+        "region": "us-east-1",
+        "serviceEndpoint": "http://127.0.0.1:1",
     }
     assert [p.ledger_id for p in result.pending] == [1] and report.exit_code == 1
     assert 2 not in listed_and_marked(store)[1]
@@ -522,8 +530,9 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     monkeypatch.setattr(deletion, "MAX_KEYS_PER_DELETE", 100)
     names = [f"acme/big/persistent/t-{i:02d}" for i in range(8)]
     for name in names:
-        store_of(zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)),
-                                            Ledger(41, entries=0)])
+        store_of(
+            zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)), Ledger(41, entries=0)]
+        )
     signalled = LedgerStorage(settings)
     real_delete = signalled.delete_keys
     batches = []
@@ -571,9 +580,14 @@ def offloaded_store(zk_client, storage, s3_client, settings, *, driver_bucket=No
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
     uuid = formats.java_uuid(0x1234, 0x5678)
-    keys = [f"tiered/{uuid}-ledger-1", f"tiered/{uuid}-ledger-1-index",
-            f"tiered/{uuid}-ledger-10", f"tiered/{uuid}-ledger-10-index",
-            f"tiered/{uuid}-ledger-1.tmp", "tiered/notes.txt"]
+    keys = [
+        f"tiered/{uuid}-ledger-1",
+        f"tiered/{uuid}-ledger-1-index",
+        f"tiered/{uuid}-ledger-10",
+        f"tiered/{uuid}-ledger-10-index",
+        f"tiered/{uuid}-ledger-1.tmp",
+        "tiered/notes.txt",
+    ]
     for key in keys:
         s3_client.put_object(Bucket=offload_bucket, Key=key, Body=b"offloaded")
     tiered = settings.with_overrides(offload_bucket=offload_bucket, offload_prefix="tiered")
@@ -596,21 +610,23 @@ def test_the_trim_deletes_an_offloaded_ledgers_tiered_copy_with_its_data(
     assert [d.ledger_id for d in result.offloaded_deleted] == [1]
     assert result.offloaded_deleted[0].objects == 2
     assert bucket_keys(s3_client, bucket) == {
-        f"tiered/{uuid}-ledger-10", f"tiered/{uuid}-ledger-10-index",
-        f"tiered/{uuid}-ledger-1.tmp", "tiered/notes.txt",
+        f"tiered/{uuid}-ledger-10",
+        f"tiered/{uuid}-ledger-10-index",
+        f"tiered/{uuid}-ledger-1.tmp",
+        "tiered/notes.txt",
     }, "only ledger 1's two segment objects go; other ledgers' and foreign keys stay"
     assert ledgers_with_data(storage, ML) == set()
     assert listed_and_marked(store) == ([3], {})
-    copies = [r for r in AuditLog(settings).read()
-              if r["target_class"] == "offloaded-ledger"]
+    copies = [r for r in AuditLog(settings).read() if r["target_class"] == "offloaded-ledger"]
     assert [r["status"] for r in copies] == ["deleting", "deleted"]
 
 
 def test_an_offloaded_copy_in_another_bucket_is_reported_and_kept(
     zk_client, storage, store, s3_client, settings
 ):
-    tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings,
-                                           driver_bucket="some-other-bucket")
+    tiered, bucket, uuid = offloaded_store(
+        zk_client, storage, s3_client, settings, driver_bucket="some-other-bucket"
+    )
 
     report = run_trim(tiered)
 

@@ -173,8 +173,8 @@ def test_markers_of_data_deleted_before_a_crash_are_cleared_by_the_next_run(
     for _ in range(2):
         report = run_trim(settings, store=store)
     [result] = report.managed_ledgers
-    assert listed_and_marked(store)[1] == {}, (
-        "markers stuck: " + "; ".join(f"{p.ledger_id}: {p.last_error}" for p in result.pending)
+    assert listed_and_marked(store)[1] == {}, "markers stuck: " + "; ".join(
+        f"{p.ledger_id}: {p.last_error}" for p in result.pending
     )
 
 
@@ -276,14 +276,16 @@ def test_topics_whose_closed_ledgers_live_only_in_tiered_storage_do_not_stop_eve
             context.driverMetadata.properties.add(key="bucket", value=offload_bucket)
             uuid = formats.java_uuid(msb, 0x99)
             for suffix in ("", "-index"):
-                s3_client.put_object(Bucket=offload_bucket,
-                                     Key=f"tiered/{uuid}-ledger-{index + 1}{suffix}", Body=b"o")
+                s3_client.put_object(
+                    Bucket=offload_bucket,
+                    Key=f"tiered/{uuid}-ledger-{index + 1}{suffix}",
+                    Body=b"o",
+                )
         write_record(zk_client, name, info)  # no block in the store: BookKeeper copies gone
         write_cursor(zk_client, name, "sub", 2, 1)  # ledgers 1 and 2 consumed
     # Another topic, later in name order, with its data in the store as usual.
     other = "zeta/prod/persistent/events"
-    store_of(zk_client, storage, other, [Ledger(7), Ledger(8, entries=0)],
-             cursors={"sub": (7, 1)})
+    store_of(zk_client, storage, other, [Ledger(7), Ledger(8, entries=0)], cursors={"sub": (7, 1)})
     tiered = settings.with_overrides(offload_bucket=offload_bucket, offload_prefix="tiered")
 
     report = run_trim(tiered)  # refuses: SafetyRefusalError "none of 16 managed ledgers ..."
@@ -296,9 +298,7 @@ def test_topics_whose_closed_ledgers_live_only_in_tiered_storage_do_not_stop_eve
 # --- 8. a Pulsar broker that starts while the trim runs -----------------------------------
 
 
-def test_a_broker_registering_during_the_run_stops_the_marks(
-    store, storage, settings, zk_client
-):
+def test_a_broker_registering_during_the_run_stops_the_marks(store, storage, settings, zk_client):
     """``metadata_is_read_only`` is asked once, before the run. A broker that starts
     while a long trim runs (a rolling restart of the cluster) owns the topics from then
     on; the trim keeps changing their records under it (the broker then fences the
@@ -306,19 +306,27 @@ def test_a_broker_registering_during_the_run_stops_the_marks(
     once a broker is registered."""
     names = [f"acme/prod/persistent/t{i}" for i in range(3)]
     for name in names:
-        store_of(zk_client, storage, name, [Ledger(1), Ledger(2), Ledger(3, entries=0)],
-                 cursors={"sub": (2, 1)})
+        store_of(
+            zk_client,
+            storage,
+            name,
+            [Ledger(1), Ledger(2), Ledger(3, entries=0)],
+            cursors={"sub": (2, 1)},
+        )
     with MetadataStore.open(settings) as trim_store:
         real = trim_store.children_of_many
         started = []
 
         def broker_starts_after_the_run_began(znodes):
             children = real(znodes)
-            if any(z.startswith(paths.managed_ledger_path(names[0])) for z in znodes) \
-                    and not started:
+            if (
+                any(z.startswith(paths.managed_ledger_path(names[0])) for z in znodes)
+                and not started
+            ):
                 started.append(True)
-                zk_client.create("/loadbalance/brokers/broker-1:8080", b"{}",
-                                 ephemeral=True, makepath=True)
+                zk_client.create(
+                    "/loadbalance/brokers/broker-1:8080", b"{}", ephemeral=True, makepath=True
+                )
             return children
 
         trim_store.children_of_many = broker_starts_after_the_run_began
@@ -362,8 +370,9 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
 
     assert ledgers_with_data(storage, ML) >= set(ids[:3]), "the guard kept the data"
     with MetadataStore.open(settings) as reader_store:
-        reader = ManagedLedger.open(ML, reader_store, storage,
-                                    ManagedLedgerConfig(max_entries_per_ledger=2))
+        reader = ManagedLedger.open(
+            ML, reader_store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)
+        )
         first = reader.open_cursor("tool").read_entries(1)
         reader.close()
     assert first and first[0].position == Position(ids[0], 0), (

@@ -23,9 +23,7 @@ def test_mark_moves_ledgers_from_the_list_to_markers_in_one_record():
     assert [li.ledgerId for li in info.ledgerInfo] == [3]
     markers = formats.deletable_markers(info)
     assert set(markers) == {1, 2}
-    assert markers[2] == {
-        "size": 200, "entries": 10, "timestamp": 7, "markedAt": 1000
-    }
+    assert markers[2] == {"size": 200, "entries": 10, "timestamp": 7, "markedAt": 1000}
     assert formats.get_property(info, "other") == "kept"
 
 

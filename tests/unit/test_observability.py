@@ -642,15 +642,18 @@ def test_orphan_offloaded_segments_have_their_own_metrics_beside_ledgers(tmp_pat
                 "deleted": phase(segments=(2, 8_000)),
             },
             namespaces={
-                "(none)": {"registered": phase(segments=(2, 8_000)),
-                           "deleted": phase(segments=(2, 8_000))},
+                "(none)": {
+                    "registered": phase(segments=(2, 8_000)),
+                    "deleted": phase(segments=(2, 8_000)),
+                },
                 "acme/prod": {"registered": phase(ledgers=(1, 100), segments=(1, 4_000))},
             },
         ),
     )
     overview = build_overview(tmp_path, now_ms=T0 + HOUR)
     assert overview["orphans"]["phases"]["registered"]["orphan-segment"] == {
-        "count": 3, "bytes": 12_000
+        "count": 3,
+        "bytes": 12_000,
     }
     parsed = parse_metrics(render_metrics(overview))
     samples = parsed["samples"]

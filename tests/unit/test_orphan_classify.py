@@ -196,13 +196,15 @@ def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uui
 
     u = {n: f"00000000-0000-0000-0000-{n:012d}" for n in range(10)}
     ml = "t/ns/persistent/a"
-    snapshot = snapshot_from_rows([
-        (ML_ROW, ml, None, None),
-        (LISTED_ROW, ml, 1, u[1]),  # offloaded (or offloading: complete is not looked at)
-        (LISTED_ROW, ml, 2, u[2]),  # re-offloaded under u2; u9 is its failed attempt
-        (MARKED_ROW, ml, 3, u[3]),  # trim pending: the trim owns its copy
-        (LISTED_ROW, ml, 4, None),  # never offloaded
-    ])
+    snapshot = snapshot_from_rows(
+        [
+            (ML_ROW, ml, None, None),
+            (LISTED_ROW, ml, 1, u[1]),  # offloaded (or offloading: complete is not looked at)
+            (LISTED_ROW, ml, 2, u[2]),  # re-offloaded under u2; u9 is its failed attempt
+            (MARKED_ROW, ml, 3, u[3]),  # trim pending: the trim owns its copy
+            (LISTED_ROW, ml, 4, None),  # never offloaded
+        ]
+    )
     keys = {
         f"p/{u[1]}-ledger-1": "live-segment",
         f"p/{u[1]}-ledger-1-index": "live-segment",

@@ -161,9 +161,11 @@ def test_old_runs_records_are_pruned(tmp_path: Path) -> None:
     for number in range(5):
         RunSteps(tmp_path, f"r{number}").write_manifest("snapshot", {"n": number})
     assert prune_runs(tmp_path, 2, current="r0") == 2
-    left = [f"r{n}" for n in range(5) if RunSteps(tmp_path, f"r{n}").read_manifest(
-        "snapshot", required=False
-    )]
+    left = [
+        f"r{n}"
+        for n in range(5)
+        if RunSteps(tmp_path, f"r{n}").read_manifest("snapshot", required=False)
+    ]
     assert left == ["r0", "r3", "r4"]
 
 

@@ -37,9 +37,7 @@ def entry(prefix: str = "ledgers/t/ns/persistent/a/ledgers/00000000000000000007/
 
 def instants(*times: int, offset: int = 0) -> dict[int, Instant]:
     """Scan number -> instant; the servers' clocks ``offset`` from the host's."""
-    return {
-        n: Instant(t, t + offset, t + offset) for n, t in enumerate(times, start=1)
-    }
+    return {n: Instant(t, t + offset, t + offset) for n, t in enumerate(times, start=1)}
 
 
 def run(entries, **kw):

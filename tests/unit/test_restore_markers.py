@@ -18,7 +18,9 @@ def marker(version: str, at: int, latest: bool = False) -> ObjectVersion:
 
 def test_the_runs_marker_over_data_is_removed():
     assert _run_markers([data("d", 10), marker("m", 50, True)], 40, 60) == (
-        [marker("m", 50, True)], data("d", 10))
+        [marker("m", 50, True)],
+        data("d", 10),
+    )
 
 
 def test_markers_stacked_by_a_retried_delete_all_go():

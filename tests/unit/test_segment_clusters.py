@@ -75,8 +75,7 @@ def test_the_reference_diff_classifies_another_clusters_segments_apart() -> None
     ]
     tags = {f"p/{u[1]}-ledger-1": "a", f"p/{u[2]}-ledger-1": "b", f"p/{u[3]}-ledger-5": "a"}
     result = DiffResult(managed_ledgers=1)
-    segments.diff_segments(result, "bkt", "p", objects, snapshot, tags=tags,
-                           configured=())
+    segments.diff_segments(result, "bkt", "p", objects, snapshot, tags=tags, configured=())
 
     assert segments.live_data_keys(objects, snapshot, "p") == [f"p/{u[1]}-ledger-1"]
     assert result.classes["other-cluster-segment"].units == 1

@@ -110,7 +110,9 @@ def test_two_processes_opening_a_new_store_at_once_migrate_it_once(
         versions = conn.exec_driver_sql(f"SELECT version_num FROM {schema.VERSION_TABLE}").all()
     assert versions == [(schema.HEAD_REVISION,)]
     assert sorted(r["run_id"] for r in run_log.read_runs(store, run_log.TRIM)) == [
-        "run-0", "run-1", "run-2",
+        "run-0",
+        "run-1",
+        "run-2",
     ]
 
 
@@ -123,8 +125,18 @@ def test_audit_records_read_back_as_written_and_filter_by_run_class_time_status(
 ) -> None:
     log = AuditLog(state_location)
     log.append([record("r1", DELETING), record("r1"), record("r2", time_ms=1_800_000_000_000)])
-    log.append([record("r3", target_class="ledger", operation="trim", recoverable=True,
-                       versioning="Enabled", noncurrent_expiration_days=3)])
+    log.append(
+        [
+            record(
+                "r3",
+                target_class="ledger",
+                operation="trim",
+                recoverable=True,
+                versioning="Enabled",
+                noncurrent_expiration_days=3,
+            )
+        ]
+    )
 
     assert [r["run_id"] for r in log.read()] == ["r1", "r1", "r2", "r3"]
     assert [r["status"] for r in log.read(run_id="r1")] == [DELETING, DELETED]
@@ -168,8 +180,10 @@ def test_ledgergc_audit_prints_a_table_or_json_filtered(
     AuditLog(state_location).append(
         [record("r1", DELETING), record("r1"), record("r2", target_class="orphan-partition")]
     )
-    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(state_location if isinstance(
-        state_location, Path) else tmp_path / "state"))
+    monkeypatch.setenv(
+        "LEDGERGC_STATE_DIR",
+        str(state_location if isinstance(state_location, Path) else tmp_path / "state"),
+    )
     if not isinstance(state_location, Path):
         monkeypatch.setenv("LEDGERGC_STATE_URL", state_location)
 
@@ -244,11 +258,11 @@ def test_an_old_state_dir_is_imported_once(state_url: str | None, tmp_path: Path
         assert latest is not None and (latest.number, latest.run_id) == (2, "o-2")
         assert [h["event"] for h in registry.history()] == ["registered"]
         audit = AuditLog(settings).read()
-        assert [(r["run_id"], r["status"]) for r in audit] == [("t-1", DELETED),
-                                                              ("t-2", DELETING)]
+        assert [(r["run_id"], r["status"]) for r in audit] == [("t-1", DELETED), ("t-2", DELETING)]
         assert audit[0]["note"] == "kept" and audit[0]["recoverable"] is False
         assert [r["run_id"] for r in run_log.read_runs(settings, run_log.ORPHANS)] == [
-            "orphans-1", "orphans-2",
+            "orphans-1",
+            "orphans-2",
         ]
         with open_store(settings).read() as conn:
             assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 4
@@ -299,4 +313,3 @@ def test_state_urls_are_checked_as_settings(tmp_path: Path) -> None:
         assert says in str(failure.value) and "secret" not in str(failure.value)
     settings = Settings(state_url="postgresql://u:p@db/gc", state_dir=tmp_path)
     assert Settings.from_env(settings.to_env()) == settings
-

@@ -179,15 +179,31 @@ BASE = f"{P}/{ML}"
         (f"{P}/", keys.NOT_ML_PATH, None, None),
         (f"{P}/readme.txt", keys.NOT_ML_PATH, None, None),
         (f"{P}/public/default/orders", keys.NOT_ML_PATH, None, None),
-        (f"{P}/public/default/non-persistent/orders/ledgers/{ID_1}/{BLOCK_0}",
-         keys.NOT_ML_PATH, None, None),
+        (
+            f"{P}/public/default/non-persistent/orders/ledgers/{ID_1}/{BLOCK_0}",
+            keys.NOT_ML_PATH,
+            None,
+            None,
+        ),
         (f"{P}/public//persistent/orders/ledgers/{ID_1}/{BLOCK_0}", keys.NOT_ML_PATH, None, None),
-        (f"{P}//public/default/persistent/orders/ledgers/{ID_1}/{BLOCK_0}",
-         keys.NOT_ML_PATH, None, None),
-        (f"{P}/public/default/persistent/or ders/ledgers/{ID_1}/{BLOCK_0}",
-         keys.NOT_ML_PATH, None, None),
-        (f"{P}/public/default/persistent/../ledgers/{ID_1}/{BLOCK_0}",
-         keys.NOT_ML_PATH, None, None),
+        (
+            f"{P}//public/default/persistent/orders/ledgers/{ID_1}/{BLOCK_0}",
+            keys.NOT_ML_PATH,
+            None,
+            None,
+        ),
+        (
+            f"{P}/public/default/persistent/or ders/ledgers/{ID_1}/{BLOCK_0}",
+            keys.NOT_ML_PATH,
+            None,
+            None,
+        ),
+        (
+            f"{P}/public/default/persistent/../ledgers/{ID_1}/{BLOCK_0}",
+            keys.NOT_ML_PATH,
+            None,
+            None,
+        ),
         # inside a managed ledger, but not ledger data
         (BASE, keys.NOT_LEDGER_DATA, ML, None),
         (f"{BASE}/", keys.NOT_LEDGER_DATA, ML, None),
@@ -270,14 +286,20 @@ def java_url_encode(text: str) -> str:
     return "".join(out)
 
 
-_topic = st.text(min_size=1, max_size=20).map(java_url_encode).filter(
-    lambda s: s not in (".", "..")
+_topic = (
+    st.text(min_size=1, max_size=20).map(java_url_encode).filter(lambda s: s not in (".", ".."))
 )
 _ids = st.integers(min_value=0, max_value=MAX_ID)
 
 
-@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_topic,
-       ledger_id=_ids, first_entry_id=_ids)
+@given(
+    prefix=_prefix,
+    tenant=_segment,
+    namespace=_segment,
+    topic=_topic,
+    ledger_id=_ids,
+    first_entry_id=_ids,
+)
 def test_round_trip(
     prefix: str, tenant: str, namespace: str, topic: str, ledger_id: int, first_entry_id: int
 ) -> None:
@@ -304,12 +326,23 @@ def test_parse_never_raises_and_blocks_rebuild_exactly(prefix: str, key: str) ->
         assert parsed.reason
 
 
-@given(prefix=_prefix, tenant=_segment, namespace=_segment, topic=_topic,
-       ledger_id=_ids, first_entry_id=_ids, suffix=st.sampled_from(["/x", ".tmp", "/", "~"]))
+@given(
+    prefix=_prefix,
+    tenant=_segment,
+    namespace=_segment,
+    topic=_topic,
+    ledger_id=_ids,
+    first_entry_id=_ids,
+    suffix=st.sampled_from(["/x", ".tmp", "/", "~"]),
+)
 def test_anything_appended_to_a_block_key_is_foreign(
-    prefix: str, tenant: str, namespace: str, topic: str, ledger_id: int,
-    first_entry_id: int, suffix: str,
+    prefix: str,
+    tenant: str,
+    namespace: str,
+    topic: str,
+    ledger_id: int,
+    first_entry_id: int,
+    suffix: str,
 ) -> None:
-    key = block_key(prefix, f"{tenant}/{namespace}/persistent/{topic}", ledger_id,
-                    first_entry_id)
+    key = block_key(prefix, f"{tenant}/{namespace}/persistent/{topic}", ledger_id, first_entry_id)
     assert parse_key(prefix, key + suffix).is_foreign

@@ -29,8 +29,12 @@ class Client:
 
 
 def rule(days, prefix="", status="Enabled", **extra):
-    return {"ID": f"r{days}", "Status": status, "Filter": {"Prefix": prefix, **extra},
-            "NoncurrentVersionExpiration": {"NoncurrentDays": days}}
+    return {
+        "ID": f"r{days}",
+        "Status": status,
+        "Filter": {"Prefix": prefix, **extra},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": days},
+    }
 
 
 def test_an_unversioned_bucket_frees_what_it_deletes():
@@ -54,8 +58,13 @@ def test_access_denied_is_unknown_and_counts_as_not_freed():
 
 
 def test_the_soonest_rule_covering_the_store_prefix_counts():
-    rules = [rule(30), rule(3, prefix="other/"), rule(1, status="Disabled"), rule(7, "led"),
-             rule(2, "", Tag={"Key": "k", "Value": "v"})]
+    rules = [
+        rule(30),
+        rule(3, prefix="other/"),
+        rule(1, status="Disabled"),
+        rule(7, "led"),
+        rule(2, "", Tag={"Key": "k", "Value": "v"}),
+    ]
     assert noncurrent_expiration(rules, "ledgers/") == (7, "r7")
     found = read_bucket_versioning(Client("Enabled", rules), "b", "ledgers/")
     assert found.noncurrent_expiration_days == 7 and "7 days" in found.note

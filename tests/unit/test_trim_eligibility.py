@@ -192,8 +192,9 @@ def test_size_retention_counts_the_open_ledgers_bytes():
     # Without the open ledger's bytes, 0 bytes would remain: under the quota, keep.
     assert decide_trim(stats, [P(2, -1)], keep_100_bytes, NOW).ledger_ids == []
     # With 100 bytes already in the open ledger, 100 remain after the trim: over quota.
-    assert decide_trim(stats, [P(2, -1)], keep_100_bytes, NOW, current_ledger_size=100
-                       ).ledger_ids == [1]
+    assert decide_trim(
+        stats, [P(2, -1)], keep_100_bytes, NOW, current_ledger_size=100
+    ).ledger_ids == [1]
 
 
 # --- properties ------------------------------------------------------------------------
@@ -284,8 +285,11 @@ def pulsar_records(draw):
             ledger_id,
             draw(st.integers(0, 4)),
             draw(st.integers(0, 300)),
-            draw(st.sampled_from([0, NOW - 10_000_000, NOW - 3_600_001, NOW - 3_600_000,
-                                  NOW - 1_000, NOW])),
+            draw(
+                st.sampled_from(
+                    [0, NOW - 10_000_000, NOW - 3_600_001, NOW - 3_600_000, NOW - 1_000, NOW]
+                )
+            ),
         )
         for ledger_id in ids
     ]

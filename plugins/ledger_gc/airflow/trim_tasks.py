@@ -33,6 +33,8 @@ DEFAULT_SCHEDULE = "*/10 * * * *"
 DEFAULT_MAX_SHARDS = 8
 # Fewer managed ledgers than this per shard are not worth a task of their own.
 MIN_SHARD_SIZE = 25
+
+
 class TrimRunFailedError(LedgerGcError):
     """A trim run left markers pending or failed on some managed ledger."""
 

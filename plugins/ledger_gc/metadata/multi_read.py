@@ -86,9 +86,7 @@ class MultiRead(namedtuple("MultiRead", "operations")):
                 raise ValueError(f"multiRead answer has an operation of type {op_type}")
 
 
-def read_many(
-    client: KazooClient, znodes: Sequence[str], op: type, timeout: float
-) -> list[Any]:
+def read_many(client: KazooClient, znodes: Sequence[str], op: type, timeout: float) -> list[Any]:
     """``op`` (GetData or GetChildren) of every znode, in order, in pipelined multiReads.
 
     Per-znode failures are returned as exception instances (the caller decides what a
@@ -98,14 +96,14 @@ def read_many(
     chroot = client.chroot or ""
     results: list[Any] = []
     batches = [
-        znodes[start : start + OPS_PER_REQUEST]
-        for start in range(0, len(znodes), OPS_PER_REQUEST)
+        znodes[start : start + OPS_PER_REQUEST] for start in range(0, len(znodes), OPS_PER_REQUEST)
     ]
     for window_start in range(0, len(batches), REQUESTS_IN_FLIGHT):
         pending = []
         for batch in batches[window_start : window_start + REQUESTS_IN_FLIGHT]:
-            request = MultiRead([op(chroot + path if path != "/" else chroot or "/", None)
-                                 for path in batch])
+            request = MultiRead(
+                [op(chroot + path if path != "/" else chroot or "/", None) for path in batch]
+            )
             answer = client.handler.async_result()
             client._call(request, answer)
             pending.append((len(batch), answer))

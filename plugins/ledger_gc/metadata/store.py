@@ -197,8 +197,7 @@ class MetadataStore:
                     self.client, znodes, op, self.client._session_timeout / 1000
                 )
             except UnimplementedError:
-                log.info("ZooKeeper at %s has no multiRead (< 3.6); reading one by one",
-                         self.hosts)
+                log.info("ZooKeeper at %s has no multiRead (< 3.6); reading one by one", self.hosts)
                 self.client._ledger_gc_no_multi_read = True
                 return None
             results = []
@@ -240,9 +239,7 @@ class MetadataStore:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
             raise ManagedLedgerNotFoundError(f"managed ledger {name} not found ({path})") from exc
-        info, framing = formats.decode_managed_ledger_info_framed(
-            data, path=path, allow_empty=True
-        )
+        info, framing = formats.decode_managed_ledger_info_framed(data, path=path, allow_empty=True)
         return Versioned(info, stat.version, framing), data
 
     def encode_managed_ledger(
@@ -462,12 +459,18 @@ class MetadataStore:
             for write in cursor_writes
         ]
         ml_path = paths.managed_ledger_path(name)
-        budget = sum(
-            len(paths.cursor_path(name, cursor)) + _MULTI_OP_OVERHEAD for cursor, _ in cursor_checks
-        ) + sum(
-            len(paths.cursor_path(name, w.cursor)) + len(data) + _MULTI_OP_OVERHEAD
-            for w, data in cursor_data
-        ) + len(ml_path) + _MULTI_OP_OVERHEAD
+        budget = (
+            sum(
+                len(paths.cursor_path(name, cursor)) + _MULTI_OP_OVERHEAD
+                for cursor, _ in cursor_checks
+            )
+            + sum(
+                len(paths.cursor_path(name, w.cursor)) + len(data) + _MULTI_OP_OVERHEAD
+                for w, data in cursor_data
+            )
+            + len(ml_path)
+            + _MULTI_OP_OVERHEAD
+        )
         data, written_framing = self.encode_managed_ledger(name, record, framing, budget)
         return data, written_framing, cursor_data
 

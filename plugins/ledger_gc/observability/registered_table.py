@@ -22,8 +22,16 @@ from ledger_gc.observability.timefmt import fmt_time
 MAX_ROWS = 1000
 
 HEADERS = (
-    "Class", "Namespace", "Prefix", "Objects", "Size", "First seen", "Scans seen",
-    "Deletable from", "Waits for", "Runs",
+    "Class",
+    "Namespace",
+    "Prefix",
+    "Objects",
+    "Size",
+    "First seen",
+    "Scans seen",
+    "Deletable from",
+    "Waits for",
+    "Runs",
 )
 
 SCRIPT = """
@@ -108,7 +116,6 @@ def _row(item: Mapping[str, Any]) -> str:
     return f'<tr data-prefix="{escape(item["prefix"])}">' + "".join(cells) + "</tr>"
 
 
-
 def registered_section(listing: Mapping[str, Any]) -> str:
     """The section for one ``registered_orphans`` listing."""
     title = '<h2 id="registered">Registered orphans: what will be deleted, and when</h2>'
@@ -123,8 +130,11 @@ def registered_section(listing: Mapping[str, Any]) -> str:
         f"{listing['grace_seconds']} s, retention {listing['retention_seconds']} s. "
         "An orphan is deleted by the first cycle after its time, if a live re-check still "
         "finds it orphaned."
-        + (f' <span class="warn">Nothing is deleted while {"; ".join(held)}.</span>'
-           if held else "")
+        + (
+            f' <span class="warn">Nothing is deleted while {"; ".join(held)}.</span>'
+            if held
+            else ""
+        )
         + ' <a href="api/orphans">JSON</a></p>'
     )
     if not orphans:
@@ -139,9 +149,7 @@ def registered_section(listing: Mapping[str, Any]) -> str:
     head = "".join(f'<th title="sort">{escape(h)}</th>' for h in HEADERS)
     body = "".join(_row(item) for item in shown)
     return (
-        title
-        + summary
-        + '<p><input id="orphan-filter" type="search" placeholder="Filter: class, '
+        title + summary + '<p><input id="orphan-filter" type="search" placeholder="Filter: class, '
         'namespace, prefix, what it waits for…" size="50" aria-label="Filter the '
         'registered orphans"></p>'
         + f'<table id="registered-orphans"><thead><tr>{head}</tr></thead>'

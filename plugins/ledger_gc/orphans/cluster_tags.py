@@ -62,8 +62,7 @@ def read_segment_metadata(storage: OffloadStorage, data_key: str) -> SegmentMeta
             head = storage.client.head_object(Bucket=storage.bucket, Key=key)
         except Exception as exc:
             if not _missing(exc):
-                log.warning("cannot read the user metadata of %s/%s: %s",
-                            storage.bucket, key, exc)
+                log.warning("cannot read the user metadata of %s/%s: %s", storage.bucket, key, exc)
                 found.unreadable.append(key)
             continue
         metadata = head.get("Metadata") or {}

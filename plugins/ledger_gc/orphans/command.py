@@ -94,8 +94,9 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     elif done is None:
         print(f"the orphan registry in {registry.path} is empty; nothing to reset")
     else:
-        print(f"reset the orphan registry: {done}; the next cycle starts afresh: "
-              f"{RESET_CONSEQUENCE}")
+        print(
+            f"reset the orphan registry: {done}; the next cycle starts afresh: {RESET_CONSEQUENCE}"
+        )
     return EXIT_OK
 
 

@@ -308,18 +308,20 @@ def _entries(conn: Connection) -> dict[str, RegistryEntry]:
 def _latest_scan(conn: Connection) -> ScanRecord | None:
     from sqlalchemy import select
 
-    row = conn.execute(
-        select(schema.scans).order_by(schema.scans.c.number.desc()).limit(1)
-    ).mappings().first()
+    row = (
+        conn.execute(select(schema.scans).order_by(schema.scans.c.number.desc()).limit(1))
+        .mappings()
+        .first()
+    )
     return _scan(row) if row else None
 
 
 def _scan_of_run(conn: Connection, run_id: str) -> ScanRecord | None:
     from sqlalchemy import select
 
-    row = conn.execute(
-        select(schema.scans).where(schema.scans.c.run_id == run_id)
-    ).mappings().first()
+    row = (
+        conn.execute(select(schema.scans).where(schema.scans.c.run_id == run_id)).mappings().first()
+    )
     return _scan(row) if row else None
 
 

@@ -314,7 +314,8 @@ def build_report(
 
     # A versioned bucket keeps deleted bytes as noncurrent versions: recoverable, not freed.
     recoverable_prefixes = {
-        r["prefix"] for r in delete_results
+        r["prefix"]
+        for r in delete_results
         if r["action"] == deleting.DELETED and r.get("recoverable")
     }
     for item in deleted_list:
@@ -427,9 +428,9 @@ def _tiered(
         return None
     segments = [r for r in deleted if r["target_class"] == ORPHAN_SEGMENT]
     held_now = [r for r in delete_results if r["action"] == deleting.HELD]
-    held = [
-        _target(r, bytes=r.get("bytes") or 0, reason=r["reason"]) for r in held_now
-    ] + list(_first(diff, "other_cluster_samples", []))
+    held = [_target(r, bytes=r.get("bytes") or 0, reason=r["reason"]) for r in held_now] + list(
+        _first(diff, "other_cluster_samples", [])
+    )
     return {
         "bucket": offload.get("bucket"),
         "prefix": offload.get("prefix"),
@@ -512,8 +513,9 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
             f"{tiered['deleted']} segments, {_size(tiered['bytes_reclaimed'])} reclaimed"
         )
         if tiered.get("other_cluster_segments") or tiered.get("held_at_recheck"):
-            clusters = ", ".join(f"{name}: {count}" for name, count
-                                 in (tiered.get("other_clusters") or {}).items())
+            clusters = ", ".join(
+                f"{name}: {count}" for name, count in (tiered.get("other_clusters") or {}).items()
+            )
             yield (
                 f"  held as another cluster's (never deleted): "
                 f"{tiered['other_cluster_segments']} segments "
@@ -541,8 +543,9 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
         yield f"  held (newer than the metadata, kept) {item['prefix']}: {item['reason']}"
     for item in data["deleted"]:
         kept = ", recoverable: kept by the versioned bucket" if item.get("recoverable") else ""
-        yield (f"  deleted {item['prefix']} ({item['objects']} objects, "
-               f"{_size(item['bytes'])}{kept})")
+        yield (
+            f"  deleted {item['prefix']} ({item['objects']} objects, {_size(item['bytes'])}{kept})"
+        )
     if data.get("bytes_recoverable"):
         yield (
             f"  {_size(data['bytes_recoverable'])} deleted but recoverable, not reclaimed: the "

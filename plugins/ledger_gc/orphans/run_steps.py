@@ -171,11 +171,15 @@ def prune_runs(location: StateLocation, keep: int, current: str | None = None) -
     steps, found = schema.run_steps, schema.run_candidates
     store = open_store(location)
     with store.write() as conn:
-        newest = conn.execute(
-            select(steps.c.run_id)
-            .group_by(steps.c.run_id)
-            .order_by(func.max(steps.c.recorded_ms).desc(), steps.c.run_id.desc())
-        ).scalars().all()
+        newest = (
+            conn.execute(
+                select(steps.c.run_id)
+                .group_by(steps.c.run_id)
+                .order_by(func.max(steps.c.recorded_ms).desc(), steps.c.run_id.desc())
+            )
+            .scalars()
+            .all()
+        )
         old = [run_id for run_id in newest[keep:] if run_id != current]
         for start in range(0, len(old), 500):
             chunk = old[start : start + 500]

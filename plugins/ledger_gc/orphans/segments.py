@@ -106,15 +106,23 @@ class OurClusters:
     sampled: int = 0  # live segments whose cluster name was read
 
     def to_dict(self) -> dict[str, Any]:
-        return {"names": sorted(self.names), "untagged": self.untagged,
-                "source": self.source, "sampled": self.sampled}
+        return {
+            "names": sorted(self.names),
+            "untagged": self.untagged,
+            "source": self.source,
+            "sampled": self.sampled,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> OurClusters | None:
         if not data:
             return None
-        return cls(frozenset(data.get("names") or ()), bool(data.get("untagged")),
-                   str(data.get("source") or "learned"), int(data.get("sampled") or 0))
+        return cls(
+            frozenset(data.get("names") or ()),
+            bool(data.get("untagged")),
+            str(data.get("source") or "learned"),
+            int(data.get("sampled") or 0),
+        )
 
 
 def our_clusters(configured: Sequence[str], live_tags: Sequence[str | None]) -> OurClusters:
@@ -130,11 +138,15 @@ def our_clusters(configured: Sequence[str], live_tags: Sequence[str | None]) -> 
     if configured:
         return OurClusters(
             frozenset(name for name in configured if name != UNTAGGED),
-            UNTAGGED in configured, "setting", len(live_tags),
+            UNTAGGED in configured,
+            "setting",
+            len(live_tags),
         )
     return OurClusters(
         frozenset(tag for tag in live_tags if tag is not None),
-        all(tag is None for tag in live_tags), "learned", len(live_tags),
+        all(tag is None for tag in live_tags),
+        "learned",
+        len(live_tags),
     )
 
 
@@ -187,8 +199,14 @@ def live_data_keys(
 def other_cluster_sample(
     bucket: str, data_key: str, ml_name: str, ledger_id: int, size: int, reason: str
 ) -> dict[str, Any]:
-    return {"prefix": segment_target(bucket, data_key), "target_class": OTHER_CLUSTER_SEGMENT,
-            "ml_name": ml_name, "ledger_id": ledger_id, "bytes": size, "reason": reason}
+    return {
+        "prefix": segment_target(bucket, data_key),
+        "target_class": OTHER_CLUSTER_SEGMENT,
+        "ml_name": ml_name,
+        "ledger_id": ledger_id,
+        "bytes": size,
+        "reason": reason,
+    }
 
 
 def add_orphan_or_other(
@@ -212,9 +230,11 @@ def add_orphan_or_other(
     label = cluster_label(tags[data_key])
     result.other_clusters[label] = result.other_clusters.get(label, 0) + 1
     if len(result.other_cluster_samples) < MAX_OTHER_SAMPLES:
-        result.other_cluster_samples.append(other_cluster_sample(
-            bucket, data_key, candidate.ml_name, candidate.ledger_id, candidate.bytes, reason
-        ))
+        result.other_cluster_samples.append(
+            other_cluster_sample(
+                bucket, data_key, candidate.ml_name, candidate.ledger_id, candidate.bytes, reason
+            )
+        )
 
 
 def segment_class(owners: Iterable[Owner], uuid: str) -> str:
@@ -297,7 +317,13 @@ def diff_segments(
             continue
         data_key, _ = offload_keys.segment_keys(prefix, uuid, ledger_id)
         candidate = Candidate(
-            ORPHAN_SEGMENT, ml_name, ledger_id, count, size, newest, oldest,
+            ORPHAN_SEGMENT,
+            ml_name,
+            ledger_id,
+            count,
+            size,
+            newest,
+            oldest,
             segment=f"{bucket}/{data_key}",
         )
         add_orphan_or_other(result, candidate, data_key, bucket, tags, ours)

@@ -28,10 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "managed ledger, so it is an orphan ledger until an operator re-lists it."
         ),
     )
-    parser.add_argument("--run", required=True, metavar="RUN_ID",
-                        help="the run whose deletes to undo (its audit log run_id)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="show what would be restored; change nothing")
+    parser.add_argument(
+        "--run",
+        required=True,
+        metavar="RUN_ID",
+        help="the run whose deletes to undo (its audit log run_id)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would be restored; change nothing"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run_restore_command)
 
@@ -53,18 +58,27 @@ def print_text(data: dict[str, Any]) -> None:
     from ledger_gc.console import human_bytes
 
     mode = " (dry run: nothing changed)" if data["dry_run"] else ""
-    print(f"restore {data['run_id']} of run {data['restores_run']}{mode}: "
-          f"bucket {data['bucket']['bucket']!r}, versioning {data['bucket']['versioning']}")
+    print(
+        f"restore {data['run_id']} of run {data['restores_run']}{mode}: "
+        f"bucket {data['bucket']['bucket']!r}, versioning {data['bucket']['versioning']}"
+    )
     for item in data["prefixes"]:
         if data["dry_run"]:
             what = f"would restore {item['markers']} objects"
         else:
-            what = (f"restored {item['objects_restored']} of {item['markers']} objects "
-                    f"({human_bytes(item['bytes_restored'])})")
-        skipped = f", {item['skipped']} left alone (not this run's latest delete marker)" \
-            if item["skipped"] else ""
+            what = (
+                f"restored {item['objects_restored']} of {item['markers']} objects "
+                f"({human_bytes(item['bytes_restored'])})"
+            )
+        skipped = (
+            f", {item['skipped']} left alone (not this run's latest delete marker)"
+            if item["skipped"]
+            else ""
+        )
         error = f"; error: {item['error']}" if item["error"] else ""
         print(f"  {item['prefix']}: {what}{skipped}{error}")
-    print(f"result: {data['objects_restored']} objects "
-          f"({human_bytes(data['bytes_restored'])}) restored, {data['errors']} errors")
+    print(
+        f"result: {data['objects_restored']} objects "
+        f"({human_bytes(data['bytes_restored'])}) restored, {data['errors']} errors"
+    )
     print(f"note: {data['note']}")

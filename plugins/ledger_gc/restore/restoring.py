@@ -132,8 +132,9 @@ def restore_run(
     """
     audit = audit or AuditLog(settings)
     records = [r for r in audit.read() if r.get("run_id") == run_id]
-    deleted = [r for r in records if r.get("status", DELETED) == DELETED
-               and r.get("operation") != RESTORE]
+    deleted = [
+        r for r in records if r.get("status", DELETED) == DELETED and r.get("operation") != RESTORE
+    ]
     if not deleted and records:
         raise SafetyRefusalError(
             f"run {run_id!r} announced deletes but recorded none as done in {audit.path} "
@@ -178,8 +179,9 @@ def restore_run(
         prefix = str(record["prefix"])
         ended = int(record["time_ms"])
         started = announced.get(prefix, ended)
-        item = RestoredPrefix(prefix, str(record["target_class"]), str(record["ml_name"]),
-                              record.get("ledger_id"))
+        item = RestoredPrefix(
+            prefix, str(record["target_class"]), str(record["ml_name"]), record.get("ledger_id")
+        )
         report.prefixes.append(item)
         target = where[id(record)]
         if isinstance(target, str):
@@ -210,9 +212,7 @@ def _restore_prefix(
 ) -> None:
     # A segment is exactly its data and index keys (another ledger's data key may start
     # with this one's: ``<uuid>-ledger-7`` and ``<uuid>-ledger-70``).
-    exact = (
-        {item.prefix, f"{item.prefix}-index"} if item.target_class in SEGMENT_TARGETS else None
-    )
+    exact = {item.prefix, f"{item.prefix}-index"} if item.target_class in SEGMENT_TARGETS else None
     by_key: dict[str, list[ObjectVersion]] = {}
     for version in storage.iter_versions(item.prefix):
         if exact is not None and version.key not in exact:
@@ -242,9 +242,7 @@ def _restore_prefix(
         item.objects_restored += 1
         item.bytes_restored += data.size
     if item.objects_restored:
-        audit.append(
-            [_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)]
-        )
+        audit.append([_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)])
 
 
 def _run_markers(
@@ -257,8 +255,9 @@ def _run_markers(
 
     A retried DeleteObjects may stack several markers on one key; all of them go."""
     top = [v for v in versions if v.is_latest]
-    rest = sorted((v for v in versions if not v.is_latest),
-                  key=lambda v: v.last_modified, reverse=True)
+    rest = sorted(
+        (v for v in versions if not v.is_latest), key=lambda v: v.last_modified, reverse=True
+    )
     found: list[ObjectVersion] = []
     for version in top[:1] + rest:
         if not version.delete_marker:

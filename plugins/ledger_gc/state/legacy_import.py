@@ -84,9 +84,9 @@ def _import_file(store: StateStore, path: Path, rows_of: Any) -> int:
 
     source = source_key(path)
     with store.write() as conn:
-        if conn.execute(select(schema.imports.c.source).where(
-            schema.imports.c.source == source
-        )).first():
+        if conn.execute(
+            select(schema.imports.c.source).where(schema.imports.c.source == source)
+        ).first():
             return 0
         count, note = rows_of(conn, path)
         conn.execute(
@@ -189,8 +189,11 @@ def _registry_rows(conn: Any, path: Path) -> tuple[int, str | None]:
         return 0, f"skipped: the store's registry already had {existing} scans"
     for row in history:
         row.pop("id", None)
-    for table, rows in ((schema.orphans, orphans), (schema.scans, scans),
-                        (schema.history, history)):
+    for table, rows in (
+        (schema.orphans, orphans),
+        (schema.scans, scans),
+        (schema.history, history),
+    ):
         if rows:
             conn.execute(table.insert(), rows)
     return len(orphans) + len(scans) + len(history), None

@@ -133,8 +133,7 @@ def encode_block(ledger_id: int, first_entry_id: int, payloads: Sequence[bytes])
     if first_entry_id + len(payloads) - 1 > _MAX_ID:
         raise ValueError("the block's last entry id would overflow a signed 64-bit id")
 
-    parts = [_HEADER.pack(BLOCK_MAGIC, FORMAT_VERSION, ledger_id, first_entry_id,
-                          len(payloads))]
+    parts = [_HEADER.pack(BLOCK_MAGIC, FORMAT_VERSION, ledger_id, first_entry_id, len(payloads))]
     offsets = []
     position = HEADER_SIZE
     for number, payload in enumerate(payloads):

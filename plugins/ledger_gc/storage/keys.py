@@ -113,8 +113,7 @@ def validate_ml_name(name: str) -> str:
             f"managed-ledger name {name!r} has {len(segments)} segment(s); expected "
             "tenant/namespace/persistent/topic"
         )
-    for position, segment in zip(("tenant", "namespace", "domain", "topic"), segments,
-                                 strict=True):
+    for position, segment in zip(("tenant", "namespace", "domain", "topic"), segments, strict=True):
         if not segment:
             raise ValueError(f"managed-ledger name {name!r} has an empty {position}")
         if segment in (".", ".."):

@@ -67,6 +67,7 @@ def trim_clocks(host: Clock, client: Any, bucket: str) -> TrimClocks:
         log.warning(
             "this host's clock is %.1f minutes %s S3's: fix its time (NTP). The trim "
             "decides retention by the earlier of the two clocks",
-            abs(offset) / 60000, "ahead of" if offset < 0 else "behind",
+            abs(offset) / 60000,
+            "ahead of" if offset < 0 else "behind",
         )
     return TrimClocks(host, offset)

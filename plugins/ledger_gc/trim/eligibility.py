@@ -188,9 +188,7 @@ def decide_trim(
     return TrimDecision(tuple(candidates), slowest, bound, stop_reason)
 
 
-def unconsumed_marked_ledger(
-    mark_delete: Position, marked: Mapping[int, int]
-) -> int | None:
+def unconsumed_marked_ledger(mark_delete: Position, marked: Mapping[int, int]) -> int | None:
     """The first marked ledger (id -> entries) with an entry after ``mark_delete``, or
     None when the cursor has consumed every marked ledger's data."""
     for ledger_id in sorted(marked):

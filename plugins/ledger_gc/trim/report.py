@@ -213,11 +213,15 @@ def totals_of(ml_dicts: Iterable[Mapping[str, Any]], managed_ledgers: int) -> di
         # Only what was freed: in a versioned bucket the deleted bytes stay behind delete
         # markers as noncurrent versions, still billed (``recoverable``).
         "bytes_reclaimed": sum(
-            x["bytes"] for ml in items for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
+            x["bytes"]
+            for ml in items
+            for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
             if not x.get("recoverable")
         ),
         "bytes_recoverable": sum(
-            x["bytes"] for ml in items for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
+            x["bytes"]
+            for ml in items
+            for x in [*ml["deleted"], *ml.get("offloaded_deleted", ())]
             if x.get("recoverable")
         ),
         "offloaded_copies_deleted": sum(len(ml.get("offloaded_deleted", ())) for ml in items),

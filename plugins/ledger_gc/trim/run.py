@@ -142,10 +142,16 @@ def _trim_in_shards(
         return failed.is_set() or should_stop()
 
     def run(shard: list[str], results: list[ManagedLedgerTrim]) -> None:
-        shard_deleter = Deleter(deleter.storage, deleter.audit, deleter.run_id,
-                                dry_run=dry_run, should_stop=stop)
+        shard_deleter = Deleter(
+            deleter.storage, deleter.audit, deleter.run_id, dry_run=dry_run, should_stop=stop
+        )
         trimmer = ManagedLedgerTrimmer(
-            store, shard_deleter, settings, dry_run=dry_run, clock=clock, offload=offload,
+            store,
+            shard_deleter,
+            settings,
+            dry_run=dry_run,
+            clock=clock,
+            offload=offload,
             stamp_clock=stamp_clock,
         )
         try:
@@ -234,12 +240,20 @@ def run_trim(
             settings.trim_retention.bytes,
         )
         deleter = Deleter(
-            storage, AuditLog(settings), run_id, dry_run=dry_run,
+            storage,
+            AuditLog(settings),
+            run_id,
+            dry_run=dry_run,
             should_stop=should_stop,
         )
         offload = (
-            Deleter(OffloadStorage(settings), deleter.audit, run_id, dry_run=dry_run,
-                    should_stop=should_stop)
+            Deleter(
+                OffloadStorage(settings),
+                deleter.audit,
+                run_id,
+                dry_run=dry_run,
+                should_stop=should_stop,
+            )
             if settings.offload_bucket
             else None
         )
@@ -254,9 +268,18 @@ def run_trim(
                     locked.enter_context(
                         trim_lock(store.client, store.hosts, run_id, lock_wait_seconds)
                     )
-                _trim_in_shards(names, report, store, deleter, offload, settings,
-                                dry_run=dry_run, clock=clocks.decide, stamp_clock=clocks.stamp,
-                                should_stop=should_stop)
+                _trim_in_shards(
+                    names,
+                    report,
+                    store,
+                    deleter,
+                    offload,
+                    settings,
+                    dry_run=dry_run,
+                    clock=clocks.decide,
+                    stamp_clock=clocks.stamp,
+                    should_stop=should_stop,
+                )
         except TrimLockBusy as exc:
             report.error = str(exc)
             log.warning("trim %s: %s", run_id, exc)

@@ -313,12 +313,14 @@ class ManagedLedgerTrimmer:
                     self.probe_store(states, batch)
                 if not self.dry_run:
                     self._check_writable()
-                marked, fatal = _each(pool, lambda item: self.mark_one(*item),
-                                      list(zip(batch, states, strict=True)))
+                marked, fatal = _each(
+                    pool, lambda item: self.mark_one(*item), list(zip(batch, states, strict=True))
+                )
                 done = [item for item in marked if item is not None]
                 if fatal is None and not self.dry_run:
-                    failed = self.purge_many([(r, info) for r, info in done if info is not None],
-                                             pool)
+                    failed = self.purge_many(
+                        [(r, info) for r, info in done if info is not None], pool
+                    )
                     done = [(r, info) for r, info in done if id(r) not in failed]
                     fatal = next(iter(failed.values()), None)
                 results.extend(result for result, _ in done)
@@ -380,8 +382,12 @@ class ManagedLedgerTrimmer:
             result.missing = True  # deleted while we worked on it: nothing left to trim
         except Exception as exc:  # one managed ledger must never stop the others
             result.error = str(exc) if isinstance(exc, LedgerGcError) else f"{exc!r}"
-            log.error("%s: trim failed, nothing more done to it this run: %s", result.name,
-                      exc, exc_info=not isinstance(exc, LedgerGcError))
+            log.error(
+                "%s: trim failed, nothing more done to it this run: %s",
+                result.name,
+                exc,
+                exc_info=not isinstance(exc, LedgerGcError),
+            )
         finally:
             result.zk_writes += self.store.thread_writes() - writes_before
 
@@ -430,7 +436,12 @@ class ManagedLedgerTrimmer:
             if plan is None:
                 break  # nothing to mark and no cursor to move
             written = self.store.commit_trim(
-                name, plan.record, state.version, state.framing, plan.checks, plan.moves,
+                name,
+                plan.record,
+                state.version,
+                state.framing,
+                plan.checks,
+                plan.moves,
                 record_czxid=state.czxid,
             )
             if written is None:
@@ -443,8 +454,9 @@ class ManagedLedgerTrimmer:
                 state = self.read_state(name)  # something changed: decide again
                 continue
             result.marked += plan.marked
-            result.cursors_moved += [m.cursor for m in plan.moves if m.cursor not in
-                                     result.cursors_moved]
+            result.cursors_moved += [
+                m.cursor for m in plan.moves if m.cursor not in result.cursors_moved
+            ]
             if plan.marked:
                 log.info("%s: marked %s", name, plan.marked)
             if len(plan.marked) == len(decision.ledger_ids):
@@ -483,8 +495,12 @@ class ManagedLedgerTrimmer:
                 f"{name}: marking even one ledger would not fit in one ZooKeeper write "
                 f"(LEDGERGC_ZK_MAX_RECORD_BYTES={self.store.max_record_bytes}); nothing marked"
             )
-        log.info("%s: %d ledgers to mark; %d fit in this write, the rest follow",
-                 name, len(chosen), len(best.marked))
+        log.info(
+            "%s: %d ledgers to mark; %d fit in this write, the rest follow",
+            name,
+            len(chosen),
+            len(best.marked),
+        )
         return best
 
     def _check_size(self, name: str, state: LedgerState, plan: MarkPlan) -> None:
@@ -588,8 +604,11 @@ class ManagedLedgerTrimmer:
         try:
             listed = self.deleter.storage.list_prefixes(roots.values())
         except Exception as exc:
-            log.warning("cannot list the batch's %d managed ledgers at once (%s); listing "
-                        "each one", len(roots), exc)
+            log.warning(
+                "cannot list the batch's %d managed ledgers at once (%s); listing each one",
+                len(roots),
+                exc,
+            )
             return {}
         return {name: listed[root] for name, root in roots.items()}
 
@@ -688,8 +707,15 @@ class ManagedLedgerTrimmer:
             parsed = parse_key(storage.prefix, block.key)
             if parsed.ml_name is None or parsed.ledger_id is None:
                 continue
-            refs.append(BlockRef(block.key, parsed.ml_name, parsed.ledger_id,
-                                 parsed.first_entry_id or 0, block.size))
+            refs.append(
+                BlockRef(
+                    block.key,
+                    parsed.ml_name,
+                    parsed.ledger_id,
+                    parsed.first_entry_id or 0,
+                    block.size,
+                )
+            )
         expected_next = 0
         for ref in sorted(refs, key=lambda r: r.first_entry_id):
             if ref.first_entry_id != expected_next:
@@ -703,8 +729,14 @@ class ManagedLedgerTrimmer:
         outcomes: Sequence[TargetOutcome],
         copies: Sequence[TargetOutcome],
     ) -> PurgeResult:
-        return finish_purge(plan, outcomes, self.store, now_ms=self.clock(),
-                            offload_outcomes=copies, audited=self.audited)
+        return finish_purge(
+            plan,
+            outcomes,
+            self.store,
+            now_ms=self.clock(),
+            offload_outcomes=copies,
+            audited=self.audited,
+        )
 
     def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
         """Phase two for one managed ledger (between the rounds of a big mark)."""
@@ -727,48 +759,78 @@ class ManagedLedgerTrimmer:
         # Every managed ledger of the batch is marked by now; its cursors are read again
         # (all at once) before any of its data is deleted.
         fresh_states = self.reread([result.name for result, _ in marked])
-        fresh_by_id = {id(result): fresh for (result, _), fresh in
-                       zip(marked, fresh_states, strict=True)}
+        fresh_by_id = {
+            id(result): fresh for (result, _), fresh in zip(marked, fresh_states, strict=True)
+        }
         listings = self._list_batch([result.name for result, _ in marked])
 
         def plan_one(item: tuple[ManagedLedgerTrim, ManagedLedgerInfo]) -> PurgePlan | None:
             result, info = item
             plans: list[PurgePlan] = []
-            self._guarded(result, lambda: plans.append(
-                self._plan_purge(result, info, fresh_by_id[id(result)], reread=True,
-                                 listed=listings.get(result.name))))
+            self._guarded(
+                result,
+                lambda: plans.append(
+                    self._plan_purge(
+                        result,
+                        info,
+                        fresh_by_id[id(result)],
+                        reread=True,
+                        listed=listings.get(result.name),
+                    )
+                ),
+            )
             return plans[0] if plans else None
 
         planned, fatal = _each(pool, plan_one, list(marked))
         if fatal is not None:
-            return {id(result): fatal for (result, _), plan in zip(marked, planned, strict=True)
-                    if plan is None}
-        plans = [(r, info, plan) for (r, info), plan in zip(marked, planned, strict=True)
-                 if plan is not None]
+            return {
+                id(result): fatal
+                for (result, _), plan in zip(marked, planned, strict=True)
+                if plan is None
+            }
+        plans = [
+            (r, info, plan)
+            for (r, info), plan in zip(marked, planned, strict=True)
+            if plan is not None
+        ]
         targets = [target for _, _, plan in plans for target in plan.targets]
         outcomes = iter(self.deleter.delete(targets))
         copy_targets = [target for _, _, plan in plans for target in plan.offload_targets]
         copies = iter(self.offload.delete(copy_targets) if self.offload else [])
         split = [
-            (r, info, plan, [next(outcomes) for _ in plan.targets],
-             [next(copies) for _ in plan.offload_targets])
+            (
+                r,
+                info,
+                plan,
+                [next(outcomes) for _ in plan.targets],
+                [next(copies) for _ in plan.offload_targets],
+            )
             for r, info, plan in plans
         ]
 
         def finish_one(
-            item: tuple[ManagedLedgerTrim, ManagedLedgerInfo, PurgePlan, list[TargetOutcome],
-                        list[TargetOutcome]],
+            item: tuple[
+                ManagedLedgerTrim,
+                ManagedLedgerInfo,
+                PurgePlan,
+                list[TargetOutcome],
+                list[TargetOutcome],
+            ],
         ) -> ManagedLedgerTrim:
             result, info, plan, done, copied = item
-            self._guarded(result, lambda: self._record_purge(
-                result, info, self._finish(plan, done, copied)))
+            self._guarded(
+                result, lambda: self._record_purge(result, info, self._finish(plan, done, copied))
+            )
             return result
 
         finished, fatal = _each(pool, finish_one, split)
         if fatal is None:
             return {}
-        return {id(item[0]): fatal for item, result in zip(split, finished, strict=True)
-                if result is None}
+        return {
+            id(item[0]): fatal
+            for item, result in zip(split, finished, strict=True)
+            if result is None
+        }
 
     def _record_purge(
         self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, purged: PurgeResult
@@ -777,8 +839,9 @@ class ManagedLedgerTrimmer:
         for outcome in purged.deleted:
             if outcome.target.ledger_id is None:
                 continue
-            done = DeletedLedger(outcome.target.ledger_id, outcome.objects, outcome.bytes,
-                                 outcome.recoverable)
+            done = DeletedLedger(
+                outcome.target.ledger_id, outcome.objects, outcome.bytes, outcome.recoverable
+            )
             if outcome.target.target_class == OFFLOADED_LEDGER:
                 result.offloaded_deleted.append(done)
             else:

@@ -39,4 +39,3 @@ def upgrade() -> None:
         sa.Column("max_ledger_id", sa.BigInteger),
         sa.Column("segment", sa.Text),
     )
-
