@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 
 from ledger_gc import termination
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
+from ledger_gc.storage.bulk_delete import MAX_KEYS_PER_DELETE
 from ledger_gc.storage.keys import parse_key
 from ledger_gc.storage.offload_keys import parse_segment_key
-from ledger_gc.storage.s3 import MAX_KEYS_PER_DELETE, LedgerStorage, ObjectInfo
+from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo
 from ledger_gc.storage.versioning import BucketVersioning
 
 log = logging.getLogger(__name__)
@@ -144,8 +145,10 @@ class Deleter:
         for obj in listed:
             if self._belongs(target, obj.key):
                 blocks.append(obj)
-            elif not (target.target_class in SEGMENT_TARGETS
-                      and parse_segment_key(self.storage.prefix, obj.key) is not None):
+            elif not (
+                target.target_class in SEGMENT_TARGETS
+                and parse_segment_key(self.storage.prefix, obj.key) is not None
+            ):
                 outcome.foreign_keys.append(obj.key)  # (another ledger's segment is not)
         return blocks
 
@@ -206,8 +209,11 @@ class Deleter:
             # Unconfirmed (the listing failed): what S3 accepted counts as freed for the
             # audit, but the target is not "gone", so its marker stays for the next run.
             kept = [block.key for block in blocks if left is not None and block.key in left]
-            deleted = [block for block in blocks if block.key not in result.failed
-                       and block.key not in kept]
+            deleted = [
+                block
+                for block in blocks
+                if block.key not in result.failed and block.key not in kept
+            ]
             outcome.objects = len(deleted)
             outcome.bytes = sum(block.size for block in deleted)
             outcome.gone = not failed and not kept and left is not None
@@ -231,9 +237,7 @@ class Deleter:
                 # The deletes happened and their intent is on record; say so loudly.
                 log.error("deleted %d targets but could not record it: %s", len(records), exc)
 
-    def _still_listed(
-        self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]
-    ) -> set[str] | None:
+    def _still_listed(self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]) -> set[str] | None:
         """Keys that a listing after the delete still shows (None: could not list)."""
         prefixes = sorted({o.target.confirm_prefix or o.target.prefix for o, _ in batch})
         try:

@@ -24,6 +24,7 @@ from botocore.awsrequest import AWSResponse
 
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
 from ledger_gc.settings import Settings
+from ledger_gc.storage import bulk_delete
 from ledger_gc.storage import s3 as s3_module
 from ledger_gc.storage.blocks import encode_block
 from ledger_gc.storage.keys import block_key, ledger_dir, ml_dir
@@ -46,7 +47,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
 
 
 class _Calls:
@@ -400,7 +400,7 @@ def test_bulk_delete_of_2500_keys_takes_three_requests(settings: Settings, s3_cl
 def test_bulk_delete_with_workers(
     settings: Settings, s3_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(s3_module, "MAX_KEYS_PER_DELETE", 10)  # 35 keys: 4 batches
+    monkeypatch.setattr(bulk_delete, "MAX_KEYS_PER_DELETE", 10)  # 35 keys: 4 batches
     storage = LedgerStorage(settings)
     keys = _block_keys(35)
     _put_keys(s3_client, settings.bucket, keys)

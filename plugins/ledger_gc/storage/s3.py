@@ -9,19 +9,9 @@ format). Three rules shape it:
 * **Blocks are immutable.** They are written with ``If-None-Match: *``, so a second
   writer (a fenced broker, a retried task) can never overwrite a block another writer
   made; S3 refuses with 412 and we say so.
-* **Deletes are bulk, bounded, idempotent and partial-failure tolerant.** DeleteObjects
-  takes at most 1000 keys per request. Throttling and transient errors are retried with
-  exponential backoff and full jitter; keys that still fail are *reported*, not raised,
-  so a caller can keep its deletable marker and retry on the next run. Deleting a key
-  that is already gone is a success (S3 semantics), so re-running a delete is harmless.
-  Keys that do not parse as blocks of this store (foreign keys) are refused, never
-  sent: DESIGN.md says foreign keys are reported, never deleted, and this is the one
-  place every delete passes through.
-
-Retries happen at two levels on purpose. botocore's own retry (standard mode, a few
-attempts) absorbs a single dropped connection or throttle on every call; the delete
-loop here adds a bounded outer retry because DeleteObjects reports per-key errors
-inside a 200 response, which botocore never retries.
+* **Deletes are bulk, bounded, idempotent and partial-failure tolerant**, and refuse
+  every key the store does not own: ``bulk_delete.py``, the one place every delete of
+  the store's data passes through.
 """
 
 from __future__ import annotations
@@ -34,8 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import boto3
@@ -43,15 +32,13 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
+from ledger_gc.errors import BlockFormatError, BucketNotFoundError, StorageError
 from ledger_gc.settings import Settings
-from ledger_gc.storage import keys, offload_keys
+from ledger_gc.storage import keys, list_pages, offload_keys
 from ledger_gc.storage.blocks import (
     ENTRY_HEADER_SIZE,
     HEADER_SIZE,
@@ -65,12 +52,17 @@ from ledger_gc.storage.blocks import (
     parse_index,
     parse_trailer,
 )
+from ledger_gc.storage.bulk_delete import (
+    TRANSPORT_ERRORS,
+    BulkDelete,
+    DeleteResult,
+    RetryPolicy,
+    error_details,
+)
 from ledger_gc.storage.versioning import BucketVersioning, read_bucket_versioning
 
 log = logging.getLogger(__name__)
 
-#: DeleteObjects accepts at most this many keys per request (an S3 limit).
-MAX_KEYS_PER_DELETE = 1000
 #: botocore's attempts per call, the first try included (its total_max_attempts).
 BOTOCORE_MAX_ATTEMPTS = 3
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -81,26 +73,9 @@ MAX_POOL_CONNECTIONS = 32
 TAIL_READ_SIZE = 64 * 1024
 INDEX_CACHE_SIZE = 256
 
-# Whole-request errors worth another try: throttling and the server's transient faults.
-_RETRYABLE_CODES = frozenset(
-    {
-        "SlowDown",
-        "ServiceUnavailable",
-        "InternalError",
-        "RequestTimeout",
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "OperationAborted",
-    }
-)
-_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 _ACCESS_DENIED_CODES = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
 )
-# Transport failures: the request may not have reached S3 at all.
-_TRANSPORT_ERRORS = (BotoConnectionError, HTTPClientError)
 
 
 class BlockExistsError(StorageError):
@@ -158,70 +133,6 @@ class ObjectVersion:
     delete_marker: bool
 
 
-@dataclass(frozen=True)
-class DeleteResult:
-    """What a bulk delete did.
-
-    * ``deleted``: keys confirmed gone (deleted now, or already absent).
-    * ``failed``: key -> reason, for keys still present as far as we know (retries ran
-      out, or a permanent error such as AccessDenied). Retry them later.
-    * ``refused``: key -> reason, for keys that are not blocks of this store (foreign
-      keys); they were never sent to S3 and never will be.
-    * ``requests``: DeleteObjects calls made, retries included.
-    """
-
-    deleted: int = 0
-    failed: dict[str, str] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)
-    requests: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when every key asked for is gone and none was refused."""
-        return not self.failed and not self.refused
-
-    def merge(self, other: DeleteResult) -> DeleteResult:
-        """The combined result of two deletes."""
-        return DeleteResult(
-            deleted=self.deleted + other.deleted,
-            failed={**self.failed, **other.failed},
-            refused={**self.refused, **other.refused},
-            requests=self.requests + other.requests,
-        )
-
-    def raise_for_failures(self) -> None:
-        """Raise ``DeleteFailedError`` if any key failed (refused keys are not failures)."""
-        if self.failed:
-            sample = ", ".join(sorted(self.failed)[:3])
-            raise DeleteFailedError(
-                f"{len(self.failed)} key(s) not deleted (e.g. {sample}); they are still "
-                "registered for deletion and will be retried on the next run",
-                dict(self.failed),
-            )
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential backoff with full jitter for the bulk-delete loop.
-
-    Full jitter (a uniform delay in ``[0, min(max_delay, base_delay * 2**n)]``) spreads
-    concurrent deleters apart instead of having them retry in lock-step, which is what
-    S3's SlowDown asks for.
-    """
-
-    max_attempts: int = 6
-    base_delay: float = 0.2
-    max_delay: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-
-    def delay(self, retry_number: int, rng: random.Random) -> float:
-        """The sleep before retry ``retry_number`` (1 for the first retry)."""
-        return rng.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry_number - 1)))
-
-
 def build_client(
     settings: Settings,
     *,
@@ -273,6 +184,7 @@ class LedgerStorage:
         self.bucket = settings.bucket
         self.prefix = settings.prefix
         self.client = client if client is not None else build_client(settings)
+        list_pages.install(self.client)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = random.Random()
@@ -300,7 +212,7 @@ class LedgerStorage:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
-            code, status, _ = _error_details(exc)
+            code, status, _ = error_details(exc)
             if status == 404 or code in ("404", "NoSuchBucket", "NotFound"):
                 raise self._bucket_not_found() from exc
             raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
@@ -342,7 +254,7 @@ class LedgerStorage:
                 ContentType="application/octet-stream",
             )
         except ClientError as exc:
-            code, status, _ = _error_details(exc)
+            code, status, _ = error_details(exc)
             if status == 412 or code == "PreconditionFailed":
                 # If botocore retried, our own first attempt may have landed before its
                 # response was lost: then the object is ours and the write succeeded.
@@ -406,8 +318,11 @@ class LedgerStorage:
                 total += self.block_stats(block).payload_bytes
             else:
                 count = following.first_entry_id - block.first_entry_id
-                total += block.size - HEADER_SIZE - TRAILER_SIZE - count * (
-                    ENTRY_HEADER_SIZE + OFFSET_SIZE
+                total += (
+                    block.size
+                    - HEADER_SIZE
+                    - TRAILER_SIZE
+                    - count * (ENTRY_HEADER_SIZE + OFFSET_SIZE)
                 )
         return total
 
@@ -460,22 +375,42 @@ class LedgerStorage:
 
     def iter_objects(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (a full key prefix; "" is the
-        whole bucket), in key order, paginating ListObjectsV2.
+        whole bucket), in the store's order, a ListObjectsV2 page at a time.
 
         Raises StorageError if any page fails: a partial listing is never returned as if
         it were complete.
         """
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                for item in page.get("Contents", ()):
-                    yield ObjectInfo(
-                        key=item["Key"],
-                        size=int(item["Size"]),
-                        last_modified=_epoch_ms(item["LastModified"]),
-                    )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, f"listing '{prefix}'") from exc
+        for objects, _more in self._object_pages(prefix):
+            yield from objects
+
+    def _object_pages(self, prefix: str) -> Iterator[tuple[list[ObjectInfo], bool]]:
+        """The pages of one listing as (objects, more pages follow), the objects read
+        without botocore's per-key parse (``list_pages``). A truncated page without a new
+        continuation token raises: it would loop, or end the listing early."""
+        token: str | None = None
+        seen: set[str] = set()
+        while True:
+            request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                request["ContinuationToken"] = token
+            try:
+                with list_pages.parsing_here():
+                    page = self.client.list_objects_v2(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, f"listing '{prefix}'") from exc
+            objects = [ObjectInfo(*row) for row in list_pages.objects_of(page)]
+            if not page.get("IsTruncated"):
+                yield objects, False
+                return
+            token = page.get("NextContinuationToken")
+            if not token or token in seen:
+                raise StorageError(
+                    f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: a "
+                    "truncated page came without a new continuation token; the listing is "
+                    "not used"
+                )
+            seen.add(token)
+            yield objects, True
 
     def list_prefixes(
         self, prefixes: Iterable[str], *, workers: int = 8
@@ -514,8 +449,9 @@ class LedgerStorage:
         if len(items) == 1 or workers <= 1:
             results = [list_group(item) for item in items]
         else:
-            with ThreadPoolExecutor(min(workers, len(items)),
-                                    thread_name_prefix="ledgergc-list") as pool:
+            with ThreadPoolExecutor(
+                min(workers, len(items)), thread_name_prefix="ledgergc-list"
+            ) as pool:
                 results = list(pool.map(list_group, items))
         for result in results:
             found.update(result)
@@ -524,24 +460,13 @@ class LedgerStorage:
     def _list_bounded(self, prefix: str, *, max_pages: int) -> list[ObjectInfo] | None:
         """Everything under ``prefix`` if it fits in ``max_pages`` LIST pages, else None."""
         listed: list[ObjectInfo] = []
-        token: str | None = None
-        try:
-            for _ in range(max_pages):
-                request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-                if token:
-                    request["ContinuationToken"] = token
-                page = self.client.list_objects_v2(**request)
-                listed.extend(
-                    ObjectInfo(key=item["Key"], size=int(item["Size"]),
-                               last_modified=_epoch_ms(item["LastModified"]))
-                    for item in page.get("Contents", ())
-                )
-                token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
-                if not token:
-                    return listed
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, f"listing '{prefix}'") from exc
-        return None
+        for number, (objects, more) in enumerate(self._object_pages(prefix), start=1):
+            listed.extend(objects)
+            if not more:
+                break
+            if number == max_pages:
+                return None
+        return listed
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker of the keys under ``prefix``
@@ -551,17 +476,21 @@ class LedgerStorage:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Versions", ()):
                     yield ObjectVersion(
-                        key=item["Key"], version_id=str(item["VersionId"]),
+                        key=item["Key"],
+                        version_id=str(item["VersionId"]),
                         is_latest=bool(item["IsLatest"]),
-                        last_modified=_epoch_ms(item["LastModified"]),
-                        size=int(item.get("Size", 0)), delete_marker=False,
+                        last_modified=list_pages.epoch_ms(item["LastModified"]),
+                        size=int(item.get("Size", 0)),
+                        delete_marker=False,
                     )
                 for item in page.get("DeleteMarkers", ()):
                     yield ObjectVersion(
-                        key=item["Key"], version_id=str(item["VersionId"]),
+                        key=item["Key"],
+                        version_id=str(item["VersionId"]),
                         is_latest=bool(item["IsLatest"]),
-                        last_modified=_epoch_ms(item["LastModified"]),
-                        size=0, delete_marker=True,
+                        last_modified=list_pages.epoch_ms(item["LastModified"]),
+                        size=0,
+                        delete_marker=True,
                     )
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, f"listing the versions of '{prefix}'") from exc
@@ -597,40 +526,21 @@ class LedgerStorage:
     # --- deletion ---------------------------------------------------------------------
 
     def delete_keys(self, keys_to_delete: Iterable[str], *, max_workers: int = 1) -> DeleteResult:
-        """Delete block keys in bulk; report (do not raise) keys that could not be deleted.
+        """Delete the store's keys in bulk (``bulk_delete``): report, do not raise, keys
+        that could not be deleted; refuse foreign keys (``owns``)."""
+        return self.bulk_delete().delete_keys(keys_to_delete, max_workers=max_workers)
 
-        Keys go in DeleteObjects requests of at most 1000 (Quiet mode), ``max_workers``
-        requests at a time. Foreign keys are refused (see the module docstring).
-        Raises only when nothing can be deleted at all for a reason a retry will not fix
-        (missing bucket, no credentials); everything else lands in ``failed``.
-        """
-        result = DeleteResult()
-        batch: list[str] = []
-        batches: list[list[str]] = []
-        refused: dict[str, str] = {}
-        for key in dict.fromkeys(keys_to_delete):  # de-duplicated, order kept
-            why_not = self.owns(key)
-            if why_not is not None:
-                refused[key] = why_not
-                continue
-            batch.append(key)
-            if len(batch) == MAX_KEYS_PER_DELETE:
-                batches.append(batch)
-                batch = []
-        if batch:
-            batches.append(batch)
-        if refused:
-            log.warning("refusing to delete %d foreign key(s), e.g. %s", len(refused),
-                        next(iter(refused)))
-        if max_workers > 1 and len(batches) > 1:
-            with ThreadPoolExecutor(max_workers=max_workers,
-                                    thread_name_prefix="ledgergc-delete") as pool:
-                outcomes = list(pool.map(self._delete_batch, batches))
-        else:
-            outcomes = [self._delete_batch(b) for b in batches]
-        for outcome in outcomes:
-            result = result.merge(outcome)
-        return result.merge(DeleteResult(refused=refused))
+    def bulk_delete(self) -> BulkDelete:
+        return BulkDelete(
+            self.client,
+            self.bucket,
+            owns=self.owns,
+            fatal=self._error,
+            endpoint=self.endpoint,
+            retry=self.retry,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
 
     def delete_prefix_data(self, prefix: str, *, max_workers: int = 1) -> DeleteResult:
         """Delete every block under ``prefix`` (a managed-ledger or ledger directory).
@@ -648,74 +558,6 @@ class LedgerStorage:
         return self.delete_keys(
             (obj.key for obj in self.iter_objects(prefix)), max_workers=max_workers
         )
-
-    def _delete_batch(self, batch: list[str]) -> DeleteResult:
-        """One batch (<= 1000 keys) through the bounded retry loop."""
-        pending = list(batch)
-        deleted = 0
-        failed: dict[str, str] = {}
-        requests = 0
-        for attempt in range(1, self.retry.max_attempts + 1):
-            last_attempt = attempt == self.retry.max_attempts
-            requests += 1
-            try:
-                response = self.client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": key} for key in pending], "Quiet": True},
-                )
-            except ClientError as exc:
-                code, status, message = _error_details(exc)
-                if code == "NoSuchBucket":
-                    raise self._bucket_not_found() from exc
-                reason = f"{code} (HTTP {status}): {message}"
-                if not last_attempt and (code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS):
-                    log.info("DeleteObjects attempt %d: %s; retrying %d key(s)",
-                             attempt, reason, len(pending))
-                    self._backoff(attempt)
-                    continue
-                retryable = code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS
-                failed.update(
-                    dict.fromkeys(pending, _gave_up(reason, attempt) if retryable else reason)
-                )
-                break
-            except _TRANSPORT_ERRORS as exc:
-                reason = f"S3 endpoint {self.endpoint} unreachable: {exc}"
-                if not last_attempt:
-                    self._backoff(attempt)
-                    continue
-                failed.update(dict.fromkeys(pending, _gave_up(reason, attempt)))
-                break
-            except BotoCoreError as exc:  # credentials, parameters: no retry will help
-                raise self._error(exc, "deleting objects") from exc
-
-            retry_next: list[str] = []
-            asked = set(pending)
-            failed_now = 0
-            for error in response.get("Errors", ()):
-                key = error.get("Key")
-                if key not in asked:
-                    continue
-                code = error.get("Code", "")
-                if code == "NoSuchKey":  # already gone: what we wanted (idempotent delete)
-                    continue
-                reason = f"{code}: {error.get('Message', '')}".rstrip(": ")
-                if code in _RETRYABLE_CODES and not last_attempt:
-                    retry_next.append(key)
-                else:
-                    failed[key] = _gave_up(reason, attempt) if code in _RETRYABLE_CODES else reason
-                    failed_now += 1
-                asked.discard(key)  # a key reported twice counts once
-            deleted += len(pending) - len(retry_next) - failed_now
-            pending = retry_next
-            if not pending:
-                break
-            log.info("DeleteObjects attempt %d: %d key(s) failed transiently; retrying",
-                     attempt, len(pending))
-            self._backoff(attempt)
-        return DeleteResult(deleted=deleted, failed=failed, requests=requests)
-
-    def _backoff(self, attempt: int) -> None:
-        self._sleep(self.retry.delay(attempt, self._rng))
 
     # --- internals --------------------------------------------------------------------
 
@@ -740,8 +582,11 @@ class LedgerStorage:
             raise BlockFormatError(
                 f"block {block.key} is {block.size} bytes, too small to be a block: truncated"
             )
-        tail = self._get(block.key, (max(0, block.size - TAIL_READ_SIZE), block.size),
-                         f"reading the index of {block.key}")
+        tail = self._get(
+            block.key,
+            (max(0, block.size - TAIL_READ_SIZE), block.size),
+            f"reading the index of {block.key}",
+        )
         trailer = parse_trailer(tail, object_size=block.size)
         tail_start = block.size - len(tail)
         if trailer.index_offset >= tail_start:
@@ -773,7 +618,7 @@ class LedgerStorage:
             response = self.client.get_object(**params)
             data: bytes = response["Body"].read()
         except ClientError as exc:
-            code, status, _ = _error_details(exc)
+            code, status, _ = error_details(exc)
             if code in ("NoSuchKey", "404") or status == 404:
                 with self._index_lock:
                     for cache_key in [k for k in self._index_cache if k[0] == key]:
@@ -816,14 +661,13 @@ class LedgerStorage:
 
     def _bucket_not_found(self) -> BucketNotFoundError:
         return BucketNotFoundError(
-            f"bucket '{self.bucket}' not found at {self.endpoint}; create it or set "
-            "LEDGERGC_BUCKET"
+            f"bucket '{self.bucket}' not found at {self.endpoint}; create it or set LEDGERGC_BUCKET"
         )
 
     def _error(self, exc: Exception, what: str) -> StorageError:
         """Turn a boto error into a StorageError that names the endpoint and the fix."""
         if isinstance(exc, ClientError):
-            code, status, message = _error_details(exc)
+            code, status, message = error_details(exc)
             if code == "NoSuchBucket":
                 return self._bucket_not_found()
             if code in _ACCESS_DENIED_CODES or status == 403:
@@ -840,20 +684,13 @@ class LedgerStorage:
                 f"{what}: no AWS credentials for S3 at {self.endpoint}; set "
                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
             )
-        if isinstance(exc, _TRANSPORT_ERRORS):
+        if isinstance(exc, TRANSPORT_ERRORS):
             return StorageError(
                 f"{what}: S3 endpoint {self.endpoint} unreachable ({exc}); check "
                 "LEDGERGC_S3_ENDPOINT and that the server is running. Nothing was deleted "
                 "on the strength of this failure."
             )
         return StorageError(f"{what}: S3 at {self.endpoint} failed: {exc}")
-
-
-def _error_details(exc: ClientError) -> tuple[str, int | None, str]:
-    """(error code, HTTP status, message) of a ClientError."""
-    error = exc.response.get("Error", {})
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return str(error.get("Code", "")), status, str(error.get("Message", ""))
 
 
 def _parent_dir(prefix: str, *, levels: int) -> str:
@@ -879,19 +716,12 @@ def _assign(listed: Sequence[ObjectInfo], prefixes: Sequence[str]) -> dict[str, 
     return found
 
 
-def _gave_up(reason: str, attempts: int) -> str:
-    return f"{reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
-
-
-def _epoch_ms(value: datetime) -> int:
-    return int(value.timestamp() * 1000)
-
-
 def _index_of(data: bytes) -> BlockIndex:
     """The index of a block we just encoded (to prime the cache for read-after-write)."""
     trailer = parse_trailer(data, object_size=len(data))
-    return parse_index(data[trailer.index_offset : trailer.index_offset + trailer.index_size],
-                       trailer)
+    return parse_index(
+        data[trailer.index_offset : trailer.index_offset + trailer.index_size], trailer
+    )
 
 
 def offload_settings(settings: Settings) -> Settings:
