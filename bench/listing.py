@@ -4,10 +4,12 @@ concurrent listers, against one sequential lister, over ``--objects`` objects in
 SeaweedFS.
 
 * **the baseline**: one ListObjectsV2 pagination over the whole prefix, what
-  ``aws s3 ls --recursive`` does: one request at a time, each continuing the last.
+  ``aws s3 ls --recursive`` does: one request at a time, each continuing the last, each
+  page parsed by botocore.
 * **concurrent listers**: the scan's way (``spark_jobs.scan_job``): the prefix split into
   namespace prefixes (``reading.discover_shards``, two delimiter levels), each listed
-  by ``reading.list_prefixes``; N listers take namespaces from a queue. A lister is a
+  by ``reading.list_prefixes`` (pages read by ``storage.list_pages``, without botocore's
+  per-key parse); N listers take namespaces from a queue. A lister is a
   process, as a Spark executor's Python worker is (threads would share one GIL for the
   XML parsing). The split's own requests are inside the measured time.
 
@@ -75,10 +77,16 @@ def populate(client: Any, keys: list[str], threads: int) -> None:
 
 
 def sequential(settings: Any) -> int:
-    """The baseline: one pagination over the whole prefix (its client made already)."""
+    """The baseline: one pagination over the whole prefix with botocore's paginator and
+    its parse of every page, as ``aws s3 ls --recursive`` does (its client made already)."""
     from ledger_gc.orphans import reading
 
-    return sum(1 for _ in reading.storage_for(settings).iter_objects(settings.key_prefix))
+    client = reading.storage_for(settings).client
+    paginator = client.get_paginator("list_objects_v2")
+    return sum(
+        len(page.get("Contents", ()))
+        for page in paginator.paginate(Bucket=BUCKET, Prefix=settings.key_prefix)
+    )
 
 
 def _init_lister(settings: Any) -> None:
