@@ -23,15 +23,25 @@ from ledger_gc.termination import stop_on_signals
 ML = "acme/prod/persistent/orders"
 
 
-def orphan_entry(settings, storage, ledger_id: int) -> dict:
+def orphan_entry(settings, storage, ledger_id: int) -> RegistryEntry:
     """A registered orphan ledger as the registry hands it to the delete step."""
-    newest = max(o.last_modified for o in storage.iter_objects(
-        ledger_dir(settings.prefix, ML, ledger_id)))
+    newest = max(
+        o.last_modified for o in storage.iter_objects(ledger_dir(settings.prefix, ML, ledger_id))
+    )
     return RegistryEntry(
-        prefix=ledger_dir(settings.prefix, ML, ledger_id), target_class=ORPHAN_LEDGER,
-        ml_name=ML, ledger_id=ledger_id, first_seen_ms=0, last_seen_ms=0, first_scan=1,
-        last_scan=2, scans_seen=2, objects=1, bytes=100, newest_ms=newest,
-    ).__dict__
+        prefix=ledger_dir(settings.prefix, ML, ledger_id),
+        target_class=ORPHAN_LEDGER,
+        ml_name=ML,
+        ledger_id=ledger_id,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=2,
+        scans_seen=2,
+        objects=1,
+        bytes=100,
+        newest_ms=newest,
+    )
 
 
 @pytest.fixture
@@ -51,8 +61,7 @@ def test_an_orphan_whose_deletion_cannot_be_audited_is_not_deleted(orphaned):
     entry = orphan_entry(settings, storage, 1)
 
     with audit_refused(settings), pytest.raises(AuditUnavailableError, match="audit log"):
-        deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62,
-                                    deleting=True)
+        deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62, deleting=True)
 
     assert 1 in ledgers_with_data(storage, ML), "deleted without an audit record"
 
@@ -61,19 +70,22 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
     settings, storage = orphaned
     entry = orphan_entry(settings, storage, 1)
 
-    [result] = deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62,
-                                           deleting=True)
+    [result] = deleting.recheck_and_delete(
+        settings, [entry], run_id="r1", now_ms=2**62, deleting=True
+    )
 
-    assert result["action"] == deleting.DELETED and 1 not in ledgers_with_data(storage, ML)
+    assert result.action == deleting.DELETED and 1 not in ledgers_with_data(storage, ML)
     records = AuditLog(settings).read()
     assert [(r["status"], r["target_class"], r["ledger_id"]) for r in records] == [
-        ("deleting", ORPHAN_LEDGER, 1), ("deleted", ORPHAN_LEDGER, 1)
+        ("deleting", ORPHAN_LEDGER, 1),
+        ("deleted", ORPHAN_LEDGER, 1),
     ]
-    assert records[1]["bytes"] == result["bytes"] > 0
+    assert records[1]["bytes"] == result.bytes > 0
 
 
-def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, settings,
-                                                                   monkeypatch):
+def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
+    zk_client, settings, monkeypatch
+):
     """Issue 11 item 4b: a task timeout or pod eviction (SIGTERM) while orphans are being
     deleted. The DeleteObjects batch under way finishes and is recorded (``deleting``
     before, ``deleted`` after), nothing new starts, the rest stays registered (its result
@@ -98,12 +110,13 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, se
     signalled.delete_keys = delete_then_signal
     monkeypatch.setattr(deleting, "LedgerStorage", lambda _settings: signalled)
     with stop_on_signals() as stop:
-        results = deleting.recheck_and_delete(settings, entries, run_id="r1", now_ms=2**62,
-                                              deleting=True)
+        results = deleting.recheck_and_delete(
+            settings, entries, run_id="r1", now_ms=2**62, deleting=True
+        )
 
     assert stop() and batches == [10], "nothing new started after the signal"
-    done = {r["ledger_id"] for r in results if r["action"] == deleting.DELETED}
-    stopped = {r["ledger_id"] for r in results if r.get("error") == deletion.STOPPED}
+    done = {r.ledger_id for r in results if r.action == deleting.DELETED}
+    stopped = {r.ledger_id for r in results if r.error == deletion.STOPPED}
     assert len(done) == 10 and stopped == set(range(1, 31)) - done
     assert ledgers_with_data(storage, ML) == {50} | stopped, "audited = deleted"
     records = AuditLog(settings).read()
@@ -112,8 +125,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(zk_client, se
     assert announced == recorded == done
 
     monkeypatch.setattr(deleting, "LedgerStorage", LedgerStorage)
-    rest = [e for e in entries if e["ledger_id"] in stopped]
-    finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62,
-                                           deleting=True)
-    assert {r["action"] for r in finished} == {deleting.DELETED}
+    rest = [e for e in entries if e.ledger_id in stopped]
+    finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62, deleting=True)
+    assert {r.action for r in finished} == {deleting.DELETED}
     assert ledgers_with_data(storage, ML) == {50}

@@ -33,24 +33,41 @@ def tiered(settings: Settings, s3_client: Any) -> Settings:
     bucket = f"{settings.bucket}-offload"
     s3_client.create_bucket(Bucket=bucket)
     return settings.with_overrides(
-        offload_bucket=bucket, offload_prefix=PREFIX, delete_enabled=True,
-        grace_seconds=0, retention_seconds=0,
+        offload_bucket=bucket,
+        offload_prefix=PREFIX,
+        delete_enabled=True,
+        grace_seconds=0,
+        retention_seconds=0,
     )
 
 
-def _segment_entry(s3_client: Any, settings: Settings, uuid: str, ledger_id: int,
-                   ml_name: str = "") -> RegistryEntry:
+def _segment_entry(
+    s3_client: Any, settings: Settings, uuid: str, ledger_id: int, ml_name: str = ""
+) -> RegistryEntry:
     """A registered orphan segment (a deleted topic's), as the phases hand it over."""
     keys = put_segment(s3_client, settings.offload_bucket, PREFIX, uuid, ledger_id)
     newest = max(
-        int(s3_client.head_object(Bucket=settings.offload_bucket, Key=key)["LastModified"]
-            .timestamp() * 1000)
+        int(
+            s3_client.head_object(Bucket=settings.offload_bucket, Key=key)[
+                "LastModified"
+            ].timestamp()
+            * 1000
+        )
         for key in keys
     )
     return RegistryEntry(
-        prefix=segment_target(settings.offload_bucket, keys[0]), target_class="orphan-segment",
-        ml_name=ml_name, ledger_id=ledger_id, first_seen_ms=0, last_seen_ms=0, first_scan=1,
-        last_scan=2, scans_seen=2, objects=2, bytes=4064, newest_ms=newest,
+        prefix=segment_target(settings.offload_bucket, keys[0]),
+        target_class="orphan-segment",
+        ml_name=ml_name,
+        ledger_id=ledger_id,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=2,
+        scans_seen=2,
+        objects=2,
+        bytes=4064,
+        newest_ms=newest,
     )
 
 
@@ -69,12 +86,12 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     later = entry.newest_ms + 60_000
 
     [result] = deleting.recheck_and_delete(
-        tiered, [vars(entry)], run_id="orphans-1", now_ms=later, deleting=True
+        tiered, [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
     for key in decoy:
         s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)
 
-    assert result["action"] == deleting.DELETED and result["recoverable"] is True
+    assert result.action == deleting.DELETED and result.recoverable is True
     records = AuditLog(tiered).deletions()
     assert [r["bucket"] for r in records] == [tiered.offload_bucket]
 
@@ -93,7 +110,11 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
 @pytest.mark.spark
 @pytest.mark.parametrize("offload_prefix", ["", "ledgers/tiered"])
 def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
-    settings: Settings, zk_client: Any, s3_client: Any, storage: Any, spark: Any,
+    settings: Settings,
+    zk_client: Any,
+    s3_client: Any,
+    storage: Any,
+    spark: Any,
     offload_prefix: str,
 ) -> None:
     """LEDGERGC_OFFLOAD_BUCKET = LEDGERGC_BUCKET, prefixes overlapping (the offload prefix
@@ -105,16 +126,19 @@ def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
     from ledger_gc.orphans import run_orphan_cycle
 
     shared = settings.with_overrides(
-        offload_bucket=settings.bucket, offload_prefix=offload_prefix, delete_enabled=True,
-        grace_seconds=0, retention_seconds=0, orphan_max_fraction=0.40,
+        offload_bucket=settings.bucket,
+        offload_prefix=offload_prefix,
+        delete_enabled=True,
+        grace_seconds=0,
+        retention_seconds=0,
+        orphan_max_fraction=0.40,
     )
     name = "acme/prod/persistent/orders"
     info = record([Ledger(i, payload=400) for i in (1, 2, 20)])
     offload(info.ledgerInfo[0], 0x1001, -0x2001, bucket=settings.bucket)
     write_record(zk_client, name, info)
     write_data(storage, name, [Ledger(i, payload=400) for i in (1, 2, 20)])
-    put_segment(s3_client, settings.bucket, offload_prefix, _uuid(1), 1, ml_name=name,
-                size=200)
+    put_segment(s3_client, settings.bucket, offload_prefix, _uuid(1), 1, ml_name=name, size=200)
     orphans = put_segment(s3_client, settings.bucket, offload_prefix, _uuid(9), 9, size=2500)
     pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket)
     every = {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
@@ -130,5 +154,8 @@ def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
     assert [r["guard"] for r in report["refusals"]] == ["orphan-fraction"]
     assert report["classes"]["live"]["units"] == 3  # ledger blocks stay ledger blocks
     assert report["classes"]["live-segment"]["units"] == 1
-    assert set(every) == {o["Key"] for page in s3_client.get_paginator(
-        "list_objects_v2").paginate(Bucket=settings.bucket) for o in page.get("Contents", [])}
+    assert set(every) == {
+        o["Key"]
+        for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket)
+        for o in page.get("Contents", [])
+    }

@@ -40,9 +40,7 @@ def run_ledgergc(settings, *args: str) -> subprocess.CompletedProcess:
 
 
 def version(s3_client, bucket: str) -> None:
-    s3_client.put_bucket_versioning(
-        Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
-    )
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
 
 
 def expire_noncurrent(s3_client, bucket: str, days: int) -> None:
@@ -152,9 +150,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
     ml.close()
 
 
-def test_restore_brings_a_trimmed_ledger_back_and_is_audited(
-    store, storage, settings, s3_client
-):
+def test_restore_brings_a_trimmed_ledger_back_and_is_audited(store, storage, settings, s3_client):
     version(s3_client, settings.bucket)
     ml, ids, blocks = consumed_ledgers(store, storage)
     report = run_trim(settings)
@@ -220,19 +216,27 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     block = storage.write_block(gone_topic, 7, 0, [b"x" * 500])
     [listed] = list(storage.iter_objects(ml_dir(storage.prefix, gone_topic)))
     entry = RegistryEntry(
-        prefix=ml_dir(storage.prefix, gone_topic), target_class="orphan-partition",
-        ml_name=gone_topic, ledger_id=None, first_seen_ms=0, last_seen_ms=0, first_scan=1,
-        last_scan=2, scans_seen=2, objects=1, bytes=block.size,
+        prefix=ml_dir(storage.prefix, gone_topic),
+        target_class="orphan-partition",
+        ml_name=gone_topic,
+        ledger_id=None,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=2,
+        scans_seen=2,
+        objects=1,
+        bytes=block.size,
         newest_ms=listed.last_modified,
     )
     later = listed.last_modified + (settings.retention_seconds + 60) * 1000
 
     [result] = deleting.recheck_and_delete(
-        settings, [vars(entry)], run_id="orphans-1", now_ms=later, deleting=True
+        settings, [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
 
-    assert result["action"] == deleting.DELETED and result["recoverable"] is True
-    assert result["bytes"] == block.size
+    assert result.action == deleting.DELETED and result.recoverable is True
+    assert result.bytes == block.size
     [record] = AuditLog(settings).deletions()
     assert record["operation"] == "orphan-removal" and record["recoverable"] is True
     text = render_metrics(build_overview(settings))
@@ -245,7 +249,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     from ledger_gc.orphans.run_steps import DELETE, RunSteps
 
     RunSteps(settings, "orphans-1").write_manifest(
-        DELETE, {"deleting": True, "results": [result]}
+        DELETE, {"deleting": True, "results": [result.to_dict()]}
     )
     report = build_report(settings, "orphans-1", options=CycleOptions(), now_ms=later)
     assert report.to_dict()["bytes_recoverable"] == block.size

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
@@ -133,7 +133,11 @@ def step_scan(
 
     run = RunPaths(settings.state_dir, run_id)
     manifest = scan_job(
-        spark, settings, run, inventory=inventory, offload_inventory=offload_inventory,
+        spark,
+        settings,
+        run,
+        inventory=inventory,
+        offload_inventory=offload_inventory,
         clock=clock,
     )
     _, instant, warnings = _observe(settings, run_id, witness, clock)
@@ -171,8 +175,13 @@ def step_survey(
     try:
         snapshot = step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
         scan = step_scan(
-            settings, run_id, spark, inventory=inventory,
-            offload_inventory=offload_inventory, clock=clock, witness=witness,
+            settings,
+            run_id,
+            spark,
+            inventory=inventory,
+            offload_inventory=offload_inventory,
+            clock=clock,
+            witness=witness,
         )
         diff = step_diff(settings, run_id, spark)
     finally:
@@ -267,9 +276,7 @@ def step_phases(
     facts = SnapshotFacts(diff)
     found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
     candidates, held = horizon.split_held(found, _horizon(facts, diff, found.values()))
-    stale = guards.stale_metadata(
-        horizon.proof_of_staleness(held), settings.zk_hosts, force=force
-    )
+    stale = guards.stale_metadata(horizon.proof_of_staleness(held), settings.zk_hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
     for item in held:
@@ -417,7 +424,8 @@ def _sequence_restarted(latest: dict[str, Any], diff: dict[str, Any]) -> bool:
     log.warning(
         "ZooKeeper's run sequence went back (%s < %s) while its clock went on: the counter "
         "under /ledger-gc/ticks started again; ordering runs by ZooKeeper's time from here",
-        diff.get("snapshot_sequence"), latest.get("snapshot_sequence"),
+        diff.get("snapshot_sequence"),
+        latest.get("snapshot_sequence"),
     )
     return True
 
@@ -505,29 +513,34 @@ def _delete_under_lock(
         settings.retention_seconds,
         timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant),
     )
-    payloads = [asdict(entry) for entry in plan.eligible]
-    result["eligible"] = len(payloads)
+    result["eligible"] = len(plan.eligible)
     ours = _our_clusters(settings, latest.result).to_dict()
     result["our_clusters"] = ours
-    if spark is not None and len(payloads) > distribute_over:
+    if spark is not None and len(plan.eligible) > distribute_over:
         from ledger_gc.orphans.spark_jobs import distributed_delete
 
         results = distributed_delete(
-            spark, settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now,
+            spark,
+            settings,
+            plan.eligible,
+            run_id=run_id,
+            now_ms=now,
+            deleting=deleting_now,
             ours=ours,
         )
     else:
         results = deleting.recheck_and_delete(
-            settings, payloads, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
+            settings, plan.eligible, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
         )
-    result["results"] = results  # audited ahead by the delete path (deletion.Deleter)
-    unavailable = [r for r in results if r["unavailable"]]
+    # Audited ahead by the delete path (deletion.Deleter).
+    result["results"] = [r.to_dict() for r in results]
+    unavailable = [r for r in results if r.unavailable]
     if unavailable:
-        result["failed"] = unavailable[0]["error"]
+        result["failed"] = unavailable[0].error
         steps.write_manifest(DELETE, result)
-        done = sum(1 for r in results if r["action"] == deleting.DELETED)
+        done = sum(1 for r in results if r.action == deleting.DELETED)
         raise MetadataError(
-            f"ZooKeeper became unavailable during the orphan delete ({unavailable[0]['error']}); "
+            f"ZooKeeper became unavailable during the orphan delete ({unavailable[0].error}); "
             f"{len(unavailable)} entries were not re-checked and nothing more was deleted "
             f"({done} deleted before, see the audit log); the registry is unchanged and the "
             "next run retries"
@@ -548,7 +561,11 @@ def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.O
 
 
 def _apply_delete_results(
-    registry: OrphanRegistry, results: list[dict[str, Any]], run_id: str, scan: int, now: int
+    registry: OrphanRegistry,
+    results: list[deleting.RecheckResult],
+    run_id: str,
+    scan: int,
+    now: int,
 ) -> None:
     events = {
         deleting.DELETED: phases.DELETED,
@@ -558,21 +575,21 @@ def _apply_delete_results(
     with registry.transaction() as txn:
         entries = txn.entries()
         for result in results:
-            entry = entries.get(result["prefix"])
+            entry = entries.get(result.prefix)
             if entry is None:
                 continue
-            action = result["action"]
+            action = result.action
             if action in events:
                 txn.remove(entry.prefix)
                 sizes: dict[str, int] = (
-                    {"objects": result["objects"], "size": result["bytes"]}
+                    {"objects": result.objects, "size": result.bytes}
                     if action == deleting.DELETED
                     else {}
                 )
                 txn.add_history(
                     entry,
                     events[action],
-                    result["reason"],
+                    result.reason,
                     run_id=run_id,
                     scan=scan,
                     time_ms=now,
@@ -580,10 +597,10 @@ def _apply_delete_results(
                 )
             elif action == deleting.HELD:
                 txn.add_history(
-                    entry, phases.HELD, result["reason"], run_id=run_id, scan=scan, time_ms=now
+                    entry, phases.HELD, result.reason, run_id=run_id, scan=scan, time_ms=now
                 )
             elif action == deleting.FAILED:
-                error = result["error"] or result["reason"]
+                error = result.error or result.reason
                 txn.note_failure(entry.prefix, error)
                 txn.add_history(
                     entry, phases.DELETE_FAILED, error, run_id=run_id, scan=scan, time_ms=now
@@ -646,13 +663,16 @@ def run_orphan_cycle(
 
             spark = local_session()
         step_survey(
-            settings, run_id, spark, inventory=inventory, offload_inventory=offload_inventory,
-            clock=clock, witness=witness,
+            settings,
+            run_id,
+            spark,
+            inventory=inventory,
+            offload_inventory=offload_inventory,
+            clock=clock,
+            witness=witness,
         )
         step_phases(settings, run_id, force=force, clock=clock)
-        step_delete(
-            settings, run_id, options=options, spark=spark, clock=clock, witness=witness
-        )
+        step_delete(settings, run_id, options=options, spark=spark, clock=clock, witness=witness)
     except Exception as exc:
         failed = step_report(
             settings, run_id, options=options, clock=clock, started_ms=started, error=exc

@@ -26,9 +26,10 @@ again, and the delete goes through the same ``Deleter`` over the offload bucket,
 deletes exactly those two keys and nothing else.
 
 This module runs on the driver or, when there are many entries, on Spark executors
-(``spark_jobs.distributed_delete``), so it takes plain dicts and returns plain dicts and
-writes nothing to the state dir but the audit log (written ahead of each delete, so that
-a step killed mid-delete leaves a record of what it sent); the driver writes the registry.
+(``spark_jobs.distributed_delete``), so it takes registry entries and returns plain
+dataclasses (both pickle to and from executors) and writes nothing to the state store
+but the audit log (written ahead of each delete, so that a step killed mid-delete leaves
+a record of what it sent); the driver writes the registry.
 If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or deleted
 (fail closed) and the results say so; the driver then fails the step.
 """
@@ -36,9 +37,9 @@ If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or del
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ledger_gc import formats
@@ -103,8 +104,9 @@ def read_segment_carriers(
         if raw is None:
             continue
         info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        listed = {offload_uuid_of(ledger) for ledger in info.ledgerInfo
-                  if ledger.ledgerId == ledger_id}
+        listed = {
+            offload_uuid_of(ledger) for ledger in info.ledgerInfo if ledger.ledgerId == ledger_id
+        }
         marker = formats.deletable_markers(info, path=path).get(ledger_id) or {}
         if uuid in listed or marker.get("offloadUuid") == uuid:
             carriers.add(name)
@@ -178,54 +180,75 @@ def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
     return ListingState(frozenset(ledgers), newest)
 
 
-def _result(entry: RegistryEntry, action: str, reason: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "prefix": entry.prefix,
-        "target_class": entry.target_class,
-        "ml_name": entry.ml_name,
-        "ledger_id": entry.ledger_id,
-        "namespace": entry.namespace,
-        "action": action,
-        "reason": reason,
-        "objects": 0,
-        "bytes": 0,
-        "until_ms": None,
-        "error": None,
-        "unavailable": False,
-        "foreign_keys": 0,
-        "deleted_ledgers": [],
-        **extra,
-    }
+@dataclass
+class RecheckResult:
+    """What the delete step did with one registry entry (``action``: DELETED, FAILED...).
+
+    ``unavailable``: not re-checked because ZooKeeper became unreachable (the step then
+    fails closed). ``deleted_ledgers``: the audit's view of each ledger or segment deleted
+    (``DeleteTarget`` fields with objects, bytes and the bucket's versioning)."""
+
+    prefix: str
+    target_class: str
+    ml_name: str
+    ledger_id: int | None
+    namespace: str
+    action: str
+    reason: str
+    objects: int = 0
+    bytes: int = 0
+    until_ms: int | None = None
+    error: str | None = None
+    unavailable: bool = False
+    foreign_keys: int = 0
+    recoverable: bool = False
+    deleted_ledgers: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, entry: RegistryEntry, action: str, reason: str, **extra: Any) -> RecheckResult:
+        return cls(
+            prefix=entry.prefix,
+            target_class=entry.target_class,
+            ml_name=entry.ml_name,
+            ledger_id=entry.ledger_id,
+            namespace=entry.namespace,
+            action=action,
+            reason=reason,
+            **extra,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def _skipped(entry: RegistryEntry, error: str) -> dict[str, Any]:
-    return _result(
+def _skipped(entry: RegistryEntry, error: str) -> RecheckResult:
+    return RecheckResult.of(
         entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
     )
 
 
 def recheck_and_delete(
     settings: Settings,
-    entries: Sequence[dict[str, Any]],
+    entries: Iterable[RegistryEntry],
     *,
     run_id: str,
     now_ms: int,
     deleting: bool,
     ours: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RecheckResult]:
     """Re-check and delete (or, when not ``deleting``, only report) registry entries.
 
-    ``entries`` are ``RegistryEntry`` fields as dicts. ``ours``: the clusters whose
-    segments are this store's (``OurClusters.to_dict``; None: the setting's, or, unset,
-    only segments with no cluster name). Returns one result dict per entry.
+    ``ours``: the clusters whose segments are this store's (``OurClusters.to_dict``;
+    None: the setting's, or, unset, only segments with no cluster name). Returns one
+    result per entry.
     """
     clusters = segments.OurClusters.from_dict(ours) or segments.our_clusters(
         settings.pulsar_clusters, []
     )
-    items = [RegistryEntry(**entry) for entry in entries]
+    items = list(entries)
     if not items:
         return []
-    results: list[dict[str, Any]] = []
+    results: list[RecheckResult] = []
     storage = LedgerStorage(settings)
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
@@ -252,10 +275,10 @@ def recheck_and_delete(
                     if entry.target_class == ORPHAN_SEGMENT:
                         state = _segment_state(store, offload, entry, clusters)
                         if isinstance(state, Held):
-                            results.append(_result(entry, HELD, state.reason))
+                            results.append(RecheckResult.of(entry, HELD, state.reason))
                             continue
                         if isinstance(state, str):
-                            results.append(_result(entry, FAILED, state, error=state))
+                            results.append(RecheckResult.of(entry, FAILED, state, error=state))
                             continue
                         live, listing = state
                     else:
@@ -267,7 +290,9 @@ def recheck_and_delete(
                     continue
                 except Exception as exc:  # a bad record or a failed listing: keep it, retry
                     log.warning("cannot re-check %s: %s", entry.prefix, exc)
-                    results.append(_result(entry, FAILED, "re-check failed", error=str(exc)))
+                    results.append(
+                        RecheckResult.of(entry, FAILED, "re-check failed", error=str(exc))
+                    )
                     continue
                 decision = phases.decide(entry, live, listing, now_ms, settings.retention_seconds)
                 if decision.action == phases.DELETE and entry.target_class == ORPHAN_SEGMENT:
@@ -275,12 +300,14 @@ def recheck_and_delete(
                 elif decision.action == phases.DELETE:
                     to_delete.append((entry, decision))
                 elif decision.action == phases.CORRECT:
-                    results.append(_result(entry, CORRECTED, decision.reason))
+                    results.append(RecheckResult.of(entry, CORRECTED, decision.reason))
                 elif decision.action == phases.ALREADY_GONE:
-                    results.append(_result(entry, GONE, decision.reason))
+                    results.append(RecheckResult.of(entry, GONE, decision.reason))
                 else:
                     results.append(
-                        _result(entry, WAITING, decision.reason, until_ms=decision.until_ms)
+                        RecheckResult.of(
+                            entry, WAITING, decision.reason, until_ms=decision.until_ms
+                        )
                     )
             if to_delete:
                 results.extend(_delete(deleter, storage.prefix, to_delete, deleting))
@@ -294,7 +321,7 @@ def _delete(
     store_prefix: str,
     to_delete: list[tuple[RegistryEntry, Decision]],
     deleting: bool,
-) -> list[dict[str, Any]]:
+) -> list[RecheckResult]:
     targets = []
     owners = []
     for entry, decision in to_delete:
@@ -320,7 +347,7 @@ def _delete(
     for entry, decision in to_delete:
         mine = [o for o, owner in zip(outcomes, owners, strict=True) if owner == entry.prefix]
         errors = [o.error for o in mine if o.error]
-        result = _result(
+        result = RecheckResult.of(
             entry,
             DELETED if deleting else WOULD_DELETE,
             decision.reason,
@@ -330,14 +357,19 @@ def _delete(
             # In a versioned bucket the bytes stay as noncurrent versions (not freed).
             recoverable=any(o.recoverable for o in mine),
             deleted_ledgers=[
-                {**asdict(o.target), "objects": o.objects, "bytes": o.bytes,
-                 "recoverable": o.recoverable, "versioning": o.versioning,
-                 "noncurrent_expiration_days": o.noncurrent_expiration_days}
+                {
+                    **asdict(o.target),
+                    "objects": o.objects,
+                    "bytes": o.bytes,
+                    "recoverable": o.recoverable,
+                    "versioning": o.versioning,
+                    "noncurrent_expiration_days": o.noncurrent_expiration_days,
+                }
                 for o in mine
             ],
         )
         if deleting and (errors or not all(o.gone for o in mine)):
-            result["action"] = FAILED
-            result["error"] = errors[0] if errors else "blocks still listed after the delete"
+            result.action = FAILED
+            result.error = errors[0] if errors else "blocks still listed after the delete"
         results.append(result)
     return results
