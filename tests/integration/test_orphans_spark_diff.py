@@ -63,6 +63,12 @@ FOREIGN = [
     f"{PREFIX}/t1/./persistent/x/ledgers/00000000000000000001/00000000000000000000.blk",
     f"{PREFIX}/t1/ns1/other/x/ledgers/00000000000000000001/00000000000000000000.blk",
     f"{PREFIX}/t1/ns1/persistent/a b/ledgers/00000000000000000001/00000000000000000000.blk",
+    # Shapes the diff's two-step test (a ledger directory, then its entry file) must refuse.
+    f"{ledger_dir(PREFIX, LIVE, 3)}00000000000000000000.blk/00000000000000000000.blk",
+    f"{PREFIX}/t1/ns1/persistent/orders/ledgers/00000000000000000003//00000000000000000000.blk",
+    f"{ledger_dir(PREFIX, LIVE, 3)}0000000000000000000a.blk",
+    f"{PREFIX}/t1/ns1/persistent/orders/ledgers/00000000000000000003/99999999999999999999.blk",
+    f"{PREFIX}/t9/ns9/persistent/t/ledgers/00000000000000000003",
 ]
 BASE_MS = 1_780_000_000_000
 OBJECTS = [StoredObject(key, 100 + i, BASE_MS + i * 1000) for i, key in enumerate(BLOCKS + FOREIGN)]

@@ -232,3 +232,44 @@ def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uui
     assert by_ledger[2].ml_name == ml  # its ledger is listed, under another uuid
     assert parse_segment_target(by_ledger[2].prefix("")) == ("bkt", f"p/{u[9]}-ledger-2")
     assert result.orphan_bytes == 50 and result.offload_bytes == 120
+
+
+def _split_check(rest: str) -> bool:
+    """The Spark diff's two-step block test (spark_jobs._ledger_groups), in Python."""
+    directory = "/".join(rest.split("/")[:6])
+    entry = rest.rsplit("/", 1)[-1]
+    return (
+        len(rest) == len(directory) + 1 + len(entry)
+        and re.match(classify.ENTRY_FILE_RE_PYTHON, entry) is not None
+        and re.match(classify.LEDGER_DIR_RE_PYTHON, directory) is not None
+    )
+
+
+_ID20 = st.sampled_from(["00000000000000000003", "0000000000000000003", "0000000000000000000a"])
+_PART = st.sampled_from(
+    ["t1", "ns", "persistent", "my%20topic", "a b", ".", "..", "...", "", "ledgers", "x/y"]
+)
+
+
+@given(
+    st.lists(_PART, min_size=4, max_size=5),
+    st.sampled_from(["ledgers", "ledger"]),
+    _ID20,
+    _ID20,
+    st.sampled_from([".blk", ".BLK", ".blk\n", ".blk/x", ""]),
+    st.booleans(),
+)
+@settings(max_examples=600)
+def test_the_spark_diffs_two_step_block_test_is_the_block_pattern(
+    names, ledgers, ledger, entry, suffix, double_slash
+):
+    rest = "/".join([*names[:4], ledgers, ledger]) + ("//" if double_slash else "/") + entry
+    rest += suffix
+    expected = re.match(classify.BLOCK_RE_PYTHON, rest) is not None
+
+    assert _split_check(rest) == expected, rest
+
+
+def test_the_two_step_block_test_accepts_real_block_keys():
+    rest = block_key("", "t1/ns/persistent/my%20topic", 3, 7).lstrip("/")
+    assert re.match(classify.BLOCK_RE_PYTHON, rest) and _split_check(rest)

@@ -83,6 +83,16 @@ _BLOCK_BODY = rf"^({_ML_NAME})/{keys.LEDGERS_DIR}/({_ID})/({_ID})\.blk"
 #: the store prefix removed). Ids must also be <= keys.MAX_ID.
 BLOCK_RE_PYTHON = _BLOCK_BODY + r"\Z"
 BLOCK_RE_JAVA = _BLOCK_BODY + r"\z"
+#: The block pattern in two halves, for the Spark diff: a key (prefix removed) is a block
+#: iff it has exactly seven ``/``-separated segments, its first six match
+#: ``LEDGER_DIR_RE_*`` and its last ``ENTRY_FILE_RE_*`` (no name segment holds a ``/``).
+#: The diff checks the cheap last segment per key and the long pattern once per ledger
+#: directory, about ten times fewer. ``test_orphan_classify`` checks the equivalence.
+_LEDGER_DIR_BODY = rf"^({_ML_NAME})/{keys.LEDGERS_DIR}/({_ID})"
+LEDGER_DIR_RE_PYTHON = _LEDGER_DIR_BODY + r"\Z"
+LEDGER_DIR_RE_JAVA = _LEDGER_DIR_BODY + r"\z"
+ENTRY_FILE_RE_PYTHON = rf"^{_ID}\.blk\Z"
+ENTRY_FILE_RE_JAVA = rf"^{_ID}\.blk\z"
 #: Group 1: the ``tenant/ns`` of a key inside a managed-ledger directory (foreign or not).
 _NAMESPACE_BODY = rf"^({_SEGMENT}/{_SEGMENT})/{keys.PERSISTENT_DOMAIN}/{_TOPIC}"
 NAMESPACE_RE_PYTHON = _NAMESPACE_BODY + r"(?:/|\Z)"
