@@ -22,8 +22,8 @@ cycle (still one server down) completes. The time of every step is printed (the 
 figures).
 
 ``test_a_cycle_whose_executors_do_not_share_the_drivers_disk`` gives the workers a disk
-of their own, as on several hosts: an expected failure while the Spark steps' scratch is
-a ``file://`` path on the driver's disk.
+of their own, as on several hosts: the survey's snapshot and scan stay on the executors
+(``spark_jobs.hold``), so no step needs a file another host wrote.
 """
 
 from __future__ import annotations
@@ -484,13 +484,6 @@ def cluster_on_other_disks(
 
 @pytest.mark.parametrize("state_backend", ["postgresql"], indirect=True)
 @pytest.mark.timeout(600)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Spark steps' scratch is a file:// path on the driver's disk (LEDGERGC_STATE_DIR): "
-    "executors on other hosts write their Parquet parts to their own disks, the driver finds "
-    "only _SUCCESS; the cycle fails (or, with an executor beside the driver, reads a part of "
-    "the snapshot). Fix: scratch every executor and the driver reach, or results collected.",
-)
 def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
     state_backend: str,
     local_stack: LocalStack,

@@ -167,8 +167,9 @@ def step_survey(
     """Snapshot, scan and diff in one Spark application (one JVM start-up, not three).
 
     The snapshot is taken before the scan starts (the horizon and stale-run rules rely
-    on that order). Their Parquet outputs are this process's scratch and are removed at
-    the end, whatever happened: the later steps read only the state store's records.
+    on that order). Their rows stay on this application's executors (``spark_jobs.hold``,
+    never a file on one host's disk) and are dropped at the end, whatever happened: the
+    later steps read only the state store's records.
     Returns a short summary (the app prints it; the records hold the rest).
     """
     run = RunPaths(settings.state_dir, run_id)
@@ -185,6 +186,9 @@ def step_survey(
         )
         diff = step_diff(settings, run_id, spark)
     finally:
+        from ledger_gc.orphans.spark_jobs import release
+
+        release(run)
         run.remove()
     return {
         "run_id": run_id,

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,6 +165,48 @@ def _job_error(what: str, exc: Exception) -> LedgerGcError:
     return SparkJobError(f"{what} failed: {first[:500]}; its output was discarded")
 
 
+# --- what the survey's steps hand each other ----------------------------------------------
+
+# The snapshot and scans of a survey, kept on the executors (``hold``) for the rest of the
+# Spark application that made them: never files on one host's disk, which the executors
+# of a cluster on several hosts could not all reach.
+_held: dict[tuple[RunPaths, str], DataFrame] = {}
+_held_lock = threading.Lock()
+
+
+def hold(run: RunPaths, step: str, frame: DataFrame) -> DataFrame:
+    """Compute ``frame`` now and keep its rows in the executors' block managers (memory,
+    spilling to their local disk) for the later steps of this application.
+
+    A local checkpoint cuts the lineage: rows lost with an executor are not silently
+    recomputed (a second listing or metadata read at another time, mixed with the
+    first); the job that needs them fails instead, and nothing is decided."""
+    kept = frame.localCheckpoint(eager=True)
+    with _held_lock:
+        previous = _held.pop((run, step), None)
+        _held[(run, step)] = kept
+    if previous is not None:
+        previous.unpersist()
+    return kept
+
+
+def held(spark: SparkSession, run: RunPaths, step: str) -> DataFrame:
+    """What ``hold`` kept for ``run``'s ``step``; else the step's Parquet dataset in the
+    run's folder (written by a benchmark or a test; a missing one fails the job)."""
+    with _held_lock:
+        kept = _held.get((run, step))
+    return kept if kept is not None else spark.read.parquet(run.data_uri(step))
+
+
+def release(run: RunPaths) -> None:
+    """Drop what ``hold`` kept for ``run`` (the survey's end)."""
+    with _held_lock:
+        mine = [key for key in _held if key[0] == run]
+        frames = [_held.pop(key) for key in mine]
+    for frame in frames:
+        frame.unpersist()
+
+
 # --- snapshot --------------------------------------------------------------------------
 
 
@@ -198,23 +241,21 @@ def snapshot_job(
         return rows
 
     rdd = spark.sparkContext.parallelize(names, slices).mapPartitions(read_shard)
-    uri = run.data_uri(SNAPSHOT)
     with job_group(spark, run.run_id, "snapshot", f"read {len(names)} managed ledgers"):
         try:
-            spark.createDataFrame(rdd, SNAPSHOT_SCHEMA).write.mode("overwrite").parquet(uri)
+            kept = hold(run, SNAPSHOT, spark.createDataFrame(rdd, SNAPSHOT_SCHEMA))
             counts = {
                 row["entry_type"]: row["count"]
-                for row in spark.read.parquet(uri).groupBy("entry_type").count().collect()
+                for row in kept.groupBy("entry_type").count().collect()
             }
         except Exception as exc:
             raise _job_error("the metadata snapshot", exc) from exc
     if sum(counts.values()) != produced.value:
         # (A retried task can count twice: that also stops here, which fails closed.)
         raise SparkJobError(
-            f"the metadata snapshot read back {sum(counts.values())} of the "
-            f"{produced.value} rows its executors wrote to {uri}: the Spark scratch is not "
-            "shared between the driver and the executors (set LEDGERGC_STATE_DIR to storage "
-            "every Spark host shares, or run Spark on one host); nothing was decided"
+            f"the metadata snapshot kept {sum(counts.values())} of the {produced.value} "
+            "rows its executors read; a partial snapshot would make live data look "
+            "orphaned, so nothing was decided"
         )
     manifest = {
         "started_ms": started,
@@ -281,10 +322,9 @@ def _scan_job(
         if loose:
             frame = frame.unionByName(spark.createDataFrame(reading.rows_of(loose), OBJECT_SCHEMA))
         try:
-            frame.write.mode("overwrite").parquet(run.data_uri(SCAN))
+            frame = hold(run, SCAN, frame)
         except Exception as exc:
             raise _job_error("the storage scan", exc) from exc
-        frame = spark.read.parquet(run.data_uri(SCAN))
         manifest = {"source": "listing", "inventory": None, "shards": len(shards)}
     from pyspark.sql import functions as F
 
@@ -342,9 +382,8 @@ def offload_scan(
                 lambda _: reading.list_offload_bucket(settings)
             )
             frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
-        frame.write.mode("overwrite").parquet(run.data_uri(OFFLOAD_SCAN))
         totals = (
-            spark.read.parquet(run.data_uri(OFFLOAD_SCAN))
+            hold(run, OFFLOAD_SCAN, frame)
             .agg(
                 F.count("*").alias("n"),
                 F.sum("size").alias("b"),
@@ -461,7 +500,7 @@ def scan_objects(spark: SparkSession, settings: Settings, run: RunPaths) -> Data
             spark, settings, manifest["inventory"], files=manifest["inventory_files"]
         )
         return frame
-    return spark.read.parquet(run.data_uri(SCAN))
+    return held(spark, run, SCAN)
 
 
 # --- diff ------------------------------------------------------------------------------
@@ -489,7 +528,7 @@ def _diff_job(
     snapshot_manifest = steps.read_manifest(run_steps.SNAPSHOT) or {}
     scan_manifest = steps.read_manifest(run_steps.SCAN) or {}
     steps.start_step(run_steps.DIFF)
-    snapshot = spark.read.parquet(run.data_uri(SNAPSHOT))
+    snapshot = held(spark, run, SNAPSHOT)
     objects = scan_objects(spark, settings, run)
 
     parsed = objects.select("key", "size", "last_modified", *_parse_key_columns(settings))
@@ -543,9 +582,9 @@ def _diff_job(
 
 
 def _ledger_groups(objects: DataFrame, settings: Settings) -> DataFrame:
-    """One pass over the objects: a row per ledger directory for blocks, per namespace for
-    foreign keys (``is_block, namespace, ml_name, ledger_id, objects, bytes, newest_ms,
-    oldest_ms``), by classify.py's rules in Spark SQL (no Python UDF).
+    """One pass over the objects: a row per ledger directory (for foreign keys: per the
+    six first segments of the key; ``is_block, namespace, ml_name, ledger_id, objects,
+    bytes, newest_ms, oldest_ms``), by classify.py's rules in Spark SQL (no Python UDF).
 
     Per key only cheap work: the first six ``/``-separated segments (the ledger
     directory, the group key) and a check of the last one (``ENTRY_FILE_RE_JAVA``, 24
@@ -557,24 +596,29 @@ def _ledger_groups(objects: DataFrame, settings: Settings) -> DataFrame:
 
     base = settings.key_prefix
     key = F.col("key")
-    rest = key.substr(len(base) + 1, 1 << 30)
-    directory = F.substring_index(rest, "/", 6)
-    entry = F.substring_index(rest, "/", -1)
+    # The key up to its ledger directory, the prefix included (cut once per group), and
+    # its last segment; byte lengths (no character count) tell that nothing lies between.
+    prefixed_directory = F.substring_index(key, "/", 6 + base.count("/"))
+    entry = F.substring_index(key, "/", -1)
     entry_ok = (
-        # Exactly seven segments: the directory's six, then the entry file.
-        (F.length(rest) == F.length(directory) + 1 + F.length(entry))
+        # Exactly seven segments after the prefix: the directory's six, then the entry.
+        (F.octet_length(key) == F.octet_length(prefixed_directory) + 1 + F.octet_length(entry))
         & entry.rlike(classify.ENTRY_FILE_RE_JAVA)
         & (F.substring(entry, 1, keys.ID_WIDTH) <= _MAX_ID_TEXT)
     )
     in_prefix = key.startswith(base) if base else F.lit(True)
-    per_directory = objects.groupBy(
-        F.when(in_prefix, directory).alias("directory"),
-        F.coalesce(in_prefix & entry_ok, F.lit(False)).alias("entry_ok"),
-    ).agg(
-        F.count("*").alias("objects"),
-        F.sum("size").alias("bytes"),
-        F.max("last_modified").alias("newest_ms"),
-        F.min("last_modified").alias("oldest_ms"),
+    per_directory = (
+        objects.groupBy(
+            F.when(in_prefix, prefixed_directory).alias("prefixed"),
+            F.coalesce(in_prefix & entry_ok, F.lit(False)).alias("entry_ok"),
+        )
+        .agg(
+            F.count("*").alias("objects"),
+            F.sum("size").alias("bytes"),
+            F.max("last_modified").alias("newest_ms"),
+            F.min("last_modified").alias("oldest_ms"),
+        )
+        .withColumn("directory", F.col("prefixed").substr(len(base) + 1, 1 << 30))
     )
     ledger_text = F.substring_index("directory", "/", -1)
     is_block = F.coalesce(
@@ -599,27 +643,9 @@ def _ledger_groups(objects: DataFrame, settings: Settings) -> DataFrame:
         "newest_ms",
         "oldest_ms",
     )
-    foreign = (
-        typed.where(~F.col("is_block"))
-        .groupBy("namespace")
-        .agg(
-            F.sum("objects").alias("objects"),
-            F.sum("bytes").alias("bytes"),
-            F.max("newest_ms").alias("newest_ms"),
-            F.min("oldest_ms").alias("oldest_ms"),
-        )
-        .select(
-            F.lit(False).alias("is_block"),
-            "namespace",
-            F.lit("").alias("ml_name"),
-            F.lit(None).cast("long").alias("ledger_id"),
-            "objects",
-            "bytes",
-            "newest_ms",
-            "oldest_ms",
-        )
-    )
-    return typed.where(F.col("is_block")).unionByName(foreign)
+    # Cache it (the caller does): a filter on is_block would otherwise be pushed below
+    # the aggregation and match the long pattern against every key again.
+    return typed
 
 
 # The largest ledger or entry id (a Java long) as the 20 digits of a key: for ids of
@@ -829,7 +855,12 @@ def _collect_classes(
             )
         result.add(row["namespace"], row["class"], int(row["objects"]), int(row["b"]), units)
         result.block_objects += int(row["objects"])
-    for row in grouped.where(~F.col("is_block")).collect():
+    foreign = (
+        grouped.where(~F.col("is_block"))
+        .groupBy("namespace")
+        .agg(F.sum("objects").alias("objects"), F.sum("bytes").alias("bytes"))
+    )
+    for row in foreign.collect():
         result.add(row["namespace"], FOREIGN, int(row["objects"]), int(row["bytes"]), 0)
     result.objects = sum(t.objects for t in result.classes.values())
     result.bytes = sum(t.bytes for t in result.classes.values())
@@ -853,7 +884,7 @@ def _classify_segments(
     from pyspark.sql import functions as F
 
     bucket, base = offload["bucket"], offload_settings(settings).key_prefix
-    objects = spark.read.parquet(run.data_uri(OFFLOAD_SCAN))
+    objects = held(spark, run, OFFLOAD_SCAN)
     if base:
         # An inventory of the whole bucket: keys outside the prefix are not ours to judge.
         objects = objects.where(F.col("key").startswith(base))
