@@ -8,12 +8,10 @@ JVMs of their own on those workers; ZooKeeper is three servers (``ZooKeeperEnsem
 step of a cycle is its own process with its own empty ``LEDGERGC_STATE_DIR`` (scratch
 only), as tasks on different Airflow workers would be: all they share is the state URL.
 
-``cycle_steps`` says what those processes are. Today a cycle's steps still hand each
-other files in the state dir (issue 13, item 2), so one cycle is one ``ledgergc orphans``
-process; successive cycles are separate processes, each on a fresh scratch dir, which
-shows the registry, the audit log and the run log live in PostgreSQL alone. When the
-orphan DAG's tasks hand over through the state store, ``cycle_steps`` lists them (one
-``airflow tasks test`` or spark-submit process per task) and nothing else here changes.
+``cycle_steps`` says what those processes are: one ``ledgergc orphans`` process per
+cycle, each on a fresh, empty scratch dir, which shows the registry, the audit log and
+the run log live in PostgreSQL alone. The DAG's tasks as processes of their own that
+share only the state URL are ``tests/dags/test_orphan_tasks_share_only_the_state_url.py``.
 
 Then the fault: one ZooKeeper server, the one the snapshot's reads land on (the first new
 session after the cycle read ZooKeeper's clock), is stopped at once. The cycle either
@@ -85,14 +83,8 @@ class Step:
 
 
 def cycle_steps() -> list[Step]:
-    """The processes of one orphan cycle.
-
-    Today: one ``ledgergc orphans --json`` (every step in one process, on the cluster).
-    Once the DAG's tasks hand over through the state store, the DAG's tasks instead,
-    e.g. ``[Step(task, ["airflow", "tasks", "test", "orphan_removal", task, run_id])
-    for task in ("survey", "initialize_correct", "delete", "report")]``; the report
-    step's JSON then comes from ``ledgergc orphans``'s report in the run log.
-    """
+    """The processes of one orphan cycle: one ``ledgergc orphans --json`` (every step in
+    one process, on the cluster)."""
     return [Step("cycle", [LEDGERGC, "orphans", "--json"])]
 
 
