@@ -261,8 +261,9 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
-    from ledger_gc.orphans import cycle, reading, witness
+    from ledger_gc.orphans import cycle, reading, spark_jobs, witness
     from ledger_gc.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
+    from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.orphans.spark_jobs import local_session
     from ledger_gc.orphans.timekeeping import Instant
     from ledger_gc.settings import Settings
@@ -279,6 +280,10 @@ def child_spark(directory: Path) -> dict[str, Any]:
     spark = local_session("ledger-gc-bench-orphan-diff")
     session_s = time.perf_counter() - started
     try:
+        # The snapshot as the survey's snapshot step leaves it: held on the executors
+        # (spark_jobs.hold), before the clocks start.
+        run = RunPaths(settings.state_dir, RUN_ID)
+        spark_jobs.hold(run, SNAPSHOT, spark.read.parquet(run.data_uri(SNAPSHOT)))
         started = time.perf_counter()
         scan = cycle.step_scan(settings, RUN_ID, spark, inventory=str(directory / "inventory"))
         scan_s = time.perf_counter() - started

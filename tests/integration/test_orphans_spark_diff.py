@@ -76,16 +76,12 @@ OBJECTS = [StoredObject(key, 100 + i, BASE_MS + i * 1000) for i, key in enumerat
 
 def _prepare_run(spark: Any, settings: Settings, run_id: str, listed: bool) -> RunPaths:
     run = RunPaths(settings.state_dir, run_id)
-    spark.createDataFrame(SNAPSHOT_ROWS, spark_jobs.SNAPSHOT_SCHEMA).write.mode(
-        "overwrite"
-    ).parquet(run.data_uri(SNAPSHOT))
+    spark_jobs.hold(run, SNAPSHOT, spark.createDataFrame(SNAPSHOT_ROWS, spark_jobs.SNAPSHOT_SCHEMA))
     steps = RunSteps(settings, run_id)
     steps.write_manifest(SNAPSHOT, {"started_ms": 1, "managed_ledgers": 3})
     if listed:
         rows = [(o.key, o.size, o.last_modified) for o in OBJECTS]
-        spark.createDataFrame(rows, spark_jobs.OBJECT_SCHEMA).write.mode("overwrite").parquet(
-            run.data_uri(SCAN)
-        )
+        spark_jobs.hold(run, SCAN, spark.createDataFrame(rows, spark_jobs.OBJECT_SCHEMA))
         steps.write_manifest(SCAN, {"started_ms": 2, "source": "listing"})
     return run
 

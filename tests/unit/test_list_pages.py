@@ -42,6 +42,15 @@ def test_anything_unexpected_is_left_to_botocore():
         page(ITEM.format(key="a", time="2026-01-01T00:00:00", size=1)),  # no zone
         page(ITEM.format(key="a", time="2026-01-01T00:00:00Z", size="x")),
         page("<Contents><Key>a</Key></Contents>"),
+        # <Contents> in another namespace than the page's: botocore reads it, so must we.
+        page(
+            '<Contents xmlns="urn:other"><Key>a</Key><LastModified>2026-01-01T00:00:00Z'
+            "</LastModified><Size>1</Size></Contents>"
+        ),
+        b'<s:ListBucketResult xmlns:s="urn:s"><Contents><Key>a</Key>'
+        b"<LastModified>2026-01-01T00:00:00Z</LastModified><Size>1</Size></Contents>"
+        b"</s:ListBucketResult>",
+        b"<Error><Code>NoSuchBucket</Code></Error>",
     ]
     for body in cases:
         response, custom = take(body)

@@ -128,6 +128,7 @@ def test_no_server_clock_means_no_grace_has_passed():
     )
 
     assert schedule.GRACE in item.waiting_for
+    assert item.deletable_at_ms is None  # grace starts at the next scan that records it
 
 
 def test_soonest_first_and_unknown_last():

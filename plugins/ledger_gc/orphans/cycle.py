@@ -6,8 +6,9 @@ the demo) or as separate Airflow tasks on different workers (``dags/orphan_remov
 and any step can be re-run on its own:
 
 * ``step_survey`` (one Spark application) is ``step_snapshot``, ``step_scan`` and
-  ``step_diff``: their Parquet outputs are scratch in this process's state dir, read
-  back by the diff and removed at the end; what the later steps need (the counts, the
+  ``step_diff``: the snapshot and scan stay on the application's executors
+  (``spark_jobs.hold``), read by the diff and forgotten at the end; what the later
+  steps need (the counts, the
   guard inputs, the candidates, the snapshot's facts about registered targets) is
   recorded in the state store. A re-run overwrites its run's records;
 * ``step_phases`` (guards, then phases 1 and 2) applies a run's scan to the registry in
@@ -206,7 +207,7 @@ def step_survey(
 
 class SnapshotFacts:
     """What the survey recorded of its snapshot for the phases step (``spark_jobs``'s
-    ``snapshot_facts``): the snapshot itself stays in the survey's scratch.
+    ``snapshot_facts``): the snapshot itself stays in the survey's application.
 
     ``ml_high``: for each managed ledger with an orphan-ledger candidate, the highest id
     it lists or marks (the horizon); ``ml_rows``: the snapshot rows of the managed

@@ -1,19 +1,13 @@
-"""The survey's scratch space in the state dir: one folder per run, removed at its end.
+"""Run ids, and the run folders in the state dir (empty since the survey keeps its
+snapshot and scans on its executors, ``spark_jobs.hold``; still removed at its end, and
+those of older versions pruned).
 
 (What crosses steps is in the state store: run_steps.py; the registry and the run
 summaries too: registry.py, run_log.py.)
 
-::
-
-    <state_dir>/orphans/
-      runs/<run>/                  one folder per run, written and read by one process
-        snapshot/                    (the survey app: snapshot, scan and diff) and
-        scan/                        removed when it ends; a crashed survey's folder is
-        offload-scan/                pruned by a later report (``prune_runs``)
-
-``<run>`` is the run id made safe for a path (Airflow's ``manual__2026-01-01T00:00:00+00:00``
-has characters Hadoop paths reject). The folders are Parquet datasets that the diff reads
-back in the same Spark application; no other step, task or worker ever reads them.
+``<run>`` (``<state_dir>/orphans/runs/<run>/``) is the run id made safe for a path
+(Airflow's ``manual__2026-01-01T00:00:00+00:00`` has characters Hadoop paths reject).
+Older versions kept the survey's Parquet datasets there; nothing reads them now.
 """
 
 from __future__ import annotations

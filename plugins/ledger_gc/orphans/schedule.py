@@ -13,9 +13,13 @@ and ``ledgergc orphans --list`` never contact a server:
 * what else holds every entry: deletion switched off, or a safety guard that refused the
   latest cycle. Either stops deletion however old the entry is.
 
-``deletable_at_ms`` is the host time from which the next cycle's live re-check may
-delete the entry (None: not before a scan sees it again). Deletion itself happens only
-when a cycle runs, and only if that re-check still finds it orphaned.
+``deletable_at_ms`` is the time, on this host's clock, from which the next cycle's live
+re-check may delete the entry (None: not before a scan sees it again, or records the
+servers' time for it). It is an estimate for people: the delete step measures grace and
+retention again on the servers' clocks with the settings of its own run (a run's
+``grace_seconds``/``retention_seconds`` params can differ) and decides; a host whose
+clock runs ahead of the survey host's shows times that much early. Deletion itself
+happens only when a cycle runs, and only if that re-check still finds it orphaned.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_gc.orphans.phases import RegistryEntry
-from ledger_gc.orphans.timekeeping import Instant, grace_elapsed
+from ledger_gc.orphans.timekeeping import Instant, grace_elapsed, grace_start
 
 # What an entry waits for (``ScheduledOrphan.waiting_for``), in the order they are shown.
 UNSEEN = "a scan that sees it"
@@ -102,6 +106,7 @@ def schedule(
     # S3's clock (retention's) as the host reads it: the offset seen at the latest scan.
     server_now = now.now_ms()
     elapsed = grace_elapsed(entries, scan_instants, now)
+    latest_known = latest_instant is not None
     held = [DELETION_DISABLED] if not delete_enabled else []
     held += [f"{GUARD} {name}" for name in blocking_guards]
     result = []
@@ -110,6 +115,13 @@ def schedule(
         at: int | None = host_now_ms
         if latest_scan is None or entry.last_scan != latest_scan:
             waiting.append(UNSEEN)
+            at = None
+        # No scan of it recorded the servers' time (an older ledger-gc): its grace
+        # starts at the next scan that does, and retention has no server clock to go by.
+        if (
+            not latest_known
+            or grace_start(entry.first_scan, entry.last_scan, scan_instants) is None
+        ):
             at = None
         grace_left = max(0, grace_seconds * 1000 - elapsed.get(entry.prefix, 0))
         if grace_left:

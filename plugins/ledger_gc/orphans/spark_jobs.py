@@ -191,15 +191,23 @@ def hold(run: RunPaths, step: str, frame: DataFrame) -> DataFrame:
 
 
 def held(spark: SparkSession, run: RunPaths, step: str) -> DataFrame:
-    """What ``hold`` kept for ``run``'s ``step``; else the step's Parquet dataset in the
-    run's folder (written by a benchmark or a test; a missing one fails the job)."""
+    """What ``hold`` kept for ``run``'s ``step`` in this application. Never a file: a
+    dataset left on disk by another run or version could be stale, and a stale snapshot
+    makes live data look orphaned."""
     with _held_lock:
         kept = _held.get((run, step))
-    return kept if kept is not None else spark.read.parquet(run.data_uri(step))
+    if kept is None:
+        raise SparkJobError(
+            f"the {step} of run {run.run_id} is not in this Spark application: a survey's "
+            "snapshot, scan and diff run in one application (cycle.step_survey); nothing "
+            "was decided"
+        )
+    return kept
 
 
 def release(run: RunPaths) -> None:
-    """Drop what ``hold`` kept for ``run`` (the survey's end)."""
+    """Forget what ``hold`` kept for ``run`` (the survey's end); Spark frees the blocks of
+    a local checkpoint once nothing refers to them (its context cleaner)."""
     with _held_lock:
         mine = [key for key in _held if key[0] == run]
         frames = [_held.pop(key) for key in mine]

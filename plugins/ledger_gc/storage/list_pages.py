@@ -82,6 +82,12 @@ def _take_contents(
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     encoded = root.findtext(f"{ns}EncodingType") == "url"
     contents = root.findall(f"{ns}Contents")
+    # Every <Contents>, in any namespace, must be one we read: botocore ignores
+    # namespaces, and a page read as emptier than it is would hide data.
+    if not root.tag.endswith("ListBucketResult") or len(root.findall("{*}Contents")) != len(
+        contents
+    ):
+        return
     rows: list[ObjectRow] = []
     key_tag, size_tag, time_tag = f"{ns}Key", f"{ns}Size", f"{ns}LastModified"
     try:
