@@ -332,12 +332,21 @@ def _raise_stop(signum: int, frame: Any) -> None:
     raise _Stop
 
 
+def _default_sigint() -> None:
+    """In standalone's process before exec: SIGINT back to its default. A shell starts a
+    background job (``bin/airflow &``, ``nohup``) with SIGINT ignored, children inherit
+    that, and Python then installs no handler: standalone could never be stopped cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def standalone(args: argparse.Namespace) -> int:
     home = Path(args.home).resolve()
     state_dir = Path(args.state_dir or home / "state").resolve()
     port = args.port or free_port()
     url = f"http://{LOOPBACK}:{port}"
     previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # Ctrl-C (SIGINT) stops us even when started as a background job, which ignores it.
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     stack: LocalStack | None = None
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -364,6 +373,7 @@ def standalone(args: argparse.Namespace) -> int:
             env=env,
             cwd=PROJECT_ROOT,
             start_new_session=True,  # Ctrl-C reaches us only; we stop it with SIGINT
+            preexec_fn=_default_sigint,
         )
         wait_until_serving(url, process, READY_TIMEOUT_SECONDS)
         print(

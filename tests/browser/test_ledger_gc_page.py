@@ -240,6 +240,9 @@ def stage(
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
+            # As a shell starts a background job (`bin/airflow &`): SIGINT ignored. Ctrl-C
+            # (stop() sends SIGINT) must still stop Airflow cleanly.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
     airflow = LocalAirflow(process, home, log)
     try:
