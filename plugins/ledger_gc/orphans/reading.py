@@ -22,6 +22,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.settings import Settings
+from ledger_gc.storage import list_pages
 from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo, OffloadStorage
 
 # Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid).
@@ -168,7 +169,7 @@ def _list_level(storage: LedgerStorage, prefix: str) -> tuple[list[str], list[Ob
             subdirs.extend(item["Prefix"] for item in page.get("CommonPrefixes", ()))
             objects.extend(
                 ObjectInfo(
-                    item["Key"], int(item["Size"]), int(item["LastModified"].timestamp() * 1000)
+                    item["Key"], int(item["Size"]), list_pages.epoch_ms(item["LastModified"])
                 )
                 for item in page.get("Contents", ())
             )
