@@ -163,3 +163,31 @@ def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
 
     assert manifest["inventory_format"] == "csv"
     _assert_same_as_reference(result, prefixed)
+
+
+def test_a_zone_less_inventory_time_is_utc_whatever_zone_the_session_started_in(
+    prefixed: Settings, spark: Any, tmp_path: Path
+) -> None:
+    """A worker whose local zone is New York starts its Spark session in that zone. S3's
+    times are UTC: read as New York time, every object would look five hours older than
+    it is, and retention would pass five hours early. ``configure_session`` (every
+    cycle's session, the apps' included) reads them as UTC."""
+    utc = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
+    path = tmp_path / "inventory.csv"
+    path.write_text(f'"{prefixed.bucket}","{BLOCKS[0]}","10","2026-11-23T12:00:00.000"\n')
+    saved = {
+        name: spark.conf.get(name)
+        for name in ("spark.sql.session.timeZone", "spark.sql.shuffle.partitions")
+    }
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        spark_jobs.configure_session(spark)
+        frame, _, _ = spark_jobs.read_inventory(spark, prefixed, str(path))
+        [row] = frame.collect()
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    finally:
+        for name, value in saved.items():
+            spark.conf.set(name, value)
+
+    assert row["last_modified"] == int(utc.timestamp() * 1000)
+    assert partitions == max(8, 2 * spark.sparkContext.defaultParallelism)

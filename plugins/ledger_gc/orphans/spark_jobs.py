@@ -100,7 +100,7 @@ def submitted_master(submit_args: str) -> str | None:
 
 def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None) -> SparkSession:
     """The SparkSession of a cycle run outside ``spark-submit`` (the CLI, tests): no UI,
-    few shuffle partitions.
+    and what ``configure_session`` gives every cycle's session.
 
     On ``master`` if given, else on the master ``PYSPARK_SUBMIT_ARGS`` names (PySpark's
     own way to point a Python program at a cluster: ``--master spark://host:7077 ...
@@ -120,12 +120,34 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
         .config("spark.submit.pyFiles", str(library_zip()))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    configure_session(spark)
     return spark
+
+
+#: The fewest shuffle partitions a cycle's session gets (unless its submitter chose).
+MIN_SHUFFLE_PARTITIONS = 8
+
+
+def configure_session(spark: SparkSession) -> None:
+    """What every session of a cycle needs, however it was made (``local_session``, or
+    ``spark-submit`` of the apps with the task's conf).
+
+    * Times in UTC: an inventory's zone-less LastModified (a string, a TIMESTAMP_NTZ
+      column) is UTC as S3 writes it; read in the JVM's default zone (a worker's local
+      time) it would move every object's age by hours, and retention with it.
+    * ``spark.sql.shuffle.partitions``, unless the submitter set it: twice the cores the
+      application has, at least ``MIN_SHUFFLE_PARTITIONS``. Spark's default of 200 costs
+      a small store seconds per shuffle (a survey has a dozen; AQE merges partitions
+      after a shuffle, not before it), and a cluster's cores are what scales it.
+    """
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    context = spark.sparkContext
+    if not context.getConf().contains("spark.sql.shuffle.partitions"):
+        partitions = max(MIN_SHUFFLE_PARTITIONS, 2 * context.defaultParallelism)
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
 
 @contextmanager
