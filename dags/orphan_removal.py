@@ -9,8 +9,10 @@ variable); otherwise every run reports what it would delete.
 
 Tasks: survey (one Spark application: metadata snapshot, storage scan and diff, through
 ``spark_default``), initialize_correct (guards, then registration and correction),
-delete (Spark: live re-check and bulk delete), report (always runs; appends the cycle's
-summary to the run log and fails the run if the cycle failed or a guard refused it).
+delete (live re-check and bulk delete: a Spark application for more than
+``LEDGERGC_ORPHAN_DELETE_SPARK_OVER`` registered orphans, else in the task), report
+(always runs; appends the cycle's summary to the run log and fails the run if the cycle
+failed or a guard refused it).
 The tasks share nothing but the state store (``LEDGERGC_STATE_URL``), so each may run on
 another worker. The work is ``ledger_gc.orphans`` (see ``ledgergc orphans``); this file
 only wires tasks together and does no I/O when parsed.

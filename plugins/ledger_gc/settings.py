@@ -91,6 +91,10 @@ class Settings:
     # How long an orphan cycle waits for the delete lock another cycle holds before it
     # deletes nothing this time (orphans/delete_lock.py).
     orphan_lock_wait_seconds: float = 300.0
+    # More registered orphans than this, and the delete step re-checks and deletes them
+    # on Spark executors; at most this many, and on one process: the DAG's delete task
+    # then starts no Spark application (a JVM costs seconds, the work milliseconds).
+    orphan_delete_spark_over: int = 500
 
     def __post_init__(self) -> None:
         """Check every setting's form, so a bad one stops the run before it starts.
@@ -227,6 +231,7 @@ class Settings:
         if self.state_url:
             env["LEDGERGC_STATE_URL"] = self.state_url
         env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
+        env["LEDGERGC_ORPHAN_DELETE_SPARK_OVER"] = str(self.orphan_delete_spark_over)
         if self.zk_digest:
             env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
         for name, value in self.aws_credentials_env().items():
@@ -266,6 +271,13 @@ class Settings:
         )
         if lock_wait < 0:
             raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
+        spark_over = int(
+            _number(
+                "ORPHAN_DELETE_SPARK_OVER", get, defaults.orphan_delete_spark_over, integer=True
+            )
+        )
+        if spark_over < 0:
+            raise ConfigError("LEDGERGC_ORPHAN_DELETE_SPARK_OVER must be >= 0 orphans")
         return cls(
             zk_hosts=get("ZK_HOSTS") or defaults.zk_hosts,
             zk_timeout_seconds=_number("ZK_TIMEOUT_SECONDS", get, defaults.zk_timeout_seconds),
@@ -300,6 +312,7 @@ class Settings:
             offload_s3_endpoint=get("OFFLOAD_S3_ENDPOINT"),
             pulsar_clusters=parse_pulsar_clusters(env.get("LEDGERGC_PULSAR_CLUSTER")),
             orphan_lock_wait_seconds=lock_wait,
+            orphan_delete_spark_over=spark_over,
         )
 
 

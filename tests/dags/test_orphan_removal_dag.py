@@ -1,9 +1,10 @@
 """``airflow dags test orphan_removal`` end to end against the local stack.
 
-The DAG runs for real: its two Spark tasks (survey, delete) go through the Spark
-provider's SparkSubmitOperator (``spark-submit`` of this venv with ledger_gc as
-``py_files``, ``local[*]`` because the test's Airflow has no ``spark_default``
-connection), its Python tasks in the ``airflow`` process, all against the session's
+The DAG runs for real: its survey goes through the Spark provider's
+SparkSubmitOperator (``spark-submit`` of this venv with ledger_gc as ``py_files``,
+``local[*]`` because the test's Airflow has no ``spark_default`` connection); the delete
+task, with three orphans, runs its step itself (``delete_needs_spark``), like the Python
+tasks in the ``airflow`` process, all against the session's
 ZooKeeper and SeaweedFS S3. Settings reach the tasks as
 ``LEDGERGC_*`` variables, the run's options as ``-c`` params.
 """
@@ -96,3 +97,8 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     assert set(planted["foreign_keys"]) <= remaining
     assert summary["foreign"]["objects"] == 1
     assert OrphanRegistry(settings).entries() == {}
+    # Three orphans are no work for executors: the delete task ran the step itself, and
+    # the survey was the run's one Spark application.
+    text = log.read_text(errors="replace")
+    assert text.count("Spark-Submit cmd") == 1, _tail(log)
+    assert "without a Spark application" in text

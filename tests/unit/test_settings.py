@@ -60,6 +60,18 @@ def test_the_orphan_delete_lock_wait_is_a_setting() -> None:
         Settings.from_env({"LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS": "-1"})
 
 
+def test_where_the_orphan_delete_runs_is_a_setting() -> None:
+    from ledger_gc.errors import ConfigError
+
+    assert Settings.from_env({}).orphan_delete_spark_over == 500
+    settings = Settings.from_env({"LEDGERGC_ORPHAN_DELETE_SPARK_OVER": "0"})
+    assert settings.orphan_delete_spark_over == 0
+    assert Settings.from_env(settings.to_env()).orphan_delete_spark_over == 0
+    for bad in ("-1", "many", "2.5"):
+        with pytest.raises(ConfigError, match="LEDGERGC_ORPHAN_DELETE_SPARK_OVER"):
+            Settings.from_env({"LEDGERGC_ORPHAN_DELETE_SPARK_OVER": bad})
+
+
 def test_the_pulsar_cluster_setting_is_a_list_of_cluster_names() -> None:
     from ledger_gc.errors import ConfigError
 

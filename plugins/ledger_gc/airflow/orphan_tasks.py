@@ -18,7 +18,11 @@ a retried one repeats nothing harmful (the registry applies a run's scan once).
   never to this worker's environment). Without a ``spark_default`` connection it runs
   ``local[*]`` (the provider would pick YARN); with a local master the executors run this
   worker's Python.
-* ``initialize_and_correct`` and ``report``: the Python steps.
+  The delete task submits its application only when there is work for executors
+  (``cycle.delete_needs_spark``: more registered orphans than
+  ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER``, default 500); otherwise it runs the same step
+  in the task itself (``delete``), as the app's driver would, without a JVM's start-up.
+* ``initialize_and_correct``, ``delete`` and ``report``: the Python steps.
 """
 
 from __future__ import annotations
@@ -164,6 +168,21 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         if local:
             self.conf = {**LOCAL_SPARK_CONF, **(self.conf or {})}
 
+    def execute(self, context: Any) -> Any:
+        if self.step == DELETE:
+            from ledger_gc.orphans.cycle import delete_needs_spark
+
+            params = context["params"]
+            settings = settings_for(params)
+            if not delete_needs_spark(settings):
+                log.info(
+                    "at most %d registered orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER): "
+                    "re-checking and deleting them in this task, without a Spark application",
+                    settings.orphan_delete_spark_over,
+                )
+                return delete(params, context["run_id"])
+        return super().execute(context)
+
     def _get_hook(self) -> SparkSubmitHook:
         hook = super()._get_hook()
         if spark_connection_master(self._conn_id) is None:
@@ -186,6 +205,19 @@ def initialize_and_correct(params: dict[str, Any], run_id: str) -> dict[str, Any
         key: result.get(key)
         for key in ("applied", "scan_number", "added", "seen", "restarted", "corrected")
     } | {"refusals": len(result.get("refusals", [])), "held": len(result.get("held", []))}
+
+
+def delete(params: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Phase 3 in this process (``orphan_delete.py``'s step, as its driver runs it).
+
+    SIGTERM (a task timeout, a worker's shutdown): the delete batch under way finishes
+    and is audited, nothing new starts (``termination.stop_on_signals``)."""
+    from ledger_gc.orphans.cycle import delete_summary, step_delete
+    from ledger_gc.termination import stop_on_signals
+
+    with stop_on_signals():
+        result = step_delete(settings_for(params), run_id, options=options_for(params))
+    return delete_summary(result)
 
 
 def report(params: dict[str, Any], run_id: str) -> dict[str, Any]:

@@ -82,9 +82,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
                 result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
-            result = {key: value for key, value in result.items() if key != "results"} | {
-                "results": len(result.get("results", []))
-            }
+            result = cycle.delete_summary(result)
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return 0

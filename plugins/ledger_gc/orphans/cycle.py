@@ -57,9 +57,6 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
-#: More eligible entries than this are re-checked and deleted on executors.
-DISTRIBUTE_OVER = 500
-
 
 @dataclass(frozen=True)
 class CycleOptions:
@@ -445,7 +442,7 @@ def step_delete(
     options: CycleOptions = CycleOptions(),
     spark: SparkSession | None = None,
     clock: Clock = now_ms,
-    distribute_over: int = DISTRIBUTE_OVER,
+    distribute_over: int | None = None,
     lock_wait_seconds: float | None = None,
     witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
@@ -453,7 +450,9 @@ def step_delete(
 
     Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
     and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
-    defaults to ``settings.orphan_lock_wait_seconds``."""
+    defaults to ``settings.orphan_lock_wait_seconds``; more eligible entries than
+    ``distribute_over`` (default ``settings.orphan_delete_spark_over``) go to ``spark``'s
+    executors."""
     steps = RunSteps(settings, run_id)
     applied = steps.read_manifest(PHASES) or {}
     steps.start_step(DELETE)
@@ -469,6 +468,8 @@ def step_delete(
         steps.write_manifest(DELETE, result)
         return result
     wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
+    if distribute_over is None:
+        distribute_over = settings.orphan_delete_spark_over
     try:
         with delete_lock(settings, run_id, wait):
             return _delete_under_lock(
@@ -479,6 +480,21 @@ def step_delete(
         result.update(skipped=str(exc), lock_busy=True)
         steps.write_manifest(DELETE, result)
         return result
+
+
+def delete_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """``step_delete``'s result with a count in place of each entry's outcome (those are
+    in the state store and the audit log): what a task or an app prints."""
+    return {key: value for key, value in result.items() if key != "results"} | {
+        "results": len(result.get("results", []))
+    }
+
+
+def delete_needs_spark(settings: Settings) -> bool:
+    """Whether the delete step has work for executors: more registered orphans than
+    ``settings.orphan_delete_spark_over`` (an upper bound of what can be due, read
+    without the lock; ``step_delete`` decides again under it)."""
+    return len(OrphanRegistry(settings).entries()) > settings.orphan_delete_spark_over
 
 
 def _delete_under_lock(
