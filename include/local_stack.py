@@ -1207,20 +1207,38 @@ class SparkStandaloneCluster:
             worker.stop()
         self.master.stop()
 
+    def submit_conf(self, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The Spark configuration an application of this cluster needs (executors that
+        fit its workers), and any further ``conf``."""
+        return {
+            "spark.executor.memory": self.executor_memory,
+            "spark.executor.cores": "1",
+            "spark.cores.max": str(sum(worker.cores for worker in self.workers)),
+            **(conf or {}),
+        }
+
+    def airflow_env(self, conf_dir: Path, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Variables that make an Airflow worker's ``spark_default`` connection this
+        cluster (as a deployment's connection would), with ``submit_conf`` as the
+        ``spark-defaults.conf`` of its spark-submit (written to ``conf_dir``)."""
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"{key} {value}" for key, value in self.submit_conf(conf).items()]
+        (conf_dir / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+        connection = {"conn_type": "spark", "host": self.master_url}
+        return {
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection),
+            "SPARK_CONF_DIR": str(conf_dir),
+            "PYSPARK_PYTHON": self.python,
+            "SPARK_LOCAL_IP": LOOPBACK,
+        }
+
     def driver_env(self, conf: Mapping[str, str] | None = None) -> dict[str, str]:
         """Variables that make a PySpark program (``ledgergc orphans``, a test) a driver of
         this cluster: ``PYSPARK_SUBMIT_ARGS`` names the master, the executors' size and
         any further ``conf``, and the driver listens on loopback where the executors
         reach it."""
-        cores = sum(worker.cores for worker in self.workers)
-        settings = {
-            "spark.executor.memory": self.executor_memory,
-            "spark.executor.cores": "1",
-            "spark.cores.max": str(cores),
-            **(conf or {}),
-        }
         args = ["--master", self.master_url]
-        for key, value in settings.items():
+        for key, value in self.submit_conf(conf).items():
             args += ["--conf", f"{key}={value}"]
         args.append("pyspark-shell")
         return {

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -361,3 +362,31 @@ def storage(settings: Settings) -> Any:
     from ledger_gc.storage.s3 import LedgerStorage
 
     return LedgerStorage(settings)
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Path:
+    """A migrated Airflow home for the session (its SQLite DB is under this path).
+
+    ``airflow db migrate`` runs in a subprocess of this venv's Python so that the test
+    process does not keep the migration's engine and logging set-up; the DB it creates is
+    the one this process's Airflow then opens (same ``AIRFLOW_HOME`` and SQL Alchemy URL).
+    """
+    home = Path(os.environ["AIRFLOW_HOME"])
+    assert os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") == str(REPO_ROOT / "dags"), (
+        "tests/conftest.py did not set up the Airflow environment"
+    )
+    log = home / "db-migrate.log"
+    with open(log, "wb") as out:
+        result = subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            timeout=300,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        pytest.fail(f"airflow db migrate failed (exit {result.returncode}; log {log}):\n{tail}")
+    return home

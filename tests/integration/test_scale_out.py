@@ -1,22 +1,22 @@
-"""The orphan cycle as a deployment runs it: a Spark standalone cluster, a ZooKeeper
-ensemble, a PostgreSQL state store, and steps in processes that share nothing else.
+"""The orphan cycle as a deployment runs it: the ``orphan_removal`` DAG's tasks on a Spark
+standalone cluster, a ZooKeeper ensemble and a PostgreSQL state store, each task a
+process that shares nothing else with the others.
 
 The stack mirrors a deployment (README "Scaling out"): the Spark master and two workers
-are separate JVMs started from PySpark's jars (``SparkStandaloneCluster``), the executors
-JVMs of their own on those workers; ZooKeeper is three servers (``ZooKeeperEnsemble``) and
-``LEDGERGC_ZK_HOSTS`` lists all three; the state URL is the session's PostgreSQL. Every
-step of a cycle is its own process with its own empty ``LEDGERGC_STATE_DIR`` (scratch
-only), as tasks on different Airflow workers would be: all they share is the state URL.
-
-``cycle_steps`` says what those processes are: one ``ledgergc orphans`` process per
-cycle, each on a fresh, empty scratch dir, which shows the registry, the audit log and
-the run log live in PostgreSQL alone. The DAG's tasks as processes of their own that
-share only the state URL are ``tests/dags/test_orphan_tasks_share_only_the_state_url.py``.
+are separate JVMs started from PySpark's own jars (``SparkStandaloneCluster``), the
+executors JVMs of their own on those workers, reached through the ``spark_default``
+connection as a deployment's would be; ZooKeeper is three servers
+(``ZooKeeperEnsemble``) and ``LEDGERGC_ZK_HOSTS`` lists all three; the state URL is the
+session's PostgreSQL. A cycle is one DAG run (``airflow dags trigger``), and each of its
+tasks is its own ``airflow tasks test`` process with its own empty ``LEDGERGC_STATE_DIR``
+and temporary directory, as on a Celery or Kubernetes worker of its own: all they share
+is the state URL (and Airflow's own metadata DB, which holds the run). ``report`` runs
+after a failed task too (its trigger rule is ``all_done``).
 
 Then the fault: one ZooKeeper server, the one the snapshot's reads land on (the first new
-session after the cycle read ZooKeeper's clock), is stopped at once. The cycle either
+session after the survey read ZooKeeper's clock), is stopped at once. The cycle either
 completes on the other two or fails closed; both are checked to be safe, and the next
-cycle (still one server down) completes. The time of every step is printed (the README's
+cycle (still one server down) completes. The time of every task is printed (the README's
 figures).
 
 ``test_a_cycle_whose_executors_do_not_share_the_drivers_disk`` gives the workers a disk
@@ -26,7 +26,6 @@ of their own, as on several hosts: the survey's snapshot and scan stay on the ex
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -45,8 +44,8 @@ from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
 from ledger_gc.orphans.witness import TICKS_PATH
+from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
-from ledger_gc.state.url import STATE_FILE
 from local_stack import (
     EnsembleMember,
     LocalStack,
@@ -57,7 +56,9 @@ from local_stack import (
 
 pytestmark = pytest.mark.spark
 
-LEDGERGC = str(Path(sys.executable).with_name("ledgergc"))
+AIRFLOW = [sys.executable, "-m", "airflow"]
+DAG_ID = "orphan_removal"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LIVE = "public/default/persistent/orders"
 #: JVM options for the short-lived driver and executors (the test machine is small and
 #: shared); a deployment keeps the JVM's defaults.
@@ -76,16 +77,20 @@ def _die_with_parent() -> None:
 
 @dataclass(frozen=True)
 class Step:
-    """One process of a cycle, as one task of the DAG run would be on its own worker."""
+    """One process of a cycle: one task of the DAG run, as on a worker of its own."""
 
     name: str
     argv: list[str]
+    always: bool = False  # runs after a failed step too (the report: ``all_done``)
 
 
-def cycle_steps() -> list[Step]:
-    """The processes of one orphan cycle: one ``ledgergc orphans --json`` (every step in
-    one process, on the cluster)."""
-    return [Step("cycle", [LEDGERGC, "orphans", "--json"])]
+def cycle_steps(run_id: str) -> list[Step]:
+    """The processes of one orphan cycle: the DAG's tasks, in order, of run ``run_id``."""
+    tasks = ("survey", "initialize_correct", "delete", "report")
+    return [
+        Step(task, [*AIRFLOW, "tasks", "test", DAG_ID, task, run_id], always=task == "report")
+        for task in tasks
+    ]
 
 
 @dataclass
@@ -96,68 +101,85 @@ class StepRun:
     returncode: int
     started: float  # epoch seconds
     seconds: float
-    stdout: str
-    stderr: str
+    output: str
     state_dir: Path
 
-    def report(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.stdout)
-        return data
 
-    def error(self) -> str:
-        """Why a failed step failed: its report's error, else its last line on stderr."""
-        try:
-            report = self.report()
-        except ValueError:
-            report = {}
+@dataclass
+class CycleRun:
+    """One DAG run: its tasks' processes and the report it appended to the run log."""
+
+    run_id: str
+    steps: list[StepRun]
+    report: dict[str, Any] | None
+
+    @property
+    def returncode(self) -> int:
+        """A step killed or crashed (not a task's ordinary failure, exit 1) says so;
+        else the report task's exit: 0, or 1 when the cycle failed or was refused."""
+        crashed = [s.returncode for s in self.steps if s.returncode not in (0, 1)]
+        return crashed[0] if crashed else self.steps[-1].returncode
+
+    @property
+    def started(self) -> float:
+        return self.steps[0].started
+
+    @property
+    def seconds(self) -> float:
+        return sum(step.seconds for step in self.steps)
+
+    def explain(self) -> str:
+        """Why it did not complete: the report's error, else the failed task's log."""
+        report = self.report or {}
         refusals = "; ".join(r.get("reason", "") for r in report.get("refusals") or [])
-        lines = [line for line in self.stderr.strip().splitlines() if "rror" in line]
         why = report.get("error") or refusals or report.get("delete_skipped")
-        if why:
-            return f"{report.get('status')}: {why}"
-        return lines[-1] if lines else f"status {report.get('status')}"
-
-    def phases(self) -> dict[str, float]:
-        """The report's step times: start-up (Python, the Spark driver, the app's
-        registration), snapshot, and scan-to-end (scan, diff, phases 1-3, report)."""
-        try:
-            data = self.report()
-        except ValueError:
-            return {}
-        snapshot = (data.get("snapshot") or {}).get("started_ms")
-        scan = (data.get("scan") or {}).get("started_ms")
-        finished = data.get("finished_ms")
-        if not (snapshot and scan and finished):
-            return {}
-        return {
-            "start-up": round(snapshot / 1000 - self.started, 1),
-            "snapshot": round((scan - snapshot) / 1000, 1),
-            "scan..report": round((finished - scan) / 1000, 1),
-            "shutdown": round(self.started + self.seconds - finished / 1000, 1),
-        }
+        failed = [s for s in self.steps if s.returncode != 0]
+        tail = failed[0].output[-3000:] if failed else ""
+        return f"status {report.get('status')}: {why}\n{tail}"
 
 
 @dataclass
 class Deployment:
-    """The environment every process of every cycle gets; only the state dir differs."""
+    """The environment every process of every cycle gets; only the scratch differs."""
 
     env: dict[str, str]
+    settings: Settings
     scratch: Path
-    timings: list[tuple[str, StepRun]] = field(default_factory=list)
+    cycles: list[tuple[str, CycleRun]] = field(default_factory=list)
+
+    def airflow(self, *args: str) -> None:
+        """An Airflow command of the deployment (not a task): must succeed."""
+        result = subprocess.run(
+            [*AIRFLOW, *args],
+            env=self.env,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+            check=False,
+        )
+        assert result.returncode == 0, f"airflow {' '.join(args)}:\n{result.stderr[-3000:]}"
 
     def start(self, step: Step, overrides: Mapping[str, str]) -> tuple[subprocess.Popen[str], Path]:
-        state_dir = self.scratch / f"{len(self.timings) + 1:02d}-{step.name}-{uuid.uuid4().hex[:6]}"
-        state_dir.mkdir(parents=True)
-        env = {**self.env, **overrides, "LEDGERGC_STATE_DIR": str(state_dir)}
+        own = self.scratch / f"{len(self.cycles) + 1:02d}-{step.name}-{uuid.uuid4().hex[:6]}"
+        (own / "state").mkdir(parents=True)
+        (own / "tmp").mkdir()
+        env = {
+            **self.env,
+            **overrides,
+            "LEDGERGC_STATE_DIR": str(own / "state"),
+            "TMPDIR": str(own / "tmp"),
+        }
         proc = subprocess.Popen(
             step.argv,
             env=env,
+            cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
             preexec_fn=_die_with_parent,
         )
-        return proc, state_dir
+        return proc, own / "state"
 
     def run_cycle(
         self,
@@ -165,12 +187,16 @@ class Deployment:
         overrides: Mapping[str, str] | None = None,
         *,
         during: Callable[[threading.Event], Any] | None = None,
-    ) -> list[StepRun]:
-        """Run the cycle's steps one after the other (stopping at a failed one, as the
-        DAG would); ``during(done)`` runs in a thread beside the first step, ``done``
-        set when that step's process has exited."""
-        runs = []
-        for index, step in enumerate(cycle_steps()):
+    ) -> CycleRun:
+        """Trigger a DAG run, then run its tasks one after the other: after a failed one
+        only the report (as the DAG's trigger rules would). ``during(done)`` runs in a
+        thread beside the first task, ``done`` set when that task's process has exited."""
+        run_id = f"scale-out-{len(self.cycles) + 1}-{uuid.uuid4().hex[:6]}"
+        self.airflow("dags", "trigger", DAG_ID, "-r", run_id)
+        runs: list[StepRun] = []
+        for index, step in enumerate(cycle_steps(run_id)):
+            if runs and runs[-1].returncode != 0 and not step.always:
+                continue
             started = time.time()
             proc, state_dir = self.start(step, overrides or {})
             watcher, done = None, threading.Event()
@@ -178,55 +204,34 @@ class Deployment:
                 watcher = threading.Thread(target=during, args=(done,), daemon=True)
                 watcher.start()
             try:
-                stdout, stderr = proc.communicate(timeout=STEP_TIMEOUT)
+                output, _ = proc.communicate(timeout=STEP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                stdout, stderr = proc.communicate()
+                output, _ = proc.communicate()
             finally:
                 # A step must not outlive the test (pytest-timeout, Ctrl-C): a driver
-                # whose cluster went away waits for executors for ever. Its Spark JVM
-                # exits with it (PySpark's gateway stops when its stdin closes).
+                # whose cluster went away waits for executors for ever.
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
                 done.set()
             if watcher is not None:
                 watcher.join(timeout=30)
-            run = StepRun(
-                step.name,
-                proc.returncode,
-                started,
-                time.time() - started,
-                stdout,
-                stderr,
-                state_dir,
-            )
-            self.timings.append((label, run))
-            runs.append(run)
-            if run.returncode not in (0, 1):
-                break
-        return runs
+            took = time.time() - started
+            runs.append(StepRun(step.name, proc.returncode, started, took, output, state_dir))
+        reports = [r for r in read_runs(self.settings, "orphans") if r.get("run_id") == run_id]
+        cycle = CycleRun(run_id, runs, reports[-1] if reports else None)
+        self.cycles.append((label, cycle))
+        return cycle
 
     def figures(self) -> str:
-        lines = ["scale-out run: time per step (s)"]
-        for label, run in self.timings:
-            detail = ", ".join(f"{name} {secs}" for name, secs in run.phases().items())
-            lines.append(
-                f"  {label:<36} {run.name:<6} exit {run.returncode} {run.seconds:6.1f}"
-                + (f"  ({detail})" if detail else "")
-            )
-            if run.returncode != 0:
-                lines.append(f"    {run.error()[:300]}")
+        lines = ["scale-out run: time per task, each its own process (s)"]
+        for label, cycle in self.cycles:
+            tasks = ", ".join(f"{s.name} {s.seconds:.1f}" for s in cycle.steps)
+            lines.append(f"  {label:<36} exit {cycle.returncode} {cycle.seconds:6.1f}  ({tasks})")
+            if cycle.returncode != 0:
+                lines.append(f"    {cycle.explain()[:300]}")
         return "\n".join(lines)
-
-
-def _last(runs: list[StepRun]) -> StepRun:
-    return runs[-1]
-
-
-def _explain(runs: list[StepRun]) -> str:
-    run = _last(runs)
-    return f"step {run.name} exit {run.returncode}; stderr:\n{run.stderr[-3000:]}"
 
 
 def _deployment(
@@ -239,7 +244,8 @@ def _deployment(
     scratch: Path,
 ) -> tuple[Deployment, Settings]:
     """A fresh chroot on the ensemble, a bucket, a PostgreSQL database (``state_url``);
-    the env of every step."""
+    the env of every task: the settings, the ``spark_default`` connection to ``cluster``,
+    the session's Airflow (its DAGs serialized, as a scheduler would have them)."""
     assert state_url is not None and state_url.startswith("postgresql"), state_url
     name = uuid.uuid4().hex[:12]
     root = KazooClient(hosts=ensemble.hosts, timeout=10)
@@ -265,14 +271,20 @@ def _deployment(
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("LEDGERGC_", "PYSPARK_"))},
         **settings.to_env(),
-        **cluster.driver_env({"spark.executor.extraJavaOptions": FAST_JVM}),
+        **cluster.airflow_env(
+            planting.parent / "spark-conf", {"spark.executor.extraJavaOptions": FAST_JVM}
+        ),
         "SPARK_SUBMIT_OPTS": FAST_JVM,
+        "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "include")),
     }
-    return Deployment(env, scratch), settings
+    deployment = Deployment(env, settings, scratch)
+    deployment.airflow("dags", "reserialize")
+    return deployment, settings
 
 
 @pytest.fixture
 def deployment(
+    airflow_home: Path,
     local_stack: LocalStack,
     zookeeper_ensemble: ZooKeeperEnsemble,
     spark_cluster: SparkStandaloneCluster,
@@ -387,8 +399,8 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
 
     # 1. Deletion not yet enabled (a new deployment's default): register, report.
     first = cluster.run_cycle("1 register (dry)", {"LEDGERGC_DELETE_ENABLED": "false"})
-    assert _last(first).returncode == 0, _explain(first)
-    report = _last(first).report()
+    assert first.returncode == 0 and first.report is not None, first.explain()
+    report = first.report
     assert report["status"] == "ok" and report["dry_run"] is True
     assert {item["prefix"] for item in report["would_delete"]} == leaks
     assert report["deleted"] == []
@@ -396,8 +408,8 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
 
     # 2. Deletion on: a new process, a new empty state dir; the registry is in PostgreSQL.
     second = cluster.run_cycle("2 delete")
-    assert _last(second).returncode == 0, _explain(second)
-    report = _last(second).report()
+    assert second.returncode == 0 and second.report is not None, second.explain()
+    report = second.report
     assert report["status"] == "ok" and report["dry_run"] is False
     assert {item["prefix"] for item in report["deleted"]} == leaks
     assert kit.keys() == live | foreign
@@ -405,8 +417,8 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
     audited = _audit_rows(str(settings.state_url))
     assert {r["run_id"] for r in audited} == {report["run_id"]}
     assert {r["operation"] for r in audited} == {"orphan-removal"}
-    for step in first + second:
-        assert not (step.state_dir / STATE_FILE).exists(), "state went to the scratch dir"
+    for step in first.steps + second.steps:
+        assert not any(step.state_dir.iterdir()), f"{step.name} left files in its scratch"
 
     # 3. New leaks; the ZooKeeper server a snapshot read lands on goes down at once.
     planted_again = plant_leaks(settings, ml_name=LIVE)
@@ -422,7 +434,7 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
         )
         member = stopped.get("member")
         assert member is not None, "no ZooKeeper session of the cycle's snapshot was seen"
-        run = _last(fault)
+        run = fault
         keys = kit.keys()
         assert keys >= live | foreign, "a live or foreign object was deleted"
         deleted_now = _deleted_units(str(settings.state_url), leaks | more_leaks) - leaks
@@ -434,15 +446,17 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
             assert deleted_now == more_leaks
             assert keys == live | foreign
         else:
-            # Failed closed: an error, reported; only audited orphans are gone.
-            assert run.returncode in (1, 2), _explain(fault)
+            # Failed closed: a failed task, a failed run in the run log; only audited
+            # orphans are gone.
+            assert run.returncode == 1, fault.explain()
+            assert run.report is not None and run.report["status"] == "failed", run.explain()
         outcome = "completed" if run.returncode == 0 else f"failed closed (exit {run.returncode})"
         at = stopped["at"] - run.started
-        cluster.timings[-1] = (f"3 server.{member.myid} down at +{at:.1f}s, {outcome}", run)
+        cluster.cycles[-1] = (f"3 server.{member.myid} down at +{at:.1f}s, {outcome}", run)
 
         # 4. The next cycle, the server still down, completes and takes the rest.
         recovery = cluster.run_cycle("4 next cycle, 2 of 3 up")
-        assert _last(recovery).returncode == 0, _explain(recovery)
+        assert recovery.returncode == 0, recovery.explain()
         assert kit.keys() == live | foreign
         everything = leaks | more_leaks
         assert _deleted_units(str(settings.state_url), everything) == everything
@@ -478,6 +492,7 @@ def cluster_on_other_disks(
 @pytest.mark.timeout(600)
 def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
     state_backend: str,
+    airflow_home: Path,
     local_stack: LocalStack,
     zookeeper_ensemble: ZooKeeperEnsemble,
     cluster_on_other_disks: tuple[SparkStandaloneCluster, Path],
@@ -509,6 +524,6 @@ def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
         with capsys.disabled():
             print("\n" + deployment.figures())
     assert kit.keys() >= live
-    assert _last(runs).returncode == 0, _explain(runs)
-    report = _last(runs).report()
+    assert runs.returncode == 0 and runs.report is not None, runs.explain()
+    report = runs.report
     assert {item["prefix"] for item in report["would_delete"]} == leaks
