@@ -390,3 +390,26 @@ def airflow_home() -> Path:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         pytest.fail(f"airflow db migrate failed (exit {result.returncode}; log {log}):\n{tail}")
     return home
+
+
+@pytest.fixture(scope="session")
+def airflow_task_states(airflow_home: Path) -> Any:
+    """``states(dag_id, run_id)``: each task's state in a DAG run, from the session's
+    Airflow database. ``airflow tasks test`` exits 0 whether its task succeeded or
+    failed; the state it records is the verdict."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+
+    def states(dag_id: str, run_id: str) -> dict[str, str | None]:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sqlalchemy.text(
+                    "SELECT task_id, state FROM task_instance"
+                    " WHERE dag_id = :dag_id AND run_id = :run_id"
+                ),
+                {"dag_id": dag_id, "run_id": run_id},
+            )
+            return {task: state for task, state in rows}
+
+    return states

@@ -26,6 +26,7 @@ of their own, as on several hosts: the survey's snapshot and scan stay on the ex
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -64,6 +65,8 @@ LIVE = "public/default/persistent/orders"
 #: shared); a deployment keeps the JVM's defaults.
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STEP_TIMEOUT = 300
+TASKS = ("survey", "initialize_correct", "delete", "report")
+SUCCESS = "success"
 
 
 def _die_with_parent() -> None:
@@ -86,19 +89,20 @@ class Step:
 
 def cycle_steps(run_id: str) -> list[Step]:
     """The processes of one orphan cycle: the DAG's tasks, in order, of run ``run_id``."""
-    tasks = ("survey", "initialize_correct", "delete", "report")
     return [
         Step(task, [*AIRFLOW, "tasks", "test", DAG_ID, task, run_id], always=task == "report")
-        for task in tasks
+        for task in TASKS
     ]
 
 
 @dataclass
 class StepRun:
-    """What one step's process did, and how long it took."""
+    """What one step's process did, and how long it took. ``state``: the task
+    instance's state that Airflow recorded (``airflow tasks test`` exits 0 either way)."""
 
     name: str
     returncode: int
+    state: str | None
     started: float  # epoch seconds
     seconds: float
     output: str
@@ -114,11 +118,14 @@ class CycleRun:
     report: dict[str, Any] | None
 
     @property
-    def returncode(self) -> int:
-        """A step killed or crashed (not a task's ordinary failure, exit 1) says so;
-        else the report task's exit: 0, or 1 when the cycle failed or was refused."""
-        crashed = [s.returncode for s in self.steps if s.returncode not in (0, 1)]
-        return crashed[0] if crashed else self.steps[-1].returncode
+    def ok(self) -> bool:
+        """Every task ran and succeeded (the report's task fails a failed cycle)."""
+        return len(self.steps) == len(TASKS) and all(s.state == SUCCESS for s in self.steps)
+
+    @property
+    def crashed(self) -> list[StepRun]:
+        """Processes that did not end as a task ends, failed or not (killed, timed out)."""
+        return [s for s in self.steps if s.returncode != 0]
 
     @property
     def started(self) -> float:
@@ -129,13 +136,14 @@ class CycleRun:
         return sum(step.seconds for step in self.steps)
 
     def explain(self) -> str:
-        """Why it did not complete: the report's error, else the failed task's log."""
+        """What the run did: the report (what it deleted, would delete, held, skipped,
+        refused, and why), and the log of the failed task, else of the delete task."""
         report = self.report or {}
-        refusals = "; ".join(r.get("reason", "") for r in report.get("refusals") or [])
-        why = report.get("error") or refusals or report.get("delete_skipped")
-        failed = [s for s in self.steps if s.returncode != 0]
-        tail = failed[0].output[-3000:] if failed else ""
-        return f"status {report.get('status')}: {why}\n{tail}"
+        failed = [s for s in self.steps if s.state != SUCCESS] or [
+            s for s in self.steps if s.name == "delete"
+        ]
+        tail = failed[0].output[-4000:] if failed else ""
+        return f"report {json.dumps(report, default=str)[:6000]}\n{tail}"
 
 
 @dataclass
@@ -145,6 +153,7 @@ class Deployment:
     env: dict[str, str]
     settings: Settings
     scratch: Path
+    task_states: Callable[[str, str], dict[str, str | None]]
     cycles: list[tuple[str, CycleRun]] = field(default_factory=list)
 
     def airflow(self, *args: str) -> None:
@@ -195,7 +204,7 @@ class Deployment:
         self.airflow("dags", "trigger", DAG_ID, "-r", run_id)
         runs: list[StepRun] = []
         for index, step in enumerate(cycle_steps(run_id)):
-            if runs and runs[-1].returncode != 0 and not step.always:
+            if runs and runs[-1].state != SUCCESS and not step.always:
                 continue
             started = time.time()
             proc, state_dir = self.start(step, overrides or {})
@@ -218,7 +227,10 @@ class Deployment:
             if watcher is not None:
                 watcher.join(timeout=30)
             took = time.time() - started
-            runs.append(StepRun(step.name, proc.returncode, started, took, output, state_dir))
+            state = self.task_states(DAG_ID, run_id).get(step.name)
+            runs.append(
+                StepRun(step.name, proc.returncode, state, started, took, output, state_dir)
+            )
         reports = [r for r in read_runs(self.settings, "orphans") if r.get("run_id") == run_id]
         cycle = CycleRun(run_id, runs, reports[-1] if reports else None)
         self.cycles.append((label, cycle))
@@ -227,9 +239,10 @@ class Deployment:
     def figures(self) -> str:
         lines = ["scale-out run: time per task, each its own process (s)"]
         for label, cycle in self.cycles:
-            tasks = ", ".join(f"{s.name} {s.seconds:.1f}" for s in cycle.steps)
-            lines.append(f"  {label:<36} exit {cycle.returncode} {cycle.seconds:6.1f}  ({tasks})")
-            if cycle.returncode != 0:
+            tasks = ", ".join(f"{s.name} {s.seconds:.1f} {s.state}" for s in cycle.steps)
+            outcome = "ok" if cycle.ok else "failed"
+            lines.append(f"  {label:<36} {outcome:<6} {cycle.seconds:6.1f}  ({tasks})")
+            if not cycle.ok:
                 lines.append(f"    {cycle.explain()[:300]}")
         return "\n".join(lines)
 
@@ -242,6 +255,7 @@ def _deployment(
     s3_client: Any,
     planting: Path,
     scratch: Path,
+    task_states: Callable[[str, str], dict[str, str | None]],
 ) -> tuple[Deployment, Settings]:
     """A fresh chroot on the ensemble, a bucket, a PostgreSQL database (``state_url``);
     the env of every task: the settings, the ``spark_default`` connection to ``cluster``,
@@ -277,14 +291,14 @@ def _deployment(
         "SPARK_SUBMIT_OPTS": FAST_JVM,
         "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "include")),
     }
-    deployment = Deployment(env, settings, scratch)
+    deployment = Deployment(env, settings, scratch, task_states)
     deployment.airflow("dags", "reserialize")
     return deployment, settings
 
 
 @pytest.fixture
 def deployment(
-    airflow_home: Path,
+    airflow_task_states: Callable[[str, str], dict[str, str | None]],
     local_stack: LocalStack,
     zookeeper_ensemble: ZooKeeperEnsemble,
     spark_cluster: SparkStandaloneCluster,
@@ -302,6 +316,7 @@ def deployment(
         s3_client,
         tmp_path / "planting",
         tmp_path / "workers",
+        airflow_task_states,
     )
     try:
         yield deployment, settings
@@ -344,17 +359,30 @@ def _all_sessions(ensemble: ZooKeeperEnsemble) -> set[str]:
     return set().union(*(member.session_ids() for member in ensemble.members))
 
 
+#: How long after the cycle's clock read the watcher looks for the snapshot's first new
+#: session before it stops a server anyway (a session that opens and closes between two
+#: looks is not seen: a shard's reads take a few hundred milliseconds).
+LOOK_FOR_SESSION_S = 1.0
+
+
 def _stop_the_server_a_snapshot_read_lands_on(
     ensemble: ZooKeeperEnsemble, hosts: str, stopped: dict[str, Any]
 ) -> Callable[[threading.Event], None]:
     """A watcher: once the cycle has read ZooKeeper's clock (its tick under
     ``/ledger-gc/ticks``, the snapshot step's first call), the server that the next new
-    client session lands on (the snapshot's reads) is stopped at once."""
+    client session lands on (the snapshot's reads) is stopped at once; if none is seen
+    within ``LOOK_FOR_SESSION_S``, the server with the most sessions then (the snapshot
+    under way) is. Either way a server goes down in the middle of the survey."""
     client = KazooClient(hosts=hosts, timeout=10)
     client.start(timeout=30)
     ticks = client.exists(TICKS_PATH)
     before = ticks.cversion if ticks else -1
-    known = _all_sessions(ensemble) | {f"0x{client.client_id[0]:x}"}
+    mine = f"0x{client.client_id[0]:x}"
+    known = _all_sessions(ensemble) | {mine}
+
+    def stop(member: EnsembleMember, how: str) -> None:
+        stopped.update(at=time.time(), member=member, how=how)
+        member.stop()
 
     def watch(done: threading.Event) -> None:
         try:
@@ -365,14 +393,18 @@ def _stop_the_server_a_snapshot_read_lands_on(
                 time.sleep(0.02)
             # The tick's own session may still be closing: only a later one counts.
             seen = known | _all_sessions(ensemble)
+            deadline = time.monotonic() + LOOK_FOR_SESSION_S
             while not done.is_set():
-                for member in ensemble.members:
-                    if member.running and member.session_ids() - seen:
-                        stopped["at"] = time.time()
-                        stopped["member"] = member
-                        member.stop()
+                running = [member for member in ensemble.members if member.running]
+                for member in running:
+                    if member.session_ids() - seen:
+                        stop(member, "the snapshot's new session")
                         return
-                time.sleep(0.02)
+                if time.monotonic() > deadline:
+                    busiest = max(running, key=lambda m: len(m.session_ids() - {mine}))
+                    stop(busiest, f"no new session seen in {LOOK_FOR_SESSION_S:g} s")
+                    return
+                time.sleep(0.01)
         finally:
             client.stop()
             client.close()
@@ -399,7 +431,7 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
 
     # 1. Deletion not yet enabled (a new deployment's default): register, report.
     first = cluster.run_cycle("1 register (dry)", {"LEDGERGC_DELETE_ENABLED": "false"})
-    assert first.returncode == 0 and first.report is not None, first.explain()
+    assert first.ok and first.report is not None, first.explain()
     report = first.report
     assert report["status"] == "ok" and report["dry_run"] is True
     assert {item["prefix"] for item in report["would_delete"]} == leaks
@@ -408,7 +440,7 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
 
     # 2. Deletion on: a new process, a new empty state dir; the registry is in PostgreSQL.
     second = cluster.run_cycle("2 delete")
-    assert second.returncode == 0 and second.report is not None, second.explain()
+    assert second.ok and second.report is not None, second.explain()
     report = second.report
     assert report["status"] == "ok" and report["dry_run"] is False
     assert {item["prefix"] for item in report["deleted"]} == leaks
@@ -441,22 +473,24 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
         audited = _audit_rows(str(settings.state_url))
         confirmed = {r["prefix"] for r in audited if r["status"] == "deleted"}
         assert not {k for k in keys if any(k.startswith(p) for p in confirmed)}
-        if run.returncode == 0:
+        assert not run.crashed, fault.explain()
+        if run.ok:
             # Completed on the other two servers.
-            assert deleted_now == more_leaks
+            assert deleted_now == more_leaks, fault.explain()
             assert keys == live | foreign
         else:
             # Failed closed: a failed task, a failed run in the run log; only audited
             # orphans are gone.
-            assert run.returncode == 1, fault.explain()
             assert run.report is not None and run.report["status"] == "failed", run.explain()
-        outcome = "completed" if run.returncode == 0 else f"failed closed (exit {run.returncode})"
+        failed = ", ".join(f"{s.name} {s.state}" for s in run.steps if s.state != SUCCESS)
+        outcome = "completed" if run.ok else f"failed closed ({failed})"
         at = stopped["at"] - run.started
-        cluster.cycles[-1] = (f"3 server.{member.myid} down at +{at:.1f}s, {outcome}", run)
+        label = f"3 server.{member.myid} down at +{at:.1f}s ({stopped['how']}), {outcome}"
+        cluster.cycles[-1] = (label, run)
 
         # 4. The next cycle, the server still down, completes and takes the rest.
         recovery = cluster.run_cycle("4 next cycle, 2 of 3 up")
-        assert recovery.returncode == 0, recovery.explain()
+        assert recovery.ok, recovery.explain()
         assert kit.keys() == live | foreign
         everything = leaks | more_leaks
         assert _deleted_units(str(settings.state_url), everything) == everything
@@ -492,7 +526,7 @@ def cluster_on_other_disks(
 @pytest.mark.timeout(600)
 def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
     state_backend: str,
-    airflow_home: Path,
+    airflow_task_states: Callable[[str, str], dict[str, str | None]],
     local_stack: LocalStack,
     zookeeper_ensemble: ZooKeeperEnsemble,
     cluster_on_other_disks: tuple[SparkStandaloneCluster, Path],
@@ -511,6 +545,7 @@ def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
         s3_client,
         tmp_path / "planting",
         driver_disk / tmp_path.name,
+        airflow_task_states,
     )
     kit = store_kit_for(settings)
     kit.managed_ledger(LIVE, entries=30, size=4000, per_ledger=10)
@@ -524,6 +559,6 @@ def test_a_cycle_whose_executors_do_not_share_the_drivers_disk(
         with capsys.disabled():
             print("\n" + deployment.figures())
     assert kit.keys() >= live
-    assert runs.returncode == 0 and runs.report is not None, runs.explain()
+    assert runs.ok and runs.report is not None, runs.explain()
     report = runs.report
     assert {item["prefix"] for item in report["would_delete"]} == leaks
