@@ -8,7 +8,7 @@ records its own (``orphans/run_steps.py``), so each task may run on another work
 failed task changes nothing in the registry (each registry step is one transaction), and
 a retried one repeats nothing harmful (the registry applies a run's scan once).
 
-* ``OrphanSparkSubmitOperator``: the two Spark applications of a cycle, ``survey``
+* ``OrphanSparkSubmitOperator``: the Spark applications of a cycle (one or two), ``survey``
   (snapshot, scan and diff in one JVM) and ``delete``, through the Spark provider's
   ``SparkSubmitOperator`` (``spark_default``; pool ``ledgergc_spark``). When Airflow
   renders the task it fills in what is submitted, so the Rendered view shows it (secrets
