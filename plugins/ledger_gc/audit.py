@@ -70,6 +70,9 @@ class AuditRecord:
     # a deletion only where the settings point now (``announced``), and
     # where ``ledgergc restore`` acts (a segment's prefix is a bare key of the offload bucket).
     bucket: str | None = None
+    # What a restore needs beyond the columns (stored as JSON in ``extra``): for a
+    # BookKeeper ledger, its znode, the version deleted and the record's bytes (base64).
+    extra: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         record = dict(vars(self))  # flat fields: asdict's deep copy is not needed
@@ -186,6 +189,7 @@ class AuditLog:
 def _row(record: AuditRecord) -> dict[str, Any]:
     row = asdict(record)
     row["time_ms"] = record.time_ms or int(time.time() * 1000)
+    row["extra"] = json.dumps(record.extra, sort_keys=True) if record.extra else None
     return row
 
 

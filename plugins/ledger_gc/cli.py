@@ -56,7 +56,8 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     with ExitStack() as stack:
         store = stack.enter_context(MetadataStore.open(settings))
         # The metrics use metadata and state files only: no bucket listing per scrape.
-        storage = None if args.metadata_only or args.metrics else LedgerStorage(settings)
+        no_blocks = args.metadata_only or args.metrics or not settings.block_store
+        storage = None if no_blocks else LedgerStorage(settings)
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)

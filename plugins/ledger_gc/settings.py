@@ -95,6 +95,14 @@ class Settings:
     # on Spark executors; at most this many, and on one process: the DAG's delete task
     # then starts no Spark application (a JVM costs seconds, the work milliseconds).
     orphan_delete_spark_over: int = 500
+    # BookKeeper's ledger metadata (DESIGN.md "BookKeeper ledgers"): "auto" scans it when
+    # <root>/LAYOUT exists; its ensemble and chroot default to Pulsar's (zk_hosts).
+    bookkeeper: str = "auto"
+    bk_ledgers_root: str = "/ledgers"
+    bk_zk_hosts: str | None = None
+    # Several Pulsar clusters write to this BookKeeper: only ledgers this metadata names
+    # by id are deleted (bookkeeper/classify.py).
+    bk_shared: bool = False
 
     def __post_init__(self) -> None:
         """Check every setting's form, so a bad one stops the run before it starts.
@@ -120,8 +128,8 @@ class Settings:
                 f"LEDGERGC_S3_REGION={self.s3_region!r} is not a region name (letters, digits "
                 "and '-', e.g. us-east-1)"
             )
-        if not self.bucket:
-            raise ConfigError("LEDGERGC_BUCKET is empty; set it to the bucket that holds ledgers")
+        # An empty bucket turns the S3 block source off (a Pulsar cluster keeps its data
+        # in BookKeeper); the trim and the managed-ledger library then refuse to run.
         for name, bucket in (
             ("LEDGERGC_BUCKET", self.bucket),
             ("LEDGERGC_OFFLOAD_BUCKET", self.offload_bucket),
@@ -150,6 +158,24 @@ class Settings:
                 "or false"
             )
         _check_pulsar_clusters(self.pulsar_clusters)
+        if self.bookkeeper not in READ_ONLY_MODES:
+            raise ConfigError(
+                f"LEDGERGC_BOOKKEEPER={self.bookkeeper!r} must be auto, true or false"
+            )
+        if self.bk_zk_hosts is not None:
+            _check_zk_hosts(self.bk_zk_hosts, name="LEDGERGC_BK_ZK_HOSTS")
+        root = self.bk_ledgers_root
+        if (
+            not root.startswith("/")
+            or root != "/" + root.strip("/")
+            or root == "/"
+            or "//" in root
+            or any(part in (".", "..") for part in root.split("/"))
+        ):
+            raise ConfigError(
+                f"LEDGERGC_BK_LEDGERS_ROOT={root!r} is not a znode path like /ledgers "
+                "(BookKeeper's zkLedgersRootPath, below the chroot of LEDGERGC_BK_ZK_HOSTS)"
+            )
         object.__setattr__(self, "prefix", self.prefix.strip("/"))
         object.__setattr__(self, "offload_prefix", self.offload_prefix.strip("/"))
         object.__setattr__(self, "state_dir", Path(self.state_dir))
@@ -191,6 +217,22 @@ class Settings:
         return "/" + chroot.strip("/") if slash and chroot.strip("/") else ""
 
     @property
+    def block_store(self) -> bool:
+        """Whether the S3 block source is on (``LEDGERGC_BUCKET`` set)."""
+        return bool(self.bucket)
+
+    @property
+    def bookkeeper_hosts(self) -> str:
+        """Where BookKeeper's metadata lives: ``LEDGERGC_BK_ZK_HOSTS``, else Pulsar's."""
+        return self.bk_zk_hosts or self.zk_hosts
+
+    def bookkeeper_settings(self) -> Settings:
+        """These settings pointed at BookKeeper's ensemble and chroot (its sessions)."""
+        if self.bk_zk_hosts is None or self.bk_zk_hosts == self.zk_hosts:
+            return self
+        return replace(self, zk_hosts=self.bk_zk_hosts)
+
+    @property
     def key_prefix(self) -> str:
         """The prefix that every key of the store starts with ("" or "prefix/")."""
         return f"{self.prefix}/" if self.prefix else ""
@@ -227,6 +269,10 @@ class Settings:
             "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
             "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
             "LEDGERGC_PULSAR_CLUSTER": ",".join(self.pulsar_clusters),
+            "LEDGERGC_BOOKKEEPER": self.bookkeeper,
+            "LEDGERGC_BK_LEDGERS_ROOT": self.bk_ledgers_root,
+            "LEDGERGC_BK_ZK_HOSTS": self.bk_zk_hosts or "",
+            "LEDGERGC_BK_SHARED": "true" if self.bk_shared else "false",
         }
         if self.state_url:
             env["LEDGERGC_STATE_URL"] = self.state_url
@@ -288,7 +334,8 @@ class Settings:
             # An empty LEDGERGC_S3_ENDPOINT means "AWS default", so it is not an error.
             s3_endpoint=get("S3_ENDPOINT"),
             s3_region=get("S3_REGION") or env.get("AWS_DEFAULT_REGION") or defaults.s3_region,
-            bucket=get("BUCKET") or defaults.bucket,
+            # Set but empty: the S3 block source is off (DESIGN.md "BookKeeper ledgers").
+            bucket="" if env.get("LEDGERGC_BUCKET") == "" else get("BUCKET") or defaults.bucket,
             prefix=env.get("LEDGERGC_PREFIX", defaults.prefix),
             delete_enabled=_flag("DELETE_ENABLED", get, defaults.delete_enabled),
             grace_seconds=int(_number("GRACE_SECONDS", get, defaults.grace_seconds, integer=True)),
@@ -313,6 +360,10 @@ class Settings:
             pulsar_clusters=parse_pulsar_clusters(env.get("LEDGERGC_PULSAR_CLUSTER")),
             orphan_lock_wait_seconds=lock_wait,
             orphan_delete_spark_over=spark_over,
+            bookkeeper=(get("BOOKKEEPER") or defaults.bookkeeper).strip().lower(),
+            bk_ledgers_root=get("BK_LEDGERS_ROOT") or defaults.bk_ledgers_root,
+            bk_zk_hosts=get("BK_ZK_HOSTS"),
+            bk_shared=_flag("BK_SHARED", get, defaults.bk_shared),
         )
 
 
@@ -365,27 +416,27 @@ def _number(name: str, get: Any, default: float, *, integer: bool = False) -> fl
         raise ConfigError(f"LEDGERGC_{name}={raw!r} is not {kind}") from exc
 
 
-def _check_zk_hosts(hosts: str) -> None:
+def _check_zk_hosts(hosts: str, name: str = "LEDGERGC_ZK_HOSTS") -> None:
     example = "set it to host:port[,host:port][/chroot], e.g. zk1:2181,zk2:2181/pulsar"
     if not hosts.strip():
-        raise ConfigError(f"LEDGERGC_ZK_HOSTS is empty; {example}")
+        raise ConfigError(f"{name} is empty; {example}")
     servers, slash, chroot = hosts.partition("/")
     for server in servers.split(","):
         host, colon, port = (
             server.strip().rpartition(":") if ":" in server else (server.strip(), "", "")
         )
         if not host or not _ZK_HOST.fullmatch(host):
-            raise ConfigError(f"LEDGERGC_ZK_HOSTS={hosts!r}: {server!r} has no host; {example}")
+            raise ConfigError(f"{name}={hosts!r}: {server!r} has no host; {example}")
         if colon and not (port.isdigit() and 0 < int(port) < 65536):
             raise ConfigError(
-                f"LEDGERGC_ZK_HOSTS={hosts!r}: port {port!r} of {server!r} is not a port "
+                f"{name}={hosts!r}: port {port!r} of {server!r} is not a port "
                 f"number (1-65535); {example}"
             )
     if slash and chroot:
         parts = chroot.rstrip("/").split("/")
         if any(part in ("", ".", "..") for part in parts):
             raise ConfigError(
-                f"LEDGERGC_ZK_HOSTS={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
+                f"{name}={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
             )
 
 

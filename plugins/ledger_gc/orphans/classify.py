@@ -47,6 +47,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.bookkeeper.classify import TARGET_SCHEME as BK_TARGET_SCHEME
 from ledger_gc.storage import keys
 
 LIVE = "live"
@@ -61,6 +63,9 @@ OTHER_CLUSTER_SEGMENT = "other-cluster-segment"
 SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN, OTHER_CLUSTER_SEGMENT)
 CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
 ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
+#: Every class the registry tracks: the S3 and tiered-storage orphans, and BookKeeper's
+#: (``ledger_gc.bookkeeper.classify``; their target is the ledger's metadata znode).
+TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_ORPHAN_CLASSES)
 #: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
 SEGMENT_TARGET_SCHEME = "offload:"
 
@@ -174,15 +179,19 @@ class Candidate:
     # An orphan segment's ``<offload bucket>/<data key>`` (its index key is the data key
     # plus ``-index``); ``ml_name`` is then the managed ledger that references its
     # ledger id under another uuid, or "" when none does (a deleted topic).
+    # A BookKeeper ledger's metadata znode (``ml_name``: its managed ledger or schema id).
     segment: str | None = None
 
     def __post_init__(self) -> None:
-        if self.target_class not in ORPHAN_CLASSES:
+        if self.target_class not in TARGET_CLASSES:
             raise ValueError(f"{self.target_class!r} is not an orphan class")
         if (self.target_class == ORPHAN_PARTITION) == (self.ledger_id is not None):
             raise ValueError("an orphan ledger or segment has a ledger id, a partition none")
-        if (self.target_class == ORPHAN_SEGMENT) != (self.segment is not None):
-            raise ValueError("an orphan segment, and only it, names its offloaded object")
+        named = self.target_class == ORPHAN_SEGMENT or self.bookkeeper
+        if named != (self.segment is not None):
+            raise ValueError(
+                "an orphan segment or BookKeeper ledger, and only they, name their object"
+            )
         if self.ledger_id is not None and self.max_ledger_id is None:
             object.__setattr__(self, "max_ledger_id", self.ledger_id)
 
@@ -190,8 +199,15 @@ class Candidate:
     def namespace(self) -> str:
         return namespace_of_ml(self.ml_name)
 
+    @property
+    def bookkeeper(self) -> bool:
+        """A BookKeeper ledger (its metadata znode is the target), not S3 data."""
+        return self.target_class in BK_ORPHAN_CLASSES
+
     def prefix(self, store_prefix: str) -> str:
         """The target's key prefix: what the registry is keyed by and what is deleted."""
+        if self.bookkeeper:
+            return BK_TARGET_SCHEME + str(self.segment)
         if self.segment is not None:
             return SEGMENT_TARGET_SCHEME + self.segment
         if self.ledger_id is None:

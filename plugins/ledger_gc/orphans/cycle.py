@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, horizon, phases, report, segments, timekeeping
@@ -183,6 +184,7 @@ def step_survey(
             witness=witness,
         )
         diff = step_diff(settings, run_id, spark)
+        diff = step_bookkeeper(settings, run_id)
     finally:
         from ledger_gc.orphans.spark_jobs import release
 
@@ -197,6 +199,35 @@ def step_survey(
         "orphan_bytes": diff.get("orphan_bytes"),
         "orphan_fraction": diff.get("orphan_fraction"),
     }
+
+
+def step_bookkeeper(settings: Settings, run_id: str) -> dict[str, Any]:
+    """The BookKeeper source (DESIGN.md "BookKeeper ledgers"), after the diff: Pulsar's
+    references, then BookKeeper's ledgers, classified; its totals join the diff's record
+    (``bookkeeper``) and its candidates the diff's, in one transaction. Off (no LAYOUT
+    under ``auto``, or ``LEDGERGC_BOOKKEEPER=false``): the record says so."""
+    from ledger_gc.bookkeeper.survey import survey
+
+    steps = RunSteps(settings, run_id)
+    diff = steps.read_manifest(DIFF) or {}
+    candidates = [c for c in steps.read_candidates() if not c.bookkeeper]
+    found = survey(settings, OrphanRegistry(settings).entries())
+    if found is None:
+        diff["bookkeeper"] = None
+    else:
+        diff["bookkeeper"] = found.to_manifest()
+        candidates.extend(Candidate(**fields) for fields in found.candidates)
+        log.info(
+            "orphan cycle %s: BookKeeper at %s%s: %d ledgers, %d orphan candidates",
+            run_id,
+            found.hosts,
+            found.root,
+            found.ledgers,
+            len(found.candidates),
+        )
+    diff["candidates"] = len(candidates)
+    steps.write_diff(diff, candidates, settings.prefix)
+    return diff
 
 
 # --- phases 1 and 2 --------------------------------------------------------------------
@@ -275,9 +306,16 @@ def step_phases(
     diff = steps.read_manifest(DIFF) or {}
     steps.start_step(PHASES)
     refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
+    refusals += guards.bookkeeper_refusals(
+        diff.get("bookkeeper"), settings.orphan_max_fraction, force=force
+    )
     facts = SnapshotFacts(diff)
     found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
-    candidates, held = horizon.split_held(found, _horizon(facts, diff, found.values()))
+    # BookKeeper candidates were judged against their own horizon (bookkeeper/classify.py):
+    # the block store's (this chroot's lists and id counter) says nothing about them.
+    blocks = {prefix: c for prefix, c in found.items() if not c.bookkeeper}
+    candidates, held = horizon.split_held(blocks, _horizon(facts, diff, blocks.values()))
+    candidates.update({prefix: c for prefix, c in found.items() if c.bookkeeper})
     stale = guards.stale_metadata(horizon.proof_of_staleness(held), settings.zk_hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
@@ -362,10 +400,13 @@ def _apply_scan(
             for prefix, entry in entries.items()
             if prefix not in candidates and prefix in facts.registered
         ]
+        bk_reasons = (diff.get("bookkeeper") or {}).get("registered_reasons") or {}
         reasons = {
             entry.prefix: (
                 _why_segment_not_orphan(entry, facts.owners, diff, number)
                 if entry.target_class == ORPHAN_SEGMENT
+                else _why_bookkeeper_not_orphan(entry, diff, bk_reasons, number)
+                if entry.target_class in BK_ORPHAN_CLASSES
                 else phases.why_not_orphan(entry, facts.refs.get(entry.ml_name), number)
             )
             for entry in missing
@@ -408,6 +449,18 @@ def _apply_scan(
         )
         txn.set_scan_result(number, result)
     return result
+
+
+def _why_bookkeeper_not_orphan(
+    entry: phases.RegistryEntry, diff: dict[str, Any], reasons: dict[str, str], number: int
+) -> str:
+    """Why a registered BookKeeper ledger that this scan did not report is none (now)."""
+    if diff.get("bookkeeper") is None:
+        return (
+            f"scan {number} did not survey BookKeeper (LEDGERGC_BOOKKEEPER, or no LAYOUT "
+            "under LEDGERGC_BK_LEDGERS_ROOT); tracked again when it does"
+        )
+    return reasons.get(entry.prefix) or f"not orphaned in scan {number}"
 
 
 def _sequence_restarted(latest: dict[str, Any], diff: dict[str, Any]) -> bool:
@@ -537,13 +590,17 @@ def _delete_under_lock(
     result["eligible"] = len(plan.eligible)
     ours = _our_clusters(settings, latest.result).to_dict()
     result["our_clusters"] = ours
-    if spark is not None and len(plan.eligible) > distribute_over:
+    # BookKeeper ledgers are re-checked and deleted here, one znode at a time
+    # (bookkeeper/deleting.py); the block and segment entries as before.
+    bk_eligible = [e for e in plan.eligible if e.target_class in BK_ORPHAN_CLASSES]
+    eligible = [e for e in plan.eligible if e.target_class not in BK_ORPHAN_CLASSES]
+    if spark is not None and len(eligible) > distribute_over:
         from ledger_gc.orphans.spark_jobs import distributed_delete
 
         results = distributed_delete(
             spark,
             settings,
-            plan.eligible,
+            eligible,
             run_id=run_id,
             now_ms=now,
             deleting=deleting_now,
@@ -551,7 +608,13 @@ def _delete_under_lock(
         )
     else:
         results = deleting.recheck_and_delete(
-            settings, plan.eligible, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
+            settings, eligible, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
+        )
+    if bk_eligible:
+        from ledger_gc.bookkeeper import deleting as bk_deleting
+
+        results += bk_deleting.recheck_and_delete(
+            settings, bk_eligible, run_id=run_id, now_ms=now, deleting=deleting_now
         )
     # Audited ahead by the delete path (deletion.Deleter).
     result["results"] = [r.to_dict() for r in results]

@@ -249,11 +249,18 @@ def recheck_and_delete(
     if not items:
         return []
     results: list[RecheckResult] = []
-    storage = LedgerStorage(settings)
+    if not settings.block_store and any(e.target_class != ORPHAN_SEGMENT for e in items):
+        blocks = [e for e in items if e.target_class != ORPHAN_SEGMENT]
+        why = "LEDGERGC_BUCKET is empty (the block store is off): ledger blocks are not re-checked"
+        results = [RecheckResult.of(e, FAILED, why, error=why) for e in blocks]
+        items = [e for e in items if e.target_class == ORPHAN_SEGMENT]
+        if not items:
+            return results
+    storage = LedgerStorage(settings) if settings.block_store else None
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
     audit = AuditLog(settings)
-    deleter = Deleter(storage, audit, run_id, dry_run=not deleting)
+    deleter = Deleter(storage, audit, run_id, dry_run=not deleting) if storage else None
     offload = OffloadStorage(settings) if settings.offload_bucket else None
     offload_deleter = (
         Deleter(offload, audit, run_id, dry_run=not deleting) if offload is not None else None
@@ -282,6 +289,7 @@ def recheck_and_delete(
                             continue
                         live, listing = state
                     else:
+                        assert storage is not None  # block entries were set aside above
                         live = read_live_state(store, entry.ml_name)
                         listing = read_listing(storage, entry)
                 except MetadataUnavailableError as exc:
@@ -309,7 +317,7 @@ def recheck_and_delete(
                             entry, WAITING, decision.reason, until_ms=decision.until_ms
                         )
                     )
-            if to_delete:
+            if to_delete and deleter is not None and storage is not None:
                 results.extend(_delete(deleter, storage.prefix, to_delete, deleting))
             if segments_to_delete and offload_deleter is not None:
                 results.extend(_delete(offload_deleter, "", segments_to_delete, deleting))

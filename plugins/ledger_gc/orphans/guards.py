@@ -29,6 +29,13 @@ ORPHAN_FRACTION = "orphan-fraction"
 STALE_RUN = "stale-run"
 STALE_METADATA = "stale-metadata"
 NO_LIVE_SEGMENTS = "no-live-segments"
+BK_ROOT_MISMATCH = "bookkeeper-root-mismatch"
+BK_NO_MANAGED_LEDGERS = "bookkeeper-zero-managed-ledgers"
+BK_STALE_METADATA = "bookkeeper-stale-metadata"
+BK_ORPHAN_FRACTION = "bookkeeper-orphan-fraction"
+#: Listed ledgers a BookKeeper root may lack (a topic half deleted, data lost) before
+#: the root is taken for another cluster's or a copy: a share of the listed ledgers.
+BK_MISSING_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -135,3 +142,71 @@ def stale_metadata(proof: list[Any], zk_hosts: str, *, force: bool) -> Refusal |
 def blocking(refusals: list[Refusal]) -> list[Refusal]:
     """The refusals that stop the run (those not forced past)."""
     return [refusal for refusal in refusals if not refusal.forced]
+
+
+def bookkeeper_refusals(
+    survey: dict[str, Any] | None, max_fraction: float, *, force: bool
+) -> list[Refusal]:
+    """The guards of the BookKeeper source (DESIGN.md "BookKeeper ledgers"), over the
+    survey's record (``bookkeeper.survey.BookKeeperSurvey.to_manifest``)."""
+    if not survey:
+        return []
+    where = f"{survey['hosts']}{survey['root']}"
+    refusals = []
+    fix = (
+        "is LEDGERGC_BK_ZK_HOSTS (its chroot) or LEDGERGC_BK_LEDGERS_ROOT another cluster's "
+        "BookKeeper, or LEDGERGC_ZK_HOSTS another cluster's Pulsar metadata? A refused "
+        "cycle registers and deletes nothing"
+    )
+    if survey["managed_ledgers"] == 0 and survey["pulsar_ledgers"] > 0:
+        refusals.append(
+            Refusal(
+                BK_NO_MANAGED_LEDGERS,
+                f"the Pulsar metadata has no managed ledgers but BookKeeper at {where} holds "
+                f"{survey['pulsar_ledgers']} Pulsar ledgers: {fix}; force it only if every "
+                "topic really was deleted",
+                forced=force,
+            )
+        )
+    missing = survey.get("missing_listed") or []
+    listed = len(missing) + int(survey.get("listed_in_bookkeeper") or 0)
+    if missing and (
+        len(missing) > BK_MISSING_TOLERANCE * listed or not survey.get("listed_in_bookkeeper")
+    ):
+        first = missing[0]
+        refusals.append(
+            Refusal(
+                BK_ROOT_MISMATCH,
+                f"{len(missing)} of the {listed} ledgers that managed ledgers list are not in "
+                f"BookKeeper at {where} (e.g. ledger {first['ledger_id']} of "
+                f"{first['ml_name']}, re-read live): {fix}",
+                forced=force,
+            )
+        )
+    above = survey.get("above_counter") or []
+    if above:
+        refusals.append(
+            Refusal(
+                BK_STALE_METADATA,
+                f"{survey.get('above_counter_count', len(above))} BookKeeper ledgers (e.g. "
+                f"{above[0]}) have ids at or above the ledger-id counter of the Pulsar "
+                f"metadata ({survey.get('id_counter')}): the Pulsar metadata read is older "
+                f"than BookKeeper's ledgers (a DR copy, a restored snapshot?): {fix}",
+                forced=force,
+            )
+        )
+    total = int(survey.get("bytes") or 0)
+    orphaned = int(survey.get("orphan_bytes") or 0)
+    if total and orphaned / total > max_fraction:
+        refusals.append(
+            Refusal(
+                BK_ORPHAN_FRACTION,
+                f"BookKeeper orphans are {orphaned / total:.1%} of its ledgers' bytes "
+                f"({orphaned} of {total}), above the limit of {max_fraction:.1%} "
+                "(LEDGERGC_ORPHAN_MAX_FRACTION): check the configuration first. A refused "
+                "cycle registers and deletes nothing; force it (--force, DAG param force) "
+                "if the leak is real",
+                forced=force,
+            )
+        )
+    return refusals

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
@@ -89,6 +90,8 @@ class RegistryEntry:
         return self.newest_ms + retention_seconds * 1000
 
     def describe(self) -> str:
+        if self.target_class in BK_ORPHAN_CLASSES:
+            return f"{self.target_class} {self.ledger_id} of {self.ml_name or '?'}"
         if self.target_class == ORPHAN_SEGMENT:
             where = parse_segment_target(self.prefix)
             key = f"{where[0]}/{where[1]}" if where else self.prefix

@@ -183,7 +183,10 @@ def _list_level(storage: LedgerStorage, prefix: str) -> tuple[list[str], list[Ob
 
 def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str], list[ObjectInfo]]:
     """Split the prefix into namespace prefixes (``<prefix>/<tenant>/<ns>/``) for parallel
-    listing; objects that lie above that level (all foreign) are returned directly."""
+    listing; objects that lie above that level (all foreign) are returned directly.
+    With the block store off (``LEDGERGC_BUCKET`` empty) there is nothing to list."""
+    if not settings.block_store:
+        return [], []
     storage = storage_for(settings)
     tenants, loose = _list_level(storage, settings.key_prefix)
     shards: list[str] = []
@@ -218,6 +221,8 @@ _STORAGE_LOCK = threading.Lock()
 
 def list_prefixes(settings: Settings, prefixes: Sequence[str]) -> Iterator[ObjectRow]:
     """Every object under each prefix, as (key, size, last modified ms) rows."""
+    if not prefixes:
+        return  # an empty partition (the block store off has none at all)
     storage = storage_for(settings)
     for prefix in prefixes:
         for obj in storage.iter_objects(prefix):

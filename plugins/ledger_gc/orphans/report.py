@@ -92,6 +92,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.orphans import deleting, layout, phases, run_steps, timekeeping
 from ledger_gc.orphans.classify import (
     CLASSES,
@@ -411,6 +412,7 @@ def build_report(
             "scan_number": (applied or {}).get("scan_number"),
         },
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
+        "bookkeeper": _bookkeeper(diff, deleted_list, delete_results),
     }
     return CycleReport(data)
 
@@ -452,6 +454,30 @@ def _tiered(
     }
 
 
+def _bookkeeper(
+    diff: dict[str, Any] | None, deleted: list[dict[str, Any]], delete_results: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The BookKeeper source's part of the cycle (None when it is off): the survey's
+    totals per class (each explained), what it held and why, and what was deleted."""
+    survey = _first(diff, "bookkeeper")
+    if not survey:
+        return None
+    mine = [r for r in deleted if r["target_class"] in BK_ORPHAN_CLASSES]
+    freed = [
+        r
+        for r in delete_results
+        if r["action"] == deleting.DELETED and r["target_class"] in BK_ORPHAN_CLASSES
+    ]
+    return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
+        "deleted": len(mine),
+        "bytes_reclaimed": sum(r["bytes"] for r in freed),
+        "restore": (
+            "ledgergc restore --run <run id> re-creates deleted ledgers' metadata until the "
+            "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
+        ),
+    }
+
+
 def _first(manifest: dict[str, Any] | None, key: str, default: Any = None) -> Any:
     return default if manifest is None else manifest.get(key, default)
 
@@ -482,6 +508,29 @@ def _when(ms: int | None) -> str:
     if ms is None:
         return "after the next scan"
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
+    yield (
+        f"  BookKeeper {bk['hosts']}{bk['root']} ({bk['layout']}): {bk['ledgers']} ledgers, "
+        f"{_size(bk['bytes'])}; {bk['managed_ledgers']} managed ledgers reference them; "
+        f"deleted {bk['deleted']} ledgers, {_size(bk['bytes_reclaimed'])} reclaimed"
+    )
+    for name, totals in bk["classes"].items():
+        if totals["ledgers"]:
+            yield (
+                f"    {name:<27} {totals['ledgers']:>8} ledgers {_size(totals['bytes']):>10}"
+                f"  {bk['explanations'].get(name, '')}"
+            )
+    for hold, count in (bk.get("held_reasons") or {}).items():
+        yield f"    held: {count} x {hold}"
+    if bk.get("missing_listed"):
+        yield (
+            f"    {len(bk['missing_listed'])} listed ledgers are missing from BookKeeper "
+            f"(e.g. {bk['missing_listed'][0]})"
+        )
+    if bk["deleted"]:
+        yield f"    {bk['restore']}"
 
 
 def render_text(cycle_report: CycleReport) -> Iterable[str]:
@@ -523,6 +572,9 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
                 f"{tiered['held_at_recheck']} more at the live re-check; this store's "
                 f"clusters: {(tiered.get('our_clusters') or {}).get('names') or 'none named'}"
             )
+    bookkeeper = data.get("bookkeeper")
+    if bookkeeper:
+        yield from _bookkeeper_lines(bookkeeper)
     yield "  classes:"
     for name in CLASSES:
         totals = data["classes"][name]

@@ -66,6 +66,8 @@ class ServerClocks:
 
 def _s3_time(settings: Settings) -> int | None:
     """S3's clock (the ``Date`` header, second precision); None if it sends none."""
+    if not settings.block_store:
+        return None  # no block store: ZooKeeper's clock alone (BookKeeper ages are its too)
     storage = LedgerStorage(settings)
     try:
         response = storage.client.head_bucket(Bucket=settings.bucket)

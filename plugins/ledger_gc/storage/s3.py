@@ -36,7 +36,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ledger_gc.errors import BlockFormatError, BucketNotFoundError, StorageError
+from ledger_gc.errors import BlockFormatError, BucketNotFoundError, ConfigError, StorageError
 from ledger_gc.settings import Settings
 from ledger_gc.storage import keys, list_pages, offload_keys
 from ledger_gc.storage.blocks import (
@@ -180,6 +180,12 @@ class LedgerStorage:
         index_cache_size: int = INDEX_CACHE_SIZE,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        if not settings.bucket:
+            raise ConfigError(
+                "LEDGERGC_BUCKET is empty: the S3 block store is off (a Pulsar cluster's "
+                "data is in BookKeeper), so there are no ledger blocks to read, write, trim "
+                "or delete; set LEDGERGC_BUCKET to the bucket that holds the store's blocks"
+            )
         self.settings = settings
         self.bucket = settings.bucket
         self.prefix = settings.prefix

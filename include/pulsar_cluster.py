@@ -1,0 +1,205 @@
+"""A Pulsar cluster's metadata as its brokers and bookies write it, for the demo and tests.
+
+BookKeeper's side: ``<root>/LAYOUT`` (the hierarchical manager, Pulsar's default),
+``INSTANCEID``, ``available``, ids drawn from ``<root>/idgen`` the way BookKeeper's
+``ZkLedgerIdGenerator`` draws them (an ephemeral sequential ``ID-`` child, deleted at
+once), and one metadata znode per ledger in format v3 (or v2, as a cluster older than
+BookKeeper 4.10 still holds), tagged with Pulsar's custom metadata
+(``LedgerMetadataUtils``). Pulsar's side: managed-ledger and cursor records, schema
+locators, namespace policies. Each write is in the order Pulsar makes it: a ledger is
+created before any record references it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+
+from ledger_gc import formats
+from ledger_gc.bookkeeper import ledger_paths, records
+from ledger_gc.metadata import paths
+from ledger_gc.proto import pulsar_schema_pb2
+from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
+from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+
+LAYOUT_TEXT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+FLAT_LAYOUT_TEXT = b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"
+LAYOUTS = {ledger_paths.HIERARCHICAL: LAYOUT_TEXT, ledger_paths.FLAT: FLAT_LAYOUT_TEXT}
+
+
+def ml_tags(ml_name: str) -> dict[str, bytes]:
+    return {
+        "application": b"pulsar",
+        "component": b"managed-ledger",
+        "pulsar/managed-ledger": ml_name.encode(),
+    }
+
+
+def cursor_tags(ml_name: str, cursor: str) -> dict[str, bytes]:
+    return {**ml_tags(ml_name), "pulsar/cursor": cursor.encode()}
+
+
+def schema_tags(schema_id: str) -> dict[str, bytes]:
+    return {"application": b"pulsar", "component": b"schema", "pulsar/schemaId": schema_id.encode()}
+
+
+def compacted_tags(ml_name: str) -> dict[str, bytes]:
+    tenant, ns, _, topic = ml_name.split("/", 3)
+    return {
+        "application": b"pulsar",
+        "component": b"compacted-ledger",
+        "pulsar/compactedTopic": f"persistent://{tenant}/{ns}/{topic}".encode(),
+        "pulsar/compactedTo": b"\x08\x01\x10\x02",
+    }
+
+
+def bucket_tags(ml_name: str, cursor: str) -> dict[str, bytes]:
+    return {
+        "application": b"pulsar",
+        "component": b"delayed-index-bucket",
+        "pulsar/delayedIndexTopic": ml_name.encode(),
+        "pulsar/delayedIndexCursor": cursor.encode(),
+    }
+
+
+def ledger_record(
+    custom: Mapping[str, bytes],
+    *,
+    fmt: int = 3,
+    closed: bool = True,
+    length: int = 1024,
+    ctime_ms: int | None = None,
+) -> bytes:
+    """A ledger's metadata record as BookKeeper writes it."""
+    message = LedgerMetadataFormat(
+        quorumSize=2,
+        ensembleSize=3,
+        ackQuorumSize=2,
+        length=length if closed else 0,
+        lastEntryId=9 if closed else -1,
+        state=LedgerMetadataFormat.CLOSED if closed else LedgerMetadataFormat.OPEN,
+        digestType=LedgerMetadataFormat.CRC32C,
+        password=b"",
+    )
+    segment = message.segment.add(firstEntryId=0)
+    segment.ensembleMember.extend(["bookie-1:3181", "bookie-2:3181", "bookie-3:3181"])
+    if ctime_ms is not None:
+        message.ctime = ctime_ms
+    for key, value in custom.items():
+        message.customMetadata.add(key=key, value=value)
+    if fmt == 3:
+        message.cToken = 7
+        return records.encode_v3(message)
+    return records.encode_v2(message)
+
+
+@dataclass
+class PulsarCluster:
+    """Writes a Pulsar cluster's metadata into ``client``'s chroot."""
+
+    client: KazooClient
+    root: str = "/ledgers"
+    layout: str = ledger_paths.HIERARCHICAL
+
+    def init(self) -> PulsarCluster:
+        """BookKeeper's root, as ``bookkeeper shell metaformat`` leaves it."""
+        self.client.ensure_path(f"{self.root}/available")
+        self.client.ensure_path(f"{self.root}/idgen")
+        if not self.client.exists(f"{self.root}/LAYOUT"):
+            self.client.create(f"{self.root}/LAYOUT", LAYOUTS[self.layout])
+            self.client.create(f"{self.root}/INSTANCEID", b"6e9e0a2c-demo")
+        return self
+
+    def next_id(self) -> int:
+        """A ledger id the way ``ZkLedgerIdGenerator`` draws one."""
+        made = self.client.create(f"{self.root}/idgen/ID-", b"", ephemeral=True, sequence=True)
+        self.client.delete(made)
+        return int(made.rsplit("-", 1)[1])
+
+    def path(self, ledger_id: int) -> str:
+        return ledger_paths.ledger_path(self.root, ledger_id, self.layout)
+
+    def ledger(
+        self,
+        custom: Mapping[str, bytes],
+        *,
+        ledger_id: int | None = None,
+        fmt: int = 3,
+        closed: bool = True,
+        length: int = 1024,
+        ctime_ms: int | None = None,
+    ) -> int:
+        """Create a ledger's metadata znode (BookKeeper's ``createLedgerMetadata``)."""
+        lid = self.next_id() if ledger_id is None else ledger_id
+        data = ledger_record(custom, fmt=fmt, closed=closed, length=length, ctime_ms=ctime_ms)
+        self.client.create(self.path(lid), data, makepath=True)
+        return lid
+
+    def close(self, ledger_id: int, length: int = 4096) -> None:
+        """Close an open ledger (a new version of its record)."""
+        data, stat = self.client.get(self.path(ledger_id))
+        closed = records.decode_record(data)
+        custom = dict(closed.custom)
+        self.client.set(
+            self.path(ledger_id),
+            ledger_record(custom, length=length, fmt=closed.format_version),
+            version=stat.version,
+        )
+
+    # --- Pulsar's records --------------------------------------------------------------
+
+    def namespace(self, tenant_ns: str) -> None:
+        self.client.ensure_path(f"/admin/policies/{tenant_ns}")
+
+    def managed_ledger(
+        self,
+        ml_name: str,
+        ledger_ids: Iterable[int],
+        *,
+        offloaded_deleted: Iterable[int] = (),
+    ) -> None:
+        info = ManagedLedgerInfo()
+        gone = set(offloaded_deleted)
+        for lid in sorted(ledger_ids):
+            entry = info.ledgerInfo.add(ledgerId=lid, entries=10, size=1024, timestamp=1)
+            if lid in gone:
+                entry.offloadContext.uidMsb = lid
+                entry.offloadContext.uidLsb = -lid
+                entry.offloadContext.complete = True
+                entry.offloadContext.bookkeeperDeleted = True
+        self._put(paths.managed_ledger_path(ml_name), formats.encode_managed_ledger_info(info))
+
+    def cursor(
+        self,
+        ml_name: str,
+        cursor: str,
+        cursors_ledger_id: int = -1,
+        *,
+        properties: Mapping[str, int] | None = None,
+        cursor_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        info = ManagedCursorInfo(cursorsLedgerId=cursors_ledger_id)
+        for name, value in (properties or {}).items():
+            info.properties.add(name=name, value=value)
+        for name, text in (cursor_properties or {}).items():
+            info.cursorProperties.add(name=name, value=text)
+        self._put(paths.cursor_path(ml_name, cursor), formats.encode_managed_cursor_info(info))
+
+    def schema(self, schema_id: str, versions: Iterable[tuple[int, int]]) -> None:
+        """A schema locator naming ``(version, ledger id)`` pairs; the last is ``info``."""
+        locator = pulsar_schema_pb2.SchemaLocator()
+        pairs = list(versions)
+        for version, lid in pairs:
+            entry = locator.index.add(version=version, hash=b"h")
+            entry.position.ledgerId = lid
+            entry.position.entryId = 0
+        locator.info.CopyFrom(locator.index[-1])
+        self._put(f"/schemas/{schema_id}", locator.SerializeToString())
+
+    def _put(self, path: str, data: bytes) -> None:
+        if self.client.exists(path):
+            self.client.set(path, data)
+        else:
+            self.client.create(path, data, makepath=True)

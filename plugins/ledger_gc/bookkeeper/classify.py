@@ -1,0 +1,460 @@
+"""Every BookKeeper ledger against the Pulsar records that reference it (pure).
+
+The classes (DESIGN.md "BookKeeper ledgers"); the orphan classes go through the three
+phases, guards, live re-check and audit like every other orphan:
+
+* ``bk-live``: some Pulsar record names the ledger's id (a managed ledger's list or
+  deletable markers, a cursor's ``cursorsLedgerId``, the ``__compaction`` cursor's
+  ``CompactedTopicLedger``, a delayed-delivery bucket property, a schema index);
+* ``bk-offloaded-copy``: a listed ledger whose offload is complete with
+  ``bookkeeperDeleted=true``: Pulsar reads it from tiered storage and meant to delete
+  this copy. The only class judged by id, so the only one deleted in a shared BookKeeper;
+* ``bk-orphan-ledger``: its managed ledger exists and neither lists nor marks it;
+* ``bk-orphan-partition``: its managed ledger is gone, in a namespace this metadata has;
+* ``bk-orphan-cursor-ledger``: its cursor is gone, or names another (newer) ledger;
+* ``bk-orphan-schema-ledger``: no schema index names it;
+* ``bk-orphan-compacted-ledger``: its topic is gone;
+* ``bk-held``: looks unreferenced, but is not ours to judge (``HOLD_*``): a ledger newer
+  than what the metadata knows (a rollover, cursor switch or topic creation in flight),
+  a namespace this metadata does not have (another Pulsar cluster's, sharing this
+  BookKeeper), a live topic's compacted ledger (its ZooKeeper property lags), a schema
+  index that does not start at version 0, a declared shared BookKeeper;
+* ``bk-foreign``: untagged (BookKeeper's own tools, Pulsar before 2.3.0, v1 records),
+  another application's, another Pulsar component's (a delayed-delivery bucket's...).
+  Reported, never deleted;
+* ``bk-unreadable``: an empty or garbage record. Reported, never deleted.
+
+Ledger ids come from one counter and only grow, so a ledger created after the Pulsar
+records were read has an id above every id they reference (``store_high``): such a
+ledger is held, whatever its tags say. A ledger created before and referenced after
+the read is what the grace window and the live re-check are for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_gc.bookkeeper.records import CLOSED, OPEN
+
+BK_LIVE = "bk-live"
+BK_OFFLOADED_COPY = "bk-offloaded-copy"
+BK_ORPHAN_LEDGER = "bk-orphan-ledger"
+BK_ORPHAN_PARTITION = "bk-orphan-partition"
+BK_ORPHAN_CURSOR_LEDGER = "bk-orphan-cursor-ledger"
+BK_ORPHAN_SCHEMA_LEDGER = "bk-orphan-schema-ledger"
+BK_ORPHAN_COMPACTED_LEDGER = "bk-orphan-compacted-ledger"
+BK_HELD = "bk-held"
+BK_FOREIGN = "bk-foreign"
+BK_UNREADABLE = "bk-unreadable"
+
+BK_ORPHAN_CLASSES = (
+    BK_OFFLOADED_COPY,
+    BK_ORPHAN_LEDGER,
+    BK_ORPHAN_PARTITION,
+    BK_ORPHAN_CURSOR_LEDGER,
+    BK_ORPHAN_SCHEMA_LEDGER,
+    BK_ORPHAN_COMPACTED_LEDGER,
+)
+BK_CLASSES = (BK_LIVE, *BK_ORPHAN_CLASSES, BK_HELD, BK_FOREIGN, BK_UNREADABLE)
+#: Classes judged by a Pulsar *name* (a topic, a cursor, a schema id), which another
+#: Pulsar cluster sharing the BookKeeper may also use: never deleted when it is shared.
+BK_NAME_JUDGED = tuple(c for c in BK_ORPHAN_CLASSES if c != BK_OFFLOADED_COPY)
+
+#: What each class means, for the report, ``--json`` and the page.
+EXPLANATIONS = {
+    BK_LIVE: "a Pulsar record references it",
+    BK_OFFLOADED_COPY: (
+        "offloaded to tiered storage with bookkeeperDeleted=true: Pulsar meant to delete "
+        "this BookKeeper copy"
+    ),
+    BK_ORPHAN_LEDGER: "its managed ledger exists and neither lists nor marks it",
+    BK_ORPHAN_PARTITION: "its managed ledger (topic) is gone, in a namespace this metadata has",
+    BK_ORPHAN_CURSOR_LEDGER: "its cursor is gone or uses a newer ledger",
+    BK_ORPHAN_SCHEMA_LEDGER: "no schema index names it",
+    BK_ORPHAN_COMPACTED_LEDGER: "its compacted topic is gone",
+    BK_HELD: "looks unreferenced, but is not ledger-gc's to judge (see each reason); kept",
+    BK_FOREIGN: "not a Pulsar ledger ledger-gc judges (untagged, another application or "
+    "component); never deleted",
+    BK_UNREADABLE: "its metadata record is empty or does not decode; never deleted",
+}
+
+#: A registry target of a BookKeeper ledger: ``bookkeeper:<its metadata znode>``.
+TARGET_SCHEME = "bookkeeper:"
+
+
+def target_of(znode: str) -> str:
+    """The registry prefix of a BookKeeper ledger."""
+    return TARGET_SCHEME + znode
+
+
+def znode_of_target(prefix: str) -> str | None:
+    """The znode a registry prefix names (None: not a BookKeeper target)."""
+    return prefix[len(TARGET_SCHEME) :] if prefix.startswith(TARGET_SCHEME) else None
+
+
+# Why a ledger is held.
+HOLD_NEWER = "newer-than-metadata"
+HOLD_ROLLOVER = "rollover-in-flight"
+HOLD_CURSOR_SWITCH = "cursor-switch-in-flight"
+HOLD_OTHER_CLUSTER = "unknown-namespace"
+HOLD_LIVE_COMPACTED = "live-topic-compacted-ledger"
+HOLD_SCHEMA_INDEX = "schema-index-not-from-0"
+HOLD_SHARED = "shared-bookkeeper"
+HOLD_OFFLOAD_MISMATCH = "offloaded-copy-tag-mismatch"
+
+# Pulsar's tags (LedgerMetadataUtils, since Pulsar 2.3.0).
+APPLICATION = "application"
+PULSAR = "pulsar"
+COMPONENT = "component"
+MANAGED_LEDGER_COMPONENT = "managed-ledger"
+SCHEMA_COMPONENT = "schema"
+COMPACTED_COMPONENT = "compacted-ledger"
+ML_NAME_TAG = "pulsar/managed-ledger"
+CURSOR_TAG = "pulsar/cursor"
+SCHEMA_ID_TAG = "pulsar/schemaId"
+COMPACTED_TOPIC_TAG = "pulsar/compactedTopic"
+PERSISTENT_SCHEME = "persistent://"
+
+
+@dataclass(frozen=True)
+class PulsarTags:
+    """A ledger's custom metadata as Pulsar's tags (None: absent or not UTF-8)."""
+
+    application: str | None = None
+    component: str | None = None
+    ml_name: str | None = None
+    cursor: str | None = None
+    schema_id: str | None = None
+    compacted_topic: str | None = None
+
+    @classmethod
+    def of(cls, custom: Mapping[str, bytes]) -> PulsarTags:
+        def text(key: str) -> str | None:
+            value = custom.get(key)
+            if value is None:
+                return None
+            try:
+                return bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+
+        return cls(
+            text(APPLICATION),
+            text(COMPONENT),
+            text(ML_NAME_TAG),
+            text(CURSOR_TAG),
+            text(SCHEMA_ID_TAG),
+            text(COMPACTED_TOPIC_TAG),
+        )
+
+    def owner(self) -> str:
+        """The Pulsar name the ledger belongs to, for the registry and reports."""
+        if self.component == SCHEMA_COMPONENT and self.schema_id:
+            return self.schema_id
+        if self.component == COMPACTED_COMPONENT and self.compacted_topic:
+            return compacted_ml_name(self.compacted_topic) or self.compacted_topic
+        return self.ml_name or ""
+
+
+def compacted_ml_name(topic: str) -> str | None:
+    """``persistent://t/ns/topic`` -> the managed ledger ``t/ns/persistent/topic``."""
+    if not topic.startswith(PERSISTENT_SCHEME):
+        return None
+    parts = topic[len(PERSISTENT_SCHEME) :].split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
+
+
+def schema_ml_name(schema_id: str) -> str | None:
+    """``t/ns/topic`` (a schema id) -> the topic's managed ledger name."""
+    parts = schema_id.split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
+
+
+def namespace_of(name: str) -> str | None:
+    """``tenant/ns`` of a managed-ledger name or a schema id."""
+    parts = name.split("/")
+    return f"{parts[0]}/{parts[1]}" if len(parts) >= 3 and parts[0] and parts[1] else None
+
+
+@dataclass(frozen=True)
+class BkLedger:
+    """One ledger as the scan read it: its znode and what its record says."""
+
+    ledger_id: int
+    version: int  # the znode's data version when read
+    ctime_ms: int  # the record's ctime, else the znode's
+    state: str | None = None  # OPEN | IN_RECOVERY | CLOSED; None: unreadable
+    length: int = 0
+    format_version: int | None = None
+    tags: PulsarTags = PulsarTags()
+    error: str | None = None  # why the record did not decode
+
+    @property
+    def bytes(self) -> int:
+        """The bytes a delete frees: the record's length once CLOSED (unknown before)."""
+        return self.length if self.state == CLOSED and self.length > 0 else 0
+
+
+@dataclass(frozen=True)
+class SchemaIndex:
+    """A schema locator (``/schemas/<tenant>/<ns>/<topic>``): the ledgers it names."""
+
+    ledger_ids: frozenset[int]
+    lowest_version: int | None  # None: an empty index
+    unreadable: str | None = None  # why the locator did not decode (its ledgers are held)
+
+
+@dataclass(frozen=True)
+class PulsarReferences:
+    """What the Pulsar metadata says about BookKeeper ledgers, read before the BK scan."""
+
+    # managed ledger -> its listed and marked ledger ids
+    listed: Mapping[str, frozenset[int]]
+    marked: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    # listed ledger id -> its managed ledger, for offloads complete with bookkeeperDeleted
+    offloaded_deleted: Mapping[int, str] = field(default_factory=dict)
+    # (managed ledger, cursor) -> its cursorsLedgerId (-1: the position is in the znode)
+    cursors: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # managed ledger -> the compacted ledger id of its __compaction cursor's property
+    compacted: Mapping[str, int] = field(default_factory=dict)
+    # ledger ids of delayed-delivery bucket snapshots named in cursor properties
+    buckets: frozenset[int] = frozenset()
+    schemas: Mapping[str, SchemaIndex] = field(default_factory=dict)
+    # tenant/ns known to this metadata (/managed-ledgers/<t>/<ns>, /admin/policies/<t>/<ns>)
+    namespaces: frozenset[str] = frozenset()
+
+    def referenced(self) -> dict[int, str]:
+        """Every ledger id some record names -> which record (the first found)."""
+        found: dict[int, str] = {}
+        for name, ids in self.listed.items():
+            for lid in ids:
+                found.setdefault(lid, f"listed by {name}")
+        for name, ids in self.marked.items():
+            for lid in ids:
+                found.setdefault(lid, f"marked deletable by {name}")
+        for (name, cursor), lid in self.cursors.items():
+            if lid >= 0:
+                found.setdefault(lid, f"ledger of cursor {cursor} of {name}")
+        for name, lid in self.compacted.items():
+            found.setdefault(lid, f"compacted ledger of {name}")
+        for lid in self.buckets:
+            found.setdefault(lid, "a delayed-delivery bucket snapshot")
+        for schema_id, index in self.schemas.items():
+            for lid in index.ledger_ids:
+                found.setdefault(lid, f"schema of {schema_id}")
+        return found
+
+    def high(self) -> int | None:
+        """The highest ledger id any record names: ledgers above it are newer than the
+        metadata read (ids only grow)."""
+        return max(self.referenced(), default=None)
+
+    def ml_high(self, name: str) -> int | None:
+        return max(
+            self.listed.get(name, frozenset()) | self.marked.get(name, frozenset()), default=None
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A ledger's class, whose it is (managed ledger or schema id), and why."""
+
+    ledger_class: str
+    owner: str
+    reason: str
+    hold: str | None = None  # HOLD_* for bk-held
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.ledger_class,
+            "owner": self.owner,
+            "reason": self.reason,
+            "hold": self.hold,
+        }
+
+
+class Classifier:
+    """``classify`` with the references' indexes built once (a million ledgers)."""
+
+    def __init__(
+        self, refs: PulsarReferences, *, shared: bool = False, horizon: bool = True
+    ) -> None:
+        """``horizon=False``: ``refs`` holds only the records of one owner (the live
+        re-check), so the highest id they name says nothing about what is new."""
+        self.refs = refs
+        self.shared = shared
+        self.horizon = horizon
+        self.referenced = refs.referenced()
+        self.high = max(self.referenced, default=None)
+        self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
+        self.cursor_ids = dict(refs.cursors)
+
+    def classify(self, ledger: BkLedger) -> Verdict:
+        lid = ledger.ledger_id
+        tags = ledger.tags
+        owner = tags.owner()
+        if ledger.error is not None or ledger.state is None:
+            return Verdict(BK_UNREADABLE, owner, ledger.error or "no record")
+        why_foreign = _why_foreign(tags)
+        if why_foreign is not None:
+            if lid in self.referenced:
+                return Verdict(BK_LIVE, owner, self.referenced[lid])
+            return Verdict(BK_FOREIGN, owner, why_foreign)
+        copy_of = self.refs.offloaded_deleted.get(lid)
+        if copy_of is not None:
+            if tags.component == MANAGED_LEDGER_COMPONENT and tags.ml_name == copy_of:
+                return Verdict(
+                    BK_OFFLOADED_COPY,
+                    copy_of,
+                    f"listed by {copy_of} as offloaded (complete, bookkeeperDeleted=true)",
+                )
+            return self._held(
+                owner,
+                HOLD_OFFLOAD_MISMATCH,
+                f"{copy_of} lists it as offloaded with bookkeeperDeleted=true, but its tags "
+                f"name {owner or 'nothing'}",
+            )
+        if lid in self.referenced:
+            return Verdict(BK_LIVE, owner, self.referenced[lid])
+        return self._unreferenced(ledger, owner)
+
+    def _held(self, owner: str, hold: str, reason: str) -> Verdict:
+        return Verdict(BK_HELD, owner, reason, hold)
+
+    def _unreferenced(self, ledger: BkLedger, owner: str) -> Verdict:
+        """A Pulsar ledger no record names: which orphan class, or why it is held."""
+        lid = ledger.ledger_id
+        tags = ledger.tags
+        if self.horizon and (self.high is None or lid > self.high):
+            known = "no ledger" if self.high is None else f"ledgers only up to {self.high}"
+            return self._held(
+                owner,
+                HOLD_NEWER,
+                f"newer than every ledger the Pulsar metadata read names ({known}): created "
+                "since, and not yet referenced; judged by a later cycle",
+            )
+        ml_name = ml_of(tags)
+        namespace = namespace_of(owner) if owner else None
+        if ml_name is None or namespace is None:
+            return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
+        if namespace not in self.refs.namespaces:
+            return self._held(
+                owner,
+                HOLD_OTHER_CLUSTER,
+                f"namespace {namespace} is not in this metadata: another Pulsar cluster "
+                "sharing this BookKeeper may own it",
+            )
+        verdict = self._orphan_class(ledger, ml_name)
+        if verdict.ledger_class in BK_NAME_JUDGED and self.shared:
+            return self._held(
+                owner,
+                HOLD_SHARED,
+                f"{EXPLANATIONS[verdict.ledger_class]}, but LEDGERGC_BK_SHARED=true: another "
+                "cluster may use the same name",
+            )
+        return verdict
+
+    def _orphan_class(self, ledger: BkLedger, ml_name: str) -> Verdict:
+        lid = ledger.ledger_id
+        tags = ledger.tags
+        exists = ml_name in self.refs.listed
+        if tags.component == SCHEMA_COMPONENT:
+            assert tags.schema_id is not None
+            index = self.refs.schemas.get(tags.schema_id)
+            if index is not None and index.unreadable is not None:
+                return self._held(
+                    tags.schema_id,
+                    HOLD_SCHEMA_INDEX,
+                    f"the schema index of {tags.schema_id} does not decode "
+                    f"({index.unreadable}): which ledgers it names is unknown",
+                )
+            if index is not None and index.lowest_version not in (None, 0):
+                return self._held(
+                    tags.schema_id,
+                    HOLD_SCHEMA_INDEX,
+                    f"the schema index of {tags.schema_id} starts at version "
+                    f"{index.lowest_version}, not 0: it may not name every ledger it uses",
+                )
+            where = "no schema index" if index is None else "its schema index does not name it"
+            return Verdict(BK_ORPHAN_SCHEMA_LEDGER, tags.schema_id, where)
+        if tags.component == COMPACTED_COMPONENT:
+            if exists:
+                return self._held(
+                    ml_name,
+                    HOLD_LIVE_COMPACTED,
+                    f"compacted ledger of live topic {ml_name}: the __compaction cursor's "
+                    "ZooKeeper copy may lag the broker's, so it is never judged",
+                )
+            return Verdict(BK_ORPHAN_COMPACTED_LEDGER, ml_name, f"topic {ml_name} is gone")
+        if tags.cursor is not None:
+            current = self.cursor_ids.get((ml_name, tags.cursor))
+            if current is None:
+                gone = "its managed ledger is gone" if not exists else "the cursor is gone"
+                return Verdict(BK_ORPHAN_CURSOR_LEDGER, ml_name, f"cursor {tags.cursor}: {gone}")
+            if 0 <= current < lid:
+                return self._held(
+                    ml_name,
+                    HOLD_CURSOR_SWITCH,
+                    f"newer than cursor {tags.cursor}'s ledger {current}: a cursor-ledger "
+                    "switch in flight",
+                )
+            return Verdict(
+                BK_ORPHAN_CURSOR_LEDGER,
+                ml_name,
+                f"cursor {tags.cursor} uses ledger {current} now"
+                if current >= 0
+                else f"cursor {tags.cursor} keeps its position in its znode now",
+            )
+        if not exists:
+            return Verdict(BK_ORPHAN_PARTITION, ml_name, f"managed ledger {ml_name} is gone")
+        high = self.ml_high.get(ml_name)
+        if high is None or lid > high:
+            state = "open " if ledger.state == OPEN else ""
+            return self._held(
+                ml_name,
+                HOLD_ROLLOVER,
+                f"an {state}ledger newer than {ml_name}'s last listed ledger "
+                f"({high if high is not None else 'none'}): a rollover in flight",
+            )
+        return Verdict(
+            BK_ORPHAN_LEDGER, ml_name, f"{ml_name} exists and neither lists nor marks it"
+        )
+
+
+def _why_foreign(tags: PulsarTags) -> str | None:
+    """None for a ledger of a Pulsar component ledger-gc judges, else why not."""
+    if tags.application is None:
+        return "untagged (no application in its custom metadata)"
+    if tags.application != PULSAR:
+        return f"another application's ({tags.application})"
+    if tags.component == MANAGED_LEDGER_COMPONENT:
+        return None if tags.ml_name else "a managed-ledger ledger without pulsar/managed-ledger"
+    if tags.component == SCHEMA_COMPONENT:
+        return None if tags.schema_id else "a schema ledger without pulsar/schemaId"
+    if tags.component == COMPACTED_COMPONENT:
+        return None if tags.compacted_topic else "a compacted ledger without its topic"
+    return f"Pulsar component {tags.component or '(none)'}, which ledger-gc does not judge"
+
+
+def ml_of(tags: PulsarTags) -> str | None:
+    """The managed ledger (topic) a tagged ledger belongs to."""
+    if tags.component == SCHEMA_COMPONENT:
+        return schema_ml_name(tags.schema_id or "")
+    if tags.component == COMPACTED_COMPONENT:
+        return compacted_ml_name(tags.compacted_topic or "")
+    name = tags.ml_name or ""
+    return name if namespace_of(name) and "/persistent/" in name else None
+
+
+def classify_all(
+    ledgers: Iterable[BkLedger], refs: PulsarReferences, *, shared: bool = False
+) -> list[tuple[BkLedger, Verdict]]:
+    """The reference classification (tests, the demo); the scan uses ``Classifier``."""
+    classifier = Classifier(refs, shared=shared)
+    return [(ledger, classifier.classify(ledger)) for ledger in ledgers]

@@ -1,0 +1,191 @@
+"""BookKeeper's ledger metadata record, of every format version a cluster may hold (pure).
+
+A record is ``BookieMetadataFormatVersion\\t<N>\\n`` and then (``LedgerMetadataSerDe``):
+
+* N=3 (BookKeeper 4.9 and later): a varint length and the binary ``LedgerMetadataFormat``;
+* N=2 (before 4.9, and what a 4.9+ client writes for older readers): the same message in
+  protobuf's text format. Clusters older than BookKeeper 4.10 hold both side by side;
+* N=1 (the first BookKeeper releases): lines of quorum size, ensemble size, length, one
+  line per ensemble, and a closing ``<lastEntryId>\\tCLOSED`` line. No custom metadata, so
+  a v1 ledger never carries Pulsar's tags and is foreign to ledger-gc.
+
+A record that does not decode (empty, truncated, another header, a required field
+missing) raises ``RecordError``: the scan reports it and it is never deleted. Guessing
+would turn a record of a newer format into an orphan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from ledger_gc.proto import bookkeeper_metadata_pb2 as pb
+
+HEADER = b"BookieMetadataFormatVersion\t"
+SUPPORTED_VERSIONS = (1, 2, 3)
+
+OPEN = "OPEN"
+IN_RECOVERY = "IN_RECOVERY"
+CLOSED = "CLOSED"
+_STATES = {pb.LedgerMetadataFormat.OPEN: OPEN, pb.LedgerMetadataFormat.IN_RECOVERY: IN_RECOVERY}
+_STATES[pb.LedgerMetadataFormat.CLOSED] = CLOSED
+#: The v1 closing line's state word, and the last-entry id that means "in recovery".
+V1_CLOSED = "CLOSED"
+V1_IN_RECOVERY_ENTRY_ID = -102
+
+
+class RecordError(ValueError):
+    """A ledger metadata record that does not decode; reported, never deleted."""
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What ledger-gc needs of one record: its state, size, age and custom metadata."""
+
+    format_version: int
+    state: str  # OPEN | IN_RECOVERY | CLOSED
+    length: int  # bytes written; meaningful once CLOSED
+    last_entry_id: int | None
+    ensemble_size: int
+    quorum_size: int
+    ctime_ms: int | None  # the record's creation time; None: not stored (use the znode's)
+    custom: Mapping[str, bytes] = field(default_factory=dict)
+
+    @property
+    def closed(self) -> bool:
+        return self.state == CLOSED
+
+
+def decode_record(raw: bytes) -> LedgerRecord:
+    """The record in ``raw`` (a ledger znode's data); raises ``RecordError``."""
+    if not raw:
+        raise RecordError("empty record")
+    if not raw.startswith(HEADER):
+        raise RecordError("no BookieMetadataFormatVersion header")
+    line_end = raw.find(b"\n", len(HEADER))
+    if line_end < 0:
+        raise RecordError("header without a newline")
+    version_text = raw[len(HEADER) : line_end]
+    if not version_text.isdigit() or len(version_text) > 9:
+        raise RecordError(f"format version {version_text[:20]!r} is not a number")
+    version = int(version_text)
+    body = raw[line_end + 1 :]
+    if version == 3:
+        return _from_message(3, _binary_message(body))
+    if version == 2:
+        return _from_message(2, _text_message(body))
+    if version == 1:
+        return _v1_record(body)
+    raise RecordError(f"format version {version} is not one of {SUPPORTED_VERSIONS}")
+
+
+def _binary_message(body: bytes) -> pb.LedgerMetadataFormat:
+    """v3: one varint-length-delimited message, nothing after it."""
+    size, offset = _varint(body)
+    payload = body[offset : offset + size]
+    if len(payload) != size:
+        raise RecordError(f"v3 record truncated ({len(payload)} of {size} bytes)")
+    if offset + size != len(body):
+        raise RecordError(f"{len(body) - offset - size} bytes after the v3 record")
+    message = pb.LedgerMetadataFormat()
+    try:
+        message.ParseFromString(payload)
+    except DecodeError as exc:
+        raise RecordError(f"v3 record does not parse: {exc}") from None
+    return message
+
+
+def _varint(body: bytes) -> tuple[int, int]:
+    value = shift = 0
+    for offset, byte in enumerate(body[:10]):
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset + 1
+        shift += 7
+    raise RecordError("v3 record without a complete length")
+
+
+def _text_message(body: bytes) -> pb.LedgerMetadataFormat:
+    message = pb.LedgerMetadataFormat()
+    try:
+        text_format.Parse(body.decode("utf-8"), message, allow_unknown_field=True)
+    except (UnicodeDecodeError, text_format.ParseError) as exc:
+        raise RecordError(f"v2 record does not parse: {' '.join(str(exc).split())}") from None
+    return message
+
+
+def _from_message(version: int, message: pb.LedgerMetadataFormat) -> LedgerRecord:
+    missing = message.FindInitializationErrors()
+    if missing:
+        raise RecordError(f"v{version} record lacks {', '.join(sorted(missing))}")
+    custom: dict[str, bytes] = {}
+    for entry in message.customMetadata:
+        custom[entry.key] = bytes(entry.value)
+    return LedgerRecord(
+        format_version=version,
+        state=_STATES.get(message.state, f"state-{message.state}"),
+        length=message.length,
+        last_entry_id=message.lastEntryId if message.HasField("lastEntryId") else None,
+        ensemble_size=message.ensembleSize,
+        quorum_size=message.quorumSize,
+        ctime_ms=message.ctime if message.HasField("ctime") and message.ctime > 0 else None,
+        custom=custom,
+    )
+
+
+def _v1_record(body: bytes) -> LedgerRecord:
+    """BookKeeper's first format: ``quorum\\nensemble\\nlength\\n``, then one line per
+    ensemble (``firstEntryId\\tbookie\\tbookie...``) and, once closed,
+    ``lastEntryId\\tCLOSED`` (``-102\\tCLOSED``: in recovery; an open ledger has no
+    such line)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError("v1 record is not text") from None
+    lines = [line for line in text.split("\n") if line != ""]
+    if len(lines) < 3:
+        raise RecordError("v1 record has fewer than three lines")
+    try:
+        quorum, ensemble, length = (int(lines[0]), int(lines[1]), int(lines[2]))
+    except ValueError:
+        raise RecordError("v1 record's quorum, ensemble or length is not a number") from None
+    state, last_entry = OPEN, None
+    for line in lines[3:]:
+        fields = line.split("\t")
+        if len(fields) == 2 and fields[1] == V1_CLOSED:
+            try:
+                last_entry = int(fields[0])
+            except ValueError:
+                raise RecordError("v1 closing line's last entry is not a number") from None
+            state = IN_RECOVERY if last_entry == V1_IN_RECOVERY_ENTRY_ID else CLOSED
+            if state == IN_RECOVERY:
+                last_entry = None
+            break
+    return LedgerRecord(1, state, length, last_entry, ensemble, quorum, None, {})
+
+
+# --- encoding, for tests, the demo and ``ledgergc restore``'s checks -------------------
+
+
+def encode_v3(message: pb.LedgerMetadataFormat) -> bytes:
+    payload = message.SerializeToString()
+    return HEADER + b"3\n" + _encode_varint(len(payload)) + payload
+
+
+def encode_v2(message: pb.LedgerMetadataFormat) -> bytes:
+    return HEADER + b"2\n" + text_format.MessageToString(message).encode("utf-8")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)

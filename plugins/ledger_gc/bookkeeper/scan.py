@@ -1,0 +1,178 @@
+"""BookKeeper's ledger metadata, listed and read from ZooKeeper.
+
+``read_layout`` reads ``<root>/LAYOUT`` (which ledger manager names the znodes);
+``list_ledgers`` walks the tree level by level with pipelined ``get_children``;
+``read_ledgers`` reads the records, pipelined, and decodes each (``records``).
+
+The listing fails closed: a lost session raises, never returns fewer ledgers. A znode
+that vanishes between the listing and the read was deleted meanwhile (a ledger deleted
+by Pulsar) and is simply absent. A znode in the tree whose name is not a ledger's is
+counted (``Listing.not_ledgers``), never read as one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ledger_gc.bookkeeper import ledger_paths
+from ledger_gc.bookkeeper.classify import BkLedger, PulsarTags
+from ledger_gc.bookkeeper.records import RecordError, decode_record
+from ledger_gc.errors import ConfigError
+from ledger_gc.metadata.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+LAYOUT_ZNODE = "LAYOUT"
+#: ``LedgerLayout``'s manager factory class (or the old short type name) -> layout.
+_FACTORIES = {
+    "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory": ledger_paths.HIERARCHICAL,
+    "org.apache.bookkeeper.meta.LegacyHierarchicalLedgerManagerFactory": (
+        ledger_paths.HIERARCHICAL
+    ),
+    "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory": (
+        ledger_paths.LONG_HIERARCHICAL
+    ),
+    "org.apache.bookkeeper.meta.FlatLedgerManagerFactory": ledger_paths.FLAT,
+    "hierarchical": ledger_paths.HIERARCHICAL,
+    "legacyhierarchical": ledger_paths.HIERARCHICAL,
+    "longhierarchical": ledger_paths.LONG_HIERARCHICAL,
+    "flat": ledger_paths.FLAT,
+}
+#: Records read per pipelined window of ``read_ledgers`` (bounded memory).
+READ_BATCH = 5000
+
+
+class BookKeeperLayoutError(ConfigError):
+    """The BookKeeper root has no usable LAYOUT: wrong root or chroot, or another store."""
+
+
+def parse_layout(text: str, where: str) -> str:
+    """The layout a LAYOUT znode names: ``<format version>\\n<factory>:<version>``."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) < 2 or not lines[0].isdigit():
+        raise BookKeeperLayoutError(
+            f"{where} is not a BookKeeper LAYOUT ({text[:60]!r}); is LEDGERGC_BK_LEDGERS_ROOT "
+            "BookKeeper's zkLedgersRootPath?"
+        )
+    factory = lines[1].rpartition(":")[0] or lines[1]
+    factory = factory.removeprefix("dlshade.")  # BookKeeper's shaded class names
+    layout = _FACTORIES.get(factory)
+    if layout is None:
+        raise BookKeeperLayoutError(
+            f"{where} names ledger manager {factory}, which ledger-gc does not know; "
+            "only the hierarchical, long hierarchical and flat managers are read, and "
+            "nothing was scanned or deleted"
+        )
+    return layout
+
+
+def read_layout(store: MetadataStore, root: str) -> str | None:
+    """The root's layout, or None when it has no LAYOUT znode (no BookKeeper there)."""
+    path = f"{root}/{LAYOUT_ZNODE}"
+    raw = store.get_many_raw([path])[0]
+    if raw is None:
+        return None
+    try:
+        text = raw[0].decode("utf-8")
+    except UnicodeDecodeError:
+        text = repr(raw[0][:60])
+    return parse_layout(text, f"{store.hosts}{path}")
+
+
+@dataclass
+class Listing:
+    """Every ledger znode below the root, as ids, and what else was found there."""
+
+    ledger_ids: list[int] = field(default_factory=list)
+    not_ledgers: list[str] = field(default_factory=list)  # relative paths, a sample
+    not_ledger_count: int = 0
+
+    def odd(self, relative: str) -> None:
+        self.not_ledger_count += 1
+        if len(self.not_ledgers) < 20:
+            self.not_ledgers.append(relative)
+
+
+def top_directories(store: MetadataStore, root: str, layout: str) -> tuple[list[str], Listing]:
+    """The root's ledger directories (the shards of a distributed scan) and, for the flat
+    layout, the ledgers themselves."""
+    listing = Listing()
+    tops: list[str] = []
+    for name in sorted(store.children_of_many([root])[0]):
+        if ledger_paths.is_special(name):
+            continue
+        if layout == ledger_paths.FLAT:
+            ledger_id = ledger_paths.ledger_id_of(name, layout)
+            if ledger_id is None:
+                listing.odd(name)
+            else:
+                listing.ledger_ids.append(ledger_id)
+            continue
+        if ledger_paths.tree_of_top(name, layout) is None:
+            listing.odd(name)
+            continue
+        tops.append(name)
+    return tops, listing
+
+
+def list_tree(store: MetadataStore, root: str, layout: str, tops: Sequence[str]) -> Listing:
+    """Every ledger below some top directories of a hierarchical layout."""
+    listing = Listing()
+    for top in tops:
+        tree = ledger_paths.tree_of_top(top, layout)
+        if tree is None:
+            listing.odd(top)
+            continue
+        level = [top]
+        for width in tree.widths[1:-1]:
+            children = store.children_of_many([f"{root}/{rel}" for rel in level])
+            nxt = []
+            for rel, names in zip(level, children, strict=True):
+                for name in sorted(names):
+                    if ledger_paths.is_directory_name(name, width):
+                        nxt.append(f"{rel}/{name}")
+                    else:
+                        listing.odd(f"{rel}/{name}")
+            level = nxt
+        children = store.children_of_many([f"{root}/{rel}" for rel in level])
+        for rel, names in zip(level, children, strict=True):
+            for name in names:
+                ledger_id = ledger_paths.ledger_id_of(f"{rel}/{name}", layout)
+                if ledger_id is None:
+                    listing.odd(f"{rel}/{name}")
+                else:
+                    listing.ledger_ids.append(ledger_id)
+    listing.ledger_ids.sort()
+    return listing
+
+
+def read_ledgers(
+    store: MetadataStore, root: str, layout: str, ledger_ids: Sequence[int]
+) -> Iterator[BkLedger]:
+    """Each ledger's record, decoded (an undecodable one carries its error)."""
+    for offset in range(0, len(ledger_ids), READ_BATCH):
+        batch = ledger_ids[offset : offset + READ_BATCH]
+        znodes = [ledger_paths.ledger_path(root, lid, layout) for lid in batch]
+        for ledger_id, got in zip(batch, store.get_many(znodes), strict=True):
+            if got is None:
+                continue  # deleted since the listing
+            yield ledger_of(ledger_id, got[0], got[1].version, int(got[1].ctime))
+
+
+def ledger_of(ledger_id: int, data: bytes, version: int, znode_ctime_ms: int) -> BkLedger:
+    """One ledger from its znode's data and stat."""
+    try:
+        record = decode_record(data)
+    except RecordError as exc:
+        return BkLedger(ledger_id, version, znode_ctime_ms, error=str(exc))
+    return BkLedger(
+        ledger_id,
+        version,
+        record.ctime_ms or znode_ctime_ms,
+        state=record.state,
+        length=record.length,
+        format_version=record.format_version,
+        tags=PulsarTags.of(record.custom),
+    )

@@ -1,0 +1,278 @@
+"""The BookKeeper source's survey: references, then listing, then classification.
+
+Order matters (``classify``): Pulsar's records are read first, then BookKeeper's
+ledgers are listed and read, then the id counter of Pulsar's chroot. The result is what
+the cycle's diff records for this source: totals per class and namespace, the orphan
+candidates (one per ledger, keyed ``bookkeeper:<znode>``), a sample of held, foreign and
+unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refusals``):
+
+* ``missing_listed``: ledgers a managed ledger still lists (read again, live, after the
+  listing, so a trim or a topic deletion in between is not counted) that this BookKeeper
+  root does not have: the root is another cluster's, or a copy;
+* ``above_counter``: Pulsar ledgers whose ids are at or above the id counter of Pulsar's
+  chroot, read after the listing: the Pulsar metadata read is older than the ledgers;
+* ``pulsar_ledgers`` beside ``managed_ledgers``: Pulsar's ledgers beside no topic at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_gc import formats
+from ledger_gc.bookkeeper import classify, ledger_paths, references, scan
+from ledger_gc.bookkeeper.classify import (
+    BK_CLASSES,
+    BK_ORPHAN_CLASSES,
+    TARGET_SCHEME,
+    BkLedger,
+    Verdict,
+    target_of,
+    znode_of_target,
+)
+from ledger_gc.errors import ConfigError
+from ledger_gc.metadata import paths
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_SAMPLES = 50
+
+
+@dataclass
+class Totals:
+    ledgers: int = 0
+    bytes: int = 0
+
+    def add(self, size: int) -> None:
+        self.ledgers += 1
+        self.bytes += size
+
+    def to_dict(self) -> dict[str, int]:
+        return {"ledgers": self.ledgers, "bytes": self.bytes}
+
+
+@dataclass
+class BookKeeperSurvey:
+    """What one survey of the BookKeeper source found."""
+
+    hosts: str
+    root: str
+    layout: str
+    managed_ledgers: int = 0
+    ledgers: int = 0
+    bytes: int = 0
+    pulsar_ledgers: int = 0
+    classes: dict[str, Totals] = field(default_factory=lambda: {c: Totals() for c in BK_CLASSES})
+    namespaces: dict[str, dict[str, Totals]] = field(default_factory=dict)
+    held_reasons: dict[str, int] = field(default_factory=dict)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    not_ledgers: int = 0
+    not_ledger_samples: list[str] = field(default_factory=list)
+    missing_listed: list[dict[str, Any]] = field(default_factory=list)
+    listed_in_bookkeeper: int = 0
+    id_counter: int | None = None
+    above_counter: list[int] = field(default_factory=list)
+    references_high: int | None = None
+    # registered BookKeeper targets this survey did not find orphaned -> why
+    registered_reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(self.classes[c].bytes for c in BK_ORPHAN_CLASSES)
+
+    def add(self, ledger: BkLedger, verdict: Verdict) -> None:
+        size = ledger.bytes
+        self.ledgers += 1
+        self.bytes += size
+        self.classes[verdict.ledger_class].add(size)
+        namespace = classify.namespace_of(verdict.owner) or "(none)"
+        per_ns = self.namespaces.setdefault(namespace, {})
+        per_ns.setdefault(verdict.ledger_class, Totals()).add(size)
+        if verdict.hold is not None:
+            self.held_reasons[verdict.hold] = self.held_reasons.get(verdict.hold, 0) + 1
+        if ledger.tags.application == classify.PULSAR:
+            self.pulsar_ledgers += 1
+        if verdict.ledger_class not in (classify.BK_LIVE, *BK_ORPHAN_CLASSES):
+            sample = self.samples.setdefault(verdict.ledger_class, [])
+            if len(sample) < MAX_SAMPLES:
+                sample.append({"ledger_id": ledger.ledger_id, **verdict.to_dict()})
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {
+            "hosts": self.hosts,
+            "root": self.root,
+            "layout": self.layout,
+            "managed_ledgers": self.managed_ledgers,
+            "ledgers": self.ledgers,
+            "bytes": self.bytes,
+            "orphan_bytes": self.orphan_bytes,
+            "pulsar_ledgers": self.pulsar_ledgers,
+            "classes": {name: totals.to_dict() for name, totals in self.classes.items()},
+            "explanations": dict(classify.EXPLANATIONS),
+            "namespaces": {
+                ns: {name: totals.to_dict() for name, totals in sorted(per.items())}
+                for ns, per in sorted(self.namespaces.items())
+            },
+            "held_reasons": dict(sorted(self.held_reasons.items())),
+            "samples": self.samples,
+            "not_ledgers": self.not_ledgers,
+            "not_ledger_samples": self.not_ledger_samples,
+            "missing_listed": self.missing_listed,
+            "listed_in_bookkeeper": self.listed_in_bookkeeper,
+            "id_counter": self.id_counter,
+            "above_counter": self.above_counter[:MAX_SAMPLES],
+            "above_counter_count": len(self.above_counter),
+            "references_high": self.references_high,
+            "registered_reasons": self.registered_reasons,
+            "candidates": len(self.candidates),
+        }
+
+
+def enabled(settings: Settings) -> bool:
+    """Whether the cycle looks at BookKeeper at all (``auto``: when its LAYOUT exists)."""
+    return settings.bookkeeper != "false"
+
+
+@contextmanager
+def _stores(settings: Settings) -> Iterator[tuple[MetadataStore, MetadataStore]]:
+    """Sessions to Pulsar's metadata and to BookKeeper's (the same one when they share)."""
+    with ExitStack() as stack:
+        pulsar = stack.enter_context(MetadataStore.open(settings))
+        bk_settings = settings.bookkeeper_settings()
+        bk = (
+            pulsar
+            if bk_settings is settings
+            else stack.enter_context(MetadataStore.open(bk_settings))
+        )
+        yield pulsar, bk
+
+
+def survey(
+    settings: Settings, registered: Mapping[str, Any] | None = None
+) -> BookKeeperSurvey | None:
+    """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
+
+    ``registered``: the registry's entries by prefix (for the reasons of those this
+    survey does not find orphaned)."""
+    if not enabled(settings):
+        return None
+    root = settings.bk_ledgers_root
+    where = f"{settings.bookkeeper_hosts}{root}"
+    with _stores(settings) as (pulsar, bk):
+        refs = references.read_references(pulsar)
+        layout = scan.read_layout(bk, root)
+        if layout is None:
+            if settings.bookkeeper == "true":
+                raise ConfigError(
+                    f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
+                    "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
+                    "BookKeeper's metadataServiceUri; metadata stores other than ZooKeeper "
+                    "(Oxia, etcd) are not supported. Nothing was scanned or deleted"
+                )
+            log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
+            return None
+        result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
+        result.managed_ledgers = len(refs.listed)
+        classifier = classify.Classifier(refs, shared=settings.bk_shared)
+        result.references_high = classifier.high
+        bk.sync(root)
+        tops, listing = scan.top_directories(bk, root, layout)
+        tree = scan.list_tree(bk, root, layout, tops)
+        odd = listing.not_ledgers + tree.not_ledgers
+        result.not_ledgers = listing.not_ledger_count + tree.not_ledger_count
+        result.not_ledger_samples = odd[:20]
+        ids = sorted(listing.ledger_ids + tree.ledger_ids)
+        log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
+        found: set[int] = set()
+        for ledger in scan.read_ledgers(bk, root, layout, ids):
+            found.add(ledger.ledger_id)
+            verdict = classifier.classify(ledger)
+            result.add(ledger, verdict)
+            if verdict.ledger_class in BK_ORPHAN_CLASSES:
+                result.candidates.append(_candidate(root, layout, ledger, verdict))
+        result.missing_listed, result.listed_in_bookkeeper = _missing_listed(pulsar, refs, found)
+    counter = _id_counter(settings)
+    result.id_counter = counter
+    if counter is not None:
+        result.above_counter = [
+            lid for lid in sorted(found) if counter <= lid < ledger_paths.SHORT_ID_LIMIT
+        ]
+    orphaned = {target_of(c["segment"]) for c in result.candidates}
+    for prefix in registered or {}:
+        if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
+            result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
+    return result
+
+
+def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> dict[str, Any]:
+    """A candidate's fields (``orphans.classify.Candidate``)."""
+    return {
+        "target_class": verdict.ledger_class,
+        "ml_name": verdict.owner,
+        "ledger_id": ledger.ledger_id,
+        "objects": 1,
+        "bytes": ledger.bytes,
+        "newest_ms": ledger.ctime_ms,
+        "oldest_ms": ledger.ctime_ms,
+        "max_ledger_id": ledger.ledger_id,
+        "segment": ledger_paths.ledger_path(root, ledger.ledger_id, layout),
+    }
+
+
+def _why_not(prefix: str, root: str, layout: str, found: set[int]) -> str:
+    znode = znode_of_target(prefix) or ""
+    relative = znode[len(root) + 1 :] if znode.startswith(root + "/") else None
+    ledger_id = ledger_paths.ledger_id_of(relative, layout) if relative else None
+    if ledger_id is None:
+        return f"{znode} is not a ledger of {root} ({layout}) any more; tracked no longer"
+    if ledger_id not in found:
+        return f"ledger {ledger_id}'s metadata is gone (deleted)"
+    return f"ledger {ledger_id} is referenced again, or held (see the survey's classes)"
+
+
+def _missing_listed(
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: set[int]
+) -> tuple[list[dict[str, Any]], int]:
+    """Listed ledgers (not offloaded with bookkeeperDeleted) that BookKeeper lacks, read
+    again live: a trim or topic deletion since the references were read is not counted."""
+    suspects: dict[str, set[int]] = {}
+    present = 0
+    for name, ids in refs.listed.items():
+        for lid in ids:
+            if lid in refs.offloaded_deleted:
+                continue
+            if lid in found:
+                present += 1
+            else:
+                suspects.setdefault(name, set()).add(lid)
+    if not suspects:
+        return [], present
+    names = sorted(suspects)
+    znodes = [paths.managed_ledger_path(name) for name in names]
+    pulsar.sync(paths.MANAGED_LEDGERS_ROOT)
+    missing: list[dict[str, Any]] = []
+    for name, path, raw in zip(names, znodes, pulsar.get_many_raw(znodes), strict=True):
+        if raw is None:
+            continue
+        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        still = {
+            ledger.ledgerId
+            for ledger in info.ledgerInfo
+            if not (ledger.offloadContext.complete and ledger.offloadContext.bookkeeperDeleted)
+        }
+        missing.extend(
+            {"ml_name": name, "ledger_id": lid} for lid in sorted(suspects[name] & still)
+        )
+    return missing, present
+
+
+def _id_counter(settings: Settings) -> int | None:
+    from ledger_gc.orphans.reading import read_id_counter
+
+    return read_id_counter(settings)
