@@ -103,10 +103,12 @@ class PulsarCluster:
     root: str = "/ledgers"
     layout: str = ledger_paths.HIERARCHICAL
 
-    def init(self) -> PulsarCluster:
-        """BookKeeper's root, as ``bookkeeper shell metaformat`` leaves it."""
+    def init(self, *, idgen: bool = True) -> PulsarCluster:
+        """BookKeeper's root, as ``bookkeeper shell metaformat`` leaves it, with its id
+        generator's parent (``idgen=False``: ids are given, as after a migration)."""
         self.client.ensure_path(f"{self.root}/available")
-        self.client.ensure_path(f"{self.root}/idgen")
+        if idgen:
+            self.client.ensure_path(f"{self.root}/idgen")
         if not self.client.exists(f"{self.root}/LAYOUT"):
             self.client.create(f"{self.root}/LAYOUT", LAYOUTS[self.layout])
             self.client.create(f"{self.root}/INSTANCEID", b"6e9e0a2c-demo")

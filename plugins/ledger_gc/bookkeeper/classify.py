@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote_plus
 
 from ledger_gc.bookkeeper.records import CLOSED, OPEN
 
@@ -58,6 +59,9 @@ BK_ORPHAN_CLASSES = (
     BK_ORPHAN_COMPACTED_LEDGER,
 )
 BK_CLASSES = (BK_LIVE, *BK_ORPHAN_CLASSES, BK_HELD, BK_FOREIGN, BK_UNREADABLE)
+#: The classes of ledgers whose topic is gone from this metadata: judged by a topic name
+#: that another Pulsar cluster sharing the BookKeeper may still write.
+BK_TOPIC_GONE_CLASSES = (BK_ORPHAN_PARTITION, BK_ORPHAN_COMPACTED_LEDGER)
 #: Classes judged by a Pulsar *name* (a topic, a cursor, a schema id), which another
 #: Pulsar cluster sharing the BookKeeper may also use: never deleted when it is shared.
 BK_NAME_JUDGED = tuple(c for c in BK_ORPHAN_CLASSES if c != BK_OFFLOADED_COPY)
@@ -158,22 +162,42 @@ class PulsarTags:
         return self.ml_name or ""
 
 
+def encode_local_name(name: str) -> str:
+    """A topic's local name as Pulsar's managed-ledger name has it: Java's
+    ``URLEncoder.encode(name, UTF-8)`` (``Codec.encode``), which keeps letters, digits
+    and ``.-*_``, turns a space into ``+`` and every other byte into ``%XX``."""
+    return quote_plus(name, safe=".-*_")
+
+
 def compacted_ml_name(topic: str) -> str | None:
-    """``persistent://t/ns/topic`` -> the managed ledger ``t/ns/persistent/topic``."""
+    """``persistent://t/ns/topic`` -> the managed ledger ``t/ns/persistent/<encoded>``.
+
+    The tag holds the topic's plain name (``TwoPhaseCompactor``), the managed ledger its
+    URL-encoded one (``TopicName.getPersistenceNamingEncoding``): ``orders eu`` is
+    ``orders+eu``. A v1 name (``persistent://prop/cluster/ns/topic``) is not judged."""
     if not topic.startswith(PERSISTENT_SCHEME):
         return None
     parts = topic[len(PERSISTENT_SCHEME) :].split("/", 2)
-    if len(parts) != 3 or not all(parts):
+    if len(parts) != 3 or not all(parts) or "/" in parts[2]:
         return None
-    return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
+    return f"{parts[0]}/{parts[1]}/persistent/{encode_local_name(parts[2])}"
 
 
 def schema_ml_name(schema_id: str) -> str | None:
-    """``t/ns/topic`` (a schema id) -> the topic's managed ledger name."""
+    """``t/ns/topic`` (a schema id, the topic's plain name) -> its managed ledger name."""
     parts = schema_id.split("/", 2)
-    if len(parts) != 3 or not all(parts):
+    if len(parts) != 3 or not all(parts) or "/" in parts[2]:
         return None
-    return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
+    return f"{parts[0]}/{parts[1]}/persistent/{encode_local_name(parts[2])}"
+
+
+def is_topic_ml_name(name: str) -> bool:
+    """A managed-ledger name of today's form, ``tenant/ns/persistent/<encoded topic>``.
+
+    A v1 name (``prop/cluster/ns/persistent/topic``) is not: its managed ledgers are not
+    where ledger-gc reads them, so its ledgers could not be told from leaks."""
+    parts = name.split("/")
+    return len(parts) == 4 and all(parts) and parts[2] == "persistent"
 
 
 def namespace_of(name: str) -> str | None:
@@ -449,7 +473,15 @@ def ml_of(tags: PulsarTags) -> str | None:
     if tags.component == COMPACTED_COMPONENT:
         return compacted_ml_name(tags.compacted_topic or "")
     name = tags.ml_name or ""
-    return name if namespace_of(name) and "/persistent/" in name else None
+    return name if is_topic_ml_name(name) else None
+
+
+def topic_of(ledger_class: str, owner: str) -> str:
+    """The topic (managed ledger) a classified ledger belongs to: a schema ledger's
+    owner is its schema id (``t/ns/topic``), every other's its managed ledger."""
+    if ledger_class == BK_ORPHAN_SCHEMA_LEDGER:
+        return schema_ml_name(owner) or owner
+    return owner
 
 
 def classify_all(

@@ -137,33 +137,34 @@ def _from_message(version: int, message: pb.LedgerMetadataFormat) -> LedgerRecor
 
 
 def _v1_record(body: bytes) -> LedgerRecord:
-    """BookKeeper's first format: ``quorum\\nensemble\\nlength\\n``, then one line per
-    ensemble (``firstEntryId\\tbookie\\tbookie...``) and, once closed,
-    ``lastEntryId\\tCLOSED`` (``-102\\tCLOSED``: in recovery; an open ledger has no
-    such line)."""
+    """BookKeeper's first format, read as ``LedgerMetadataSerDe`` reads it: exactly
+    ``quorum\\nensemble\\nlength``, then one line per ensemble
+    (``firstEntryId\\tbookie\\tbookie...``) and, once closed, ``lastEntryId\\tCLOSED``
+    (``-102\\tCLOSED``: in recovery; an open ledger has no such line). Every number
+    must parse, as in BookKeeper; a line that does not is an unreadable record."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise RecordError("v1 record is not text") from None
-    lines = [line for line in text.split("\n") if line != ""]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # a final newline
     if len(lines) < 3:
         raise RecordError("v1 record has fewer than three lines")
     try:
         quorum, ensemble, length = (int(lines[0]), int(lines[1]), int(lines[2]))
-    except ValueError:
-        raise RecordError("v1 record's quorum, ensemble or length is not a number") from None
-    state, last_entry = OPEN, None
-    for line in lines[3:]:
-        fields = line.split("\t")
-        if len(fields) == 2 and fields[1] == V1_CLOSED:
-            try:
+        state, last_entry = OPEN, None
+        for line in lines[3:]:
+            fields = line.split("\t")
+            if len(fields) >= 2 and fields[1] == V1_CLOSED:
                 last_entry = int(fields[0])
-            except ValueError:
-                raise RecordError("v1 closing line's last entry is not a number") from None
-            state = IN_RECOVERY if last_entry == V1_IN_RECOVERY_ENTRY_ID else CLOSED
-            if state == IN_RECOVERY:
-                last_entry = None
-            break
+                state = IN_RECOVERY if last_entry == V1_IN_RECOVERY_ENTRY_ID else CLOSED
+                if state == IN_RECOVERY:
+                    last_entry = None
+                break
+            int(fields[0])  # an ensemble's first entry id
+    except ValueError:
+        raise RecordError("v1 record has a line that is not what BookKeeper writes") from None
     return LedgerRecord(1, state, length, last_entry, ensemble, quorum, None, {})
 
 

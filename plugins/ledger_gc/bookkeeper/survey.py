@@ -81,6 +81,9 @@ class BookKeeperSurvey:
     references_high: int | None = None
     # registered BookKeeper targets this survey did not find orphaned -> why
     registered_reasons: dict[str, str] = field(default_factory=dict)
+    # For each gone topic with registered ledgers: the highest ledger id found tagged
+    # with its name, held ones included (a shared BookKeeper's live topic: cycle.py).
+    gone_topic_high: dict[str, int] = field(default_factory=dict)
 
     @property
     def orphan_bytes(self) -> int:
@@ -130,6 +133,7 @@ class BookKeeperSurvey:
             "above_counter_count": len(self.above_counter),
             "references_high": self.references_high,
             "registered_reasons": self.registered_reasons,
+            "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
         }
 
@@ -153,6 +157,28 @@ def _stores(settings: Settings) -> Iterator[tuple[MetadataStore, MetadataStore]]
         yield pulsar, bk
 
 
+def _no_layout(settings: Settings) -> ConfigError:
+    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    return ConfigError(
+        f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
+        "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
+        "BookKeeper's metadataServiceUri; metadata stores other than ZooKeeper (Oxia, etcd) "
+        "are not supported. Nothing was scanned or deleted"
+    )
+
+
+def check_layout(settings: Settings) -> str | None:
+    """The BookKeeper layout, read before a cycle starts anything (None: the source is
+    off); a required root without one, or a layout ledger-gc cannot read, raises."""
+    if not enabled(settings):
+        return None
+    with MetadataStore.open(settings.bookkeeper_settings()) as bk:
+        layout = scan.read_layout(bk, settings.bk_ledgers_root)
+    if layout is None and settings.bookkeeper == "true":
+        raise _no_layout(settings)
+    return layout
+
+
 def survey(
     settings: Settings, registered: Mapping[str, Any] | None = None
 ) -> BookKeeperSurvey | None:
@@ -169,12 +195,7 @@ def survey(
         layout = scan.read_layout(bk, root)
         if layout is None:
             if settings.bookkeeper == "true":
-                raise ConfigError(
-                    f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
-                    "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
-                    "BookKeeper's metadataServiceUri; metadata stores other than ZooKeeper "
-                    "(Oxia, etcd) are not supported. Nothing was scanned or deleted"
-                )
+                raise _no_layout(settings)
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
         result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
@@ -190,13 +211,32 @@ def survey(
         ids = sorted(listing.ledger_ids + tree.ledger_ids)
         log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
         found: set[int] = set()
+        # A listed ledger whose record names another managed ledger is not the one the
+        # list means: another cluster's ledger under the same id (a wrong root).
+        owner_of = {lid: name for name, listed in refs.listed.items() for lid in listed}
+        foreign_ids: set[int] = set()
+        watched = {
+            topic
+            for entry in (registered or {}).values()
+            if getattr(entry, "target_class", None) in classify.BK_TOPIC_GONE_CLASSES
+            and (topic := classify.topic_of(entry.target_class, entry.ml_name))
+        }
         for ledger in scan.read_ledgers(bk, root, layout, ids):
+            tagged = classify.ml_of(ledger.tags)
+            if tagged is not None and tagged in watched:
+                high = result.gone_topic_high.get(tagged, -1)
+                result.gone_topic_high[tagged] = max(high, ledger.ledger_id)
             found.add(ledger.ledger_id)
+            listed_by = owner_of.get(ledger.ledger_id)
+            if listed_by is not None and _names_other(ledger, listed_by):
+                foreign_ids.add(ledger.ledger_id)
             verdict = classifier.classify(ledger)
             result.add(ledger, verdict)
             if verdict.ledger_class in BK_ORPHAN_CLASSES:
                 result.candidates.append(_candidate(root, layout, ledger, verdict))
-        result.missing_listed, result.listed_in_bookkeeper = _missing_listed(pulsar, refs, found)
+        result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
+            pulsar, refs, found - foreign_ids
+        )
     counter = _id_counter(settings)
     result.id_counter = counter
     if counter is not None:
@@ -208,6 +248,17 @@ def survey(
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
     return result
+
+
+def _names_other(ledger: BkLedger, ml_name: str) -> bool:
+    """Whether a ledger's Pulsar tags name a managed ledger other than ``ml_name``."""
+    tags = ledger.tags
+    return (
+        tags.application == classify.PULSAR
+        and tags.component == classify.MANAGED_LEDGER_COMPONENT
+        and tags.ml_name is not None
+        and tags.ml_name != ml_name
+    )
 
 
 def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES, BK_TOPIC_GONE_CLASSES, topic_of
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, horizon, phases, report, segments, timekeeping
@@ -393,6 +393,25 @@ def _apply_scan(
             return result
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
+        elsewhere = _bookkeeper_live_elsewhere(
+            entries,
+            candidates,
+            (latest.result if latest is not None else {}),
+            (diff.get("bookkeeper") or {}).get("gone_topic_high") or {},
+            number,
+        )
+        for name, why in elsewhere.items():
+            log.warning("orphan cycle %s holds BookKeeper ledgers of %s: %s", run_id, name, why)
+        owners = [(p, e.target_class, e.ml_name) for p, e in entries.items()]
+        owners += [(p, c.target_class, c.ml_name) for p, c in candidates.items()]
+        elsewhere_reasons = {
+            prefix: elsewhere[topic]
+            for prefix, target_class, owner in owners
+            if target_class in BK_ORPHAN_CLASSES
+            and (topic := topic_of(target_class, owner)) in elsewhere
+        }
+        for prefix in elsewhere_reasons:
+            candidates.pop(prefix, None)
         # An entry registered after the survey read the registry (another cycle's) has
         # no facts here; it gets the generic reason (reasons are text, never a verdict).
         missing = [
@@ -412,6 +431,7 @@ def _apply_scan(
             for entry in missing
         }
         reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
+        reasons.update(elsewhere_reasons)
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
         for entry in changes.added:
             txn.upsert(entry)
@@ -446,9 +466,56 @@ def _apply_scan(
             seen=len(changes.seen),
             restarted=len(changes.restarted),
             corrected=len(changes.corrected),
+            bookkeeper_live_elsewhere=elsewhere,
         )
         txn.set_scan_result(number, result)
     return result
+
+
+def _bookkeeper_live_elsewhere(
+    entries: dict[str, phases.RegistryEntry],
+    candidates: dict[str, Candidate],
+    latest: dict[str, Any],
+    gone_topic_high: dict[str, int],
+    number: int,
+) -> dict[str, str]:
+    """Topic names whose BookKeeper ledgers are someone's live topic, and why.
+
+    Pulsar's tags carry no cluster name (Pulsar 17213), so another cluster's topic
+    looks like a deleted topic of this one. Ledger ids only grow, and a deleted topic
+    gains no ledgers: a name this metadata lacks that gains a ledger *after* the cycle
+    first registered its ledgers as orphaned is a live topic somewhere (DESIGN.md
+    "Shared BookKeeper"). ``gone_topic_high`` is the survey's highest id tagged with each
+    such name, held ledgers included (a new ledger is usually the newest of all). Once
+    seen, a name stays held (the applied scan's result carries it) while any ledger of
+    it is still a candidate."""
+    carried: dict[str, str] = dict(latest.get("bookkeeper_live_elsewhere") or {})
+    bk_entries = [e for e in entries.values() if e.target_class in BK_ORPHAN_CLASSES]
+    gone = {topic_of(e.target_class, e.ml_name) for e in bk_entries}
+    gone &= {
+        topic_of(e.target_class, e.ml_name)
+        for e in bk_entries
+        if e.target_class in BK_TOPIC_GONE_CLASSES
+    }
+    # The newest registered ledger of each gone topic, of any class (its cursor's too).
+    registered: dict[str, int] = {}
+    for entry in bk_entries:
+        topic = topic_of(entry.target_class, entry.ml_name)
+        if topic in gone and entry.ledger_id is not None:
+            registered[topic] = max(registered.get(topic, -1), entry.ledger_id)
+    found: dict[str, str] = {}
+    for topic, high in registered.items():
+        newest = gone_topic_high.get(topic, -1)
+        if newest > high:
+            found[topic] = (
+                f"topic {topic} is not in this metadata, yet it gained ledger {newest} after "
+                f"its ledgers were registered as orphaned (scan {number}): another Pulsar "
+                "cluster sharing this BookKeeper writes it. Held; set LEDGERGC_BK_SHARED=true "
+                "if BookKeeper is shared"
+            )
+    names = {topic_of(c.target_class, c.ml_name) for c in candidates.values() if c.bookkeeper}
+    found.update({name: why for name, why in carried.items() if name in names})
+    return found
 
 
 def _why_bookkeeper_not_orphan(
@@ -736,6 +803,10 @@ def run_orphan_cycle(
     # one error naming the file and the fix, and no failed-run report that would need
     # the registry too (issue 11).
     OrphanRegistry(settings).check()
+    # So does a BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true, no LAYOUT).
+    from ledger_gc.bookkeeper.survey import check_layout
+
+    check_layout(settings)
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(
         dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory

@@ -412,7 +412,7 @@ def build_report(
             "scan_number": (applied or {}).get("scan_number"),
         },
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
-        "bookkeeper": _bookkeeper(diff, deleted_list, delete_results),
+        "bookkeeper": _bookkeeper(diff, applied, deleted_list, delete_results),
     }
     return CycleReport(data)
 
@@ -455,7 +455,10 @@ def _tiered(
 
 
 def _bookkeeper(
-    diff: dict[str, Any] | None, deleted: list[dict[str, Any]], delete_results: list[dict[str, Any]]
+    diff: dict[str, Any] | None,
+    applied: dict[str, Any] | None,
+    deleted: list[dict[str, Any]],
+    delete_results: list[dict[str, Any]],
 ) -> dict[str, Any] | None:
     """The BookKeeper source's part of the cycle (None when it is off): the survey's
     totals per class (each explained), what it held and why, and what was deleted."""
@@ -471,6 +474,8 @@ def _bookkeeper(
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
         "deleted": len(mine),
         "bytes_reclaimed": sum(r["bytes"] for r in freed),
+        # Topics another Pulsar cluster sharing this BookKeeper writes (cycle.py): held.
+        "live_elsewhere": dict(_first(applied, "bookkeeper_live_elsewhere", {}) or {}),
         "restore": (
             "ledgergc restore --run <run id> re-creates deleted ledgers' metadata until the "
             "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
@@ -529,6 +534,8 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
             f"    {len(bk['missing_listed'])} listed ledgers are missing from BookKeeper "
             f"(e.g. {bk['missing_listed'][0]})"
         )
+    for name, why in (bk.get("live_elsewhere") or {}).items():
+        yield f"    BookKeeper looks shared: every ledger of {name} is held: {why}"
     if bk["deleted"]:
         yield f"    {bk['restore']}"
 

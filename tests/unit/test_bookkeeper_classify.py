@@ -1,0 +1,302 @@
+"""Every BookKeeper ledger against Pulsar's references (pure): each class, each hold,
+foreign and unreadable ledgers, and the properties that keep referenced ledgers alive."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger_gc.bookkeeper import classify as c
+from ledger_gc.bookkeeper.classify import (
+    BkLedger,
+    Classifier,
+    PulsarReferences,
+    PulsarTags,
+    SchemaIndex,
+    classify_all,
+)
+from ledger_gc.bookkeeper.records import CLOSED, IN_RECOVERY, OPEN
+
+ML = "t/ns/persistent/orders"
+OTHER_ML = "t/ns/persistent/payments"
+GONE_ML = "t/ns/persistent/deleted"
+ENCODED_ML = "t/ns/persistent/orders+eu"  # the topic "orders eu"
+
+
+# Pulsar's tag maps (LedgerMetadataUtils), as the record's custom metadata holds them.
+def base(component: str, **extra: str) -> dict[str, bytes]:
+    tags = {"application": "pulsar", "component": component, **extra}
+    return {key: value.encode() for key, value in tags.items()}
+
+
+def data(ml: str) -> dict[str, bytes]:
+    return base("managed-ledger", **{"pulsar/managed-ledger": ml})
+
+
+def cursor(ml: str, name: str) -> dict[str, bytes]:
+    return {**data(ml), "pulsar/cursor": name.encode()}
+
+
+def schema(schema_id: str) -> dict[str, bytes]:
+    return base("schema", **{"pulsar/schemaId": schema_id})
+
+
+def compacted(topic: str) -> dict[str, bytes]:
+    tags = base("compacted-ledger", **{"pulsar/compactedTopic": topic})
+    return {**tags, "pulsar/compactedTo": b"\x08\xff"}
+
+
+def bucket() -> dict[str, bytes]:
+    key, topic, sub = "#pulsar.internal.delayed.bucket_10_20", "persistent://t/ns/orders", "b"
+    tags = {"delayedIndexBucketKey": key, "delayedIndexTopic": topic, "delayedIndexCursor": sub}
+    return base("delayed-index-bucket", **{f"pulsar/{k}": v for k, v in tags.items()})
+
+
+def ledger(lid: int, custom: dict[str, bytes] | None = None, **kw) -> BkLedger:
+    fields = {"state": CLOSED, "length": 1024, "format_version": 3, **kw}
+    tags = PulsarTags.of(custom or {})
+    return BkLedger(lid, version=2, ctime_ms=1_700_000_000_000, tags=tags, **fields)
+
+
+REFS = PulsarReferences(
+    listed={
+        ML: frozenset({10, 11, 20, 30}),
+        OTHER_ML: frozenset({100}),
+        ENCODED_ML: frozenset({90}),
+    },
+    marked={ML: frozenset({5})},
+    offloaded_deleted={10: ML, 11: ML},
+    cursors={(ML, "billing"): 40, (ML, "audit"): -1},
+    compacted={ML: 50},
+    buckets=frozenset({60}),
+    schemas={
+        "t/ns/orders": SchemaIndex(frozenset({70, 71}), 0),
+        "t/ns/from-v1": SchemaIndex(frozenset({72}), 1),
+        "t/ns/broken": SchemaIndex(frozenset(), None, unreadable="truncated"),
+    },
+    namespaces=frozenset({"t/ns"}),
+)
+assert REFS.high() == 100
+TOPIC, GONE_TOPIC = "persistent://t/ns/orders", "persistent://t/ns/deleted"
+CURSOR_ORPHAN, SCHEMA_ORPHAN = c.BK_ORPHAN_CURSOR_LEDGER, c.BK_ORPHAN_SCHEMA_LEDGER
+COMPACTED_ORPHAN = c.BK_ORPHAN_COMPACTED_LEDGER
+RECOVERING = {"state": OPEN, "length": 0}
+
+CASES = {
+    # live: some record names the id
+    "live-listed": (ledger(20, data(ML)), c.BK_LIVE, None),
+    "live-listed-open": (ledger(30, data(ML), **RECOVERING), c.BK_LIVE, None),
+    "live-marked": (ledger(5, data(ML)), c.BK_LIVE, None),
+    "live-cursor-ledger": (ledger(40, cursor(ML, "billing")), c.BK_LIVE, None),
+    "live-compaction-property": (ledger(50, compacted(TOPIC)), c.BK_LIVE, None),
+    "live-bucket": (ledger(60, bucket()), c.BK_LIVE, None),
+    "live-schema-index": (ledger(71, schema("t/ns/orders")), c.BK_LIVE, None),
+    "live-untagged-but-listed": (ledger(100, None, format_version=1), c.BK_LIVE, None),
+    "live-listed-without-name-tag": (ledger(11, base("managed-ledger")), c.BK_LIVE, None),
+    # judged by id
+    "offloaded-copy": (ledger(10, data(ML)), c.BK_OFFLOADED_COPY, None),
+    # judged by name
+    "orphan-ledger": (ledger(15, data(ML)), c.BK_ORPHAN_LEDGER, None),
+    "orphan-partition": (ledger(25, data(GONE_ML)), c.BK_ORPHAN_PARTITION, None),
+    "orphan-cursor-gone": (ledger(38, cursor(ML, "gone")), CURSOR_ORPHAN, None),
+    "orphan-cursor-gone-ml": (ledger(39, cursor(GONE_ML, "b")), CURSOR_ORPHAN, None),
+    "orphan-cursor-uses-newer": (ledger(36, cursor(ML, "billing")), CURSOR_ORPHAN, None),
+    "orphan-cursor-minus-one": (ledger(37, cursor(ML, "audit")), CURSOR_ORPHAN, None),
+    "orphan-schema-unnamed": (ledger(65, schema("t/ns/orders")), SCHEMA_ORPHAN, None),
+    "orphan-schema-no-index": (ledger(64, schema("t/ns/none")), SCHEMA_ORPHAN, None),
+    "orphan-compacted-gone-topic": (ledger(45, compacted(GONE_TOPIC)), COMPACTED_ORPHAN, None),
+    # held
+    "hold-newer": (ledger(101, data(GONE_ML)), c.BK_HELD, c.HOLD_NEWER),
+    "hold-newer-open": (ledger(150, data(ML), **RECOVERING), c.BK_HELD, c.HOLD_NEWER),
+    "hold-rollover": (ledger(33, data(ML), **RECOVERING), c.BK_HELD, c.HOLD_ROLLOVER),
+    "hold-rollover-closed": (ledger(95, data(ENCODED_ML)), c.BK_HELD, c.HOLD_ROLLOVER),
+    "hold-cursor-switch": (ledger(41, cursor(ML, "billing")), c.BK_HELD, c.HOLD_CURSOR_SWITCH),
+    "hold-other-namespace": (ledger(42, data("o/n/persistent/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
+    "hold-other-ns-schema": (ledger(43, schema("o/ns/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
+    "hold-live-compacted": (ledger(46, compacted(TOPIC)), c.BK_HELD, c.HOLD_LIVE_COMPACTED),
+    "hold-schema-from-v1": (ledger(66, schema("t/ns/from-v1")), c.BK_HELD, c.HOLD_SCHEMA_INDEX),
+    "hold-schema-unreadable": (ledger(67, schema("t/ns/broken")), c.BK_HELD, c.HOLD_SCHEMA_INDEX),
+    "hold-copy-of-another-ml": (ledger(11, data(OTHER_ML)), c.BK_HELD, c.HOLD_OFFLOAD_MISMATCH),
+    # foreign: not a Pulsar ledger ledger-gc judges
+    "foreign-untagged": (ledger(12, None), c.BK_FOREIGN, None),
+    "foreign-v1-record": (ledger(13, None, format_version=1), c.BK_FOREIGN, None),
+    "foreign-other-app": (ledger(14, {**data(ML), "application": b"app"}), c.BK_FOREIGN, None),
+    "foreign-app-not-utf8": (ledger(16, {**data(ML), "application": b"\xff"}), c.BK_FOREIGN, None),
+    "foreign-bucket": (ledger(61, bucket()), c.BK_FOREIGN, None),
+    "foreign-no-component": (ledger(17, {"application": b"pulsar"}), c.BK_FOREIGN, None),
+    "foreign-ml-without-name": (ledger(18, base("managed-ledger")), c.BK_FOREIGN, None),
+    "foreign-schema-without-id": (ledger(19, base("schema")), c.BK_FOREIGN, None),
+    "foreign-compacted-no-topic": (ledger(21, base("compacted-ledger")), c.BK_FOREIGN, None),
+    "foreign-invalid-ml-name": (ledger(22, data("orders")), c.BK_FOREIGN, None),
+    "foreign-ml-without-domain": (ledger(23, data("t/ns/orders")), c.BK_FOREIGN, None),
+    "foreign-invalid-schema-id": (ledger(24, schema("t/orders")), c.BK_FOREIGN, None),
+    "foreign-non-persistent": (ledger(26, compacted("non-" + TOPIC)), c.BK_FOREIGN, None),
+    "foreign-short-topic": (ledger(27, compacted("persistent://t/x")), c.BK_FOREIGN, None),
+    # unreadable: never judged
+    "unreadable": (ledger(28, None, state=None, error="no header"), c.BK_UNREADABLE, None),
+    "unreadable-listed": (ledger(20, data(ML), state=None, error="cut"), c.BK_UNREADABLE, None),
+}
+
+
+@pytest.mark.parametrize(("bk", "expected", "hold"), list(CASES.values()), ids=list(CASES))
+def test_each_class(bk: BkLedger, expected: str, hold: str | None) -> None:
+    verdict = Classifier(REFS).classify(bk)
+    assert (verdict.ledger_class, verdict.hold) == (expected, hold), verdict.reason
+    assert verdict.reason
+    assert verdict.to_dict()["class"] == expected
+
+
+def test_a_live_topics_compacted_ledger_is_held_whatever_its_name() -> None:
+    """Pulsar's ML name is the URL-encoded local name (getPersistenceNamingEncoding), but
+    pulsar/compactedTopic is the plain topic name the compactor's reader was given: the
+    compacted ledger of the live topic "orders eu" (ML ``orders+eu``) is a live topic's."""
+    verdict = Classifier(REFS).classify(ledger(85, compacted("persistent://t/ns/orders eu")))
+    assert (verdict.ledger_class, verdict.hold) == (c.BK_HELD, c.HOLD_LIVE_COMPACTED), (
+        verdict.reason
+    )
+
+
+def test_owners() -> None:
+    classifier = Classifier(REFS)
+    assert classifier.classify(CASES["orphan-ledger"][0]).owner == ML
+    assert classifier.classify(CASES["orphan-cursor-gone-ml"][0]).owner == GONE_ML
+    assert classifier.classify(CASES["orphan-schema-no-index"][0]).owner == "t/ns/none"
+    assert classifier.classify(CASES["orphan-compacted-gone-topic"][0]).owner == GONE_ML
+
+
+def test_with_no_references_every_tagged_ledger_is_newer() -> None:
+    refs = PulsarReferences(listed={}, namespaces=frozenset({"t/ns"}))
+    verdicts = classify_all([ledger(1, data(GONE_ML)), ledger(2, schema("public/default/x"))], refs)
+    assert [(v.ledger_class, v.hold) for _, v in verdicts] == [(c.BK_HELD, c.HOLD_NEWER)] * 2
+
+
+NAME_JUDGED_CASES = [name for name, (_, cls, _) in CASES.items() if cls in c.BK_NAME_JUDGED]
+
+
+@pytest.mark.parametrize("name", NAME_JUDGED_CASES)
+def test_shared_bookkeeper_holds_every_name_judged_orphan(name: str) -> None:
+    bk = CASES[name][0]
+    verdict = Classifier(REFS, shared=True).classify(bk)
+    assert (verdict.ledger_class, verdict.hold) == (c.BK_HELD, c.HOLD_SHARED)
+
+
+def test_shared_bookkeeper_still_deletes_offloaded_copies() -> None:
+    assert {CASES[name][1] for name in NAME_JUDGED_CASES} == set(c.BK_NAME_JUDGED)
+    bk = CASES["offloaded-copy"][0]
+    [(_, verdict)] = classify_all([bk], REFS, shared=True)
+    assert verdict.ledger_class == c.BK_OFFLOADED_COPY
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, (_, cls, _) in CASES.items() if cls not in c.BK_ORPHAN_CLASSES]
+)
+def test_shared_changes_nothing_but_orphans(name: str) -> None:
+    bk, expected, hold = CASES[name]
+    verdict = Classifier(REFS, shared=True).classify(bk)
+    assert (verdict.ledger_class, verdict.hold) == (expected, hold)
+
+
+def test_the_live_recheck_has_no_horizon() -> None:
+    refs = PulsarReferences(listed={ML: frozenset({3})}, namespaces=frozenset({"t/ns"}))
+    bk = ledger(2, data(ML))
+    assert Classifier(refs, horizon=False).classify(bk).ledger_class == c.BK_ORPHAN_LEDGER
+    assert Classifier(refs, horizon=False).classify(ledger(9, data(GONE_ML))).ledger_class == (
+        c.BK_ORPHAN_PARTITION
+    )
+
+
+def test_bytes_only_once_closed() -> None:
+    assert ledger(1, data(ML), length=4096).bytes == 4096
+    assert ledger(1, data(ML), state=OPEN, length=4096).bytes == 0
+
+
+# --- properties ---------------------------------------------------------------------------
+
+MLS = ["a/x/persistent/t1", "a/x/persistent/t2", "b/y/persistent/t3", "c/z/persistent/t4"]
+SCHEMA_IDS = ["a/x/t1", "b/y/t3", "c/z/t9"]
+NAMESPACES = frozenset({"a/x", "b/y", "c/z"})
+ids = st.integers(0, 20)
+id_sets = st.frozensets(ids, max_size=3)
+
+
+mls, cursor_names = st.sampled_from(MLS), st.sampled_from(["s1", "s2"])
+
+
+@st.composite
+def references(draw: st.DrawFn) -> PulsarReferences:
+    listed = draw(st.dictionaries(mls, id_sets, max_size=4))
+    offloaded = {
+        lid: name
+        for name, listed_ids in listed.items()
+        for lid in draw(st.sets(st.sampled_from(sorted(listed_ids or {0}))))
+        if lid in listed_ids
+    }
+    index = st.builds(SchemaIndex, id_sets, st.sampled_from([None, 0, 0, 1]))
+    broken = st.builds(SchemaIndex, id_sets, st.none(), st.just("garbage"))
+    return PulsarReferences(
+        listed=listed,
+        marked=draw(st.dictionaries(mls, id_sets, max_size=2)),
+        offloaded_deleted=offloaded,
+        cursors=draw(
+            st.dictionaries(st.tuples(mls, cursor_names), st.integers(-1, 20), max_size=3)
+        ),
+        compacted=draw(st.dictionaries(mls, ids, max_size=2)),
+        buckets=draw(st.frozensets(ids, max_size=2)),
+        schemas=draw(st.dictionaries(st.sampled_from(SCHEMA_IDS), index | broken, max_size=3)),
+        namespaces=draw(st.just(NAMESPACES) | st.frozensets(st.sampled_from(sorted(NAMESPACES)))),
+    )
+
+
+def topic_of(ml: str) -> str:
+    tenant, ns, _, local = ml.split("/")
+    return f"persistent://{tenant}/{ns}/{local}"
+
+
+custom_metadata = st.one_of(
+    mls.map(data),
+    st.tuples(mls, st.sampled_from(["s1", "s2", "s3"])).map(lambda t: cursor(*t)),
+    st.sampled_from(SCHEMA_IDS).map(schema),
+    mls.map(lambda ml: compacted(topic_of(ml))),
+    st.just(bucket()),
+    st.just({}),
+    st.just({"application": b"other"}),
+)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[PulsarReferences, list[BkLedger]]:
+    refs = draw(references())
+    known = sorted(refs.referenced()) or [0]
+    bks = []
+    for _ in range(draw(st.integers(0, 10))):
+        lid = draw(st.integers(0, 24) | st.integers(0, 24) | st.sampled_from(known))
+        owner = refs.offloaded_deleted.get(lid)
+        custom = draw(custom_metadata if owner is None else st.just(data(owner)) | custom_metadata)
+        error = draw(st.sampled_from([None] * 9 + ["garbage"]))
+        state = None if error else draw(st.sampled_from([OPEN, CLOSED, IN_RECOVERY]))
+        bks.append(ledger(lid, custom, state=state, error=error))
+    return refs, bks
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario=scenarios(), shared=st.booleans())
+def test_referenced_or_new_ledgers_are_never_orphans(
+    scenario: tuple[PulsarReferences, list[BkLedger]], shared: bool
+) -> None:
+    refs, ledgers = scenario
+    referenced = refs.referenced()
+    high = refs.high()
+    for bk, verdict in classify_all(ledgers, refs, shared=shared):
+        cls = verdict.ledger_class
+        assert cls in c.BK_CLASSES
+        assert (cls == c.BK_HELD) == (verdict.hold is not None)
+        if cls not in c.BK_ORPHAN_CLASSES:
+            continue
+        # Only an offloaded copy, which Pulsar lists as bookkeeperDeleted, is judged by id.
+        assert bk.ledger_id not in referenced or (
+            cls == c.BK_OFFLOADED_COPY and bk.ledger_id in refs.offloaded_deleted
+        )
+        assert not shared or cls == c.BK_OFFLOADED_COPY
+        assert high is not None and bk.ledger_id <= high
+        assert bk.error is None
