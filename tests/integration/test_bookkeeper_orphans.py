@@ -287,3 +287,27 @@ def test_a_declared_shared_bookkeeper_deletes_only_what_this_metadata_names_by_i
     assert {d["ledger_id"] for d in report["deleted"]} == {planted.orphans["offloaded-copy"]}
     for role, lid in planted.orphans.items():
         assert exists(cluster, lid) == (role != "offloaded-copy")
+
+
+def test_restore_puts_back_exactly_the_records_a_run_deleted(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, later: Callable[[float], dict[str, Any]]
+) -> None:
+    from ledger_gc.restore.restoring import restore_run
+
+    planted = plant(cluster)
+    before = {lid: cluster.client.get(cluster.path(lid))[0] for lid in planted.orphans.values()}
+    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).run_id
+    assert not any(exists(cluster, lid) for lid in before)
+
+    dry = restore_run(pulsar, run, dry_run=True).to_dict()
+    assert dry["errors"] == 0 and not any(exists(cluster, lid) for lid in before)
+    done = restore_run(pulsar, run).to_dict()
+    assert done["objects_restored"] == len(before) and done["errors"] == 0
+    assert "gcWaitTime" in done["note"]
+    after = {lid: cluster.client.get(cluster.path(lid))[0] for lid in before}
+    assert after == before
+    statuses = [r["status"] for r in AuditLog(pulsar).read(run_id=done["run_id"])]
+    assert statuses.count("restoring") == statuses.count("restored") == len(before)
+    again = restore_run(pulsar, run).to_dict()  # never replaces a znode that exists
+    assert again["objects_restored"] == 0 and again["errors"] == len(before)

@@ -44,6 +44,7 @@ from ledger_gc.audit import (
     AuditLog,
     AuditRecord,
 )
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.clock import now_ms
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
@@ -89,6 +90,7 @@ class RestoreReport:
     dry_run: bool
     bucket: dict[str, Any]
     prefixes: list[RestoredPrefix] = field(default_factory=list)
+    note: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -106,7 +108,7 @@ class RestoreReport:
             "bytes_restored": sum(p.bytes_restored for p in self.prefixes),
             "errors": sum(1 for p in self.prefixes if p.error),
             "exit_code": self.exit_code,
-            "note": NOTE,
+            "note": self.note or NOTE,
         }
 
 
@@ -135,6 +137,14 @@ def restore_run(
     deleted = [
         r for r in records if r.get("status", DELETED) == DELETED and r.get("operation") != RESTORE
     ]
+    # BookKeeper ledgers come back by re-creating their znodes (bookkeeper/restore.py);
+    # the rest of the run, if any of it is recoverable, from the versioned bucket.
+    ledgers = [r for r in deleted if r.get("target_class") in BK_ORPHAN_CLASSES]
+    if ledgers:
+        restored = _restore_bookkeeper(settings, audit, run_id, ledgers, dry_run, clock)
+        deleted = [r for r in deleted if r not in ledgers]
+        if not any(r.get("recoverable") for r in deleted):
+            return restored
     if not deleted and records:
         raise SafetyRefusalError(
             f"run {run_id!r} announced deletes but recorded none as done in {audit.path} "
@@ -198,6 +208,36 @@ def restore_run(
         except Exception as exc:  # one prefix must not stop the others; reported
             item.error = str(exc)
             log.warning("restore of %s failed: %s", prefix, exc)
+    if ledgers:
+        report.prefixes[:0] = restored.prefixes
+    return report
+
+
+def _restore_bookkeeper(
+    settings: Settings,
+    audit: AuditLog,
+    run_id: str,
+    records: list[dict[str, Any]],
+    dry_run: bool,
+    clock: Callable[[], int],
+) -> RestoreReport:
+    from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
+
+    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    report = RestoreReport(
+        new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
+    )
+    report.note = f"{WARNING}; {NOTE}"
+    for result in restore_ledgers(settings, audit, report.run_id, records, dry_run=dry_run):
+        item = RestoredPrefix(
+            result["prefix"], result["target_class"], result["ml_name"], result["ledger_id"]
+        )
+        item.markers = 1
+        item.objects_restored = 1 if result["restored"] else 0
+        item.bytes_restored = result["bytes"] if result["restored"] else 0
+        item.error = result["error"]
+        item.bucket = where
+        report.prefixes.append(item)
     return report
 
 
