@@ -76,6 +76,7 @@ class AuditRecord:
 
     def to_json(self) -> str:
         record = dict(vars(self))  # flat fields: asdict's deep copy is not needed
+        record.update(record.pop("extra") or {})  # as ``record_of`` reads it back
         record["time_ms"] = self.time_ms or int(time.time() * 1000)
         return json.dumps(record, sort_keys=True, separators=(",", ":"))
 

@@ -19,7 +19,7 @@ from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.observability import build_overview, render_metrics
 from ledger_gc.observability.page import render_page
-from ledger_gc.observability.runs import CLASSES, MAIN_PHASES, PHASES
+from ledger_gc.observability.runs import CLASSES, MAIN_PHASES, PHASE_CLASSES, PHASES
 from ledger_gc.observability.status_section import add_overview, describe_overview
 from ledger_gc.settings import Settings
 from ledger_gc.trim.report import run_summary
@@ -192,11 +192,15 @@ def test_orphans_per_phase_come_from_the_latest_cycle(state_dir):
 
     assert orphans["latest"]["run_id"] == "orphans-3"
     assert orphans["latest"]["time_ms"] == T0 + 2 * HOUR
-    assert orphans["phases"]["registered"] == {
+    registered = orphans["phases"]["registered"]
+    assert {c: registered[c] for c in CLASSES} == {
         "orphan-partition": {"count": 1, "bytes": 1000},
         "orphan-ledger": {"count": 1, "bytes": 100},
         "orphan-segment": {"count": 0, "bytes": 0},
     }
+    # BookKeeper's orphan classes are in every phase table, at 0 in a cycle without them.
+    assert set(registered) == set(PHASE_CLASSES)
+    assert orphans["bookkeeper"] is None
     assert orphans["phase_totals"]["waiting_grace"] == {"count": 1, "bytes": 1000}
     assert orphans["phase_totals"]["waiting_retention"] == {"count": 1, "bytes": 100}
     assert orphans["phase_totals"]["deleted"] == {"count": 1, "bytes": 100}

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
+from ledger_gc import termination
 from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import AuditLog, AuditRecord
@@ -47,6 +48,7 @@ from ledger_gc.orphans.deleting import (
     HELD,
     OPERATION,
     SKIPPED,
+    STOPPED,
     WAITING,
     WOULD_DELETE,
     RecheckResult,
@@ -71,8 +73,13 @@ def recheck_and_delete(
     run_id: str,
     now_ms: int,
     deleting: bool,
+    should_stop: Callable[[], bool] = termination.requested,
 ) -> list[RecheckResult]:
-    """Re-check and delete (or, when not ``deleting``, only report) BookKeeper entries."""
+    """Re-check and delete (or, when not ``deleting``, only report) BookKeeper entries.
+
+    ``should_stop`` (a termination signal, a lost delete lock) is asked before each
+    entry and again just before each delete's audit record: once true, nothing more is
+    sent and the entries left are ``skipped``."""
     items = list(entries)
     if not items:
         return []
@@ -92,12 +99,25 @@ def recheck_and_delete(
             return [_skipped(entry, str(exc)) for entry in items]
         unavailable: str | None = None
         for entry in items:
+            if unavailable is None and should_stop():
+                unavailable = STOPPED
             if unavailable is not None:
                 results.append(_skipped(entry, unavailable))
                 continue
             try:
                 results.append(
-                    _one(settings, pulsar, bk, layout, audit, entry, run_id, now_ms, deleting)
+                    _one(
+                        settings,
+                        pulsar,
+                        bk,
+                        layout,
+                        audit,
+                        entry,
+                        run_id,
+                        now_ms,
+                        deleting,
+                        should_stop,
+                    )
                 )
             except MetadataUnavailableError as exc:
                 unavailable = str(exc)
@@ -106,6 +126,8 @@ def recheck_and_delete(
 
 
 def _skipped(entry: RegistryEntry, error: str) -> RecheckResult:
+    if error == STOPPED:
+        return RecheckResult.of(entry, SKIPPED, STOPPED, error=STOPPED)
     return RecheckResult.of(
         entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
     )
@@ -125,6 +147,7 @@ def _one(
     run_id: str,
     now_ms: int,
     deleting: bool,
+    should_stop: Callable[[], bool],
 ) -> RecheckResult:
     root = settings.bk_ledgers_root
     znode = znode_of_target(entry.prefix)
@@ -178,6 +201,8 @@ def _one(
     )
     if not deleting:
         return RecheckResult.of(entry, WOULD_DELETE, reason, objects=1, bytes=ledger.bytes)
+    if should_stop():  # the last moment: nothing is audited or sent after a stop
+        return _skipped(entry, STOPPED)
     return _delete(settings, bk, audit, entry, ledger, znode, data, stat.version, reason, run_id)
 
 

@@ -6,8 +6,9 @@
 * ``overview``: ``build_overview`` - the dict behind the Airflow page, the JSON endpoint,
   the metrics and ``ledgergc status --json``'s ``overview`` section;
 * ``metrics``: that dict in Prometheus' text format (KIP-370's metric names);
-* ``charts``, ``timefmt`` and ``page``: the HTML page (inline SVG, no JavaScript,
-  nothing fetched);
+* ``charts``, ``timefmt``, ``figures`` and ``page``: the HTML page (inline SVG, no
+  JavaScript, nothing fetched), with ``bookkeeper_section`` (the BookKeeper source's
+  figures) and ``registered_table`` (the registered orphans) as parts of it;
 * ``live``: the ZooKeeper status behind the trim backlog, cached for the web server;
 * ``status_section``: the ``ledgergc status`` extension (JSON section, plain lines).
 

@@ -4,7 +4,10 @@ Orphan metrics carry KIP-370's proposed names (``OrphanLogPartitionCount``,
 ``OrphanLogPartitionSize``, and the same for orphan ledgers; ``OrphanOffloadedSegmentCount``
 ``OrphanOffloadedSegmentSize`` for tiered storage), so a dashboard built for
 that proposal reads ours; their ``phase`` and ``namespace`` labels come from the latest
-orphan cycle. Everything else is ``ledgergc_*`` in Prometheus' own naming style. The text
+orphan cycle. ``OrphanBookKeeperLedgerCount`` and ``OrphanBookKeeperLedgerSize`` follow
+them for BookKeeper's ledgers, by ``class`` and ``namespace`` as the latest cycle's survey
+classified them (only while that source is on). Everything else is ``ledgergc_*`` in
+Prometheus' own naming style. The text
 is rendered from ``build_overview``'s dict and nothing else, so the metrics and the page
 always agree.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ledger_gc.bookkeeper.classify import BK_LIVE
 from ledger_gc.observability.runs import LEDGER, PARTITION, PHASES, SEGMENT
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -56,6 +60,21 @@ _ORPHAN_METRICS = (
         SEGMENT,
         "bytes",
         "Bytes of orphan offloaded segments per phase, latest orphan cycle",
+    ),
+)
+# (metric name, "ledgers" | "bytes", help text)
+_BOOKKEEPER_METRICS = (
+    (
+        "OrphanBookKeeperLedgerCount",
+        "ledgers",
+        "BookKeeper ledgers per class (bk-orphan-*, bk-offloaded-copy: deletable orphans; "
+        "bk-held, bk-foreign, bk-unreadable: kept; bk-live) and namespace, latest orphan cycle",
+    ),
+    (
+        "OrphanBookKeeperLedgerSize",
+        "bytes",
+        "Bytes (the ledgers' recorded length) of BookKeeper ledgers per class and namespace, "
+        "latest orphan cycle",
     ),
 )
 Sample = tuple[Mapping[str, str], float | int]
@@ -112,6 +131,43 @@ def _orphan_samples(orphans: Mapping[str, Any], cls: str, measure: str) -> list[
     return samples
 
 
+def _bookkeeper_samples(bookkeeper: Mapping[str, Any], measure: str) -> list[Sample]:
+    """One sample per class and namespace where the latest survey found ledgers.
+
+    Live ledgers are one sample over all namespaces (``namespace=""``): every namespace
+    has some, and a series for each would grow with the cluster, not with its leaks. A
+    class with no ledger anywhere is one sample at 0 with ``namespace=""``, so every
+    class is always there (a missing series reads as a broken exporter) and a sum over
+    namespaces is still right. A summary without a per-namespace breakdown gives each
+    class's total with ``namespace=""``."""
+    classes: Mapping[str, Mapping[str, int]] = bookkeeper.get("classes") or {}
+    namespaces: Mapping[str, Mapping[str, Mapping[str, int]]] = bookkeeper.get("namespaces") or {}
+    samples: list[Sample] = []
+    for cls, total in classes.items():
+        per_namespace = [
+            (namespace, int(leaf.get(measure, 0)))
+            for namespace, by_class in namespaces.items()
+            if (leaf := by_class.get(cls) or {}).get("ledgers")
+        ]
+        if cls == BK_LIVE or not per_namespace:
+            per_namespace = [("", int(total.get(measure, 0)))]
+        samples += [({"class": cls, "namespace": ns}, value) for ns, value in per_namespace]
+    return samples
+
+
+def _bookkeeper_lines(orphans: Mapping[str, Any]) -> list[str]:
+    """The BookKeeper families; none at all while the source is off (or before its first
+    survey): BookKeeper is an optional source, and a family of a source a cluster does
+    not have would only be noise on its dashboards."""
+    bookkeeper = orphans.get("bookkeeper")
+    if not bookkeeper:
+        return []
+    lines: list[str] = []
+    for name, measure, help_text in _BOOKKEEPER_METRICS:
+        lines += _family(name, "gauge", help_text, _bookkeeper_samples(bookkeeper, measure))
+    return lines
+
+
 def render_metrics(overview: Mapping[str, Any]) -> str:
     """Prometheus text for an overview from ``build_overview``."""
     orphans = overview["orphans"]
@@ -121,6 +177,7 @@ def render_metrics(overview: Mapping[str, Any]) -> str:
     lines: list[str] = []
     for name, cls, measure, help_text in _ORPHAN_METRICS:
         lines += _family(name, "gauge", help_text, _orphan_samples(orphans, cls, measure))
+    lines += _bookkeeper_lines(orphans)
     refusals: dict[str, int] = {}
     latest_run = (orphans.get("latest") or {}).get("run_id")
     for refusal in orphans.get("refusals") or []:

@@ -9,9 +9,16 @@ that the caller already has (``ledgergc status``) or caches (the web server).
 Shape (every key always present; numbers are ints, times ms since the epoch)::
 
     generated_at_ms, state_dir, state_url (password masked)
-    orphans: latest (run header | None), phases {phase: {class: {count, bytes}}},
+    orphans: latest (run header | None), phases {phase: {class: {count, bytes}}}
+             (class: every one of ``runs.PHASE_CLASSES``, BookKeeper's orphan classes too),
              phase_totals {phase: {count, bytes}}, namespaces {ns: phases-table},
-             trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...]
+             trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...],
+             bookkeeper (None with the source off | {hosts, root, layout,
+             managed_ledgers, ledgers, bytes, orphan_bytes, pulsar_ledgers,
+             classes {class: {ledgers, bytes}}, explanations {class: text},
+             namespaces {ns: {class: {ledgers, bytes}}}, held_reasons {hold: n},
+             missing_listed, missing_listed_samples, deleted, bytes_reclaimed,
+             live_elsewhere {topic: why}, restore})
     trim:    latest (run header + totals | None), backlog {source, pending_markers,
              pending_bytes, oldest_marked_at_ms, oldest_age_seconds, live_error},
              last_errors [...], trend [{run_id, time_ms, ledgers_deleted,
@@ -116,6 +123,9 @@ def _orphans(cycles: list[dict[str, Any]]) -> dict[str, Any]:
         "namespaces": runs.orphan_namespaces(latest) if latest else {},
         "trend": trend,
         "refusals": refusals,
+        # The latest cycle's survey of BookKeeper: an older cycle's would show ledgers
+        # that this one may have deleted, or a source since turned off.
+        "bookkeeper": runs.bookkeeper_figures(latest) if latest else None,
     }
 
 

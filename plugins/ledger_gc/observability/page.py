@@ -11,18 +11,20 @@ while people read the rounded, human form.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
 from ledger_gc.console import human_bytes
+from ledger_gc.observability.bookkeeper_section import bookkeeper_section, has_bookkeeper
 from ledger_gc.observability.charts import Series, line_chart
+from ledger_gc.observability.figures import bytes_figure, figure, table, time_figure
 from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.runs import (
     CLASS_TITLES,
     CLASSES,
     MAIN_PHASES,
+    PHASE_CLASSES,
     PHASE_TITLES,
     PHASES,
 )
@@ -53,40 +55,6 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .chart .axis,.chart .legend{font-size:11px;fill:#4a5568}
 code{font-size:12px}
 """
-
-
-Path = tuple[str | int, ...]
-
-
-def figure(path: Path, value: Any, text: str | None = None) -> str:
-    """A number for people, with its exact value for machines (see the module doc).
-
-    ``data-key`` is the figure's path in the overview as a JSON array (namespaces contain
-    "/" and may contain ".", so no separator would do); ``data-value`` is the value as
-    JSON (``null`` when unknown)."""
-    shown = text if text is not None else ("-" if value is None else str(value))
-    return (
-        f'<span class="num" data-key="{escape(json.dumps(list(path)))}" '
-        f'data-value="{escape(json.dumps(value))}">{escape(shown)}</span>'
-    )
-
-
-def bytes_figure(path: Path, value: int | None) -> str:
-    """A byte count: human-readable on the page, exact in ``data-value``."""
-    return figure(path, value, human_bytes(value))
-
-
-def time_figure(path: Path, value: int | None) -> str:
-    """A time (ms since the epoch): UTC on the page, exact in ``data-value``."""
-    return figure(path, value, fmt_time(value))
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
-    if not rows:
-        return f'<p class="muted">{escape(empty)}</p>'
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _run_line(header: Mapping[str, Any] | None, what: str) -> str:
@@ -139,15 +107,15 @@ def _orphans_section(orphans: Mapping[str, Any]) -> str:
     ns_rows = [
         [escape(ns), escape(CLASS_TITLES[c])]
         + [
-            figure(("orphans", "namespaces", ns, p, c, "count"), table[p][c]["count"])
+            figure(("orphans", "namespaces", ns, p, c, "count"), phases[p][c]["count"])
             + " · "
-            + bytes_figure(("orphans", "namespaces", ns, p, c, "bytes"), table[p][c]["bytes"])
+            + bytes_figure(("orphans", "namespaces", ns, p, c, "bytes"), phases[p][c]["bytes"])
             for p in MAIN_PHASES
         ]
-        for ns, table in orphans["namespaces"].items()
-        for c in CLASSES
+        for ns, phases in orphans["namespaces"].items()
+        for c in PHASE_CLASSES
         # Namespaces with data but no orphan of this class in these phases: not news.
-        if any(table[p][c]["count"] for p in MAIN_PHASES)
+        if any(phases[p][c]["count"] for p in MAIN_PHASES)
     ]
     ns_headers = ["Namespace", "Class"] + [PHASE_TITLES[p] for p in MAIN_PHASES]
     refusals = [
@@ -166,12 +134,18 @@ def _orphans_section(orphans: Mapping[str, Any]) -> str:
         '<h2 id="orphans">Orphans</h2>'
         + _run_line(orphans["latest"], "orphan cycle")
         + f'<div class="tiles">{tiles}</div>'
-        + _table(headers, rows, "")
+        + table(headers, rows, "")
+        + (
+            '<p class="muted">The tiles and trends count every source; BookKeeper\'s '
+            'ledgers per phase are in <a href="#bookkeeper">their section</a>.</p>'
+            if has_bookkeeper(orphans)
+            else ""
+        )
         + f'<h3>Trend over the last {len(trend)} cycles</h3><div class="charts">{charts}</div>'
         + "<h3>Per namespace (latest cycle)</h3>"
-        + _table(ns_headers, ns_rows, "No orphan in any namespace in the latest cycle.")
+        + table(ns_headers, ns_rows, "No orphan in any namespace in the latest cycle.")
         + '<h3 id="refusals">Safety guard refusals (recent cycles)</h3>'
-        + _table(
+        + table(
             ["Time", "Run", "Guard", "Reason", "Effect"],
             refusals,
             "No safety guard refused a recent cycle.",
@@ -234,7 +208,7 @@ def _trim_section(trim: Mapping[str, Any]) -> str:
         + warning
         + tiles
         + "<h3>Last errors</h3>"
-        + _table(["Managed ledger", "Ledger", "Error", "Attempts", "Run"], errors, "No errors.")
+        + table(["Managed ledger", "Ledger", "Error", "Attempts", "Run"], errors, "No errors.")
         + f'<h3>Trend over the last {len(trend)} runs</h3><div class="charts">{chart}</div>'
     )
 
@@ -265,7 +239,7 @@ def _deletions_section(deletions: Mapping[str, Any]) -> str:
     return (
         '<h2 id="deletions">Last deletions (audit log)</h2>'
         + f"<p>Reclaimed in total: {totals}</p>"
-        + _table(
+        + table(
             ["Time", "Operation", "Class", "What", "Size", "Run", "Reason"],
             rows,
             "Nothing deleted yet.",
@@ -281,12 +255,13 @@ def _last_success_section(last_success: Mapping[str, Any], now_ms: int) -> str:
         rows.append(
             [
                 escape(job),
-                time_figure(("last_success", job, "time_ms"), when),
+                # No run yet: no figure, whose path would lead nowhere in the overview.
+                time_figure(("last_success", job, "time_ms"), when) if last else "-",
                 escape("never" if age is None else fmt_age(age) + ("" if age < 0 else " ago")),
                 f"<code>{escape(last['run_id'])}</code>" if last else "-",
             ]
         )
-    return '<h2 id="runs">Last successful runs</h2>' + _table(
+    return '<h2 id="runs">Last successful runs</h2>' + table(
         ["Job", "Finished", "Age", "Run"], rows, ""
     )
 
@@ -306,6 +281,7 @@ def render_page(
         f"generated {escape(fmt_time(now))} · refreshes every {refresh_seconds} s · "
         '<a href="api/overview">JSON</a> · <a href="metrics">metrics</a></p>'
         + _orphans_section(overview["orphans"])
+        + bookkeeper_section(overview["orphans"])
         + (registered_section(registered) if registered is not None else "")
         + _trim_section(overview["trim"])
         + _deletions_section(overview["deletions"])

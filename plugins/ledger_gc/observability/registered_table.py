@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from ledger_gc.bookkeeper.classify import znode_of_target
 from ledger_gc.console import human_bytes
 from ledger_gc.observability.registered import ORPHAN_DAG_ID, dag_run_id
 from ledger_gc.observability.timefmt import fmt_time
@@ -88,6 +89,29 @@ def _run_link(run_id: str | None) -> str:
     return f'<a href="{escape(href)}" target="_top"><code>{escape(run_id)}</code></a>'
 
 
+def _what(item: Mapping[str, Any]) -> tuple[str, str]:
+    """The prefix cell and the objects cell. A BookKeeper ledger's "prefix" is
+    ``bookkeeper:<its metadata znode>`` and its one "object" is that znode: shown as the
+    znode and the ledger (of its managed ledger or schema), not as an S3 key."""
+    znode = znode_of_target(item["prefix"])
+    if znode is None:
+        return f"<code>{escape(item['prefix'])}</code>", str(item["objects"])
+    owner = item.get("ml_name") or ""
+    ledger = item.get("ledger_id")
+    detail = " ".join(
+        part
+        for part in (
+            f"ledger {ledger}" if ledger is not None else "",
+            f"of {escape(owner)}" if owner else "",
+        )
+        if part
+    )
+    return (
+        f'BookKeeper <code>{escape(znode)}</code><br><span class="muted">{detail}</span>',
+        "1 ledger",
+    )
+
+
 def _row(item: Mapping[str, Any]) -> str:
     at = item["deletable_at_ms"]
     waits = item["waiting_for"]
@@ -98,11 +122,12 @@ def _row(item: Mapping[str, Any]) -> str:
     waits_text = escape(", ".join(waits)) + (
         f'<br><span class="bad">last delete failed: {escape(error)}</span>' if error else ""
     )
+    prefix, objects = _what(item)
     cells = [
         _cell(escape(item["class"]), item["class"]),
         _cell(escape(item["namespace"]), item["namespace"]),
-        _cell(f"<code>{escape(item['prefix'])}</code>", item["prefix"]),
-        _cell(str(item["objects"]), item["objects"], "n"),
+        _cell(prefix, item["prefix"]),
+        _cell(objects, item["objects"], "n"),
         _cell(escape(human_bytes(item["bytes"])), item["bytes"], "n"),
         _cell(escape(fmt_time(item["first_seen_ms"])), item["first_seen_ms"]),
         _cell(str(item["scans_seen"]), item["scans_seen"], "n"),
@@ -139,6 +164,14 @@ def registered_section(listing: Mapping[str, Any]) -> str:
     )
     if not orphans:
         return title + summary + '<p class="muted">No orphan is registered.</p>'
+    if any(znode_of_target(item["prefix"]) is not None for item in orphans):
+        summary += (
+            '<p class="muted">A BookKeeper row is a ledger: deleting it removes its '
+            "metadata znode (never its parents), and the bookies drop its data at their next "
+            "garbage collection (gcWaitTime); until then <code>ledgergc restore --run "
+            "&lt;run id&gt;</code> brings it back. Its size is the length its metadata "
+            "records.</p>"
+        )
     shown = orphans[:MAX_ROWS]
     more = (
         f'<p class="muted">The {len(shown)} soonest of {len(orphans)} are shown; '
@@ -150,7 +183,7 @@ def registered_section(listing: Mapping[str, Any]) -> str:
     body = "".join(_row(item) for item in shown)
     return (
         title + summary + '<p><input id="orphan-filter" type="search" placeholder="Filter: class, '
-        'namespace, prefix, what it waits for…" size="50" aria-label="Filter the '
+        'namespace, prefix or znode, what it waits for…" size="50" aria-label="Filter the '
         'registered orphans"></p>'
         + f'<table id="registered-orphans"><thead><tr>{head}</tr></thead>'
         + f"<tbody>{body}</tbody></table>"

@@ -13,6 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ledger_gc.bookkeeper.classify import (
+    BK_CLASSES,
+    BK_OFFLOADED_COPY,
+    BK_ORPHAN_CLASSES,
+    BK_ORPHAN_COMPACTED_LEDGER,
+    BK_ORPHAN_CURSOR_LEDGER,
+    BK_ORPHAN_LEDGER,
+    BK_ORPHAN_PARTITION,
+    BK_ORPHAN_SCHEMA_LEDGER,
+)
+from ledger_gc.bookkeeper.classify import EXPLANATIONS as BK_EXPLANATIONS
+
 # The phases of an orphan cycle (``orphans/report.py``'s ``phases``). The first four are
 # KIP-370's life of an orphan, shown as tiles and trends: registered (in the registry
 # after the cycle), waiting in the grace window, waiting until its data is older than
@@ -45,10 +57,21 @@ PARTITION = "orphan-partition"
 LEDGER = "orphan-ledger"
 SEGMENT = "orphan-segment"
 CLASSES = (PARTITION, LEDGER, SEGMENT)
+# With the BookKeeper source on, a cycle also registers BookKeeper ledgers (DESIGN.md
+# "BookKeeper ledgers"): their orphan classes go through the same phases, so the phase
+# tables carry them too, and the tiles and trends count every source. ``CLASSES`` stays
+# the classes every report's ``by_class`` names (the S3 blocks' and tiered storage's).
+PHASE_CLASSES = (*CLASSES, *BK_ORPHAN_CLASSES)
 CLASS_TITLES = {
     PARTITION: "Orphan partitions",
     LEDGER: "Orphan ledgers",
     SEGMENT: "Orphan offloaded segments",
+    BK_OFFLOADED_COPY: "BookKeeper copies of offloaded ledgers",
+    BK_ORPHAN_LEDGER: "BookKeeper orphan ledgers",
+    BK_ORPHAN_PARTITION: "BookKeeper orphan partitions",
+    BK_ORPHAN_CURSOR_LEDGER: "BookKeeper orphan cursor ledgers",
+    BK_ORPHAN_SCHEMA_LEDGER: "BookKeeper orphan schema ledgers",
+    BK_ORPHAN_COMPACTED_LEDGER: "BookKeeper orphan compacted ledgers",
 }
 # The trim's outcome "error", the orphan cycle's status "failed". A trim with markers still
 # pending and a cycle that a guard refused did run: their backlog and refusals are shown
@@ -70,13 +93,17 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
 # {phase: {class: {"count": n, "bytes": b}}}
 PhaseTable = dict[str, dict[str, dict[str, int]]]
 
 
 def empty_phases() -> PhaseTable:
     """``{phase: {class: {"count": 0, "bytes": 0}}}`` for every phase and class."""
-    return {p: {c: {"count": 0, "bytes": 0} for c in CLASSES} for p in PHASES}
+    return {p: {c: {"count": 0, "bytes": 0} for c in PHASE_CLASSES} for p in PHASES}
 
 
 def run_time_ms(summary: Mapping[str, Any]) -> int | None:
@@ -169,7 +196,7 @@ def _phase_table(table: Any) -> PhaseTable:
     result = empty_phases()
     for phase in PHASES:
         by_class = _mapping(_mapping(table.get(phase)).get("by_class"))
-        for cls in CLASSES:
+        for cls in PHASE_CLASSES:
             leaf = _mapping(by_class.get(cls))
             result[phase][cls] = {
                 "count": as_int(leaf.get("count")),
@@ -207,3 +234,68 @@ def orphan_refusals(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         for item in summary.get("refusals") or []
         if isinstance(item, Mapping)
     ]
+
+
+# --- the BookKeeper source of an orphan cycle -------------------------------------------
+
+#: Listed ledgers missing from BookKeeper kept in the overview (the run log has them all).
+MISSING_LISTED_SHOWN = 5
+DEFAULT_RESTORE = (
+    "ledgergc restore --run <run id> re-creates deleted ledgers' metadata until the "
+    "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
+)
+
+
+def _ledgers_leaf(value: Any) -> dict[str, int]:
+    leaf = _mapping(value)
+    return {"ledgers": as_int(leaf.get("ledgers")), "bytes": as_int(leaf.get("bytes"))}
+
+
+def bookkeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What an orphan cycle's survey of BookKeeper found (its ``bookkeeper``), or None
+    when the source was off, the cycle stopped before the survey, or the summary is older
+    than the source: then there is nothing to show, not a BookKeeper with no ledgers.
+
+    Every class of ``bookkeeper/classify.py`` is present (at 0 when the survey found
+    none); a class a newer summary names is kept after them, explained as it says."""
+    bk = summary.get("bookkeeper")
+    if not isinstance(bk, Mapping):
+        return None
+    classes = _mapping(bk.get("classes"))
+    explanations = _mapping(bk.get("explanations"))
+    names = [*BK_CLASSES, *sorted(str(c) for c in classes if c not in BK_CLASSES)]
+    missing = [m for m in _list(bk.get("missing_listed")) if isinstance(m, Mapping)]
+    return {
+        "hosts": str(bk.get("hosts") or ""),
+        "root": str(bk.get("root") or ""),
+        "layout": str(bk.get("layout") or ""),
+        "managed_ledgers": as_int(bk.get("managed_ledgers")),
+        "ledgers": as_int(bk.get("ledgers")),
+        "bytes": as_int(bk.get("bytes")),
+        "orphan_bytes": as_int(bk.get("orphan_bytes")),
+        "pulsar_ledgers": as_int(bk.get("pulsar_ledgers")),
+        "classes": {name: _ledgers_leaf(classes.get(name)) for name in names},
+        "explanations": {
+            name: str(explanations.get(name) or BK_EXPLANATIONS.get(name, "")) for name in names
+        },
+        # Sparse, as the survey keeps it: a namespace names only the classes it has.
+        "namespaces": {
+            str(ns): {str(c): _ledgers_leaf(leaf) for c, leaf in sorted(_mapping(per).items())}
+            for ns, per in sorted(_mapping(bk.get("namespaces")).items())
+        },
+        "held_reasons": {
+            str(hold): as_int(count)
+            for hold, count in sorted(_mapping(bk.get("held_reasons")).items())
+        },
+        "missing_listed": len(missing),
+        "missing_listed_samples": [
+            {"ml_name": str(m.get("ml_name") or ""), "ledger_id": as_int(m.get("ledger_id"))}
+            for m in missing[:MISSING_LISTED_SHOWN]
+        ],
+        "deleted": as_int(bk.get("deleted")),
+        "bytes_reclaimed": as_int(bk.get("bytes_reclaimed")),
+        "live_elsewhere": {
+            str(name): str(why) for name, why in sorted(_mapping(bk.get("live_elsewhere")).items())
+        },
+        "restore": str(bk.get("restore") or DEFAULT_RESTORE),
+    }

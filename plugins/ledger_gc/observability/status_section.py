@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger_gc.bookkeeper.classify import BK_LIVE
 from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.runs import MAIN_PHASES, PHASE_TITLES
 from ledger_gc.observability.timefmt import fmt_time
@@ -41,6 +42,8 @@ def describe_overview(overview: dict[str, Any]) -> list[str]:
         lines.append(f"orphans, cycle {latest['run_id']} ({latest['outcome']}): {phases}")
     for refusal in orphans["refusals"][:3]:
         lines.append(f"  refused by {refusal['guard']} in {refusal['run_id']}: {refusal['reason']}")
+    if orphans.get("bookkeeper"):
+        lines += _bookkeeper_lines(orphans["bookkeeper"])
     reclaimed = ", ".join(
         f"{op} {human_bytes(value)}" for op, value in deletions["reclaimed_bytes"].items()
     )
@@ -65,4 +68,28 @@ def describe_overview(overview: dict[str, Any]) -> list[str]:
         for job, last in overview["last_success"].items()
     )
     lines.append(f"last successful runs: {runs}")
+    return lines
+
+
+def _bookkeeper_lines(bk: dict[str, Any]) -> list[str]:
+    """The latest cycle's BookKeeper figures: what is not live, what was deleted."""
+    from ledger_gc.console import human_bytes
+
+    found = ", ".join(
+        f"{cls} {leaf['ledgers']} ({human_bytes(leaf['bytes'])})"
+        for cls, leaf in bk["classes"].items()
+        if leaf["ledgers"] and cls != BK_LIVE
+    )
+    lines = [
+        f"  bookkeeper {bk['hosts']}{bk['root']} ({bk['layout']}): {bk['ledgers']} ledgers "
+        f"({human_bytes(bk['bytes'])}); {found or 'all live'}; deleted {bk['deleted']} "
+        f"({human_bytes(bk['bytes_reclaimed'])} reclaimed)"
+    ]
+    if bk["held_reasons"]:
+        held = ", ".join(f"{hold} {count}" for hold, count in bk["held_reasons"].items())
+        lines.append(f"  bookkeeper held: {held}")
+    lines += [
+        f"  BookKeeper looks shared: {name} held: {why}"
+        for name, why in bk["live_elsewhere"].items()
+    ]
     return lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ledger_gc.clock import now_ms
-from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import RESET_CONSEQUENCE, OrphanRegistry
 from ledger_gc.orphans.report import OK, CycleReport, render_text
 from ledger_gc.settings import Settings
@@ -155,7 +155,8 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
             )
     except OrphanCycleError as exc:
         _print(exc.report, args.json)
-        return EXIT_ERROR
+        # A lost delete lock stopped the cycle cleanly: work is left, nothing is wrong.
+        return EXIT_INCOMPLETE if isinstance(exc.__cause__, DeleteLockLost) else EXIT_ERROR
     _print(report, args.json)
     data = report.to_dict()
     if report.status != OK or data["failed"] or data.get("pending"):

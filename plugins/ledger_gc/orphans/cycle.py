@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc import termination
 from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES, BK_TOPIC_GONE_CLASSES, topic_of
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
@@ -41,7 +42,7 @@ from ledger_gc.orphans.classify import (
     ManagedLedgerRefs,
     parse_segment_target,
 )
-from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
+from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import RunPaths, new_run_id
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -71,6 +72,11 @@ class CycleOptions:
     def deleting(self, settings: Settings) -> bool:
         """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
         return settings.delete_enabled and not self.dry_run
+
+
+class DeleteLockLost(LedgerGcError):
+    """The delete lock was lost while this cycle deleted (its session expired): it
+    stopped before its next request; the run is incomplete (exit 1), not wrong."""
 
 
 class OrphanCycleError(LedgerGcError):
@@ -591,9 +597,17 @@ def step_delete(
     if distribute_over is None:
         distribute_over = settings.orphan_delete_spark_over
     try:
-        with delete_lock(settings, run_id, wait):
+        with delete_lock(settings, run_id, wait) as lock:
             return _delete_under_lock(
-                settings, steps, result, deleting_now, spark, clock, witness, distribute_over
+                settings,
+                steps,
+                result,
+                deleting_now,
+                spark,
+                clock,
+                witness,
+                distribute_over,
+                lock,
             )
     except DeleteLockBusy as exc:
         log.warning("orphan cycle %s: %s", run_id, exc)
@@ -626,6 +640,7 @@ def _delete_under_lock(
     clock: Clock,
     witness: ServerClocks | None,
     distribute_over: int,
+    lock: DeleteLock,
 ) -> dict[str, Any]:
     """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
     had: an overlapping cycle that held it before may have deleted, or applied a newer
@@ -657,6 +672,11 @@ def _delete_under_lock(
     result["eligible"] = len(plan.eligible)
     ours = _our_clusters(settings, latest.result).to_dict()
     result["our_clusters"] = ours
+
+    # A signal, or the lock lost with its session: stop before the next request.
+    def stop() -> bool:
+        return termination.requested() or lock.should_stop()
+
     # BookKeeper ledgers are re-checked and deleted here, one znode at a time
     # (bookkeeper/deleting.py); the block and segment entries as before.
     bk_eligible = [e for e in plan.eligible if e.target_class in BK_ORPHAN_CLASSES]
@@ -675,16 +695,33 @@ def _delete_under_lock(
         )
     else:
         results = deleting.recheck_and_delete(
-            settings, eligible, run_id=run_id, now_ms=now, deleting=deleting_now, ours=ours
+            settings,
+            eligible,
+            run_id=run_id,
+            now_ms=now,
+            deleting=deleting_now,
+            ours=ours,
+            should_stop=stop,
         )
     if bk_eligible:
         from ledger_gc.bookkeeper import deleting as bk_deleting
 
         results += bk_deleting.recheck_and_delete(
-            settings, bk_eligible, run_id=run_id, now_ms=now, deleting=deleting_now
+            settings,
+            bk_eligible,
+            run_id=run_id,
+            now_ms=now,
+            deleting=deleting_now,
+            should_stop=stop,
         )
     # Audited ahead by the delete path (deletion.Deleter).
     result["results"] = [r.to_dict() for r in results]
+    if lock.lost() is not None:
+        # What was deleted is in the audit log; the registry is left for the cycle that
+        # holds the lock now (it re-checks, and closes what is gone as ``gone``).
+        result.update(skipped=lock.lost(), lock_lost=True)
+        steps.write_manifest(DELETE, result)
+        raise DeleteLockLost(str(lock.lost()))
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
         result["failed"] = unavailable[0].error

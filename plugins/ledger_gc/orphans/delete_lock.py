@@ -10,15 +10,29 @@ the cycle that gets the lock re-reads the registry before it plans anything.
 
 A lock that cannot be had within ``Settings.orphan_lock_wait_seconds`` is not an error:
 the cycle deletes nothing, says who holds the lock, and the next run retries.
+
+**A lock can be lost while it is held.** Its ephemeral node lives as long as the
+holder's ZooKeeper session; a process frozen past the session timeout (a GC pause, a
+suspended VM, a partition) comes back to find the session expired and another cycle
+holding the lock. kazoo says so through the session's state: ``SUSPENDED`` (the
+connection dropped: the lock may be gone by the time it comes back) and ``LOST`` (the
+session expired: it is gone). ``DeleteLock`` listens for both and from then on answers
+``lost()`` with the reason: every source's delete path asks it before each request it
+sends (``should_stop``), so the batch under way finishes and is audited, nothing new is
+sent, and the cycle exits 1 saying why. A suspended connection that comes back does not
+make the lock good again for this cycle: the node may have been another's in between.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.protocol.states import KazooState
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.zk_client import guarded, session
@@ -33,34 +47,89 @@ class DeleteLockBusy(LedgerGcError):
     """Another cycle held the delete lock for longer than this one would wait."""
 
 
-@contextmanager
-def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterator[None]:
-    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
-    with session(settings) as client:
-        lock = client.Lock(DELETE_LOCK_PATH, identifier=run_id)
+class DeleteLock:
+    """kazoo's ``Lock`` on one session, told when that session is suspended or lost.
 
-        def acquire() -> bool:
+    Use it as a context manager (``acquire`` on enter, ``release`` on exit), and pass
+    ``lost`` (or ``should_stop``) to whatever sends delete requests while it is held."""
+
+    def __init__(self, client: KazooClient, hosts: str, run_id: str) -> None:
+        self._client = client
+        self._hosts = hosts
+        self._lock = client.Lock(DELETE_LOCK_PATH, identifier=run_id)
+        self._lost: str | None = None
+        self._held = False
+        self._mutex = threading.Lock()
+        client.add_listener(self._on_state)
+
+    def _on_state(self, state: str) -> bool:
+        """kazoo's session listener (its event thread): remember the first loss."""
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            with self._mutex:
+                if self._held and self._lost is None:
+                    self._lost = (
+                        f"the delete lock {DELETE_LOCK_PATH} was lost: its ZooKeeper session "
+                        f"at {self._hosts} was {state.lower()} (expired, or the connection "
+                        "dropped past the session timeout), so another cycle may hold it; "
+                        "this cycle stopped deleting before its next request, and the next "
+                        "run re-checks what is left"
+                    )
+                    log.error("%s", self._lost)
+        return False  # keep listening
+
+    def acquire(self, wait_seconds: float) -> bool:
+        def take() -> bool:
             try:
-                return bool(lock.acquire(timeout=wait_seconds))
+                return bool(self._lock.acquire(timeout=wait_seconds))
             except LockTimeout:
                 return False
 
-        if not guarded(f"taking the delete lock {DELETE_LOCK_PATH}", settings.zk_hosts, acquire):
-            holders = guarded("reading the lock", settings.zk_hosts, lock.contenders)
-            holder = holders[0] if holders else "unknown"
+        got = guarded(f"taking the delete lock {DELETE_LOCK_PATH}", self._hosts, take)
+        with self._mutex:
+            self._held = got
+        return got
+
+    def holder(self) -> str:
+        holders = guarded("reading the lock", self._hosts, self._lock.contenders)
+        return str(holders[0]) if holders else "unknown"
+
+    def release(self) -> None:
+        with self._mutex:
+            self._held = False
+        try:
+            self._lock.release()
+        except KazooException as exc:
+            # The session is gone (ZooKeeper went away mid-delete): its ephemeral lock
+            # node goes with it, and the error that matters is the one in flight.
+            log.warning(
+                "could not release %s (%s); it ends with the session", DELETE_LOCK_PATH, exc
+            )
+        finally:
+            self._client.remove_listener(self._on_state)
+
+    def lost(self) -> str | None:
+        """Why the lock is no longer this cycle's (None: still held)."""
+        with self._mutex:
+            return self._lost
+
+    def should_stop(self) -> bool:
+        return self.lost() is not None
+
+
+@contextmanager
+def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterator[DeleteLock]:
+    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
+    with session(settings) as client:
+        lock = DeleteLock(client, settings.zk_hosts, run_id)
+        if not lock.acquire(wait_seconds):
+            holder = lock.holder()
+            lock.release()
             raise DeleteLockBusy(
                 f"another orphan cycle ({holder}) held the delete lock {DELETE_LOCK_PATH} "
                 f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
                 "nothing was deleted, the orphans stay registered and the next run retries"
             )
         try:
-            yield
+            yield lock
         finally:
-            try:
-                lock.release()
-            except KazooException as exc:
-                # The session is gone (ZooKeeper went away mid-delete): its ephemeral lock
-                # node goes with it, and the error that matters is the one in flight.
-                log.warning(
-                    "could not release %s (%s); it ends with the session", DELETE_LOCK_PATH, exc
-                )
+            lock.release()

@@ -37,12 +37,12 @@ If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or del
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ledger_gc import formats
+from ledger_gc import formats, termination
 from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
@@ -72,6 +72,8 @@ WAITING = "waiting"
 FAILED = "failed"
 HELD = "held"  # another Pulsar cluster's segment (segments.why_not_ours): kept, registered
 SKIPPED = "skipped"  # not re-checked: ZooKeeper became unavailable earlier in the batch
+#: Why entries were skipped after a stop (a signal, a lost delete lock).
+STOPPED = "stopped before its re-check (a termination signal or a lost delete lock)"
 
 
 def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
@@ -222,6 +224,8 @@ class RecheckResult:
 
 
 def _skipped(entry: RegistryEntry, error: str) -> RecheckResult:
+    if error == STOPPED:
+        return RecheckResult.of(entry, SKIPPED, STOPPED, error=STOPPED)
     return RecheckResult.of(
         entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
     )
@@ -235,12 +239,15 @@ def recheck_and_delete(
     now_ms: int,
     deleting: bool,
     ours: dict[str, Any] | None = None,
+    should_stop: Callable[[], bool] = termination.requested,
 ) -> list[RecheckResult]:
     """Re-check and delete (or, when not ``deleting``, only report) registry entries.
 
     ``ours``: the clusters whose segments are this store's (``OurClusters.to_dict``;
-    None: the setting's, or, unset, only segments with no cluster name). Returns one
-    result per entry.
+    None: the setting's, or, unset, only segments with no cluster name).
+    ``should_stop``: asked before each entry and each delete batch (a termination
+    signal, a lost delete lock): once true, nothing more is re-checked or sent, and the
+    entries left are reported ``skipped``. Returns one result per entry.
     """
     clusters = segments.OurClusters.from_dict(ours) or segments.our_clusters(
         settings.pulsar_clusters, []
@@ -260,10 +267,16 @@ def recheck_and_delete(
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
     audit = AuditLog(settings)
-    deleter = Deleter(storage, audit, run_id, dry_run=not deleting) if storage else None
+    deleter = (
+        Deleter(storage, audit, run_id, dry_run=not deleting, should_stop=should_stop)
+        if storage
+        else None
+    )
     offload = OffloadStorage(settings) if settings.offload_bucket else None
     offload_deleter = (
-        Deleter(offload, audit, run_id, dry_run=not deleting) if offload is not None else None
+        Deleter(offload, audit, run_id, dry_run=not deleting, should_stop=should_stop)
+        if offload is not None
+        else None
     )
     with ExitStack() as stack:
         try:
@@ -275,6 +288,8 @@ def recheck_and_delete(
             to_delete: list[tuple[RegistryEntry, Decision]] = []
             segments_to_delete: list[tuple[RegistryEntry, Decision]] = []
             for entry in items[offset : offset + BATCH_SIZE]:
+                if unavailable is None and should_stop():
+                    unavailable = STOPPED
                 if unavailable is not None:
                     results.append(_skipped(entry, unavailable))
                     continue
