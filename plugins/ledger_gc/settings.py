@@ -158,6 +158,12 @@ class Settings:
                 "or false"
             )
         _check_pulsar_clusters(self.pulsar_clusters)
+        # Checked here, not in from_env alone: the Airflow variable and run params build
+        # settings too (issue 20: a quoted number there used to pass unchecked).
+        if not self.orphan_lock_wait_seconds >= 0:
+            raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
+        if not self.orphan_delete_spark_over >= 0:
+            raise ConfigError("LEDGERGC_ORPHAN_DELETE_SPARK_OVER must be >= 0 orphans")
         if self.bookkeeper not in READ_ONLY_MODES:
             raise ConfigError(
                 f"LEDGERGC_BOOKKEEPER={self.bookkeeper!r} must be auto, true or false"

@@ -8,6 +8,8 @@ test stack. They fail on the code under review; the docstrings say what breaks.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import time as time_module
 
 import pytest
 from pulsar_records import (
@@ -29,7 +31,9 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo
 from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.trim import run as trim_run
 from ledger_gc.trim import run_trim
+from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 ML = "acme/prod/persistent/orders"
 
@@ -379,3 +383,45 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
         f"subscription 'tool' at {ids[0]}:-1 reads {first[0].position if first else None} "
         f"first: ledgers {ids[:3]} are unreadable for it"
     )
+
+
+def test_a_broker_registering_between_two_marks_of_a_batch_stops_the_next_mark(
+    store, storage, settings, zk_client, monkeypatch
+):
+    """The read-only check runs once per batch; a broker that registers after the batch's
+    first mark must stop the marks that follow it in the same batch (issue 20: 164
+    managed ledgers were first marked after the broker's znode existed)."""
+    names = [f"acme/prod/persistent/t{i}" for i in range(4)]
+    for name in names:
+        store_of(
+            zk_client,
+            storage,
+            name,
+            [Ledger(1), Ledger(2), Ledger(3, entries=0)],
+            cursors={"sub": (2, 1)},
+        )
+    with MetadataStore.open(settings) as trim_store:
+        real = trim_store.commit_trim
+        commits = []
+
+        def broker_starts_after_the_first_mark(name, *args, **kwargs):
+            written = real(name, *args, **kwargs)
+            commits.append(name)
+            if len(commits) == 1:
+                zk_client.create(
+                    "/loadbalance/brokers/broker-1:8080", b"{}", ephemeral=True, makepath=True
+                )
+                time_module.sleep(0.5)  # the watch's notification arrives
+            return written
+
+        trim_store.commit_trim = broker_starts_after_the_first_mark
+        # One mark at a time, so that "the next mark" is well defined (with N workers, up
+        # to N marks already past their check are in flight when a broker registers).
+        monkeypatch.setattr(
+            trim_run, "ManagedLedgerTrimmer", functools.partial(ManagedLedgerTrimmer, workers=1)
+        )
+        report = run_trim(settings.with_overrides(metadata_read_only="auto"), store=trim_store)
+    assert "registered under /loadbalance/brokers" in (report.error or "")
+    assert len(commits) == 1
+    marked = [n for n in names if formats.deletable_markers(store.get_managed_ledger(n).value)]
+    assert marked == commits  # only the one marked before the broker registered

@@ -28,6 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings, TrimRetention, parse_retention_overrides
 
 ZK_CONN_ID = "ledgergc_zookeeper"
@@ -35,7 +36,16 @@ S3_CONN_ID = "ledgergc_s3"
 SETTINGS_VARIABLE = "ledgergc_settings"
 
 # Variable/param keys -> Settings fields (the LEDGERGC_* names, lower-cased, minus prefix).
-_NUMERIC = {"grace_seconds", "retention_seconds", "orphan_max_fraction", "zk_timeout_seconds"}
+# Numbers and flags a JSON variable may give as strings ("1000", "true"): converted as
+# from_env converts the environment's, then checked by Settings itself.
+_INTEGER = {
+    "grace_seconds",
+    "retention_seconds",
+    "orphan_delete_spark_over",
+    "zk_max_record_bytes",
+}
+_FLOAT = {"orphan_max_fraction", "zk_timeout_seconds", "orphan_lock_wait_seconds"}
+_FLAGS = {"delete_enabled", "bk_shared"}
 #: The DAG params (of either DAG) that are settings.
 RUN_SETTINGS = (
     "grace_seconds",
@@ -109,13 +119,22 @@ def apply_mapping(settings: Settings, values: dict[str, Any]) -> Settings:
             changes["trim_retention"] = TrimRetention(**{**current.__dict__, which: int(value)})
         elif key == "trim_retention_overrides":
             changes["trim_retention_overrides"] = parse_retention_overrides(value)
-        elif key == "delete_enabled":
+        elif key in _FLAGS:
             changes[key] = value if isinstance(value, bool) else str(value).lower() == "true"
-        elif key in _NUMERIC:
-            changes[key] = float(value) if key == "orphan_max_fraction" else int(value)
+        elif key in _INTEGER or key in _FLOAT:
+            changes[key] = _number(key, value, float if key in _FLOAT else int)
         else:
             changes[key] = value
     return settings.with_overrides(**changes)
+
+
+def _number(key: str, value: Any, kind: type) -> Any:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{SETTINGS_VARIABLE}: {key}={value!r} is not a number (LEDGERGC_{key.upper()})"
+        ) from None
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:

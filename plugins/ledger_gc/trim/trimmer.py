@@ -62,11 +62,14 @@ audit log becoming unavailable stops the run.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from kazoo.exceptions import NoNodeError
 
 from ledger_gc import formats
 from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, TargetOutcome
@@ -94,8 +97,9 @@ from ledger_gc.marking import (
     plan_purge,
 )
 from ledger_gc.metadata import paths
-from ledger_gc.metadata.read_only import metadata_is_read_only
+from ledger_gc.metadata.read_only import BROKERS_PATH, metadata_is_read_only
 from ledger_gc.metadata.store import CursorWrite, MetadataStore
+from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
@@ -188,6 +192,9 @@ class ManagedLedgerTrimmer:
         # Stamps ledgers that have no creation time (the later clock: keeps them longer).
         self.stamp_clock = stamp_clock or clock
         self.store_verified = False
+        # Set by a ZooKeeper watch when a broker registers (or leaves) mid-run: every
+        # managed ledger's mark asks it first (``_check_writable`` reads once per batch).
+        self._brokers_changed = threading.Event()
         # Asked between managed ledgers (and by the deleter between batches).
         self.should_stop = deleter.should_stop
 
@@ -336,12 +343,37 @@ class ManagedLedgerTrimmer:
 
     def _check_writable(self) -> None:
         """Before each batch's marks: a broker that started since (a rolling restart)
-        owns these topics now and would fence one whose record changes under it."""
+        owns these topics now and would fence one whose record changes under it. A watch
+        on the brokers' znode catches one that registers *during* the batch: each mark
+        asks ``_writable_now`` first, which costs no request."""
+        if self.settings.metadata_read_only == "auto":
+            self._watch_brokers()
         read_only, why = metadata_is_read_only(self.store, self.settings)
         if read_only:
             raise SafetyRefusalError(
                 f"the metadata became read-only during the run ({why}); the trim stopped "
                 "before marking more"
+            )
+
+    def _watch_brokers(self) -> None:
+        def fired(_event: object) -> None:
+            self._brokers_changed.set()
+
+        def watch() -> None:
+            try:
+                self.store.client.get_children(BROKERS_PATH, watch=fired)
+            except NoNodeError:
+                if self.store.client.exists(BROKERS_PATH, watch=fired) is not None:
+                    self._brokers_changed.set()  # created between the two calls
+
+        guarded(f"watching {BROKERS_PATH}", self.store.hosts, watch)
+
+    def _writable_now(self, name: str) -> None:
+        """Before one managed ledger's mark: no broker registered since the batch began."""
+        if self._brokers_changed.is_set():
+            raise BrokerRegisteredError(
+                f"a Pulsar broker registered under {BROKERS_PATH} during the run: the "
+                f"metadata is read-only now; the trim stopped before marking {name}"
             )
 
     def mark_one(
@@ -362,6 +394,7 @@ class ManagedLedgerTrimmer:
         def run() -> None:
             self._plan(result, state)
             if not self.dry_run:
+                self._writable_now(name)
                 marked.append(self._apply(result, state))
 
         self._guarded(result, run)
@@ -376,7 +409,7 @@ class ManagedLedgerTrimmer:
         writes_before = self.store.thread_writes()
         try:
             step()
-        except (MetadataUnavailableError, AuditUnavailableError):
+        except (MetadataUnavailableError, AuditUnavailableError, BrokerRegisteredError):
             raise
         except ManagedLedgerNotFoundError:
             result.missing = True  # deleted while we worked on it: nothing left to trim
@@ -904,6 +937,11 @@ def _holds_store_data(ledger: Any) -> bool:
     context = ledger.offloadContext if ledger.HasField("offloadContext") else None
     moved = context is not None and context.complete and context.bookkeeperDeleted
     return ledger.entries > 0 and not moved
+
+
+class BrokerRegisteredError(SafetyRefusalError):
+    """A broker registered during the run: no managed ledger is marked after it (the
+    run stops; what was marked before stays marked, and the next run purges it)."""
 
 
 def _each(
