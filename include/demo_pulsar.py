@@ -101,8 +101,9 @@ def plant(client: KazooClient) -> dict[str, dict[str, int]]:
     c.managed_ledger(prices, prices_ledgers)
     c.cursor(prices, "__compaction", -1, properties={"CompactedTopicLedger": compacted})
     kept["rollover in flight"] = c.ledger(ml_tags(prices), closed=False)
-    for name, lid in enumerate(orders_ledgers + prices_ledgers):
-        live[f"listed ledger {name}"] = lid
+    # Listed ledgers are live, but for the offloaded one: its BookKeeper copy is a leak.
+    for number, lid in enumerate(orders_ledgers[1:] + prices_ledgers):
+        live[f"listed ledger {number}"] = lid
     return {"live": live, "leaks": leaks, "kept": kept}
 
 
