@@ -153,7 +153,10 @@ class PulsarCluster:
     # --- Pulsar's records --------------------------------------------------------------
 
     def namespace(self, tenant_ns: str) -> None:
+        """A namespace: its policies, and its node in this cluster's local metadata
+        (which stays when its topics are deleted)."""
         self.client.ensure_path(f"/admin/policies/{tenant_ns}")
+        self.client.ensure_path(f"{paths.MANAGED_LEDGERS_ROOT}/{tenant_ns}")
 
     def managed_ledger(
         self,

@@ -278,3 +278,87 @@ def live_ids(c: PulsarCluster) -> list[int]:
 
     data, _ = c.client.get(f"/managed-ledgers/{TOPIC}")
     return [li.ledgerId for li in decode_managed_ledger_info(data).ledgerInfo]
+
+
+def test_an_idle_topic_of_another_cluster_with_an_open_ledger_is_never_registered(
+    pulsar: Settings, zk_client: KazooClient, spark: Any, later: Callable[[float], dict[str, Any]]
+) -> None:
+    """Another cluster's idle topic in a namespace both clusters have (public/default):
+    it gains no ledger, but its current ledger is open, so a writer has it."""
+    c = PulsarCluster(zk_client).init()
+    c.namespace(NS)
+    theirs = [c.ledger(ml_tags(GONE)) for _ in range(3)]
+    theirs.append(c.ledger(ml_tags(GONE), closed=False))  # its current ledger
+    live_topic(c)
+    for hours in (0.0, DAY_H + 1):
+        report = run_orphan_cycle(pulsar, spark=spark, **later(hours)).to_dict()
+        assert report["deleted"] == []
+    assert OrphanRegistry(pulsar).entries() == {}
+    assert report["bookkeeper"]["held_reasons"][bk.HOLD_OPEN_WRITER] == len(theirs)
+    held = {s["ledger_id"] for s in report["bookkeeper"]["samples"]["bk-held"]}
+    assert set(theirs) <= held
+    assert all(c.client.exists(c.path(lid)) for lid in theirs)
+
+
+def test_a_delete_whose_answer_is_lost_is_reported_and_can_be_restored(
+    pulsar: Settings,
+    zk_client: KazooClient,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The znode delete is applied, its answer lost (a connection loss): the step fails
+    saying the delete may have been applied, and restore works from the record written
+    ahead of it."""
+    from kazoo.client import KazooClient as Client
+    from kazoo.exceptions import ConnectionLoss
+
+    from ledger_gc.orphans.cycle import OrphanCycleError
+    from ledger_gc.restore.restoring import restore_run
+
+    c = PulsarCluster(zk_client).init()
+    c.namespace(NS)
+    leaked = c.ledger(ml_tags(TOPIC))
+    live_topic(c)
+    record = zk_client.get(c.path(leaked))[0]
+    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    real_delete = Client.delete
+
+    def applied_then_lost(self: Client, path: str, *args: Any, **kwargs: Any) -> Any:
+        result = real_delete(self, path, *args, **kwargs)
+        if "/ledgers/" in path:
+            raise ConnectionLoss()
+        return result
+
+    monkeypatch.setattr(Client, "delete", applied_then_lost)
+    with pytest.raises(OrphanCycleError) as failed:
+        run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    monkeypatch.undo()
+    assert not zk_client.exists(c.path(leaked))
+    assert "may have been applied" in str(failed.value.report.to_dict()["error"])
+    restored = restore_run(pulsar, failed.value.report.run_id).to_dict()
+    assert restored["objects_restored"] == 1, restored
+    assert zk_client.get(c.path(leaked))[0] == record
+
+
+def test_a_restored_znode_gets_the_acl_it_had_not_ledger_gcs(
+    pulsar: Settings,
+    zk_client: KazooClient,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """ledger-gc with digest auth (LEDGERGC_ZK_DIGEST) creates its own znodes with its own
+    ACL; a restored ledger must keep BookKeeper's, or bookies and brokers cannot read it."""
+    from ledger_gc.restore.restoring import restore_run
+
+    c = PulsarCluster(zk_client).init()
+    c.namespace(NS)
+    leaked = c.ledger(ml_tags(TOPIC))
+    live_topic(c)
+    before = zk_client.get_acls(c.path(leaked))[0]
+    with_digest = pulsar.with_overrides(zk_digest="ledgergc:secret")
+    run_orphan_cycle(with_digest, spark=spark, **later(0))
+    run = run_orphan_cycle(with_digest, spark=spark, **later(DAY_H + 1)).run_id
+    assert not zk_client.exists(c.path(leaked))
+    assert restore_run(with_digest, run).to_dict()["objects_restored"] == 1
+    assert zk_client.get_acls(c.path(leaked))[0] == before

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger_gc.bookkeeper import classify
 from ledger_gc.bookkeeper import classify as c
 from ledger_gc.bookkeeper.classify import (
     BkLedger,
@@ -300,3 +301,47 @@ def test_referenced_or_new_ledgers_are_never_orphans(
         assert not shared or cls == c.BK_OFFLOADED_COPY
         assert high is not None and bk.ledger_id <= high
         assert bk.error is None
+
+
+def test_a_live_topic_whose_name_java_encodes_differently_keeps_its_compacted_ledger() -> None:
+    """Java's URLEncoder encodes ``~`` (Python's quote does not): the compacted ledger of
+    live topic ``prices~eu`` (managed ledger ``prices%7Eeu``) must not look orphaned."""
+    refs = classify.PulsarReferences(
+        listed={"public/default/persistent/prices%7Eeu": frozenset({1, 9})},
+        namespaces=frozenset({"public/default"}),
+    )
+    tags = {
+        "application": b"pulsar",
+        "component": b"compacted-ledger",
+        "pulsar/compactedTopic": b"persistent://public/default/prices~eu",
+    }
+    ledger = classify.BkLedger(
+        5, 0, 1, state="CLOSED", length=10, tags=classify.PulsarTags.of(tags)
+    )
+    verdict = classify.Classifier(refs).classify(ledger)
+    assert verdict.ledger_class == classify.BK_HELD
+    assert verdict.hold == classify.HOLD_LIVE_COMPACTED
+
+
+def test_a_topic_spelled_another_way_is_never_judged_gone() -> None:
+    refs = classify.PulsarReferences(
+        listed={"public/default/persistent/a+b": frozenset({1, 9})},
+        namespaces=frozenset({"public/default"}),
+    )
+    tags = {
+        "application": b"pulsar",
+        "component": b"managed-ledger",
+        "pulsar/managed-ledger": b"public/default/persistent/a%20b",
+    }
+    ledger = classify.BkLedger(
+        5, 0, 1, state="CLOSED", length=10, tags=classify.PulsarTags.of(tags)
+    )
+    verdict = classify.Classifier(refs).classify(ledger)
+    assert (verdict.ledger_class, verdict.hold) == (classify.BK_HELD, classify.HOLD_NAME_SPELLING)
+
+
+def test_a_schema_id_is_the_encoded_local_name() -> None:
+    assert classify.schema_ml_name("t/ns/orders+eu") == "t/ns/persistent/orders+eu"
+    assert classify.compacted_ml_name("persistent://t/ns/orders eu~x") == (
+        "t/ns/persistent/orders+eu%7Ex"
+    )

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, unquote_plus
 
 from ledger_gc.bookkeeper.records import CLOSED, OPEN
 
@@ -107,6 +107,8 @@ HOLD_LIVE_COMPACTED = "live-topic-compacted-ledger"
 HOLD_SCHEMA_INDEX = "schema-index-not-from-0"
 HOLD_SHARED = "shared-bookkeeper"
 HOLD_OFFLOAD_MISMATCH = "offloaded-copy-tag-mismatch"
+HOLD_NAME_SPELLING = "topic-name-spelling"
+HOLD_OPEN_WRITER = "gone-topic-with-open-ledger"
 
 # Pulsar's tags (LedgerMetadataUtils, since Pulsar 2.3.0).
 APPLICATION = "application"
@@ -165,8 +167,18 @@ class PulsarTags:
 def encode_local_name(name: str) -> str:
     """A topic's local name as Pulsar's managed-ledger name has it: Java's
     ``URLEncoder.encode(name, UTF-8)`` (``Codec.encode``), which keeps letters, digits
-    and ``.-*_``, turns a space into ``+`` and every other byte into ``%XX``."""
-    return quote_plus(name, safe=".-*_")
+    and ``.-*_``, turns a space into ``+`` and every other byte into ``%XX``. (Python's
+    ``quote_plus`` keeps ``~`` too; Java encodes it.)"""
+    return quote_plus(name, safe=".-*_").replace("~", "%7E")
+
+
+def topic_key(ml_name: str) -> tuple[str, str, str] | None:
+    """(tenant, namespace, decoded local name): what names one topic however its local
+    name was encoded. Two managed-ledger names with the same key are the same topic."""
+    parts = ml_name.split("/")
+    if len(parts) != 4 or parts[2] != "persistent":
+        return None
+    return parts[0], parts[1], unquote_plus(parts[3])
 
 
 def compacted_ml_name(topic: str) -> str | None:
@@ -184,11 +196,12 @@ def compacted_ml_name(topic: str) -> str | None:
 
 
 def schema_ml_name(schema_id: str) -> str | None:
-    """``t/ns/topic`` (a schema id, the topic's plain name) -> its managed ledger name."""
+    """``t/ns/topic`` (a schema id: Pulsar's ``getSchemaName``, the partitioned topic's
+    *encoded* local name) -> the managed-ledger name of that topic."""
     parts = schema_id.split("/", 2)
     if len(parts) != 3 or not all(parts) or "/" in parts[2]:
         return None
-    return f"{parts[0]}/{parts[1]}/persistent/{encode_local_name(parts[2])}"
+    return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
 
 
 def is_topic_ml_name(name: str) -> bool:
@@ -318,6 +331,7 @@ class Classifier:
         self.high = max(self.referenced, default=None)
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         self.cursor_ids = dict(refs.cursors)
+        self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id
@@ -388,6 +402,15 @@ class Classifier:
         lid = ledger.ledger_id
         tags = ledger.tags
         exists = ml_name in self.refs.listed
+        if not exists and topic_key(ml_name) in self.topic_keys:
+            # The same topic under another spelling of its name (an encoding ledger-gc
+            # does not reproduce exactly): never judged gone.
+            return self._held(
+                ml_name,
+                HOLD_NAME_SPELLING,
+                f"{ml_name} is not a managed ledger by that spelling, but a managed ledger "
+                "of the same topic name exists",
+            )
         if tags.component == SCHEMA_COMPONENT:
             assert tags.schema_id is not None
             index = self.refs.schemas.get(tags.schema_id)

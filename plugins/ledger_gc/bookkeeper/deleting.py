@@ -28,6 +28,7 @@ import base64
 import logging
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
@@ -37,7 +38,7 @@ from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import classify, ledger_paths, references, scan
 from ledger_gc.bookkeeper.classify import BK_NAME_JUDGED, BkLedger, znode_of_target
-from ledger_gc.errors import MetadataUnavailableError
+from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.orphans.deleting import (
@@ -122,6 +123,11 @@ def recheck_and_delete(
             except MetadataUnavailableError as exc:
                 unavailable = str(exc)
                 results.append(_skipped(entry, unavailable))
+            except AuditUnavailableError:
+                raise  # no delete without its record: the step stops here
+            except Exception as exc:  # a bad record of its owner: keep it, retry next run
+                log.warning("cannot re-check %s: %s", entry.prefix, exc)
+                results.append(_failed(entry, f"re-check failed: {exc}"))
     return results
 
 
@@ -203,7 +209,21 @@ def _one(
         return RecheckResult.of(entry, WOULD_DELETE, reason, objects=1, bytes=ledger.bytes)
     if should_stop():  # the last moment: nothing is audited or sent after a stop
         return _skipped(entry, STOPPED)
-    return _delete(settings, bk, audit, entry, ledger, znode, data, stat.version, reason, run_id)
+    acls = guarded(f"reading the ACL of {znode}", bk.hosts, lambda: bk.client.get_acls(znode)[0])
+    return _delete(
+        settings,
+        bk,
+        audit,
+        entry,
+        ledger,
+        znode,
+        data,
+        stat.version,
+        reason,
+        run_id,
+        acls,
+        should_stop,
+    )
 
 
 def _live_verdict(settings: Settings, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
@@ -225,6 +245,8 @@ def _delete(
     version: int,
     reason: str,
     run_id: str,
+    acls: list[Any],
+    should_stop: Callable[[], bool],
 ) -> RecheckResult:
     def record(status: str) -> AuditRecord:
         return AuditRecord(
@@ -243,6 +265,9 @@ def _delete(
                 "znode": znode,
                 "znode_version": version,
                 "record_base64": base64.b64encode(data).decode("ascii"),
+                # Restore re-creates it with these: ledger-gc's own (digest) ACL would
+                # lock the bookies and brokers out of it.
+                "znode_acl": [[a.perms, a.id.scheme, a.id.id] for a in acls],
                 "restore": restore_hint(settings),
             },
         )
@@ -250,6 +275,8 @@ def _delete(
     # Written ahead: a delete whose record cannot be committed is not made
     # (AuditUnavailableError stops the step).
     audit.append([record(AUDIT_DELETING)])
+    if should_stop():  # the lock was lost while the record was written
+        return _skipped(entry, STOPPED)
 
     def remove() -> str | None:
         try:
@@ -262,7 +289,20 @@ def _delete(
             return "not-empty"
         return None
 
-    outcome = guarded(f"deleting {znode}", bk.hosts, remove)
+    try:
+        outcome = guarded(f"deleting {znode}", bk.hosts, remove)
+    except MetadataUnavailableError as exc:
+        # The request may have been applied and its answer lost: the audit record written
+        # ahead stands for it (``ledgergc restore`` reads it), and the next run finds the
+        # znode gone or re-checks it.
+        return RecheckResult.of(
+            entry,
+            FAILED,
+            f"the delete of {znode} was sent but its answer was lost ({exc}): it may have "
+            "been applied (see the audit log's deleting record); the next run re-checks it",
+            error=str(exc),
+            unavailable=True,
+        )
     if outcome == "changed":
         return RecheckResult.of(
             entry,

@@ -23,7 +23,6 @@ from ledger_gc.proto import pulsar_schema_pb2
 log = logging.getLogger(__name__)
 
 SCHEMAS_ROOT = "/schemas"
-POLICIES_ROOT = "/admin/policies"
 #: The compaction cursor (Pulsar's ``Compactor.COMPACTION_SUBSCRIPTION``) and the
 #: mark-delete property that names the compacted ledger.
 COMPACTION_CURSOR = "__compaction"
@@ -46,8 +45,9 @@ def read_references(store: MetadataStore) -> PulsarReferences:
         compacted=compacted,
         buckets=frozenset(buckets),
         schemas=_schemas(store),
-        namespaces=frozenset(_namespaces(store, paths.MANAGED_LEDGERS_ROOT))
-        | frozenset(_namespaces(store, POLICIES_ROOT)),
+        # This cluster's own namespaces: its local metadata's, not /admin/policies (a
+        # configuration store that geo-replicated clusters share lists theirs too).
+        namespaces=frozenset(_namespaces(store, paths.MANAGED_LEDGERS_ROOT)),
     )
 
 
@@ -71,8 +71,8 @@ def read_live_references(
     namespaces: set[str] = set()
     for name in filter(None, (ml_name, schema_id)):
         namespace = "/".join(name.split("/")[:2])
-        where = [f"{root}/{namespace}" for root in (paths.MANAGED_LEDGERS_ROOT, POLICIES_ROOT)]
-        if any(got is not None for got in store.get_many_raw(where)):
+        where = f"{paths.MANAGED_LEDGERS_ROOT}/{namespace}"
+        if store.get_many_raw([where])[0] is not None:
             namespaces.add(namespace)
     return PulsarReferences(
         listed=listed,

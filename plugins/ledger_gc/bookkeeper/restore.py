@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from ledger_gc.audit import RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.errors import AuditUnavailableError
@@ -96,9 +97,11 @@ def _restore_one(
         return result
     audit.append([_audit(record, restore_id, RESTORING)])
 
+    acl = _acl_of(record)
+
     def create() -> bool:
         try:
-            bk.client.create(znode, data, makepath=True)
+            bk.client.create(znode, data, acl=acl, makepath=True)
         except NodeExistsError:
             return False
         return True
@@ -114,6 +117,15 @@ def _restore_one(
     result["restored"] = True
     log.info("restored BookKeeper ledger %s (%s)", record.get("ledger_id"), znode)
     return result
+
+
+def _acl_of(record: dict[str, Any]) -> list[ACL] | None:
+    """The znode's ACL as the delete read it (None: a record without one, then
+    ZooKeeper's open ACL, as BookKeeper creates ledger znodes without auth)."""
+    saved = record.get("znode_acl")
+    if not saved:
+        return list(OPEN_ACL_UNSAFE)
+    return [ACL(int(perms), Id(str(scheme), str(ident))) for perms, scheme, ident in saved]
 
 
 def _audit(record: dict[str, Any], restore_id: str, status: str) -> AuditRecord:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_gc import formats
-from ledger_gc.bookkeeper import classify, ledger_paths, references, scan
+from ledger_gc.bookkeeper import classify, ledger_paths, records, references, scan
 from ledger_gc.bookkeeper.classify import (
     BK_CLASSES,
     BK_ORPHAN_CLASSES,
@@ -81,8 +81,9 @@ class BookKeeperSurvey:
     references_high: int | None = None
     # registered BookKeeper targets this survey did not find orphaned -> why
     registered_reasons: dict[str, str] = field(default_factory=dict)
-    # For each gone topic with registered ledgers: the highest ledger id found tagged
-    # with its name, held ones included (a shared BookKeeper's live topic: cycle.py).
+    # For each gone topic with candidates: the highest ledger id tagged with its name,
+    # held ones included; a later scan that finds a higher one has seen the topic gain a
+    # ledger: someone's live topic (a shared BookKeeper: cycle.py).
     gone_topic_high: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -105,6 +106,35 @@ class BookKeeperSurvey:
             sample = self.samples.setdefault(verdict.ledger_class, [])
             if len(sample) < MAX_SAMPLES:
                 sample.append({"ledger_id": ledger.ledger_id, **verdict.to_dict()})
+
+    def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
+        """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
+        kept = []
+        for candidate in self.candidates:
+            topic = classify.topic_of(candidate["target_class"], candidate["ml_name"])
+            if topic not in topics:
+                kept.append(candidate)
+                continue
+            size, cls = candidate["bytes"], candidate["target_class"]
+            namespace = classify.namespace_of(candidate["ml_name"]) or "(none)"
+            for totals in (self.classes, self.namespaces.setdefault(namespace, {})):
+                moved = totals.setdefault(cls, Totals())
+                moved.ledgers -= 1
+                moved.bytes -= size
+                totals.setdefault(classify.BK_HELD, Totals()).add(size)
+            self.held_reasons[hold] = self.held_reasons.get(hold, 0) + 1
+            sample = self.samples.setdefault(classify.BK_HELD, [])
+            if len(sample) < MAX_SAMPLES:
+                sample.append(
+                    {
+                        "ledger_id": candidate["ledger_id"],
+                        "class": classify.BK_HELD,
+                        "owner": candidate["ml_name"],
+                        "reason": why.format(topic=topic),
+                        "hold": hold,
+                    }
+                )
+        self.candidates = kept
 
     def to_manifest(self) -> dict[str, Any]:
         return {
@@ -196,6 +226,14 @@ def survey(
         if layout is None:
             if settings.bookkeeper == "true":
                 raise _no_layout(settings)
+            if not settings.block_store:
+                # No block store and no BookKeeper: very likely a wrong root or chroot.
+                log.warning(
+                    "LEDGERGC_BUCKET is empty and %s/LAYOUT does not exist: the cycle has "
+                    "no BookKeeper to scan; check LEDGERGC_BK_ZK_HOSTS and "
+                    "LEDGERGC_BK_LEDGERS_ROOT, or set LEDGERGC_BOOKKEEPER=true to refuse",
+                    where,
+                )
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
         result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
@@ -215,17 +253,20 @@ def survey(
         # list means: another cluster's ledger under the same id (a wrong root).
         owner_of = {lid: name for name, listed in refs.listed.items() for lid in listed}
         foreign_ids: set[int] = set()
-        watched = {
-            topic
-            for entry in (registered or {}).values()
-            if getattr(entry, "target_class", None) in classify.BK_TOPIC_GONE_CLASSES
-            and (topic := classify.topic_of(entry.target_class, entry.ml_name))
-        }
+        gone_high: dict[str, int] = {}
+        open_gone: set[str] = set()
         for ledger in scan.read_ledgers(bk, root, layout, ids):
             tagged = classify.ml_of(ledger.tags)
-            if tagged is not None and tagged in watched:
-                high = result.gone_topic_high.get(tagged, -1)
-                result.gone_topic_high[tagged] = max(high, ledger.ledger_id)
+            if tagged is not None and tagged not in refs.listed:
+                gone_high[tagged] = max(gone_high.get(tagged, -1), ledger.ledger_id)
+            if (
+                tagged is not None
+                and tagged not in refs.listed
+                and ledger.state is not None
+                and ledger.state != records.CLOSED
+                and ledger.tags.component == classify.MANAGED_LEDGER_COMPONENT
+            ):
+                open_gone.add(tagged)
             found.add(ledger.ledger_id)
             listed_by = owner_of.get(ledger.ledger_id)
             if listed_by is not None and _names_other(ledger, listed_by):
@@ -234,6 +275,17 @@ def survey(
             result.add(ledger, verdict)
             if verdict.ledger_class in BK_ORPHAN_CLASSES:
                 result.candidates.append(_candidate(root, layout, ledger, verdict))
+        # A topic this metadata lacks with an open ledger has a writer: another cluster's
+        # live topic in a shared BookKeeper (even an idle one), or a delete under way.
+        result.hold_candidates(
+            open_gone,
+            classify.HOLD_OPEN_WRITER,
+            "topic {topic} is not in this metadata, but one of its ledgers is open: a "
+            "writer has it (another Pulsar cluster sharing this BookKeeper, or a delete "
+            "under way); every ledger of it is held",
+        )
+        judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
+        result.gone_topic_high = {t: h for t, h in gone_high.items() if t in judged}
         result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
             pulsar, refs, found - foreign_ids
         )

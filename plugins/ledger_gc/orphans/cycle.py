@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES, BK_TOPIC_GONE_CLASSES, topic_of
+from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, guards, horizon, phases, report, segments, timekeeping
@@ -399,12 +399,9 @@ def _apply_scan(
             return result
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
+        gone_high = (diff.get("bookkeeper") or {}).get("gone_topic_high") or {}
         elsewhere = _bookkeeper_live_elsewhere(
-            entries,
-            candidates,
-            (latest.result if latest is not None else {}),
-            (diff.get("bookkeeper") or {}).get("gone_topic_high") or {},
-            number,
+            candidates, (latest.result if latest is not None else {}), gone_high, number
         )
         for name, why in elsewhere.items():
             log.warning("orphan cycle %s holds BookKeeper ledgers of %s: %s", run_id, name, why)
@@ -473,13 +470,13 @@ def _apply_scan(
             restarted=len(changes.restarted),
             corrected=len(changes.corrected),
             bookkeeper_live_elsewhere=elsewhere,
+            bookkeeper_gone_topic_high=gone_high,
         )
         txn.set_scan_result(number, result)
     return result
 
 
 def _bookkeeper_live_elsewhere(
-    entries: dict[str, phases.RegistryEntry],
     candidates: dict[str, Candidate],
     latest: dict[str, Any],
     gone_topic_high: dict[str, int],
@@ -489,35 +486,22 @@ def _bookkeeper_live_elsewhere(
 
     Pulsar's tags carry no cluster name (Pulsar 17213), so another cluster's topic
     looks like a deleted topic of this one. Ledger ids only grow, and a deleted topic
-    gains no ledgers: a name this metadata lacks that gains a ledger *after* the cycle
-    first registered its ledgers as orphaned is a live topic somewhere (DESIGN.md
-    "Shared BookKeeper"). ``gone_topic_high`` is the survey's highest id tagged with each
-    such name, held ledgers included (a new ledger is usually the newest of all). Once
-    seen, a name stays held (the applied scan's result carries it) while any ledger of
-    it is still a candidate."""
+    gains no ledgers: a topic this metadata lacks whose highest tagged ledger id
+    (``gone_topic_high``, held ledgers included) is higher than the previous applied
+    scan saw is a live topic somewhere (DESIGN.md "Shared BookKeeper"). Once seen, a
+    name stays held (each applied scan's result carries it) while any ledger of it is
+    still a candidate. An idle topic gains nothing; its open ledger holds it instead
+    (``bookkeeper.survey``)."""
     carried: dict[str, str] = dict(latest.get("bookkeeper_live_elsewhere") or {})
-    bk_entries = [e for e in entries.values() if e.target_class in BK_ORPHAN_CLASSES]
-    gone = {topic_of(e.target_class, e.ml_name) for e in bk_entries}
-    gone &= {
-        topic_of(e.target_class, e.ml_name)
-        for e in bk_entries
-        if e.target_class in BK_TOPIC_GONE_CLASSES
-    }
-    # The newest registered ledger of each gone topic, of any class (its cursor's too).
-    registered: dict[str, int] = {}
-    for entry in bk_entries:
-        topic = topic_of(entry.target_class, entry.ml_name)
-        if topic in gone and entry.ledger_id is not None:
-            registered[topic] = max(registered.get(topic, -1), entry.ledger_id)
+    before: dict[str, int] = dict(latest.get("bookkeeper_gone_topic_high") or {})
     found: dict[str, str] = {}
-    for topic, high in registered.items():
-        newest = gone_topic_high.get(topic, -1)
-        if newest > high:
+    for topic, high in gone_topic_high.items():
+        if topic in before and high > before[topic]:
             found[topic] = (
-                f"topic {topic} is not in this metadata, yet it gained ledger {newest} after "
-                f"its ledgers were registered as orphaned (scan {number}): another Pulsar "
-                "cluster sharing this BookKeeper writes it. Held; set LEDGERGC_BK_SHARED=true "
-                "if BookKeeper is shared"
+                f"topic {topic} is not in this metadata, yet it gained ledger {high} since "
+                f"the previous scan (whose newest was {before[topic]}; scan {number}): "
+                "another Pulsar cluster sharing this BookKeeper writes it. Held; set "
+                "LEDGERGC_BK_SHARED=true if BookKeeper is shared"
             )
     names = {topic_of(c.target_class, c.ml_name) for c in candidates.values() if c.bookkeeper}
     found.update({name: why for name, why in carried.items() if name in names})
@@ -727,11 +711,13 @@ def _delete_under_lock(
         result["failed"] = unavailable[0].error
         steps.write_manifest(DELETE, result)
         done = sum(1 for r in results if r.action == deleting.DELETED)
+        # A delete sent whose answer was lost says so (it may have been applied).
+        sent = [r.reason for r in unavailable if r.action == deleting.FAILED]
         raise MetadataError(
             f"ZooKeeper became unavailable during the orphan delete ({unavailable[0].error}); "
             f"{len(unavailable)} entries were not re-checked and nothing more was deleted "
             f"({done} deleted before, see the audit log); the registry is unchanged and the "
-            "next run retries"
+            "next run retries" + "".join(f"; {reason}" for reason in sent)
         )
     _apply_delete_results(registry, results, run_id, latest.number, now)
     steps.write_manifest(DELETE, result)

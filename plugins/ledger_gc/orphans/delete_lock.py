@@ -84,6 +84,8 @@ class DeleteLock:
             except LockTimeout:
                 return False
 
+        with self._mutex:
+            self._held = True  # a suspension while it is being taken counts as a loss
         got = guarded(f"taking the delete lock {DELETE_LOCK_PATH}", self._hosts, take)
         with self._mutex:
             self._held = got

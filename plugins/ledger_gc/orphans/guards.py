@@ -183,6 +183,18 @@ def bookkeeper_refusals(
                 forced=force,
             )
         )
+    live = int(((survey.get("classes") or {}).get("bk-live") or {}).get("ledgers") or 0)
+    if survey["managed_ledgers"] and survey["pulsar_ledgers"] and not live and not missing:
+        # The store probe, for BookKeeper: topics here, Pulsar ledgers there, and not one
+        # of them referenced is another cluster's BookKeeper, not a cluster of leaks.
+        refusals.append(
+            Refusal(
+                BK_ROOT_MISMATCH,
+                f"BookKeeper at {where} holds {survey['pulsar_ledgers']} Pulsar ledgers and "
+                f"not one that the {survey['managed_ledgers']} managed ledgers reference: {fix}",
+                forced=force,
+            )
+        )
     above = survey.get("above_counter") or []
     if above:
         refusals.append(

@@ -134,17 +134,19 @@ def restore_run(
     """
     audit = audit or AuditLog(settings)
     records = [r for r in audit.read() if r.get("run_id") == run_id]
+    # BookKeeper ledgers come back by re-creating their znodes (bookkeeper/restore.py),
+    # from the record written ahead of each delete: one whose answer was lost (no
+    # ``deleted`` record) may have been applied too, and a znode that exists is never
+    # replaced. The rest of the run, if any of it is recoverable, from the bucket.
+    ledgers = _bookkeeper_records(records)
+    if ledgers:
+        restored = _restore_bookkeeper(settings, audit, run_id, ledgers, dry_run, clock)
+        records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
+        if not any(r.get("recoverable") for r in records):
+            return restored
     deleted = [
         r for r in records if r.get("status", DELETED) == DELETED and r.get("operation") != RESTORE
     ]
-    # BookKeeper ledgers come back by re-creating their znodes (bookkeeper/restore.py);
-    # the rest of the run, if any of it is recoverable, from the versioned bucket.
-    ledgers = [r for r in deleted if r.get("target_class") in BK_ORPHAN_CLASSES]
-    if ledgers:
-        restored = _restore_bookkeeper(settings, audit, run_id, ledgers, dry_run, clock)
-        deleted = [r for r in deleted if r not in ledgers]
-        if not any(r.get("recoverable") for r in deleted):
-            return restored
     if not deleted and records:
         raise SafetyRefusalError(
             f"run {run_id!r} announced deletes but recorded none as done in {audit.path} "
@@ -211,6 +213,21 @@ def restore_run(
     if ledgers:
         report.prefixes[:0] = restored.prefixes
     return report
+
+
+def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per BookKeeper ledger a run deleted or announced: its ``deleted`` record,
+    else the ``deleting`` one written ahead (both carry the record's bytes)."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.get("target_class") not in BK_ORPHAN_CLASSES or record.get("operation") == (
+            RESTORE
+        ):
+            continue
+        status = record.get("status", DELETED)
+        if status == DELETED or (status == DELETING and record["prefix"] not in chosen):
+            chosen[str(record["prefix"])] = record
+    return list(chosen.values())
 
 
 def _restore_bookkeeper(
