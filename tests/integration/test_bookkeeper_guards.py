@@ -362,3 +362,27 @@ def test_a_restored_znode_gets_the_acl_it_had_not_ledger_gcs(
     assert not zk_client.exists(c.path(leaked))
     assert restore_run(with_digest, run).to_dict()["objects_restored"] == 1
     assert zk_client.get_acls(c.path(leaked))[0] == before
+
+
+def test_the_scan_on_spark_executors_finds_what_the_driver_finds(
+    pulsar: Settings, zk_client: KazooClient, spark: Any
+) -> None:
+    """A tree of several shards (leaf directories of 10,000 ids, and the long tree) is
+    read and classified on executors; the survey must be the same as the driver's."""
+    from ledger_gc.bookkeeper.survey import survey
+
+    c = PulsarCluster(zk_client).init(idgen=False)
+    c.namespace(NS)
+    ids = [5, 10_005, 20_005, 35_000, 2**31 + 5, 2**33]
+    live = [c.ledger(ml_tags(TOPIC), ledger_id=lid) for lid in ids[::2]]
+    orphans = [c.ledger(ml_tags(TOPIC), ledger_id=lid) for lid in ids[1::2][:2]]
+    gone = c.ledger(ml_tags(GONE), ledger_id=50_001)
+    c.ledger({}, ledger_id=60_001)  # foreign
+    c.managed_ledger(TOPIC, [*live, 2**40])
+    c.ledger(ml_tags(TOPIC), ledger_id=2**40)
+    local = survey(pulsar)
+    distributed = survey(pulsar, spark=spark)
+    assert local is not None and distributed is not None
+    assert distributed.to_manifest() == local.to_manifest()
+    assert sorted(c["ledger_id"] for c in distributed.candidates) == sorted([*orphans, gone])
+    assert distributed.ledgers == len(ids) - 1 + 3

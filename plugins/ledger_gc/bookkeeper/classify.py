@@ -332,6 +332,8 @@ class Classifier:
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         self.cursor_ids = dict(refs.cursors)
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
+        # listed id -> its managed ledger (the survey's root-mismatch evidence)
+        self.owner_of = {lid: name for name, ids in refs.listed.items() for lid in ids}
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id

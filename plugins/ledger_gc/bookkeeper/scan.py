@@ -119,14 +119,40 @@ def top_directories(store: MetadataStore, root: str, layout: str) -> tuple[list[
 
 def list_tree(store: MetadataStore, root: str, layout: str, tops: Sequence[str]) -> Listing:
     """Every ledger below some top directories of a hierarchical layout."""
+    return list_subtrees(store, root, layout, tops)
+
+
+def shard_directories(
+    store: MetadataStore, root: str, layout: str, tops: Sequence[str]
+) -> tuple[list[str], Listing]:
+    """The second-level directories below ``tops`` (``00/0012``, ``000/0000``): the
+    shards of a distributed scan, each at most 10,000 ledgers (short tree) or a subtree
+    (long tree); what is not a directory there is counted as not a ledger."""
     listing = Listing()
-    for top in tops:
+    shards: list[str] = []
+    children = store.children_of_many([f"{root}/{top}" for top in tops])
+    for top, names in zip(tops, children, strict=True):
         tree = ledger_paths.tree_of_top(top, layout)
-        if tree is None:
-            listing.odd(top)
+        for name in sorted(names):
+            if tree is not None and ledger_paths.is_directory_name(name, tree.widths[1]):
+                shards.append(f"{top}/{name}")
+            else:
+                listing.odd(f"{top}/{name}")
+    return shards, listing
+
+
+def list_subtrees(store: MetadataStore, root: str, layout: str, starts: Sequence[str]) -> Listing:
+    """Every ledger below some directories of a hierarchical layout (``starts``: paths
+    below the root, one or more levels deep), level by level with pipelined reads."""
+    listing = Listing()
+    for start in starts:
+        parts = start.split("/")
+        tree = ledger_paths.tree_of_top(parts[0], layout)
+        if tree is None or len(parts) >= len(tree.widths):
+            listing.odd(start)
             continue
-        level = [top]
-        for width in tree.widths[1:-1]:
+        level = [start]
+        for width in tree.widths[len(parts) : -1]:
             children = store.children_of_many([f"{root}/{rel}" for rel in level])
             nxt = []
             for rel, names in zip(level, children, strict=True):

@@ -17,10 +17,12 @@ unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refus
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import uuid
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc import formats
 from ledger_gc.bookkeeper import classify, ledger_paths, records, references, scan
@@ -37,6 +39,9 @@ from ledger_gc.errors import ConfigError
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +90,13 @@ class BookKeeperSurvey:
     # held ones included; a later scan that finds a higher one has seen the topic gain a
     # ledger: someone's live topic (a shared BookKeeper: cycle.py).
     gone_topic_high: dict[str, int] = field(default_factory=dict)
+    # What the scan of the ledgers gathers, merged from every shard (not in the record):
+    # the ids found, listed ids whose record names another topic, each gone topic's
+    # newest ledger, gone topics with an open ledger.
+    found: array = field(default_factory=lambda: array("q"))
+    foreign_ids: set[int] = field(default_factory=set)
+    gone_high: dict[str, int] = field(default_factory=dict)
+    open_gone: set[str] = field(default_factory=set)
 
     @property
     def orphan_bytes(self) -> int:
@@ -106,6 +118,37 @@ class BookKeeperSurvey:
             sample = self.samples.setdefault(verdict.ledger_class, [])
             if len(sample) < MAX_SAMPLES:
                 sample.append({"ledger_id": ledger.ledger_id, **verdict.to_dict()})
+
+    def merge(self, other: BookKeeperSurvey) -> None:
+        """Add a shard's survey of its ledgers to this one."""
+        self.ledgers += other.ledgers
+        self.bytes += other.bytes
+        self.pulsar_ledgers += other.pulsar_ledgers
+        for name, totals in other.classes.items():
+            mine = self.classes.setdefault(name, Totals())
+            mine.ledgers += totals.ledgers
+            mine.bytes += totals.bytes
+        for namespace, per in other.namespaces.items():
+            into = self.namespaces.setdefault(namespace, {})
+            for name, totals in per.items():
+                mine = into.setdefault(name, Totals())
+                mine.ledgers += totals.ledgers
+                mine.bytes += totals.bytes
+        for hold, count in other.held_reasons.items():
+            self.held_reasons[hold] = self.held_reasons.get(hold, 0) + count
+        self.candidates.extend(other.candidates)
+        for name, sample in other.samples.items():
+            mine_sample = self.samples.setdefault(name, [])
+            mine_sample.extend(sample[: max(0, MAX_SAMPLES - len(mine_sample))])
+        self.not_ledgers += other.not_ledgers
+        self.not_ledger_samples.extend(
+            other.not_ledger_samples[: 20 - len(self.not_ledger_samples)]
+        )
+        self.found.extend(other.found)
+        self.foreign_ids |= other.foreign_ids
+        for topic, high in other.gone_high.items():
+            self.gone_high[topic] = max(self.gone_high.get(topic, -1), high)
+        self.open_gone |= other.open_gone
 
     def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
@@ -210,12 +253,17 @@ def check_layout(settings: Settings) -> str | None:
 
 
 def survey(
-    settings: Settings, registered: Mapping[str, Any] | None = None
+    settings: Settings,
+    registered: Mapping[str, Any] | None = None,
+    *,
+    spark: SparkSession | None = None,
+    run_id: str = "bookkeeper",
 ) -> BookKeeperSurvey | None:
     """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
 
     ``registered``: the registry's entries by prefix (for the reasons of those this
-    survey does not find orphaned)."""
+    survey does not find orphaned). With ``spark``, a tree of several shards is read and
+    classified on its executors (``_on_executors``), else here."""
     if not enabled(settings):
         return None
     root = settings.bk_ledgers_root
@@ -242,39 +290,23 @@ def survey(
         result.references_high = classifier.high
         bk.sync(root)
         tops, listing = scan.top_directories(bk, root, layout)
-        tree = scan.list_tree(bk, root, layout, tops)
-        odd = listing.not_ledgers + tree.not_ledgers
-        result.not_ledgers = listing.not_ledger_count + tree.not_ledger_count
-        result.not_ledger_samples = odd[:20]
-        ids = sorted(listing.ledger_ids + tree.ledger_ids)
-        log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
-        found: set[int] = set()
-        # A listed ledger whose record names another managed ledger is not the one the
-        # list means: another cluster's ledger under the same id (a wrong root).
-        owner_of = {lid: name for name, listed in refs.listed.items() for lid in listed}
-        foreign_ids: set[int] = set()
-        gone_high: dict[str, int] = {}
-        open_gone: set[str] = set()
-        for ledger in scan.read_ledgers(bk, root, layout, ids):
-            tagged = classify.ml_of(ledger.tags)
-            if tagged is not None and tagged not in refs.listed:
-                gone_high[tagged] = max(gone_high.get(tagged, -1), ledger.ledger_id)
-            if (
-                tagged is not None
-                and tagged not in refs.listed
-                and ledger.state is not None
-                and ledger.state != records.CLOSED
-                and ledger.tags.component == classify.MANAGED_LEDGER_COMPONENT
-            ):
-                open_gone.add(tagged)
-            found.add(ledger.ledger_id)
-            listed_by = owner_of.get(ledger.ledger_id)
-            if listed_by is not None and _names_other(ledger, listed_by):
-                foreign_ids.add(ledger.ledger_id)
-            verdict = classifier.classify(ledger)
-            result.add(ledger, verdict)
-            if verdict.ledger_class in BK_ORPHAN_CLASSES:
-                result.candidates.append(_candidate(root, layout, ledger, verdict))
+        shards, odd = scan.shard_directories(bk, root, layout, tops)
+        result.not_ledgers = listing.not_ledger_count + odd.not_ledger_count
+        result.not_ledger_samples = (listing.not_ledgers + odd.not_ledgers)[:20]
+        if spark is not None and len(shards) >= MIN_SHARDS_FOR_SPARK:
+            log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(shards))
+            for part in _on_executors(spark, settings, root, layout, shards, refs, run_id):
+                result.merge(part)
+        else:
+            tree = scan.list_tree(bk, root, layout, tops)
+            result.not_ledgers += tree.not_ledger_count - odd.not_ledger_count
+            ids = sorted(listing.ledger_ids + tree.ledger_ids)
+            log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
+            scan_ledgers(bk, root, layout, ids, classifier, result)
+        if listing.ledger_ids and spark is not None and len(shards) >= MIN_SHARDS_FOR_SPARK:
+            scan_ledgers(bk, root, layout, sorted(listing.ledger_ids), classifier, result)
+        found = set(result.found)
+        open_gone, gone_high, foreign_ids = result.open_gone, result.gone_high, result.foreign_ids
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
         result.hold_candidates(
@@ -300,6 +332,100 @@ def survey(
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
     return result
+
+
+#: A cluster whose tree has at least this many second-level directories (each up to
+#: 10,000 ledgers) is scanned on Spark's executors when the cycle has a session.
+MIN_SHARDS_FOR_SPARK = 2
+
+
+def scan_ledgers(
+    bk: MetadataStore,
+    root: str,
+    layout: str,
+    ids: list[int],
+    classifier: classify.Classifier,
+    into: BookKeeperSurvey,
+) -> None:
+    """Read, classify and count some ledgers into ``into`` (one shard, or all)."""
+    refs = classifier.refs
+    owner_of = classifier.owner_of
+    for ledger in scan.read_ledgers(bk, root, layout, ids):
+        tagged = classify.ml_of(ledger.tags)
+        if tagged is not None and tagged not in refs.listed:
+            into.gone_high[tagged] = max(into.gone_high.get(tagged, -1), ledger.ledger_id)
+            if (
+                ledger.state is not None
+                and ledger.state != records.CLOSED
+                and ledger.tags.component == classify.MANAGED_LEDGER_COMPONENT
+            ):
+                into.open_gone.add(tagged)
+        into.found.append(ledger.ledger_id)
+        # A listed ledger whose record names another managed ledger is not the one the
+        # list means: another cluster's ledger under the same id (a wrong root).
+        listed_by = owner_of.get(ledger.ledger_id)
+        if listed_by is not None and _names_other(ledger, listed_by):
+            into.foreign_ids.add(ledger.ledger_id)
+        verdict = classifier.classify(ledger)
+        into.add(ledger, verdict)
+        if verdict.ledger_class in BK_ORPHAN_CLASSES:
+            into.candidates.append(_candidate(root, layout, ledger, verdict))
+
+
+def _on_executors(
+    spark: SparkSession,
+    settings: Settings,
+    root: str,
+    layout: str,
+    shards: list[str],
+    refs: classify.PulsarReferences,
+    run_id: str,
+) -> list[BookKeeperSurvey]:
+    """Each shard listed, read and classified on an executor over its own session (the
+    references broadcast once); a shard that fails fails the job: a partial scan is a
+    refusal, never fewer ledgers."""
+    from ledger_gc.orphans.spark_jobs import _job_error, _slices, job_group
+
+    bk_settings = settings.bookkeeper_settings()
+    shared = settings.bk_shared
+    context = spark.sparkContext
+    broadcast = context.broadcast(refs)
+    token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
+
+    def survey_part(part: Iterable[str]) -> Iterable[BookKeeperSurvey]:
+        mine = list(part)
+        into = BookKeeperSurvey("", root, layout)
+        if mine:
+            classifier = _classifier_of(token, broadcast, shared)
+            with MetadataStore.open(bk_settings) as bk:
+                bk.sync(root)
+                listing = scan.list_subtrees(bk, root, layout, mine)
+                into.not_ledgers = listing.not_ledger_count
+                into.not_ledger_samples = listing.not_ledgers[:20]
+                scan_ledgers(bk, root, layout, listing.ledger_ids, classifier, into)
+        yield into
+
+    with job_group(spark, run_id, "bookkeeper", f"scan {len(shards)} BookKeeper shards"):
+        try:
+            slices = _slices(len(shards), 1, spark)
+            parts = context.parallelize(shards, slices).mapPartitions(survey_part).collect()
+        except Exception as exc:
+            raise _job_error("the BookKeeper scan", exc) from exc
+        finally:
+            broadcast.unpersist()
+    return list(parts)
+
+
+_CLASSIFIERS: dict[tuple[str, bool], classify.Classifier] = {}
+
+
+def _classifier_of(token: str, broadcast: Any, shared: bool) -> classify.Classifier:
+    """One classifier per broadcast per Python worker (its indexes cost a second)."""
+    key = (token, shared)
+    if key not in _CLASSIFIERS:
+        _CLASSIFIERS.clear()
+        _CLASSIFIERS[key] = classify.Classifier(broadcast.value, shared=shared)
+    return _CLASSIFIERS[key]
 
 
 def _names_other(ledger: BkLedger, ml_name: str) -> bool:

@@ -190,7 +190,7 @@ def step_survey(
             witness=witness,
         )
         diff = step_diff(settings, run_id, spark)
-        diff = step_bookkeeper(settings, run_id)
+        diff = step_bookkeeper(settings, run_id, spark)
     finally:
         from ledger_gc.orphans.spark_jobs import release
 
@@ -207,7 +207,9 @@ def step_survey(
     }
 
 
-def step_bookkeeper(settings: Settings, run_id: str) -> dict[str, Any]:
+def step_bookkeeper(
+    settings: Settings, run_id: str, spark: SparkSession | None = None
+) -> dict[str, Any]:
     """The BookKeeper source (DESIGN.md "BookKeeper ledgers"), after the diff: Pulsar's
     references, then BookKeeper's ledgers, classified; its totals join the diff's record
     (``bookkeeper``) and its candidates the diff's, in one transaction. Off (no LAYOUT
@@ -217,7 +219,7 @@ def step_bookkeeper(settings: Settings, run_id: str) -> dict[str, Any]:
     steps = RunSteps(settings, run_id)
     diff = steps.read_manifest(DIFF) or {}
     candidates = [c for c in steps.read_candidates() if not c.bookkeeper]
-    found = survey(settings, OrphanRegistry(settings).entries())
+    found = survey(settings, OrphanRegistry(settings).entries(), spark=spark, run_id=run_id)
     if found is None:
         diff["bookkeeper"] = None
     else:
