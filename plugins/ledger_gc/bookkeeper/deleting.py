@@ -48,12 +48,12 @@ from ledger_gc.orphans.deleting import (
     GONE,
     HELD,
     OPERATION,
-    SKIPPED,
     STOPPED,
     WAITING,
     WOULD_DELETE,
     RecheckResult,
 )
+from ledger_gc.orphans.deleting import skipped as _skipped
 from ledger_gc.orphans.phases import RegistryEntry, iso
 from ledger_gc.settings import Settings
 
@@ -88,13 +88,7 @@ def recheck_and_delete(
     results: list[RecheckResult] = []
     with ExitStack() as stack:
         try:
-            pulsar = stack.enter_context(MetadataStore.open(settings))
-            bk_settings = settings.bookkeeper_settings()
-            bk = (
-                pulsar
-                if bk_settings is settings
-                else stack.enter_context(MetadataStore.open(bk_settings))
-            )
+            pulsar, bk = stack.enter_context(scan.sessions(settings))
             layout = scan.read_layout(bk, settings.bk_ledgers_root)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
@@ -129,14 +123,6 @@ def recheck_and_delete(
                 log.warning("cannot re-check %s: %s", entry.prefix, exc)
                 results.append(_failed(entry, f"re-check failed: {exc}"))
     return results
-
-
-def _skipped(entry: RegistryEntry, error: str) -> RecheckResult:
-    if error == STOPPED:
-        return RecheckResult.of(entry, SKIPPED, STOPPED, error=STOPPED)
-    return RecheckResult.of(
-        entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
-    )
 
 
 def _failed(entry: RegistryEntry, why: str) -> RecheckResult:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from ledger_gc.bookkeeper import ledger_paths
@@ -21,6 +22,7 @@ from ledger_gc.bookkeeper.classify import BkLedger, PulsarTags
 from ledger_gc.bookkeeper.records import RecordError, decode_record
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,21 @@ _FACTORIES = {
 }
 #: Records read per pipelined window of ``read_ledgers`` (bounded memory).
 READ_BATCH = 5000
+
+
+@contextmanager
+def sessions(settings: Settings) -> Iterator[tuple[MetadataStore, MetadataStore]]:
+    """Sessions to Pulsar's metadata and to BookKeeper's (the same one when they share
+    an ensemble and chroot)."""
+    with ExitStack() as stack:
+        pulsar = stack.enter_context(MetadataStore.open(settings))
+        bk_settings = settings.bookkeeper_settings()
+        bk = (
+            pulsar
+            if bk_settings is settings
+            else stack.enter_context(MetadataStore.open(bk_settings))
+        )
+        yield pulsar, bk
 
 
 class BookKeeperLayoutError(ConfigError):

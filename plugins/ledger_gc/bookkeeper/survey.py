@@ -19,8 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -216,20 +215,6 @@ def enabled(settings: Settings) -> bool:
     return settings.bookkeeper != "false"
 
 
-@contextmanager
-def _stores(settings: Settings) -> Iterator[tuple[MetadataStore, MetadataStore]]:
-    """Sessions to Pulsar's metadata and to BookKeeper's (the same one when they share)."""
-    with ExitStack() as stack:
-        pulsar = stack.enter_context(MetadataStore.open(settings))
-        bk_settings = settings.bookkeeper_settings()
-        bk = (
-            pulsar
-            if bk_settings is settings
-            else stack.enter_context(MetadataStore.open(bk_settings))
-        )
-        yield pulsar, bk
-
-
 def _no_layout(settings: Settings) -> ConfigError:
     where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
     return ConfigError(
@@ -268,7 +253,7 @@ def survey(
         return None
     root = settings.bk_ledgers_root
     where = f"{settings.bookkeeper_hosts}{root}"
-    with _stores(settings) as (pulsar, bk):
+    with scan.sessions(settings) as (pulsar, bk):
         refs = references.read_references(pulsar)
         layout = scan.read_layout(bk, root)
         if layout is None:

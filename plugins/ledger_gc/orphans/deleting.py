@@ -223,7 +223,9 @@ class RecheckResult:
         return asdict(self)
 
 
-def _skipped(entry: RegistryEntry, error: str) -> RecheckResult:
+def skipped(entry: RegistryEntry, error: str) -> RecheckResult:
+    """An entry not re-checked: after a stop (``STOPPED``), or ZooKeeper gone (the step
+    then fails closed: ``unavailable``)."""
     if error == STOPPED:
         return RecheckResult.of(entry, SKIPPED, STOPPED, error=STOPPED)
     return RecheckResult.of(
@@ -282,7 +284,7 @@ def recheck_and_delete(
         try:
             store = stack.enter_context(MetadataStore.open(settings))
         except MetadataUnavailableError as exc:
-            return [_skipped(entry, str(exc)) for entry in items]
+            return [skipped(entry, str(exc)) for entry in items]
         unavailable: str | None = None
         for offset in range(0, len(items), BATCH_SIZE):
             to_delete: list[tuple[RegistryEntry, Decision]] = []
@@ -291,7 +293,7 @@ def recheck_and_delete(
                 if unavailable is None and should_stop():
                     unavailable = STOPPED
                 if unavailable is not None:
-                    results.append(_skipped(entry, unavailable))
+                    results.append(skipped(entry, unavailable))
                     continue
                 try:
                     if entry.target_class == ORPHAN_SEGMENT:
@@ -309,7 +311,7 @@ def recheck_and_delete(
                         listing = read_listing(storage, entry)
                 except MetadataUnavailableError as exc:
                     unavailable = str(exc)
-                    results.append(_skipped(entry, unavailable))
+                    results.append(skipped(entry, unavailable))
                     continue
                 except Exception as exc:  # a bad record or a failed listing: keep it, retry
                     log.warning("cannot re-check %s: %s", entry.prefix, exc)
