@@ -64,8 +64,10 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     locks: dict[str, delete_lock.DeleteLock] = {}
     real_init = delete_lock.DeleteLock.__init__
 
-    def remember(self: delete_lock.DeleteLock, client: KazooClient, hosts: str, run: str) -> None:
-        real_init(self, client, hosts, run)
+    def remember(
+        self: delete_lock.DeleteLock, client: KazooClient, hosts: str, run: str, *rest: Any
+    ) -> None:
+        real_init(self, client, hosts, run, *rest)
         locks[run] = self
 
     monkeypatch.setattr(delete_lock.DeleteLock, "__init__", remember)

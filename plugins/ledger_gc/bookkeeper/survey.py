@@ -254,7 +254,6 @@ def survey(
     root = settings.bk_ledgers_root
     where = f"{settings.bookkeeper_hosts}{root}"
     with scan.sessions(settings) as (pulsar, bk):
-        refs = references.read_references(pulsar)
         layout = scan.read_layout(bk, root)
         if layout is None:
             if settings.bookkeeper == "true":
@@ -269,6 +268,9 @@ def survey(
                 )
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
+        # Pulsar's references before BookKeeper's listing: a ledger created after this
+        # read has an id above every id it names (classify.py's horizon).
+        refs = references.read_references(pulsar)
         result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
         classifier = classify.Classifier(refs, shared=settings.bk_shared)

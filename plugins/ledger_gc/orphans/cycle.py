@@ -702,12 +702,6 @@ def _delete_under_lock(
         )
     # Audited ahead by the delete path (deletion.Deleter).
     result["results"] = [r.to_dict() for r in results]
-    if lock.lost() is not None:
-        # What was deleted is in the audit log; the registry is left for the cycle that
-        # holds the lock now (it re-checks, and closes what is gone as ``gone``).
-        result.update(skipped=lock.lost(), lock_lost=True)
-        steps.write_manifest(DELETE, result)
-        raise DeleteLockLost(str(lock.lost()))
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
         result["failed"] = unavailable[0].error
@@ -721,6 +715,13 @@ def _delete_under_lock(
             f"({done} deleted before, see the audit log); the registry is unchanged and the "
             "next run retries" + "".join(f"; {reason}" for reason in sent)
         )
+    if lock.lost() is not None:
+        # What was deleted is in the audit log; the registry is left for the cycle that
+        # holds the lock now (it re-checks, and closes what is gone as ``gone``). A
+        # ZooKeeper outage loses the lock too, and is reported as such above.
+        result.update(skipped=lock.lost(), lock_lost=True)
+        steps.write_manifest(DELETE, result)
+        raise DeleteLockLost(str(lock.lost()))
     _apply_delete_results(registry, results, run_id, latest.number, now)
     steps.write_manifest(DELETE, result)
     return result
@@ -828,16 +829,17 @@ def run_orphan_cycle(
     # one error naming the file and the fix, and no failed-run report that would need
     # the registry too (issue 11).
     OrphanRegistry(settings).check()
-    # So does a BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true, no LAYOUT).
-    from ledger_gc.bookkeeper.survey import check_layout
-
-    check_layout(settings)
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(
         dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory
     )
     started = clock()
     try:
+        # A BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true and no LAYOUT,
+        # a layout ledger-gc cannot read) stops the cycle before Spark starts.
+        from ledger_gc.bookkeeper.survey import check_layout
+
+        check_layout(settings)
         if spark is None:
             from ledger_gc.orphans.spark_jobs import local_session
 

@@ -14,19 +14,24 @@ the cycle deletes nothing, says who holds the lock, and the next run retries.
 **A lock can be lost while it is held.** Its ephemeral node lives as long as the
 holder's ZooKeeper session; a process frozen past the session timeout (a GC pause, a
 suspended VM, a partition) comes back to find the session expired and another cycle
-holding the lock. kazoo says so through the session's state: ``SUSPENDED`` (the
-connection dropped: the lock may be gone by the time it comes back) and ``LOST`` (the
-session expired: it is gone). ``DeleteLock`` listens for both and from then on answers
-``lost()`` with the reason: every source's delete path asks it before each request it
-sends (``should_stop``), so the batch under way finishes and is audited, nothing new is
-sent, and the cycle exits 1 saying why. A suspended connection that comes back does not
-make the lock good again for this cycle: the node may have been another's in between.
+holding the lock. kazoo says so through the session's state: ``LOST`` (the session
+expired: the lock is gone) and ``SUSPENDED`` (the connection dropped: the session, and
+the lock with it, lives on until the server has heard nothing for the session timeout).
+``DeleteLock`` listens for both. ``lost()`` answers with the reason once the session is
+lost, or once it has been suspended for longer than ``SUSPENDED_SAFE_FRACTION`` of the
+session timeout (the server may then have expired it: kazoo reports a dropped connection
+up to two thirds of the timeout after the server's last answer); a connection that
+comes back within the session keeps the lock, which no one else can have held. Every
+source's delete path asks it before each request it sends (``should_stop``), so the
+batch under way finishes and is audited, nothing new is sent, and the cycle exits 1
+saying why.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,6 +44,11 @@ from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: How long (a share of the session timeout) a suspended session still holds the lock
+#: for sure: the server expires it a timeout after its last answer, which kazoo may
+#: report up to 2/3 of a timeout late.
+SUSPENDED_SAFE_FRACTION = 0.25
 
 DELETE_LOCK_PATH = "/ledger-gc/locks/orphan-delete"
 
@@ -53,29 +63,39 @@ class DeleteLock:
     Use it as a context manager (``acquire`` on enter, ``release`` on exit), and pass
     ``lost`` (or ``should_stop``) to whatever sends delete requests while it is held."""
 
-    def __init__(self, client: KazooClient, hosts: str, run_id: str) -> None:
+    def __init__(
+        self, client: KazooClient, hosts: str, run_id: str, session_timeout_s: float = 15.0
+    ) -> None:
         self._client = client
         self._hosts = hosts
         self._lock = client.Lock(DELETE_LOCK_PATH, identifier=run_id)
         self._lost: str | None = None
+        self._suspended_at: float | None = None
+        self._safe_s = session_timeout_s * SUSPENDED_SAFE_FRACTION
         self._held = False
         self._mutex = threading.Lock()
         client.add_listener(self._on_state)
 
     def _on_state(self, state: str) -> bool:
-        """kazoo's session listener (its event thread): remember the first loss."""
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
-            with self._mutex:
-                if self._held and self._lost is None:
-                    self._lost = (
-                        f"the delete lock {DELETE_LOCK_PATH} was lost: its ZooKeeper session "
-                        f"at {self._hosts} was {state.lower()} (expired, or the connection "
-                        "dropped past the session timeout), so another cycle may hold it; "
-                        "this cycle stopped deleting before its next request, and the next "
-                        "run re-checks what is left"
-                    )
-                    log.error("%s", self._lost)
+        """kazoo's session listener (its event thread)."""
+        with self._mutex:
+            if not self._held or self._lost is not None:
+                return False
+            if state == KazooState.LOST:
+                self._lose("expired")
+            elif state == KazooState.SUSPENDED:
+                self._suspended_at = time.monotonic()
+            else:  # CONNECTED again within the session: the node was ours throughout
+                self._suspended_at = None
         return False  # keep listening
+
+    def _lose(self, how: str) -> None:
+        self._lost = (
+            f"the delete lock {DELETE_LOCK_PATH} was lost: its ZooKeeper session at "
+            f"{self._hosts} {how}, so another cycle may hold it; this cycle stopped "
+            "deleting before its next request, and the next run re-checks what is left"
+        )
+        log.error("%s", self._lost)
 
     def acquire(self, wait_seconds: float) -> bool:
         def take() -> bool:
@@ -110,8 +130,18 @@ class DeleteLock:
             self._client.remove_listener(self._on_state)
 
     def lost(self) -> str | None:
-        """Why the lock is no longer this cycle's (None: still held)."""
+        """Why the lock is no longer this cycle's for sure (None: still held)."""
         with self._mutex:
+            suspended = self._suspended_at
+            if (
+                self._lost is None
+                and suspended is not None
+                and time.monotonic() - suspended > self._safe_s
+            ):
+                self._lose(
+                    f"has been suspended for more than {self._safe_s:g} s (the server "
+                    "may have expired it)"
+                )
             return self._lost
 
     def should_stop(self) -> bool:
@@ -122,7 +152,7 @@ class DeleteLock:
 def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterator[DeleteLock]:
     """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
     with session(settings) as client:
-        lock = DeleteLock(client, settings.zk_hosts, run_id)
+        lock = DeleteLock(client, settings.zk_hosts, run_id, settings.zk_timeout_seconds)
         if not lock.acquire(wait_seconds):
             holder = lock.holder()
             lock.release()
