@@ -95,12 +95,16 @@ def test_zookeeper_lost_during_the_deletion_stops_it_and_the_next_run_finishes(
         run_orphan_cycle(eager, spark=spark)
 
     registry = OrphanRegistry(eager)
-    # The registry still holds all three (the delete step's transaction never ran); the
-    # one target deleted before the outage is in the audit log.
+    # The registry still holds all three (the delete step's transaction never ran). The
+    # one target re-checked before the outage is deleted (and in the audit log) if its
+    # batch went out while the delete lock's session could not have expired yet; once the
+    # session has been suspended longer than that, the lock counts as lost and the batch
+    # is not sent (issue 20): either way nothing is deleted twice, and the next run
+    # finishes.
     assert set(registry.entries()) == leaks
     audited = {r["prefix"] for r in AuditLog(eager).read()}
     deleted_first = {leak for leak in leaks if any(p.startswith(leak) for p in audited)}
-    assert len(deleted_first) == 1
+    assert len(deleted_first) <= 1
 
     monkeypatch.undo()
     private_zookeeper.start()
