@@ -134,9 +134,10 @@ def top_directories(store: MetadataStore, root: str, layout: str) -> tuple[list[
     return tops, listing
 
 
-def list_tree(store: MetadataStore, root: str, layout: str, tops: Sequence[str]) -> Listing:
-    """Every ledger below some top directories of a hierarchical layout."""
-    return list_subtrees(store, root, layout, tops)
+def list_tree(store: MetadataStore, root: str, layout: str, starts: Sequence[str]) -> Listing:
+    """Every ledger below some directories of a hierarchical layout (the top ones, or
+    the shards ``shard_directories`` found): the driver's listing."""
+    return list_subtrees(store, root, layout, starts)
 
 
 def shard_directories(

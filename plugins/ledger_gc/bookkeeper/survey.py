@@ -285,28 +285,26 @@ def survey(
             for part in _on_executors(spark, settings, root, layout, shards, refs, run_id):
                 result.merge(part)
         else:
-            tree = scan.list_tree(bk, root, layout, tops)
-            result.not_ledgers += tree.not_ledger_count - odd.not_ledger_count
+            # The shards listed here (the flat layout's ledgers are the root's own).
+            tree = scan.list_tree(bk, root, layout, shards)
+            result.not_ledgers += tree.not_ledger_count
             ids = sorted(listing.ledger_ids + tree.ledger_ids)
             log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
             scan_ledgers(bk, root, layout, ids, classifier, result)
-        if listing.ledger_ids and spark is not None and len(shards) >= MIN_SHARDS_FOR_SPARK:
-            scan_ledgers(bk, root, layout, sorted(listing.ledger_ids), classifier, result)
         found = set(result.found)
-        open_gone, gone_high, foreign_ids = result.open_gone, result.gone_high, result.foreign_ids
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
         result.hold_candidates(
-            open_gone,
+            result.open_gone,
             classify.HOLD_OPEN_WRITER,
             "topic {topic} is not in this metadata, but one of its ledgers is open: a "
             "writer has it (another Pulsar cluster sharing this BookKeeper, or a delete "
             "under way); every ledger of it is held",
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
-        result.gone_topic_high = {t: h for t, h in gone_high.items() if t in judged}
+        result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
         result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
-            pulsar, refs, found - foreign_ids
+            pulsar, refs, found - result.foreign_ids
         )
     counter = _id_counter(settings)
     result.id_counter = counter
