@@ -117,8 +117,8 @@ def build(client: Any, first_block: int, end_block: int) -> float:
     ledgers and cursors (a ledger exists before a record references it); seconds taken."""
     import pulsar_cluster
     from ledger_gc import formats
-    from ledger_gc.bookkeeper import ledger_paths
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+    from ledger_gc.rules.bookkeeper import ledger_paths
 
     hier = ledger_paths.HIERARCHICAL
     started = time.perf_counter()
@@ -213,9 +213,10 @@ def child_survey(hosts: str, profile: str | None, spark_mode: bool = False) -> d
     import gc
     import resource
 
-    from ledger_gc.bookkeeper import classify, references, scan
+    from ledger_gc.bookkeeper import references, scan
     from ledger_gc.bookkeeper import survey as survey_mod
     from ledger_gc.metadata.store import MetadataStore
+    from ledger_gc.rules.bookkeeper import classify
     from ledger_gc.settings import Settings
 
     spans = {"references": 0.0, "listing": 0.0, "index": 0.0, "read": 0.0, "after": 0.0}
@@ -395,8 +396,8 @@ def baseline(hosts: str, size: int, sample: int) -> dict[str, Any]:
     """The sequential kazoo loop: the whole listing, then ``sample`` gets (spread evenly)."""
     from kazoo.client import KazooClient
 
-    from ledger_gc.bookkeeper import ledger_paths
-    from ledger_gc.bookkeeper.records import decode_record
+    from ledger_gc.rules.bookkeeper import ledger_paths
+    from ledger_gc.rules.bookkeeper.records import decode_record
 
     client = KazooClient(hosts=hosts, timeout=15)
     client.start(timeout=30)

@@ -27,7 +27,7 @@ TARGET_RATIO = 10.0
 
 
 def block_keys(prefix: str, count: int) -> list[str]:
-    from ledger_gc.storage import keys
+    from ledger_gc.rules.storage import keys
 
     # 100 managed ledgers x N ledgers, one block each: what a trim or orphan delete sends.
     return [

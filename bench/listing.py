@@ -50,7 +50,7 @@ _settings: Any = None
 
 def object_keys(objects: int, blocks: int, ledgers: int, namespaces: int) -> list[str]:
     """Block keys in the store's layout: managed ledgers round-robin over namespaces."""
-    from ledger_gc.storage.keys import block_key
+    from ledger_gc.rules.storage.keys import block_key
 
     per_ml = blocks * ledgers
     found = []

@@ -262,10 +262,10 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
     from ledger_gc.orphans import cycle, reading, spark_jobs, witness
-    from ledger_gc.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.orphans.spark_jobs import local_session
-    from ledger_gc.orphans.timekeeping import Instant
+    from ledger_gc.rules.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
+    from ledger_gc.rules.orphans.timekeeping import Instant
     from ledger_gc.settings import Settings
 
     settings = Settings(bucket=BUCKET, prefix=PREFIX, state_dir=directory / "state")
@@ -318,7 +318,7 @@ def child_python(directory: Path) -> dict[str, Any]:
 
     from ledger_gc.orphans import reading
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
-    from ledger_gc.storage import keys
+    from ledger_gc.rules.storage import keys
 
     stage = "reading the snapshot"
     result: dict[str, Any] = {}

@@ -61,10 +61,10 @@ def main() -> int:
     _common.require_stack(s3=False)
 
     from ledger_gc import formats
-    from ledger_gc.metadata import paths
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.orphans import reading
     from ledger_gc.orphans.spark_jobs import NAMES_PER_SHARD
+    from ledger_gc.rules.metadata import paths
 
     settings = _common.bench_settings(chroot=f"/bench-snapshot-{_common.run_tag()}")
     _common.create_chroot(settings)

@@ -97,9 +97,9 @@ class CountingClient:
 def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads: int) -> int:
     """Write the managed ledgers, cursors and blocks; return the blocks written."""
     from ledger_gc import formats
-    from ledger_gc.metadata import paths
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
-    from ledger_gc.storage import keys
+    from ledger_gc.rules.metadata import paths
+    from ledger_gc.rules.storage import keys
     from ledger_gc.storage.s3 import build_client
 
     now = int(time.time() * 1000)
@@ -142,9 +142,9 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     from ledger_gc.audit import AuditLog
     from ledger_gc.deletion import Deleter, DeleteTarget
     from ledger_gc.marking import mark_deletable
-    from ledger_gc.positions import ledger_stats
-    from ledger_gc.storage.keys import ledger_dir
-    from ledger_gc.trim.eligibility import decide_trim
+    from ledger_gc.rules.positions import ledger_stats
+    from ledger_gc.rules.storage.keys import ledger_dir
+    from ledger_gc.rules.trim.eligibility import decide_trim
     from ledger_gc.trim.trimmer import BATCH_SIZE, LedgerState, ManagedLedgerTrimmer
 
     deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
@@ -219,7 +219,7 @@ def cpu_seconds(proc: Any) -> float:
 def verify(settings: Any, store: Any, storage: Any, names: list[str]) -> None:
     """No block left, no marker left, only the current ledger listed."""
     from ledger_gc import formats
-    from ledger_gc.metadata import paths
+    from ledger_gc.rules.metadata import paths
 
     left = sum(1 for _ in storage.iter_objects(settings.key_prefix))
     assert left == 0, f"{left} blocks left after the trim"
@@ -236,8 +236,8 @@ def run_case(
 ) -> dict[str, Any]:
     import psutil
 
-    from ledger_gc.metadata import paths
     from ledger_gc.metadata.store import MetadataStore
+    from ledger_gc.rules.metadata import paths
     from ledger_gc.storage.s3 import LedgerStorage
 
     settings = _common.bench_settings(

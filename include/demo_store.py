@@ -21,8 +21,8 @@ from ledger_gc import formats
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.storage.offload_keys import segment_keys
 from ledger_gc.settings import Settings
-from ledger_gc.storage.offload_keys import segment_keys
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 

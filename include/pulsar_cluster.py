@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 
 from ledger_gc import formats
-from ledger_gc.bookkeeper import ledger_paths, records
-from ledger_gc.metadata import paths
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+from ledger_gc.rules.bookkeeper import ledger_paths, records
+from ledger_gc.rules.metadata import paths
 
 LAYOUT_TEXT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
 FLAT_LAYOUT_TEXT = b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"

@@ -158,7 +158,7 @@ def verify_live_data(settings: Settings) -> int:
     """Read back every entry of every listed ledger, and check that every listed
     offloaded ledger still has its two tiered-storage objects; return entries read."""
     from ledger_gc.orphans.reading import offload_uuid_of
-    from ledger_gc.storage.offload_keys import segment_keys
+    from ledger_gc.rules.storage.offload_keys import segment_keys
 
     storage = LedgerStorage(settings)
     tiered = offload_bucket_keys(settings)

@@ -25,11 +25,11 @@ from typing import Any
 from ledger_gc import formats
 from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, DeleteTarget, TargetOutcome
 from ledger_gc.errors import RecordTooLargeError
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
-from ledger_gc.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
-from ledger_gc.storage.offload_keys import segment_keys
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
+from ledger_gc.rules.storage.offload_keys import segment_keys
 from ledger_gc.storage.s3 import ObjectInfo
 
 log = logging.getLogger(__name__)

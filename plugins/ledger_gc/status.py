@@ -15,9 +15,9 @@ from typing import Any
 from ledger_gc import formats
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.storage.keys import parse_key
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.storage.s3 import LedgerStorage
 
 

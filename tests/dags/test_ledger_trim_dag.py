@@ -7,7 +7,7 @@ import pytest
 from ledger_gc import formats, run_log
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
+from ledger_gc.rules.positions import Position
 from ledger_gc.storage.s3 import LedgerStorage
 
 pytestmark = pytest.mark.airflow

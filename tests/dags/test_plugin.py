@@ -19,9 +19,9 @@ import pytest
 
 from ledger_gc import formats, run_log
 from ledger_gc.audit import AuditLog, AuditRecord
-from ledger_gc.metadata import paths
 from ledger_gc.observability import build_overview
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.metadata import paths
 
 USER, PASSWORD = "gc-viewer", "not-a-real-secret"
 T0 = 1_700_000_000_000
@@ -102,8 +102,8 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_sources: A
 
 def register_two_orphans(state: Path) -> None:
     """Two registered orphans, seen by the runs ``scheduled__1`` and ``cli-2``."""
-    from ledger_gc.orphans.phases import RegistryEntry
     from ledger_gc.orphans.registry import OrphanRegistry
+    from ledger_gc.rules.orphans.phases import RegistryEntry
 
     with OrphanRegistry(state).transaction() as registry:
         for number, run_id in ((1, "scheduled__1"), (2, "cli-2")):

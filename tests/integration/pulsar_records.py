@@ -11,8 +11,8 @@ from kazoo.client import KazooClient
 
 from ledger_gc import formats
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
-from ledger_gc.metadata import paths
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+from ledger_gc.rules.metadata import paths
 from ledger_gc.storage.s3 import LedgerStorage
 
 ML = "acme/prod/persistent/orders"
@@ -106,7 +106,7 @@ def store_of(
 
 
 def ledgers_with_data(storage: LedgerStorage, name: str) -> set[int]:
-    from ledger_gc.storage.keys import ml_dir, parse_key
+    from ledger_gc.rules.storage.keys import ml_dir, parse_key
 
     found = set()
     for obj in storage.iter_objects(ml_dir(storage.prefix, name)):

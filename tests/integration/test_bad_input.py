@@ -13,8 +13,8 @@ from ledger_gc.errors import (
     MetadataFormatError,
     MetadataUnavailableError,
 )
-from ledger_gc.metadata.paths import managed_ledger_path
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.metadata.paths import managed_ledger_path
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 

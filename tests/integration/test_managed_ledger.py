@@ -14,8 +14,8 @@ from ledger_gc.errors import (
 )
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
-from ledger_gc.storage.keys import ledger_dir
+from ledger_gc.rules.positions import Position
+from ledger_gc.rules.storage.keys import ledger_dir
 from ledger_gc.storage.s3 import LedgerStorage
 
 ML = "acme/prod/persistent/orders"

@@ -10,7 +10,7 @@ from ledger_gc.deletion import Deleter
 from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
 from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
-from ledger_gc.storage.keys import ml_dir
+from ledger_gc.rules.storage.keys import ml_dir
 from ledger_gc.storage.s3 import DeleteResult
 
 ML = "acme/prod/persistent/payments"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.rules.storage.keys import block_key, ledger_dir
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import block_key, ledger_dir
 
 pytestmark = pytest.mark.spark
 

@@ -16,11 +16,12 @@ import pytest
 from demo_leaks import plant_orphan_ledgers
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import cycle, phases, run_orphan_cycle
+from ledger_gc.orphans import cycle, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.orphans import phases
+from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import ledger_dir, ml_dir
 from ledger_gc.storage.s3 import LedgerStorage
 
 pytestmark = pytest.mark.spark

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger_gc.orphans import spark_jobs
-from ledger_gc.orphans.classify import StoredObject, diff_objects
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
 from ledger_gc.orphans.run_steps import RunSteps
+from ledger_gc.rules.orphans.classify import StoredObject, diff_objects
+from ledger_gc.rules.storage.keys import block_key, ledger_dir
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import block_key, ledger_dir
 
 pytestmark = pytest.mark.spark
 

@@ -19,10 +19,10 @@ from pulsar_records import Ledger, offload, put_segment, record, write_data, wri
 
 from ledger_gc import formats
 from ledger_gc.audit import AuditLog
-from ledger_gc.metadata import paths
 from ledger_gc.orphans import cycle, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.metadata import paths
 from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark

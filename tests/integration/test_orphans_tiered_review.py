@@ -12,9 +12,9 @@ from pulsar_records import put_segment
 from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.orphans import deleting
-from ledger_gc.orphans.classify import segment_target
-from ledger_gc.orphans.phases import RegistryEntry
 from ledger_gc.restore.restoring import restore_run
+from ledger_gc.rules.orphans.classify import segment_target
+from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.settings import Settings
 
 PREFIX = "tiered"

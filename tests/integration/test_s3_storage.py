@@ -23,11 +23,11 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
+from ledger_gc.rules.storage.blocks import encode_block
+from ledger_gc.rules.storage.keys import block_key, ledger_dir, ml_dir
 from ledger_gc.settings import Settings
 from ledger_gc.storage import bulk_delete
 from ledger_gc.storage import s3 as s3_module
-from ledger_gc.storage.blocks import encode_block
-from ledger_gc.storage.keys import block_key, ledger_dir, ml_dir
 from ledger_gc.storage.s3 import (
     BlockExistsError,
     DeleteResult,

@@ -9,9 +9,9 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
+from ledger_gc.rules.positions import Position
+from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
 from ledger_gc.settings import TrimRetention
-from ledger_gc.storage.keys import ledger_dir, ml_dir
 from ledger_gc.trim import TrimScope, run_trim
 
 ML = "acme/prod/persistent/orders"

@@ -26,8 +26,8 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
-from ledger_gc.storage.keys import parse_key
+from ledger_gc.rules.positions import Position
+from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run_trim
 

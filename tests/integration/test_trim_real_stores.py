@@ -33,10 +33,10 @@ from state_faults import block_audit, unblock_audit
 from ledger_gc import deletion, formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
 from ledger_gc.proto.mldataformats_pb2 import CompressionType
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.positions import Position
 from ledger_gc.settings import TrimRetention
 from ledger_gc.storage.s3 import DeleteResult, LedgerStorage
 from ledger_gc.termination import stop_on_signals

@@ -26,10 +26,10 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.errors import SafetyRefusalError, StorageError
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.positions import Position
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run as trim_run
 from ledger_gc.trim import run_trim

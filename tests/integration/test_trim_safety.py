@@ -16,8 +16,8 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import Position
-from ledger_gc.storage.keys import parse_key
+from ledger_gc.rules.positions import Position
+from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
 from ledger_gc.trim import run_trim
 

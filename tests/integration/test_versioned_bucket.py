@@ -17,8 +17,8 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
-from ledger_gc.positions import Position
-from ledger_gc.storage.keys import ml_dir
+from ledger_gc.rules.positions import Position
+from ledger_gc.rules.storage.keys import ml_dir
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"
@@ -209,7 +209,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     """The orphan cycle's delete step (no Spark needed): its results, its audit records
     (written by the delete path) and the cycle's report."""
     from ledger_gc.orphans import deleting
-    from ledger_gc.orphans.phases import RegistryEntry
+    from ledger_gc.rules.orphans.phases import RegistryEntry
 
     version(s3_client, settings.bucket)
     gone_topic = "acme/prod/persistent/deleted-topic"  # no znode: an orphan partition

@@ -1,7 +1,7 @@
 """A reference model of Apache Pulsar's trim decision, transcribed from its source.
 
 This is a test oracle, deliberately written in the shape of the Java it models rather
-than reused from ``ledger_gc.trim.eligibility``, so that a property test can hold the
+than reused from ``ledger_gc.rules.trim.eligibility``, so that a property test can hold the
 trim's choice to it. Sources (apache/pulsar, managed-ledger module):
 
 * ``ManagedLedgerImpl.internalTrimLedgers``: the slowest reader's ledger, the walk over

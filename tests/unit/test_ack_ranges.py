@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger_gc.ledger.ack_ranges import AckRanges
-from ledger_gc.positions import LedgerStat, Position, next_position
+from ledger_gc.rules.ledger.ack_ranges import AckRanges
+from ledger_gc.rules.positions import LedgerStat, Position, next_position
 
 LEDGERS = [LedgerStat(1, 4, 0, 0), LedgerStat(2, 0, 0, 0), LedgerStat(3, 5, 0, 0)]
 ALL = [Position(1, e) for e in range(4)] + [Position(3, e) for e in range(5)]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger_gc.errors import BlockFormatError, StorageError
-from ledger_gc.storage.blocks import (
+from ledger_gc.rules.storage.blocks import (
     BLOCK_MAGIC,
     ENTRY_HEADER_SIZE,
     FORMAT_VERSION,

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_gc.bookkeeper import classify
-from ledger_gc.bookkeeper import classify as c
-from ledger_gc.bookkeeper.classify import (
+from ledger_gc.rules.bookkeeper import classify
+from ledger_gc.rules.bookkeeper import classify as c
+from ledger_gc.rules.bookkeeper.classify import (
     BkLedger,
     Classifier,
     PulsarReferences,
@@ -17,7 +17,7 @@ from ledger_gc.bookkeeper.classify import (
     SchemaIndex,
     classify_all,
 )
-from ledger_gc.bookkeeper.records import CLOSED, IN_RECOVERY, OPEN
+from ledger_gc.rules.bookkeeper.records import CLOSED, IN_RECOVERY, OPEN
 
 ML = "t/ns/persistent/orders"
 OTHER_ML = "t/ns/persistent/payments"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_gc.bookkeeper.ledger_paths import (
+from ledger_gc.rules.bookkeeper.ledger_paths import (
     FLAT,
     HIERARCHICAL,
     LAYOUTS,

@@ -15,8 +15,8 @@ from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_gc.bookkeeper import records
-from ledger_gc.bookkeeper.records import (
+from ledger_gc.rules.bookkeeper import records
+from ledger_gc.rules.bookkeeper.records import (
     CLOSED,
     IN_RECOVERY,
     OPEN,

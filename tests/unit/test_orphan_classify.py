@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_gc.orphans import classify
-from ledger_gc.orphans.classify import (
+from ledger_gc.rules.orphans import classify
+from ledger_gc.rules.orphans.classify import (
     FOREIGN,
     LIVE,
     MARKED,
@@ -23,8 +23,8 @@ from ledger_gc.orphans.classify import (
     classify_key,
     diff_objects,
 )
-from ledger_gc.storage import keys
-from ledger_gc.storage.keys import block_key, ledger_dir, ml_dir
+from ledger_gc.rules.storage import keys
+from ledger_gc.rules.storage.keys import block_key, ledger_dir, ml_dir
 
 PREFIX = "ledgers"
 ML = "public/default/persistent/orders"
@@ -186,13 +186,13 @@ def test_the_java_and_python_patterns_differ_only_in_the_end_anchor() -> None:
 
 
 def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uuid() -> None:
-    from ledger_gc.orphans import segments
-    from ledger_gc.orphans.classify import (
+    from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
+    from ledger_gc.rules.orphans import segments
+    from ledger_gc.rules.orphans.classify import (
         DiffResult,
         StoredObject,
         parse_segment_target,
     )
-    from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
 
     u = {n: f"00000000-0000-0000-0000-{n:012d}" for n in range(10)}
     ml = "t/ns/persistent/a"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc.orphans import guards
-from ledger_gc.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
-from ledger_gc.orphans.classify import ManagedLedgerRefs as Refs
-from ledger_gc.orphans.horizon import MetadataHorizon, proof_of_staleness, split_held
 from ledger_gc.orphans.reading import next_sequence
+from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
+from ledger_gc.rules.orphans.classify import ManagedLedgerRefs as Refs
+from ledger_gc.rules.orphans.horizon import MetadataHorizon, proof_of_staleness, split_held
 
 ML = "t/n/persistent/a"
 GONE = "t/n/persistent/gone"

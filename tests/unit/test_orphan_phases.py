@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_gc.orphans import phases
-from ledger_gc.orphans.classify import (
+from ledger_gc.rules.orphans import phases
+from ledger_gc.rules.orphans.classify import (
     LIVE,
     MARKED,
     ORPHAN_LEDGER,
@@ -21,7 +21,7 @@ from ledger_gc.orphans.classify import (
     classify_key,
     diff_objects,
 )
-from ledger_gc.orphans.phases import (
+from ledger_gc.rules.orphans.phases import (
     ALREADY_GONE,
     CORRECT,
     DELETE,
@@ -37,8 +37,8 @@ from ledger_gc.orphans.phases import (
     plan_deletion,
     why_not_orphan,
 )
-from ledger_gc.storage import keys
-from ledger_gc.storage.keys import block_key, ledger_dir, ml_dir
+from ledger_gc.rules.storage import keys
+from ledger_gc.rules.storage.keys import block_key, ledger_dir, ml_dir
 
 PREFIX = "ledgers"
 ML = "public/default/persistent/orders"

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from ledger_gc.orphans import guards
-from ledger_gc.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
 from ledger_gc.orphans.layout import run_dir_name
-from ledger_gc.orphans.phases import REGISTERED, RegistryEntry
 from ledger_gc.orphans.registry import OrphanRegistry, RegistryError, registry_path
 from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps, prune_runs
+from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
+from ledger_gc.rules.orphans.phases import REGISTERED, RegistryEntry
 from ledger_gc.settings import Settings, TrimRetention
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger_gc.orphans import phases, schedule
-from ledger_gc.orphans.classify import ORPHAN_LEDGER
-from ledger_gc.orphans.phases import RegistryEntry
-from ledger_gc.orphans.timekeeping import Instant, grace_elapsed
+from ledger_gc.rules.orphans import phases, schedule
+from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.rules.orphans.timekeeping import Instant, grace_elapsed
 
 T0 = 1_800_000_000_000
 HOUR = 3_600_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger_gc.orphans.classify import ORPHAN_LEDGER
-from ledger_gc.orphans.phases import WAITING_GRACE, RegistryEntry, entry_phase
-from ledger_gc.orphans.timekeeping import (
+from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER
+from ledger_gc.rules.orphans.phases import WAITING_GRACE, RegistryEntry, entry_phase
+from ledger_gc.rules.orphans.timekeeping import (
     Instant,
     clock_warnings,
     elapsed_ms,

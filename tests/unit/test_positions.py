@@ -1,4 +1,4 @@
-from ledger_gc.positions import (
+from ledger_gc.rules.positions import (
     LedgerStat,
     Position,
     count_entries_between,

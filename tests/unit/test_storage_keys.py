@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger_gc.storage import keys
-from ledger_gc.storage.keys import (
+from ledger_gc.rules.storage import keys
+from ledger_gc.rules.storage.keys import (
     MAX_ID,
     ParsedKey,
     block_key,

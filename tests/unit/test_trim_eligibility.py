@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulsar_reference import JavaLedgerInfo, internal_trim_ledgers
 
-from ledger_gc.positions import LedgerStat, Position
-from ledger_gc.settings import TrimRetention
-from ledger_gc.trim.eligibility import (
+from ledger_gc.rules.positions import LedgerStat, Position
+from ledger_gc.rules.trim.eligibility import (
     STOP_CURRENT_LEDGER,
     STOP_NO_LEDGERS,
     STOP_RETENTION,
@@ -22,6 +21,7 @@ from ledger_gc.trim.eligibility import (
     slowest_reader_ledger_id,
     unconsumed_marked_ledger,
 )
+from ledger_gc.settings import TrimRetention
 
 NOW = 1_700_000_000_000
 HOUR_MS = 3_600_000

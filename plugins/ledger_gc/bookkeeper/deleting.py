@@ -36,8 +36,7 @@ from ledger_gc import termination
 from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import AuditLog, AuditRecord
-from ledger_gc.bookkeeper import classify, ledger_paths, references, scan
-from ledger_gc.bookkeeper.classify import BK_NAME_JUDGED, BkLedger, znode_of_target
+from ledger_gc.bookkeeper import references, scan
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -54,7 +53,9 @@ from ledger_gc.orphans.deleting import (
     RecheckResult,
 )
 from ledger_gc.orphans.deleting import skipped as _skipped
-from ledger_gc.orphans.phases import RegistryEntry, iso
+from ledger_gc.rules.bookkeeper import classify, ledger_paths
+from ledger_gc.rules.bookkeeper.classify import BK_NAME_JUDGED, BkLedger, znode_of_target
+from ledger_gc.rules.orphans.phases import RegistryEntry, iso
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)

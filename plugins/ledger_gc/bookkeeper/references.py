@@ -15,10 +15,10 @@ import logging
 from google.protobuf.message import DecodeError
 
 from ledger_gc import formats
-from ledger_gc.bookkeeper.classify import PulsarReferences, SchemaIndex
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
+from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
+from ledger_gc.rules.metadata import paths
 
 log = logging.getLogger(__name__)
 

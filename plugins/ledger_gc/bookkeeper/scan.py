@@ -17,11 +17,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from ledger_gc.bookkeeper import ledger_paths
-from ledger_gc.bookkeeper.classify import BkLedger, PulsarTags
-from ledger_gc.bookkeeper.records import RecordError, decode_record
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.bookkeeper import ledger_paths
+from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
+from ledger_gc.rules.bookkeeper.records import RecordError, decode_record
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)

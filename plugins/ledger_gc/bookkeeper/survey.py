@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import formats
-from ledger_gc.bookkeeper import classify, ledger_paths, records, references, scan
-from ledger_gc.bookkeeper.classify import (
+from ledger_gc.bookkeeper import references, scan
+from ledger_gc.errors import ConfigError
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
+from ledger_gc.rules.bookkeeper.classify import (
     BK_CLASSES,
     BK_ORPHAN_CLASSES,
     TARGET_SCHEME,
@@ -34,9 +37,7 @@ from ledger_gc.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
-from ledger_gc.errors import ConfigError
-from ledger_gc.metadata import paths
-from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.metadata import paths
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:

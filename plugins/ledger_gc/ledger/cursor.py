@@ -17,8 +17,9 @@ from ledger_gc.errors import (
     InvalidPositionError,
     ManagedLedgerClosedError,
 )
-from ledger_gc.ledger.ack_ranges import AckRanges
-from ledger_gc.positions import (
+from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+from ledger_gc.rules.ledger.ack_ranges import AckRanges
+from ledger_gc.rules.positions import (
     LedgerStat,
     Position,
     count_entries_between,
@@ -27,7 +28,6 @@ from ledger_gc.positions import (
     ledger_stats,
     next_position,
 )
-from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 
 if TYPE_CHECKING:
     from ledger_gc.ledger.managed_ledger import Entry, ManagedLedger

@@ -22,9 +22,9 @@ from ledger_gc import formats
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError, RecordTooLargeError
 from ledger_gc.marking import PurgeResult, mark_deletable, purge_marked
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.metadata import paths
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import contextlib
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc.metadata.paths import LEDGER_IDGEN_PATH
 from ledger_gc.metadata.zk_client import guarded
+from ledger_gc.rules.metadata.paths import LEDGER_IDGEN_PATH
 
 
 class LedgerIdAllocator:

@@ -32,15 +32,15 @@ from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.ownership import Ownership
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.positions import (
+from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.positions import (
     LedgerStat,
     Position,
     last_position,
     ledger_stats,
     next_position,
 )
-from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
-from ledger_gc.storage.keys import validate_ml_name
+from ledger_gc.rules.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage
 
 if TYPE_CHECKING:

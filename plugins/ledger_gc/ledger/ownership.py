@@ -20,8 +20,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ledger_gc.errors import ManagedLedgerFencedError
-from ledger_gc.metadata.paths import owner_path
 from ledger_gc.metadata.zk_client import guarded
+from ledger_gc.rules.metadata.paths import owner_path
 
 
 class Ownership:

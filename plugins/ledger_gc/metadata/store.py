@@ -59,9 +59,10 @@ from ledger_gc.errors import (
     ManagedLedgerNotFoundError,
     MetadataError,
 )
-from ledger_gc.metadata import multi_read, paths
+from ledger_gc.metadata import multi_read
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
+from ledger_gc.rules.metadata import paths
 from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from ledger_gc.bookkeeper.classify import BK_LIVE, BK_ORPHAN_CLASSES
 from ledger_gc.observability.figures import bytes_figure, figure, table
 from ledger_gc.observability.runs import CLASS_TITLES, PHASE_TITLES, PHASES
+from ledger_gc.rules.bookkeeper.classify import BK_LIVE, BK_ORPHAN_CLASSES
 
 _KEY = ("orphans", "bookkeeper")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ledger_gc.bookkeeper.classify import BK_LIVE
 from ledger_gc.observability.runs import LEDGER, PARTITION, PHASES, SEGMENT
+from ledger_gc.rules.bookkeeper.classify import BK_LIVE
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.observability import runs
-from ledger_gc.orphans import schedule
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.rules.orphans import schedule
 from ledger_gc.state.store import open_store
 
 if TYPE_CHECKING:

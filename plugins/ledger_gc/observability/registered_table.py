@@ -14,10 +14,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from ledger_gc.bookkeeper.classify import znode_of_target
 from ledger_gc.console import human_bytes
 from ledger_gc.observability.registered import ORPHAN_DAG_ID, dag_run_id
 from ledger_gc.observability.timefmt import fmt_time
+from ledger_gc.rules.bookkeeper.classify import znode_of_target
 
 #: Rows on the page; the rest are in ``api/orphans`` (and ``ledgergc orphans --list``).
 MAX_ROWS = 1000

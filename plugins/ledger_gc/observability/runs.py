@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ledger_gc.bookkeeper.classify import (
+from ledger_gc.rules.bookkeeper.classify import (
     BK_CLASSES,
     BK_OFFLOADED_COPY,
     BK_ORPHAN_CLASSES,
@@ -23,7 +23,7 @@ from ledger_gc.bookkeeper.classify import (
     BK_ORPHAN_PARTITION,
     BK_ORPHAN_SCHEMA_LEDGER,
 )
-from ledger_gc.bookkeeper.classify import EXPLANATIONS as BK_EXPLANATIONS
+from ledger_gc.rules.bookkeeper.classify import EXPLANATIONS as BK_EXPLANATIONS
 
 # The phases of an orphan cycle (``orphans/report.py``'s ``phases``). The first four are
 # KIP-370's life of an orphan, shown as tiles and trends: registered (in the registry
@@ -256,7 +256,7 @@ def bookkeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     when the source was off, the cycle stopped before the survey, or the summary is older
     than the source: then there is nothing to show, not a BookKeeper with no ledgers.
 
-    Every class of ``bookkeeper/classify.py`` is present (at 0 when the survey found
+    Every class of ``rules/bookkeeper/classify.py`` is present (at 0 when the survey found
     none); a class a newer summary names is kept after them, explained as it says."""
     bk = summary.get("bookkeeper")
     if not isinstance(bk, Mapping):

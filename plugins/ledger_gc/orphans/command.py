@@ -118,7 +118,7 @@ def list_registered(settings: Settings, as_json: bool) -> int:
 def render_listing(listing: dict) -> list[str]:
     """The ``--list`` table as text: one line per registered orphan, soonest first."""
     from ledger_gc.console import human_bytes
-    from ledger_gc.orphans.phases import iso
+    from ledger_gc.rules.orphans.phases import iso
 
     orphans = listing["orphans"]
     lines = [

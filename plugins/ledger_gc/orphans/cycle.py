@@ -32,24 +32,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphans import deleting, guards, horizon, phases, report, segments, timekeeping
-from ledger_gc.orphans.classify import (
+from ledger_gc.orphans import deleting, report
+from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
+from ledger_gc.orphans.layout import RunPaths, new_run_id
+from ledger_gc.orphans.reading import snapshot_from_rows
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
+from ledger_gc.orphans.witness import ServerClocks
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
+from ledger_gc.rules.orphans import guards, horizon, phases, segments, timekeeping
+from ledger_gc.rules.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_SEGMENT,
     Candidate,
     ManagedLedgerRefs,
     parse_segment_target,
 )
-from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
-from ledger_gc.orphans.layout import RunPaths, new_run_id
-from ledger_gc.orphans.reading import snapshot_from_rows
-from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
-from ledger_gc.orphans.timekeeping import Instant
-from ledger_gc.orphans.witness import ServerClocks
+from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
@@ -320,7 +321,7 @@ def step_phases(
     )
     facts = SnapshotFacts(diff)
     found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
-    # BookKeeper candidates were judged against their own horizon (bookkeeper/classify.py):
+    # BookKeeper candidates were judged against their own horizon (rules/bookkeeper/classify.py):
     # the block store's (this chroot's lists and id counter) says nothing about them.
     blocks = {prefix: c for prefix, c in found.items() if not c.bookkeeper}
     candidates, held = horizon.split_held(blocks, _horizon(facts, diff, blocks.values()))

@@ -46,14 +46,15 @@ from ledger_gc import formats, termination
 from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import cluster_tags, phases, segments
-from ledger_gc.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
-from ledger_gc.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
+from ledger_gc.orphans import cluster_tags
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.orphans import phases, segments
+from ledger_gc.rules.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
+from ledger_gc.rules.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
+from ledger_gc.rules.storage import offload_keys
+from ledger_gc.rules.storage.keys import ledger_dir, parse_key
 from ledger_gc.settings import Settings
-from ledger_gc.storage import offload_keys
-from ledger_gc.storage.keys import ledger_dir, parse_key
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 log = logging.getLogger(__name__)

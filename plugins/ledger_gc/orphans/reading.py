@@ -17,10 +17,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger_gc import formats
 from ledger_gc.errors import StorageError
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
-from ledger_gc.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo, OffloadStorage

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.orphans.phases import RegistryEntry
-from ledger_gc.orphans.timekeeping import Instant
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.state import schema
 from ledger_gc.state.legacy_import import LEGACY_REGISTRY, source_key
 from ledger_gc.state.store import (

@@ -92,9 +92,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.orphans import deleting, layout, phases, run_steps, timekeeping
-from ledger_gc.orphans.classify import (
+from ledger_gc.orphans import deleting, layout, run_steps
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.orphans import phases, timekeeping
+from ledger_gc.rules.orphans.classify import (
     CLASSES,
     FOREIGN,
     LIVE_SEGMENT,
@@ -104,10 +107,8 @@ from ledger_gc.orphans.classify import (
     ORPHAN_SEGMENT,
     OTHER_CLUSTER_SEGMENT,
 )
-from ledger_gc.orphans.guards import METADATA_READ
-from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
-from ledger_gc.orphans.timekeeping import Instant
+from ledger_gc.rules.orphans.guards import METADATA_READ
+from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:

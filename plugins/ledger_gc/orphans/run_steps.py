@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.orphans.classify import Candidate
+from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.state import schema
 from ledger_gc.state.store import open_store
 

@@ -37,8 +37,13 @@ from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.library_zip import library_zip
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import classify, cluster_tags, reading, run_steps, segments
-from ledger_gc.orphans.classify import (
+from ledger_gc.orphans import cluster_tags, reading, run_steps
+from ledger_gc.orphans.deleting import RecheckResult, recheck_and_delete
+from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import RunSteps
+from ledger_gc.rules.orphans import classify, segments
+from ledger_gc.rules.orphans.classify import (
     FOREIGN,
     LIVE,
     LIVE_SEGMENT,
@@ -51,13 +56,9 @@ from ledger_gc.orphans.classify import (
     Candidate,
     DiffResult,
 )
-from ledger_gc.orphans.deleting import RecheckResult, recheck_and_delete
-from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
-from ledger_gc.orphans.phases import RegistryEntry
-from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import RunSteps
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.rules.storage import keys
 from ledger_gc.settings import Settings
-from ledger_gc.storage import keys
 from ledger_gc.storage.s3 import offload_settings
 
 if TYPE_CHECKING:

@@ -44,10 +44,10 @@ from ledger_gc.audit import (
     AuditLog,
     AuditRecord,
 )
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.clock import now_ms
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, ObjectVersion, OffloadStorage
 from ledger_gc.storage.versioning import OFF

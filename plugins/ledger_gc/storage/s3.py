@@ -37,9 +37,8 @@ from botocore.exceptions import (
 )
 
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, ConfigError, StorageError
-from ledger_gc.settings import Settings
-from ledger_gc.storage import keys, list_pages, offload_keys
-from ledger_gc.storage.blocks import (
+from ledger_gc.rules.storage import keys, offload_keys
+from ledger_gc.rules.storage.blocks import (
     ENTRY_HEADER_SIZE,
     HEADER_SIZE,
     OFFSET_SIZE,
@@ -52,6 +51,8 @@ from ledger_gc.storage.blocks import (
     parse_index,
     parse_trailer,
 )
+from ledger_gc.settings import Settings
+from ledger_gc.storage import list_pages
 from ledger_gc.storage.bulk_delete import (
     TRANSPORT_ERRORS,
     BulkDelete,

@@ -5,7 +5,7 @@ clock runs days fast finds every consumed ledger "expired" and deletes what rete
 keeps; one whose clock is slow stamps ledgers that have no timestamp with a time in the
 past, so a later trim with a right clock expires them early. Pulsar's broker trusts its
 own clock; a GC running elsewhere must not trust one host alone (as the orphan cycle,
-``orphans/timekeeping.py``). So the trim reads S3's clock once (the ``Date`` header of a
+``rules/orphans/timekeeping.py``). So the trim reads S3's clock once (the ``Date`` header of a
 ``HeadBucket``) and keeps its offset from the host's:
 
 * **deciding** (is a ledger expired?) uses the *earlier* of the two clocks: a clock that

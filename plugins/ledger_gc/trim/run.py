@@ -31,8 +31,8 @@ from ledger_gc.errors import (
 )
 from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.storage.keys import validate_ml_name
 from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
 from ledger_gc.trim.clocks import trim_clocks

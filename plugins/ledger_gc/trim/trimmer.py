@@ -96,21 +96,21 @@ from ledger_gc.marking import (
     mark_deletable,
     plan_purge,
 )
-from ledger_gc.metadata import paths
 from ledger_gc.metadata.read_only import BROKERS_PATH, metadata_is_read_only
 from ledger_gc.metadata.store import CursorWrite, MetadataStore
 from ledger_gc.metadata.zk_client import guarded
-from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
-from ledger_gc.settings import Settings
-from ledger_gc.storage.keys import parse_key
-from ledger_gc.storage.s3 import BlockRef, ObjectInfo
-from ledger_gc.trim.eligibility import (
+from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.positions import Position, ledger_stats
+from ledger_gc.rules.storage.keys import parse_key
+from ledger_gc.rules.trim.eligibility import (
     TrimDecision,
     decide_trim,
     moved_mark_delete,
     unconsumed_marked_ledger,
 )
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import BlockRef, ObjectInfo
 from ledger_gc.trim.report import DeletedLedger, ManagedLedgerTrim, MarkerState, PlannedLedger
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ledger_gc.metadata.paths import LEDGER_IDGEN_PATH
-from ledger_gc.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
+from ledger_gc.rules.metadata.paths import LEDGER_IDGEN_PATH
+from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, Candidate, ManagedLedgerRefs
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_gc.orphans.phases import RegistryEntry
-from ledger_gc.orphans.timekeeping import Instant, grace_elapsed, grace_start
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.rules.orphans.timekeeping import Instant, grace_elapsed, grace_start
 
 # What an entry waits for (``ScheduledOrphan.waiting_for``), in the order they are shown.
 UNSEEN = "a scan that sees it"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
 
-from ledger_gc.positions import LedgerStat, Position, next_position
+from ledger_gc.rules.positions import LedgerStat, Position, next_position
 
 
 class AckRanges:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ledger_gc.positions import LedgerStat, Position
+from ledger_gc.rules.positions import LedgerStat, Position
 from ledger_gc.settings import TrimRetention
 
 UNLIMITED = -1

@@ -27,8 +27,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.orphans.classify import (
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
     ORPHAN_SEGMENT,

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_gc.orphans.classify import (
+from ledger_gc.rules.orphans.classify import (
     LIVE_SEGMENT,
     NO_NAMESPACE,
     OFFLOAD_FOREIGN,
@@ -56,8 +56,8 @@ from ledger_gc.orphans.classify import (
     parse_segment_target,
     segment_target,
 )
+from ledger_gc.rules.storage import offload_keys
 from ledger_gc.settings import UNTAGGED_CLUSTER, Settings
-from ledger_gc.storage import offload_keys
 
 #: The user-metadata key of Pulsar's cluster name on an offloaded object, as S3 returns
 #: it (lower case; ``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME`` is "pulsarClusterName").

@@ -47,9 +47,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_gc.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.bookkeeper.classify import TARGET_SCHEME as BK_TARGET_SCHEME
-from ledger_gc.storage import keys
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.classify import TARGET_SCHEME as BK_TARGET_SCHEME
+from ledger_gc.rules.storage import keys
 
 LIVE = "live"
 MARKED = "marked"
@@ -64,7 +64,7 @@ SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN, OTHER_CLUSTER_
 CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
 ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
 #: Every class the registry tracks: the S3 and tiered-storage orphans, and BookKeeper's
-#: (``ledger_gc.bookkeeper.classify``; their target is the ledger's metadata znode).
+#: (``ledger_gc.rules.bookkeeper.classify``; their target is the ledger's metadata znode).
 TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_ORPHAN_CLASSES)
 #: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
 SEGMENT_TARGET_SCHEME = "offload:"

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from ledger_gc.bookkeeper.records import CLOSED, OPEN
+from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
 BK_LIVE = "bk-live"
 BK_OFFLOADED_COPY = "bk-offloaded-copy"

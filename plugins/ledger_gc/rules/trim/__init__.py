@@ -1,0 +1,1 @@
+"""Pure rules of ``ledger_gc.trim`` (see ``ledger_gc.rules``)."""
