@@ -34,7 +34,7 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
-from ledger_gc.state.store import open_store
+from ledger_gc.state.stores import open_store
 from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import AuditUnavailableError
 from ledger_gc.state import schema
-from ledger_gc.state.store import StateError, StateStore, open_store
+from ledger_gc.state.store import StateError, StateStore
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.state.store import StateLocation

@@ -124,10 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subcommands() -> list[Callable[[argparse._SubParsersAction], None]]:
     """The trim, orphan and restore subcommands (each module registers its own parser)."""
-    from ledger_gc import audit_command
-    from ledger_gc.orphans import command as orphans_command
-    from ledger_gc.restore import command as restore_command
-    from ledger_gc.trim import command as trim_command
+    from ledger_gc.commands import audit as audit_command
+    from ledger_gc.commands import orphans as orphans_command
+    from ledger_gc.commands import restore as restore_command
+    from ledger_gc.commands import trim as trim_command
 
     return [
         trim_command.register,

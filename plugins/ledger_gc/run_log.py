@@ -10,12 +10,12 @@ reads them defensively).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.state import schema
-from ledger_gc.state.store import open_store
+from ledger_gc.state.run_rows import summary_row
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.state.store import StateLocation
@@ -24,17 +24,6 @@ TRIM = "trim"
 ORPHANS = "orphans"
 # How many summaries ``last_matching`` reads per query, newest first.
 _PAGE = 50
-
-
-def summary_row(kind: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``ledgergc_runs`` row of a summary."""
-    run_id = summary.get("run_id")
-    return {
-        "kind": kind,
-        "run_id": None if run_id is None else str(run_id),
-        "recorded_ms": int(time.time() * 1000),
-        "summary": json.dumps(summary, sort_keys=True, separators=(",", ":"), default=str),
-    }
 
 
 def append_run(location: StateLocation, kind: str, summary: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from sqlalchemy import text
 
 from ledger_gc.settings import Settings
-from ledger_gc.state.store import open_store
+from ledger_gc.state.stores import open_store
 
 _SQLITE = [
     "CREATE TRIGGER ledgergc_test_block_audit BEFORE INSERT ON ledgergc_audit "

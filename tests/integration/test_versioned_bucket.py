@@ -131,7 +131,7 @@ def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings
 def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
     store, storage, settings, s3_client, capsys
 ):
-    from ledger_gc.trim.command import print_text
+    from ledger_gc.commands.trim import print_text
 
     version(s3_client, settings.bucket)
     expire_noncurrent(s3_client, settings.bucket, 7)
@@ -244,7 +244,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     assert metric(text, "ledgergc_recoverable_bytes_total", "orphan-removal") == block.size
 
     # The cycle's report counts them apart, from the delete step's results.
-    from ledger_gc.orphans.cycle import CycleOptions
+    from ledger_gc.orphans.options import CycleOptions
     from ledger_gc.orphans.report import build_report, render_text
     from ledger_gc.orphans.run_steps import DELETE, RunSteps
 

@@ -88,7 +88,7 @@ def test_tally_counts_only_what_was_appended_since_last_time(state_location):
 
 
 def test_tally_starts_over_on_a_store_that_went_back(tmp_path):
-    from ledger_gc.state.store import forget_stores
+    from ledger_gc.state.stores import forget_stores
 
     AuditLog(tmp_path).append([record("trim", 100), record("trim", 1)])
     tally = AuditTally(tmp_path)

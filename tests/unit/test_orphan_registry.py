@@ -106,7 +106,8 @@ def test_a_registry_file_from_a_newer_ledger_gc_is_refused(tmp_path: Path) -> No
 def test_a_store_migrated_by_a_newer_ledger_gc_is_refused(state_location: Any) -> None:
     from sqlalchemy import text
 
-    from ledger_gc.state.store import StateStore, open_store
+    from ledger_gc.state.store import StateStore
+    from ledger_gc.state.stores import open_store
 
     store = open_store(state_location)
     store.check()
@@ -224,7 +225,7 @@ def test_a_damaged_registry_is_one_error_naming_the_file_and_the_reset(
     tmp_path: Path, damaged: str
 ) -> None:
     from ledger_gc.orphans.registry import RegistryCorruptError
-    from ledger_gc.state.store import forget_stores
+    from ledger_gc.state.stores import forget_stores
     from ledger_gc.state.url import STATE_FILE
 
     forget_stores()

@@ -23,12 +23,8 @@ from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.settings import Settings
 from ledger_gc.state import schema
 from ledger_gc.state.legacy_import import LEGACY_AUDIT, LEGACY_RUNS
-from ledger_gc.state.store import (
-    StateStore,
-    StateUnavailableError,
-    forget_stores,
-    open_store,
-)
+from ledger_gc.state.store import StateStore, StateUnavailableError
+from ledger_gc.state.stores import forget_stores, open_store
 from ledger_gc.state.url import check_state_url, masked
 
 ML = "acme/prod/persistent/orders"

@@ -66,7 +66,7 @@ def _flag(value: Any) -> bool | None:
 
 def options_for(params: dict[str, Any] | None) -> Any:
     """The run's CycleOptions from its params (dry_run, force, inventory)."""
-    from ledger_gc.orphans.cycle import CycleOptions
+    from ledger_gc.orphans.options import CycleOptions
 
     params = dict(params or {})
     return CycleOptions(

@@ -9,7 +9,7 @@ The trim reads the slowest mark-delete position to decide which ledgers are cons
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ledger_gc.errors import (
     AlreadyExistsError,
@@ -30,10 +30,31 @@ from ledger_gc.rules.positions import (
 )
 
 if TYPE_CHECKING:
-    from ledger_gc.ledger.managed_ledger import Entry, ManagedLedger
+    from collections.abc import Callable
+
+    from ledger_gc.ledger.entry import Entry
+    from ledger_gc.metadata.store import MetadataStore
 
 
-def _with_current(ledgers: list[LedgerStat], ml: ManagedLedger) -> list[LedgerStat]:
+class CursorLedger(Protocol):
+    """What a cursor needs of its managed ledger (``ManagedLedger`` is one).
+
+    A protocol rather than the class, so that the managed ledger, which opens cursors,
+    can import this module and this module need not import it back.
+    """
+
+    name: str
+    store: MetadataStore
+    clock: Callable[[], int]
+
+    def ledgers(self) -> list[LedgerStat]: ...
+
+    def last_confirmed(self) -> Position: ...
+
+    def read_entries(self, start: Position, max_entries: int) -> list[Entry]: ...
+
+
+def _with_current(ledgers: list[LedgerStat], ml: CursorLedger) -> list[LedgerStat]:
     """The record's ledgers with the writer's live count for its current ledger (the
     record has the current ledger's entries only once it is closed)."""
     own = {stat.ledger_id: stat for stat in ml.ledgers()}
@@ -60,7 +81,7 @@ def ranges_of(info: ManagedCursorInfo) -> list[tuple[Position, Position]]:
 class ManagedCursor:
     """A durable cursor on an open managed ledger; get one from ``open_cursor``."""
 
-    def __init__(self, ml: ManagedLedger, name: str, info: ManagedCursorInfo) -> None:
+    def __init__(self, ml: CursorLedger, name: str, info: ManagedCursorInfo) -> None:
         self.ml = ml
         self.name = name
         self._lock = threading.RLock()
@@ -70,7 +91,7 @@ class ManagedCursor:
         self._read_position = next_position(ml.ledgers(), self._mark_delete)
 
     @classmethod
-    def open(cls, ml: ManagedLedger, name: str, initial_position: str = "latest") -> ManagedCursor:
+    def open(cls, ml: CursorLedger, name: str, initial_position: str = "latest") -> ManagedCursor:
         if initial_position not in INITIAL_POSITIONS:
             raise ValueError(f"initial_position must be one of {INITIAL_POSITIONS}")
         try:

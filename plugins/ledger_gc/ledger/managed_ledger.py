@@ -18,7 +18,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ledger_gc.clock import now_ms
 from ledger_gc.deletion import Deleter
@@ -28,7 +27,9 @@ from ledger_gc.errors import (
     ManagedLedgerClosedError,
     ManagedLedgerFencedError,
 )
+from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.delete import delete_managed_ledger
+from ledger_gc.ledger.entry import Entry
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.ownership import Ownership
 from ledger_gc.metadata.store import MetadataStore
@@ -43,9 +44,6 @@ from ledger_gc.rules.positions import (
 from ledger_gc.rules.storage.keys import validate_ml_name
 from ledger_gc.storage.s3 import LedgerStorage
 
-if TYPE_CHECKING:
-    from ledger_gc.ledger.cursor import ManagedCursor
-
 log = logging.getLogger(__name__)
 
 
@@ -59,12 +57,6 @@ class ManagedLedgerConfig:
     # A ledger younger than this is never rolled over, however full: rolling over is a
     # metadata write and a new ledger, which a burst of small ledgers would make costly.
     min_ledger_age_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Entry:
-    position: Position
-    data: bytes
 
 
 class ManagedLedger:
@@ -354,8 +346,6 @@ class ManagedLedger:
 
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
         """Open a durable cursor, recovering it from ZooKeeper if it exists."""
-        from ledger_gc.ledger.cursor import ManagedCursor
-
         with self._lock:
             self._check_open()
             if name not in self._cursors:

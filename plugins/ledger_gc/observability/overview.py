@@ -42,7 +42,8 @@ from ledger_gc.observability.state_reads import (
     audit_totals,
     recent_audit_records,
 )
-from ledger_gc.state.store import StateStore, open_store
+from ledger_gc.state.store import StateStore
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.state.store import StateLocation

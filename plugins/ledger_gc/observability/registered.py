@@ -15,7 +15,7 @@ from ledger_gc import run_log
 from ledger_gc.observability import runs
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.orphans import schedule
-from ledger_gc.state.store import open_store
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.settings import Settings

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc.audit import DELETED, AuditLog
 from ledger_gc.state import schema
-from ledger_gc.state.store import StateStore, open_store
+from ledger_gc.state.store import StateStore
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.state.store import StateLocation

@@ -6,7 +6,8 @@ for the DAG. Where the decisions are made: ``classify.py`` (what an object is),
 ``guards.py`` (when not to act), ``phases.py`` (registration, correction, deletion).
 """
 
-from ledger_gc.orphans.cycle import CycleOptions, OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.report import CycleReport
 
 __all__ = ["CycleOptions", "CycleReport", "OrphanCycleError", "run_orphan_cycle"]

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
@@ -37,6 +36,7 @@ from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.orphans import deleting, report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import RunPaths, new_run_id
+from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
@@ -56,24 +56,9 @@ from ledger_gc.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-
-
-@dataclass(frozen=True)
-class CycleOptions:
-    """What a run was asked to do (CLI flags, DAG params)."""
-
-    dry_run: bool | None = None  # None: dry unless settings.delete_enabled
-    force: bool = False
-    inventory: str | None = None
-    offload_inventory: str | None = None
-
-    def deleting(self, settings: Settings) -> bool:
-        """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
-        return settings.delete_enabled and not self.dry_run
 
 
 class DeleteLockLost(LedgerGcError):

@@ -36,12 +36,8 @@ from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.state import schema
 from ledger_gc.state.legacy_import import LEGACY_REGISTRY, source_key
-from ledger_gc.state.store import (
-    StateCorruptError,
-    StateError,
-    StateStore,
-    open_store,
-)
+from ledger_gc.state.store import StateCorruptError, StateError, StateStore
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, RowMapping
@@ -53,12 +49,6 @@ _ENTRY_FIELDS = tuple(RegistryEntry.__dataclass_fields__)
 # The registry's errors are the store's: one line naming the store and the fix.
 RegistryError = StateError
 RegistryCorruptError = StateCorruptError
-
-#: What ``reset`` prints and the docs repeat: why a reset is safe, and what it costs.
-RESET_CONSEQUENCE = (
-    "every orphan's grace window starts again with the next cycle (nothing is deleted "
-    "before a full grace window has passed from then)"
-)
 
 
 @dataclass(frozen=True)
@@ -129,7 +119,7 @@ class OrphanRegistry:
             if store.sqlite_file is None or not store.sqlite_file.exists():
                 raise
             aside = _move_aside(store.sqlite_file, stamp)
-            from ledger_gc.state.store import forget_stores
+            from ledger_gc.state.stores import forget_stores
 
             forget_stores()
             self._store = None

@@ -112,7 +112,7 @@ from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
-    from ledger_gc.orphans.cycle import CycleOptions
+    from ledger_gc.orphans.options import CycleOptions
 
 KIND = run_log.ORPHANS
 PHASE_NAMES = (

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.state import schema
-from ledger_gc.state.store import open_store
+from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
     from ledger_gc.state.store import StateLocation

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from ledger_gc.state import schema
-from ledger_gc.state.store import StateCorruptError, StateStore, StateVersionError
+from ledger_gc.state.run_rows import summary_row
+from ledger_gc.state.store import (
+    RESET_CONSEQUENCE,
+    StateCorruptError,
+    StateStore,
+    StateVersionError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +148,6 @@ def _audit_rows(conn: Any, path: Path) -> tuple[int, str | None]:
 
 
 def _run_rows(conn: Any, path: Path, kind: str) -> tuple[int, str | None]:
-    from ledger_gc.run_log import summary_row
-
     rows = [summary_row(kind, summary) for summary in _json_lines(path)]
     if rows:
         conn.execute(schema.runs.insert(), rows)
@@ -200,8 +204,6 @@ def _registry_rows(conn: Any, path: Path) -> tuple[int, str | None]:
 
 
 def _damaged(path: Path, exc: BaseException) -> StateCorruptError:
-    from ledger_gc.orphans.registry import RESET_CONSEQUENCE
-
     return StateCorruptError(
         f"the orphan registry {path} is damaged ({' '.join(str(exc).split())}); nothing was "
         "read or deleted. Run `ledgergc orphans --reset-registry` to move it aside and start "

@@ -21,7 +21,6 @@ login, a locked file). Nothing is read or deleted after either.
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import threading
 import zlib
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.state.schema import HEAD_REVISION, VERSION_TABLE
-from ledger_gc.state.url import default_state_url, masked
+from ledger_gc.state.url import masked
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -51,6 +50,12 @@ _WRITE_LOCK_KEY = zlib.crc32(b"ledger-gc state store writers") + (1 << 40)
 _SQLITE_BUSY_SECONDS = 60.0
 _CONNECT_TIMEOUT_SECONDS = 10
 
+#: What a registry reset costs (``ledgergc orphans --reset-registry`` prints it, and every
+#: error that recommends a reset): why it is safe, and what it costs.
+RESET_CONSEQUENCE = (
+    "every orphan's grace window starts again with the next cycle (nothing is deleted "
+    "before a full grace window has passed from then)"
+)
 RESET_HINT = "Run `ledgergc orphans --reset-registry` to move it aside and start a fresh store"
 
 
@@ -317,49 +322,3 @@ def migrations_dir() -> Path:
             if name.startswith(inside) and not name.endswith("/"):
                 bundle.extract(name, target)
     return target / inside
-
-
-# --- one store per URL per process -------------------------------------------------------
-
-_stores: dict[tuple[int, str], StateStore] = {}
-_stores_lock = threading.Lock()
-
-
-def open_store(location: StateLocation) -> StateStore:
-    """The store a location names (see ``StateLocation``), shared within this process.
-
-    Given settings or a state dir, the dir's files of an older ledger-gc (JSON lines and
-    the registry's SQLite) are imported into the store the first time (``legacy_import``).
-    """
-    from ledger_gc.settings import Settings
-
-    if isinstance(location, StateStore):
-        return location
-    state_dir: Path | None
-    if isinstance(location, Settings):
-        state_dir = Path(location.state_dir)
-        url = location.state_url or default_state_url(state_dir)
-    elif isinstance(location, str) and "://" in location:
-        state_dir, url = None, location
-    else:
-        state_dir = Path(location)
-        url = default_state_url(state_dir)
-    key = (os.getpid(), url)
-    with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = StateStore(url, state_dir=state_dir)
-    if state_dir is not None:
-        from ledger_gc.state.legacy_import import import_state_dir_once
-
-        import_state_dir_once(store, state_dir)
-    return store
-
-
-def forget_stores() -> None:
-    """Dispose of every store this process opened (tests that move files under them)."""
-    with _stores_lock:
-        stores = list(_stores.values())
-        _stores.clear()
-    for store in stores:
-        store.dispose()

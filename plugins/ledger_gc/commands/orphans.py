@@ -13,9 +13,10 @@ import argparse
 
 from ledger_gc.clock import now_ms
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
-from ledger_gc.orphans.registry import RESET_CONSEQUENCE, OrphanRegistry
+from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.report import OK, CycleReport, render_text
 from ledger_gc.settings import Settings
+from ledger_gc.state.store import RESET_CONSEQUENCE
 from ledger_gc.termination import stop_on_signals
 
 EXIT_OK = 0

@@ -1,0 +1,27 @@
+"""What one orphan run was asked to do, apart from the settings it runs with.
+
+Its own module (not ``cycle``'s) because the report, the Airflow tasks and the CLI all
+build or read it, and the cycle imports the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ledger_gc.settings import Settings
+
+
+@dataclass(frozen=True)
+class CycleOptions:
+    """What a run was asked to do (CLI flags, DAG params)."""
+
+    dry_run: bool | None = None  # None: dry unless settings.delete_enabled
+    force: bool = False
+    inventory: str | None = None
+    offload_inventory: str | None = None
+
+    def deleting(self, settings: Settings) -> bool:
+        """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
+        return settings.delete_enabled and not self.dry_run
