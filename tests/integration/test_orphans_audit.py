@@ -15,6 +15,7 @@ from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
 from ledger_gc.errors import AuditUnavailableError
 from ledger_gc.orphans import deleting
+from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.phases import ORPHAN_LEDGER, RegistryEntry
 from ledger_gc.rules.storage.keys import ledger_dir
 from ledger_gc.storage.s3 import LedgerStorage
@@ -74,7 +75,7 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
         settings, [entry], run_id="r1", now_ms=2**62, deleting=True
     )
 
-    assert result.action == deleting.DELETED and 1 not in ledgers_with_data(storage, ML)
+    assert result.action == outcomes.DELETED and 1 not in ledgers_with_data(storage, ML)
     records = AuditLog(settings).read()
     assert [(r["status"], r["target_class"], r["ledger_id"]) for r in records] == [
         ("deleting", ORPHAN_LEDGER, 1),
@@ -115,7 +116,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
         )
 
     assert stop() and batches == [10], "nothing new started after the signal"
-    done = {r.ledger_id for r in results if r.action == deleting.DELETED}
+    done = {r.ledger_id for r in results if r.action == outcomes.DELETED}
     stopped = {r.ledger_id for r in results if r.error == deletion.STOPPED}
     assert len(done) == 10 and stopped == set(range(1, 31)) - done
     assert ledgers_with_data(storage, ML) == {50} | stopped, "audited = deleted"
@@ -127,5 +128,5 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     monkeypatch.setattr(deleting, "LedgerStorage", LedgerStorage)
     rest = [e for e in entries if e.ledger_id in stopped]
     finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62, deleting=True)
-    assert {r.action for r in finished} == {deleting.DELETED}
+    assert {r.action for r in finished} == {outcomes.DELETED}
     assert ledgers_with_data(storage, ML) == {50}

@@ -13,6 +13,7 @@ from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.orphans import deleting
 from ledger_gc.restore.restoring import restore_run
+from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.classify import segment_target
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.settings import Settings
@@ -91,7 +92,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     for key in decoy:
         s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)
 
-    assert result.action == deleting.DELETED and result.recoverable is True
+    assert result.action == outcomes.DELETED and result.recoverable is True
     records = AuditLog(tiered).deletions()
     assert [r["bucket"] for r in records] == [tiered.offload_bucket]
 

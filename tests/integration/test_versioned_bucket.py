@@ -17,6 +17,7 @@ from ledger_gc.audit import AuditLog
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
+from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ml_dir
 from ledger_gc.trim import run_trim
@@ -235,7 +236,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
         settings, [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
 
-    assert result.action == deleting.DELETED and result.recoverable is True
+    assert result.action == outcomes.DELETED and result.recoverable is True
     assert result.bytes == block.size
     [record] = AuditLog(settings).deletions()
     assert record["operation"] == "orphan-removal" and record["recoverable"] is True

@@ -40,7 +40,9 @@ from ledger_gc.bookkeeper import references, scan
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
-from ledger_gc.orphans.deleting import (
+from ledger_gc.rules.bookkeeper import classify, ledger_paths
+from ledger_gc.rules.bookkeeper.classify import BK_NAME_JUDGED, BkLedger, znode_of_target
+from ledger_gc.rules.orphans.outcomes import (
     CORRECTED,
     DELETED,
     FAILED,
@@ -52,9 +54,7 @@ from ledger_gc.orphans.deleting import (
     WOULD_DELETE,
     RecheckResult,
 )
-from ledger_gc.orphans.deleting import skipped as _skipped
-from ledger_gc.rules.bookkeeper import classify, ledger_paths
-from ledger_gc.rules.bookkeeper.classify import BK_NAME_JUDGED, BkLedger, znode_of_target
+from ledger_gc.rules.orphans.outcomes import skipped as _skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry, iso
 from ledger_gc.settings import Settings
 

@@ -33,16 +33,17 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphans import deleting, report
+from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import RunPaths, new_run_id
 from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
+from ledger_gc.orphans.sources import DeleteRequest, delete_by_source
 from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
-from ledger_gc.rules.orphans import guards, horizon, phases, segments, timekeeping
+from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
 from ledger_gc.rules.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_SEGMENT,
@@ -650,52 +651,29 @@ def _delete_under_lock(
     def stop() -> bool:
         return termination.requested() or lock.should_stop()
 
-    # BookKeeper ledgers are re-checked and deleted here, one znode at a time
-    # (bookkeeper/deleting.py); the block and segment entries as before.
-    bk_eligible = [e for e in plan.eligible if e.target_class in BK_ORPHAN_CLASSES]
-    eligible = [e for e in plan.eligible if e.target_class not in BK_ORPHAN_CLASSES]
-    if spark is not None and len(eligible) > distribute_over:
-        from ledger_gc.orphans.spark_jobs import distributed_delete
-
-        results = distributed_delete(
-            spark,
-            settings,
-            eligible,
-            run_id=run_id,
-            now_ms=now,
-            deleting=deleting_now,
-            ours=ours,
-        )
-    else:
-        results = deleting.recheck_and_delete(
-            settings,
-            eligible,
-            run_id=run_id,
-            now_ms=now,
-            deleting=deleting_now,
-            ours=ours,
-            should_stop=stop,
-        )
-    if bk_eligible:
-        from ledger_gc.bookkeeper import deleting as bk_deleting
-
-        results += bk_deleting.recheck_and_delete(
-            settings,
-            bk_eligible,
-            run_id=run_id,
-            now_ms=now,
-            deleting=deleting_now,
-            should_stop=stop,
-        )
+    # Each source re-checks and deletes what it owns (orphans/sources.py): the S3 blocks
+    # and segments in batches (on Spark's executors when many), BookKeeper one znode at
+    # a time.
+    request = DeleteRequest(
+        settings=settings,
+        run_id=run_id,
+        now_ms=now,
+        deleting=deleting_now,
+        should_stop=stop,
+        spark=spark,
+        distribute_over=distribute_over,
+        ours=ours,
+    )
+    results = delete_by_source(request, list(plan.eligible))
     # Audited ahead by the delete path (deletion.Deleter).
     result["results"] = [r.to_dict() for r in results]
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
         result["failed"] = unavailable[0].error
         steps.write_manifest(DELETE, result)
-        done = sum(1 for r in results if r.action == deleting.DELETED)
+        done = sum(1 for r in results if r.action == outcomes.DELETED)
         # A delete sent whose answer was lost says so (it may have been applied).
-        sent = [r.reason for r in unavailable if r.action == deleting.FAILED]
+        sent = [r.reason for r in unavailable if r.action == outcomes.FAILED]
         raise MetadataError(
             f"ZooKeeper became unavailable during the orphan delete ({unavailable[0].error}); "
             f"{len(unavailable)} entries were not re-checked and nothing more was deleted "
@@ -726,15 +704,15 @@ def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.O
 
 def _apply_delete_results(
     registry: OrphanRegistry,
-    results: list[deleting.RecheckResult],
+    results: list[outcomes.RecheckResult],
     run_id: str,
     scan: int,
     now: int,
 ) -> None:
     events = {
-        deleting.DELETED: phases.DELETED,
-        deleting.GONE: phases.GONE,
-        deleting.CORRECTED: phases.CORRECTED,
+        outcomes.DELETED: phases.DELETED,
+        outcomes.GONE: phases.GONE,
+        outcomes.CORRECTED: phases.CORRECTED,
     }
     with registry.transaction() as txn:
         entries = txn.entries()
@@ -747,7 +725,7 @@ def _apply_delete_results(
                 txn.remove(entry.prefix)
                 sizes: dict[str, int] = (
                     {"objects": result.objects, "size": result.bytes}
-                    if action == deleting.DELETED
+                    if action == outcomes.DELETED
                     else {}
                 )
                 txn.add_history(
@@ -759,11 +737,11 @@ def _apply_delete_results(
                     time_ms=now,
                     **sizes,
                 )
-            elif action == deleting.HELD:
+            elif action == outcomes.HELD:
                 txn.add_history(
                     entry, phases.HELD, result.reason, run_id=run_id, scan=scan, time_ms=now
                 )
-            elif action == deleting.FAILED:
+            elif action == outcomes.FAILED:
                 error = result.error or result.reason
                 txn.note_failure(entry.prefix, error)
                 txn.add_history(

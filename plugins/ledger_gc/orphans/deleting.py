@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger_gc import formats, termination
@@ -51,6 +51,19 @@ from ledger_gc.orphans import cluster_tags
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import phases, segments
 from ledger_gc.rules.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
+from ledger_gc.rules.orphans.outcomes import (
+    CORRECTED,
+    DELETED,
+    FAILED,
+    GONE,
+    HELD,
+    OPERATION,
+    STOPPED,
+    WAITING,
+    WOULD_DELETE,
+    RecheckResult,
+    skipped,
+)
 from ledger_gc.rules.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.rules.storage.keys import ledger_dir, parse_key
@@ -59,22 +72,9 @@ from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 log = logging.getLogger(__name__)
 
-OPERATION = "orphan-removal"
 #: Entries re-checked before one bulk delete: small, so that little time passes between
 #: an entry's live re-check and its delete.
 BATCH_SIZE = 50
-
-# Result actions.
-DELETED = "deleted"
-WOULD_DELETE = "would-delete"
-CORRECTED = "corrected"
-GONE = "gone"
-WAITING = "waiting"
-FAILED = "failed"
-HELD = "held"  # another Pulsar cluster's segment (segments.why_not_ours): kept, registered
-SKIPPED = "skipped"  # not re-checked: ZooKeeper became unavailable earlier in the batch
-#: Why entries were skipped after a stop (a signal, a lost delete lock).
-STOPPED = "stopped before its re-check (a termination signal or a lost delete lock)"
 
 
 def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
@@ -181,57 +181,6 @@ def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
         ledgers.add(parsed.ledger_id)
         newest = obj.last_modified if newest is None else max(newest, obj.last_modified)
     return ListingState(frozenset(ledgers), newest)
-
-
-@dataclass
-class RecheckResult:
-    """What the delete step did with one registry entry (``action``: DELETED, FAILED...).
-
-    ``unavailable``: not re-checked because ZooKeeper became unreachable (the step then
-    fails closed). ``deleted_ledgers``: the audit's view of each ledger or segment deleted
-    (``DeleteTarget`` fields with objects, bytes and the bucket's versioning)."""
-
-    prefix: str
-    target_class: str
-    ml_name: str
-    ledger_id: int | None
-    namespace: str
-    action: str
-    reason: str
-    objects: int = 0
-    bytes: int = 0
-    until_ms: int | None = None
-    error: str | None = None
-    unavailable: bool = False
-    foreign_keys: int = 0
-    recoverable: bool = False
-    deleted_ledgers: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, entry: RegistryEntry, action: str, reason: str, **extra: Any) -> RecheckResult:
-        return cls(
-            prefix=entry.prefix,
-            target_class=entry.target_class,
-            ml_name=entry.ml_name,
-            ledger_id=entry.ledger_id,
-            namespace=entry.namespace,
-            action=action,
-            reason=reason,
-            **extra,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def skipped(entry: RegistryEntry, error: str) -> RecheckResult:
-    """An entry not re-checked: after a stop (``STOPPED``), or ZooKeeper gone (the step
-    then fails closed: ``unavailable``)."""
-    if error == STOPPED:
-        return RecheckResult.of(entry, SKIPPED, STOPPED, error=STOPPED)
-    return RecheckResult.of(
-        entry, SKIPPED, "not re-checked: ZooKeeper unavailable", error=error, unavailable=True
-    )
 
 
 def recheck_and_delete(

@@ -92,11 +92,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
-from ledger_gc.orphans import deleting, layout, run_steps
+from ledger_gc.orphans import layout, run_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.rules.orphans import phases, timekeeping
+from ledger_gc.rules.orphans import outcomes, phases, timekeeping
 from ledger_gc.rules.orphans.classify import (
     CLASSES,
     FOREIGN,
@@ -301,7 +301,7 @@ def build_report(
             failed.append({"prefix": row["prefix"], "error": row["reason"]})
     would_delete = []
     for result in delete_results:
-        if result["action"] == deleting.WOULD_DELETE:
+        if result["action"] == outcomes.WOULD_DELETE:
             tally.add("would_delete", result["namespace"], result["target_class"], result["bytes"])
             would_delete.append(
                 _target(
@@ -311,18 +311,18 @@ def build_report(
                     reason=result["reason"],
                 )
             )
-        elif result["action"] == deleting.SKIPPED:
+        elif result["action"] == outcomes.SKIPPED:
             failed.append({"prefix": result["prefix"], "error": result["error"]})
 
     # A versioned bucket keeps deleted bytes as noncurrent versions: recoverable, not freed.
     recoverable_prefixes = {
         r["prefix"]
         for r in delete_results
-        if r["action"] == deleting.DELETED and r.get("recoverable")
+        if r["action"] == outcomes.DELETED and r.get("recoverable")
     }
     for item in deleted_list:
         item["recoverable"] = item["prefix"] in recoverable_prefixes
-    bytes_deleted = [r for r in delete_results if r["action"] == deleting.DELETED]
+    bytes_deleted = [r for r in delete_results if r["action"] == outcomes.DELETED]
     bytes_recoverable = sum(r["bytes"] for r in bytes_deleted if r.get("recoverable"))
     bytes_reclaimed = sum(r["bytes"] for r in bytes_deleted if not r.get("recoverable"))
     classes = {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
@@ -430,7 +430,7 @@ def _tiered(
     if not offload:
         return None
     segments = [r for r in deleted if r["target_class"] == ORPHAN_SEGMENT]
-    held_now = [r for r in delete_results if r["action"] == deleting.HELD]
+    held_now = [r for r in delete_results if r["action"] == outcomes.HELD]
     held = [_target(r, bytes=r.get("bytes") or 0, reason=r["reason"]) for r in held_now] + list(
         _first(diff, "other_cluster_samples", [])
     )
@@ -470,7 +470,7 @@ def _bookkeeper(
     freed = [
         r
         for r in delete_results
-        if r["action"] == deleting.DELETED and r["target_class"] in BK_ORPHAN_CLASSES
+        if r["action"] == outcomes.DELETED and r["target_class"] in BK_ORPHAN_CLASSES
     ]
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
         "deleted": len(mine),

@@ -38,7 +38,7 @@ from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageErr
 from ledger_gc.library_zip import library_zip
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import cluster_tags, reading, run_steps
-from ledger_gc.orphans.deleting import RecheckResult, recheck_and_delete
+from ledger_gc.orphans.deleting import recheck_and_delete
 from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import RunSteps
@@ -56,6 +56,7 @@ from ledger_gc.rules.orphans.classify import (
     Candidate,
     DiffResult,
 )
+from ledger_gc.rules.orphans.outcomes import RecheckResult
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.storage import keys
 from ledger_gc.settings import Settings
