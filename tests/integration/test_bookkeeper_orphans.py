@@ -232,7 +232,7 @@ def test_the_live_recheck_keeps_a_ledger_referenced_after_the_last_scan(
         offloaded_deleted=[planted.orphans["offloaded-copy"]],
     )
     result = cycle.step_delete(pulsar, run_id, **world)
-    actions = {r["ledger_id"]: r["action"] for r in result["results"]}
+    actions = {r.ledger_id: r.action for r in result.results}
     assert actions[leaked] == "corrected"
     assert actions[gone] == "corrected"
     assert exists(cluster, leaked) and exists(cluster, gone)

@@ -115,5 +115,5 @@ def test_a_scan_older_than_the_one_applied_is_still_refused(
     late = cycle.step_phases(settings, "delayed")
 
     assert newer["status"] == "ok" and newer["refusals"] == []
-    assert late["applied"] is False
-    assert [r["guard"] for r in late["refusals"]] == ["stale-run"]
+    assert late.applied is False
+    assert [r["guard"] for r in late.refusals] == ["stale-run"]

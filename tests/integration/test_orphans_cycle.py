@@ -108,7 +108,7 @@ def test_many_entries_are_rechecked_and_deleted_on_the_executors(
 
     result = cycle.step_delete(settings, run_id, spark=spark, distribute_over=0)
 
-    assert {r["prefix"] for r in result["results"] if r["action"] == "deleted"} == leaks
+    assert {r.prefix for r in result.results if r.action == "deleted"} == leaks
     assert store_kit.keys() == keep | {settings.key_prefix + "_operator-notes/README.txt"}
     assert OrphanRegistry(settings).entries() == {}
 

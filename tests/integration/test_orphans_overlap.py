@@ -63,7 +63,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     first = threading.Thread(target=delete, args=("first",))
     first.start()
     assert first_deleting.wait(60)
-    assert cycle.step_phases(eager, "second")["applied"]  # passes the latest-run check
+    assert cycle.step_phases(eager, "second").applied  # passes the latest-run check
     second_applied.set()
     second = threading.Thread(target=delete, args=("second",))
     second.start()
@@ -71,7 +71,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     second.join(120)
 
     deleted = {
-        run_id: {r["prefix"] for r in result["results"] if r["action"] == "deleted"}
+        run_id: {r.prefix for r in result.results if r.action == "deleted"}
         for run_id, result in results.items()
     }
     assert deleted == {"first": {leak["prefix"] for leak in leaks}, "second": set()}

@@ -57,9 +57,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
 
         result = cycle.step_delete(settings, run_id, spark=spark)
 
-        assert {r["prefix"]: r["action"] for r in result["results"]} == dict.fromkeys(
-            raced, "corrected"
-        )
+        assert {r.prefix: r.action for r in result.results} == dict.fromkeys(raced, "corrected")
         assert store_kit.keys() == before
         assert OrphanRegistry(settings).entries() == {}
         events = [

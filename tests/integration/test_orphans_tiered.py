@@ -238,14 +238,14 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     cycle.step_scan(eager, run_id, spark)
     cycle.step_diff(eager, run_id, spark)
     applied = cycle.step_phases(eager, run_id)
-    assert applied["added"] == 1
+    assert applied.added == 1
     _relist(zk_client, GONE, 7, msb, lsb, complete=True)
 
     result = cycle.step_delete(eager, run_id)
 
-    [outcome] = result["results"]
-    assert outcome["action"] == "corrected"
-    assert "carries this segment's offload uuid" in outcome["reason"]
+    [outcome] = result.results
+    assert outcome.action == "corrected"
+    assert "carries this segment's offload uuid" in outcome.reason
     assert set(keys) <= bucket_keys(s3_client, eager.offload_bucket)
     assert OrphanRegistry(eager).entries() == {}
 

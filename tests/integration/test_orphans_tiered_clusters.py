@@ -158,17 +158,15 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     cycle.step_scan(eager, run_id, spark)
     cycle.step_diff(eager, run_id, spark)
     monkeypatch.setattr(cluster_tags, "read_segment_tags", real)
-    assert cycle.step_phases(eager, run_id)["added"] == 5
+    assert cycle.step_phases(eager, run_id).added == 5
 
     result = cycle.step_delete(eager, run_id)
     report = cycle.step_report(eager, run_id).to_dict()
 
-    actions = {(r["ledger_id"], r["action"]) for r in result["results"]}
+    actions = {(r.ledger_id, r.action) for r in result.results}
     assert actions == {(7, "deleted"), (10, "deleted"), (10, "held"), (11, "held"), (3, "held")}
-    held = [r for r in result["results"] if r["action"] == "held"]
-    assert all(
-        f"another cluster's segment (pulsarClusterName={THEIRS})" in r["reason"] for r in held
-    )
+    held = [r for r in result.results if r.action == "held"]
+    assert all(f"another cluster's segment (pulsarClusterName={THEIRS})" in r.reason for r in held)
     assert set(built["theirs"]) <= bucket_keys(s3_client, eager.offload_bucket)
     assert not set(built["orphans"]) & bucket_keys(s3_client, eager.offload_bucket)
     # Kept registered (the next scan's diff classifies them), counted apart in the report.

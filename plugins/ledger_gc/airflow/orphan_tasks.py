@@ -199,7 +199,7 @@ def initialize_and_correct(params: dict[str, Any], run_id: str) -> dict[str, Any
     """Guards, then phases 1 and 2 (one registry transaction; idempotent per run)."""
     from ledger_gc.orphans.cycle import step_phases
 
-    result = step_phases(settings_for(params), run_id, force=options_for(params).force)
+    result = step_phases(settings_for(params), run_id, force=options_for(params).force).to_dict()
     # XCom: the counts only (the held targets and refusals are in the state store).
     return {
         key: result.get(key)

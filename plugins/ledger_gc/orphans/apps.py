@@ -81,8 +81,8 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # batch under way finishes and is audited, nothing new starts. A SIGKILL still
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
-                result = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
-            result = cycle.delete_summary(result)
+                deleted = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+            result = cycle.delete_summary(deleted)
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
@@ -38,6 +39,7 @@ from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_loc
 from ledger_gc.orphans.layout import RunPaths, new_run_id
 from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.reading import snapshot_from_rows
+from ledger_gc.orphans.records import DeleteRecord, PhasesRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.orphans.sources import DeleteRequest, delete_by_source
@@ -293,7 +295,7 @@ def _horizon(
 
 def step_phases(
     settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
-) -> dict[str, Any]:
+) -> PhasesRecord:
     """Guards, then initialize and correct, in one registry transaction (idempotent).
 
     Reads only the state store: the survey's diff record (guard inputs, snapshot facts)
@@ -318,24 +320,18 @@ def step_phases(
     for item in held:
         log.warning("orphan cycle %s holds %s: %s", run_id, item.prefix, item.reason)
     registry = OrphanRegistry(settings)
-    result: dict[str, Any] = {
-        "applied": False,
-        "forced": force,
-        "scan_number": None,
-        "refusals": [r.to_dict() for r in refusals],
-        "held": [item.to_dict() for item in held],
-        "added": 0,
-        "seen": 0,
-        "restarted": 0,
-        "corrected": 0,
+    result = PhasesRecord(
+        forced=force,
+        refusals=[r.to_dict() for r in refusals],
+        held=[item.to_dict() for item in held],
         # Whose offloaded segments are this store's, as the diff learned it: kept with
         # the scan in the registry, where the delete step reads it (segments.py).
-        "our_clusters": diff.get("our_clusters"),
-    }
+        our_clusters=diff.get("our_clusters"),
+    )
     if guards.blocking(refusals):
         for refusal in guards.blocking(refusals):
             log.warning("orphan cycle %s refused: %s", run_id, refusal.reason)
-        steps.write_manifest(PHASES, result)
+        steps.write_record(PHASES, result)
         return result
     # The scan's time as the servers' clocks read it (scan step); a run of an older
     # ledger-gc has none, and then no grace time passes from it (timekeeping.py).
@@ -347,37 +343,38 @@ def step_phases(
     applied = _apply_scan(
         registry, run_id, result, candidates, held, facts, diff, instant, sequence
     )
-    steps.write_manifest(PHASES, applied)
+    steps.write_record(PHASES, applied)
     return applied
 
 
 def _apply_scan(
     registry: OrphanRegistry,
     run_id: str,
-    result: dict[str, Any],
+    result: PhasesRecord,
     candidates: dict[str, Candidate],
     held: list[horizon.Held],
     facts: SnapshotFacts,
     diff: dict[str, Any],
     instant: Instant,
     sequence: int | None,
-) -> dict[str, Any]:
+) -> PhasesRecord:
     """Phases 1 and 2 in one registry transaction, once per run id."""
     now = instant.now_ms()
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
         if done is not None:
-            return done.result
+            return PhasesRecord.from_dict(done.result)
         latest = txn.latest_scan()
+        before = PhasesRecord.from_dict(latest.result) if latest is not None else PhasesRecord()
         # Ordered by ZooKeeper's sequence, not by any host's clock: a run whose clock
         # was days fast must not make every later run look older (issue 11).
-        newer = latest.result.get("snapshot_sequence") if latest is not None else None
+        newer = before.snapshot_sequence if latest is not None else None
         if (
             latest is not None
             and newer is not None
             and sequence is not None
             and newer > sequence
-            and not _sequence_restarted(latest.result, diff)
+            and not _sequence_restarted(before, diff)
         ):
             stale = guards.Refusal(
                 guards.STALE_RUN,
@@ -385,14 +382,11 @@ def _apply_scan(
                 f"(#{latest.number}, ZooKeeper sequence {newer} > {sequence}); this run's "
                 "scan is older and is not applied",
             )
-            result["refusals"].append(stale.to_dict())
-            return result
+            return replace(result, refusals=[*result.refusals, stale.to_dict()])
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
         gone_high = (diff.get("bookkeeper") or {}).get("gone_topic_high") or {}
-        elsewhere = _bookkeeper_live_elsewhere(
-            candidates, (latest.result if latest is not None else {}), gone_high, number
-        )
+        elsewhere = _bookkeeper_live_elsewhere(candidates, before, gone_high, number)
         for name, why in elsewhere.items():
             log.warning("orphan cycle %s holds BookKeeper ledgers of %s: %s", run_id, name, why)
         owners = [(p, e.target_class, e.ml_name) for p, e in entries.items()]
@@ -448,7 +442,8 @@ def _apply_scan(
             txn.add_history(
                 entry, phases.CORRECTED, reason, run_id=run_id, scan=number, time_ms=now
             )
-        result.update(
+        applied = replace(
+            result,
             applied=True,
             scan_number=number,
             snapshot_started_ms=diff.get("snapshot_started_ms"),
@@ -462,13 +457,13 @@ def _apply_scan(
             bookkeeper_live_elsewhere=elsewhere,
             bookkeeper_gone_topic_high=gone_high,
         )
-        txn.set_scan_result(number, result)
-    return result
+        txn.set_scan_result(number, applied.to_dict())
+    return applied
 
 
 def _bookkeeper_live_elsewhere(
     candidates: dict[str, Candidate],
-    latest: dict[str, Any],
+    latest: PhasesRecord,
     gone_topic_high: dict[str, int],
     number: int,
 ) -> dict[str, str]:
@@ -482,8 +477,8 @@ def _bookkeeper_live_elsewhere(
     name stays held (each applied scan's result carries it) while any ledger of it is
     still a candidate. An idle topic gains nothing; its open ledger holds it instead
     (``bookkeeper.survey``)."""
-    carried: dict[str, str] = dict(latest.get("bookkeeper_live_elsewhere") or {})
-    before: dict[str, int] = dict(latest.get("bookkeeper_gone_topic_high") or {})
+    carried = dict(latest.bookkeeper_live_elsewhere)
+    before = dict(latest.bookkeeper_gone_topic_high)
     found: dict[str, str] = {}
     for topic, high in gone_topic_high.items():
         if topic in before and high > before[topic]:
@@ -510,14 +505,14 @@ def _why_bookkeeper_not_orphan(
     return reasons.get(entry.prefix) or f"not orphaned in scan {number}"
 
 
-def _sequence_restarted(latest: dict[str, Any], diff: dict[str, Any]) -> bool:
+def _sequence_restarted(latest: PhasesRecord, diff: dict[str, Any]) -> bool:
     """Whether ZooKeeper's own clock says this run's snapshot came *after* the latest
     applied one although its sequence is lower: the counter under ``/ledger-gc/ticks``
     started again (a DR failover, metadata copied to a new ensemble, ``/ledger-gc``
     removed). Then the sequence orders nothing, and refusing would stop every cycle until
     the new counter passed the old one. Runs without both snapshot times (older
     ledger-gc) are ordered by the sequence alone."""
-    before = Instant.from_dict(latest.get("snapshot_instant"))
+    before = Instant.from_dict(latest.snapshot_instant)
     now = Instant.from_dict(diff.get("snapshot_instant"))
     if before is None or now is None or before.zk_ms is None or now.zk_ms is None:
         return False
@@ -527,7 +522,7 @@ def _sequence_restarted(latest: dict[str, Any], diff: dict[str, Any]) -> bool:
         "ZooKeeper's run sequence went back (%s < %s) while its clock went on: the counter "
         "under /ledger-gc/ticks started again; ordering runs by ZooKeeper's time from here",
         diff.get("snapshot_sequence"),
-        latest.get("snapshot_sequence"),
+        latest.snapshot_sequence,
     )
     return True
 
@@ -545,7 +540,7 @@ def step_delete(
     distribute_over: int | None = None,
     lock_wait_seconds: float | None = None,
     witness: ServerClocks | None = None,
-) -> dict[str, Any]:
+) -> DeleteRecord:
     """Phase 3: re-check and delete (or report) what is due; one registry transaction.
 
     Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
@@ -554,18 +549,15 @@ def step_delete(
     ``distribute_over`` (default ``settings.orphan_delete_spark_over``) go to ``spark``'s
     executors."""
     steps = RunSteps(settings, run_id)
-    applied = steps.read_manifest(PHASES) or {}
+    applied = steps.read_record(PHASES, PhasesRecord) or PhasesRecord()
     steps.start_step(DELETE)
     deleting_now = options.deleting(settings)
-    result: dict[str, Any] = {
-        "deleting": deleting_now,
-        "skipped": None,
-        "results": [],
-        "eligible": 0,
-    }
-    if not applied.get("applied"):
-        result["skipped"] = "the scan was not applied (see the refusals); nothing deleted"
-        steps.write_manifest(DELETE, result)
+    result = DeleteRecord(deleting=deleting_now)
+    if not applied.applied:
+        result = replace(
+            result, skipped="the scan was not applied (see the refusals); nothing deleted"
+        )
+        steps.write_record(DELETE, result)
         return result
     wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     if distribute_over is None:
@@ -576,7 +568,6 @@ def step_delete(
                 settings,
                 steps,
                 result,
-                deleting_now,
                 spark,
                 clock,
                 witness,
@@ -585,17 +576,15 @@ def step_delete(
             )
     except DeleteLockBusy as exc:
         log.warning("orphan cycle %s: %s", run_id, exc)
-        result.update(skipped=str(exc), lock_busy=True)
-        steps.write_manifest(DELETE, result)
+        result = replace(result, skipped=str(exc), lock_busy=True)
+        steps.write_record(DELETE, result)
         return result
 
 
-def delete_summary(result: dict[str, Any]) -> dict[str, Any]:
+def delete_summary(result: DeleteRecord) -> dict[str, Any]:
     """``step_delete``'s result with a count in place of each entry's outcome (those are
     in the state store and the audit log): what a task or an app prints."""
-    return {key: value for key, value in result.items() if key != "results"} | {
-        "results": len(result.get("results", []))
-    }
+    return result.summary()
 
 
 def delete_needs_spark(settings: Settings) -> bool:
@@ -608,14 +597,13 @@ def delete_needs_spark(settings: Settings) -> bool:
 def _delete_under_lock(
     settings: Settings,
     steps: RunSteps,
-    result: dict[str, Any],
-    deleting_now: bool,
+    result: DeleteRecord,
     spark: SparkSession | None,
     clock: Clock,
     witness: ServerClocks | None,
     distribute_over: int,
     lock: DeleteLock,
-) -> dict[str, Any]:
+) -> DeleteRecord:
     """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
@@ -623,17 +611,18 @@ def _delete_under_lock(
     registry = OrphanRegistry(settings)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
-        result["skipped"] = (
-            f"a newer scan (run {latest.run_id if latest else '?'}) was applied since; only "
-            "the latest run may delete"
+        result = replace(
+            result,
+            skipped=f"a newer scan (run {latest.run_id if latest else '?'}) was applied "
+            "since; only the latest run may delete",
         )
-        steps.write_manifest(DELETE, result)
+        steps.write_record(DELETE, result)
         return result
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
     _, instant, warnings = _observe(settings, run_id, witness, clock)
     now = instant.now_ms()
-    result.update(now_instant=instant.to_dict(), clock_warnings=warnings)
+    result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
     entries = registry.entries()
     plan = phases.plan_deletion(
         entries.values(),
@@ -643,9 +632,8 @@ def _delete_under_lock(
         settings.retention_seconds,
         timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant),
     )
-    result["eligible"] = len(plan.eligible)
     ours = _our_clusters(settings, latest.result).to_dict()
-    result["our_clusters"] = ours
+    result = replace(result, eligible=len(plan.eligible), our_clusters=ours)
 
     # A signal, or the lock lost with its session: stop before the next request.
     def stop() -> bool:
@@ -658,7 +646,7 @@ def _delete_under_lock(
         settings=settings,
         run_id=run_id,
         now_ms=now,
-        deleting=deleting_now,
+        deleting=result.deleting,
         should_stop=stop,
         spark=spark,
         distribute_over=distribute_over,
@@ -666,11 +654,11 @@ def _delete_under_lock(
     )
     results = delete_by_source(request, list(plan.eligible))
     # Audited ahead by the delete path (deletion.Deleter).
-    result["results"] = [r.to_dict() for r in results]
+    result = replace(result, results=results)
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
-        result["failed"] = unavailable[0].error
-        steps.write_manifest(DELETE, result)
+        result = replace(result, failed=unavailable[0].error)
+        steps.write_record(DELETE, result)
         done = sum(1 for r in results if r.action == outcomes.DELETED)
         # A delete sent whose answer was lost says so (it may have been applied).
         sent = [r.reason for r in unavailable if r.action == outcomes.FAILED]
@@ -684,11 +672,11 @@ def _delete_under_lock(
         # What was deleted is in the audit log; the registry is left for the cycle that
         # holds the lock now (it re-checks, and closes what is gone as ``gone``). A
         # ZooKeeper outage loses the lock too, and is reported as such above.
-        result.update(skipped=lock.lost(), lock_lost=True)
-        steps.write_manifest(DELETE, result)
+        result = replace(result, skipped=lock.lost(), lock_lost=True)
+        steps.write_record(DELETE, result)
         raise DeleteLockLost(str(lock.lost()))
     _apply_delete_results(registry, results, run_id, latest.number, now)
-    steps.write_manifest(DELETE, result)
+    steps.write_record(DELETE, result)
     return result
 
 

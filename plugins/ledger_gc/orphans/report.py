@@ -93,6 +93,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.orphans import layout, run_steps
+from ledger_gc.orphans.records import CycleStatus, DeleteRecord, PhasesRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
@@ -108,6 +109,7 @@ from ledger_gc.rules.orphans.classify import (
     OTHER_CLUSTER_SEGMENT,
 )
 from ledger_gc.rules.orphans.guards import METADATA_READ
+from ledger_gc.rules.orphans.outcomes import RecheckResult
 from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
@@ -130,27 +132,22 @@ MAX_LISTED = 200
 #: Run folders kept in the state dir (each holds a full listing of the bucket).
 KEEP_RUN_FOLDERS = 10
 
-OK = "ok"
-REFUSED = "refused"
-FAILED = "failed"
+OK = CycleStatus.OK
+REFUSED = CycleStatus.REFUSED
+FAILED = CycleStatus.FAILED
 
 
-@dataclass
+@dataclass(frozen=True)
 class CycleReport:
-    """The report of one cycle; ``to_dict()`` is the JSON described in the docstring."""
+    """The report of one cycle: how it ended, and ``to_dict()``, the JSON described in
+    the module's docstring (a contract of the page and the metrics, so kept a mapping)."""
 
+    run_id: str
+    status: CycleStatus
     data: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         return self.data
-
-    @property
-    def run_id(self) -> str:
-        return str(self.data["run_id"])
-
-    @property
-    def status(self) -> str:
-        return str(self.data["status"])
 
     @property
     def deleted(self) -> list[dict[str, Any]]:
@@ -210,17 +207,18 @@ def build_report(
 ) -> CycleReport:
     """Assemble the report from the run's step records, the registry and its history."""
     steps = RunSteps(settings, run_id)
-    manifests = {
-        step: steps.read_manifest(step, required=False)
-        for step in (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
-    }
-    snapshot, scan, diff, applied, deleted = (manifests[s] for s in manifests)
+    snapshot, scan, diff = (
+        steps.read_manifest(step, required=False) for step in (SNAPSHOT, SCAN, DIFF)
+    )
+    applied = steps.read_record(PHASES, PhasesRecord, required=False)
+    deleted = steps.read_record(DELETE, DeleteRecord, required=False)
+    found = {SNAPSHOT: snapshot, SCAN: scan, DIFF: diff, PHASES: applied, DELETE: deleted}
     registry = OrphanRegistry(settings)
     entries = registry.entries()
     history = registry.history(run_id=run_id)
     latest = registry.latest_scan()
 
-    refusals: list[dict[str, Any]] = list((applied or {}).get("refusals", []))
+    refusals: list[dict[str, Any]] = list(applied.refusals) if applied else []
     status = OK
     error_text = error_type = None
     if error is not None:
@@ -236,23 +234,23 @@ def build_report(
                     "forced": False,
                 }
             )
-    elif applied is not None and not applied.get("applied"):
+    elif applied is not None and not applied.applied:
         status = REFUSED
-    elif None in (snapshot, scan, diff, applied, deleted):
-        missing = ", ".join(step for step, found in manifests.items() if found is None)
+    elif any(record is None for record in found.values()):
+        missing = ", ".join(step for step, record in found.items() if record is None)
         status = FAILED
         error_text = f"the cycle did not complete: no output from {missing} (see the task logs)"
         error_type = "Incomplete"
 
     tally = _PhaseTally()
-    delete_results = (deleted or {}).get("results", [])
+    delete_results = deleted.results if deleted else []
     for entry in entries.values():
         tally.add("registered", entry.namespace, entry.target_class, entry.bytes)
     waiting: list[dict[str, Any]] = []
     # The phase of each entry as the delete step judged it: the servers' time it read
     # (timekeeping.py). A cycle that did not get that far has no such time, and its
     # entries show as waiting for grace (no evidence that any time has passed).
-    instant = Instant.from_dict((deleted or {}).get("now_instant")) or Instant(now_ms)
+    instant = Instant.from_dict(deleted.now_instant if deleted else None) or Instant(now_ms)
     elapsed = timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant)
     if latest is not None:
         for entry in entries.values():
@@ -301,30 +299,28 @@ def build_report(
             failed.append({"prefix": row["prefix"], "error": row["reason"]})
     would_delete = []
     for result in delete_results:
-        if result["action"] == outcomes.WOULD_DELETE:
-            tally.add("would_delete", result["namespace"], result["target_class"], result["bytes"])
+        if result.action == outcomes.WOULD_DELETE:
+            tally.add("would_delete", result.namespace, result.target_class, result.bytes)
             would_delete.append(
                 _target(
-                    result,
-                    objects=result["objects"],
-                    bytes=result["bytes"],
-                    reason=result["reason"],
+                    vars(result),
+                    objects=result.objects,
+                    bytes=result.bytes,
+                    reason=result.reason,
                 )
             )
-        elif result["action"] == outcomes.SKIPPED:
-            failed.append({"prefix": result["prefix"], "error": result["error"]})
+        elif result.action == outcomes.SKIPPED:
+            failed.append({"prefix": result.prefix, "error": result.error})
 
     # A versioned bucket keeps deleted bytes as noncurrent versions: recoverable, not freed.
     recoverable_prefixes = {
-        r["prefix"]
-        for r in delete_results
-        if r["action"] == outcomes.DELETED and r.get("recoverable")
+        r.prefix for r in delete_results if r.action == outcomes.DELETED and r.recoverable
     }
     for item in deleted_list:
         item["recoverable"] = item["prefix"] in recoverable_prefixes
-    bytes_deleted = [r for r in delete_results if r["action"] == outcomes.DELETED]
-    bytes_recoverable = sum(r["bytes"] for r in bytes_deleted if r.get("recoverable"))
-    bytes_reclaimed = sum(r["bytes"] for r in bytes_deleted if not r.get("recoverable"))
+    bytes_deleted = [r for r in delete_results if r.action == outcomes.DELETED]
+    bytes_recoverable = sum(r.bytes for r in bytes_deleted if r.recoverable)
+    bytes_reclaimed = sum(r.bytes for r in bytes_deleted if not r.recoverable)
     classes = {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
     ns_classes: dict[str, Any] = {}
     if diff is not None:
@@ -342,7 +338,7 @@ def build_report(
         }
     finished = now_ms
     started = started_ms if started_ms is not None else _first(snapshot, "started_ms", now_ms)
-    deleting_now = bool(deleted["deleting"]) if deleted else options.deleting(settings)
+    deleting_now = deleted.deleting if deleted else options.deleting(settings)
     data: dict[str, Any] = {
         "kind": KIND,
         "run_id": run_id,
@@ -383,17 +379,19 @@ def build_report(
         "phases": tally.total,
         "namespaces": namespaces,
         "refusals": refusals,
-        "held": list((applied or {}).get("held", []))[:MAX_LISTED],
+        "held": list(applied.held if applied else [])[:MAX_LISTED],
         "warnings": list(
             dict.fromkeys(
-                warning
-                for manifest in (snapshot, scan, deleted)
-                for warning in (manifest or {}).get("clock_warnings", [])
+                [
+                    *(snapshot or {}).get("clock_warnings", []),
+                    *(scan or {}).get("clock_warnings", []),
+                    *(deleted.clock_warnings if deleted else []),
+                ]
             )
         ),
-        "delete_skipped": (deleted or {}).get("skipped"),
+        "delete_skipped": deleted.skipped if deleted else None,
         # Work left for the next run because another cycle held the delete lock.
-        "pending": bool((deleted or {}).get("lock_busy")),
+        "pending": bool(deleted and deleted.lock_busy),
         "bytes_reclaimed": bytes_reclaimed,
         "bytes_recoverable": bytes_recoverable,
         "deleted": deleted_list[:MAX_LISTED],
@@ -410,28 +408,28 @@ def build_report(
         "registry": {
             "entries": len(entries),
             "bytes": sum(entry.bytes for entry in entries.values()),
-            "scan_number": (applied or {}).get("scan_number"),
+            "scan_number": applied.scan_number if applied else None,
         },
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
         "bookkeeper": _bookkeeper(diff, applied, deleted_list, delete_results),
     }
-    return CycleReport(data)
+    return CycleReport(run_id, status, data)
 
 
 def _tiered(
     scan: dict[str, Any] | None,
     classes: dict[str, Any],
-    deleted: list[dict[str, Any]],
+    deleted: list[RecheckResult],
     diff: dict[str, Any] | None,
-    delete_results: list[dict[str, Any]],
+    delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The offload bucket's part of the cycle (None when tiered storage is off)."""
     offload = _first(scan, "offload")
     if not offload:
         return None
-    segments = [r for r in deleted if r["target_class"] == ORPHAN_SEGMENT]
-    held_now = [r for r in delete_results if r["action"] == outcomes.HELD]
-    held = [_target(r, bytes=r.get("bytes") or 0, reason=r["reason"]) for r in held_now] + list(
+    segments = [r for r in deleted if r.target_class == ORPHAN_SEGMENT]
+    held_now = [r for r in delete_results if r.action == outcomes.HELD]
+    held = [_target(vars(r), bytes=r.bytes or 0, reason=r.reason) for r in held_now] + list(
         _first(diff, "other_cluster_samples", [])
     )
     return {
@@ -445,7 +443,7 @@ def _tiered(
         "orphan_bytes": classes[ORPHAN_SEGMENT]["bytes"],
         "foreign_objects": classes[OFFLOAD_FOREIGN]["objects"],
         "deleted": len(segments),
-        "bytes_reclaimed": sum(r["bytes"] for r in segments if not r.get("recoverable")),
+        "bytes_reclaimed": sum(r.bytes for r in segments if not r.recoverable),
         "other_cluster_segments": classes[OTHER_CLUSTER_SEGMENT]["units"],
         "other_cluster_bytes": classes[OTHER_CLUSTER_SEGMENT]["bytes"],
         "other_clusters": dict(_first(diff, "other_clusters", {}) or {}),
@@ -457,9 +455,9 @@ def _tiered(
 
 def _bookkeeper(
     diff: dict[str, Any] | None,
-    applied: dict[str, Any] | None,
+    applied: PhasesRecord | None,
     deleted: list[dict[str, Any]],
-    delete_results: list[dict[str, Any]],
+    delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The BookKeeper source's part of the cycle (None when it is off): the survey's
     totals per class (each explained), what it held and why, and what was deleted."""
@@ -470,13 +468,13 @@ def _bookkeeper(
     freed = [
         r
         for r in delete_results
-        if r["action"] == outcomes.DELETED and r["target_class"] in BK_ORPHAN_CLASSES
+        if r.action == outcomes.DELETED and r.target_class in BK_ORPHAN_CLASSES
     ]
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
         "deleted": len(mine),
-        "bytes_reclaimed": sum(r["bytes"] for r in freed),
+        "bytes_reclaimed": sum(r.bytes for r in freed),
         # Topics another Pulsar cluster sharing this BookKeeper writes (cycle.py): held.
-        "live_elsewhere": dict(_first(applied, "bookkeeper_live_elsewhere", {}) or {}),
+        "live_elsewhere": dict(applied.bookkeeper_live_elsewhere if applied else {}),
         "restore": (
             "ledgergc restore --run <run id> re-creates deleted ledgers' metadata until the "
             "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans.classify import Candidate
@@ -27,7 +27,10 @@ from ledger_gc.state import schema
 from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
+    from ledger_gc.orphans.records import StepRecord
     from ledger_gc.state.store import StateLocation
+
+    R = TypeVar("R", bound=StepRecord)
 
 SNAPSHOT = "snapshot"
 SCAN = "scan"
@@ -80,6 +83,15 @@ class RunSteps:
         """Record ``step``'s result (replacing an earlier attempt's), one transaction."""
         with self.store.write() as conn:
             self._put(conn, step, manifest)
+
+    def write_record(self, step: str, record: StepRecord) -> None:
+        """Record ``step``'s typed result (``records``), one transaction."""
+        self.write_manifest(step, record.to_dict())
+
+    def read_record(self, step: str, kind: type[R], *, required: bool = True) -> R | None:
+        """A step's typed record, or None / ``MissingStepOutputError`` as ``read_manifest``."""
+        data = self.read_manifest(step, required=required)
+        return None if data is None else kind.from_dict(data)
 
     def read_manifest(self, step: str, *, required: bool = True) -> dict[str, Any] | None:
         """A step's record, or None / ``MissingStepOutputError`` if it did not complete."""
