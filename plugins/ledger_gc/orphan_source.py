@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
     from ledger_gc.settings import Settings
@@ -41,6 +42,11 @@ class OrphanSource(Protocol):
 
     def owns(self, target_class: str) -> bool:
         """Whether a registry entry of this class is this source's to re-check and delete."""
+        ...
+
+    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+        """The safety guards over this source's part of the survey's record (pure): a
+        refusal of any source stops the whole cycle (nothing registered or deleted)."""
         ...
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:

@@ -7,13 +7,15 @@ bulk request and nothing to distribute over Spark's executors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.bookkeeper import deleting
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.orphans import guards
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest
+    from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
@@ -23,6 +25,10 @@ class BookKeeperSource:
 
     def owns(self, target_class: str) -> bool:
         return target_class in BK_ORPHAN_CLASSES
+
+    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+        """Over the survey's ``bookkeeper`` part (None: the source was off)."""
+        return guards.bookkeeper_refusals(diff.get("bookkeeper"), max_fraction, force=force)
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         return deleting.recheck_and_delete(

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.orphan_source import DeleteRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import RunPaths, new_run_id
@@ -42,7 +43,7 @@ from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.orphans.records import DeleteRecord, PhasesRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
-from ledger_gc.orphans.sources import DeleteRequest, delete_by_source
+from ledger_gc.orphans.sources import delete_by_source, survey_refusals
 from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
@@ -303,10 +304,7 @@ def step_phases(
     steps = RunSteps(settings, run_id)
     diff = steps.read_manifest(DIFF) or {}
     steps.start_step(PHASES)
-    refusals = guards.evaluate_guards(diff, settings.orphan_max_fraction, force=force)
-    refusals += guards.bookkeeper_refusals(
-        diff.get("bookkeeper"), settings.orphan_max_fraction, force=force
-    )
+    refusals = survey_refusals(diff, settings.orphan_max_fraction, force=force)
     facts = SnapshotFacts(diff)
     found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
     # BookKeeper candidates were judged against their own horizon (rules/bookkeeper/classify.py):

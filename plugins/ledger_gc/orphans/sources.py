@@ -12,14 +12,16 @@ source at all.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
 from ledger_gc.orphan_source import DeleteRequest, OrphanSource
 from ledger_gc.orphans import deleting
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.orphans import guards
 
 if TYPE_CHECKING:
+    from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
@@ -35,6 +37,9 @@ class S3Source:
 
     def owns(self, target_class: str) -> bool:
         return target_class not in BK_ORPHAN_CLASSES
+
+    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+        return guards.evaluate_guards(diff, max_fraction, force=force)
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         if request.spark is not None and len(entries) > request.distribute_over:
@@ -62,6 +67,11 @@ class S3Source:
 
 #: Every source, in the order their deletes run.
 SOURCES: tuple[OrphanSource, ...] = (S3Source(), BookKeeperSource())
+
+
+def survey_refusals(diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+    """Every source's guards over the survey's record, source by source."""
+    return [r for source in SOURCES for r in source.refusals(diff, max_fraction, force=force)]
 
 
 def delete_by_source(request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
