@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle, deleting, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
 
@@ -43,7 +43,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     first_deleting = threading.Event()
     second_applied = threading.Event()
     second_rechecking = threading.Event()
-    real = cycle.deleting.recheck_and_delete
+    real = deleting.recheck_and_delete
 
     def slow_first(settings: Settings, entries: Any, *, run_id: str, **kwargs: Any) -> Any:
         if run_id == "first":  # a long delete: the second cycle catches up meanwhile
@@ -54,7 +54,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
             second_rechecking.set()
         return real(settings, entries, run_id=run_id, **kwargs)
 
-    monkeypatch.setattr(cycle.deleting, "recheck_and_delete", slow_first)
+    monkeypatch.setattr(deleting, "recheck_and_delete", slow_first)
     results: dict[str, Any] = {}
 
     def delete(run_id: str) -> None:
