@@ -6,7 +6,7 @@ same tree as the baseline, measured in the same run.
 
 The data, in a chroot of a ZooKeeper of the command's own (the local stack's runs with
 ``-Xmx256m``, too small for a million znodes of ~215 bytes: the server here runs with
-``--zk-heap``, default 3g, through ``include/local_stack.ZooKeeperServer``; its other
+``--zk-heap``, default 3g, through ``include/local_stack/zookeeper.py``; its other
 settings are the stack's, jute.maxbuffer and snapCount ZooKeeper's defaults):
 
 * BookKeeper's root as ``bookkeeper shell metaformat`` leaves it (``PulsarCluster.init``:
@@ -581,13 +581,11 @@ def main() -> int:
         print("bk_scan.py: --sizes must be multiples of 100 (e.g. 100000,300000)", file=sys.stderr)
         return 2
 
-    import local_stack
+    from local_stack.zookeeper import ZooKeeperServer
 
     directory = _common.VAR / "bk-scan"
     shutil.rmtree(directory / "zookeeper", ignore_errors=True)
-    server = local_stack.ZooKeeperServer(
-        directory / "zookeeper", log_dir=directory / "logs", heap=args.zk_heap
-    )
+    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=args.zk_heap)
     say(f"starting ZooKeeper (-Xmx{args.zk_heap}) in {directory / 'zookeeper'}")
     server.start()
     runs: list[dict[str, Any]] = []
