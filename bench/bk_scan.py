@@ -116,8 +116,8 @@ def build(client: Any, first_block: int, end_block: int) -> float:
     """Write the ledgers of blocks ``first_block`` .. ``end_block - 1``, then their managed
     ledgers and cursors (a ledger exists before a record references it); seconds taken."""
     import pulsar_cluster
-    from ledger_gc import formats
     from ledger_gc.bookkeeper import ledger_paths
+    from ledger_gc.formats.records import encode_managed_cursor_info, encode_managed_ledger_info
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 
     hier = ledger_paths.HIERARCHICAL
@@ -167,10 +167,8 @@ def build(client: Any, first_block: int, end_block: int) -> float:
             cursor = ManagedCursorInfo(
                 cursorsLedgerId=-1, markDeleteLedgerId=base + 98, markDeleteEntryId=49_999
             )
-            ml_ops.append(("create", path, formats.encode_managed_ledger_info(info)))
-            ml_ops.append(
-                ("create", f"{path}/{CURSOR}", formats.encode_managed_cursor_info(cursor))
-            )
+            ml_ops.append(("create", path, encode_managed_ledger_info(info)))
+            ml_ops.append(("create", f"{path}/{CURSOR}", encode_managed_cursor_info(cursor)))
         _common.multi_ops(client, ledger_ops, per_txn=1000)
         _common.multi_ops(client, ml_ops, per_txn=200)  # ~2 KB records
         done += len(ledger_ops)

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc import formats
 from ledger_gc.bookkeeper import classify, ledger_paths, records, references, scan
 from ledger_gc.bookkeeper.classify import (
     BK_CLASSES,
@@ -35,6 +34,7 @@ from ledger_gc.bookkeeper.classify import (
     znode_of_target,
 )
 from ledger_gc.errors import ConfigError
+from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata import paths
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.settings import Settings
@@ -474,7 +474,7 @@ def _missing_listed(
     for name, path, raw in zip(names, znodes, pulsar.get_many_raw(znodes), strict=True):
         if raw is None:
             continue
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         still = {
             ledger.ledgerId
             for ledger in info.ledgerInfo

@@ -71,7 +71,6 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc import formats
 from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, TargetOutcome
 from ledger_gc.errors import (
     AuditUnavailableError,
@@ -82,6 +81,14 @@ from ledger_gc.errors import (
     RecordTooLargeError,
     SafetyRefusalError,
     StoppedError,
+)
+from ledger_gc.formats.framing import Framing
+from ledger_gc.formats.markers import deletable_markers, marker_key
+from ledger_gc.formats.records import (
+    decode_managed_cursor_info_framed,
+    decode_managed_ledger_info_framed,
+    get_property,
+    remove_properties,
 )
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.delete import DELETING_PROPERTY
@@ -128,7 +135,7 @@ PROBE_SAMPLES = 16
 class CursorState:
     info: ManagedCursorInfo
     version: int
-    framing: formats.Framing
+    framing: Framing
 
     @property
     def position(self) -> Position:
@@ -141,7 +148,7 @@ class LedgerState:
 
     record: ManagedLedgerInfo
     version: int
-    framing: formats.Framing
+    framing: Framing
     cursors: dict[str, CursorState] = field(default_factory=dict)
     # The record znode's creation zxid: versions start again when a topic is deleted
     # and created again, this does not (``MetadataStore.commit_trim``).
@@ -225,7 +232,7 @@ class ManagedLedgerTrimmer:
             try:
                 # Empty content is a managed ledger with no ledgers yet (Pulsar creates it
                 # so); for the trim that is "nothing to trim", the safe answer.
-                record, framing = formats.decode_managed_ledger_info_framed(
+                record, framing = decode_managed_ledger_info_framed(
                     raw_record[0], path=path, allow_empty=True
                 )
                 stat = raw_record[1]
@@ -233,7 +240,7 @@ class ManagedLedgerTrimmer:
                 for cursor, raw in cursor_raws:
                     if raw is None:
                         continue  # deleted since the listing: a deleted cursor needs nothing
-                    info, cursor_framing = formats.decode_managed_cursor_info_framed(
+                    info, cursor_framing = decode_managed_cursor_info_framed(
                         raw[0], path=f"{path}/{cursor}"
                     )
                     state.cursors[cursor] = CursorState(info, raw[1], cursor_framing)
@@ -399,7 +406,7 @@ class ManagedLedgerTrimmer:
 
         self._guarded(result, run)
         info = marked[0] if marked else None
-        if info is None or not formats.deletable_markers(info):
+        if info is None or not deletable_markers(info):
             return result, None
         return result, info
 
@@ -455,7 +462,7 @@ class ManagedLedgerTrimmer:
             for c in decision.candidates
         ]
         path = paths.managed_ledger_path(result.name)
-        markers = formats.deletable_markers(state.record, path=path)
+        markers = deletable_markers(state.record, path=path)
         result.already_marked = [_marker_state(i, value) for i, value in sorted(markers.items())]
 
     def _apply(self, result: ManagedLedgerTrim, state: LedgerState) -> ManagedLedgerInfo:
@@ -550,7 +557,7 @@ class ManagedLedgerTrimmer:
                 # it back; doing the same lets time retention start counting for it.
                 ledger.timestamp = stamp
         marked = mark_deletable(record, chosen, now)
-        markers = formats.deletable_markers(record)
+        markers = deletable_markers(record)
         marked_entries = {ledger_id: int(m["entries"]) for ledger_id, m in markers.items()}
         remaining = sorted(ledger.ledgerId for ledger in record.ledgerInfo)
         moves: list[CursorWrite] = []
@@ -663,7 +670,7 @@ class ManagedLedgerTrimmer:
             if isinstance(fresh, LedgerGcError):
                 raise fresh
         path = paths.managed_ledger_path(result.name)
-        markers = formats.deletable_markers(info, path=path)
+        markers = deletable_markers(info, path=path)
         both = sorted(set(markers) & {ledger.ledgerId for ledger in info.ledgerInfo})
         if both:
             # Only a CAS that drops a ledger from the list may mark it; a marker on a
@@ -688,7 +695,7 @@ class ManagedLedgerTrimmer:
             audited=self.audited,
             listed=listed,
         )
-        deleting = formats.get_property(info, DELETING_PROPERTY) is not None
+        deleting = get_property(info, DELETING_PROPERTY) is not None
         if needed and not deleting:  # a managed ledger being deleted gets nothing back
             for ledger_id in self._restore(result.name, markers, needed):
                 plan.result.pending.pop(ledger_id, None)
@@ -714,11 +721,11 @@ class ManagedLedgerTrimmer:
 
         def mutate(record: ManagedLedgerInfo) -> bool:
             listed = {ledger.ledgerId for ledger in record.ledgerInfo}
-            current = formats.deletable_markers(record)
+            current = deletable_markers(record)
             back = [i for i in whole if i in current and i not in listed]
             for ledger_id in back:
                 restore_ledger_info(record.ledgerInfo.add(), ledger_id, current[ledger_id])
-            formats.remove_properties(record, [formats.marker_key(i) for i in back])
+            remove_properties(record, [marker_key(i) for i in back])
             ordered = sorted(record.ledgerInfo, key=lambda ledger: ledger.ledgerId)
             copies = [type(ledger)() for ledger in ordered]
             for copy, ledger in zip(copies, ordered, strict=True):
@@ -868,7 +875,7 @@ class ManagedLedgerTrimmer:
     def _record_purge(
         self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, purged: PurgeResult
     ) -> None:
-        markers = formats.deletable_markers(info)
+        markers = deletable_markers(info)
         for outcome in purged.deleted:
             if outcome.target.ledger_id is None:
                 continue
