@@ -103,7 +103,7 @@ def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads
     from ledger_gc.metadata import paths
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
     from ledger_gc.storage import keys
-    from ledger_gc.storage.s3 import build_client
+    from ledger_gc.storage.s3_bucket import build_client
 
     now = int(time.time() * 1000)
     ops = []

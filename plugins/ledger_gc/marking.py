@@ -37,7 +37,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
 from ledger_gc.storage.offload_keys import segment_keys
-from ledger_gc.storage.s3 import ObjectInfo
+from ledger_gc.storage.s3_bucket import ObjectInfo
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledger_gc.storage.bulk_delete import DeleteResult
 from ledger_gc.storage.keys import ml_dir
-from ledger_gc.storage.s3 import DeleteResult
 
 ML = "acme/prod/persistent/payments"
 

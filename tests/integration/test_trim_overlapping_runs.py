@@ -17,8 +17,9 @@ from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
 from ledger_gc.settings import TrimRetention
+from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.keys import ml_dir, parse_key
-from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import TrimScope, run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer

@@ -19,8 +19,9 @@ from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.positions import Position
+from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.keys import parse_key
-from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"

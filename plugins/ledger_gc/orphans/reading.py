@@ -24,7 +24,8 @@ from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
-from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo, OffloadStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from ledger_gc.storage.s3_bucket import ObjectInfo
 
 # Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid).
 ML_ROW = "ml"

@@ -111,7 +111,8 @@ from ledger_gc.positions import Position, ledger_stats
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.settings import Settings
 from ledger_gc.storage.keys import parse_key
-from ledger_gc.storage.s3 import BlockRef, ObjectInfo
+from ledger_gc.storage.ledger_blocks import BlockRef
+from ledger_gc.storage.s3_bucket import ObjectInfo
 from ledger_gc.trim.eligibility import (
     TrimDecision,
     decide_trim,
