@@ -151,7 +151,8 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
     from ledger_gc.positions import ledger_stats
     from ledger_gc.storage.keys import ledger_dir
     from ledger_gc.trim.eligibility import decide_trim
-    from ledger_gc.trim.trimmer import BATCH_SIZE, LedgerState, ManagedLedgerTrimmer
+    from ledger_gc.trim.states import LedgerState
+    from ledger_gc.trim.trimmer import BATCH_SIZE, ManagedLedgerTrimmer
 
     deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
