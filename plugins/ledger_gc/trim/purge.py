@@ -60,8 +60,8 @@ class MarkedLedgerPurge:
     """Deletes the data of marked ledgers for the trim, one batch of managed ledgers (or
     one managed ledger, between the rounds of a big mark) at a time.
 
-    ``reader`` reads managed ledgers' states (the trimmer); ``clock`` stamps the markers'
-    attempts; ``offload`` deletes offloaded ledgers' copies (None: tiered storage off).
+    ``reader`` reads managed ledgers' states (the trimmer); ``clock`` stamps a marker's failed
+    attempt; ``offload`` deletes offloaded ledgers' copies (None: tiered storage off).
     ``store_verified`` on each call: the run already found data where the settings point
     (the trimmer's store probe), which is evidence for dropping a marker whose data is not
     found.
