@@ -52,7 +52,7 @@ def require_stack(*, zookeeper: bool = True, s3: bool = True) -> None:
         print(
             f"{script}: {', '.join(missing)} not set; run it against the local stack: "
             f"bench/run_all {script.removesuffix('.py')}, or .venv/bin/python "
-            f"include/local_stack.py run -- .venv/bin/python bench/{script}",
+            f"include/local_stack run -- .venv/bin/python bench/{script}",
             file=sys.stderr,
         )
         raise SystemExit(2)

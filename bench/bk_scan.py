@@ -6,7 +6,7 @@ same tree as the baseline, measured in the same run.
 
 The data, in a chroot of a ZooKeeper of the command's own (the local stack's runs with
 ``-Xmx256m``, too small for a million znodes of ~215 bytes: the server here runs with
-``--zk-heap``, default 3g, through ``include/local_stack.ZooKeeperServer``; its other
+``--zk-heap``, default 3g, through ``include/local_stack/zookeeper.py``; its other
 settings are the stack's, jute.maxbuffer and snapCount ZooKeeper's defaults):
 
 * BookKeeper's root as ``bookkeeper shell metaformat`` leaves it (``PulsarCluster.init``:
@@ -116,7 +116,7 @@ def build(client: Any, first_block: int, end_block: int) -> float:
     """Write the ledgers of blocks ``first_block`` .. ``end_block - 1``, then their managed
     ledgers and cursors (a ledger exists before a record references it); seconds taken."""
     import pulsar_cluster
-    from ledger_gc import formats
+    from ledger_gc.formats.records import encode_managed_cursor_info, encode_managed_ledger_info
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
     from ledger_gc.rules.bookkeeper import ledger_paths
 
@@ -167,10 +167,8 @@ def build(client: Any, first_block: int, end_block: int) -> float:
             cursor = ManagedCursorInfo(
                 cursorsLedgerId=-1, markDeleteLedgerId=base + 98, markDeleteEntryId=49_999
             )
-            ml_ops.append(("create", path, formats.encode_managed_ledger_info(info)))
-            ml_ops.append(
-                ("create", f"{path}/{CURSOR}", formats.encode_managed_cursor_info(cursor))
-            )
+            ml_ops.append(("create", path, encode_managed_ledger_info(info)))
+            ml_ops.append(("create", f"{path}/{CURSOR}", encode_managed_cursor_info(cursor)))
         _common.multi_ops(client, ledger_ops, per_txn=1000)
         _common.multi_ops(client, ml_ops, per_txn=200)  # ~2 KB records
         done += len(ledger_ops)
@@ -582,13 +580,11 @@ def main() -> int:
         print("bk_scan.py: --sizes must be multiples of 100 (e.g. 100000,300000)", file=sys.stderr)
         return 2
 
-    import local_stack
+    from local_stack.zookeeper import ZooKeeperServer
 
     directory = _common.VAR / "bk-scan"
     shutil.rmtree(directory / "zookeeper", ignore_errors=True)
-    server = local_stack.ZooKeeperServer(
-        directory / "zookeeper", log_dir=directory / "logs", heap=args.zk_heap
-    )
+    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=args.zk_heap)
     say(f"starting ZooKeeper (-Xmx{args.zk_heap}) in {directory / 'zookeeper'}")
     server.start()
     runs: list[dict[str, Any]] = []

@@ -70,7 +70,8 @@ def main() -> int:
         args.max_baseline_s = 0.0
     _common.require_stack(zookeeper=False)
 
-    from ledger_gc.storage.s3 import LedgerStorage, build_client
+    from ledger_gc.storage.s3 import LedgerStorage
+    from ledger_gc.storage.s3_bucket import build_client
 
     settings = _common.bench_settings(bucket=f"bench-bulk-{_common.run_tag()}")
     client = build_client(settings)

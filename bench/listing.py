@@ -133,7 +133,7 @@ def main() -> int:
         )
         return 2
 
-    import local_stack
+    from local_stack.seaweedfs import TEST_AWS_ENV, SeaweedS3Server
 
     params = {
         "version": LAYOUT_VERSION,
@@ -148,8 +148,8 @@ def main() -> int:
     if not cached:
         shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
-    os.environ.update(local_stack.TEST_AWS_ENV)
-    server = local_stack.SeaweedS3Server(directory / "seaweedfs", log_dir=directory / "logs")
+    os.environ.update(TEST_AWS_ENV)
+    server = SeaweedS3Server(directory / "seaweedfs", log_dir=directory / "logs")
     say(f"starting SeaweedFS on {directory / 'seaweedfs'} ({'cached' if cached else 'new'})")
     server.start()
     try:

@@ -14,7 +14,7 @@ under ``var/bench/orphan-cycle/``). The run is checked: every planted leak delet
 There is no baseline: the figure is where a cycle's time goes (Spark start-up against
 the work itself). ``--quick`` is the same run (the demo store is small already).
 
-    .venv/bin/python include/local_stack.py run -- .venv/bin/python bench/orphan_cycle.py
+    .venv/bin/python include/local_stack run -- .venv/bin/python bench/orphan_cycle.py
 """
 
 from __future__ import annotations

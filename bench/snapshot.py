@@ -36,7 +36,7 @@ def ml_names(count: int) -> list[str]:
 
 
 def ml_record(index: int, ledgers: int, now_ms: int) -> bytes:
-    from ledger_gc import formats
+    from ledger_gc.formats.records import encode_managed_ledger_info
     from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 
     info = ManagedLedgerInfo()
@@ -46,7 +46,7 @@ def ml_record(index: int, ledgers: int, now_ms: int) -> bytes:
         ledger.entries = 50_000
         ledger.size = 52_428_800
         ledger.timestamp = now_ms - (ledgers - k) * 3_600_000
-    return formats.encode_managed_ledger_info(info)
+    return encode_managed_ledger_info(info)
 
 
 def main() -> int:
@@ -60,7 +60,7 @@ def main() -> int:
         args.mls = min(args.mls, 2000)
     _common.require_stack(s3=False)
 
-    from ledger_gc import formats
+    from ledger_gc.formats.records import decode_managed_ledger_info
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.orphans import reading
     from ledger_gc.orphans.spark_jobs import NAMES_PER_SHARD
@@ -105,7 +105,7 @@ def main() -> int:
             started = time.perf_counter()
             got = store._pipelined(ml_paths, client.get_async, on_missing=lambda: None)
             async_rows = sum(
-                1 + len(formats.decode_managed_ledger_info(r[0], path=p).ledgerInfo)
+                1 + len(decode_managed_ledger_info(r[0], path=p).ledgerInfo)
                 for p, r in zip(ml_paths, got, strict=True)
             )
             async_s = time.perf_counter() - started
@@ -116,7 +116,7 @@ def main() -> int:
             seq_rows = 0
             for path in ml_paths:
                 data, _ = client.get(path)
-                seq_rows += 1 + len(formats.decode_managed_ledger_info(data, path=path).ledgerInfo)
+                seq_rows += 1 + len(decode_managed_ledger_info(data, path=path).ledgerInfo)
             seq_s = time.perf_counter() - started
             say(f"sequential get: {args.mls:,} znodes in {seq_s:.2f}s")
             assert rows == async_rows == seq_rows, (rows, async_rows, seq_rows)

@@ -96,11 +96,14 @@ class CountingClient:
 
 def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads: int) -> int:
     """Write the managed ledgers, cursors and blocks; return the blocks written."""
-    from ledger_gc import formats
+    from ledger_gc.formats.records import (
+        encode_managed_cursor_info,
+        encode_managed_ledger_info,
+    )
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
     from ledger_gc.rules.metadata import paths
     from ledger_gc.rules.storage import keys
-    from ledger_gc.storage.s3 import build_client
+    from ledger_gc.storage.s3_bucket import build_client
 
     now = int(time.time() * 1000)
     ops = []
@@ -120,8 +123,8 @@ def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads
             cursorsLedgerId=-1, markDeleteLedgerId=first + ledgers - 1, markDeleteEntryId=-1
         )
         path = paths.managed_ledger_path(name)
-        ops.append(("create", path, formats.encode_managed_ledger_info(info)))
-        ops.append(("create", f"{path}/sub", formats.encode_managed_cursor_info(cursor)))
+        ops.append(("create", path, encode_managed_ledger_info(info)))
+        ops.append(("create", f"{path}/sub", encode_managed_cursor_info(cursor)))
     _common.ensure_parents(client, [path for op, path, _ in ops[::2]])
     _common.multi_ops(client, ops)
     s3 = build_client(settings)
@@ -138,14 +141,18 @@ def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads
 
 def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -> dict[str, int]:
     """The baseline: the library's reads, rule and delete path, one CAS per ledger."""
-    from ledger_gc import formats
     from ledger_gc.audit import AuditLog
     from ledger_gc.deletion import Deleter, DeleteTarget
+    from ledger_gc.formats.markers import marker_key
+    from ledger_gc.formats.records import (
+        remove_properties,
+    )
     from ledger_gc.marking import mark_deletable
     from ledger_gc.rules.positions import ledger_stats
     from ledger_gc.rules.storage.keys import ledger_dir
     from ledger_gc.rules.trim.eligibility import decide_trim
-    from ledger_gc.trim.trimmer import BATCH_SIZE, LedgerState, ManagedLedgerTrimmer
+    from ledger_gc.trim.states import LedgerState
+    from ledger_gc.trim.trimmer import BATCH_SIZE, ManagedLedgerTrimmer
 
     deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
@@ -180,9 +187,9 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
             for outcome in deleter.delete(targets):
                 if not outcome.gone:
                     continue
-                key = formats.marker_key(outcome.target.ledger_id)  # type: ignore[arg-type]
+                key = marker_key(outcome.target.ledger_id)  # type: ignore[arg-type]
                 store.update_managed_ledger(  # one write per ledger to unmark
-                    name, lambda info, key=key: bool(formats.remove_properties(info, [key]))
+                    name, lambda info, key=key: bool(remove_properties(info, [key]))
                 )
                 counts["deleted"] += 1
     return counts
@@ -218,7 +225,10 @@ def cpu_seconds(proc: Any) -> float:
 
 def verify(settings: Any, store: Any, storage: Any, names: list[str]) -> None:
     """No block left, no marker left, only the current ledger listed."""
-    from ledger_gc import formats
+    from ledger_gc.formats.markers import deletable_markers
+    from ledger_gc.formats.records import (
+        decode_managed_ledger_info,
+    )
     from ledger_gc.rules.metadata import paths
 
     left = sum(1 for _ in storage.iter_objects(settings.key_prefix))
@@ -226,9 +236,9 @@ def verify(settings: Any, store: Any, storage: Any, names: list[str]) -> None:
     ml_paths = [paths.managed_ledger_path(n) for n in names]
     for path, raw in zip(ml_paths, store.get_many_raw(ml_paths), strict=True):
         assert raw is not None, path
-        info = formats.decode_managed_ledger_info(raw[0], path=path)
+        info = decode_managed_ledger_info(raw[0], path=path)
         assert len(info.ledgerInfo) == 1, f"{path} lists {len(info.ledgerInfo)} ledgers"
-        assert not formats.deletable_markers(info, path=path), f"{path} still has markers"
+        assert not deletable_markers(info, path=path), f"{path} still has markers"
 
 
 def run_case(

@@ -49,7 +49,8 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT_ROOT / "include"), str(PROJECT_ROOT / "plugins")]
 
-from local_stack import LOOPBACK, LocalStack, LocalStackError, free_port  # noqa: E402
+from local_stack.server_process import LOOPBACK, LocalStackError, free_port  # noqa: E402
+from local_stack.stack import LocalStack  # noqa: E402
 
 SETTINGS_YAML = PROJECT_ROOT / "airflow_settings.yaml"
 DEFAULT_HOME = PROJECT_ROOT / "var" / "airflow"

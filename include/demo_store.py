@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ledger_gc import formats
+from ledger_gc.formats.markers import java_uuid
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
@@ -145,7 +145,7 @@ def offload_ledgers(settings: Settings, name: str, count: int) -> dict[int, str]
 
             # The uuid is in the metadata before any object exists (ManagedLedgerImpl).
             store.update_managed_ledger(name, prepare)
-            offload_uuid = formats.java_uuid(msb, lsb)
+            offload_uuid = java_uuid(msb, lsb)
             put_segment(offload, name, offload_uuid, ledger.ledgerId, ledger.size)
             store.update_managed_ledger(name, complete)
             done[ledger.ledgerId] = offload_uuid

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
-from ledger_gc import formats
+from ledger_gc.formats.records import encode_managed_cursor_info, encode_managed_ledger_info
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
@@ -174,7 +174,7 @@ class PulsarCluster:
                 entry.offloadContext.uidLsb = -lid
                 entry.offloadContext.complete = True
                 entry.offloadContext.bookkeeperDeleted = True
-        self._put(paths.managed_ledger_path(ml_name), formats.encode_managed_ledger_info(info))
+        self._put(paths.managed_ledger_path(ml_name), encode_managed_ledger_info(info))
 
     def cursor(
         self,
@@ -190,7 +190,7 @@ class PulsarCluster:
             info.properties.add(name=name, value=value)
         for name, text in (cursor_properties or {}).items():
             info.cursorProperties.add(name=name, value=text)
-        self._put(paths.cursor_path(ml_name, cursor), formats.encode_managed_cursor_info(info))
+        self._put(paths.cursor_path(ml_name, cursor), encode_managed_cursor_info(info))
 
     def schema(self, schema_id: str, versions: Iterable[tuple[int, int]]) -> None:
         """A schema locator naming ``(version, ledger id)`` pairs; the last is ``info``."""

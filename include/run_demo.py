@@ -1,6 +1,6 @@
 """The main job: a demo store with real leaks, the DAGs run against it, and a report.
 
-Run by ``bin/demo`` inside ``include/local_stack.py run``, which starts a local ZooKeeper
+Run by ``bin/demo`` inside ``include/local_stack run``, which starts a local ZooKeeper
 and a local S3 endpoint and passes their addresses in ``LEDGERGC_ZK_HOSTS`` and
 ``LEDGERGC_S3_ENDPOINT``. Steps:
 

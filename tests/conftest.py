@@ -81,12 +81,10 @@ from botocore.config import Config  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from ledger_gc.settings import Settings  # noqa: E402
-from local_stack import (  # noqa: E402
-    LocalStack,
-    LocalStackError,
-    PostgresServer,
-    ZooKeeperServer,
-)
+from local_stack.postgres import PostgresServer  # noqa: E402
+from local_stack.server_process import LocalStackError  # noqa: E402
+from local_stack.stack import LocalStack  # noqa: E402
+from local_stack.zookeeper import ZooKeeperServer  # noqa: E402
 
 _STACK_LOG_DIR = pytest.StashKey[Path]()
 _PG_LOG_DIR = pytest.StashKey[Path]()

@@ -43,7 +43,8 @@ from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.rules.storage.offload_keys import parse_segment_key
 from ledger_gc.storage.bulk_delete import MAX_KEYS_PER_DELETE
-from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo
+from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3_bucket import ObjectInfo
 from ledger_gc.storage.versioning import BucketVersioning
 
 log = logging.getLogger(__name__)

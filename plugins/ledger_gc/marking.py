@@ -22,15 +22,22 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_gc import formats
 from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, DeleteTarget, TargetOutcome
 from ledger_gc.errors import RecordTooLargeError
+from ledger_gc.formats.markers import (
+    decode_marker_value,
+    deletable_markers,
+    encode_marker_value,
+    marker_key,
+    offload_marker_fields,
+)
+from ledger_gc.formats.records import properties_of, remove_properties, set_properties
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
 from ledger_gc.rules.storage.offload_keys import segment_keys
-from ledger_gc.storage.s3 import ObjectInfo
+from ledger_gc.storage.s3_bucket import ObjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +73,19 @@ def mark_deletable(
     Returns the ids actually moved: an id not in the list (already marked by an earlier
     attempt of the same CAS, or never there) is left alone. A marker is compact (it is
     one of possibly thousands in one znode) and keeps what deleting the ledger's
-    tiered-storage copy needs (``formats.offload_marker_fields``).
+    tiered-storage copy needs (``offload_marker_fields``).
     """
     wanted = set(ledger_ids)
     moved = [ledger.ledgerId for ledger in info.ledgerInfo if ledger.ledgerId in wanted]
-    formats.set_properties(
+    set_properties(
         info,
         {
-            formats.marker_key(ledger.ledgerId): formats.encode_marker_value(
+            marker_key(ledger.ledgerId): encode_marker_value(
                 size=ledger.size,
                 entries=ledger.entries,
                 timestamp=ledger.timestamp,
                 marked_at=marked_at,
-                **formats.offload_marker_fields(ledger),
+                **offload_marker_fields(ledger),
             )
             for ledger in info.ledgerInfo
             if ledger.ledgerId in wanted
@@ -96,19 +103,19 @@ def mark_deletable(
 
 def record_failures(info: ManagedLedgerInfo, failures: dict[int, str], attempted_at: int) -> bool:
     """Note the last error and attempt count on each still-pending marker (pure)."""
-    current = formats.properties_of(info)
+    current = properties_of(info)
     notes = {}
     for ledger_id, error in failures.items():
-        key = formats.marker_key(ledger_id)
+        key = marker_key(ledger_id)
         raw = current.get(key)
         if raw is None:
             continue
-        value = formats.decode_marker_value(raw, key=key)
+        value = decode_marker_value(raw, key=key)
         value["attempts"] = int(value.get("attempts", 0)) + 1
         value["lastError"] = error[:MAX_ERROR_CHARS]
         value["lastAttemptAt"] = attempted_at
         notes[key] = json.dumps(value, separators=(",", ":"))
-    formats.set_properties(info, notes)
+    set_properties(info, notes)
     return bool(notes)
 
 
@@ -191,7 +198,7 @@ def plan_purge(
     ``ledgers/``), which offloaded copies (``offload``: the tiered-storage deleter, None
     when tiered storage is off), which markers to clear without deleting, and which to
     keep and why."""
-    markers = formats.deletable_markers(info, path=paths.managed_ledger_path(ml_name))
+    markers = deletable_markers(info, path=paths.managed_ledger_path(ml_name))
     plan = PurgePlan(PurgeResult(ml_name))
     if not markers:
         return plan
@@ -434,11 +441,11 @@ def _unmark(
 ) -> None:
     """One CAS: drop the markers of what is gone, note why the others stay. The notes are
     best effort: if they would not fit in the znode, the markers go without them."""
-    keys = [formats.marker_key(ledger_id) for ledger_id in gone]
+    keys = [marker_key(ledger_id) for ledger_id in gone]
 
     def mutate(with_notes: bool) -> Callable[[ManagedLedgerInfo], bool]:
         def apply(current: ManagedLedgerInfo) -> bool:
-            removed = formats.remove_properties(current, keys)
+            removed = remove_properties(current, keys)
             noted = with_notes and record_failures(current, pending, now_ms)
             return bool(removed) or noted
 

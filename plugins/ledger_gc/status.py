@@ -12,8 +12,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ledger_gc import formats
 from ledger_gc.errors import LedgerGcError
+from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
@@ -119,7 +120,7 @@ def _ml_status(
     cursors: list[str],
     cursor_raw: list[tuple[bytes, int] | None],
 ) -> ManagedLedgerStatus:
-    info = formats.decode_managed_ledger_info(raw, path=path, allow_empty=True)
+    info = decode_managed_ledger_info(raw, path=path, allow_empty=True)
     ledgers = [
         {
             "ledger_id": li.ledgerId,
@@ -138,13 +139,13 @@ def _ml_status(
             "attempts": int(value.get("attempts", 0)),
             "last_error": value.get("lastError"),
         }
-        for ledger_id, value in sorted(formats.deletable_markers(info, path=path).items())
+        for ledger_id, value in sorted(deletable_markers(info, path=path).items())
     ]
     cursor_status = []
     for cursor, craw in zip(cursors, cursor_raw, strict=True):
         if craw is None:
             continue
-        cinfo = formats.decode_managed_cursor_info(craw[0], path=paths.cursor_path(name, cursor))
+        cinfo = decode_managed_cursor_info(craw[0], path=paths.cursor_path(name, cursor))
         cursor_status.append(
             CursorStatus(
                 name=cursor,

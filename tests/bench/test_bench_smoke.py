@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from local_stack import LocalStack
+from local_stack.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

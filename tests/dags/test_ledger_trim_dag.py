@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc import formats, run_log
+from ledger_gc import run_log
+from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
@@ -75,7 +76,7 @@ def test_a_dag_run_trims_every_managed_ledger_and_records_the_run(trim_dag, sett
         assert run.state == "success"
         for name in NAMES:
             info = store.get_managed_ledger(name).value
-            assert len(info.ledgerInfo) == 3 and formats.deletable_markers(info) == {}
+            assert len(info.ledgerInfo) == 3 and deletable_markers(info) == {}
     dry_summary, summary = run_log.read_runs(settings, run_log.TRIM)
     assert dry_summary["dry_run"] and dry_summary["scope"] == "namespace acme/ns0"
     assert dry_summary["totals"]["ledgers_planned"] == 2  # topic-0 and topic-2

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from ledger_gc import formats, run_log
+from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.formats.markers import encode_marker_value, marker_key
+from ledger_gc.formats.records import encode_managed_ledger_info, set_property
 from ledger_gc.observability import build_overview
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
@@ -241,14 +243,14 @@ def test_the_live_backlog_comes_from_the_configured_zookeeper_and_is_cached(
     api, settings, zk_client, airflow_configured, plugin_sources
 ):
     info = ManagedLedgerInfo()
-    formats.set_property(
+    set_property(
         info,
-        formats.marker_key(5),
-        formats.encode_marker_value(size=77, entries=1, timestamp=T0, marked_at=T0),
+        marker_key(5),
+        encode_marker_value(size=77, entries=1, timestamp=T0, marked_at=T0),
     )
     zk_client.create(
         paths.managed_ledger_path("acme/prod/persistent/t"),
-        formats.encode_managed_ledger_info(info),
+        encode_managed_ledger_info(info),
         makepath=True,
     )
     headers = {"Authorization": f"Bearer {sign_in(api)}"}
@@ -314,7 +316,7 @@ def test_the_plugin_adds_a_nav_entry_and_mounts_its_app(api):
     # "settings"... (Airflow imports every .py file there; plugins/.airflowignore).
     errors = api.get("/api/v2/plugins/importErrors", headers=headers).json()
     assert errors["import_errors"] == [], errors
-    library = str(Path(formats.__file__).parent)
+    library = str(Path(run_log.__file__).parent)
     strays = [
         name
         for name, module in list(sys.modules.items())

@@ -21,7 +21,9 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
-from local_stack import LocalStackError, SparkStandaloneCluster, ZooKeeperEnsemble
+from local_stack.server_process import LocalStackError
+from local_stack.spark_cluster import SparkStandaloneCluster
+from local_stack.zookeeper import ZooKeeperEnsemble
 
 #: JVM options for short test jobs: the quick JIT tier only, and the serial collector,
 #: start and warm up several seconds faster (production keeps the JVM's defaults).

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
-from ledger_gc import formats
+from ledger_gc.formats.framing import RAW, Framing
+from ledger_gc.formats.markers import deletable_markers, java_uuid
+from ledger_gc.formats.records import (
+    decode_managed_ledger_info_framed,
+    encode_managed_cursor_info,
+    encode_managed_ledger_info,
+)
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
@@ -21,7 +27,7 @@ ML = "acme/prod/persistent/orders"
 def listed_and_marked(store, name: str = ML) -> tuple[list[int], dict[int, dict]]:
     """The ledger ids a managed ledger lists, and its deletable markers."""
     info = store.get_managed_ledger(name).value
-    return sorted(li.ledgerId for li in info.ledgerInfo), formats.deletable_markers(info)
+    return sorted(li.ledgerId for li in info.ledgerInfo), deletable_markers(info)
 
 
 def writer(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int]]:
@@ -60,9 +66,9 @@ def write_record(
     zk: KazooClient,
     name: str,
     info: ManagedLedgerInfo,
-    framing: formats.Framing = formats.RAW,
+    framing: Framing = RAW,
 ) -> None:
-    data = formats.encode_managed_ledger_info(info, framing)
+    data = encode_managed_ledger_info(info, framing)
     path = paths.managed_ledger_path(name)
     if zk.exists(path):
         zk.set(path, data)
@@ -75,7 +81,7 @@ def write_cursor(zk: KazooClient, name: str, cursor: str, ledger_id: int, entry_
         cursorsLedgerId=-1, markDeleteLedgerId=ledger_id, markDeleteEntryId=entry_id
     )
     path = paths.cursor_path(name, cursor)
-    data = formats.encode_managed_cursor_info(info)
+    data = encode_managed_cursor_info(info)
     if zk.exists(path):
         zk.set(path, data)
     else:
@@ -95,7 +101,7 @@ def store_of(
     ledgers: Sequence[Ledger],
     *,
     cursors: dict[str, tuple[int, int]] | None = None,
-    framing: formats.Framing = formats.RAW,
+    framing: Framing = RAW,
 ) -> None:
     """A managed ledger with ``ledgers`` (stored in the order given), their data, and
     ``cursors`` (name -> mark-delete position)."""
@@ -116,9 +122,9 @@ def ledgers_with_data(storage: LedgerStorage, name: str) -> set[int]:
     return found
 
 
-def read_record(zk: KazooClient, name: str) -> tuple[ManagedLedgerInfo, formats.Framing, bytes]:
+def read_record(zk: KazooClient, name: str) -> tuple[ManagedLedgerInfo, Framing, bytes]:
     data, _ = zk.get(paths.managed_ledger_path(name))
-    info, framing = formats.decode_managed_ledger_info_framed(data)
+    info, framing = decode_managed_ledger_info_framed(data)
     return info, framing, data
 
 
@@ -145,7 +151,7 @@ def offload(
     context.driverMetadata.name = "aws-s3"
     context.driverMetadata.properties.add(key="bucket", value=bucket)
     context.driverMetadata.properties.add(key="region", value="us-east-1")
-    return formats.java_uuid(msb, lsb)
+    return java_uuid(msb, lsb)
 
 
 def put_segment(

@@ -275,7 +275,7 @@ def test_another_clusters_topic_in_an_undeclared_shared_bookkeeper_is_held(
 
 
 def live_ids(c: PulsarCluster) -> list[int]:
-    from ledger_gc.formats import decode_managed_ledger_info
+    from ledger_gc.formats.records import decode_managed_ledger_info
 
     data, _ = c.client.get(f"/managed-ledgers/{TOPIC}")
     return [li.ledgerId for li in decode_managed_ledger_info(data).ledgerInfo]

@@ -15,16 +15,13 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from ledger_gc.settings import Settings
-from local_stack import (
-    LocalStack,
-    LocalStackError,
-    SeaweedS3Server,
-    SparkStandaloneCluster,
-    ZooKeeperEnsemble,
-    ZooKeeperServer,
-)
+from local_stack.seaweedfs import SeaweedS3Server
+from local_stack.server_process import LocalStackError
+from local_stack.spark_cluster import SparkStandaloneCluster
+from local_stack.stack import LocalStack
+from local_stack.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
-LOCAL_STACK_PY = Path(__file__).resolve().parents[2] / "include" / "local_stack.py"
+LOCAL_STACK_DIR = Path(__file__).resolve().parents[2] / "include" / "local_stack"
 
 
 def port_open(port: int) -> bool:
@@ -234,11 +231,11 @@ def test_a_seaweedfs_port_taken_before_start_is_replaced(tmp_path: Path) -> None
 
 
 def local_stack_cli(tmp_path: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    """``python include/local_stack.py ARGS`` with some of the user's own LEDGERGC_* set."""
+    """``python include/local_stack ARGS`` with some of the user's own LEDGERGC_* set."""
     env = {**os.environ, "LEDGERGC_BUCKET": "users-own-bucket", "LEDGERGC_ZK_HOSTS": "nowhere:1"}
     base_dir = ["--base-dir", str(tmp_path / "stack")]
     return subprocess.Popen(
-        [sys.executable, str(LOCAL_STACK_PY), args[0], *base_dir, *args[1:]],
+        [sys.executable, str(LOCAL_STACK_DIR), args[0], *base_dir, *args[1:]],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -315,7 +312,7 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["run"], ["run", "--"]])
 def test_run_without_a_command_is_a_usage_error(args: list[str]) -> None:
     result = subprocess.run(
-        [sys.executable, str(LOCAL_STACK_PY), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, str(LOCAL_STACK_DIR), *args], capture_output=True, text=True, timeout=60
     )
 
     assert result.returncode == 2

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from ledger_gc import formats
 from ledger_gc.errors import (
     InvalidPositionError,
     ManagedLedgerClosedError,
     ManagedLedgerFencedError,
 )
+from ledger_gc.formats.records import set_property
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
@@ -173,7 +173,7 @@ def test_cas_conflicts_between_two_writers_lose_nothing(settings, store):
             for i in range(rounds):
 
                 def mutate(info, i=i):
-                    formats.set_property(info, f"{tag}.{i}", "1")
+                    set_property(info, f"{tag}.{i}", "1")
                     return True
 
                 own.update_managed_ledger(ML, mutate)

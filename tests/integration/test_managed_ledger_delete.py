@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError
+from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.delete import delete_managed_ledger
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.rules.storage.keys import ml_dir
-from ledger_gc.storage.s3 import DeleteResult
+from ledger_gc.storage.bulk_delete import DeleteResult
 
 ML = "acme/prod/persistent/payments"
 
@@ -69,7 +69,7 @@ def test_crash_after_marking_leaves_only_marked_ledgers_then_resumes(
     info = store.get_managed_ledger(ML).value
     # Every ledger with data is marked: the invariant the GC relies on.
     assert not info.ledgerInfo
-    assert set(formats.deletable_markers(info)) == set(listed)
+    assert set(deletable_markers(info)) == set(listed)
     assert objects(storage, settings)
     monkeypatch.undo()
     finish(store, deleter)
@@ -94,7 +94,7 @@ def test_failed_object_deletes_keep_markers_until_a_later_run(
     with pytest.raises(DeleteFailedError):
         ml.delete(deleter)
     info = store.get_managed_ledger(ML).value
-    pending = formats.deletable_markers(info)
+    pending = deletable_markers(info)
     assert pending and all(m["attempts"] == 1 for m in pending.values())
     assert all("InternalError" in m["lastError"] for m in pending.values())
     assert store.list_cursors(ML) == ["sub"]  # nothing past the failed step ran

@@ -96,7 +96,7 @@ def test_a_damaged_state_store_file_is_one_line_exit_2_and_reset_moves_it_aside(
 def test_a_postgresql_store_it_cannot_use_is_one_line_exit_2_and_nothing_deleted(
     settings: Settings, store_kit: Any, postgres_server: Any, fault: str
 ) -> None:
-    from local_stack import free_port
+    from local_stack.server_process import free_port
 
     url = (
         postgres_server.url(password="not-it")

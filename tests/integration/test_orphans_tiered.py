@@ -17,8 +17,9 @@ import pytest
 from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
+from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.orphans import cycle, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
@@ -34,7 +35,7 @@ PREFIX = "tiered"
 
 def _uuid(n: int) -> tuple[int, int, str]:
     msb, lsb = 0x1000 + n, -(0x2000 + n)
-    return msb, lsb, formats.java_uuid(msb, lsb)
+    return msb, lsb, java_uuid(msb, lsb)
 
 
 def bucket_keys(s3_client: Any, bucket: str) -> set[str]:
@@ -81,7 +82,7 @@ def offloaded_store(zk: KazooClient, s3_client: Any, settings: Settings) -> dict
     offload(by_id[3], *u[3][:2], complete=False, bucket=bucket)
     offload(by_id[4], *u[41][:2], bucket=bucket)
     offload(by_id[5], *u[51][:2], bucket=bucket)
-    marker = formats.encode_marker_value(10, 2, 1, 1)
+    marker = encode_marker_value(10, 2, 1, 1)
     value = {
         **json.loads(marker),
         "offloadUuid": u[6][2],
@@ -89,7 +90,7 @@ def offloaded_store(zk: KazooClient, s3_client: Any, settings: Settings) -> dict
         "offloadDriverName": "aws-s3",
         "offloadDriverMetadata": {"bucket": bucket},
     }
-    info.properties.add(key=formats.marker_key(6), value=json.dumps(value))
+    info.properties.add(key=marker_key(6), value=json.dumps(value))
     write_record(zk, A, info)
     write_data_for = [Ledger(i) for i in (2, 3, 4, 5, 20)]
     live = []
@@ -182,7 +183,7 @@ def _relist(
     path = paths.managed_ledger_path(name)
     info = ManagedLedgerInfo()
     if zk.exists(path):
-        info = formats.decode_managed_ledger_info(zk.get(path)[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(zk.get(path)[0], path=path, allow_empty=True)
     kept = [li for li in info.ledgerInfo if li.ledgerId != ledger_id]
     restored = ManagedLedgerInfo.LedgerInfo(ledgerId=ledger_id, entries=2, size=100, timestamp=1)
     offload(restored, msb, lsb, complete=complete)

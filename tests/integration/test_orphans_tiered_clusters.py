@@ -21,7 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
-from ledger_gc import formats
+from ledger_gc.formats.markers import java_uuid
 from ledger_gc.orphans import cycle, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
@@ -36,7 +36,7 @@ OURS, THEIRS = "us-east", "us-west"
 
 def _uuid(n: int) -> tuple[int, int, str]:
     msb, lsb = 0x1000 + n, -(0x2000 + n)
-    return msb, lsb, formats.java_uuid(msb, lsb)
+    return msb, lsb, java_uuid(msb, lsb)
 
 
 def bucket_keys(s3_client: Any, bucket: str) -> set[str]:

@@ -17,7 +17,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import OrphanCycleError, deleting, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
-from local_stack import ZooKeeperServer
+from local_stack.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.spark
 

@@ -26,15 +26,11 @@ from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailed
 from ledger_gc.rules.storage.blocks import encode_block
 from ledger_gc.rules.storage.keys import block_key, ledger_dir, ml_dir
 from ledger_gc.settings import Settings
-from ledger_gc.storage import bulk_delete
-from ledger_gc.storage import s3 as s3_module
-from ledger_gc.storage.s3 import (
-    BlockExistsError,
-    DeleteResult,
-    LedgerStorage,
-    RetryPolicy,
-    build_client,
-)
+from ledger_gc.storage import bulk_delete, ledger_blocks, s3_bucket
+from ledger_gc.storage.bulk_delete import DeleteResult, RetryPolicy
+from ledger_gc.storage.ledger_blocks import BlockExistsError
+from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3_bucket import build_client
 
 ML = "public/default/persistent/orders"
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
@@ -200,8 +196,8 @@ def test_client_is_built_from_settings(settings: Settings) -> None:
     assert client.meta.region_name == settings.s3_region
     config = client.meta.config
     assert config.retries == {"mode": "standard", "total_max_attempts": 3}
-    assert config.max_pool_connections == s3_module.MAX_POOL_CONNECTIONS
-    assert config.connect_timeout == s3_module.CONNECT_TIMEOUT_SECONDS
+    assert config.max_pool_connections == s3_bucket.MAX_POOL_CONNECTIONS
+    assert config.connect_timeout == s3_bucket.CONNECT_TIMEOUT_SECONDS
 
 
 # --- blocks -----------------------------------------------------------------------------
@@ -264,7 +260,7 @@ def test_a_large_index_is_read_with_a_second_get(
 ) -> None:
     payloads = [bytes([i]) * 3 for i in range(50)]
     ref = LedgerStorage(settings).write_block(ML, 3, 100, payloads)
-    monkeypatch.setattr(s3_module, "TAIL_READ_SIZE", 64)  # smaller than the 400-byte index
+    monkeypatch.setattr(ledger_blocks, "TAIL_READ_SIZE", 64)  # smaller than the 400-byte index
     reader = LedgerStorage(settings)
     gets = _count(reader.client, "before-parameter-build.s3.GetObject")
     assert reader.read_entries(ML, 3, ref, 120, 122) == payloads[20:23]
@@ -327,7 +323,9 @@ def test_list_blocks_skips_foreign_objects(settings: Settings, s3_client: Any) -
     for name in (f"{0:020d}.blk.tmp", "notes.txt", f"{1:019d}.blk", "sub/x.blk"):
         s3_client.put_object(Bucket=settings.bucket, Key=directory + name, Body=b"?")
     assert storage.list_blocks(ML, 4) == [
-        s3_module.BlockRef(ref.key, ML, 4, 0, ref.size, storage.list_blocks(ML, 4)[0].last_modified)
+        ledger_blocks.BlockRef(
+            ref.key, ML, 4, 0, ref.size, storage.list_blocks(ML, 4)[0].last_modified
+        )
     ]
 
 

@@ -47,13 +47,10 @@ from demo_leaks import plant_leaks
 from ledger_gc.orphans.witness import TICKS_PATH
 from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
-from local_stack import (
-    EnsembleMember,
-    LocalStack,
-    LocalStackError,
-    SparkStandaloneCluster,
-    ZooKeeperEnsemble,
-)
+from local_stack.server_process import LocalStackError
+from local_stack.spark_cluster import SparkStandaloneCluster
+from local_stack.stack import LocalStack
+from local_stack.zookeeper import EnsembleMember, ZooKeeperEnsemble
 
 pytestmark = pytest.mark.spark
 

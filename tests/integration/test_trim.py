@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ledger_gc import cli, formats, run_log
+from ledger_gc import cli, run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -48,7 +49,7 @@ def listed(store, name=ML) -> list[int]:
 
 
 def markers(store, name=ML) -> dict[int, dict]:
-    return formats.deletable_markers(store.get_managed_ledger(name).value)
+    return deletable_markers(store.get_managed_ledger(name).value)
 
 
 def ledgers_with_data(storage, name=ML) -> set[int]:

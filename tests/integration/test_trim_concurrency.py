@@ -21,8 +21,8 @@ from collections.abc import Callable
 import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -152,7 +152,7 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
         # Quiet now. Every ledger with data is listed or marked.
         info = writer_store.get_managed_ledger(ML).value
         listed = {li.ledgerId for li in info.ledgerInfo}
-        marked = set(formats.deletable_markers(info))
+        marked = set(deletable_markers(info))
         with_data = {
             parse_key(storage.prefix, o.key).ledger_id
             for o in storage.iter_objects(settings.key_prefix)
@@ -163,7 +163,7 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
         assert run_trim(settings, store=trim_store, storage=storage).exit_code == 0
         info = writer_store.get_managed_ledger(ML).value
         listed = {li.ledgerId for li in info.ledgerInfo}
-        assert formats.deletable_markers(info) == {}
+        assert deletable_markers(info) == {}
         audited = {a["ledger_id"] for a in AuditLog(settings).read()}
         ever_written = {p.ledger_id for p in written}
         assert ever_written <= listed | audited, "a ledger left the list without a marker"

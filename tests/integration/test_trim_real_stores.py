@@ -30,15 +30,23 @@ from pulsar_records import (
 )
 from state_faults import block_audit, unblock_audit
 
-from ledger_gc import deletion, formats
+from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.framing import Framing
+from ledger_gc.formats.markers import deletable_markers, java_uuid
+from ledger_gc.formats.records import (
+    ManagedCursorInfo,
+    encode_managed_cursor_info,
+    encode_managed_ledger_info,
+)
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import CompressionType
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position
 from ledger_gc.settings import TrimRetention
-from ledger_gc.storage.s3 import DeleteResult, LedgerStorage
+from ledger_gc.storage.bulk_delete import DeleteResult
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.termination import stop_on_signals
 from ledger_gc.trim import run_trim
 
@@ -138,8 +146,8 @@ def test_a_cursor_whose_position_is_in_a_cursor_ledger_stops_the_trim_of_its_led
     zk_client, storage, store, settings
 ):
     store_of(zk_client, storage, ML, [Ledger(1), Ledger(2), Ledger(3, entries=0)])
-    info = formats.ManagedCursorInfo(cursorsLedgerId=77, markDeleteLedgerId=3, markDeleteEntryId=-1)
-    zk_client.create(paths.cursor_path(ML, "sub"), formats.encode_managed_cursor_info(info))
+    info = ManagedCursorInfo(cursorsLedgerId=77, markDeleteLedgerId=3, markDeleteEntryId=-1)
+    zk_client.create(paths.cursor_path(ML, "sub"), encode_managed_cursor_info(info))
 
     report = run_trim(settings)
 
@@ -251,7 +259,7 @@ def test_one_failing_managed_ledger_never_stops_the_others(zk_client, storage, s
 def test_a_compressed_record_is_written_back_with_its_own_codec(
     codec, zk_client, storage, store, settings
 ):
-    framing = formats.Framing(codec, framed=True)
+    framing = Framing(codec, framed=True)
     ledgers = [Ledger(i) for i in range(1, 40)] + [Ledger(40, entries=0)]
     store_of(zk_client, storage, ML, ledgers, framing=framing)
     write_cursor(zk_client, ML, "sub", 20, 0)  # ledger 20 is half read
@@ -262,7 +270,7 @@ def test_a_compressed_record_is_written_back_with_its_own_codec(
     info, written, raw = read_record(zk_client, ML)
     assert written == framing and raw[:2] == b"\x47\x78"
     assert sorted(li.ledgerId for li in info.ledgerInfo) == list(range(20, 41))
-    assert formats.deletable_markers(info) == {}
+    assert deletable_markers(info) == {}
 
 
 def max_write_sizes(store) -> list[int]:
@@ -304,7 +312,7 @@ def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
     if compression == "missing":
         # With no codec to shrink it, 10,000 markers (about 1 MB) cannot go in one write
         # under this limit: the mark must go in rounds, oldest ledgers first.
-        monkeypatch.setattr(formats, "PREFERRED_COMPRESSION", ())
+        monkeypatch.setattr("ledger_gc.formats.records.PREFERRED_COMPRESSION", ())
         settings = settings.with_overrides(zk_max_record_bytes=400_000)
 
     with MetadataStore.open(settings) as trim_store:
@@ -318,7 +326,7 @@ def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
     assert ledgers_with_data(storage, ML) == set()
     info, _, _ = read_record(zk_client, ML)
     assert [li.ledgerId for li in info.ledgerInfo] == [count + 1]
-    assert formats.deletable_markers(info) == {}
+    assert deletable_markers(info) == {}
     assert max(sizes) <= settings.zk_max_record_bytes
     if compression == "missing":
         assert len(sizes) > 2, "the mark had to be split into rounds"
@@ -338,8 +346,8 @@ def test_a_raw_record_that_would_not_fit_is_written_compressed(zk_client, storag
 
     info, framing, raw = read_record(zk_client, ML)
     assert framing.framed and framing.compression in (CompressionType.ZSTD, CompressionType.ZLIB)
-    assert len(raw) <= 60_000 < len(formats.encode_managed_ledger_info(info))
-    assert len(formats.deletable_markers(info)) == 1499
+    assert len(raw) <= 60_000 < len(encode_managed_ledger_info(info))
+    assert len(deletable_markers(info)) == 1499
     assert report.managed_ledgers[0].error is None and report.exit_code == 1
 
 
@@ -481,7 +489,7 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     [result] = report.managed_ledgers
     assert result.marked == [1, 2] and ledgers_with_data(storage, ML) == set()
     marker = listed_and_marked(store)[1][1]
-    assert marker["offloadUuid"] == formats.java_uuid(-7_000_000_000_000_000_000, 42)
+    assert marker["offloadUuid"] == java_uuid(-7_000_000_000_000_000_000, 42)
     assert marker["offloadDriverName"] == "aws-s3"
     assert marker["offloadDriverMetadata"] == {
         "bucket": "offload",
@@ -579,7 +587,7 @@ def offloaded_store(zk_client, storage, s3_client, settings, *, driver_bucket=No
     context.driverMetadata.properties.add(key="bucket", value=driver_bucket or offload_bucket)
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
-    uuid = formats.java_uuid(0x1234, 0x5678)
+    uuid = java_uuid(0x1234, 0x5678)
     keys = [
         f"tiered/{uuid}-ledger-1",
         f"tiered/{uuid}-ledger-1-index",

@@ -11,14 +11,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from ledger_gc import formats, run_log
+from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.markers import deletable_markers, encode_marker_value, marker_key
+from ledger_gc.formats.records import set_property
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import parse_key
-from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
+from ledger_gc.storage.bulk_delete import RetryPolicy
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run_trim
 
 ML = "acme/prod/persistent/orders"
@@ -49,7 +52,7 @@ def data_ledgers(storage) -> set[int]:
 
 def listed_and_marked(store) -> tuple[set[int], dict[int, dict]]:
     info = store.get_managed_ledger(ML).value
-    return {li.ledgerId for li in info.ledgerInfo}, formats.deletable_markers(info)
+    return {li.ledgerId for li in info.ledgerInfo}, deletable_markers(info)
 
 
 def assert_nothing_leaked(store, storage) -> None:
@@ -266,10 +269,10 @@ def test_a_marker_on_a_listed_ledger_is_refused_not_deleted(store, storage, sett
     ml, ids = populated(store, storage, ledgers=2)
 
     def forge(info):
-        formats.set_property(
+        set_property(
             info,
-            formats.marker_key(ids[1]),
-            formats.encode_marker_value(size=1, entries=1, timestamp=0, marked_at=0),
+            marker_key(ids[1]),
+            encode_marker_value(size=1, entries=1, timestamp=0, marked_at=0),
         )
         return True
 

@@ -20,24 +20,25 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger_gc import formats
 from ledger_gc.errors import MetadataFormatError, UnsupportedCompressionError
-from ledger_gc.formats import (
+from ledger_gc.formats.framing import CompressionType
+from ledger_gc.formats.markers import (
     DELETABLE_MARKER_PREFIX,
-    CompressionType,
+    decode_marker_value,
+    deletable_markers,
+    encode_marker_value,
+    marker_key,
+    parse_marker_key,
+)
+from ledger_gc.formats.records import (
     LedgerInfo,
     ManagedCursorInfo,
     ManagedLedgerInfo,
     decode_managed_cursor_info,
     decode_managed_ledger_info,
-    decode_marker_value,
-    deletable_markers,
     encode_managed_cursor_info,
     encode_managed_ledger_info,
-    encode_marker_value,
     get_property,
-    marker_key,
-    parse_marker_key,
     remove_properties,
     set_property,
 )
@@ -723,5 +724,8 @@ def test_generated_module_matches_the_proto(tmp_path: Path) -> None:
 
 
 def test_module_exports() -> None:
-    for name in formats.__all__:
-        assert hasattr(formats, name), name
+    from ledger_gc.formats import framing, markers, records
+
+    for module in (framing, records, markers):
+        for name in module.__all__:
+            assert hasattr(module, name), name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ledger_gc.restore.restoring import _run_markers
-from ledger_gc.storage.s3 import ObjectVersion
+from ledger_gc.storage.gc_bucket import ObjectVersion
 
 KEY = "ledgers/t/ns/persistent/x/ledgers/00000000000000000001/00000000000000000000.blk"
 

@@ -283,7 +283,7 @@ def test_a_wrong_password_is_one_line_naming_the_url_without_the_password(
 
 
 def test_a_server_that_is_down_is_one_line_and_no_audit_append(postgres_server: Any) -> None:
-    from local_stack import free_port
+    from local_stack.server_process import free_port
 
     url = f"postgresql+psycopg://gc:secret@127.0.0.1:{free_port()}/ledgergc"
     with pytest.raises(StateUnavailableError, match="cannot be used") as failure:

@@ -14,7 +14,8 @@ import logging
 
 from google.protobuf.message import DecodeError
 
-from ledger_gc import formats
+from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
@@ -98,9 +99,9 @@ def _managed_ledgers(
     for name, path, raw in zip(names, ml_paths, store.get_many_raw(ml_paths), strict=True):
         if raw is None:
             continue  # deleted since it was listed: it references nothing now
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         listed[name] = frozenset(ledger.ledgerId for ledger in info.ledgerInfo)
-        marked[name] = frozenset(formats.deletable_markers(info, path=path))
+        marked[name] = frozenset(deletable_markers(info, path=path))
         for ledger in info.ledgerInfo:
             context = ledger.offloadContext
             if context.complete and context.bookkeeperDeleted:
@@ -126,7 +127,7 @@ def _cursor_references(
     ):
         if raw is None:
             continue  # deleted since it was listed
-        info = formats.decode_managed_cursor_info(raw[0], path=path)
+        info = decode_managed_cursor_info(raw[0], path=path)
         cursors[(name, cursor)] = info.cursorsLedgerId
         if cursor == COMPACTION_CURSOR:
             for prop in info.properties:

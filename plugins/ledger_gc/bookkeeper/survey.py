@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc import formats
 from ledger_gc.bookkeeper import references, scan
 from ledger_gc.errors import ConfigError
+from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import (
@@ -475,7 +475,7 @@ def _missing_listed(
     for name, path, raw in zip(names, znodes, pulsar.get_many_raw(znodes), strict=True):
         if raw is None:
             continue
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         still = {
             ledger.ledgerId
             for ledger in info.ledgerInfo

@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 import time
 
-from ledger_gc import formats
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import DeleteFailedError, ManagedLedgerNotFoundError, RecordTooLargeError
+from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.records import get_property, set_property
 from ledger_gc.marking import PurgeResult, mark_deletable, purge_marked
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
@@ -52,11 +53,11 @@ def delete_managed_ledger(
 
     def mark_all(info: ManagedLedgerInfo) -> bool:
         ids = sorted(ledger.ledgerId for ledger in info.ledgerInfo)[: limit[0]]
-        already = formats.get_property(info, DELETING_PROPERTY) is not None
+        already = get_property(info, DELETING_PROPERTY) is not None
         if not ids and already:
             return False
         mark_deletable(info, ids, now)
-        formats.set_property(info, DELETING_PROPERTY, str(now))
+        set_property(info, DELETING_PROPERTY, str(now))
         return True
 
     result = PurgeResult(ml_name)
@@ -92,7 +93,7 @@ def delete_managed_ledger(
     for cursor in store.list_cursors(ml_name):
         store.delete_cursor(ml_name, cursor)
     final = store.get_managed_ledger(ml_name)
-    leftover = formats.deletable_markers(final.value, path=paths.managed_ledger_path(ml_name))
+    leftover = deletable_markers(final.value, path=paths.managed_ledger_path(ml_name))
     if final.value.ledgerInfo or leftover:
         raise DeleteFailedError(
             f"managed ledger {ml_name} gained ledgers while being deleted; not removed",

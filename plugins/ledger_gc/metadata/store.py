@@ -12,7 +12,7 @@ record they are given, never from state captured before the read.
 Every write keeps the record's own framing (raw, or Pulsar's compression frame with its
 codec) and is checked against ``Settings.zk_max_record_bytes`` before it is sent: a
 request over the server's ``jute.maxbuffer`` makes ZooKeeper drop the connection, which
-would stop the whole run on every retry (``formats.encode_for_znode``).
+would stop the whole run on every retry (``encode_for_znode``).
 
 Two changes span several znodes and go in one ZooKeeper ``multi``, so that they are
 decided and applied against one consistent state:
@@ -51,13 +51,18 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.serialization import GetChildren, GetData
 
-from ledger_gc import formats
 from ledger_gc.errors import (
     AlreadyExistsError,
     ConcurrentUpdateError,
     CursorNotFoundError,
     ManagedLedgerNotFoundError,
     MetadataError,
+)
+from ledger_gc.formats.framing import RAW, Framing
+from ledger_gc.formats.records import (
+    decode_managed_cursor_info_framed,
+    decode_managed_ledger_info_framed,
+    encode_for_znode,
 )
 from ledger_gc.metadata import multi_read
 from ledger_gc.metadata.zk_client import guarded, session
@@ -78,7 +83,7 @@ class Versioned(Generic[T]):
 
     value: T
     version: int
-    framing: formats.Framing = formats.RAW
+    framing: Framing = RAW
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,7 @@ class CursorWrite:
     cursor: str
     info: ManagedCursorInfo
     version: int
-    framing: formats.Framing = formats.RAW
+    framing: Framing = RAW
 
 
 # What one operation of a multi costs beyond its path and data (op header, version, ACL).
@@ -240,15 +245,15 @@ class MetadataStore:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
             raise ManagedLedgerNotFoundError(f"managed ledger {name} not found ({path})") from exc
-        info, framing = formats.decode_managed_ledger_info_framed(data, path=path, allow_empty=True)
+        info, framing = decode_managed_ledger_info_framed(data, path=path, allow_empty=True)
         return Versioned(info, stat.version, framing), data
 
     def encode_managed_ledger(
-        self, name: str, info: ManagedLedgerInfo, framing: formats.Framing, budget: int = 0
-    ) -> tuple[bytes, formats.Framing]:
+        self, name: str, info: ManagedLedgerInfo, framing: Framing, budget: int = 0
+    ) -> tuple[bytes, Framing]:
         """The bytes a write of ``info`` sends, within the record-size limit (less
         ``budget`` bytes that other operations of the same request need)."""
-        return formats.encode_for_znode(
+        return encode_for_znode(
             info, framing, self.max_record_bytes - budget, path=paths.managed_ledger_path(name)
         )
 
@@ -257,7 +262,7 @@ class MetadataStore:
     ) -> Versioned[ManagedLedgerInfo]:
         info = info if info is not None else ManagedLedgerInfo()
         path = paths.managed_ledger_path(name)
-        data, _ = self.encode_managed_ledger(name, info, formats.RAW)
+        data, _ = self.encode_managed_ledger(name, info, RAW)
         try:
             self._call(f"creating {path}", lambda: self.client.create(path, data, makepath=True))
         except NodeExistsError as exc:
@@ -307,7 +312,7 @@ class MetadataStore:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
             raise CursorNotFoundError(f"cursor {cursor} of {name} not found ({path})") from exc
-        info, framing = formats.decode_managed_cursor_info_framed(data, path=path)
+        info, framing = decode_managed_cursor_info_framed(data, path=path)
         return Versioned(info, stat.version, framing)
 
     def encode_cursor(
@@ -315,9 +320,9 @@ class MetadataStore:
         name: str,
         cursor: str,
         info: ManagedCursorInfo,
-        framing: formats.Framing = formats.RAW,
-    ) -> tuple[bytes, formats.Framing]:
-        return formats.encode_for_znode(
+        framing: Framing = RAW,
+    ) -> tuple[bytes, Framing]:
+        return encode_for_znode(
             info, framing, self.max_record_bytes, path=paths.cursor_path(name, cursor)
         )
 
@@ -449,10 +454,10 @@ class MetadataStore:
         self,
         name: str,
         record: ManagedLedgerInfo,
-        framing: formats.Framing,
+        framing: Framing,
         cursor_checks: Sequence[tuple[str, int]],
         cursor_writes: Sequence[CursorWrite],
-    ) -> tuple[bytes, formats.Framing, list[tuple[CursorWrite, bytes]]]:
+    ) -> tuple[bytes, Framing, list[tuple[CursorWrite, bytes]]]:
         """The bytes of a trim's multi (record, moved cursors), all within the limit of
         one request; RecordTooLargeError when they would not fit."""
         cursor_data = [
@@ -480,7 +485,7 @@ class MetadataStore:
         name: str,
         record: ManagedLedgerInfo,
         record_version: int,
-        framing: formats.Framing,
+        framing: Framing,
         cursor_checks: Sequence[tuple[str, int]],
         cursor_writes: Sequence[CursorWrite],
         record_czxid: int | None = None,
@@ -552,7 +557,7 @@ class MetadataStore:
             current = read()
             if not mutate(current.value):
                 return current
-            data, framing = formats.encode_for_znode(
+            data, framing = encode_for_znode(
                 current.value,  # type: ignore[arg-type]
                 current.framing,
                 self.max_record_bytes,

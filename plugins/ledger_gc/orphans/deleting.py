@@ -42,10 +42,12 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger_gc import formats, termination
+from ledger_gc import termination
 from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
+from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import cluster_tags
 from ledger_gc.rules.metadata import paths
@@ -84,11 +86,11 @@ def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
     raw = store.get_many_raw([path])[0]
     if raw is None:
         return LiveState(ml_exists=False)
-    info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+    info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
     return LiveState(
         ml_exists=True,
         listed=frozenset(ledger.ledgerId for ledger in info.ledgerInfo),
-        marked=frozenset(formats.deletable_markers(info, path=path)),
+        marked=frozenset(deletable_markers(info, path=path)),
     )
 
 
@@ -106,11 +108,11 @@ def read_segment_carriers(
     for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):
         if raw is None:
             continue
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         listed = {
             offload_uuid_of(ledger) for ledger in info.ledgerInfo if ledger.ledgerId == ledger_id
         }
-        marker = formats.deletable_markers(info, path=path).get(ledger_id) or {}
+        marker = deletable_markers(info, path=path).get(ledger_id) or {}
         if uuid in listed or marker.get("offloadUuid") == uuid:
             carriers.add(name)
     return frozenset(carriers)

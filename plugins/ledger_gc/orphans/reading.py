@@ -15,15 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledger_gc import formats
 from ledger_gc.errors import StorageError
+from ledger_gc.formats.markers import deletable_markers, java_uuid
+from ledger_gc.formats.records import LedgerInfo, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
-from ledger_gc.storage.s3 import LedgerStorage, ObjectInfo, OffloadStorage
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from ledger_gc.storage.s3_bucket import ObjectInfo
 
 # Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid).
 ML_ROW = "ml"
@@ -55,7 +57,7 @@ def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[Snaps
     for name, path, raw in zip(names, ml_paths, raws, strict=True):
         if raw is None:
             continue
-        info = formats.decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         rows.append((ML_ROW, name, None, None))
         rows.extend(
             (LISTED_ROW, name, ledger.ledgerId, offload_uuid_of(ledger))
@@ -63,19 +65,19 @@ def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[Snaps
         )
         rows.extend(
             (MARKED_ROW, name, lid, _marker_uuid(marker))
-            for lid, marker in formats.deletable_markers(info, path=path).items()
+            for lid, marker in deletable_markers(info, path=path).items()
         )
     return rows
 
 
-def offload_uuid_of(ledger: formats.LedgerInfo) -> str | None:
+def offload_uuid_of(ledger: LedgerInfo) -> str | None:
     """The offload uuid a listed ledger carries (None: never offloaded)."""
     if not ledger.HasField("offloadContext"):
         return None
     context = ledger.offloadContext
     if not (context.HasField("uidMsb") or context.HasField("uidLsb")):
         return None
-    return formats.java_uuid(context.uidMsb, context.uidLsb)
+    return java_uuid(context.uidMsb, context.uidLsb)
 
 
 def _marker_uuid(marker: dict) -> str | None:

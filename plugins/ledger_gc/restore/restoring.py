@@ -49,7 +49,8 @@ from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.settings import Settings
-from ledger_gc.storage.s3 import LedgerStorage, ObjectVersion, OffloadStorage
+from ledger_gc.storage.gc_bucket import ObjectVersion
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.versioning import OFF
 
 log = logging.getLogger(__name__)

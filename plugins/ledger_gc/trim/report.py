@@ -53,6 +53,19 @@ class MarkerState:
     attempts: int = 0
     last_error: str | None = None
 
+    @classmethod
+    def from_marker(cls, ledger_id: int, value: Mapping[str, Any]) -> MarkerState:
+        """The state a decoded deletable marker's value records."""
+        last_error = value.get("lastError")
+        return cls(
+            ledger_id=ledger_id,
+            size=int(value["size"]),
+            entries=int(value["entries"]),
+            marked_at=int(value["markedAt"]),
+            attempts=int(value.get("attempts", 0)),
+            last_error=str(last_error) if last_error is not None else None,
+        )
+
     def to_dict(self, now_ms: int) -> dict[str, Any]:
         data = _flat(self)
         data["age_seconds"] = round(max(now_ms - self.marked_at, 0) / 1000, 3)

@@ -12,9 +12,9 @@ For each managed ledger:
    read at; and move the cursors that sat on the last entry of a dropped ledger to the
    first remaining one, also at their versions. If anything changed since step 1 (an ack,
    a reset, a rollover, a new cursor) the whole multi fails: read again, decide again.
-4. **Delete** (phase two, ``marking.purge_marked``): the data of every marker, this run's
-   and earlier runs', after a last look at the cursors (below); markers of what is gone
-   go in one CAS; a failure keeps the marker, with its attempt count and last error.
+4. **Delete** (phase two, ``purge.MarkedLedgerPurge``): the data of every marker, this
+   run's and earlier runs', after a last look at the cursors (below); markers of what is
+   gone go in one CAS; a failure keeps the marker, with its attempt count and last error.
 
 Why this is safe while writers, consumers and admins keep working:
 
@@ -39,7 +39,7 @@ Why this is safe while writers, consumers and admins keep working:
   other means (a plain znode create or set: a multi cannot check that no child was
   added), the delete step reads every cursor again just before deleting and keeps a
   marked ledger whose data some cursor has not consumed (``unconsumed_marked_ledger``),
-  putting it back in the ledger list when its data is whole (``_restore``) so the
+  putting it back in the ledger list when its data is whole (``purge``) so the
   cursor can read it; the trim never moves such a cursor forward (which would undo a
   reset). A cursor whose position lives in a cursor ledger (BookKeeper) is unreadable
   here: the trim of its managed ledger refuses, and the guard keeps everything.
@@ -63,92 +63,49 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc import formats
-from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, TargetOutcome
+from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
-    AuditUnavailableError,
     ConcurrentUpdateError,
     LedgerGcError,
     ManagedLedgerNotFoundError,
-    MetadataUnavailableError,
     RecordTooLargeError,
     SafetyRefusalError,
     StoppedError,
 )
-from ledger_gc.ledger.cursor import mark_delete_of
-from ledger_gc.ledger.delete import DELETING_PROPERTY
-from ledger_gc.marking import (
-    Guard,
-    PurgePlan,
-    PurgeResult,
-    announced_by,
-    finish_purge,
-    ledgers_root,
-    list_ledger_blocks,
-    mark_deletable,
-    plan_purge,
+from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.records import (
+    decode_managed_cursor_info_framed,
+    decode_managed_ledger_info_framed,
 )
+from ledger_gc.marking import list_ledger_blocks, mark_deletable
 from ledger_gc.metadata.read_only import BROKERS_PATH, metadata_is_read_only
 from ledger_gc.metadata.store import CursorWrite, MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position, ledger_stats
-from ledger_gc.rules.storage.keys import parse_key
-from ledger_gc.rules.trim.eligibility import (
-    TrimDecision,
-    decide_trim,
-    moved_mark_delete,
-    unconsumed_marked_ledger,
-)
+from ledger_gc.rules.trim.eligibility import TrimDecision, decide_trim, moved_mark_delete
 from ledger_gc.settings import Settings
-from ledger_gc.storage.s3 import BlockRef, ObjectInfo
-from ledger_gc.trim.report import DeletedLedger, ManagedLedgerTrim, MarkerState, PlannedLedger
+from ledger_gc.trim.purge import MarkedLedgerPurge
+from ledger_gc.trim.report import ManagedLedgerTrim, MarkerState, PlannedLedger
+from ledger_gc.trim.states import CursorState, LedgerState
+from ledger_gc.trim.steps import BrokerRegisteredError, each, run_guarded
 
 log = logging.getLogger(__name__)
 
-OPERATION = "trim"
 # Managed ledgers read per batch: big enough to amortise round trips, small enough that
 # a read is still fresh when its managed ledger's turn comes (a stale one only costs a
 # failed multi and a re-read).
 BATCH_SIZE = 256
 # Managed ledgers sampled by the store probe.
 PROBE_SAMPLES = 16
-
-
-@dataclass(frozen=True)
-class CursorState:
-    info: ManagedCursorInfo
-    version: int
-    framing: formats.Framing
-
-    @property
-    def position(self) -> Position:
-        return mark_delete_of(self.info)
-
-
-@dataclass
-class LedgerState:
-    """A managed ledger's record and cursors, each at the version it was read at."""
-
-    record: ManagedLedgerInfo
-    version: int
-    framing: formats.Framing
-    cursors: dict[str, CursorState] = field(default_factory=dict)
-    # The record znode's creation zxid: versions start again when a topic is deleted
-    # and created again, this does not (``MetadataStore.commit_trim``).
-    czxid: int | None = None
-
-    def positions(self) -> list[Position]:
-        return [cursor.position for cursor in self.cursors.values()]
 
 
 @dataclass
@@ -177,11 +134,9 @@ class ManagedLedgerTrimmer:
         stamp_clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
-        # Tiered storage: deletes offloaded ledgers' copies (None: tiered storage off).
-        self.offload = offload
-        # The audit log's announced deletions, read once, only if a marker's data is not
-        # found (``marking.plan_purge``: evidence of an earlier, interrupted run).
-        self.audited = announced_by(deleter)
+        # Phase two; ``offload`` deletes offloaded ledgers' copies (None: tiered storage
+        # off).
+        self.purge = MarkedLedgerPurge(store, deleter, reader=self, clock=clock, offload=offload)
         # Managed ledgers decided, marked and purged at once (their requests overlap;
         # ZooKeeper and S3 answer many in parallel).
         self.workers = workers
@@ -225,7 +180,7 @@ class ManagedLedgerTrimmer:
             try:
                 # Empty content is a managed ledger with no ledgers yet (Pulsar creates it
                 # so); for the trim that is "nothing to trim", the safe answer.
-                record, framing = formats.decode_managed_ledger_info_framed(
+                record, framing = decode_managed_ledger_info_framed(
                     raw_record[0], path=path, allow_empty=True
                 )
                 stat = raw_record[1]
@@ -233,7 +188,7 @@ class ManagedLedgerTrimmer:
                 for cursor, raw in cursor_raws:
                     if raw is None:
                         continue  # deleted since the listing: a deleted cursor needs nothing
-                    info, cursor_framing = formats.decode_managed_cursor_info_framed(
+                    info, cursor_framing = decode_managed_cursor_info_framed(
                         raw[0], path=f"{path}/{cursor}"
                     )
                     state.cursors[cursor] = CursorState(info, raw[1], cursor_framing)
@@ -320,13 +275,15 @@ class ManagedLedgerTrimmer:
                     self.probe_store(states, batch)
                 if not self.dry_run:
                     self._check_writable()
-                marked, fatal = _each(
+                marked, fatal = each(
                     pool, lambda item: self.mark_one(*item), list(zip(batch, states, strict=True))
                 )
                 done = [item for item in marked if item is not None]
                 if fatal is None and not self.dry_run:
-                    failed = self.purge_many(
-                        [(r, info) for r, info in done if info is not None], pool
+                    failed = self.purge.purge_many(
+                        [(r, info) for r, info in done if info is not None],
+                        pool,
+                        store_verified=self.store_verified,
                     )
                     done = [(r, info) for r, info in done if id(r) not in failed]
                     fatal = next(iter(failed.values()), None)
@@ -397,32 +354,11 @@ class ManagedLedgerTrimmer:
                 self._writable_now(name)
                 marked.append(self._apply(result, state))
 
-        self._guarded(result, run)
+        run_guarded(self.store, result, run)
         info = marked[0] if marked else None
-        if info is None or not formats.deletable_markers(info):
+        if info is None or not deletable_markers(info):
             return result, None
         return result, info
-
-    def _guarded(self, result: ManagedLedgerTrim, step: Callable[[], None]) -> None:
-        """Run a step for one managed ledger; its failure is its own (reported), except
-        losing ZooKeeper or the audit log, which stops the run."""
-        writes_before = self.store.thread_writes()
-        try:
-            step()
-        except (MetadataUnavailableError, AuditUnavailableError, BrokerRegisteredError):
-            raise
-        except ManagedLedgerNotFoundError:
-            result.missing = True  # deleted while we worked on it: nothing left to trim
-        except Exception as exc:  # one managed ledger must never stop the others
-            result.error = str(exc) if isinstance(exc, LedgerGcError) else f"{exc!r}"
-            log.error(
-                "%s: trim failed, nothing more done to it this run: %s",
-                result.name,
-                exc,
-                exc_info=not isinstance(exc, LedgerGcError),
-            )
-        finally:
-            result.zk_writes += self.store.thread_writes() - writes_before
 
     def _decide(self, name: str, state: LedgerState, retention: Any) -> TrimDecision:
         for cursor, cursor_state in sorted(state.cursors.items()):
@@ -455,8 +391,10 @@ class ManagedLedgerTrimmer:
             for c in decision.candidates
         ]
         path = paths.managed_ledger_path(result.name)
-        markers = formats.deletable_markers(state.record, path=path)
-        result.already_marked = [_marker_state(i, value) for i, value in sorted(markers.items())]
+        markers = deletable_markers(state.record, path=path)
+        result.already_marked = [
+            MarkerState.from_marker(i, value) for i, value in sorted(markers.items())
+        ]
 
     def _apply(self, result: ManagedLedgerTrim, state: LedgerState) -> ManagedLedgerInfo:
         """Mark what is consumed (rounds if it does not fit in one write); the record as
@@ -497,7 +435,7 @@ class ManagedLedgerTrimmer:
                 break
             # The mark did not fit in one write: purge what is marked (the record
             # shrinks), then go on with the next round from a fresh read.
-            self._purge(result, written.value)
+            self.purge.purge_one(result, written.value, store_verified=self.store_verified)
             state = self.read_state(name)
         return state.record
 
@@ -550,7 +488,7 @@ class ManagedLedgerTrimmer:
                 # it back; doing the same lets time retention start counting for it.
                 ledger.timestamp = stamp
         marked = mark_deletable(record, chosen, now)
-        markers = formats.deletable_markers(record)
+        markers = deletable_markers(record)
         marked_entries = {ledger_id: int(m["entries"]) for ledger_id, m in markers.items()}
         remaining = sorted(ledger.ledgerId for ledger in record.ledgerInfo)
         moves: list[CursorWrite] = []
@@ -577,353 +515,6 @@ class ManagedLedgerTrimmer:
             record.CopyFrom(state.record)
         return MarkPlan(record, marked, moves, checks)
 
-    # --- phase two ----------------------------------------------------------------------
-
-    def _cursor_guard(
-        self, name: str, needed: list[int], fresh: LedgerState | None = None
-    ) -> Guard:
-        """Just before deleting: every cursor as the leader has it now. A marked ledger
-        whose data some cursor has not consumed is kept (see the module docstring), and
-        its id goes to ``needed`` (to be put back in the list).
-
-        ``fresh``: the managed ledger as ``reread`` read it for the whole batch, after a
-        sync, after the batch's marks and before its deletes; without it, it is read here.
-        """
-        # Applied even to a managed ledger being deleted (``ledger-gc.deleting``): its
-        # cursors then still need its marked ledgers, and the delete, not the trim,
-        # finishes it. A stale flag on a topic in use must not switch the guard off.
-        if fresh is None:
-            self.store.sync(paths.managed_ledger_path(name))
-            fresh = self.read_state(name)
-        positions = fresh.cursors
-
-        def guard(ledger_id: int, marker: Mapping[str, Any]) -> str | None:
-            marked = {ledger_id: int(marker["entries"])}
-            for cursor, state in sorted(positions.items()):
-                if state.info.cursorsLedgerId != -1:
-                    return (
-                        f"cursor {cursor} now keeps its position in cursor ledger "
-                        f"{state.info.cursorsLedgerId}, which ledger-gc cannot read; data kept"
-                    )
-                if unconsumed_marked_ledger(state.position, marked) is not None:
-                    needed.append(ledger_id)
-                    return (
-                        f"cursor {cursor} at {state.position} has not consumed it (reset "
-                        "back?); data kept"
-                    )
-            return None
-
-        return guard
-
-    def reread(self, names: Sequence[str]) -> list[LedgerState | LedgerGcError | None]:
-        """The cursor re-read before the deletes, for a whole batch at once: one sync (a
-        ZooKeeper sync brings the server this session reads from up to date with the
-        leader as a whole, whatever its path), then the batched reads of ``read_states``
-        instead of a sync and three reads per managed ledger."""
-        if names:
-            self.store.sync(paths.managed_ledger_path(names[0]))
-        return self.read_states(names)
-
-    def _list_batch(self, names: Sequence[str]) -> dict[str, list[ObjectInfo]]:
-        """Every managed ledger's ``ledgers/`` directory listed for the batch at once (a
-        namespace's managed ledgers in one listing when it holds little else); any that
-        cannot be (a bad name, a failed listing) is listed on its own by its plan."""
-        roots: dict[str, str] = {}
-        for name in names:
-            try:
-                roots[name] = ledgers_root(self.deleter, name)
-            except ValueError:
-                continue  # a name the store cannot hold: that managed ledger fails alone
-        try:
-            listed = self.deleter.storage.list_prefixes(roots.values())
-        except Exception as exc:
-            log.warning(
-                "cannot list the batch's %d managed ledgers at once (%s); listing each one",
-                len(roots),
-                exc,
-            )
-            return {}
-        return {name: listed[root] for name, root in roots.items()}
-
-    def _plan_purge(
-        self,
-        result: ManagedLedgerTrim,
-        info: ManagedLedgerInfo,
-        fresh: LedgerState | LedgerGcError | None = None,
-        *,
-        reread: bool = False,
-        listed: Sequence[ObjectInfo] | None = None,
-    ) -> PurgePlan:
-        """``reread``: ``fresh`` is this managed ledger as ``reread`` found it (None:
-        deleted since); otherwise the guard reads it itself. ``listed``: its complete
-        ``ledgers/`` listing, made for the batch; otherwise it is listed here."""
-        if reread:
-            if fresh is None:
-                raise ManagedLedgerNotFoundError(f"managed ledger {result.name} not found")
-            if isinstance(fresh, LedgerGcError):
-                raise fresh
-        path = paths.managed_ledger_path(result.name)
-        markers = formats.deletable_markers(info, path=path)
-        both = sorted(set(markers) & {ledger.ledgerId for ledger in info.ledgerInfo})
-        if both:
-            # Only a CAS that drops a ledger from the list may mark it; a marker on a
-            # listed ledger was written by something else, and its data may be live.
-            raise SafetyRefusalError(
-                f"{result.name}: ledgers {both} are both listed and marked deletable in "
-                f"{path}; nothing of this managed ledger was deleted. Check whether they "
-                "are live and remove the wrong marker (ledger-gc.deletable.<id>) by hand"
-            )
-        needed: list[int] = []
-        plan = plan_purge(
-            result.name,
-            info,
-            self.deleter,
-            operation=OPERATION,
-            guard=self._cursor_guard(
-                result.name, needed, fresh if isinstance(fresh, LedgerState) else None
-            ),
-            store_verified=self.store_verified,
-            reason=f"trim {self.deleter.run_id}: consumed by every cursor, past retention",
-            offload=self.offload,
-            audited=self.audited,
-            listed=listed,
-        )
-        deleting = formats.get_property(info, DELETING_PROPERTY) is not None
-        if needed and not deleting:  # a managed ledger being deleted gets nothing back
-            for ledger_id in self._restore(result.name, markers, needed):
-                plan.result.pending.pop(ledger_id, None)
-                result.restored.append(ledger_id)
-        return plan
-
-    def _restore(
-        self, name: str, markers: Mapping[int, Mapping[str, Any]], needed: list[int]
-    ) -> list[int]:
-        """Put marked ledgers that a cursor still needs back in the ledger list, when all
-        their data is still there: a cursor created or reset into them by another tool
-        can then read them again (Pulsar would never have dropped them). One CAS."""
-        blocks = list_ledger_blocks(self.deleter, name)
-        whole = [
-            ledger_id
-            for ledger_id in sorted(needed)
-            if self._all_entries_stored(
-                blocks.get(ledger_id, []), int(markers[ledger_id]["entries"])
-            )
-        ]
-        if not whole:
-            return []
-
-        def mutate(record: ManagedLedgerInfo) -> bool:
-            listed = {ledger.ledgerId for ledger in record.ledgerInfo}
-            current = formats.deletable_markers(record)
-            back = [i for i in whole if i in current and i not in listed]
-            for ledger_id in back:
-                restore_ledger_info(record.ledgerInfo.add(), ledger_id, current[ledger_id])
-            formats.remove_properties(record, [formats.marker_key(i) for i in back])
-            ordered = sorted(record.ledgerInfo, key=lambda ledger: ledger.ledgerId)
-            copies = [type(ledger)() for ledger in ordered]
-            for copy, ledger in zip(copies, ordered, strict=True):
-                copy.CopyFrom(ledger)
-            del record.ledgerInfo[:]
-            record.ledgerInfo.extend(copies)
-            return bool(back)
-
-        self.store.update_managed_ledger(name, mutate)
-        log.warning("%s: ledgers %s put back in the list: a cursor still needs them", name, whole)
-        return whole
-
-    def _all_entries_stored(self, blocks: Sequence[Any], entries: int) -> bool:
-        """Whether a ledger's blocks hold exactly entries ``0..entries-1``, no gap (each
-        block's count read from its index: a rare path, taken only to restore)."""
-        storage = self.deleter.storage
-        refs = []
-        for block in blocks:
-            parsed = parse_key(storage.prefix, block.key)
-            if parsed.ml_name is None or parsed.ledger_id is None:
-                continue
-            refs.append(
-                BlockRef(
-                    block.key,
-                    parsed.ml_name,
-                    parsed.ledger_id,
-                    parsed.first_entry_id or 0,
-                    block.size,
-                )
-            )
-        expected_next = 0
-        for ref in sorted(refs, key=lambda r: r.first_entry_id):
-            if ref.first_entry_id != expected_next:
-                return False
-            expected_next += storage.block_stats(ref).entry_count
-        return expected_next == entries
-
-    def _finish(
-        self,
-        plan: PurgePlan,
-        outcomes: Sequence[TargetOutcome],
-        copies: Sequence[TargetOutcome],
-    ) -> PurgeResult:
-        return finish_purge(
-            plan,
-            outcomes,
-            self.store,
-            now_ms=self.clock(),
-            offload_outcomes=copies,
-            audited=self.audited,
-        )
-
-    def _purge(self, result: ManagedLedgerTrim, info: ManagedLedgerInfo) -> None:
-        """Phase two for one managed ledger (between the rounds of a big mark)."""
-        plan = self._plan_purge(result, info)
-        outcomes = self.deleter.delete(plan.targets)
-        copies = self.offload.delete(plan.offload_targets) if self.offload else []
-        self._record_purge(result, info, self._finish(plan, outcomes, copies))
-
-    def purge_many(
-        self, marked: Sequence[tuple[ManagedLedgerTrim, ManagedLedgerInfo]], pool: Executor
-    ) -> dict[int, Exception]:
-        """Phase two for a batch: plan each managed ledger's purge, delete all their
-        blocks together (full DeleteObjects batches across managed ledgers), then drop
-        each one's gone markers in its own CAS.
-
-        Returns the managed ledgers (by ``id`` of their result) that hit a run-stopping
-        error (ZooKeeper or the audit log gone), with it; the caller stops the run after
-        recording the others.
-        """
-        # Every managed ledger of the batch is marked by now; its cursors are read again
-        # (all at once) before any of its data is deleted.
-        fresh_states = self.reread([result.name for result, _ in marked])
-        fresh_by_id = {
-            id(result): fresh for (result, _), fresh in zip(marked, fresh_states, strict=True)
-        }
-        listings = self._list_batch([result.name for result, _ in marked])
-
-        def plan_one(item: tuple[ManagedLedgerTrim, ManagedLedgerInfo]) -> PurgePlan | None:
-            result, info = item
-            plans: list[PurgePlan] = []
-            self._guarded(
-                result,
-                lambda: plans.append(
-                    self._plan_purge(
-                        result,
-                        info,
-                        fresh_by_id[id(result)],
-                        reread=True,
-                        listed=listings.get(result.name),
-                    )
-                ),
-            )
-            return plans[0] if plans else None
-
-        planned, fatal = _each(pool, plan_one, list(marked))
-        if fatal is not None:
-            return {
-                id(result): fatal
-                for (result, _), plan in zip(marked, planned, strict=True)
-                if plan is None
-            }
-        plans = [
-            (r, info, plan)
-            for (r, info), plan in zip(marked, planned, strict=True)
-            if plan is not None
-        ]
-        targets = [target for _, _, plan in plans for target in plan.targets]
-        outcomes = iter(self.deleter.delete(targets))
-        copy_targets = [target for _, _, plan in plans for target in plan.offload_targets]
-        copies = iter(self.offload.delete(copy_targets) if self.offload else [])
-        split = [
-            (
-                r,
-                info,
-                plan,
-                [next(outcomes) for _ in plan.targets],
-                [next(copies) for _ in plan.offload_targets],
-            )
-            for r, info, plan in plans
-        ]
-
-        def finish_one(
-            item: tuple[
-                ManagedLedgerTrim,
-                ManagedLedgerInfo,
-                PurgePlan,
-                list[TargetOutcome],
-                list[TargetOutcome],
-            ],
-        ) -> ManagedLedgerTrim:
-            result, info, plan, done, copied = item
-            self._guarded(
-                result, lambda: self._record_purge(result, info, self._finish(plan, done, copied))
-            )
-            return result
-
-        finished, fatal = _each(pool, finish_one, split)
-        if fatal is None:
-            return {}
-        return {
-            id(item[0]): fatal
-            for item, result in zip(split, finished, strict=True)
-            if result is None
-        }
-
-    def _record_purge(
-        self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, purged: PurgeResult
-    ) -> None:
-        markers = formats.deletable_markers(info)
-        for outcome in purged.deleted:
-            if outcome.target.ledger_id is None:
-                continue
-            done = DeletedLedger(
-                outcome.target.ledger_id, outcome.objects, outcome.bytes, outcome.recoverable
-            )
-            if outcome.target.target_class == OFFLOADED_LEDGER:
-                result.offloaded_deleted.append(done)
-            else:
-                result.deleted.append(done)
-        result.cleared += purged.cleared
-        for ledger_id, error in sorted(purged.pending.items()):
-            before = _marker_state(ledger_id, markers[ledger_id])
-            result.pending = [p for p in result.pending if p.ledger_id != ledger_id]
-            result.pending.append(
-                MarkerState(
-                    ledger_id=ledger_id,
-                    size=before.size,
-                    entries=before.entries,
-                    marked_at=before.marked_at,
-                    attempts=before.attempts + 1,
-                    last_error=error,
-                )
-            )
-        if purged.deleted or purged.pending or purged.cleared:
-            log.info(
-                "%s: deleted %d ledgers (%d bytes), cleared %d, %d pending",
-                result.name,
-                len(purged.deleted),
-                purged.bytes_reclaimed,
-                len(purged.cleared),
-                len(purged.pending),
-            )
-
-
-def restore_ledger_info(ledger: Any, ledger_id: int, marker: Mapping[str, Any]) -> None:
-    """A LedgerInfo rebuilt from its deletable marker (what the marker kept of it)."""
-    ledger.ledgerId = ledger_id
-    ledger.entries = int(marker["entries"])
-    ledger.size = int(marker["size"])
-    ledger.timestamp = int(marker["timestamp"])
-    uuid_text = marker.get("offloadUuid")
-    if uuid_text:
-        value = uuid.UUID(str(uuid_text)).int
-        msb, lsb = value >> 64, value & 0xFFFFFFFFFFFFFFFF
-        context = ledger.offloadContext
-        context.uidMsb = msb - (1 << 64) if msb >= 1 << 63 else msb
-        context.uidLsb = lsb - (1 << 64) if lsb >= 1 << 63 else lsb
-        if "offloadComplete" in marker:
-            context.complete = bool(marker["offloadComplete"])
-        if marker.get("offloadDriverName"):
-            context.driverMetadata.name = str(marker["offloadDriverName"])
-            for key, value_text in dict(marker.get("offloadDriverMetadata") or {}).items():
-                context.driverMetadata.properties.add(key=str(key), value=str(value_text))
-
 
 def _closed_ledgers(record: ManagedLedgerInfo) -> list[Any]:
     """Every listed ledger but the current (highest) one."""
@@ -937,40 +528,6 @@ def _holds_store_data(ledger: Any) -> bool:
     context = ledger.offloadContext if ledger.HasField("offloadContext") else None
     moved = context is not None and context.complete and context.bookkeeperDeleted
     return ledger.entries > 0 and not moved
-
-
-class BrokerRegisteredError(SafetyRefusalError):
-    """A broker registered during the run: no managed ledger is marked after it (the
-    run stops; what was marked before stays marked, and the next run purges it)."""
-
-
-def _each(
-    pool: Executor, step: Callable[[Any], Any], items: Sequence[Any]
-) -> tuple[list[Any], Exception | None]:
-    """Run ``step`` over ``items`` on the pool; each result, or None where the step raised,
-    and the first exception raised (``_guarded`` lets only run-stopping ones through)."""
-    futures = [pool.submit(step, item) for item in items]
-    results: list[Any] = []
-    first: Exception | None = None
-    for future in futures:
-        try:
-            results.append(future.result())
-        except Exception as exc:
-            results.append(None)
-            first = first or exc
-    return results, first
-
-
-def _marker_state(ledger_id: int, value: Mapping[str, Any]) -> MarkerState:
-    last_error = value.get("lastError")
-    return MarkerState(
-        ledger_id=ledger_id,
-        size=int(value["size"]),
-        entries=int(value["entries"]),
-        marked_at=int(value["markedAt"]),
-        attempts=int(value.get("attempts", 0)),
-        last_error=str(last_error) if last_error is not None else None,
-    )
 
 
 def _drop_acks_through(info: ManagedCursorInfo, position: Position) -> None:

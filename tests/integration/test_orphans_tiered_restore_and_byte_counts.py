@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pulsar_records import put_segment
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
+from ledger_gc.formats.markers import java_uuid
 from ledger_gc.orphans import deleting
 from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
@@ -22,7 +22,7 @@ PREFIX = "tiered"
 
 
 def _uuid(n: int) -> str:
-    return formats.java_uuid(0x1000 + n, -(0x2000 + n))
+    return java_uuid(0x1000 + n, -(0x2000 + n))
 
 
 def version(s3_client: Any, bucket: str) -> None:

@@ -10,15 +10,16 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.deletion import Deleter
+from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ml_dir, parse_key
 from ledger_gc.settings import TrimRetention
-from ledger_gc.storage.s3 import LedgerStorage, RetryPolicy
+from ledger_gc.storage.bulk_delete import RetryPolicy
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import TrimScope, run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
@@ -174,7 +175,7 @@ def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a
     [result] = report.managed_ledgers
     assert result.cleared == [] and result.deleted == []
     info = store.get_managed_ledger(ML).value
-    assert sorted(formats.deletable_markers(info)) == consumed, "markers of live data dropped"
+    assert sorted(deletable_markers(info)) == consumed, "markers of live data dropped"
     assert [li.ledgerId for li in info.ledgerInfo] == ids[-1:]
     assert set(consumed) <= {
         parse_key(storage.prefix, o.key).ledger_id
@@ -221,7 +222,7 @@ def test_a_topic_deleted_and_recreated_during_the_trim_keeps_its_new_record(
     run_trim(settings)
 
     info = store.get_managed_ledger(ML).value
-    known = {li.ledgerId for li in info.ledgerInfo} | set(formats.deletable_markers(info))
+    known = {li.ledgerId for li in info.ledgerInfo} | set(deletable_markers(info))
     with_data = {
         parse_key(storage.prefix, o.key).ledger_id
         for o in storage.iter_objects(ml_dir(storage.prefix, ML))

@@ -21,9 +21,10 @@ from pulsar_records import (
     writer,
 )
 
-from ledger_gc import formats
 from ledger_gc.audit import AuditLog
 from ledger_gc.errors import SafetyRefusalError, StorageError
+from ledger_gc.formats.markers import deletable_markers, java_uuid
+from ledger_gc.formats.records import encode_managed_cursor_info
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -203,7 +204,7 @@ def test_the_cursor_guard_keeps_data_when_a_cursor_moved_to_a_cursor_ledger(
             info = ManagedCursorInfo(
                 cursorsLedgerId=777, markDeleteLedgerId=ids[2], markDeleteEntryId=1
             )
-            zk_client.set(paths.cursor_path(ML, "sub"), formats.encode_managed_cursor_info(info))
+            zk_client.set(paths.cursor_path(ML, "sub"), encode_managed_cursor_info(info))
             return written
 
         trim_store.commit_trim = mark_then_broker_switches_cursor
@@ -278,7 +279,7 @@ def test_topics_whose_closed_ledgers_live_only_in_tiered_storage_do_not_stop_eve
             context.bookkeeperDeleted = True
             context.driverMetadata.name = "aws-s3"
             context.driverMetadata.properties.add(key="bucket", value=offload_bucket)
-            uuid = formats.java_uuid(msb, 0x99)
+            uuid = java_uuid(msb, 0x99)
             for suffix in ("", "-index"):
                 s3_client.put_object(
                     Bucket=offload_bucket,
@@ -340,7 +341,7 @@ def test_a_broker_registering_during_the_run_stops_the_marks(store, storage, set
     assert started
     for name in names:
         info = store.get_managed_ledger(name).value
-        assert formats.deletable_markers(info) == {}, f"{name} marked under a live broker"
+        assert deletable_markers(info) == {}, f"{name} marked under a live broker"
         assert sorted(li.ledgerId for li in info.ledgerInfo) == [1, 2, 3]
 
 
@@ -423,5 +424,5 @@ def test_a_broker_registering_between_two_marks_of_a_batch_stops_the_next_mark(
         report = run_trim(settings.with_overrides(metadata_read_only="auto"), store=trim_store)
     assert "registered under /loadbalance/brokers" in (report.error or "")
     assert len(commits) == 1
-    marked = [n for n in names if formats.deletable_markers(store.get_managed_ledger(n).value)]
+    marked = [n for n in names if deletable_markers(store.get_managed_ledger(n).value)]
     assert marked == commits  # only the one marked before the broker registered

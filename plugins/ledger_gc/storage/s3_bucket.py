@@ -1,0 +1,192 @@
+"""One bucket of the store as an S3 client sees it: the client, its errors, its listing.
+
+Shared by what the managed ledger writes with (``ledger_blocks``) and what the GC lists
+and deletes with (``gc_bucket``). One rule shapes it: **a failed read is an exception,
+never an empty answer.** A listing that fails half way raises; it does not return the half
+it got. A GC that mistook "could not list" for "nothing there" would delete live data
+elsewhere or miss data it should keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+
+from ledger_gc.errors import BucketNotFoundError, ConfigError, StorageError
+from ledger_gc.settings import Settings
+from ledger_gc.storage import list_pages
+from ledger_gc.storage.bulk_delete import TRANSPORT_ERRORS, error_details
+
+#: botocore's attempts per call, the first try included (its total_max_attempts).
+BOTOCORE_MAX_ATTEMPTS = 3
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 30.0
+MAX_POOL_CONNECTIONS = 32
+
+_ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+)
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One listed object: its key, size in bytes and last-modified time (epoch ms)."""
+
+    key: str
+    size: int
+    last_modified: int
+
+
+def build_client(
+    settings: Settings,
+    *,
+    max_attempts: int = BOTOCORE_MAX_ATTEMPTS,
+    retry_mode: str = "standard",
+) -> Any:
+    """A boto3 S3 client for the store's endpoint and region.
+
+    Credentials are the settings' (boto3's variables, or the ``ledgergc_s3``
+    connection), else boto3's usual chain (profile, instance role). A new session per
+    client, because boto3's default session is not safe to share between
+    threads while clients are being created. Path-style addressing for a custom endpoint
+    (SeaweedFS, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
+    """
+    config = Config(
+        region_name=settings.s3_region,
+        retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
+        max_pool_connections=MAX_POOL_CONNECTIONS,
+        s3={"addressing_style": "path"} if settings.s3_endpoint else {},
+    )
+    session = boto3.session.Session(
+        aws_access_key_id=settings.s3_access_key_id,
+        aws_secret_access_key=settings.s3_secret_access_key,
+        aws_session_token=settings.s3_session_token,
+    )
+    return session.client("s3", endpoint_url=settings.s3_endpoint or None, config=config)
+
+
+class S3Bucket:
+    """The store's bucket (``settings.bucket`` under ``settings.prefix``) and its client.
+
+    ``client`` may be given (tests, a client with a custom retry setting); otherwise one
+    is built from ``settings``. Thread-safe: boto3 clients are.
+    """
+
+    def __init__(self, settings: Settings, client: Any = None) -> None:
+        if not settings.bucket:
+            raise ConfigError(
+                "LEDGERGC_BUCKET is empty: the S3 block store is off (a Pulsar cluster's "
+                "data is in BookKeeper), so there are no ledger blocks to read, write, trim "
+                "or delete; set LEDGERGC_BUCKET to the bucket that holds the store's blocks"
+            )
+        self.settings = settings
+        self.bucket = settings.bucket
+        self.prefix = settings.prefix
+        self.client = client if client is not None else build_client(settings)
+
+    # --- connection -------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the client talks to, for error messages."""
+        return str(self.client.meta.endpoint_url)
+
+    def check_bucket(self) -> None:
+        """Fail early and clearly if the bucket is missing, forbidden or unreachable."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code, status, _ = error_details(exc)
+            if status == 404 or code in ("404", "NoSuchBucket", "NotFound"):
+                raise self._bucket_not_found() from exc
+            raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+
+    # --- listing ----------------------------------------------------------------------
+
+    def iter_objects(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (a full key prefix; "" is the
+        whole bucket), in the store's order, a ListObjectsV2 page at a time.
+
+        Raises StorageError if any page fails: a partial listing is never returned as if
+        it were complete.
+        """
+        for objects, _more in self._object_pages(prefix):
+            yield from objects
+
+    def _object_pages(self, prefix: str) -> Iterator[tuple[list[ObjectInfo], bool]]:
+        """The pages of one listing as (objects, more pages follow), the objects read
+        without botocore's per-key parse (``list_pages``). A truncated page without a new
+        continuation token raises: it would loop, or end the listing early."""
+        token: str | None = None
+        seen: set[str] = set()
+        while True:
+            request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                request["ContinuationToken"] = token
+            try:
+                with list_pages.parsing_here():
+                    page = self.client.list_objects_v2(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, f"listing '{prefix}'") from exc
+            objects = [ObjectInfo(*row) for row in list_pages.objects_of(page)]
+            if not page.get("IsTruncated"):
+                yield objects, False
+                return
+            token = page.get("NextContinuationToken")
+            if not token or token in seen:
+                raise StorageError(
+                    f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: a "
+                    "truncated page came without a new continuation token; the listing is "
+                    "not used"
+                )
+            seen.add(token)
+            yield objects, True
+
+    # --- errors -----------------------------------------------------------------------
+
+    def _bucket_not_found(self) -> BucketNotFoundError:
+        return BucketNotFoundError(
+            f"bucket '{self.bucket}' not found at {self.endpoint}; create it or set LEDGERGC_BUCKET"
+        )
+
+    def _error(self, exc: Exception, what: str) -> StorageError:
+        """Turn a boto error into a StorageError that names the endpoint and the fix."""
+        if isinstance(exc, ClientError):
+            code, status, message = error_details(exc)
+            if code == "NoSuchBucket":
+                return self._bucket_not_found()
+            if code in _ACCESS_DENIED_CODES or status == 403:
+                return StorageError(
+                    f"{what}: access denied to bucket '{self.bucket}' at {self.endpoint} "
+                    f"({code}); check the AWS credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE) "
+                    "and the bucket policy"
+                )
+            return StorageError(
+                f"{what}: S3 at {self.endpoint} answered {code} (HTTP {status}): {message}"
+            )
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            return StorageError(
+                f"{what}: no AWS credentials for S3 at {self.endpoint}; set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            )
+        if isinstance(exc, TRANSPORT_ERRORS):
+            return StorageError(
+                f"{what}: S3 endpoint {self.endpoint} unreachable ({exc}); check "
+                "LEDGERGC_S3_ENDPOINT and that the server is running. Nothing was deleted "
+                "on the strength of this failure."
+            )
+        return StorageError(f"{what}: S3 at {self.endpoint} failed: {exc}")
