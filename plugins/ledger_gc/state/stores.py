@@ -30,19 +30,17 @@ def open_store(location: StateLocation) -> StateStore:
     Given settings or a state dir, ``ensure_state`` imports the dir's files of an older
     ledger-gc (JSON lines and the registry's SQLite) into the store the first time.
     """
-    from ledger_gc.settings import Settings
-
     if isinstance(location, StateStore):
         return location
     state_dir: Path | None
-    if isinstance(location, Settings):
-        state_dir = Path(location.state_dir)
-        url = location.state_url or default_state_url(state_dir)
-    elif isinstance(location, str) and "://" in location:
+    if isinstance(location, str) and "://" in location:
         state_dir, url = None, location
-    else:
+    elif isinstance(location, str | Path):
         state_dir = Path(location)
         url = default_state_url(state_dir)
+    else:  # settings (read by attribute: the state layer sits below the settings)
+        state_dir = Path(location.state_dir)
+        url = location.state_url or default_state_url(state_dir)
     key = (os.getpid(), url)
     with _stores_lock:
         store = _stores.get(key)
