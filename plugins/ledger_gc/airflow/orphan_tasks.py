@@ -32,7 +32,6 @@ import logging
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -100,14 +99,8 @@ def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
     from airflow.sdk.log import mask_secret
 
     env = settings.to_env()
-    for secret in (
-        settings.s3_secret_access_key,
-        settings.s3_session_token,
-        (settings.zk_digest or "").partition(":")[2],
-        urlsplit(settings.state_url or "").password,
-    ):
-        if secret:
-            mask_secret(secret)
+    for secret in settings.secrets():
+        mask_secret(secret)
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if local_master:
         env["PYSPARK_PYTHON"] = sys.executable

@@ -28,24 +28,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings, TrimRetention, parse_retention_overrides
+from ledger_gc.settings import Settings
 
 ZK_CONN_ID = "ledgergc_zookeeper"
 S3_CONN_ID = "ledgergc_s3"
 SETTINGS_VARIABLE = "ledgergc_settings"
 
-# Variable/param keys -> Settings fields (the LEDGERGC_* names, lower-cased, minus prefix).
-# Numbers and flags a JSON variable may give as strings ("1000", "true"): converted as
-# from_env converts the environment's, then checked by Settings itself.
-_INTEGER = {
-    "grace_seconds",
-    "retention_seconds",
-    "orphan_delete_spark_over",
-    "zk_max_record_bytes",
-}
-_FLOAT = {"orphan_max_fraction", "zk_timeout_seconds", "orphan_lock_wait_seconds"}
-_FLAGS = {"delete_enabled", "bk_shared"}
 #: The DAG params (of either DAG) that are settings.
 RUN_SETTINGS = (
     "grace_seconds",
@@ -107,34 +95,14 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
     return changes
 
 
-def apply_mapping(settings: Settings, values: dict[str, Any]) -> Settings:
-    """Apply ``{"grace_seconds": 60, "delete_enabled": true, ...}`` to settings."""
-    changes: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
-        if key in ("trim_retention_seconds", "trim_retention_bytes"):
-            current = changes.get("trim_retention", settings.trim_retention)
-            which = "seconds" if key.endswith("seconds") else "bytes"
-            changes["trim_retention"] = TrimRetention(**{**current.__dict__, which: int(value)})
-        elif key == "trim_retention_overrides":
-            changes["trim_retention_overrides"] = parse_retention_overrides(value)
-        elif key in _FLAGS:
-            changes[key] = value if isinstance(value, bool) else str(value).lower() == "true"
-        elif key in _INTEGER or key in _FLOAT:
-            changes[key] = _number(key, value, float if key in _FLOAT else int)
-        else:
-            changes[key] = value
-    return settings.with_overrides(**changes)
+def apply_mapping(
+    settings: Settings, values: Mapping[str, Any], source: str = SETTINGS_VARIABLE
+) -> Settings:
+    """Apply ``{"grace_seconds": 60, "delete_enabled": true, ...}`` to settings.
 
-
-def _number(key: str, value: Any, kind: type) -> Any:
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{SETTINGS_VARIABLE}: {key}={value!r} is not a number (LEDGERGC_{key.upper()})"
-        ) from None
+    Keys and conversions are the settings' own declarations (``Settings.with_values``):
+    a quoted number or flag is read as the environment's would be, and checked."""
+    return settings.with_values(values, source=source)
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
@@ -147,7 +115,7 @@ def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
     if s3 is not None:
         settings = settings.with_overrides(**s3_overrides(s3))
     settings = apply_mapping(settings, _variable())
-    return apply_mapping(settings, params or {})
+    return apply_mapping(settings, params or {}, source="the run's params")
 
 
 def settings_for(params: Mapping[str, Any] | None) -> Settings:
