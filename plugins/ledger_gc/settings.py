@@ -1,9 +1,9 @@
 """One settings object for the whole system, each setting declared once.
 
 It is built once, from environment variables (``Settings.from_env``) or from Airflow
-connections and variables (``ledger_gc.airflow.settings_hook``), and passed down. No other module
-reads the environment: that keeps the library testable and makes every run's
-configuration visible in one place.
+connections and variables (``ledger_gc.airflow.settings_hook.LedgerGcHook``), and passed
+down. No other module reads the environment: that keeps the library testable and makes
+every run's configuration visible in one place.
 
 Each field is declared with its ``SettingSpec`` (``ledger_gc.settings_schema``): the
 ``LEDGERGC_*`` variable, the kind of value, bounds, secrecy and a line for the README.

@@ -1,10 +1,15 @@
-"""Settings from Airflow connections and variables, as a provider hook would build them.
+"""ledger-gc's provider hook: Airflow connections, a variable and run params -> Settings.
 
-The library never imports Airflow; the tasks of both DAGs call ``settings_for(params)``
-at run time (never at parse time) and pass the result down. Precedence, lowest first:
-``LEDGERGC_*`` environment variables, the connections, the ``ledgergc_settings`` variable
-(JSON), then the run's params that are settings (``RUN_SETTINGS``; the other params,
-dry_run, force, namespace, ..., steer the run and are read by the task).
+``LedgerGcHook`` is what a provider's hook is to its client: it owns ledger-gc's
+connections and turns them, with the ``ledgergc_settings`` variable and a run's params,
+into the one ``Settings`` object the library takes (``get_conn``). The library never
+imports Airflow; the tasks of both DAGs call ``settings_for(params)`` (the hook's settings
+of a task) at run time, never at parse time, and pass the result down. Precedence, lowest
+first: ``LEDGERGC_*`` environment variables, the connections, the ``ledgergc_settings``
+variable (JSON), then the run's params that are settings (``RUN_SETTINGS``; the other
+params, dry_run, force, namespace, ..., steer the run and are read by the task). The
+variable and the params name settings by key and give values as JSON does; both go
+through the settings' own declarations (``Settings.with_values``), like the environment.
 
 Nothing here writes the worker's environment: credentials go into the Settings, and a
 Spark task hands them to its application through spark-submit's environment
@@ -28,6 +33,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from airflow.sdk import BaseHook
+
 from ledger_gc.settings import Settings
 
 ZK_CONN_ID = "ledgergc_zookeeper"
@@ -45,8 +52,6 @@ RUN_SETTINGS = (
 
 
 def _connection(conn_id: str) -> Any | None:
-    from airflow.sdk import BaseHook
-
     try:
         return BaseHook.get_connection(conn_id)
     except Exception:  # not defined: the environment variables stand
@@ -105,24 +110,54 @@ def apply_mapping(
     return settings.with_values(values, source=source)
 
 
+class LedgerGcHook(BaseHook):
+    """The settings of ledger-gc's tasks, from Airflow's connections, variable and params.
+
+    :param zookeeper_conn_id: the ZooKeeper connection (hosts, chroot, digest auth);
+        not defined: ``LEDGERGC_ZK_HOSTS`` and ``LEDGERGC_ZK_DIGEST`` stand.
+    :param s3_conn_id: the S3 connection (endpoint, region, bucket, prefix, key pair);
+        not defined: the ``LEDGERGC_*`` S3 settings and boto3's default chain stand.
+    """
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = ZK_CONN_ID
+    hook_name = "ledger-gc"
+
+    def __init__(
+        self, zookeeper_conn_id: str = ZK_CONN_ID, s3_conn_id: str = S3_CONN_ID, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.s3_conn_id = s3_conn_id
+
+    def get_conn(self) -> Settings:
+        """The settings of a run without params (what every run starts from)."""
+        return self.get_settings()
+
+    def get_settings(self, params: Mapping[str, Any] | None = None) -> Settings:
+        """The effective settings: env, connections, the variable, then ``params``
+        (every key of which must be a setting; ``settings_for`` picks them from a run's)."""
+        settings = Settings.from_env()
+        zk = _connection(self.zookeeper_conn_id)
+        if zk is not None:
+            settings = settings.with_overrides(**zookeeper_overrides(zk))
+        s3 = _connection(self.s3_conn_id)
+        if s3 is not None:
+            settings = settings.with_overrides(**s3_overrides(s3))
+        settings = apply_mapping(settings, _variable())
+        return apply_mapping(settings, params or {}, source="the run's params")
+
+
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
     """The effective settings of a task: env, connections, variable, then run params."""
-    settings = Settings.from_env()
-    zk = _connection(ZK_CONN_ID)
-    if zk is not None:
-        settings = settings.with_overrides(**zookeeper_overrides(zk))
-    s3 = _connection(S3_CONN_ID)
-    if s3 is not None:
-        settings = settings.with_overrides(**s3_overrides(s3))
-    settings = apply_mapping(settings, _variable())
-    return apply_mapping(settings, params or {}, source="the run's params")
+    return LedgerGcHook().get_settings(params)
 
 
 def settings_for(params: Mapping[str, Any] | None) -> Settings:
-    """The settings of a task of either DAG: env, connections, variable, then the run's
-    params that are settings (``RUN_SETTINGS``)."""
+    """The settings of a task of either DAG (``LedgerGcHook``): env, connections, the
+    variable, then the run's params that are settings (``RUN_SETTINGS``)."""
     params = params or {}
-    return settings_from_airflow({key: params.get(key) for key in RUN_SETTINGS})
+    return LedgerGcHook().get_settings({key: params.get(key) for key in RUN_SETTINGS})
 
 
 def dag_schedule(variable: str, default: str) -> str | None:
