@@ -136,13 +136,8 @@ def spark_connection_master(conn_id: str) -> str | None:
 
 def local_spark_connection(conn_id: str) -> Connection:
     """The connection a worker without ``conn_id`` submits with: ``local[*]``, made with
-    Airflow's public ``Connection`` (the form ``airflow_settings.yaml`` gives it)."""
-    return Connection(
-        conn_id=conn_id,
-        conn_type="spark",
-        host=DEFAULT_SPARK_MASTER,
-        extra=json.dumps({"deploy-mode": "client"}),
-    )
+    Airflow's public ``Connection`` (the form of ``airflow_settings.yaml``'s)."""
+    return Connection(conn_id=conn_id, conn_type="spark", host=DEFAULT_SPARK_MASTER)
 
 
 class LedgerGcSparkSubmitHook(SparkSubmitHook):
