@@ -537,14 +537,15 @@ class Settings:
     def with_values(self, values: Mapping[str, Any], *, source: str) -> Settings:
         """A copy with the settings ``values`` names by key (``grace_seconds``,
         ``trim_retention_seconds``: the variable's name, lower-case, without
-        ``LEDGERGC_``), as the ``ledgergc_settings`` variable or a run's params give them.
+        ``LEDGERGC_``, or the field's name), as the ``ledgergc_settings`` variable or a
+        run's params give them.
 
         Values come as JSON has them: a number may be quoted, a flag may be ``"true"``;
         each is converted and checked by its spec like the environment's. None and ""
         leave a setting as it is. An unknown key, or a bad value, is one ``ConfigError``
         naming ``source``, the key and the variable.
         """
-        specs = {spec.key: spec for spec in declared(type(self))}
+        specs = {key: spec for spec in declared(type(self)) for key in spec.keys}
         changed = self
         for key, value in values.items():
             if value is None or value == "":

@@ -209,6 +209,14 @@ class SettingSpec:
         """The key in the ``ledgergc_settings`` variable and in run params."""
         return f"{self.field}_{self.part}" if self.part else self.field
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key that names this setting there: ``key``, and the variable's name in
+        lower case without ``LEDGERGC_`` where that differs (``pulsar_cluster``)."""
+        from_env = self.env.removeprefix("LEDGERGC_").lower()
+        named = self.env.startswith("LEDGERGC_") and from_env != self.key
+        return (self.key, from_env) if named else (self.key,)
+
     def read_env(self, environ: Mapping[str, str]) -> tuple[bool, Any]:
         """``(found, value)`` from the environment; ``found`` False: the default stands."""
         raw = environ.get(self.env)

@@ -87,6 +87,15 @@ def test_the_variable_reads_every_setting_as_the_environment_does() -> None:
     assert apply_mapping(Settings(), as_text) == EVERY_SETTING_CHANGED
 
 
+def test_the_variable_names_a_setting_by_its_variable_or_its_field() -> None:
+    by_variable = {spec.env.removeprefix("LEDGERGC_").lower(): spec for spec in declared(Settings)}
+    assert apply_mapping(Settings(), {"pulsar_cluster": "a,b"}).pulsar_clusters == ("a", "b")
+    assert apply_mapping(Settings(), {"pulsar_clusters": ["a"]}).pulsar_clusters == ("a",)
+    for key, spec in by_variable.items():
+        if spec.env.startswith("LEDGERGC_"):
+            assert key in spec.keys
+
+
 def test_an_unknown_key_in_the_variable_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="ledgergc_settings: 'grace' is not a setting") as err:
         apply_mapping(Settings(), {"grace": 60})
