@@ -9,10 +9,11 @@ variable); otherwise every run reports what it would delete.
 
 Tasks: survey (one Spark application: metadata snapshot, storage scan and diff, through
 ``spark_default``), initialize_correct (guards, then registration and correction),
-delete (live re-check and bulk delete: a Spark application for more than
-``LEDGERGC_ORPHAN_DELETE_SPARK_OVER`` registered orphans, else in the task), report
-(always runs; appends the cycle's summary to the run log and fails the run if the cycle
-failed or a guard refused it).
+delete (a branch: where the live re-check and bulk delete run), then one of
+delete_on_spark (a Spark application, for more than ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER``
+registered orphans) or delete_in_task (the same step in the task, without a JVM), and
+report (always runs; appends the cycle's summary to the run log and fails the run if the
+cycle failed or a guard refused it).
 The tasks share nothing but the state store (``LEDGERGC_STATE_URL``), so each may run on
 another worker. The work is ``ledger_gc.orphans`` (see ``ledgergc orphans``); this file
 only wires tasks together and does no I/O when parsed.
@@ -82,13 +83,24 @@ def orphan_removal() -> None:
     def initialize_correct(params: dict | None = None, run_id: str | None = None) -> dict:
         return orphan_tasks.initialize_and_correct(params or {}, run_id or "")
 
-    delete = orphan_tasks.OrphanSparkSubmitOperator(task_id="delete", step="delete")
+    @task.branch
+    def delete(params: dict | None = None) -> str:
+        return orphan_tasks.choose_delete(params or {})
+
+    @task(task_id=orphan_tasks.DELETE_IN_TASK)
+    def delete_in_task(params: dict | None = None, run_id: str | None = None) -> dict:
+        return orphan_tasks.delete(params or {}, run_id or "")
+
+    delete_on_spark = orphan_tasks.OrphanSparkSubmitOperator(
+        task_id=orphan_tasks.DELETE_ON_SPARK, step="delete"
+    )
 
     @task(trigger_rule="all_done", retries=0)
     def report(params: dict | None = None, run_id: str | None = None) -> dict:
         return orphan_tasks.report(params or {}, run_id or "")
 
-    survey >> initialize_correct() >> delete >> report()
+    deleted = [delete_in_task(), delete_on_spark]
+    survey >> initialize_correct() >> delete() >> deleted >> report()
 
 
 orphan_removal()

@@ -1,23 +1,57 @@
-"""One settings object for the whole system.
+"""One settings object for the whole system, each setting declared once.
 
 It is built once, from environment variables (``Settings.from_env``) or from Airflow
-connections and variables (``ledger_gc.airflow.hooks``), and passed down. No other module
-reads the environment: that keeps the library testable and makes every run's
-configuration visible in one place.
+connections and variables (``ledger_gc.airflow.settings_hook.LedgerGcHook``), and passed
+down. No other module reads the environment: that keeps the library testable and makes
+every run's configuration visible in one place.
+
+Each field is declared with its ``SettingSpec`` (``ledger_gc.settings_schema``): the
+``LEDGERGC_*`` variable, the kind of value, bounds, secrecy and a line for the README.
+``from_env``, ``to_env``, ``with_values`` (the ``ledgergc_settings`` variable and run
+params), the checks in ``__post_init__``, ``secrets`` (what Airflow masks) and the README's
+table (``ledger_gc.settings_table``) all loop over those declarations, so a new setting is
+one field here and nothing else can forget it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ledger_gc.errors import ConfigError
+from ledger_gc.setting_forms import (
+    UNTAGGED_CLUSTER as UNTAGGED_CLUSTER,  # re-exported: orphans.segments names it from here
+)
+from ledger_gc.setting_forms import (
+    check_bucket,
+    check_digest,
+    check_endpoint,
+    check_ledgers_root,
+    check_pulsar_clusters,
+    check_region,
+    check_zk_hosts,
+)
+from ledger_gc.settings_schema import (
+    FLAG,
+    INTEGER,
+    NAMES,
+    NUMBER,
+    PATH,
+    SECRET_AFTER_COLON,
+    SECRET_URL_PASSWORD,
+    SECRET_WHOLE,
+    TEXT,
+    WORD,
+    Kind,
+    SettingSpec,
+    declared,
+    setting,
+    setting_factory,
+)
 
 DAY = 24 * 3600
 
@@ -26,16 +60,6 @@ DAY = 24 * 3600
 # this, leaving headroom for the request's own framing and a multi's other operations.
 DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
-
-# botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
-# (legacy names included), so a bucket that S3 has is never refused here.
-_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
-_BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
-_ZK_HOST = re.compile(r"\[?[A-Za-z0-9.:_-]+\]?")
-# A Pulsar cluster name as Pulsar accepts it (NamedEntity: letters, digits, "-=:._").
-_PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
-#: In LEDGERGC_PULSAR_CLUSTER: offloaded objects with no cluster name are this store's too.
-UNTAGGED_CLUSTER = "(untagged)"
 
 
 @dataclass(frozen=True)
@@ -46,149 +70,388 @@ class TrimRetention:
     bytes: int = 0
 
 
+#: Pulsar's defaults (DESIGN.md): consumed ledgers go at once.
+PULSAR_DEFAULT_RETENTION = TrimRetention()
+DEFAULT_STATE_DIR = Path("var/state")
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Everything a trim, an orphan cycle or a managed ledger needs to reach the store."""
+    """Everything a trim, an orphan cycle or a managed ledger needs to reach the store.
 
-    zk_hosts: str = "127.0.0.1:2181"
-    zk_timeout_seconds: float = 15.0
+    Every field is a ``setting(default, SettingSpec(...))``: its declaration is the one
+    place that names its variable, kind, bounds, secrecy and documentation. A value given
+    as text (a quoted number in a JSON variable) is converted by the field's kind, and
+    every value is checked when the settings are made, whoever made them.
+    """
+
+    zk_hosts: str = setting(
+        "127.0.0.1:2181",
+        SettingSpec(
+            "LEDGERGC_ZK_HOSTS",
+            TEXT,
+            "ZooKeeper `host:port[,host:port…][/chroot]`",
+            check=check_zk_hosts,
+        ),
+    )
     # "user:password": added as digest auth on every session; new znodes then get an ACL
     # that gives that identity all rights and nobody else any.
-    zk_digest: str | None = field(default=None, repr=False)
-    s3_endpoint: str | None = None
-    s3_region: str = "us-east-1"
+    zk_digest: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_ZK_DIGEST",
+            TEXT,
+            "`user:password` for ZooKeeper digest auth; new znodes get a digest ACL",
+            check=check_digest,
+            secret=SECRET_AFTER_COLON,
+            omit_when_empty=True,
+        ),
+    )
+    zk_timeout_seconds: float = setting(
+        15.0,
+        SettingSpec(
+            "LEDGERGC_ZK_TIMEOUT_SECONDS",
+            NUMBER,
+            "session timeout; a lost session fails the run closed",
+            minimum=0,
+            exclusive_minimum=True,
+            unit="seconds",
+        ),
+    )
+    s3_endpoint: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_S3_ENDPOINT",
+            TEXT,
+            "S3 endpoint URL (SeaweedFS, MinIO, Ceph, …)",
+            check=check_endpoint,
+            default_doc="empty: AWS",
+        ),
+    )
+    s3_region: str = setting(
+        "us-east-1",
+        SettingSpec(
+            "LEDGERGC_S3_REGION",
+            TEXT,
+            "region (or `AWS_DEFAULT_REGION`)",
+            check=check_region,
+            fallback_env="AWS_DEFAULT_REGION",
+        ),
+    )
     # AWS credentials, from boto3's own variables (AWS_ACCESS_KEY_ID, ...) or the
     # ``ledgergc_s3`` connection; None: boto3's default chain (profile, instance role).
     # Carried in the settings, never put into this process's environment: a Spark
-    # executor gets them with the settings its task closes over.
-    s3_access_key_id: str | None = field(default=None, repr=False)
-    s3_secret_access_key: str | None = field(default=None, repr=False)
-    s3_session_token: str | None = field(default=None, repr=False)
-    bucket: str = "ledger-gc"
-    prefix: str = "ledgers"
-    delete_enabled: bool = False
-    grace_seconds: int = DAY
-    retention_seconds: int = 7 * DAY
-    orphan_max_fraction: float = 0.10
-    state_dir: Path = Path("var/state")
-    # The state store (registry, audit log, run summaries): a SQLAlchemy URL. None: the
-    # embedded SQLite file ``<state_dir>/state.sqlite`` (ledger_gc.state.url).
-    state_url: str | None = None
-    trim_retention: TrimRetention = TrimRetention()
-    # "tenant/namespace" -> retention; overrides trim_retention for that namespace.
-    trim_retention_overrides: Mapping[str, TrimRetention] = field(default_factory=dict)
-    # The largest write request ledger-gc sends to ZooKeeper (see DEFAULT_ZK_MAX_RECORD_BYTES).
-    zk_max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES
-    # "auto": read-only when Pulsar brokers are registered; "true"/"false" force it.
-    metadata_read_only: str = "auto"
-    # Pulsar's tiered storage: "" turns it off.
-    offload_bucket: str = ""
-    offload_prefix: str = ""
-    offload_s3_endpoint: str | None = None
-    # The Pulsar cluster names (pulsarClusterName) whose offloaded segments are this
-    # store's; empty: learned from the store's live segments (orphans/segments.py).
-    pulsar_clusters: tuple[str, ...] = ()
+    # executor gets them with the settings its task closes over. The key id names an
+    # identity and is no secret (AWS), but stays out of repr with its key.
+    s3_access_key_id: str | None = setting(
+        None,
+        SettingSpec("AWS_ACCESS_KEY_ID", TEXT, "the access key id (boto3's)", omit_when_empty=True),
+        repr=False,
+    )
+    s3_secret_access_key: str | None = setting(
+        None,
+        SettingSpec(
+            "AWS_SECRET_ACCESS_KEY",
+            TEXT,
+            "the secret access key (boto3's)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
+        ),
+    )
+    s3_session_token: str | None = setting(
+        None,
+        SettingSpec(
+            "AWS_SESSION_TOKEN",
+            TEXT,
+            "the session token of temporary credentials (boto3's)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
+        ),
+    )
+    bucket: str = setting(
+        "ledger-gc",
+        SettingSpec(
+            "LEDGERGC_BUCKET",
+            TEXT,
+            "the bucket holding ledger blocks; set but empty: no block store (a Pulsar "
+            "cluster, whose data is in BookKeeper): the orphan cycle runs the BookKeeper and "
+            "tiered-storage sources, the trim refuses",
+            # Set but empty: the S3 block source is off (DESIGN.md "BookKeeper ledgers").
+            check=check_bucket,
+            empty_is_set=True,
+        ),
+    )
+    prefix: str = setting(
+        "ledgers",
+        SettingSpec(
+            "LEDGERGC_PREFIX",
+            TEXT,
+            "key prefix of the store inside the bucket",
+            normalize=lambda prefix: prefix.strip("/"),
+            empty_is_set=True,
+        ),
+    )
+    delete_enabled: bool = setting(
+        False,
+        SettingSpec("LEDGERGC_DELETE_ENABLED", FLAG, "orphan removal deletes only when `true`"),
+    )
+    grace_seconds: int = setting(
+        DAY,
+        SettingSpec(
+            "LEDGERGC_GRACE_SECONDS",
+            INTEGER,
+            "an orphan must stay orphaned this long before deletion",
+            minimum=0,
+            unit="seconds",
+        ),
+    )
+    retention_seconds: int = setting(
+        7 * DAY,
+        SettingSpec(
+            "LEDGERGC_RETENTION_SECONDS",
+            INTEGER,
+            "an orphan's newest object must be older than this",
+            minimum=0,
+            unit="seconds",
+        ),
+    )
+    orphan_max_fraction: float = setting(
+        0.10,
+        SettingSpec(
+            "LEDGERGC_ORPHAN_MAX_FRACTION",
+            NUMBER,
+            "refuse to delete when orphans exceed this share of all bytes",
+            minimum=0,
+            exclusive_minimum=True,
+            maximum=1,
+            hint="e.g. 0.10",
+        ),
+    )
     # How long an orphan cycle waits for the delete lock another cycle holds before it
     # deletes nothing this time (orphans/delete_lock.py).
-    orphan_lock_wait_seconds: float = 300.0
+    orphan_lock_wait_seconds: float = setting(
+        300.0,
+        SettingSpec(
+            "LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS",
+            NUMBER,
+            "how long a cycle waits for another cycle's delete lock before it deletes "
+            "nothing this time",
+            minimum=0,
+            unit="seconds",
+        ),
+    )
     # More registered orphans than this, and the delete step re-checks and deletes them
     # on Spark executors; at most this many, and on one process: the DAG's delete task
     # then starts no Spark application (a JVM costs seconds, the work milliseconds).
-    orphan_delete_spark_over: int = 500
+    orphan_delete_spark_over: int = setting(
+        500,
+        SettingSpec(
+            "LEDGERGC_ORPHAN_DELETE_SPARK_OVER",
+            INTEGER,
+            "with more registered orphans than this, the DAG's `delete` task submits a Spark "
+            "application, which re-checks and deletes on executors when more than this many "
+            "are due (else on its driver); with at most this many registered, the task does "
+            "it itself and starts no Spark application.",
+            minimum=0,
+            unit="orphans",
+        ),
+    )
+    # The state store (registry, audit log, run summaries): a SQLAlchemy URL. None: the
+    # embedded SQLite file ``<state_dir>/state.sqlite`` (ledger_gc.state.url).
+    state_url: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_STATE_URL",
+            TEXT,
+            "the state store (orphan registry, audit log, run summaries): a SQLAlchemy URL, "
+            "`postgresql+psycopg://user:password@host:5432/db` in a deployment",
+            normalize=lambda url: _checked_state_url(url),
+            secret=SECRET_URL_PASSWORD,
+            omit_when_empty=True,
+            default_doc="SQLite in the state dir",
+        ),
+    )
+    state_dir: Path = setting(
+        DEFAULT_STATE_DIR,
+        SettingSpec(
+            "LEDGERGC_STATE_DIR",
+            PATH,
+            "the default state store `state.sqlite` (and a run folder the survey removes "
+            "at its end)",
+        ),
+    )
+    trim_retention: TrimRetention = setting(
+        PULSAR_DEFAULT_RETENTION,
+        SettingSpec(
+            "LEDGERGC_TRIM_RETENTION_SECONDS",
+            INTEGER,
+            "Pulsar retention time (`-1` keeps forever)",
+            part="seconds",
+            minimum=-1,
+            hint="-1 keeps forever, 0 keeps nothing consumed",
+        ),
+        SettingSpec(
+            "LEDGERGC_TRIM_RETENTION_BYTES",
+            INTEGER,
+            "Pulsar retention size (`-1` keeps forever)",
+            part="bytes",
+            minimum=-1,
+            hint="-1 keeps forever, 0 keeps nothing consumed",
+        ),
+    )
+    # "tenant/namespace" -> retention; overrides trim_retention for that namespace.
+    trim_retention_overrides: Mapping[str, TrimRetention] = setting_factory(
+        dict,
+        SettingSpec(
+            "LEDGERGC_TRIM_RETENTION_OVERRIDES",
+            Kind(
+                'JSON like {"tenant/ns": {"seconds": 3600, "bytes": -1}}',
+                lambda raw: parse_retention_overrides(raw),
+                lambda value: parse_retention_overrides(value),
+                lambda overrides: json.dumps(
+                    {ns: {"seconds": r.seconds, "bytes": r.bytes} for ns, r in overrides.items()}
+                ),
+            ),
+            'JSON `{"tenant/ns": {"seconds": 3600, "bytes": -1}}`',
+            check=lambda env, overrides: check_overrides(env, overrides),
+            omit_when_empty=True,
+        ),
+    )
+    # The largest write request ledger-gc sends to ZooKeeper (see DEFAULT_ZK_MAX_RECORD_BYTES).
+    zk_max_record_bytes: int = setting(
+        DEFAULT_ZK_MAX_RECORD_BYTES,
+        SettingSpec(
+            "LEDGERGC_ZK_MAX_RECORD_BYTES",
+            INTEGER,
+            "the largest write sent to ZooKeeper; keep it below the servers' `jute.maxbuffer`",
+            minimum=4096,
+            maximum=64 * 1024 * 1024,
+            unit="bytes",
+            hint="set it a little below the servers' jute.maxbuffer (default 1 MiB)",
+        ),
+    )
+    # "auto": read-only when Pulsar brokers are registered; "true"/"false" force it.
+    metadata_read_only: str = setting(
+        "auto",
+        SettingSpec(
+            "LEDGERGC_METADATA_READ_ONLY",
+            WORD,
+            "`auto`: read-only when Pulsar brokers are registered; `true`; `false`",
+            choices=READ_ONLY_MODES,
+        ),
+    )
+    # Pulsar's tiered storage: "" turns it off.
+    offload_bucket: str = setting(
+        "",
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_BUCKET",
+            TEXT,
+            "Pulsar's tiered-storage bucket (empty: tiered storage off); the trim deletes a "
+            "marked ledger's offloaded copy there, the orphan cycle scans it for orphan "
+            "segments",
+            check=check_bucket,
+        ),
+    )
+    offload_prefix: str = setting(
+        "",
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_PREFIX",
+            TEXT,
+            "the offloader's key prefix inside that bucket",
+            normalize=lambda prefix: prefix.strip("/"),
+        ),
+    )
+    offload_s3_endpoint: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_S3_ENDPOINT",
+            TEXT,
+            "its S3 endpoint, when it differs",
+            check=check_endpoint,
+            default_doc="`LEDGERGC_S3_ENDPOINT`",
+        ),
+    )
     # BookKeeper's ledger metadata (DESIGN.md "BookKeeper ledgers"): "auto" scans it when
     # <root>/LAYOUT exists; its ensemble and chroot default to Pulsar's (zk_hosts).
-    bookkeeper: str = "auto"
-    bk_ledgers_root: str = "/ledgers"
-    bk_zk_hosts: str | None = None
+    bookkeeper: str = setting(
+        "auto",
+        SettingSpec(
+            "LEDGERGC_BOOKKEEPER",
+            WORD,
+            "scan BookKeeper's ledger metadata: `auto` when `<root>/LAYOUT` exists, `true` "
+            "(refuse, exit 2, when it does not), `false`",
+            choices=READ_ONLY_MODES,
+        ),
+    )
+    bk_ledgers_root: str = setting(
+        "/ledgers",
+        SettingSpec(
+            "LEDGERGC_BK_LEDGERS_ROOT",
+            TEXT,
+            "BookKeeper's `zkLedgersRootPath` (the path of `metadataServiceUri`), below the "
+            "chroot of `LEDGERGC_BK_ZK_HOSTS`",
+            check=check_ledgers_root,
+        ),
+    )
+    bk_zk_hosts: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_BK_ZK_HOSTS",
+            TEXT,
+            "BookKeeper's ensemble and chroot, when they are not Pulsar's "
+            "(`bookkeeperMetadataServiceUri`)",
+            check=check_zk_hosts,
+            default_doc="`LEDGERGC_ZK_HOSTS`",
+        ),
+    )
     # Several Pulsar clusters write to this BookKeeper: only ledgers this metadata names
     # by id are deleted (bookkeeper/classify.py).
-    bk_shared: bool = False
+    bk_shared: bool = setting(
+        False,
+        SettingSpec(
+            "LEDGERGC_BK_SHARED",
+            FLAG,
+            "`true`: other Pulsar clusters write to this BookKeeper; only ledgers this "
+            "metadata names by id (`bk-offloaded-copy`) are deleted",
+        ),
+    )
+    # The Pulsar cluster names (pulsarClusterName) whose offloaded segments are this
+    # store's; empty: learned from the store's live segments (orphans/segments.py).
+    pulsar_clusters: tuple[str, ...] = setting(
+        (),
+        SettingSpec(
+            "LEDGERGC_PULSAR_CLUSTER",
+            NAMES,
+            "this store's Pulsar cluster name(s), comma-separated (`us-east`; add "
+            "`(untagged)` if nameless offloaded objects are ours too); only segments whose "
+            "objects carry one of them (`pulsarClusterName`) may be deleted. Empty: learned "
+            "from up to 16 live segments each cycle. Set it when the offload bucket is "
+            "shared with another cluster",
+            check=check_pulsar_clusters,
+        ),
+    )
 
     def __post_init__(self) -> None:
-        """Check every setting's form, so a bad one stops the run before it starts.
+        """Convert and check every setting, so a bad one stops the run before it starts.
 
-        Each error names the variable and the fix (DESIGN.md: exit 2, one line).
+        Whoever made these settings (the environment, a connection, the Airflow variable,
+        a run's params, a test), each value goes through its field's spec: converted from
+        text if given as text, bounds and form checked, normalized. Each error names the
+        variable and the fix (DESIGN.md: exit 2, one line).
         """
-        _check_zk_hosts(self.zk_hosts)
-        if not self.zk_timeout_seconds > 0:
-            raise ConfigError(
-                f"LEDGERGC_ZK_TIMEOUT_SECONDS={self.zk_timeout_seconds} must be above 0 seconds"
-            )
-        if not 4096 <= self.zk_max_record_bytes <= 64 * 1024 * 1024:
-            raise ConfigError(
-                f"LEDGERGC_ZK_MAX_RECORD_BYTES={self.zk_max_record_bytes} is outside 4096 to "
-                "67108864; set it a little below the servers' jute.maxbuffer (default 1 MiB)"
-            )
-        if self.zk_digest is not None and ":" not in self.zk_digest:
-            raise ConfigError("LEDGERGC_ZK_DIGEST must be user:password")
-        _check_endpoint("LEDGERGC_S3_ENDPOINT", self.s3_endpoint)
-        _check_endpoint("LEDGERGC_OFFLOAD_S3_ENDPOINT", self.offload_s3_endpoint)
-        if not _REGION.fullmatch(self.s3_region):
-            raise ConfigError(
-                f"LEDGERGC_S3_REGION={self.s3_region!r} is not a region name (letters, digits "
-                "and '-', e.g. us-east-1)"
-            )
-        # An empty bucket turns the S3 block source off (a Pulsar cluster keeps its data
-        # in BookKeeper); the trim and the managed-ledger library then refuse to run.
-        for name, bucket in (
-            ("LEDGERGC_BUCKET", self.bucket),
-            ("LEDGERGC_OFFLOAD_BUCKET", self.offload_bucket),
-        ):
-            if bucket and not _BUCKET.fullmatch(bucket):
-                raise ConfigError(
-                    f"{name}={bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
-                )
-        for name, seconds in (
-            ("LEDGERGC_GRACE_SECONDS", self.grace_seconds),
-            ("LEDGERGC_RETENTION_SECONDS", self.retention_seconds),
-        ):
-            if seconds < 0:
-                raise ConfigError(f"{name}={seconds} must be 0 or more seconds")
-        if not 0 < self.orphan_max_fraction <= 1:
-            raise ConfigError(
-                f"LEDGERGC_ORPHAN_MAX_FRACTION={self.orphan_max_fraction} must be above 0 "
-                "and at most 1 (e.g. 0.10)"
-            )
-        _check_retention("LEDGERGC_TRIM_RETENTION", self.trim_retention)
-        for namespace, retention in self.trim_retention_overrides.items():
-            _check_retention(f"LEDGERGC_TRIM_RETENTION_OVERRIDES[{namespace}]", retention)
-        if self.metadata_read_only not in READ_ONLY_MODES:
-            raise ConfigError(
-                f"LEDGERGC_METADATA_READ_ONLY={self.metadata_read_only!r} must be auto, true "
-                "or false"
-            )
-        _check_pulsar_clusters(self.pulsar_clusters)
-        # Checked here, not in from_env alone: the Airflow variable and run params build
-        # settings too (issue 20: a quoted number there used to pass unchecked).
-        if not self.orphan_lock_wait_seconds >= 0:
-            raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
-        if not self.orphan_delete_spark_over >= 0:
-            raise ConfigError("LEDGERGC_ORPHAN_DELETE_SPARK_OVER must be >= 0 orphans")
-        if self.bookkeeper not in READ_ONLY_MODES:
-            raise ConfigError(
-                f"LEDGERGC_BOOKKEEPER={self.bookkeeper!r} must be auto, true or false"
-            )
-        if self.bk_zk_hosts is not None:
-            _check_zk_hosts(self.bk_zk_hosts, name="LEDGERGC_BK_ZK_HOSTS")
-        root = self.bk_ledgers_root
-        if (
-            not root.startswith("/")
-            or root != "/" + root.strip("/")
-            or root == "/"
-            or "//" in root
-            or any(part in (".", "..") for part in root.split("/"))
-        ):
-            raise ConfigError(
-                f"LEDGERGC_BK_LEDGERS_ROOT={root!r} is not a znode path like /ledgers "
-                "(BookKeeper's zkLedgersRootPath, below the chroot of LEDGERGC_BK_ZK_HOSTS)"
-            )
-        object.__setattr__(self, "prefix", self.prefix.strip("/"))
-        object.__setattr__(self, "offload_prefix", self.offload_prefix.strip("/"))
-        object.__setattr__(self, "state_dir", Path(self.state_dir))
-        if self.state_url is not None:
-            from ledger_gc.state.url import check_state_url
+        for spec in declared(type(self)):
+            accepted = spec.accept(self._value_of(spec))
+            object.__setattr__(self, spec.field, self._with_value(spec, accepted))
 
-            object.__setattr__(self, "state_url", check_state_url(self.state_url))
+    def _value_of(self, spec: SettingSpec) -> Any:
+        value = getattr(self, spec.field)
+        return getattr(value, spec.part) if spec.part else value
+
+    def _with_value(self, spec: SettingSpec, value: Any) -> Any:
+        """The field's new value with ``value`` in the spec's place (its part, if any)."""
+        if spec.part is None:
+            return value
+        return replace(getattr(self, spec.field), **{spec.part: value})
 
     def check_state_dir(self) -> Path:
         """Make sure the state dir exists and is writable, before anything runs.
@@ -253,128 +516,74 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_env(self) -> dict[str, str]:
-        """The ``LEDGERGC_*`` variables that ``from_env`` turns back into these settings:
-        how a child process (spark-submit, ``airflow dags test``) gets the same run's."""
-        env = {
-            "LEDGERGC_ZK_HOSTS": self.zk_hosts,
-            "LEDGERGC_ZK_TIMEOUT_SECONDS": str(self.zk_timeout_seconds),
-            "LEDGERGC_S3_ENDPOINT": self.s3_endpoint or "",
-            "LEDGERGC_S3_REGION": self.s3_region,
-            "LEDGERGC_BUCKET": self.bucket,
-            "LEDGERGC_PREFIX": self.prefix,
-            "LEDGERGC_DELETE_ENABLED": "true" if self.delete_enabled else "false",
-            "LEDGERGC_GRACE_SECONDS": str(self.grace_seconds),
-            "LEDGERGC_RETENTION_SECONDS": str(self.retention_seconds),
-            "LEDGERGC_ORPHAN_MAX_FRACTION": repr(float(self.orphan_max_fraction)),
-            "LEDGERGC_STATE_DIR": str(Path(self.state_dir).resolve()),
-            "LEDGERGC_TRIM_RETENTION_SECONDS": str(self.trim_retention.seconds),
-            "LEDGERGC_TRIM_RETENTION_BYTES": str(self.trim_retention.bytes),
-            "LEDGERGC_ZK_MAX_RECORD_BYTES": str(self.zk_max_record_bytes),
-            "LEDGERGC_METADATA_READ_ONLY": self.metadata_read_only,
-            "LEDGERGC_OFFLOAD_BUCKET": self.offload_bucket,
-            "LEDGERGC_OFFLOAD_PREFIX": self.offload_prefix,
-            "LEDGERGC_OFFLOAD_S3_ENDPOINT": self.offload_s3_endpoint or "",
-            "LEDGERGC_PULSAR_CLUSTER": ",".join(self.pulsar_clusters),
-            "LEDGERGC_BOOKKEEPER": self.bookkeeper,
-            "LEDGERGC_BK_LEDGERS_ROOT": self.bk_ledgers_root,
-            "LEDGERGC_BK_ZK_HOSTS": self.bk_zk_hosts or "",
-            "LEDGERGC_BK_SHARED": "true" if self.bk_shared else "false",
-        }
-        if self.state_url:
-            env["LEDGERGC_STATE_URL"] = self.state_url
-        env["LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS"] = repr(float(self.orphan_lock_wait_seconds))
-        env["LEDGERGC_ORPHAN_DELETE_SPARK_OVER"] = str(self.orphan_delete_spark_over)
-        if self.zk_digest:
-            env["LEDGERGC_ZK_DIGEST"] = self.zk_digest
-        for name, value in self.aws_credentials_env().items():
-            env[name] = value
-        if self.trim_retention_overrides:
-            env["LEDGERGC_TRIM_RETENTION_OVERRIDES"] = json.dumps(
-                {
-                    ns: {"seconds": r.seconds, "bytes": r.bytes}
-                    for ns, r in self.trim_retention_overrides.items()
-                }
-            )
+        """The variables that ``from_env`` turns back into these settings: how a child
+        process (spark-submit, ``airflow dags test``) gets the same run's.
+
+        Every declared setting, the ``LEDGERGC_*`` ones and boto3's credential variables
+        (those only when set: an empty one would hide boto3's default chain)."""
+        env: dict[str, str] = {}
+        for spec in declared(type(self)):
+            text = spec.to_text(self._value_of(spec))
+            if text is not None:
+                env[spec.env] = text
         return env
 
-    def aws_credentials_env(self) -> dict[str, str]:
-        """The credentials as boto3's variables (for a child process), if any are set."""
-        named = {
-            "AWS_ACCESS_KEY_ID": self.s3_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.s3_secret_access_key,
-            "AWS_SESSION_TOKEN": self.s3_session_token,
-        }
-        return {name: value for name, value in named.items() if value}
+    def secrets(self) -> list[str]:
+        """The secret parts of these settings' values (a password, a key, a token), for
+        a log masker: every setting declared secret, nothing else."""
+        found = (spec.secret_of(self._value_of(spec)) for spec in declared(type(self)))
+        return [secret for secret in found if secret]
+
+    def with_values(self, values: Mapping[str, Any], *, source: str) -> Settings:
+        """A copy with the settings ``values`` names by key (``grace_seconds``,
+        ``trim_retention_seconds``: the variable's name, lower-case, without
+        ``LEDGERGC_``, or the field's name), as the ``ledgergc_settings`` variable or a
+        run's params give them.
+
+        Values come as JSON has them: a number may be quoted, a flag may be ``"true"``;
+        each is converted and checked by its spec like the environment's. None and ""
+        leave a setting as it is. An unknown key, or a bad value, is one ``ConfigError``
+        naming ``source``, the key and the variable.
+        """
+        specs = {key: spec for spec in declared(type(self)) for key in spec.keys}
+        changed = self
+        for key, value in values.items():
+            if value is None or value == "":
+                continue
+            spec = specs.get(key)
+            if spec is None:
+                raise ConfigError(
+                    f"{source}: {key!r} is not a setting; keys are the LEDGERGC_* names in "
+                    "lower case without the prefix, e.g. grace_seconds or delete_enabled"
+                )
+            accepted = spec.accept(value, source=source)
+            changed = replace(changed, **{spec.field: changed._with_value(spec, accepted)})
+        return changed
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Build settings from ``LEDGERGC_*`` variables (names fixed by DESIGN.md)."""
+        """Build settings from the declared variables (``LEDGERGC_*``, names fixed by
+        DESIGN.md, and boto3's credentials); an unset or empty variable keeps its default
+        (except where empty is a value: ``LEDGERGC_BUCKET``, ``LEDGERGC_PREFIX``)."""
         env = os.environ if environ is None else environ
-        defaults = cls()
-
-        def get(name: str) -> str | None:
-            value = env.get(f"LEDGERGC_{name}")
-            return value if value not in (None, "") else None
-
-        overrides_raw = get("TRIM_RETENTION_OVERRIDES")
-        # --- orphan delete lock (issue 11) ---
-        lock_wait = float(
-            _number("ORPHAN_LOCK_WAIT_SECONDS", get, defaults.orphan_lock_wait_seconds)
-        )
-        if lock_wait < 0:
-            raise ConfigError("LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS must be >= 0 seconds")
-        spark_over = int(
-            _number(
-                "ORPHAN_DELETE_SPARK_OVER", get, defaults.orphan_delete_spark_over, integer=True
-            )
-        )
-        if spark_over < 0:
-            raise ConfigError("LEDGERGC_ORPHAN_DELETE_SPARK_OVER must be >= 0 orphans")
-        return cls(
-            zk_hosts=get("ZK_HOSTS") or defaults.zk_hosts,
-            zk_timeout_seconds=_number("ZK_TIMEOUT_SECONDS", get, defaults.zk_timeout_seconds),
-            zk_digest=get("ZK_DIGEST"),
-            s3_access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
-            s3_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
-            s3_session_token=env.get("AWS_SESSION_TOKEN") or None,
-            # An empty LEDGERGC_S3_ENDPOINT means "AWS default", so it is not an error.
-            s3_endpoint=get("S3_ENDPOINT"),
-            s3_region=get("S3_REGION") or env.get("AWS_DEFAULT_REGION") or defaults.s3_region,
-            # Set but empty: the S3 block source is off (DESIGN.md "BookKeeper ledgers").
-            bucket="" if env.get("LEDGERGC_BUCKET") == "" else get("BUCKET") or defaults.bucket,
-            prefix=env.get("LEDGERGC_PREFIX", defaults.prefix),
-            delete_enabled=_flag("DELETE_ENABLED", get, defaults.delete_enabled),
-            grace_seconds=int(_number("GRACE_SECONDS", get, defaults.grace_seconds, integer=True)),
-            retention_seconds=int(
-                _number("RETENTION_SECONDS", get, defaults.retention_seconds, integer=True)
-            ),
-            orphan_max_fraction=_number("ORPHAN_MAX_FRACTION", get, defaults.orphan_max_fraction),
-            state_dir=Path(get("STATE_DIR") or defaults.state_dir),
-            state_url=get("STATE_URL"),
-            trim_retention=TrimRetention(
-                seconds=int(_number("TRIM_RETENTION_SECONDS", get, 0, integer=True)),
-                bytes=int(_number("TRIM_RETENTION_BYTES", get, 0, integer=True)),
-            ),
-            trim_retention_overrides=parse_retention_overrides(overrides_raw),
-            zk_max_record_bytes=int(
-                _number("ZK_MAX_RECORD_BYTES", get, DEFAULT_ZK_MAX_RECORD_BYTES, integer=True)
-            ),
-            metadata_read_only=(get("METADATA_READ_ONLY") or "auto").strip().lower(),
-            offload_bucket=get("OFFLOAD_BUCKET") or "",
-            offload_prefix=get("OFFLOAD_PREFIX") or "",
-            offload_s3_endpoint=get("OFFLOAD_S3_ENDPOINT"),
-            pulsar_clusters=parse_pulsar_clusters(env.get("LEDGERGC_PULSAR_CLUSTER")),
-            orphan_lock_wait_seconds=lock_wait,
-            orphan_delete_spark_over=spark_over,
-            bookkeeper=(get("BOOKKEEPER") or defaults.bookkeeper).strip().lower(),
-            bk_ledgers_root=get("BK_LEDGERS_ROOT") or defaults.bk_ledgers_root,
-            bk_zk_hosts=get("BK_ZK_HOSTS"),
-            bk_shared=_flag("BK_SHARED", get, defaults.bk_shared),
-        )
+        settings = cls()
+        changes: dict[str, Any] = {}
+        for spec in declared(cls):
+            found, value = spec.read_env(env)
+            if found:
+                changes[spec.field] = (
+                    value
+                    if spec.part is None
+                    else replace(
+                        changes.get(spec.field, getattr(settings, spec.field)), **{spec.part: value}
+                    )
+                )
+        return replace(settings, **changes)
 
 
 def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, TrimRetention]:
-    """Parse ``{"tenant/ns": {"seconds": 3600, "bytes": -1}, ...}`` (JSON or a mapping)."""
+    """Parse ``{"tenant/ns": {"seconds": 3600, "bytes": -1}, ...}`` (JSON or a mapping,
+    whose values may already be ``TrimRetention``)."""
     if raw is None:
         return {}
     try:
@@ -383,8 +592,12 @@ def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, 
         for namespace, value in data.items():
             if namespace.count("/") != 1:
                 raise ValueError(f"namespace {namespace!r} is not tenant/namespace")
-            result[namespace] = TrimRetention(
-                seconds=int(value.get("seconds", 0)), bytes=int(value.get("bytes", 0))
+            result[namespace] = (
+                value
+                if isinstance(value, TrimRetention)
+                else TrimRetention(
+                    seconds=int(value.get("seconds", 0)), bytes=int(value.get("bytes", 0))
+                )
             )
         return result
     except (ValueError, TypeError, AttributeError) as exc:
@@ -394,86 +607,20 @@ def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, 
         ) from exc
 
 
-def parse_pulsar_clusters(raw: str | None) -> tuple[str, ...]:
-    """``LEDGERGC_PULSAR_CLUSTER``: comma-separated names ("" or unset: none)."""
-    if raw is None or not raw.strip():
-        return ()
-    return tuple(name.strip() for name in raw.split(","))
+def check_overrides(name: str, overrides: Mapping[str, TrimRetention]) -> None:
+    """Each namespace's retention is -1 (keep forever), 0 or more."""
+    for namespace, retention in overrides.items():
+        for unit, value in (("SECONDS", retention.seconds), ("BYTES", retention.bytes)):
+            if value < -1:
+                raise ConfigError(
+                    f"{name}[{namespace}]_{unit}={value} must be -1 (keep forever), 0 (none) "
+                    "or more"
+                )
 
 
-def _check_pulsar_clusters(names: tuple[str, ...]) -> None:
-    for name in names:
-        if name != UNTAGGED_CLUSTER and not _PULSAR_CLUSTER.fullmatch(name):
-            raise ConfigError(
-                f"LEDGERGC_PULSAR_CLUSTER={','.join(names)!r}: {name!r} is not a Pulsar "
-                "cluster name (letters, digits and '-=:._'); list this store's clusters "
-                f"comma-separated, e.g. us-east or us-east,{UNTAGGED_CLUSTER}"
-            )
+def _checked_state_url(url: str) -> str:
+    # Imported here: ledger_gc.state's package imports the store (SQLAlchemy), which the
+    # pure rule modules that import settings must not pull in.
+    from ledger_gc.state.url import check_state_url
 
-
-def _number(name: str, get: Any, default: float, *, integer: bool = False) -> float:
-    raw = get(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw.strip()) if integer else float(raw) if "." in raw else int(raw)
-    except ValueError as exc:
-        kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"LEDGERGC_{name}={raw!r} is not {kind}") from exc
-
-
-def _check_zk_hosts(hosts: str, name: str = "LEDGERGC_ZK_HOSTS") -> None:
-    example = "set it to host:port[,host:port][/chroot], e.g. zk1:2181,zk2:2181/pulsar"
-    if not hosts.strip():
-        raise ConfigError(f"{name} is empty; {example}")
-    servers, slash, chroot = hosts.partition("/")
-    for server in servers.split(","):
-        host, colon, port = (
-            server.strip().rpartition(":") if ":" in server else (server.strip(), "", "")
-        )
-        if not host or not _ZK_HOST.fullmatch(host):
-            raise ConfigError(f"{name}={hosts!r}: {server!r} has no host; {example}")
-        if colon and not (port.isdigit() and 0 < int(port) < 65536):
-            raise ConfigError(
-                f"{name}={hosts!r}: port {port!r} of {server!r} is not a port "
-                f"number (1-65535); {example}"
-            )
-    if slash and chroot:
-        parts = chroot.rstrip("/").split("/")
-        if any(part in ("", ".", "..") for part in parts):
-            raise ConfigError(
-                f"{name}={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
-            )
-
-
-def _check_endpoint(name: str, url: str | None) -> None:
-    if not url:
-        return
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
-        raise ConfigError(
-            f"{name}={url!r} is not an endpoint URL; set it like http://127.0.0.1:9000 or "
-            "https://s3.example.com (empty: AWS)"
-        )
-
-
-def _check_retention(name: str, retention: TrimRetention) -> None:
-    for unit, value in (("SECONDS", retention.seconds), ("BYTES", retention.bytes)):
-        if value < -1:
-            raise ConfigError(f"{name}_{unit}={value} must be -1 (keep forever), 0 (none) or more")
-
-
-def _flag(name: str, get: Any, default: bool) -> bool:
-    raw = get(name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"LEDGERGC_{name}={raw!r} is not a boolean (true/false)")
+    return check_state_url(url)

@@ -144,3 +144,47 @@ def test_params_become_cycle_options() -> None:
     options = orphan_tasks.options_for({"dry_run": "false", "force": "true", "inventory": ""})
     assert (options.dry_run, options.force, options.inventory) == (False, True, None)
     assert orphan_tasks.options_for({}).dry_run is None
+
+
+def test_the_delete_branch_picks_spark_only_for_more_orphans_than_the_setting(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger_gc.orphans import cycle
+
+    monkeypatch.setattr(cycle, "delete_needs_spark", lambda settings: True)
+    assert orphan_tasks.choose_delete({}) == orphan_tasks.DELETE_ON_SPARK == "delete_on_spark"
+    monkeypatch.setattr(cycle, "delete_needs_spark", lambda settings: False)
+    assert orphan_tasks.choose_delete({}) == orphan_tasks.DELETE_IN_TASK == "delete_in_task"
+
+
+def test_a_defined_spark_connection_is_the_hooks_master(settings: Settings) -> None:
+    from airflow.sdk import Connection
+
+    connection = Connection(conn_id="spark_default", conn_type="spark", host="spark://m:7077")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(orphan_tasks, "spark_connection", lambda conn_id: connection)
+        operator = _rendered("delete", {})
+        hook = operator._get_hook()
+    command = hook._build_spark_submit_command(operator.application)
+    assert command[command.index("--master") + 1] == "spark://m:7077"
+    assert command[0] == orphan_tasks.default_spark_submit()
+
+
+def test_spark_arguments_the_hook_would_not_get_are_refused() -> None:
+    with pytest.raises(TypeError, match="executor_memory"):
+        orphan_tasks.OrphanSparkSubmitOperator(
+            task_id="survey", step="survey", executor_memory="2g"
+        )
+
+
+def test_the_hook_turns_connections_variable_and_params_into_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    connections = {"ledgergc_zookeeper": _Conn(host="zk1:2181", chroot="pulsar")}
+    monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: connections.get(conn_id))
+    monkeypatch.setattr(settings_hook, "_variable", lambda: {"grace_seconds": "60"})
+    hook = settings_hook.LedgerGcHook()
+    assert hook.get_conn().zk_hosts == "zk1:2181/pulsar"
+    assert hook.get_conn().grace_seconds == 60
+    assert hook.get_settings({"grace_seconds": 5}).grace_seconds == 5

@@ -1,41 +1,44 @@
 """The tasks of the ``orphan_removal`` DAG (dags/orphan_removal.py), over ledger_gc.orphans.
 
-Like a provider's operators, these are thin: settings come from
-``settings_hook.settings_for`` at run time (never at parse time), and every step is a
+Like a provider's operators, these are thin: settings come from ``LedgerGcHook``
+(``settings_hook.settings_for``) at run time (never at parse time), and every step is a
 ``ledger_gc.orphans.cycle`` function. The tasks share nothing but the state store
 (``LEDGERGC_STATE_URL``): each step reads the records of the steps before it there and
 records its own (``orphans/run_steps.py``), so each task may run on another worker. A
 failed task changes nothing in the registry (each registry step is one transaction), and
 a retried one repeats nothing harmful (the registry applies a run's scan once).
 
-* ``OrphanSparkSubmitOperator``: the Spark applications of a cycle (one or two), ``survey``
-  (snapshot, scan and diff in one JVM) and ``delete``, through the Spark provider's
-  ``SparkSubmitOperator`` (``spark_default``; pool ``ledgergc_spark``). When Airflow
-  renders the task it fills in what is submitted, so the Rendered view shows it (secrets
-  masked): the app's arguments (run id, options), ``py_files`` (the ledger_gc zip, the
-  one way the library reaches the driver and the executors) and ``env_vars`` (the
-  settings as ``LEDGERGC_*`` and boto3's variables, given to spark-submit's process only,
-  never to this worker's environment). Without a ``spark_default`` connection it runs
-  ``local[*]`` (the provider would pick YARN); with a local master the executors run this
-  worker's Python.
-  The delete task submits its application only when there is work for executors
-  (``cycle.delete_needs_spark``: more registered orphans than
-  ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER``, default 500); otherwise it runs the same step
-  in the task itself (``delete``), as the app's driver would, without a JVM's start-up.
+* ``OrphanSparkSubmitOperator``: the Spark applications of a cycle, ``survey`` (snapshot,
+  scan and diff in one JVM) and ``delete`` (the ``delete_on_spark`` task), through the
+  Spark provider's ``SparkSubmitOperator`` (``spark_default``; pool ``ledgergc_spark``).
+  When Airflow renders the task it fills in what is submitted, so the Rendered view shows
+  it (secrets masked): the app's arguments (run id, options), ``py_files`` (the ledger_gc
+  zip, the one way the library reaches the driver and the executors) and ``env_vars``
+  (the settings as ``LEDGERGC_*`` and boto3's variables, given to spark-submit's process
+  only, never to this worker's environment). Without a ``spark_default`` connection it
+  runs ``local[*]`` (``LedgerGcSparkSubmitHook``; the provider would pick YARN); with a
+  local master the executors run this worker's Python.
+* ``choose_delete``: the DAG's ``delete`` branch. Phase 3 runs on Spark executors
+  (``delete_on_spark``) only when there is work for them (``cycle.delete_needs_spark``:
+  more registered orphans than ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER``, default 500);
+  otherwise in a task (``delete_in_task``: ``delete``), as the app's driver would, without
+  a JVM's start-up. A branch, so the Grid view shows which ran; both are idempotent.
 * ``initialize_and_correct``, ``delete`` and ``report``: the Python steps.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from ledger_gc.airflow.settings_hook import settings_for
 from ledger_gc.settings import Settings
@@ -54,6 +57,9 @@ DEFAULT_SPARK_CONF = {"spark.log.level": "WARN"}
 LOCAL_SPARK_CONF = {"spark.ui.enabled": "false"}
 SURVEY = "survey"
 DELETE = "delete"
+#: The two ways of the DAG's ``delete`` branch (``choose_delete``): their task ids.
+DELETE_IN_TASK = "delete_in_task"
+DELETE_ON_SPARK = "delete_on_spark"
 
 
 def _flag(value: Any) -> bool | None:
@@ -100,14 +106,8 @@ def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
     from airflow.sdk.log import mask_secret
 
     env = settings.to_env()
-    for secret in (
-        settings.s3_secret_access_key,
-        settings.s3_session_token,
-        (settings.zk_digest or "").partition(":")[2],
-        urlsplit(settings.state_url or "").password,
-    ):
-        if secret:
-            mask_secret(secret)
+    for secret in settings.secrets():
+        mask_secret(secret)
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if local_master:
         env["PYSPARK_PYTHON"] = sys.executable
@@ -120,31 +120,125 @@ def default_spark_submit() -> str:
     return str(candidate) if candidate.exists() else "spark-submit"
 
 
+def spark_connection(conn_id: str) -> Connection | None:
+    """The Spark connection ``conn_id``, or None when it is not defined."""
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+
+
 def spark_connection_master(conn_id: str) -> str | None:
     """The connection's master, or None when there is no such connection."""
-    from airflow.sdk import BaseHook
+    conn = spark_connection(conn_id)
+    return None if conn is None else str(conn.host or "")
 
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except Exception:
-        return None
-    return str(conn.host or "")
+
+def local_spark_connection(conn_id: str) -> Connection:
+    """The connection a worker without ``conn_id`` submits with: ``local[*]``, made with
+    Airflow's public ``Connection`` (the form of ``airflow_settings.yaml``'s)."""
+    return Connection(conn_id=conn_id, conn_type="spark", host=DEFAULT_SPARK_MASTER)
+
+
+class LedgerGcSparkSubmitHook(SparkSubmitHook):
+    """The Spark provider's hook, but a Spark connection that is not defined means a local
+    master, not YARN.
+
+    The provider falls back to ``yarn`` when ``conn_id`` is not defined; a worker without
+    a Spark connection (the demo, the tests, a single-machine deployment) runs its apps
+    locally instead. The fallback is a connection (``local_spark_connection``) returned
+    where the provider looks its connection up, so the provider derives the master, the
+    deploy mode and what goes on the command line itself: with YARN it would put
+    ``env_vars`` on the command line as ``spark.yarn.appMasterEnv.*`` (credentials in
+    ``ps`` and the log). No private field of the provider is written.
+    """
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:
+        conn = spark_connection(conn_id)
+        if conn is None:
+            log.info("no Airflow connection %s: Spark runs %s", conn_id, DEFAULT_SPARK_MASTER)
+            return local_spark_connection(conn_id)
+        return conn
+
+
+#: What ``OrphanSparkSubmitOperator`` builds its hook from: its rendered (public)
+#: arguments, its connection and its spark-submit.
+_HOOK_ARGUMENTS = (
+    "conf",
+    "files",
+    "py_files",
+    "driver_class_path",
+    "jars",
+    "packages",
+    "exclude_packages",
+    "keytab",
+    "principal",
+    "proxy_user",
+    "name",
+    "application_args",
+    "env_vars",
+    "properties_file",
+    "post_submit_commands",
+)
+#: SparkSubmitOperator's arguments that this operator takes itself or that do not go to
+#: the hook; any other (executor_memory, deploy_mode, ...) is refused, not ignored.
+_OPERATOR_ARGUMENTS = {
+    "self",
+    "kwargs",
+    "application",
+    "conn_id",
+    "spark_binary",
+    "openlineage_inject_parent_job_info",
+    "openlineage_inject_transport_info",
+    "durable",
+    "reconnect_on_retry",
+}
+_NOT_PASSED_ON = (
+    set(inspect.signature(SparkSubmitOperator.__init__).parameters)
+    - set(_HOOK_ARGUMENTS)
+    - _OPERATOR_ARGUMENTS
+)
 
 
 class OrphanSparkSubmitOperator(SparkSubmitOperator):
-    """``spark-submit spark_apps/orphan_<step>.py --run-id <run_id>`` with the settings."""
+    """``spark-submit spark_apps/orphan_<step>.py --run-id <run_id>`` with the settings.
 
-    def __init__(self, *, step: str, **kwargs: Any) -> None:
+    :param step: ``survey`` or ``delete``: which app (``spark_apps/orphan_<step>.py``).
+    :param conn_id: the Spark connection (default ``spark_default``; not defined:
+        ``local[*]``). Spark's resources (executor memory, cores, ...) go in its extra or
+        in ``conf``.
+    :param spark_binary: spark-submit (default: the one beside this Python).
+
+    Other arguments as ``SparkSubmitOperator``'s; ``application_args``, ``py_files``,
+    ``env_vars`` and ``conf`` are filled in when the task is rendered (templated).
+    """
+
+    def __init__(
+        self,
+        *,
+        step: str,
+        conn_id: str = SPARK_CONN_ID,
+        spark_binary: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         if step not in (SURVEY, DELETE):
             raise ValueError(f"unknown orphan cycle Spark step {step!r}")
+        refused = sorted(_NOT_PASSED_ON & set(kwargs))
+        if refused:
+            raise TypeError(
+                f"OrphanSparkSubmitOperator does not pass {', '.join(refused)} to "
+                "spark-submit; set Spark's resources in conf (spark.executor.memory, ...) or "
+                f"in the {conn_id} connection"
+            )
         kwargs.setdefault("application", str(SPARK_APPS / f"orphan_{step}.py"))
-        kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("pool", SPARK_POOL)
         kwargs.setdefault("name", f"ledgergc-orphans-{step}")
-        kwargs.setdefault("spark_binary", default_spark_submit())
         kwargs.setdefault("conf", dict(DEFAULT_SPARK_CONF))
-        super().__init__(**kwargs)
         self.step = step
+        self.spark_conn_id = conn_id
+        self.spark_submit = spark_binary or default_spark_submit()
+        super().__init__(conn_id=conn_id, spark_binary=self.spark_submit, **kwargs)
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templates, then fill in what this run submits (after rendering, so
@@ -152,10 +246,8 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         super().render_template_fields(context, jinja_env)
         from ledger_gc.library_zip import library_zip
 
-        master = spark_connection_master(self._conn_id)
+        master = spark_connection_master(self.spark_conn_id)
         local = master is None or master.startswith("local")
-        if master is None:
-            log.info("no Airflow connection %s: Spark runs %s", self._conn_id, DEFAULT_SPARK_MASTER)
         params = context["params"]
         self.application_args = self.application_args or app_args(
             self.step, context["run_id"], params
@@ -168,31 +260,43 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         if local:
             self.conf = {**LOCAL_SPARK_CONF, **(self.conf or {})}
 
-    def execute(self, context: Any) -> Any:
-        if self.step == DELETE:
-            from ledger_gc.orphans.cycle import delete_needs_spark
-
-            params = context["params"]
-            settings = settings_for(params)
-            if not delete_needs_spark(settings):
-                log.info(
-                    "at most %d registered orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER): "
-                    "re-checking and deleting them in this task, without a Spark application",
-                    settings.orphan_delete_spark_over,
-                )
-                return delete(params, context["run_id"])
-        return super().execute(context)
-
     def _get_hook(self) -> SparkSubmitHook:
-        hook = super()._get_hook()
-        if spark_connection_master(self._conn_id) is None:
-            # The provider falls back to YARN; a worker without a Spark connection runs
-            # its apps locally (the demo, the tests, a single-machine deployment). What
-            # the hook derived from "yarn" goes too: it would put env_vars on the
-            # command line as spark.yarn.appMasterEnv.* (credentials in `ps` and the log).
-            hook._connection = {**hook._connection, "master": DEFAULT_SPARK_MASTER}
-            hook._is_yarn = hook._is_yarn_cluster_mode = hook._is_kubernetes = False
-        return hook
+        """The provider's operator builds its hook here: ours, from this operator's public
+        arguments (``_HOOK_ARGUMENTS``), so that its connection lookup is ours."""
+        return LedgerGcSparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            spark_binary=self.spark_submit,
+            **{argument: getattr(self, argument) for argument in _HOOK_ARGUMENTS},
+        )
+
+
+def choose_delete(params: dict[str, Any]) -> str:
+    """The ``delete`` branch: the task id of where phase 3 runs this time.
+
+    On Spark executors (``delete_on_spark``) when more orphans are registered than
+    ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER`` (an upper bound of what can be due, read without
+    the delete lock; the step decides again under it), else in a task
+    (``delete_in_task``): a JVM's start-up costs seconds where the work costs
+    milliseconds. Either task is the same idempotent step (``cycle.step_delete``).
+    """
+    from ledger_gc.orphans.cycle import delete_needs_spark
+
+    settings = settings_for(params)
+    if delete_needs_spark(settings):
+        log.info(
+            "more than %d registered orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER): re-checking "
+            "and deleting them on Spark executors (%s)",
+            settings.orphan_delete_spark_over,
+            DELETE_ON_SPARK,
+        )
+        return DELETE_ON_SPARK
+    log.info(
+        "at most %d registered orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER): re-checking and "
+        "deleting them in a task, without a Spark application (%s)",
+        settings.orphan_delete_spark_over,
+        DELETE_IN_TASK,
+    )
+    return DELETE_IN_TASK
 
 
 def initialize_and_correct(params: dict[str, Any], run_id: str) -> dict[str, Any]:

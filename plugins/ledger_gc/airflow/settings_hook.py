@@ -1,10 +1,15 @@
-"""Settings from Airflow connections and variables, as a provider hook would build them.
+"""ledger-gc's provider hook: Airflow connections, a variable and run params -> Settings.
 
-The library never imports Airflow; the tasks of both DAGs call ``settings_for(params)``
-at run time (never at parse time) and pass the result down. Precedence, lowest first:
-``LEDGERGC_*`` environment variables, the connections, the ``ledgergc_settings`` variable
-(JSON), then the run's params that are settings (``RUN_SETTINGS``; the other params,
-dry_run, force, namespace, ..., steer the run and are read by the task).
+``LedgerGcHook`` is what a provider's hook is to its client: it owns ledger-gc's
+connections and turns them, with the ``ledgergc_settings`` variable and a run's params,
+into the one ``Settings`` object the library takes (``get_conn``). The library never
+imports Airflow; the tasks of both DAGs call ``settings_for(params)`` (the hook's settings
+of a task) at run time, never at parse time, and pass the result down. Precedence, lowest
+first: ``LEDGERGC_*`` environment variables, the connections, the ``ledgergc_settings``
+variable (JSON), then the run's params that are settings (``RUN_SETTINGS``; the other
+params, dry_run, force, namespace, ..., steer the run and are read by the task). The
+variable and the params name settings by key and give values as JSON does; both go
+through the settings' own declarations (``Settings.with_values``), like the environment.
 
 Nothing here writes the worker's environment: credentials go into the Settings, and a
 Spark task hands them to its application through spark-submit's environment
@@ -28,24 +33,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings, TrimRetention, parse_retention_overrides
+from airflow.sdk import BaseHook
+
+from ledger_gc.settings import Settings
 
 ZK_CONN_ID = "ledgergc_zookeeper"
 S3_CONN_ID = "ledgergc_s3"
 SETTINGS_VARIABLE = "ledgergc_settings"
 
-# Variable/param keys -> Settings fields (the LEDGERGC_* names, lower-cased, minus prefix).
-# Numbers and flags a JSON variable may give as strings ("1000", "true"): converted as
-# from_env converts the environment's, then checked by Settings itself.
-_INTEGER = {
-    "grace_seconds",
-    "retention_seconds",
-    "orphan_delete_spark_over",
-    "zk_max_record_bytes",
-}
-_FLOAT = {"orphan_max_fraction", "zk_timeout_seconds", "orphan_lock_wait_seconds"}
-_FLAGS = {"delete_enabled", "bk_shared"}
 #: The DAG params (of either DAG) that are settings.
 RUN_SETTINGS = (
     "grace_seconds",
@@ -57,8 +52,6 @@ RUN_SETTINGS = (
 
 
 def _connection(conn_id: str) -> Any | None:
-    from airflow.sdk import BaseHook
-
     try:
         return BaseHook.get_connection(conn_id)
     except Exception:  # not defined: the environment variables stand
@@ -107,54 +100,64 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
     return changes
 
 
-def apply_mapping(settings: Settings, values: dict[str, Any]) -> Settings:
-    """Apply ``{"grace_seconds": 60, "delete_enabled": true, ...}`` to settings."""
-    changes: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
-        if key in ("trim_retention_seconds", "trim_retention_bytes"):
-            current = changes.get("trim_retention", settings.trim_retention)
-            which = "seconds" if key.endswith("seconds") else "bytes"
-            changes["trim_retention"] = TrimRetention(**{**current.__dict__, which: int(value)})
-        elif key == "trim_retention_overrides":
-            changes["trim_retention_overrides"] = parse_retention_overrides(value)
-        elif key in _FLAGS:
-            changes[key] = value if isinstance(value, bool) else str(value).lower() == "true"
-        elif key in _INTEGER or key in _FLOAT:
-            changes[key] = _number(key, value, float if key in _FLOAT else int)
-        else:
-            changes[key] = value
-    return settings.with_overrides(**changes)
+def apply_mapping(
+    settings: Settings, values: Mapping[str, Any], source: str = SETTINGS_VARIABLE
+) -> Settings:
+    """Apply ``{"grace_seconds": 60, "delete_enabled": true, ...}`` to settings.
+
+    Keys and conversions are the settings' own declarations (``Settings.with_values``):
+    a quoted number or flag is read as the environment's would be, and checked."""
+    return settings.with_values(values, source=source)
 
 
-def _number(key: str, value: Any, kind: type) -> Any:
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{SETTINGS_VARIABLE}: {key}={value!r} is not a number (LEDGERGC_{key.upper()})"
-        ) from None
+class LedgerGcHook(BaseHook):
+    """The settings of ledger-gc's tasks, from Airflow's connections, variable and params.
+
+    :param zookeeper_conn_id: the ZooKeeper connection (hosts, chroot, digest auth);
+        not defined: ``LEDGERGC_ZK_HOSTS`` and ``LEDGERGC_ZK_DIGEST`` stand.
+    :param s3_conn_id: the S3 connection (endpoint, region, bucket, prefix, key pair);
+        not defined: the ``LEDGERGC_*`` S3 settings and boto3's default chain stand.
+    """
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = ZK_CONN_ID
+    hook_name = "ledger-gc"
+
+    def __init__(
+        self, zookeeper_conn_id: str = ZK_CONN_ID, s3_conn_id: str = S3_CONN_ID, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.s3_conn_id = s3_conn_id
+
+    def get_conn(self) -> Settings:
+        """The settings of a run without params (what every run starts from)."""
+        return self.get_settings()
+
+    def get_settings(self, params: Mapping[str, Any] | None = None) -> Settings:
+        """The effective settings: env, connections, the variable, then ``params``
+        (every key of which must be a setting; ``settings_for`` picks them from a run's)."""
+        settings = Settings.from_env()
+        zk = _connection(self.zookeeper_conn_id)
+        if zk is not None:
+            settings = settings.with_overrides(**zookeeper_overrides(zk))
+        s3 = _connection(self.s3_conn_id)
+        if s3 is not None:
+            settings = settings.with_overrides(**s3_overrides(s3))
+        settings = apply_mapping(settings, _variable())
+        return apply_mapping(settings, params or {}, source="the run's params")
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
     """The effective settings of a task: env, connections, variable, then run params."""
-    settings = Settings.from_env()
-    zk = _connection(ZK_CONN_ID)
-    if zk is not None:
-        settings = settings.with_overrides(**zookeeper_overrides(zk))
-    s3 = _connection(S3_CONN_ID)
-    if s3 is not None:
-        settings = settings.with_overrides(**s3_overrides(s3))
-    settings = apply_mapping(settings, _variable())
-    return apply_mapping(settings, params or {})
+    return LedgerGcHook().get_settings(params)
 
 
 def settings_for(params: Mapping[str, Any] | None) -> Settings:
-    """The settings of a task of either DAG: env, connections, variable, then the run's
-    params that are settings (``RUN_SETTINGS``)."""
+    """The settings of a task of either DAG (``LedgerGcHook``): env, connections, the
+    variable, then the run's params that are settings (``RUN_SETTINGS``)."""
     params = params or {}
-    return settings_from_airflow({key: params.get(key) for key in RUN_SETTINGS})
+    return LedgerGcHook().get_settings({key: params.get(key) for key in RUN_SETTINGS})
 
 
 def dag_schedule(variable: str, default: str) -> str | None:

@@ -1,0 +1,115 @@
+"""The forms a setting's value must have: each check names the variable and the fix.
+
+Used by the settings' declarations (``SettingSpec.check``), so a value is checked the same
+way whether it came from the environment, a connection, the Airflow variable or a run's
+params. Each check takes the variable's name and the value, and raises ``ConfigError``
+with one line (DESIGN.md: a bad setting is exit 2 and one line naming it).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from ledger_gc.errors import ConfigError
+
+# botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
+# (legacy names included), so a bucket that S3 has is never refused here.
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+_BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
+_ZK_HOST = re.compile(r"\[?[A-Za-z0-9.:_-]+\]?")
+# A Pulsar cluster name as Pulsar accepts it (NamedEntity: letters, digits, "-=:._").
+_PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
+#: In LEDGERGC_PULSAR_CLUSTER: offloaded objects with no cluster name are this store's too.
+UNTAGGED_CLUSTER = "(untagged)"
+
+
+def check_zk_hosts(name: str, hosts: str) -> None:
+    """``host:port[,host:port][/chroot]`` (kazoo's form), each port 1-65535."""
+    example = "set it to host:port[,host:port][/chroot], e.g. zk1:2181,zk2:2181/pulsar"
+    if not hosts.strip():
+        raise ConfigError(f"{name} is empty; {example}")
+    servers, slash, chroot = hosts.partition("/")
+    for server in servers.split(","):
+        host, colon, port = (
+            server.strip().rpartition(":") if ":" in server else (server.strip(), "", "")
+        )
+        if not host or not _ZK_HOST.fullmatch(host):
+            raise ConfigError(f"{name}={hosts!r}: {server!r} has no host; {example}")
+        if colon and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(
+                f"{name}={hosts!r}: port {port!r} of {server!r} is not a port "
+                f"number (1-65535); {example}"
+            )
+    if slash and chroot:
+        parts = chroot.rstrip("/").split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ConfigError(
+                f"{name}={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
+            )
+
+
+def check_endpoint(name: str, url: str | None) -> None:
+    """An http(s) URL with a host (empty: AWS)."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise ConfigError(
+            f"{name}={url!r} is not an endpoint URL; set it like http://127.0.0.1:9000 or "
+            "https://s3.example.com (empty: AWS)"
+        )
+
+
+def check_region(name: str, region: str) -> None:
+    """A region name as botocore accepts it (a DNS label)."""
+    if not _REGION.fullmatch(region):
+        raise ConfigError(
+            f"{name}={region!r} is not a region name (letters, digits and '-', e.g. us-east-1)"
+        )
+
+
+def check_bucket(name: str, bucket: str) -> None:
+    """A bucket name as botocore accepts it (legacy names too), or empty."""
+    # An empty bucket turns the S3 block source off (a Pulsar cluster keeps its data in
+    # BookKeeper); the trim and the managed-ledger library then refuse to run.
+    if bucket and not _BUCKET.fullmatch(bucket):
+        raise ConfigError(
+            f"{name}={bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
+        )
+
+
+def check_digest(name: str, digest: str) -> None:
+    """``user:password`` (ZooKeeper digest auth)."""
+    if ":" not in digest:
+        raise ConfigError(f"{name} must be user:password")
+
+
+def check_ledgers_root(name: str, root: str) -> None:
+    """An absolute znode path with no empty, ``.`` or ``..`` part, not ``/``."""
+    if (
+        not root.startswith("/")
+        or root != "/" + root.strip("/")
+        or root == "/"
+        or "//" in root
+        or any(part in (".", "..") for part in root.split("/"))
+    ):
+        raise ConfigError(
+            f"{name}={root!r} is not a znode path like /ledgers "
+            "(BookKeeper's zkLedgersRootPath, below the chroot of LEDGERGC_BK_ZK_HOSTS)"
+        )
+
+
+def check_pulsar_clusters(name: str, names: tuple[str, ...]) -> None:
+    """Pulsar cluster names, or ``(untagged)``."""
+    for cluster in names:
+        if cluster != UNTAGGED_CLUSTER and not _PULSAR_CLUSTER.fullmatch(cluster):
+            raise ConfigError(
+                f"{name}={','.join(names)!r}: {cluster!r} is not a Pulsar "
+                "cluster name (letters, digits and '-=:._'); list this store's clusters "
+                f"comma-separated, e.g. us-east or us-east,{UNTAGGED_CLUSTER}"
+            )

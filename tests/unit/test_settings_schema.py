@@ -1,0 +1,132 @@
+"""Every reader and writer of the settings follows the one declaration of each field.
+
+Issue 20: the settings were listed by hand in several places, which drifted. These tests
+hold the places that are now derived from ``Settings``' declarations to each other: the
+environment both ways, the ``ledgergc_settings`` variable, the masked secrets and the
+README's table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ledger_gc.airflow.settings_hook import apply_mapping
+from ledger_gc.errors import ConfigError
+from ledger_gc.settings import Settings, TrimRetention
+from ledger_gc.settings_schema import declared, default_of
+from ledger_gc.settings_table import render_settings_table, replace_table, table_in
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+#: A value other than the default for every declared setting.
+EVERY_SETTING_CHANGED = Settings(
+    zk_hosts="zk1:2181,zk2:2181/pulsar",
+    zk_digest="gc:zk-pass",
+    zk_timeout_seconds=4.5,
+    s3_endpoint="http://127.0.0.1:9000",
+    s3_region="eu-west-1",
+    s3_access_key_id="AKIA-TEST",
+    s3_secret_access_key="s3cret-key",
+    s3_session_token="session-token",
+    bucket="b",
+    prefix="p/q",
+    delete_enabled=True,
+    grace_seconds=60,
+    retention_seconds=120,
+    orphan_max_fraction=0.25,
+    orphan_lock_wait_seconds=7.5,
+    orphan_delete_spark_over=0,
+    state_url="postgresql+psycopg://gc:db-pass@db.example.com:5432/gc",
+    state_dir=Path("/var/lib/ledgergc"),
+    trim_retention=TrimRetention(seconds=-1, bytes=1048576),
+    trim_retention_overrides={"acme/keep": TrimRetention(-1, -1)},
+    zk_max_record_bytes=500_000,
+    metadata_read_only="true",
+    offload_bucket="offload",
+    offload_prefix="tiered",
+    offload_s3_endpoint="http://127.0.0.1:9001",
+    bookkeeper="false",
+    bk_ledgers_root="/bk/ledgers",
+    bk_zk_hosts="zk3:2181/bk",
+    bk_shared=True,
+    pulsar_clusters=("us-east", "(untagged)"),
+)
+
+
+def _value(settings: Settings, spec) -> object:  # type: ignore[no-untyped-def]
+    value = getattr(settings, spec.field)
+    return getattr(value, spec.part) if spec.part else value
+
+
+def test_the_sample_changes_every_declared_setting() -> None:
+    unchanged = [
+        spec.env
+        for spec in declared(Settings)
+        if _value(EVERY_SETTING_CHANGED, spec) == default_of(Settings, spec)
+    ]
+    assert unchanged == []
+    declared_fields = {spec.field for spec in declared(Settings)}
+    assert declared_fields == {f.name for f in dataclasses.fields(Settings)}
+
+
+def test_the_environment_round_trips_every_setting() -> None:
+    assert Settings.from_env(EVERY_SETTING_CHANGED.to_env()) == EVERY_SETTING_CHANGED
+    assert set(Settings.from_env({}).to_env()) == {
+        spec.env for spec in declared(Settings) if not spec.omit_when_empty
+    }
+
+
+def test_the_variable_reads_every_setting_as_the_environment_does() -> None:
+    """A JSON variable that quotes every value (as text) means what the same text in the
+    environment means: one conversion, whichever way a setting arrives."""
+    env = EVERY_SETTING_CHANGED.to_env()
+    as_text = {spec.key: env[spec.env] for spec in declared(Settings)}
+    assert apply_mapping(Settings(), as_text) == EVERY_SETTING_CHANGED
+
+
+def test_the_variable_names_a_setting_by_its_variable_or_its_field() -> None:
+    by_variable = {spec.env.removeprefix("LEDGERGC_").lower(): spec for spec in declared(Settings)}
+    assert apply_mapping(Settings(), {"pulsar_cluster": "a,b"}).pulsar_clusters == ("a", "b")
+    assert apply_mapping(Settings(), {"pulsar_clusters": ["a"]}).pulsar_clusters == ("a",)
+    for key, spec in by_variable.items():
+        if spec.env.startswith("LEDGERGC_"):
+            assert key in spec.keys
+
+
+def test_an_unknown_key_in_the_variable_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="ledgergc_settings: 'grace' is not a setting") as err:
+        apply_mapping(Settings(), {"grace": 60})
+    assert "\n" not in str(err.value)
+
+
+def test_the_secrets_are_every_secret_setting_and_never_shown() -> None:
+    assert sorted(EVERY_SETTING_CHANGED.secrets()) == sorted(
+        ["zk-pass", "s3cret-key", "session-token", "db-pass"]
+    )
+    assert Settings().secrets() == []
+    shown = repr(EVERY_SETTING_CHANGED)
+    assert not any(secret in shown for secret in EVERY_SETTING_CHANGED.secrets())
+    with pytest.raises(ConfigError) as err:
+        apply_mapping(Settings(), {"s3_secret_access_key": 42})
+    assert "42" not in str(err.value) and "AWS_SECRET_ACCESS_KEY" in str(err.value)
+
+
+def test_the_readme_table_is_the_declared_settings() -> None:
+    """Regenerate with ``python -m ledger_gc.settings_table README.md``."""
+    table = render_settings_table()
+    assert table_in(README.read_text(encoding="utf-8")) == table
+    for spec in declared(Settings):
+        assert (f"`{spec.env}`" in table) == spec.env.startswith("LEDGERGC_")
+
+
+def test_the_table_generator_rewrites_only_its_block() -> None:
+    from ledger_gc.settings_table import BEGIN_MARKER, END_MARKER
+
+    text = f"before\n{BEGIN_MARKER}\n| old |\n{END_MARKER}\nafter\n"
+    rewritten = replace_table(text, render_settings_table())
+    assert rewritten.startswith(f"before\n{BEGIN_MARKER}\n| variable |")
+    assert rewritten.endswith(f"{END_MARKER}\nafter\n")
+    assert table_in(rewritten) == render_settings_table()
