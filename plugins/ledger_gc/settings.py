@@ -405,7 +405,7 @@ class Settings:
         ),
     )
     # Several Pulsar clusters write to this BookKeeper: only ledgers this metadata names
-    # by id are deleted (bookkeeper/classify.py).
+    # by id are deleted (rules/bookkeeper/classify.py).
     bk_shared: bool = setting(
         False,
         SettingSpec(
@@ -416,7 +416,7 @@ class Settings:
         ),
     )
     # The Pulsar cluster names (pulsarClusterName) whose offloaded segments are this
-    # store's; empty: learned from the store's live segments (orphans/segments.py).
+    # store's; empty: learned from the store's live segments (rules/orphans/segments.py).
     pulsar_clusters: tuple[str, ...] = setting(
         (),
         SettingSpec(
