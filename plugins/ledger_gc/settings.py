@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_gc.errors import ConfigError
-from ledger_gc.setting_forms import (
-    UNTAGGED_CLUSTER as UNTAGGED_CLUSTER,  # re-exported: orphans.segments names it from here
-)
+from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.setting_forms import (
     check_bucket,
     check_digest,
@@ -60,14 +58,6 @@ DAY = 24 * 3600
 # this, leaving headroom for the request's own framing and a multi's other operations.
 DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
-
-
-@dataclass(frozen=True)
-class TrimRetention:
-    """Pulsar's retention policy: ``-1`` keeps forever, ``0`` keeps nothing consumed."""
-
-    seconds: int = 0
-    bytes: int = 0
 
 
 #: Pulsar's defaults (DESIGN.md): consumed ledgers go at once.

@@ -90,3 +90,22 @@ def test_a_truncated_page_without_a_new_token_fails_the_listing(settings: Settin
         stub.add_response("list_objects_v2", {**page, "NextContinuationToken": "t1"})
         with pytest.raises(StorageError, match="continuation token"):
             list(storage.iter_objects("ledgers/"))
+
+
+def test_the_store_lists_with_the_fast_parse(
+    settings: Settings, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``LedgerStorage`` installs the parse on its client (the storage split once
+    dropped the install: the same results, at botocore's speed)."""
+    s3_client.put_object(Bucket=settings.bucket, Key="ledgers/a/b.blk", Body=b"abc")
+    parsed: list[int] = []
+    real = list_pages._take_contents
+
+    def counting(response_dict: dict[str, Any], customized: dict[str, Any], **kw: Any) -> None:
+        real(response_dict, customized, **kw)
+        parsed.append(len(customized.get(list_pages.OBJECTS, ())))
+
+    monkeypatch.setattr(list_pages, "_take_contents", counting)
+    storage = LedgerStorage(settings)
+    assert [o.key for o in storage.iter_objects("ledgers/")] == ["ledgers/a/b.blk"]
+    assert parsed == [1]

@@ -12,7 +12,7 @@ from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
-from ledger_gc.settings import TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.trim import TrimScope, run_trim
 
 ML = "acme/prod/persistent/orders"

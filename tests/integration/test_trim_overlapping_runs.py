@@ -17,7 +17,7 @@ from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ml_dir, parse_key
-from ledger_gc.settings import TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import TrimScope, run_trim

@@ -44,7 +44,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import CompressionType
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position
-from ledger_gc.settings import TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.storage.bulk_delete import DeleteResult
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.termination import stop_on_signals

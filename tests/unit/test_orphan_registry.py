@@ -17,7 +17,8 @@ from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps, prune_
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
 from ledger_gc.rules.orphans.phases import REGISTERED, RegistryEntry
-from ledger_gc.settings import Settings, TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
+from ledger_gc.settings import Settings
 
 
 def _entry(prefix: str = "ledgers/a/b/persistent/c/ledgers/00000000000000000005/") -> RegistryEntry:

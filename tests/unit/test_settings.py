@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger_gc.settings import Settings, TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
+from ledger_gc.settings import Settings
 
 
 def test_defaults_follow_the_design():

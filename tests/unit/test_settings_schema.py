@@ -15,7 +15,8 @@ import pytest
 
 from ledger_gc.airflow.settings_hook import apply_mapping
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings, TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
+from ledger_gc.settings import Settings
 from ledger_gc.settings_schema import declared, default_of
 from ledger_gc.settings_table import render_settings_table, replace_table, table_in
 

@@ -14,6 +14,7 @@ from ledger_gc.rules.trim.eligibility import (
     STOP_NO_LEDGERS,
     STOP_RETENTION,
     STOP_SLOWEST_READER,
+    TrimRetention,
     decide_trim,
     is_expired,
     is_over_size_quota,
@@ -21,7 +22,6 @@ from ledger_gc.rules.trim.eligibility import (
     slowest_reader_ledger_id,
     unconsumed_marked_ledger,
 )
-from ledger_gc.settings import TrimRetention
 
 NOW = 1_700_000_000_000
 HOUR_MS = 3_600_000

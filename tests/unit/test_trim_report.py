@@ -6,7 +6,7 @@ import pytest
 
 from ledger_gc.airflow.trim_tasks import TrimRunFailedError, check_outcome, shard
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.trim import TrimReport, TrimScope
 from ledger_gc.trim.report import (
     DeletedLedger,

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc.bookkeeper.source import BookKeeperSource
 from ledger_gc.orphan_source import DeleteRequest, OrphanSource
 from ledger_gc.orphans import deleting
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES
+from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
 
 if TYPE_CHECKING:
     from ledger_gc.rules.orphans.guards import Refusal
-    from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
 
@@ -36,7 +36,7 @@ class S3Source:
     name = "s3"
 
     def owns(self, target_class: str) -> bool:
-        return target_class not in BK_ORPHAN_CLASSES
+        return target_class in ORPHAN_CLASSES
 
     def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
         return guards.evaluate_guards(diff, max_fraction, force=force)
@@ -75,10 +75,17 @@ def survey_refusals(diff: dict[str, Any], max_fraction: float, *, force: bool) -
 
 
 def delete_by_source(request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
-    """Hand each source the eligible entries it owns; their results, source by source."""
+    """Hand each source the eligible entries it owns; their results, source by source.
+
+    An entry no source owns (a class this ledger-gc does not know: a registry written by
+    a newer one, mid-upgrade) is deleted by none: it fails, and stays registered."""
     results: list[RecheckResult] = []
     for source in SOURCES:
         mine = [entry for entry in entries if source.owns(entry.target_class)]
         if mine:
             results += source.delete(request, mine)
+    for entry in entries:
+        if not any(source.owns(entry.target_class) for source in SOURCES):
+            why = f"no source of this ledger-gc deletes a {entry.target_class!r}: kept"
+            results.append(RecheckResult.of(entry, FAILED, why, error=why))
     return results

@@ -35,7 +35,7 @@ def open_store(location: StateLocation) -> StateStore:
     state_dir: Path | None
     if isinstance(location, str) and "://" in location:
         state_dir, url = None, location
-    elif isinstance(location, str | Path):
+    elif isinstance(location, str | os.PathLike):
         state_dir = Path(location)
         url = default_state_url(state_dir)
     else:  # settings (read by attribute: the state layer sits below the settings)

@@ -95,6 +95,8 @@ class S3Bucket:
         self.bucket = settings.bucket
         self.prefix = settings.prefix
         self.client = client if client is not None else build_client(settings)
+        # Every listing of the store parses its pages fast (list_pages; once per client).
+        list_pages.install(self.client)
 
     # --- connection -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_gc.settings import TrimRetention
+from ledger_gc.rules.trim.eligibility import TrimRetention
 
 OUTCOME_OK = "ok"
 OUTCOME_PENDING = "pending"  # ran, but some markers' data could not be deleted

@@ -48,9 +48,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ledger_gc.rules.positions import LedgerStat, Position
-from ledger_gc.settings import TrimRetention
 
 UNLIMITED = -1
+
+
+@dataclass(frozen=True)
+class TrimRetention:
+    """Pulsar's retention policy: ``-1`` keeps forever, ``0`` keeps nothing consumed."""
+
+    seconds: int = 0
+    bytes: int = 0
+
 
 # Why the walk over the ledger list stopped (reported by the plan, never decided on).
 STOP_NO_LEDGERS = "no ledgers"
