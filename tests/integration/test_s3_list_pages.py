@@ -101,9 +101,11 @@ def test_the_store_lists_with_the_fast_parse(
     parsed: list[int] = []
     real = list_pages._take_contents
 
-    def counting(response_dict: dict[str, Any], customized: dict[str, Any], **kw: Any) -> None:
-        real(response_dict, customized, **kw)
-        parsed.append(len(customized.get(list_pages.OBJECTS, ())))
+    def counting(
+        response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **kw: Any
+    ) -> None:
+        real(response_dict, customized_response_dict, **kw)
+        parsed.append(len(customized_response_dict.get(list_pages.OBJECTS, ())))
 
     monkeypatch.setattr(list_pages, "_take_contents", counting)
     storage = LedgerStorage(settings)
