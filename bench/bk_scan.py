@@ -292,7 +292,7 @@ def child_survey(hosts: str, profile: str | None, spark_mode: bool = False) -> d
     if spark_mode:
         # As the cycle runs it: the survey app's session (local[*]: both cores), started
         # before the clock (a fixed cost of every cycle, shared with the S3 scan).
-        from ledger_gc.orphans.spark_jobs import local_session
+        from ledger_gc.spark.session import local_session
 
         spark = local_session("bench-bk-scan")
         scan.list_subtrees = timed("listing", scan.list_subtrees)

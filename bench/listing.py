@@ -6,7 +6,7 @@ SeaweedFS.
 * **the baseline**: one ListObjectsV2 pagination over the whole prefix, what
   ``aws s3 ls --recursive`` does: one request at a time, each continuing the last, each
   page parsed by botocore.
-* **concurrent listers**: the scan's way (``spark_jobs.scan_job``): the prefix split into
+* **concurrent listers**: the scan's way (``spark.scan.scan_store``): the prefix split into
   namespace prefixes (``reading.discover_shards``, two delimiter levels), each listed
   by ``reading.list_prefixes`` (pages read by ``storage.list_pages``, without botocore's
   per-key parse); N listers take namespaces from a queue. A lister is a

@@ -261,12 +261,12 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
-    from ledger_gc.orphans import cycle, reading, spark_jobs, witness
+    from ledger_gc.orphans import cycle, reading, survey_steps, witness
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
-    from ledger_gc.orphans.spark_jobs import local_session
     from ledger_gc.rules.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
     from ledger_gc.rules.orphans.timekeeping import Instant
     from ledger_gc.settings import Settings
+    from ledger_gc.spark.session import local_session
 
     settings = Settings(bucket=BUCKET, prefix=PREFIX, state_dir=directory / "state")
     # This figure is the diff over an inventory: there is no ZooKeeper and no S3, so no
@@ -281,15 +281,16 @@ def child_spark(directory: Path) -> dict[str, Any]:
     session_s = time.perf_counter() - started
     try:
         # The snapshot as the survey's snapshot step leaves it: held on the executors
-        # (spark_jobs.hold), before the clocks start.
+        # (survey_steps.hold: a checkpoint), before the clocks start.
         run = RunPaths(settings.state_dir, RUN_ID)
-        spark_jobs.hold(run, SNAPSHOT, spark.read.parquet(run.data_uri(SNAPSHOT)))
+        survey_steps.hold(run, SNAPSHOT, spark.read.parquet(run.data_uri(SNAPSHOT)))
         started = time.perf_counter()
         scan = cycle.step_scan(settings, RUN_ID, spark, inventory=str(directory / "inventory"))
         scan_s = time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _common.tree_cpu_seconds()
         diff = cycle.step_diff(settings, RUN_ID, spark)
         diff_s = time.perf_counter() - started
+        diff_cpu_s = _common.tree_cpu_seconds() - cpu
         conf = spark.sparkContext.getConf()
         driver_memory = conf.get("spark.driver.memory", "default")
         master = spark.sparkContext.master
@@ -300,6 +301,7 @@ def child_spark(directory: Path) -> dict[str, Any]:
         "session_s": session_s,
         "scan_s": scan_s,
         "diff_s": diff_s,
+        "diff_cpu_s": diff_cpu_s,
         "objects": scan["objects"],
         "orphan_ledgers": classes[ORPHAN_LEDGER]["units"],
         "orphan_ledger_objects": classes[ORPHAN_LEDGER]["objects"],
@@ -398,7 +400,8 @@ def measure(directory: Path, args: argparse.Namespace, expected: dict[str, Any])
     spark, sampler, wall = run_child("spark", directory, env)
     say(
         f"  session {spark['session_s']:.1f}s, scan step {spark['scan_s']:.1f}s, diff step "
-        f"{spark['diff_s']:.1f}s; child {wall:.1f}s; peak RSS {mib(sampler.peak_total):,.0f} MiB "
+        f"{spark['diff_s']:.1f}s (CPU {spark['diff_cpu_s']:.1f}s); child {wall:.1f}s; "
+        f"peak RSS {mib(sampler.peak_total):,.0f} MiB "
         f"(JVM {mib(sampler.peak_by_kind.get('jvm', 0)):,.0f}, Python "
         f"{mib(sampler.peak_by_kind.get('python', 0)):,.0f}) {' '.join(sampler.jvm_args)}"
     )
@@ -514,6 +517,7 @@ def main() -> int:
             else ("out of memory" if base else "-"),
             f"{ratio(base['seconds'], diff_s):.2f}x" if base and base.get("completed") else "",
         ),
+        ("  CPU of the diff step (driver, executors)", fmt_s(full["spark"]["diff_cpu_s"]), "", ""),
         (
             "  + scan step (inventory) + session",
             fmt_s(full["spark"]["scan_s"] + full["spark"]["session_s"]),
@@ -567,6 +571,7 @@ def main() -> int:
             "items": full["objects"],
             "quick": args.quick,
             "diff_s": round(diff_s, 2),
+            "diff_cpu_s": round(full["spark"]["diff_cpu_s"], 2),
             "scan_s": round(full["spark"]["scan_s"], 2),
             "session_s": round(full["spark"]["session_s"], 2),
             "child_wall_s": round(full["wall_s"], 2),

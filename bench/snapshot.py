@@ -63,8 +63,8 @@ def main() -> int:
     from ledger_gc.formats.records import decode_managed_ledger_info
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.orphans import reading
-    from ledger_gc.orphans.spark_jobs import NAMES_PER_SHARD
     from ledger_gc.rules.metadata import paths
+    from ledger_gc.spark.snapshot import NAMES_PER_SHARD
 
     settings = _common.bench_settings(chroot=f"/bench-snapshot-{_common.run_tag()}")
     _common.create_chroot(settings)

@@ -3,7 +3,7 @@ and a small toolkit to build ledger stores for the orphan tests.
 
 A SparkSession costs seconds to start (a JVM), so every test that needs Spark shares
 one: ``local[2]``, no UI, two shuffle partitions; its executors get ledger_gc as
-spark-submit's ``py_files`` would give it (``spark_jobs.local_session``).
+spark-submit's ``py_files`` would give it (``spark.session.local_session``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The session's local SparkSession (stopped at the end of the test session)."""
-    from ledger_gc.orphans.spark_jobs import local_session
+    from ledger_gc.spark.session import local_session
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARK_SUBMIT_OPTS", FAST_JVM)  # the local driver's JVM

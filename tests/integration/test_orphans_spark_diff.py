@@ -12,13 +12,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ledger_gc.orphans import spark_jobs
+from ledger_gc.orphans import survey_steps
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
 from ledger_gc.orphans.run_steps import RunSteps
 from ledger_gc.rules.orphans.classify import StoredObject, diff_objects
 from ledger_gc.rules.storage.keys import block_key, ledger_dir
 from ledger_gc.settings import Settings
+from ledger_gc.spark.inventory import read_inventory
+from ledger_gc.spark.scan import OBJECT_SCHEMA
+from ledger_gc.spark.session import configure_session
+from ledger_gc.spark.snapshot import SNAPSHOT_SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -76,12 +80,12 @@ OBJECTS = [StoredObject(key, 100 + i, BASE_MS + i * 1000) for i, key in enumerat
 
 def _prepare_run(spark: Any, settings: Settings, run_id: str, listed: bool) -> RunPaths:
     run = RunPaths(settings.state_dir, run_id)
-    spark_jobs.hold(run, SNAPSHOT, spark.createDataFrame(SNAPSHOT_ROWS, spark_jobs.SNAPSHOT_SCHEMA))
+    survey_steps.hold(run, SNAPSHOT, spark.createDataFrame(SNAPSHOT_ROWS, SNAPSHOT_SCHEMA))
     steps = RunSteps(settings, run_id)
     steps.write_manifest(SNAPSHOT, {"started_ms": 1, "managed_ledgers": 3})
     if listed:
         rows = [(o.key, o.size, o.last_modified) for o in OBJECTS]
-        spark_jobs.hold(run, SCAN, spark.createDataFrame(rows, spark_jobs.OBJECT_SCHEMA))
+        survey_steps.hold(run, SCAN, spark.createDataFrame(rows, OBJECT_SCHEMA))
         steps.write_manifest(SCAN, {"started_ms": 2, "source": "listing"})
     return run
 
@@ -105,7 +109,7 @@ def prefixed(settings: Settings) -> Settings:
 def test_the_spark_diff_of_a_listing_matches_the_reference(prefixed: Settings, spark: Any) -> None:
     run = _prepare_run(spark, prefixed, "listing", listed=True)
 
-    result = spark_jobs.diff_job(spark, prefixed, run)
+    result = survey_steps.diff_job(spark, prefixed, run)
 
     _assert_same_as_reference(result, prefixed)
     assert RunSteps(prefixed, run.run_id).read_candidates() == result.candidates
@@ -138,8 +142,8 @@ def test_an_inventory_in_parquet_gives_the_same_diff(
     (path.parent / "manifest.json").write_text('{"fileFormat": "Parquet"}')  # as S3 writes
     run = _prepare_run(spark, prefixed, "parquet-inventory", listed=False)
 
-    manifest = spark_jobs.scan_job(spark, prefixed, run, inventory=str(path.parent))
-    result = spark_jobs.diff_job(spark, prefixed, run)
+    manifest = survey_steps.scan_job(spark, prefixed, run, inventory=str(path.parent))
+    result = survey_steps.diff_job(spark, prefixed, run)
 
     assert (manifest["source"], manifest["inventory_format"]) == ("inventory", "parquet")
     assert manifest["objects"] == len(OBJECTS)
@@ -158,8 +162,8 @@ def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
     path.write_text("\n".join(lines) + "\n")
     run = _prepare_run(spark, prefixed, "csv-inventory", listed=False)
 
-    manifest = spark_jobs.scan_job(spark, prefixed, run, inventory=str(path))
-    result = spark_jobs.diff_job(spark, prefixed, run)
+    manifest = survey_steps.scan_job(spark, prefixed, run, inventory=str(path))
+    result = survey_steps.diff_job(spark, prefixed, run)
 
     assert manifest["inventory_format"] == "csv"
     _assert_same_as_reference(result, prefixed)
@@ -181,8 +185,8 @@ def test_a_zone_less_inventory_time_is_utc_whatever_zone_the_session_started_in(
     }
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
-        spark_jobs.configure_session(spark)
-        frame, _, _ = spark_jobs.read_inventory(spark, prefixed, str(path))
+        configure_session(spark)
+        frame, _, _ = read_inventory(spark, prefixed, str(path))
         [row] = frame.collect()
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     finally:

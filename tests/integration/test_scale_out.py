@@ -21,7 +21,7 @@ figures).
 
 ``test_a_cycle_whose_executors_do_not_share_the_drivers_disk`` gives the workers a disk
 of their own, as on several hosts: the survey's snapshot and scan stay on the executors
-(``spark_jobs.hold``), so no step needs a file another host wrote.
+(``spark.session.hold``), so no step needs a file another host wrote.
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uui
 
 
 def _split_check(rest: str) -> bool:
-    """The Spark diff's two-step block test (spark_jobs._ledger_groups), in Python."""
+    """The Spark diff's two-step block test (spark.diff._directory_groups), in Python."""
     directory = "/".join(rest.split("/")[:6])
     entry = rest.rsplit("/", 1)[-1]
     return (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc.orphans.spark_jobs import submitted_master
+from ledger_gc.spark.session import submitted_master
 
 
 @pytest.mark.parametrize(

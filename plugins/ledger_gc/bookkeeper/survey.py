@@ -370,7 +370,7 @@ def _on_executors(
     """Each shard listed, read and classified on an executor over its own session (the
     references broadcast once); a shard that fails fails the job: a partial scan is a
     refusal, never fewer ledgers."""
-    from ledger_gc.orphans.spark_jobs import _job_error, _slices, job_group
+    from ledger_gc.spark.session import job_error, job_group, task_slices
 
     bk_settings = settings.bookkeeper_settings()
     shared = settings.bk_shared
@@ -393,10 +393,10 @@ def _on_executors(
 
     with job_group(spark, run_id, "bookkeeper", f"scan {len(shards)} BookKeeper shards"):
         try:
-            slices = _slices(len(shards), 1, spark)
+            slices = task_slices(len(shards), 1, spark)
             parts = context.parallelize(shards, slices).mapPartitions(survey_part).collect()
         except Exception as exc:
-            raise _job_error("the BookKeeper scan", exc) from exc
+            raise job_error("the BookKeeper scan", exc) from exc
         finally:
             broadcast.unpersist()
     return list(parts)

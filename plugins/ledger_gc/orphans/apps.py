@@ -61,7 +61,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from ledger_gc.orphans import cycle
-    from ledger_gc.orphans.spark_jobs import configure_session
+    from ledger_gc.spark.session import configure_session
 
     spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
     try:

@@ -7,7 +7,7 @@ and any step can be re-run on its own:
 
 * ``step_survey`` (one Spark application) is ``step_snapshot``, ``step_scan`` and
   ``step_diff``: the snapshot and scan stay on the application's executors
-  (``spark_jobs.hold``), read by the diff and forgotten at the end; what the later
+  (``spark.session.hold``), read by the diff and forgotten at the end; what the later
   steps need (the counts, the
   guard inputs, the candidates, the snapshot's facts about registered targets) is
   recorded in the state store. A re-run overwrites its run's records;
@@ -102,7 +102,7 @@ def step_snapshot(
 ) -> dict[str, Any]:
     """The metadata snapshot, numbered first by a ZooKeeper sequence: runs are ordered by
     that number (``step_phases``' stale-run check), never by a host's clock."""
-    from ledger_gc.orphans.spark_jobs import snapshot_job
+    from ledger_gc.orphans.survey_steps import snapshot_job
 
     sequence, instant, warnings = _observe(settings, run_id, witness, clock)
     run = RunPaths(settings.state_dir, run_id)
@@ -125,7 +125,7 @@ def step_scan(
     """The storage scan (and, with tiered storage on, the offload bucket's); the
     servers' time read after it is the scan's time, from which the grace window of
     every orphan it registers runs (timekeeping.py)."""
-    from ledger_gc.orphans.spark_jobs import scan_job
+    from ledger_gc.orphans.survey_steps import scan_job
 
     run = RunPaths(settings.state_dir, run_id)
     manifest = scan_job(
@@ -144,7 +144,7 @@ def step_scan(
 
 def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> dict[str, Any]:
     """Classify the scan against the snapshot; the record and candidates go to the store."""
-    from ledger_gc.orphans.spark_jobs import diff_job
+    from ledger_gc.orphans.survey_steps import diff_job
 
     diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
     return RunSteps(settings, run_id).read_manifest(DIFF) or {}
@@ -163,7 +163,7 @@ def step_survey(
     """Snapshot, scan and diff in one Spark application (one JVM start-up, not three).
 
     The snapshot is taken before the scan starts (the horizon and stale-run rules rely
-    on that order). Their rows stay on this application's executors (``spark_jobs.hold``,
+    on that order). Their rows stay on this application's executors (``spark.session.hold``,
     never a file on one host's disk) and are dropped at the end, whatever happened: the
     later steps read only the state store's records.
     Returns a short summary (the app prints it; the records hold the rest).
@@ -183,7 +183,7 @@ def step_survey(
         diff = step_diff(settings, run_id, spark)
         diff = step_bookkeeper(settings, run_id, spark)
     finally:
-        from ledger_gc.orphans.spark_jobs import release
+        from ledger_gc.orphans.survey_steps import release
 
         release(run)
         run.remove()
@@ -233,8 +233,8 @@ def step_bookkeeper(
 
 
 class SnapshotFacts:
-    """What the survey recorded of its snapshot for the phases step (``spark_jobs``'s
-    ``snapshot_facts``): the snapshot itself stays in the survey's application.
+    """What the survey recorded of its snapshot for the phases step (``survey_steps``'s
+    ``diff_job``): the snapshot itself stays in the survey's application.
 
     ``ml_high``: for each managed ledger with an orphan-ledger candidate, the highest id
     it lists or marks (the horizon); ``ml_rows``: the snapshot rows of the managed
@@ -794,7 +794,7 @@ def run_orphan_cycle(
         check_layout(settings)
     try:
         if spark is None:
-            from ledger_gc.orphans.spark_jobs import local_session
+            from ledger_gc.spark.session import local_session
 
             spark = local_session()
         step_survey(

@@ -26,7 +26,7 @@ again, and the delete goes through the same ``Deleter`` over the offload bucket,
 deletes exactly those two keys and nothing else.
 
 This module runs on the driver or, when there are many entries, on Spark executors
-(``spark_jobs.distributed_delete``), so it takes registry entries and returns plain
+(``spark.delete.distributed_delete``), so it takes registry entries and returns plain
 dataclasses (both pickle to and from executors) and writes nothing to the state store
 but the audit log (written ahead of each delete, so that a step killed mid-delete leaves
 a record of what it sent); the driver writes the registry.

@@ -1,5 +1,5 @@
 """Run ids, and the run folders in the state dir (empty since the survey keeps its
-snapshot and scans on its executors, ``spark_jobs.hold``; still removed at its end, and
+snapshot and scans on its executors, ``spark.session.hold``; still removed at its end, and
 those of older versions pruned).
 
 (What crosses steps is in the state store: run_steps.py; the registry and the run

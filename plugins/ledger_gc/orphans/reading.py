@@ -1,6 +1,6 @@
 """The reads a scan is made of: one shard of the metadata snapshot, one shard of the listing.
 
-These run on Spark executors (``spark_jobs``), each over its own ZooKeeper session or S3
+These run on Spark executors (``ledger_gc.spark``), each over its own ZooKeeper session or S3
 client, and they are plain functions so that tests can call them without Spark. Both
 follow errors.py's rule: a read that fails raises, it never returns part of an answer
 as if it were all of it (DESIGN.md invariant 3).

@@ -31,7 +31,7 @@ class S3Source:
 
     One source for both: they are listed by one Spark scan, re-checked against the same
     managed-ledger records, and deleted through the one ``Deleter``; many entries are
-    re-checked and deleted on Spark's executors (``spark_jobs.distributed_delete``)."""
+    re-checked and deleted on Spark's executors (``spark.delete.distributed_delete``)."""
 
     name = "s3"
 
@@ -43,7 +43,7 @@ class S3Source:
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         if request.spark is not None and len(entries) > request.distribute_over:
-            from ledger_gc.orphans.spark_jobs import distributed_delete
+            from ledger_gc.spark.delete import distributed_delete
 
             return distributed_delete(
                 request.spark,

@@ -304,7 +304,7 @@ def migrations_dir() -> Path:
     """The Alembic scripts as a directory on disk.
 
     A Spark driver may import ledger_gc from the zip that spark-submit's ``py_files``
-    ships (spark_jobs.library_zip): Alembic reads scripts from a directory, so the
+    ships (library_zip, spark.session): Alembic reads scripts from a directory, so the
     zip's ``migrations/`` is extracted once per process into a temporary directory.
     """
     if MIGRATIONS_DIR.is_dir():

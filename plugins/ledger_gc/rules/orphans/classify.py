@@ -33,7 +33,7 @@ The unit that orphan removal tracks and deletes is a *target*: a ledger director
 orphan ledger, a managed-ledger directory for an orphan partition. ``Candidate`` is one
 target as one scan saw it (objects, bytes, newest object).
 
-The Spark diff (``spark_jobs.diff_job``) implements the same rules with Spark SQL over
+The Spark diff (``spark.diff.diff_blocks``) implements the same rules with Spark SQL over
 millions of keys; ``diff_objects`` here is the reference it is tested against, and the
 input of the property tests. The block-key regular expression is shared by both: the
 Java and Python dialects differ only in the end anchor (Java's ``$`` also matches before

@@ -32,7 +32,7 @@ this store's live segments; anything else is *another cluster's segment*: held, 
 deleted. A segment with no name (a Pulsar from before the tag) is ours only when none of
 our sampled live segments carries a name either, or the setting lists ``(untagged)``.
 
-The Spark diff (``spark_jobs``) implements the same rule with a join; ``diff_segments``
+The Spark diff (``spark.segment_diff``) implements the same rule with a join; ``diff_segments``
 here is the reference it is tested against.
 """
 

@@ -1,0 +1,54 @@
+"""The distributed delete job: ``deleting.recheck_and_delete`` over executors, for a
+cycle with many registry entries due (each task its own ZooKeeper session and S3
+client, as in one process).
+
+Its I/O is the delete path's own (the live re-check, the audit record written ahead of
+each delete, the bulk delete); which entries are due and what becomes of them in the
+registry is the caller's (``cycle.step_delete``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc.orphans.deleting import recheck_and_delete
+from ledger_gc.rules.orphans.outcomes import RecheckResult
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.settings import Settings
+from ledger_gc.spark.session import job_error, job_group
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Registry entries re-checked and deleted per executor task.
+ENTRIES_PER_TASK = 200
+
+
+def distributed_delete(
+    spark: SparkSession,
+    settings: Settings,
+    entries: list[RegistryEntry],
+    *,
+    run_id: str,
+    now_ms: int,
+    deleting: bool,
+    per_task: int = ENTRIES_PER_TASK,
+    ours: dict[str, Any] | None = None,
+) -> list[RecheckResult]:
+    """``deleting.recheck_and_delete`` over executors, ``per_task`` entries per task.
+
+    The function never raises for one entry's trouble (it reports it), so a Spark task
+    retry cannot repeat a half-done batch blindly: a retried batch re-checks again.
+    """
+    slices = max(1, -(-len(entries) // per_task))
+    rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
+        lambda part: recheck_and_delete(
+            settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
+        )
+    )
+    verb = "re-check and delete" if deleting else "re-check (dry run)"
+    with job_group(spark, run_id, "delete", f"{verb} {len(entries)} registered orphans"):
+        try:
+            return rdd.collect()
+        except Exception as exc:
+            raise job_error("the distributed delete", exc) from exc

@@ -1,0 +1,196 @@
+"""What every Spark job of ledger-gc shares (the part Iceberg keeps in ``BaseSparkAction``):
+the session and its settings, the job groups that name a step in the Spark UI, how many
+tasks a job gets, how a failed job becomes a library error, and checkpoints.
+
+The jobs (``snapshot``, ``scan``, ``diff``, ...) take a ``SparkSession`` (local in tests
+and the CLI, any cluster under ``spark-submit``) and plain inputs or DataFrames and
+return results; they never read or write the state store. Between the steps of one
+survey, their DataFrames stay in this application (``hold``), never in a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
+from ledger_gc.library_zip import library_zip
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class SparkJobError(LedgerGcError):
+    """A Spark job of ledger-gc failed; its output was not kept."""
+
+
+# --- the session -------------------------------------------------------------------------
+
+#: Where a cycle run outside ``spark-submit`` (the CLI, the demo) computes by default.
+DEFAULT_MASTER = "local[*]"
+#: The fewest shuffle partitions a cycle's session gets (unless its submitter chose).
+MIN_SHUFFLE_PARTITIONS = 8
+
+
+def submitted_master(submit_args: str) -> str | None:
+    """The ``--master`` among spark-submit arguments (``PYSPARK_SUBMIT_ARGS``), if any."""
+    words = shlex.split(submit_args)
+    for i, word in enumerate(words):
+        if word == "--master" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--master="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None) -> SparkSession:
+    """The SparkSession of a cycle run outside ``spark-submit`` (the CLI, tests): no UI,
+    and what ``configure_session`` gives every cycle's session.
+
+    On ``master`` if given, else on the master ``PYSPARK_SUBMIT_ARGS`` names (PySpark's
+    own way to point a Python program at a cluster: ``--master spark://host:7077 ...
+    pyspark-shell``), else ``local[*]``. Executors run ``PYSPARK_PYTHON`` (default
+    ``python3``); unless it is set, use this interpreter, the one that has kazoo and boto3.
+    They get the library as spark-submit's ``py_files`` would give it
+    (``spark.submit.pyFiles``): the same zip, the one way it reaches executors.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(
+            master or submitted_master(os.environ.get("PYSPARK_SUBMIT_ARGS", "")) or DEFAULT_MASTER
+        )
+        .appName(app_name)
+        .config("spark.submit.pyFiles", str(library_zip()))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    configure_session(spark)
+    return spark
+
+
+def configure_session(spark: SparkSession) -> None:
+    """What every session of a cycle needs, however it was made (``local_session``, or
+    ``spark-submit`` of the apps with the task's conf).
+
+    * Times in UTC: an inventory's zone-less LastModified (a string, a TIMESTAMP_NTZ
+      column) is UTC as S3 writes it; read in the JVM's default zone (a worker's local
+      time) it would move every object's age by hours, and retention with it.
+    * ``spark.sql.shuffle.partitions``, unless the submitter set it: twice the cores the
+      application has, at least ``MIN_SHUFFLE_PARTITIONS``. Spark's default of 200 costs
+      a small store seconds per shuffle (a survey has a dozen; AQE merges partitions
+      after a shuffle, not before it), and a cluster's cores are what scales it.
+    """
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    context = spark.sparkContext
+    if not context.getConf().contains("spark.sql.shuffle.partitions"):
+        partitions = max(MIN_SHUFFLE_PARTITIONS, 2 * context.defaultParallelism)
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+
+
+# --- naming and sizing jobs ----------------------------------------------------------------
+
+
+@contextmanager
+def job_group(spark: SparkSession, run_id: str, step: str, description: str) -> Iterator[None]:
+    """Name the Spark jobs of one step (``ledgergc-<step>``: the Spark UI's job group,
+    with a description that says what runs for which cycle)."""
+    context = spark.sparkContext
+    context.setJobGroup(f"ledgergc-{step}", f"ledger-gc {step}: {description} (run {run_id})")
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+
+
+def task_slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024) -> int:
+    """How many tasks share ``count`` items, about ``per_slice`` each: at least one per
+    core the application has (up to one item each), at most ``cap``."""
+    wanted = -(-count // per_slice) if count else 1
+    return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
+
+
+_ERROR_LINE = re.compile(r"ledger_gc\.errors\.(\w+): (.+)")
+
+
+def job_error(what: str, exc: Exception) -> LedgerGcError:
+    """Turn a failed Spark job into the library error an executor raised, if any: the
+    caller's refusal (ZooKeeper or S3 unavailable) then reads the same as in one process."""
+    text = str(exc)
+    found = _ERROR_LINE.findall(text)
+    if found:
+        name, message = found[-1]
+        cls: type[LedgerGcError] = SparkJobError
+        if name == "MetadataUnavailableError":
+            cls = MetadataUnavailableError
+        elif name == "StorageError":
+            cls = StorageError
+        return cls(f"{what} failed on an executor: {message.strip()}; its output was discarded")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return SparkJobError(f"{what} failed: {first[:500]}; its output was discarded")
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+
+def checkpoint(frame: DataFrame) -> DataFrame:
+    """Compute ``frame`` now and keep its rows in the executors' block managers (memory,
+    spilling to their local disk) for the rest of this application.
+
+    A local checkpoint cuts the lineage: rows lost with an executor are not silently
+    recomputed (a second listing or metadata read at another time, mixed with the
+    first); the job that needs them fails instead, and nothing is decided. Never a file
+    on one host's disk, which the executors of a cluster on several hosts could not all
+    reach."""
+    return frame.localCheckpoint(eager=True)
+
+
+# What the steps of a survey hand each other, by (run id, step): checkpoints only.
+_held: dict[tuple[str, str], DataFrame] = {}
+_held_lock = threading.Lock()
+
+
+def hold(run_id: str, step: str, frame: DataFrame) -> DataFrame:
+    """Keep ``frame`` (a ``checkpoint``) as ``run_id``'s ``step`` for the later steps of
+    this application; what was held there before is freed."""
+    with _held_lock:
+        previous = _held.pop((run_id, step), None)
+        _held[(run_id, step)] = frame
+    if previous is not None and previous is not frame:
+        previous.unpersist()
+    return frame
+
+
+def held(run_id: str, step: str) -> DataFrame:
+    """What ``hold`` kept for ``run_id``'s ``step`` in this application. Never a file: a
+    dataset left on disk by another run or version could be stale, and a stale snapshot
+    makes live data look orphaned."""
+    with _held_lock:
+        kept = _held.get((run_id, step))
+    if kept is None:
+        raise SparkJobError(
+            f"the {step} of run {run_id} is not in this Spark application: a survey's "
+            "snapshot, scan and diff run in one application (cycle.step_survey); nothing "
+            "was decided"
+        )
+    return kept
+
+
+def release(run_id: str) -> None:
+    """Forget what ``hold`` kept for ``run_id`` (the survey's end); Spark frees the blocks
+    of a local checkpoint once nothing refers to them (its context cleaner)."""
+    with _held_lock:
+        mine = [key for key in _held if key[0] == run_id]
+        frames = [_held.pop(key) for key in mine]
+    for frame in frames:
+        frame.unpersist()

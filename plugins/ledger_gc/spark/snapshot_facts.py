@@ -1,0 +1,91 @@
+"""What the phases step needs of a survey's snapshot, which stays in the survey's Spark
+application (``cycle.SnapshotFacts`` reads the record back): small, because it covers
+only the registered targets (the rows that say why one is no orphan any more) and the
+highest ledger id the metadata lists or marks.
+
+The registered targets are filters (``isin``: a hash set in the JVM), not joins with a
+DataFrame made on the driver: that costs a Python worker and two jobs per lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ledger_gc.errors import LedgerGcError
+from ledger_gc.orphans import reading
+from ledger_gc.rules.orphans.classify import ORPHAN_SEGMENT
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.spark.session import job_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid")
+
+
+def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -> dict[str, Any]:
+    """``ml_rows``: the snapshot rows of the managed ledgers of registered orphan ledgers
+    and partitions (their ML rows, and the rows of the registered ledger ids);
+    ``ledger_rows``: every row that references the ledger id of a registered orphan
+    segment; ``registered``: the prefixes these cover (the registry as the survey read
+    it). One pass over the snapshot, none with nothing registered."""
+    from pyspark.sql import functions as F
+
+    entries = list(registered)
+    in_mls = [e for e in entries if e.target_class != ORPHAN_SEGMENT]
+    ml_names = sorted({e.ml_name for e in in_mls})
+    pairs = {(e.ml_name, e.ledger_id) for e in in_mls if e.ledger_id is not None}
+    segment_ids = sorted(
+        {
+            e.ledger_id
+            for e in entries
+            if e.target_class == ORPHAN_SEGMENT and e.ledger_id is not None
+        }
+    )
+    is_ml = F.col("entry_type") == reading.ML_ROW
+    wanted = []
+    if ml_names:
+        wanted.append(is_ml & F.col("ml_name").isin(ml_names))
+    if pairs:
+        wanted.append(
+            ~is_ml
+            & F.col("ml_name").isin(sorted({name for name, _ in pairs}))
+            & F.col("ledger_id").isin(sorted({ledger for _, ledger in pairs}))
+        )
+    if segment_ids:
+        wanted.append(~is_ml & F.col("ledger_id").isin(segment_ids))
+    rows: list[list[Any]] = []
+    if wanted:
+        condition = wanted[0]
+        for more in wanted[1:]:
+            condition = condition | more
+        try:
+            found = snapshot.where(condition).select(*_ROW_COLUMNS).collect()
+        except Exception as exc:
+            raise job_error("the diff", exc) from exc
+        rows = [list(row) for row in found]
+    names, ids = set(ml_names), set(segment_ids)
+    return {
+        "ml_rows": [
+            row
+            for row in rows
+            if (row[0] == reading.ML_ROW and row[1] in names)
+            or (row[0] != reading.ML_ROW and (row[1], row[2]) in pairs)
+        ],
+        "ledger_rows": [row for row in rows if row[0] != reading.ML_ROW and row[2] in ids],
+        "registered": sorted(e.prefix for e in entries),
+    }
+
+
+def metadata_max_ledger_id(snapshot: DataFrame) -> int | None:
+    """The highest ledger id any managed ledger lists or marks (None: no ledger at all)."""
+    from pyspark.sql import functions as F
+
+    try:
+        row = snapshot.where(F.col("entry_type") != reading.ML_ROW).agg(F.max("ledger_id")).first()
+    except LedgerGcError:
+        raise
+    except Exception as exc:
+        raise job_error("the diff", exc) from exc
+    return None if row is None or row[0] is None else int(row[0])
