@@ -261,7 +261,8 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
-    from ledger_gc.orphans import cycle, reading, survey_steps, witness
+    from ledger_gc.metadata import id_counter
+    from ledger_gc.orphans import cycle, survey_steps, witness
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.rules.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
     from ledger_gc.rules.orphans.timekeeping import Instant
@@ -272,7 +273,7 @@ def child_spark(directory: Path) -> dict[str, Any]:
     # This figure is the diff over an inventory: there is no ZooKeeper and no S3, so no
     # ledger-id counter to read (the scan then has only the managed ledgers' own lists
     # as evidence) and no server clock (the host's stands in; nothing is deleted here).
-    reading.read_id_counter = lambda _settings: None
+    id_counter.read_id_counter = lambda _settings: None
     witness.ServerClocks.observe = lambda _self, _settings, clock: witness.Observation(  # type: ignore[method-assign]
         1, Instant(clock(), clock(), clock())
     )

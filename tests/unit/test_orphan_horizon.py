@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc.orphans.reading import next_sequence
+from ledger_gc.metadata.id_counter import next_sequence
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs as Refs

@@ -488,6 +488,6 @@ def _missing_listed(
 
 
 def _id_counter(settings: Settings) -> int | None:
-    from ledger_gc.orphans.reading import read_id_counter
+    from ledger_gc.metadata.id_counter import read_id_counter
 
     return read_id_counter(settings)

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
+from ledger_gc.metadata import id_counter
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import reading, run_steps
+from ledger_gc.orphans import run_steps
 from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import RunSteps
@@ -106,7 +107,7 @@ def scan_job(
             # Read after the listing: every ledger with a block listed above was allocated
             # before this read, so its id is below the counter in a store whose metadata is
             # current (horizon.py; issue 11).
-            id_counter=reading.read_id_counter(settings),
+            id_counter=id_counter.read_id_counter(settings),
         )
         steps.write_manifest(run_steps.SCAN, manifest)
         return manifest
