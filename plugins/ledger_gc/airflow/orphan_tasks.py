@@ -316,12 +316,12 @@ def delete(params: dict[str, Any], run_id: str) -> dict[str, Any]:
 
     SIGTERM (a task timeout, a worker's shutdown): the delete batch under way finishes
     and is audited, nothing new starts (``termination.stop_on_signals``)."""
-    from ledger_gc.orphans.cycle import delete_summary, step_delete
+    from ledger_gc.orphans.cycle import step_delete
     from ledger_gc.termination import stop_on_signals
 
     with stop_on_signals():
         result = step_delete(settings_for(params), run_id, options=options_for(params))
-    return delete_summary(result)
+    return result.summary()
 
 
 def report(params: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -332,16 +332,16 @@ def report(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     """
     from ledger_gc.errors import LedgerGcError, SafetyRefusalError
     from ledger_gc.orphans.cycle import step_report
-    from ledger_gc.orphans.report import FAILED, REFUSED
+    from ledger_gc.orphans.records import CycleStatus
 
     settings = settings_for(params)
     cycle_report = step_report(settings, run_id, options=options_for(params))
     data = cycle_report.to_dict()
     log.info("orphan cycle %s: %s", run_id, json.dumps(data, sort_keys=True, default=str))
-    if cycle_report.status == REFUSED:
+    if cycle_report.status == CycleStatus.REFUSED:
         reasons = "; ".join(r["reason"] for r in data["refusals"] if not r.get("forced"))
         raise SafetyRefusalError(f"orphan cycle {run_id} refused: {reasons}")
-    if cycle_report.status == FAILED:
+    if cycle_report.status == CycleStatus.FAILED:
         raise LedgerGcError(f"orphan cycle {run_id} failed: {data['error']}")
     return {
         "status": data["status"],

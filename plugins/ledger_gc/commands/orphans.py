@@ -13,8 +13,9 @@ import argparse
 
 from ledger_gc.clock import now_ms
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.records import CycleStatus
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.report import OK, CycleReport, render_text
+from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.settings import Settings
 from ledger_gc.state.store import RESET_CONSEQUENCE
 from ledger_gc.termination import stop_on_signals
@@ -160,6 +161,6 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_INCOMPLETE if isinstance(exc.__cause__, DeleteLockLost) else EXIT_ERROR
     _print(report, args.json)
     data = report.to_dict()
-    if report.status != OK or data["failed"] or data.get("pending"):
+    if report.status != CycleStatus.OK or data["failed"] or data.get("pending"):
         return EXIT_INCOMPLETE
     return EXIT_OK

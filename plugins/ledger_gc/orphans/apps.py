@@ -82,7 +82,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
                 deleted = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
-            result = cycle.delete_summary(deleted)
+            result = deleted.summary()
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return 0

@@ -579,12 +579,6 @@ def step_delete(
         return result
 
 
-def delete_summary(result: DeleteRecord) -> dict[str, Any]:
-    """``step_delete``'s result with a count in place of each entry's outcome (those are
-    in the state store and the audit log): what a task or an app prints."""
-    return result.summary()
-
-
 def delete_needs_spark(settings: Settings) -> bool:
     """Whether the delete step has work for executors: more registered orphans than
     ``settings.orphan_delete_spark_over`` (an upper bound of what can be due, read

@@ -132,10 +132,6 @@ MAX_LISTED = 200
 #: Run folders kept in the state dir (each holds a full listing of the bucket).
 KEEP_RUN_FOLDERS = 10
 
-OK = CycleStatus.OK
-REFUSED = CycleStatus.REFUSED
-FAILED = CycleStatus.FAILED
-
 
 @dataclass(frozen=True)
 class CycleReport:
@@ -219,10 +215,10 @@ def build_report(
     latest = registry.latest_scan()
 
     refusals: list[dict[str, Any]] = list(applied.refusals) if applied else []
-    status = OK
+    status = CycleStatus.OK
     error_text = error_type = None
     if error is not None:
-        status = FAILED
+        status = CycleStatus.FAILED
         error_text = str(error)
         error_type = type(error).__name__ if isinstance(error, BaseException) else "Error"
         if snapshot is None and error_type.startswith("Metadata"):
@@ -235,10 +231,10 @@ def build_report(
                 }
             )
     elif applied is not None and not applied.applied:
-        status = REFUSED
+        status = CycleStatus.REFUSED
     elif any(record is None for record in found.values()):
         missing = ", ".join(step for step, record in found.items() if record is None)
-        status = FAILED
+        status = CycleStatus.FAILED
         error_text = f"the cycle did not complete: no output from {missing} (see the task logs)"
         error_type = "Incomplete"
 
