@@ -82,7 +82,29 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class ServerProcess:
+class Startable:
+    """Something started and stopped as a whole (a server, an ensemble, a cluster, the
+    stack), and so usable in a ``with``: started on entry, stopped on exit."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ServerProcess(Startable):
     """One server child: watchdog, own process group, log file, readiness wait, stop.
 
     Subclasses say what to run (``_command``) and how to tell it is serving
@@ -275,17 +297,6 @@ class ServerProcess:
         """Stop and start again on the same port (and, for ZooKeeper, the same data)."""
         self.stop()
         return self.start()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @classmethod
     def stop_all(cls) -> None:

@@ -14,13 +14,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ClassVar, Self
 
 from local_stack.server_process import (
     LOOPBACK,
     LocalStackError,
     ServerProcess,
+    Startable,
     free_port,
     java_executable,
 )
@@ -271,7 +271,7 @@ class SparkWorker(_SparkDaemon):
         return any(w.get("port") == self.port for w in self.master.alive_workers())
 
 
-class SparkStandaloneCluster:
+class SparkStandaloneCluster(Startable):
     """A Spark standalone cluster on 127.0.0.1: a master and ``workers`` workers (default
     two, one core and 1 GiB each), from the installed PySpark's own jars.
 
@@ -379,14 +379,3 @@ class SparkStandaloneCluster:
             "PYSPARK_PYTHON": self.python,
             "SPARK_LOCAL_IP": LOOPBACK,
         }
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

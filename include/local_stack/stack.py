@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from local_stack.postgres import PostgresServer
 from local_stack.seaweedfs import TEST_AWS_ENV, SeaweedS3Server
+from local_stack.server_process import Startable
 from local_stack.zookeeper import ZooKeeperServer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BASE_DIR = PROJECT_ROOT / "var" / "local-stack"
 
 
-class LocalStack:
+class LocalStack(Startable):
     """ZooKeeper and SeaweedFS S3 together, with the environment that points the project at
     them.
 
@@ -85,14 +85,3 @@ class LocalStack:
         if self.postgres is not None:
             env["LEDGERGC_STATE_URL"] = self.postgres.url()
         return env
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

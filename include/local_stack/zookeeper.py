@@ -9,13 +9,13 @@ import shutil
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import ClassVar, Self
 
 from local_stack.server_process import (
     LOOPBACK,
     LocalStackError,
     ServerProcess,
+    Startable,
     free_port,
     java_executable,
 )
@@ -233,7 +233,7 @@ class EnsembleMember(ZooKeeperServer):
         return self.mode() in ("leader", "follower")
 
 
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(Startable):
     """A ZooKeeper ensemble of ``size`` servers (default three) on 127.0.0.1: what a
     deployment's metadata store looks like, with a quorum that survives one server down.
 
@@ -327,14 +327,3 @@ class ZooKeeperEnsemble:
         """Stop every member (idempotent)."""
         for member in self.members:
             member.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
