@@ -17,8 +17,8 @@ and reused while its parameters match:
   (``snapshot/`` Parquet rows ``entry_type, ml_name, ledger_id`` and its manifest).
 
 Spark runs in a child process (``local[*]``, ``spark.driver.memory`` = ``--driver-memory``)
-exactly as the orphan cycle does: ``cycle.step_scan`` with the inventory, then
-``cycle.step_diff``. The resident memory of that process tree (the Python driver and its
+exactly as the orphan cycle does: ``survey_steps.step_scan`` with the inventory,
+then ``survey_steps.step_diff``. The resident memory of that process tree (the Python driver and its
 JVM) is sampled every 0.1 s. The baseline runs in another child: it loads every key into
 memory and computes ``ledger directories seen - ledger directories referenced`` with
 Python sets (``keys.parse_key`` per key), under an address-space cap of
@@ -187,7 +187,7 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
         f"in {time.perf_counter() - started:.1f}s"
     )
 
-    # The snapshot, as snapshot_job writes it: one ml row per existing managed ledger,
+    # The snapshot, as step_snapshot leaves it: one ml row per existing managed ledger,
     # one row per listed and per marked ledger.
     ledger_ids = np.arange(p["ledgers"], dtype=np.int64) + 1
     existing_ml = np.ones(p["mls"], dtype=bool)
@@ -262,7 +262,7 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
     from ledger_gc.metadata import id_counter
-    from ledger_gc.orphans import cycle, survey_steps, witness
+    from ledger_gc.orphans import survey_steps, witness
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.rules.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
     from ledger_gc.rules.orphans.timekeeping import Instant
@@ -286,10 +286,12 @@ def child_spark(directory: Path) -> dict[str, Any]:
         run = RunPaths(settings.state_dir, RUN_ID)
         survey_steps.hold(run, SNAPSHOT, spark.read.parquet(run.data_uri(SNAPSHOT)))
         started = time.perf_counter()
-        scan = cycle.step_scan(settings, RUN_ID, spark, inventory=str(directory / "inventory"))
+        scan = survey_steps.step_scan(
+            settings, RUN_ID, spark, inventory=str(directory / "inventory")
+        )
         scan_s = time.perf_counter() - started
         started, cpu = time.perf_counter(), _common.tree_cpu_seconds()
-        diff = cycle.step_diff(settings, RUN_ID, spark)
+        diff = survey_steps.step_diff(settings, RUN_ID, spark)
         diff_s = time.perf_counter() - started
         diff_cpu_s = _common.tree_cpu_seconds() - cpu
         conf = spark.sparkContext.getConf()
@@ -297,19 +299,19 @@ def child_spark(directory: Path) -> dict[str, Any]:
         master = spark.sparkContext.master
     finally:
         spark.stop()
-    classes = diff["classes"]
+    classes = diff.classes
     return {
         "session_s": session_s,
         "scan_s": scan_s,
         "diff_s": diff_s,
         "diff_cpu_s": diff_cpu_s,
-        "objects": scan["objects"],
+        "objects": scan.objects,
         "orphan_ledgers": classes[ORPHAN_LEDGER]["units"],
         "orphan_ledger_objects": classes[ORPHAN_LEDGER]["objects"],
         "orphan_partitions": classes[ORPHAN_PARTITION]["units"],
         "orphan_partition_objects": classes[ORPHAN_PARTITION]["objects"],
         "foreign_objects": classes[FOREIGN]["objects"],
-        "candidates": diff["candidates"],
+        "candidates": diff.candidates,
         "driver_memory": driver_memory,
         "master": master,
     }

@@ -1,4 +1,12 @@
-"""What the orphan engine asks of a source of orphans, and what it hands each delete.
+"""What the orphan engine asks of a source of orphans, and what it hands each step.
+
+A source answers four questions, one per step of the cycle: what it finds (``survey``:
+list its candidates, read what references them, classify them by the pure rules), what
+its own evidence holds back and why a registered target is no orphan now (``hold`` and
+``reasons``, for phases 1 and 2), which guards its findings trip (``refusals``), and the
+live re-check and exact delete (``delete``). The engine does the rest once for all of
+them: the records, the registry and its phases, the schedule, the audit, the locks and
+the report.
 
 Below both the engine (``orphans``) and the sources (``orphans.sources.S3Source``,
 ``bookkeeper.source.BookKeeperSource``), so that a source is written against this
@@ -8,17 +16,46 @@ either importing the other back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ledger_gc.orphans.records import DiffRecord
+    from ledger_gc.orphans.witness import ServerClocks
+    from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
+    from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
     from ledger_gc.settings import Settings
+
+
+@dataclass(frozen=True)
+class SurveyRequest:
+    """What every source's survey is given: one run, in one Spark application."""
+
+    settings: Settings
+    run_id: str
+    spark: SparkSession
+    clock: Callable[[], int]  # this host's clock, epoch ms (tests give a wrong one)
+    # The registry's entries by prefix, read when a source asks (only for the reasons
+    # of those it does not find orphaned: text, never a verdict).
+    registered: Callable[[], Mapping[str, RegistryEntry]]
+    witness: ServerClocks | None = None  # reads the servers' clocks (tests shift them)
+    inventory: str | None = None  # an S3 Inventory instead of listing the bucket
+    offload_inventory: str | None = None  # the offload bucket's
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What one source's survey found: the fields of the run's ``DiffRecord`` that are
+    its own (no two sources fill the same field), and its orphan candidates."""
+
+    record: dict[str, Any]
+    candidates: list[Candidate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -40,13 +77,34 @@ class OrphanSource(Protocol):
 
     name: str
 
-    def owns(self, target_class: str) -> bool:
-        """Whether a registry entry of this class is this source's to re-check and delete."""
+    def survey(self, request: SurveyRequest) -> Findings:
+        """List this source's candidates, read what references them, classify them.
+        Fails (raises) rather than return findings from a partial read."""
         ...
 
-    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+    def owns(self, target_class: str) -> bool:
+        """Whether a target of this class (a candidate, a registry entry) is this
+        source's: its to hold back, explain, re-check and delete."""
+        ...
+
+    def refusals(self, diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
         """The safety guards over this source's part of the survey's record (pure): a
         refusal of any source stops the whole cycle (nothing registered or deleted)."""
+        ...
+
+    def hold(
+        self, candidates: dict[str, Candidate], diff: DiffRecord
+    ) -> tuple[dict[str, Candidate], list[Held]]:
+        """This source's candidates (by prefix) split into those to register and those
+        its evidence holds back (with why): e.g. a ledger the store's metadata may not
+        know of yet. Held ones are neither registered nor deleted this run."""
+        ...
+
+    def reasons(
+        self, entries: list[RegistryEntry], diff: DiffRecord, number: int
+    ) -> dict[str, str]:
+        """Why each of these registered targets of this source, which scan ``number``
+        did not find orphaned, is no orphan (any more): the text phase 2 records."""
         ...
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:

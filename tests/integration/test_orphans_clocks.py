@@ -103,13 +103,13 @@ def test_a_scan_older_than_the_one_applied_is_still_refused(
     """The other side of the rule above: a run whose snapshot came first (by ZooKeeper's
     sequence *and* its clock) but reaches phases after a newer run applied its scan (a
     delayed DAG task) is not applied."""
-    from ledger_gc.orphans import cycle
+    from ledger_gc.orphans import cycle, survey_steps
 
     store_kit.managed_ledger(ML, entries=60, size=4000)
     plant_leaks(settings, ml_name=ML)
-    cycle.step_snapshot(settings, "delayed", spark)
-    cycle.step_scan(settings, "delayed", spark)
-    cycle.step_diff(settings, "delayed", spark)
+    survey_steps.step_snapshot(settings, "delayed", spark)
+    survey_steps.step_scan(settings, "delayed", spark)
+    survey_steps.step_diff(settings, "delayed", spark)
     newer = run_orphan_cycle(settings, spark=spark).to_dict()
 
     late = cycle.step_phases(settings, "delayed")

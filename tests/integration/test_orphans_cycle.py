@@ -16,7 +16,7 @@ import pytest
 from demo_leaks import plant_leaks
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
@@ -101,9 +101,9 @@ def test_many_entries_are_rechecked_and_deleted_on_the_executors(
     settings = settings.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=0)
     _, keep, leaks = _store(settings, store_kit)
     run_id = "distributed"
-    cycle.step_snapshot(settings, run_id, spark)
-    cycle.step_scan(settings, run_id, spark)
-    cycle.step_diff(settings, run_id, spark)
+    survey_steps.step_snapshot(settings, run_id, spark)
+    survey_steps.step_scan(settings, run_id, spark)
+    survey_steps.step_diff(settings, run_id, spark)
     cycle.step_phases(settings, run_id)
 
     result = cycle.step_delete(settings, run_id, spark=spark, distribute_over=0)

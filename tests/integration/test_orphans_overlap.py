@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
-from ledger_gc.orphans import cycle, deleting, run_orphan_cycle
+from ledger_gc.orphans import cycle, deleting, run_orphan_cycle, survey_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
 
@@ -33,11 +33,11 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     store_kit.managed_ledger(ML, entries=60, size=4000)
     planted = plant_leaks(eager, ml_name=ML)
     leaks = planted["orphan_ledgers"] + planted["orphan_partitions"]
-    for step in (cycle.step_snapshot, cycle.step_scan):
+    for step in (survey_steps.step_snapshot, survey_steps.step_scan):
         step(eager, "first", spark)
         step(eager, "second", spark)
-    cycle.step_diff(eager, "first", spark)
-    cycle.step_diff(eager, "second", spark)
+    survey_steps.step_diff(eager, "first", spark)
+    survey_steps.step_diff(eager, "second", spark)
     cycle.step_phases(eager, "first")
 
     first_deleting = threading.Event()

@@ -16,7 +16,7 @@ import pytest
 from demo_leaks import plant_orphan_ledgers
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.orphans import phases
@@ -40,7 +40,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
     with MetadataStore.open(settings) as store:
         writer = ManagedLedger.open(ML, store, storage)
         writer.add_entry(b"before the snapshot")
-        cycle.step_snapshot(settings, run_id, spark)
+        survey_steps.step_snapshot(settings, run_id, spark)
         # After the snapshot: a rollover registers a new ledger, a new topic appears;
         # both are written before the listing.
         writer.roll_over()
@@ -48,8 +48,8 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
         writer.add_entries([b"after the snapshot"] * 3)
         other = ManagedLedger.open(NEW_ML, store, storage)
         other.add_entries([b"a new topic"] * 3)
-        cycle.step_scan(settings, run_id, spark)
-        cycle.step_diff(settings, run_id, spark)
+        survey_steps.step_scan(settings, run_id, spark)
+        survey_steps.step_diff(settings, run_id, spark)
         cycle.step_phases(settings, run_id, force=True)
         raced = {ledger_dir(settings.prefix, ML, new_ledger), ml_dir(settings.prefix, NEW_ML)}
         assert set(OrphanRegistry(settings).entries()) == raced

@@ -15,6 +15,7 @@ import pytest
 from ledger_gc.orphans import survey_steps
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
+from ledger_gc.orphans.records import DiffRecord
 from ledger_gc.orphans.run_steps import RunSteps
 from ledger_gc.rules.orphans.classify import StoredObject, diff_objects
 from ledger_gc.rules.storage.keys import block_key, ledger_dir
@@ -90,15 +91,18 @@ def _prepare_run(spark: Any, settings: Settings, run_id: str, listed: bool) -> R
     return run
 
 
-def _assert_same_as_reference(result: Any, settings: Settings) -> None:
+def _assert_same_as_reference(record: DiffRecord, settings: Settings, run_id: str) -> None:
+    """The diff's record and candidates, as the state store keeps them, against the
+    reference's."""
     expected = diff_objects(PREFIX, OBJECTS, snapshot_from_rows(SNAPSHOT_ROWS))
     assert len(expected.candidates) == 6  # 4 orphan ledgers, 2 orphan partitions
     assert expected.classes["foreign"].objects == len(FOREIGN)
-    assert result.candidates == expected.candidates
-    assert result.to_manifest() | {"foreign_samples": None} == expected.to_manifest() | {
-        "foreign_samples": None
-    }
-    assert sorted(map(str, result.foreign_samples)) == sorted(map(str, expected.foreign_samples))
+    assert RunSteps(settings, run_id).read_candidates() == expected.candidates
+    wanted = expected.to_manifest()
+    got = record.to_dict()
+    samples = wanted.pop("foreign_samples")
+    assert {name: got[name] for name in wanted} == wanted
+    assert sorted(map(str, record.foreign_samples)) == sorted(map(str, samples))
 
 
 @pytest.fixture
@@ -109,10 +113,9 @@ def prefixed(settings: Settings) -> Settings:
 def test_the_spark_diff_of_a_listing_matches_the_reference(prefixed: Settings, spark: Any) -> None:
     run = _prepare_run(spark, prefixed, "listing", listed=True)
 
-    result = survey_steps.diff_job(spark, prefixed, run)
+    record = survey_steps.step_diff(prefixed, run.run_id, spark)
 
-    _assert_same_as_reference(result, prefixed)
-    assert RunSteps(prefixed, run.run_id).read_candidates() == result.candidates
+    _assert_same_as_reference(record, prefixed, run.run_id)
 
 
 def _inventory_rows(settings: Settings) -> list[dict[str, Any]]:
@@ -142,12 +145,12 @@ def test_an_inventory_in_parquet_gives_the_same_diff(
     (path.parent / "manifest.json").write_text('{"fileFormat": "Parquet"}')  # as S3 writes
     run = _prepare_run(spark, prefixed, "parquet-inventory", listed=False)
 
-    manifest = survey_steps.scan_job(spark, prefixed, run, inventory=str(path.parent))
-    result = survey_steps.diff_job(spark, prefixed, run)
+    scan = survey_steps.step_scan(prefixed, run.run_id, spark, inventory=str(path.parent))
+    record = survey_steps.step_diff(prefixed, run.run_id, spark)
 
-    assert (manifest["source"], manifest["inventory_format"]) == ("inventory", "parquet")
-    assert manifest["objects"] == len(OBJECTS)
-    _assert_same_as_reference(result, prefixed)
+    assert (scan.source, scan.inventory_format) == ("inventory", "parquet")
+    assert scan.objects == len(OBJECTS)
+    _assert_same_as_reference(record, prefixed, run.run_id)
 
 
 def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
@@ -162,11 +165,11 @@ def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
     path.write_text("\n".join(lines) + "\n")
     run = _prepare_run(spark, prefixed, "csv-inventory", listed=False)
 
-    manifest = survey_steps.scan_job(spark, prefixed, run, inventory=str(path))
-    result = survey_steps.diff_job(spark, prefixed, run)
+    scan = survey_steps.step_scan(prefixed, run.run_id, spark, inventory=str(path))
+    record = survey_steps.step_diff(prefixed, run.run_id, spark)
 
-    assert manifest["inventory_format"] == "csv"
-    _assert_same_as_reference(result, prefixed)
+    assert scan.inventory_format == "csv"
+    _assert_same_as_reference(record, prefixed, run.run_id)
 
 
 def test_a_zone_less_inventory_time_is_utc_whatever_zone_the_session_started_in(

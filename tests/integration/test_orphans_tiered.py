@@ -20,7 +20,7 @@ from pulsar_records import Ledger, offload, put_segment, record, write_data, wri
 from ledger_gc.audit import AuditLog
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
@@ -235,9 +235,9 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
         s3_client, eager.offload_bucket, PREFIX, uuid, 7, ml_name=GONE if with_metadata else None
     )
     run_id = f"recheck-{with_metadata}"
-    cycle.step_snapshot(eager, run_id, spark)
-    cycle.step_scan(eager, run_id, spark)
-    cycle.step_diff(eager, run_id, spark)
+    survey_steps.step_snapshot(eager, run_id, spark)
+    survey_steps.step_scan(eager, run_id, spark)
+    survey_steps.step_diff(eager, run_id, spark)
     applied = cycle.step_phases(eager, run_id)
     assert applied.added == 1
     _relist(zk_client, GONE, 7, msb, lsb, complete=True)

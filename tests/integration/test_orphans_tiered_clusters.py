@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc.formats.markers import java_uuid
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
 
@@ -154,9 +154,9 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
         lambda settings, keys: {} if len(keys) > 2 else real(settings, keys),
     )
     run_id = "shared-recheck"
-    cycle.step_snapshot(eager, run_id, spark)
-    cycle.step_scan(eager, run_id, spark)
-    cycle.step_diff(eager, run_id, spark)
+    survey_steps.step_snapshot(eager, run_id, spark)
+    survey_steps.step_scan(eager, run_id, spark)
+    survey_steps.step_diff(eager, run_id, spark)
     monkeypatch.setattr(cluster_tags, "read_segment_tags", real)
     assert cycle.step_phases(eager, run_id).added == 5
 

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from ledger_gc.orphans.layout import run_dir_name
+from ledger_gc.orphans.records import DiffRecord
 from ledger_gc.orphans.registry import OrphanRegistry, RegistryError, registry_path
 from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps, prune_runs
 from ledger_gc.rules.orphans import guards
@@ -149,13 +150,13 @@ def test_the_diff_and_its_candidates_are_recorded_together(state_location: Any) 
     steps = RunSteps(state_location, "r1")
     with pytest.raises(MissingStepOutputError, match="diff step of run r1"):
         steps.read_candidates()
-    steps.write_diff({"candidates": 2}, candidates, "ledgers")
-    steps.write_diff({"candidates": 2}, candidates, "ledgers")  # a re-run replaces it
+    steps.write_diff(DiffRecord(candidates=2), candidates, "ledgers")
+    steps.write_diff(DiffRecord(candidates=2), candidates, "ledgers")  # a re-run replaces it
     assert steps.read_candidates() == candidates  # in the diff's order
     assert RunSteps(state_location, "r2").read_manifest("diff", required=False) is None
     steps.start_step("diff")
     assert steps.read_manifest("diff", required=False) is None
-    steps.write_diff({"candidates": 0}, [], "ledgers")
+    steps.write_diff(DiffRecord(), [], "ledgers")
     assert steps.read_candidates() == []
 
 

@@ -1,10 +1,24 @@
-"""Which source re-checks and deletes a registered orphan: exactly one, for every class."""
+"""Which source surveys, holds, re-checks and deletes an orphan: exactly one, for every
+class; and how the engine puts the sources' findings together."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from ledger_gc.orphan_source import Findings
+from ledger_gc.orphans import sources
+from ledger_gc.orphans.records import DiffRecord
 from ledger_gc.orphans.sources import SOURCES, delete_by_source
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.rules.orphans.classify import CLASSES, ORPHAN_CLASSES, TARGET_CLASSES
+from ledger_gc.rules.orphans.classify import (
+    CLASSES,
+    ORPHAN_CLASSES,
+    ORPHAN_LEDGER,
+    TARGET_CLASSES,
+    Candidate,
+)
 from ledger_gc.rules.orphans.outcomes import FAILED
 from ledger_gc.rules.orphans.phases import RegistryEntry
 
@@ -39,3 +53,52 @@ def test_an_entry_of_an_unknown_class_fails_and_is_deleted_by_none() -> None:
     )
     [result] = delete_by_source(None, [entry])  # type: ignore[arg-type]
     assert result.action == FAILED and "no source" in result.reason
+
+
+class _Fills:
+    """A source whose survey fills the given fields of the diff's record."""
+
+    def __init__(self, name: str, record: dict[str, Any], candidates: list[Candidate]) -> None:
+        self.name = name
+        self.found = Findings(record, candidates)
+
+    def survey(self, request: Any) -> Findings:
+        return self.found
+
+
+def test_every_sources_findings_make_one_record_and_a_field_filled_twice_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    block = Candidate(ORPHAN_LEDGER, "t/ns/persistent/a", 7, 1, 10, 4, 4)
+    ledger = Candidate(
+        BK_ORPHAN_CLASSES[0], "t/ns/persistent/b", 9, 1, 10, 4, 4, segment="/ledgers/L9"
+    )
+    s3 = _Fills("s3", {"managed_ledgers": 3, "orphan_bytes": 10}, [block])
+    bk = _Fills("bookkeeper", {"bookkeeper": {"ledgers": 5}}, [ledger])
+    monkeypatch.setattr(sources, "SOURCES", (s3, bk))
+
+    diff, candidates = sources.survey_sources(None)  # type: ignore[arg-type]
+
+    assert candidates == [block, ledger]
+    assert (diff.managed_ledgers, diff.orphan_bytes, diff.candidates) == (3, 10, 2)
+    assert diff.bookkeeper == {"ledgers": 5}
+    monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_bytes": 1}, [])))
+    with pytest.raises(ValueError, match="orphan_bytes"):
+        sources.survey_sources(None)  # type: ignore[arg-type]
+
+
+def test_each_source_holds_and_explains_only_its_own() -> None:
+    """The S3 source's horizon holds a block ledger above the id counter; a BookKeeper
+    ledger (judged by BookKeeper's own horizon in its survey) goes through whatever the
+    block store's counter says."""
+    block = Candidate(ORPHAN_LEDGER, "t/ns/persistent/a", 70, 1, 10, 4, 4)
+    ledger = Candidate(
+        BK_ORPHAN_CLASSES[0], "t/ns/persistent/b", 90, 1, 10, 4, 4, segment="/ledgers/L90"
+    )
+    found = {"ledgers/a/70": block, "bookkeeper:/ledgers/90": ledger}
+    diff = DiffRecord(id_counter=10, metadata_max_ledger_id=10, bookkeeper={"ledgers": 1})
+
+    usable, held = sources.hold_by_source(found, diff)
+
+    assert usable == {"bookkeeper:/ledgers/90": ledger}
+    assert [h.prefix for h in held] == ["ledgers/a/70"]

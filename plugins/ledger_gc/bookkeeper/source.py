@@ -1,34 +1,85 @@
 """BookKeeper's ledger znodes as a source of orphans (``orphan_source.OrphanSource``).
 
-Found by the survey (``survey``), re-checked and deleted one znode at a time
-(``deleting``): a delete is a metadata change the bookies act on later, so there is no
-bulk request and nothing to distribute over Spark's executors.
+Found by the survey (``survey``: Pulsar's references, then BookKeeper's ledgers,
+classified), re-checked and deleted one znode at a time (``deleting``): a delete is a
+metadata change the bookies act on later, so there is no bulk request and nothing to
+distribute over Spark's executors.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper import deleting
+from ledger_gc.orphan_source import Findings
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.orphans.classify import Candidate
 
 if TYPE_CHECKING:
-    from ledger_gc.orphan_source import DeleteRequest
+    from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
+    from ledger_gc.orphans.records import DiffRecord
     from ledger_gc.rules.orphans.guards import Refusal
+    from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
+
+log = logging.getLogger(__name__)
 
 
 class BookKeeperSource:
     name = "bookkeeper"
 
+    def survey(self, request: SurveyRequest) -> Findings:
+        """Its part of the record is ``bookkeeper``: the survey's totals, or None when
+        the source is off (no LAYOUT under ``auto``, or ``LEDGERGC_BOOKKEEPER=false``)."""
+        from ledger_gc.bookkeeper.survey import survey
+
+        settings, run_id = request.settings, request.run_id
+        found = survey(settings, request.registered(), spark=request.spark, run_id=run_id)
+        if found is None:
+            return Findings({"bookkeeper": None})
+        log.info(
+            "orphan cycle %s: BookKeeper at %s%s: %d ledgers, %d orphan candidates",
+            run_id,
+            found.hosts,
+            found.root,
+            found.ledgers,
+            len(found.candidates),
+        )
+        candidates = [Candidate(**fields) for fields in found.candidates]
+        return Findings({"bookkeeper": found.to_manifest()}, candidates)
+
     def owns(self, target_class: str) -> bool:
         return target_class in BK_ORPHAN_CLASSES
 
-    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+    def refusals(self, diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
         """Over the survey's ``bookkeeper`` part (None: the source was off)."""
-        return guards.bookkeeper_refusals(diff.get("bookkeeper"), max_fraction, force=force)
+        return guards.bookkeeper_refusals(diff.bookkeeper, max_fraction, force=force)
+
+    def hold(
+        self, candidates: dict[str, Candidate], diff: DiffRecord
+    ) -> tuple[dict[str, Candidate], list[Held]]:
+        """Nothing more: the survey judged each ledger against BookKeeper's own horizon
+        and held what it must (rules/bookkeeper/classify.py); the block store's (this
+        chroot's lists and id counter) says nothing about BookKeeper's ledgers."""
+        return dict(candidates), []
+
+    def reasons(
+        self, entries: list[RegistryEntry], diff: DiffRecord, number: int
+    ) -> dict[str, str]:
+        if diff.bookkeeper is None:
+            off = (
+                f"scan {number} did not survey BookKeeper (LEDGERGC_BOOKKEEPER, or no LAYOUT "
+                "under LEDGERGC_BK_LEDGERS_ROOT); tracked again when it does"
+            )
+            return {entry.prefix: off for entry in entries}
+        found = diff.bookkeeper.get("registered_reasons") or {}
+        return {
+            entry.prefix: found.get(entry.prefix) or f"not orphaned in scan {number}"
+            for entry in entries
+        }
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         return deleting.recheck_and_delete(

@@ -1,16 +1,17 @@
-"""One orphan cycle: survey (snapshot, scan, diff), initialize/correct, delete, report.
+"""One orphan cycle: survey, initialize/correct, delete, report; the engine, written
+once for every source of orphans (``sources``: the S3 store's blocks and segments,
+BookKeeper's ledgers).
 
 Each step is a function over the run's records in the state store (``run_steps``) and
 the registry, so the same code runs in one process (``run_orphan_cycle``: the CLI and
 the demo) or as separate Airflow tasks on different workers (``dags/orphan_removal.py``),
 and any step can be re-run on its own:
 
-* ``step_survey`` (one Spark application) is ``step_snapshot``, ``step_scan`` and
-  ``step_diff``: the snapshot and scan stay on the application's executors
-  (``spark.session.hold``), read by the diff and forgotten at the end; what the later
-  steps need (the counts, the
-  guard inputs, the candidates, the snapshot's facts about registered targets) is
-  recorded in the state store. A re-run overwrites its run's records;
+* ``step_survey`` (one Spark application) runs every source's survey (the S3 source's
+  is a snapshot, a scan and a diff: ``survey_steps``); what the later steps need (the
+  counts, the guard inputs, the candidates, the snapshot's facts about registered
+  targets) is the run's ``DiffRecord`` and candidates in the state store. A re-run
+  overwrites them;
 * ``step_phases`` (guards, then phases 1 and 2) applies a run's scan to the registry in
   one transaction, once: the registry numbers the scan and remembers the run id;
 * ``step_delete`` (phase 3) re-checks and deletes what the registry says is due, and
@@ -27,33 +28,32 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
-from ledger_gc.orphan_source import DeleteRequest
+from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
-from ledger_gc.orphans.layout import RunPaths, new_run_id
+from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
-from ledger_gc.orphans.reading import snapshot_from_rows
-from ledger_gc.orphans.records import DeleteRecord, PhasesRecord
+from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
-from ledger_gc.orphans.sources import delete_by_source, survey_refusals
-from ledger_gc.orphans.witness import ServerClocks
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, RunSteps
+from ledger_gc.orphans.sources import (
+    delete_by_source,
+    hold_by_source,
+    reasons_by_source,
+    survey_refusals,
+    survey_sources,
+)
+from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
-from ledger_gc.rules.orphans.classify import (
-    ORPHAN_LEDGER,
-    ORPHAN_SEGMENT,
-    Candidate,
-    ManagedLedgerRefs,
-    parse_segment_target,
-)
+from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 
@@ -78,76 +78,7 @@ class OrphanCycleError(LedgerGcError):
         self.report = report
 
 
-# --- the Spark steps -------------------------------------------------------------------
-
-
-def _observe(
-    settings: Settings, run_id: str, witness: ServerClocks | None, clock: Clock
-) -> tuple[int, Instant, list[str]]:
-    """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's."""
-    seen = (witness or ServerClocks()).observe(settings, clock)
-    warnings = timekeeping.clock_warnings(seen.instant)
-    for warning in warnings:
-        log.warning("orphan cycle %s: %s", run_id, warning)
-    return seen.sequence, seen.instant, warnings
-
-
-def step_snapshot(
-    settings: Settings,
-    run_id: str,
-    spark: SparkSession,
-    *,
-    clock: Clock = now_ms,
-    witness: ServerClocks | None = None,
-) -> dict[str, Any]:
-    """The metadata snapshot, numbered first by a ZooKeeper sequence: runs are ordered by
-    that number (``step_phases``' stale-run check), never by a host's clock."""
-    from ledger_gc.orphans.survey_steps import snapshot_job
-
-    sequence, instant, warnings = _observe(settings, run_id, witness, clock)
-    run = RunPaths(settings.state_dir, run_id)
-    manifest = snapshot_job(spark, settings, run, clock=clock)
-    manifest.update(sequence=sequence, instant=instant.to_dict(), clock_warnings=warnings)
-    RunSteps(settings, run_id).write_manifest(SNAPSHOT, manifest)
-    return manifest
-
-
-def step_scan(
-    settings: Settings,
-    run_id: str,
-    spark: SparkSession,
-    *,
-    inventory: str | None = None,
-    offload_inventory: str | None = None,
-    clock: Clock = now_ms,
-    witness: ServerClocks | None = None,
-) -> dict[str, Any]:
-    """The storage scan (and, with tiered storage on, the offload bucket's); the
-    servers' time read after it is the scan's time, from which the grace window of
-    every orphan it registers runs (timekeeping.py)."""
-    from ledger_gc.orphans.survey_steps import scan_job
-
-    run = RunPaths(settings.state_dir, run_id)
-    manifest = scan_job(
-        spark,
-        settings,
-        run,
-        inventory=inventory,
-        offload_inventory=offload_inventory,
-        clock=clock,
-    )
-    _, instant, warnings = _observe(settings, run_id, witness, clock)
-    manifest.update(instant=instant.to_dict(), clock_warnings=warnings)
-    RunSteps(settings, run_id).write_manifest(SCAN, manifest)
-    return manifest
-
-
-def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> dict[str, Any]:
-    """Classify the scan against the snapshot; the record and candidates go to the store."""
-    from ledger_gc.orphans.survey_steps import diff_job
-
-    diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
-    return RunSteps(settings, run_id).read_manifest(DIFF) or {}
+# --- the survey ------------------------------------------------------------------------
 
 
 def step_survey(
@@ -160,138 +91,37 @@ def step_survey(
     clock: Clock = now_ms,
     witness: ServerClocks | None = None,
 ) -> dict[str, Any]:
-    """Snapshot, scan and diff in one Spark application (one JVM start-up, not three).
-
-    The snapshot is taken before the scan starts (the horizon and stale-run rules rely
-    on that order). Their rows stay on this application's executors (``spark.session.hold``,
-    never a file on one host's disk) and are dropped at the end, whatever happened: the
-    later steps read only the state store's records.
-    Returns a short summary (the app prints it; the records hold the rest).
-    """
-    run = RunPaths(settings.state_dir, run_id)
-    try:
-        snapshot = step_snapshot(settings, run_id, spark, clock=clock, witness=witness)
-        scan = step_scan(
-            settings,
-            run_id,
-            spark,
-            inventory=inventory,
-            offload_inventory=offload_inventory,
-            clock=clock,
-            witness=witness,
-        )
-        diff = step_diff(settings, run_id, spark)
-        diff = step_bookkeeper(settings, run_id, spark)
-    finally:
-        from ledger_gc.orphans.survey_steps import release
-
-        release(run)
-        run.remove()
+    """Every source's survey in one Spark application (one JVM start-up): the S3 store's
+    snapshot, scan and diff, then BookKeeper's (orphans/sources.py). Their findings are
+    the run's diff record and candidates, recorded in one transaction; a re-run
+    overwrites them. Returns a short summary (the app prints it; the record holds the
+    rest)."""
+    request = SurveyRequest(
+        settings=settings,
+        run_id=run_id,
+        spark=spark,
+        clock=clock,
+        registered=OrphanRegistry(settings).entries,
+        witness=witness,
+        inventory=inventory,
+        offload_inventory=offload_inventory,
+    )
+    steps = RunSteps(settings, run_id)
+    steps.start_step(DIFF)
+    diff, candidates = survey_sources(request)
+    steps.write_diff(diff, candidates, settings.prefix)
     return {
         "run_id": run_id,
-        "managed_ledgers": snapshot.get("managed_ledgers"),
-        "objects": scan.get("objects"),
-        "bytes": scan.get("bytes"),
-        "candidates": diff.get("candidates"),
-        "orphan_bytes": diff.get("orphan_bytes"),
-        "orphan_fraction": diff.get("orphan_fraction"),
+        "managed_ledgers": diff.managed_ledgers,
+        "objects": diff.objects,
+        "bytes": diff.bytes,
+        "candidates": diff.candidates,
+        "orphan_bytes": diff.orphan_bytes,
+        "orphan_fraction": diff.orphan_fraction,
     }
 
 
-def step_bookkeeper(
-    settings: Settings, run_id: str, spark: SparkSession | None = None
-) -> dict[str, Any]:
-    """The BookKeeper source (DESIGN.md "BookKeeper ledgers"), after the diff: Pulsar's
-    references, then BookKeeper's ledgers, classified; its totals join the diff's record
-    (``bookkeeper``) and its candidates the diff's, in one transaction. Off (no LAYOUT
-    under ``auto``, or ``LEDGERGC_BOOKKEEPER=false``): the record says so."""
-    from ledger_gc.bookkeeper.survey import survey
-
-    steps = RunSteps(settings, run_id)
-    diff = steps.read_manifest(DIFF) or {}
-    candidates = [c for c in steps.read_candidates() if not c.bookkeeper]
-    found = survey(settings, OrphanRegistry(settings).entries(), spark=spark, run_id=run_id)
-    if found is None:
-        diff["bookkeeper"] = None
-    else:
-        diff["bookkeeper"] = found.to_manifest()
-        candidates.extend(Candidate(**fields) for fields in found.candidates)
-        log.info(
-            "orphan cycle %s: BookKeeper at %s%s: %d ledgers, %d orphan candidates",
-            run_id,
-            found.hosts,
-            found.root,
-            found.ledgers,
-            len(found.candidates),
-        )
-    diff["candidates"] = len(candidates)
-    steps.write_diff(diff, candidates, settings.prefix)
-    return diff
-
-
 # --- phases 1 and 2 --------------------------------------------------------------------
-
-
-class SnapshotFacts:
-    """What the survey recorded of its snapshot for the phases step (``survey_steps``'s
-    ``diff_job``): the snapshot itself stays in the survey's application.
-
-    ``ml_high``: for each managed ledger with an orphan-ledger candidate, the highest id
-    it lists or marks (the horizon); ``ml_rows``: the snapshot rows of the managed
-    ledgers of registered orphan ledgers and partitions (their ML rows, and the rows of
-    the registered ledger ids); ``ledger_rows``: every row that references the ledger
-    id of a registered orphan segment; ``registered``: the prefixes these cover (the
-    registry as the survey read it).
-    """
-
-    def __init__(self, diff: dict[str, Any]) -> None:
-        facts = diff.get("snapshot_facts") or {}
-        self.ml_high: dict[str, int | None] = dict(facts.get("ml_high") or {})
-        self.refs: dict[str, ManagedLedgerRefs] = dict(
-            snapshot_from_rows([tuple(r) for r in facts.get("ml_rows") or []]).managed_ledgers
-        )
-        self.owners = segments.owners_by_ledger(
-            snapshot_from_rows([tuple(r) for r in facts.get("ledger_rows") or []])
-        )
-        self.registered = frozenset(facts.get("registered") or ())
-
-
-def _why_segment_not_orphan(
-    entry: phases.RegistryEntry,
-    owners: dict[int, list[segments.Owner]],
-    diff: dict[str, Any],
-    number: int,
-) -> str:
-    """Why a registered orphan segment that this scan did not report is none (any more)."""
-    where = parse_segment_target(entry.prefix)
-    offload = diff.get("offload") or {}
-    if where is None or offload.get("bucket") != where[0]:
-        scanned = offload.get("bucket") or "none (LEDGERGC_OFFLOAD_BUCKET unset)"
-        return (
-            f"scan {number} did not scan offload bucket {where[0] if where else '?'} "
-            f"(scanned: {scanned}); tracked again when it is scanned"
-        )
-    segment = segments.segment_of_target(entry.prefix, offload.get("prefix") or "")
-    if segment is not None and entry.ledger_id is not None:
-        found = segments.carried(owners, entry.ledger_id, segment.uuid)
-        if found:
-            return (
-                f"ledger {entry.ledger_id} of {found[0].ml_name} carries its offload uuid "
-                f"{segment.uuid} again"
-            )
-    return phases.why_not_orphan(entry, None, number)
-
-
-def _horizon(
-    facts: SnapshotFacts, diff: dict[str, Any], candidates: Iterable[Candidate]
-) -> horizon.MetadataHorizon:
-    """What the run's metadata knows of: its id counter, and the highest listed or
-    marked id of each managed ledger that has orphan-ledger candidates."""
-    names = {c.ml_name for c in candidates if c.target_class == ORPHAN_LEDGER}
-    highs = {name: facts.ml_high[name] for name in names if name in facts.ml_high}
-    return horizon.MetadataHorizon(
-        diff.get("id_counter"), diff.get("metadata_max_ledger_id"), highs
-    )
 
 
 def step_phases(
@@ -302,16 +132,11 @@ def step_phases(
     Reads only the state store: the survey's diff record (guard inputs, snapshot facts)
     and candidates, and the registry; records its result there (``PHASES``)."""
     steps = RunSteps(settings, run_id)
-    diff = steps.read_manifest(DIFF) or {}
+    diff = steps.read_record(DIFF, DiffRecord) or DiffRecord()
     steps.start_step(PHASES)
     refusals = survey_refusals(diff, settings.orphan_max_fraction, force=force)
-    facts = SnapshotFacts(diff)
     found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
-    # BookKeeper candidates were judged against their own horizon (rules/bookkeeper/classify.py):
-    # the block store's (this chroot's lists and id counter) says nothing about them.
-    blocks = {prefix: c for prefix, c in found.items() if not c.bookkeeper}
-    candidates, held = horizon.split_held(blocks, _horizon(facts, diff, blocks.values()))
-    candidates.update({prefix: c for prefix, c in found.items() if c.bookkeeper})
+    candidates, held = hold_by_source(found, diff)
     stale = guards.stale_metadata(horizon.proof_of_staleness(held), settings.zk_hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
@@ -324,7 +149,7 @@ def step_phases(
         held=[item.to_dict() for item in held],
         # Whose offloaded segments are this store's, as the diff learned it: kept with
         # the scan in the registry, where the delete step reads it (segments.py).
-        our_clusters=diff.get("our_clusters"),
+        our_clusters=diff.our_clusters,
     )
     if guards.blocking(refusals):
         for refusal in guards.blocking(refusals):
@@ -333,14 +158,11 @@ def step_phases(
         return result
     # The scan's time as the servers' clocks read it (scan step); a run of an older
     # ledger-gc has none, and then no grace time passes from it (timekeeping.py).
-    instant = Instant.from_dict(diff.get("scan_instant")) or Instant(clock())
-    sequence = diff.get("snapshot_sequence")
+    instant = Instant.from_dict(diff.scan_instant) or Instant(clock())
     # The result is recorded after the registry's transaction (a second write while it
     # is open would wait for it): a crash in between leaves the scan applied and no
     # record, and the re-run finds the scan of this run and records its result.
-    applied = _apply_scan(
-        registry, run_id, result, candidates, held, facts, diff, instant, sequence
-    )
+    applied = _apply_scan(registry, run_id, result, candidates, held, diff, instant)
     steps.write_record(PHASES, applied)
     return applied
 
@@ -351,13 +173,12 @@ def _apply_scan(
     result: PhasesRecord,
     candidates: dict[str, Candidate],
     held: list[horizon.Held],
-    facts: SnapshotFacts,
-    diff: dict[str, Any],
+    diff: DiffRecord,
     instant: Instant,
-    sequence: int | None,
 ) -> PhasesRecord:
     """Phases 1 and 2 in one registry transaction, once per run id."""
     now = instant.now_ms()
+    sequence = diff.snapshot_sequence
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
         if done is not None:
@@ -383,7 +204,7 @@ def _apply_scan(
             return replace(result, refusals=[*result.refusals, stale.to_dict()])
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
-        gone_high = (diff.get("bookkeeper") or {}).get("gone_topic_high") or {}
+        gone_high = (diff.bookkeeper or {}).get("gone_topic_high") or {}
         elsewhere = _bookkeeper_live_elsewhere(candidates, before, gone_high, number)
         for name, why in elsewhere.items():
             log.warning("orphan cycle %s holds BookKeeper ledgers of %s: %s", run_id, name, why)
@@ -402,19 +223,9 @@ def _apply_scan(
         missing = [
             entry
             for prefix, entry in entries.items()
-            if prefix not in candidates and prefix in facts.registered
+            if prefix not in candidates and prefix in diff.registered
         ]
-        bk_reasons = (diff.get("bookkeeper") or {}).get("registered_reasons") or {}
-        reasons = {
-            entry.prefix: (
-                _why_segment_not_orphan(entry, facts.owners, diff, number)
-                if entry.target_class == ORPHAN_SEGMENT
-                else _why_bookkeeper_not_orphan(entry, diff, bk_reasons, number)
-                if entry.target_class in BK_ORPHAN_CLASSES
-                else phases.why_not_orphan(entry, facts.refs.get(entry.ml_name), number)
-            )
-            for entry in missing
-        }
+        reasons = reasons_by_source(missing, diff, number)
         reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
         reasons.update(elsewhere_reasons)
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
@@ -444,10 +255,10 @@ def _apply_scan(
             result,
             applied=True,
             scan_number=number,
-            snapshot_started_ms=diff.get("snapshot_started_ms"),
+            snapshot_started_ms=diff.snapshot_started_ms,
             snapshot_sequence=sequence,
-            snapshot_instant=diff.get("snapshot_instant"),
-            instant=instant.to_dict() if diff.get("scan_instant") else None,
+            snapshot_instant=diff.snapshot_instant,
+            instant=instant.to_dict() if diff.scan_instant else None,
             added=len(changes.added),
             seen=len(changes.seen),
             restarted=len(changes.restarted),
@@ -491,19 +302,7 @@ def _bookkeeper_live_elsewhere(
     return found
 
 
-def _why_bookkeeper_not_orphan(
-    entry: phases.RegistryEntry, diff: dict[str, Any], reasons: dict[str, str], number: int
-) -> str:
-    """Why a registered BookKeeper ledger that this scan did not report is none (now)."""
-    if diff.get("bookkeeper") is None:
-        return (
-            f"scan {number} did not survey BookKeeper (LEDGERGC_BOOKKEEPER, or no LAYOUT "
-            "under LEDGERGC_BK_LEDGERS_ROOT); tracked again when it does"
-        )
-    return reasons.get(entry.prefix) or f"not orphaned in scan {number}"
-
-
-def _sequence_restarted(latest: PhasesRecord, diff: dict[str, Any]) -> bool:
+def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:
     """Whether ZooKeeper's own clock says this run's snapshot came *after* the latest
     applied one although its sequence is lower: the counter under ``/ledger-gc/ticks``
     started again (a DR failover, metadata copied to a new ensemble, ``/ledger-gc``
@@ -511,7 +310,7 @@ def _sequence_restarted(latest: PhasesRecord, diff: dict[str, Any]) -> bool:
     the new counter passed the old one. Runs without both snapshot times (older
     ledger-gc) are ordered by the sequence alone."""
     before = Instant.from_dict(latest.snapshot_instant)
-    now = Instant.from_dict(diff.get("snapshot_instant"))
+    now = Instant.from_dict(diff.snapshot_instant)
     if before is None or now is None or before.zk_ms is None or now.zk_ms is None:
         return False
     if now.zk_ms <= before.zk_ms:
@@ -519,7 +318,7 @@ def _sequence_restarted(latest: PhasesRecord, diff: dict[str, Any]) -> bool:
     log.warning(
         "ZooKeeper's run sequence went back (%s < %s) while its clock went on: the counter "
         "under /ledger-gc/ticks started again; ordering runs by ZooKeeper's time from here",
-        diff.get("snapshot_sequence"),
+        diff.snapshot_sequence,
         latest.snapshot_sequence,
     )
     return True
@@ -612,7 +411,7 @@ def _delete_under_lock(
         return result
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
-    _, instant, warnings = _observe(settings, run_id, witness, clock)
+    _, instant, warnings = observe(settings, run_id, witness, clock)
     now = instant.now_ms()
     result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
     entries = registry.entries()

@@ -68,6 +68,91 @@ def _plain(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class SnapshotRecord(StepRecord):
+    """The S3 source's metadata snapshot (``survey_steps.step_snapshot``): its counts, and
+    the ZooKeeper sequence and servers' time that order this run among the others."""
+
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    managed_ledgers: int | None = None
+    listed_ledgers: int | None = None
+    markers: int | None = None
+    shards: int | None = None
+    managed_ledgers_listed: int | None = None
+    sequence: int | None = None  # numbers the run (``step_phases``' stale-run check)
+    instant: dict[str, Any] | None = None
+    clock_warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScanRecord(StepRecord):
+    """The S3 source's storage scan (``survey_steps.step_scan``): how the objects were
+    found (a listing, or an inventory's pinned files, read again by the diff), their
+    totals, and the servers' time after it, from which every grace window runs."""
+
+    source: str = "listing"  # "listing" | "inventory"
+    inventory: str | None = None
+    inventory_format: str | None = None
+    inventory_files: list[str] = field(default_factory=list)
+    shards: int = 0
+    offload: dict[str, Any] | None = None  # the offload bucket's scan (tiered storage on)
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    objects: int | None = None
+    bytes: int | None = None
+    id_counter: int | None = None  # read after the listing (horizon.py)
+    instant: dict[str, Any] | None = None
+    clock_warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DiffRecord(StepRecord):
+    """What the survey found, every source's part of it (``cycle.step_survey``): the S3
+    source's classes and guard inputs (``classify.DiffResult.to_manifest``) and what the
+    phases step needs of its snapshot, and the BookKeeper source's survey (None: off).
+
+    Each source fills its own fields (``orphan_source.Findings``); the candidates are
+    rows beside the record, written with it in one transaction (``run_steps``)."""
+
+    # The S3 source's classification (the guards' inputs).
+    managed_ledgers: int = 0
+    objects: int = 0
+    bytes: int = 0
+    block_objects: int = 0
+    segment_objects: int = 0
+    offload_objects: int = 0
+    offload_bytes: int = 0
+    orphan_bytes: int = 0
+    orphan_fraction: float = 0.0
+    classes: dict[str, Any] = field(default_factory=dict)
+    namespaces: dict[str, Any] = field(default_factory=dict)
+    foreign_samples: list[Any] = field(default_factory=list)
+    our_clusters: dict[str, Any] | None = None
+    other_clusters: dict[str, Any] = field(default_factory=dict)
+    other_cluster_samples: list[Any] = field(default_factory=list)
+    # What the S3 source knew when it classified (order, time, horizon, snapshot facts).
+    snapshot_started_ms: int | None = None
+    scan_started_ms: int | None = None
+    scan_source: str | None = None
+    id_counter: int | None = None
+    metadata_max_ledger_id: int | None = None
+    offload: dict[str, Any] | None = None
+    snapshot_sequence: int | None = None
+    snapshot_instant: dict[str, Any] | None = None
+    scan_instant: dict[str, Any] | None = None
+    snapshot_facts: dict[str, Any] = field(default_factory=dict)
+    # The BookKeeper source's survey (``BookKeeperSurvey.to_manifest``; None: it was off).
+    bookkeeper: dict[str, Any] | None = None
+    candidates: int = 0  # every source's, in the rows beside the record
+
+    @property
+    def registered(self) -> frozenset[str]:
+        """The registry's prefixes as the survey read them: an entry registered after
+        that (by another cycle) was not looked for, so this run does not correct it."""
+        return frozenset(self.snapshot_facts.get("registered") or ())
+
+
+@dataclass(frozen=True)
 class PhasesRecord(StepRecord):
     """Guards, then phases 1 and 2 (``cycle.step_phases``). Also the registry's result of
     the scan it applied, where the next cycle reads the run order and what was held."""

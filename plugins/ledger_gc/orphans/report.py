@@ -93,7 +93,14 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.orphans import layout, run_steps
-from ledger_gc.orphans.records import CycleStatus, DeleteRecord, PhasesRecord
+from ledger_gc.orphans.records import (
+    CycleStatus,
+    DeleteRecord,
+    DiffRecord,
+    PhasesRecord,
+    ScanRecord,
+    SnapshotRecord,
+)
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
@@ -203,9 +210,9 @@ def build_report(
 ) -> CycleReport:
     """Assemble the report from the run's step records, the registry and its history."""
     steps = RunSteps(settings, run_id)
-    snapshot, scan, diff = (
-        steps.read_manifest(step, required=False) for step in (SNAPSHOT, SCAN, DIFF)
-    )
+    snapshot = steps.read_record(SNAPSHOT, SnapshotRecord, required=False)
+    scan = steps.read_record(SCAN, ScanRecord, required=False)
+    diff = steps.read_record(DIFF, DiffRecord, required=False)
     applied = steps.read_record(PHASES, PhasesRecord, required=False)
     deleted = steps.read_record(DELETE, DeleteRecord, required=False)
     found = {SNAPSHOT: snapshot, SCAN: scan, DIFF: diff, PHASES: applied, DELETE: deleted}
@@ -320,8 +327,8 @@ def build_report(
     classes = {name: {"objects": 0, "bytes": 0, "units": 0} for name in CLASSES}
     ns_classes: dict[str, Any] = {}
     if diff is not None:
-        classes.update(diff["classes"])
-        ns_classes = diff["namespaces"]
+        classes.update(diff.classes)
+        ns_classes = diff.namespaces
     namespaces = {}
     for namespace in sorted(set(ns_classes) | set(tally.namespaces)):
         namespaces[namespace] = {
@@ -333,7 +340,9 @@ def build_report(
             ),
         }
     finished = now_ms
-    started = started_ms if started_ms is not None else _first(snapshot, "started_ms", now_ms)
+    if started_ms is None and snapshot is not None:
+        started_ms = snapshot.started_ms
+    started = now_ms if started_ms is None else started_ms
     deleting_now = deleted.deleting if deleted else options.deleting(settings)
     data: dict[str, Any] = {
         "kind": KIND,
@@ -357,21 +366,21 @@ def build_report(
             "zk_hosts": settings.zk_hosts,
         },
         "snapshot": {
-            "managed_ledgers": _first(snapshot, "managed_ledgers"),
-            "listed_ledgers": _first(snapshot, "listed_ledgers"),
-            "markers": _first(snapshot, "markers"),
-            "started_ms": _first(snapshot, "started_ms"),
+            "managed_ledgers": snapshot.managed_ledgers if snapshot else None,
+            "listed_ledgers": snapshot.listed_ledgers if snapshot else None,
+            "markers": snapshot.markers if snapshot else None,
+            "started_ms": snapshot.started_ms if snapshot else None,
         },
         "scan": {
-            "source": _first(scan, "source", "inventory" if options.inventory else "listing"),
-            "inventory": _first(scan, "inventory", options.inventory),
-            "objects": _first(scan, "objects"),
-            "bytes": _first(scan, "bytes"),
-            "started_ms": _first(scan, "started_ms"),
+            "source": scan.source if scan else "inventory" if options.inventory else "listing",
+            "inventory": scan.inventory if scan else options.inventory,
+            "objects": scan.objects if scan else None,
+            "bytes": scan.bytes if scan else None,
+            "started_ms": scan.started_ms if scan else None,
         },
         "classes": classes,
-        "orphan_bytes": _first(diff, "orphan_bytes", 0),
-        "orphan_fraction": _first(diff, "orphan_fraction", 0.0),
+        "orphan_bytes": diff.orphan_bytes if diff else 0,
+        "orphan_fraction": diff.orphan_fraction if diff else 0.0,
         "phases": tally.total,
         "namespaces": namespaces,
         "refusals": refusals,
@@ -379,8 +388,8 @@ def build_report(
         "warnings": list(
             dict.fromkeys(
                 [
-                    *(snapshot or {}).get("clock_warnings", []),
-                    *(scan or {}).get("clock_warnings", []),
+                    *(snapshot.clock_warnings if snapshot else []),
+                    *(scan.clock_warnings if scan else []),
                     *(deleted.clock_warnings if deleted else []),
                 ]
             )
@@ -399,7 +408,7 @@ def build_report(
         "foreign": {
             "objects": classes[FOREIGN]["objects"],
             "bytes": classes[FOREIGN]["bytes"],
-            "samples": _first(diff, "foreign_samples", []),
+            "samples": diff.foreign_samples if diff else [],
         },
         "registry": {
             "entries": len(entries),
@@ -413,20 +422,20 @@ def build_report(
 
 
 def _tiered(
-    scan: dict[str, Any] | None,
+    scan: ScanRecord | None,
     classes: dict[str, Any],
     deleted: list[RecheckResult],
-    diff: dict[str, Any] | None,
+    diff: DiffRecord | None,
     delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The offload bucket's part of the cycle (None when tiered storage is off)."""
-    offload = _first(scan, "offload")
+    offload = scan.offload if scan else None
     if not offload:
         return None
     segments = [r for r in deleted if r.target_class == ORPHAN_SEGMENT]
     held_now = [r for r in delete_results if r.action == outcomes.HELD]
     held = [_target(vars(r), bytes=r.bytes or 0, reason=r.reason) for r in held_now] + list(
-        _first(diff, "other_cluster_samples", [])
+        diff.other_cluster_samples if diff else []
     )
     return {
         "bucket": offload.get("bucket"),
@@ -442,22 +451,22 @@ def _tiered(
         "bytes_reclaimed": sum(r.bytes for r in segments if not r.recoverable),
         "other_cluster_segments": classes[OTHER_CLUSTER_SEGMENT]["units"],
         "other_cluster_bytes": classes[OTHER_CLUSTER_SEGMENT]["bytes"],
-        "other_clusters": dict(_first(diff, "other_clusters", {}) or {}),
-        "our_clusters": _first(diff, "our_clusters"),
+        "other_clusters": dict(diff.other_clusters if diff else {}),
+        "our_clusters": diff.our_clusters if diff else None,
         "held_at_recheck": len(held_now),
         "held": held[:MAX_LISTED],
     }
 
 
 def _bookkeeper(
-    diff: dict[str, Any] | None,
+    diff: DiffRecord | None,
     applied: PhasesRecord | None,
     deleted: list[dict[str, Any]],
     delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The BookKeeper source's part of the cycle (None when it is off): the survey's
     totals per class (each explained), what it held and why, and what was deleted."""
-    survey = _first(diff, "bookkeeper")
+    survey = diff.bookkeeper if diff else None
     if not survey:
         return None
     mine = [r for r in deleted if r["target_class"] in BK_ORPHAN_CLASSES]
@@ -476,10 +485,6 @@ def _bookkeeper(
             "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
         ),
     }
-
-
-def _first(manifest: dict[str, Any] | None, key: str, default: Any = None) -> Any:
-    return default if manifest is None else manifest.get(key, default)
 
 
 def _namespace(ml_name: str) -> str:

@@ -115,10 +115,11 @@ class RunSteps:
     # --- the diff: its record and its candidates, together ---------------------------
 
     def write_diff(
-        self, manifest: dict[str, Any], candidates: list[Candidate], store_prefix: str
+        self, record: StepRecord, candidates: list[Candidate], store_prefix: str
     ) -> None:
-        """The diff's record and its candidates in one transaction (all or nothing);
-        each candidate keyed by its target prefix under ``store_prefix``."""
+        """The diff's record (``records.DiffRecord``) and its candidates in one
+        transaction (all or nothing); each candidate keyed by its target prefix under
+        ``store_prefix``."""
         table = schema.run_candidates
         rows = [
             {
@@ -133,7 +134,7 @@ class RunSteps:
             self._forget(conn, DIFF)
             if rows:
                 conn.execute(table.insert(), rows)
-            self._put(conn, DIFF, manifest)
+            self._put(conn, DIFF, record.to_dict())
 
     def read_candidates(self) -> list[Candidate]:
         """The diff's orphan candidates, in the diff's order (requires its record)."""

@@ -1,77 +1,80 @@
 """The sources of orphans the engine removes, each behind ``orphan_source.OrphanSource``.
 
 A source is one kind of storage that leaks: the S3 store's ledger blocks and Pulsar's
-offloaded segments (one bucket listing, one Spark scan, one re-check against the
-managed ledgers' records), and BookKeeper's ledger znodes (``bookkeeper.source``). The
-engine (registry, phases, schedule, guards, audit, locks, report) is written once and
-knows a source only through ``OrphanSource``: which registered targets are its own, and
-how to re-check each live and delete exactly it. What a source finds is registered by
+offloaded segments (``s3_source``: one bucket listing, one Spark scan, one re-check
+against the managed ledgers' records), and BookKeeper's ledger znodes
+(``bookkeeper.source``). The engine (registry, phases, schedule, guards, audit, locks,
+report) is written once and knows a source only through ``OrphanSource``; these
+functions hand each source its part of every step. What a source finds is registered by
 target class (``rules/orphans/classify.py``), so the phases and the schedule need no
 source at all.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
-from ledger_gc.orphan_source import DeleteRequest, OrphanSource
-from ledger_gc.orphans import deleting
-from ledger_gc.rules.orphans import guards
-from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES
+from ledger_gc.orphan_source import DeleteRequest, OrphanSource, SurveyRequest
+from ledger_gc.orphans.records import DiffRecord
+from ledger_gc.orphans.s3_source import S3Source
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
 
 if TYPE_CHECKING:
+    from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
+    from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
-
-class S3Source:
-    """Ledger blocks in the store's bucket and Pulsar's offloaded segments.
-
-    One source for both: they are listed by one Spark scan, re-checked against the same
-    managed-ledger records, and deleted through the one ``Deleter``; many entries are
-    re-checked and deleted on Spark's executors (``spark.delete.distributed_delete``)."""
-
-    name = "s3"
-
-    def owns(self, target_class: str) -> bool:
-        return target_class in ORPHAN_CLASSES
-
-    def refusals(self, diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
-        return guards.evaluate_guards(diff, max_fraction, force=force)
-
-    def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
-        if request.spark is not None and len(entries) > request.distribute_over:
-            from ledger_gc.spark.delete import distributed_delete
-
-            return distributed_delete(
-                request.spark,
-                request.settings,
-                entries,
-                run_id=request.run_id,
-                now_ms=request.now_ms,
-                deleting=request.deleting,
-                ours=request.ours,
-            )
-        return deleting.recheck_and_delete(
-            request.settings,
-            entries,
-            run_id=request.run_id,
-            now_ms=request.now_ms,
-            deleting=request.deleting,
-            ours=request.ours,
-            should_stop=request.should_stop,
-        )
-
-
-#: Every source, in the order their deletes run.
+#: Every source, in the order their surveys and deletes run.
 SOURCES: tuple[OrphanSource, ...] = (S3Source(), BookKeeperSource())
 
 
-def survey_refusals(diff: dict[str, Any], max_fraction: float, *, force: bool) -> list[Refusal]:
+def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]:
+    """Every source's survey, in order: the run's diff record (each source's fields)
+    and every candidate. A source that fails fails the survey (nothing is recorded)."""
+    fields: dict[str, object] = {}
+    candidates: list[Candidate] = []
+    for source in SOURCES:
+        found = source.survey(request)
+        clash = set(found.record) & set(fields)
+        if clash:
+            raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
+        fields.update(found.record)
+        candidates += found.candidates
+    return DiffRecord.from_dict(fields | {"candidates": len(candidates)}), candidates
+
+
+def survey_refusals(diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
     """Every source's guards over the survey's record, source by source."""
     return [r for source in SOURCES for r in source.refusals(diff, max_fraction, force=force)]
+
+
+def hold_by_source(
+    candidates: dict[str, Candidate], diff: DiffRecord
+) -> tuple[dict[str, Candidate], list[Held]]:
+    """The candidates each source lets through to the phases, and those it holds back."""
+    usable: dict[str, Candidate] = {}
+    held: list[Held] = []
+    for source in SOURCES:
+        mine = {p: c for p, c in candidates.items() if source.owns(c.target_class)}
+        kept, back = source.hold(mine, diff)
+        usable.update(kept)
+        held += back
+    return usable, held
+
+
+def reasons_by_source(
+    entries: list[RegistryEntry], diff: DiffRecord, number: int
+) -> dict[str, str]:
+    """Why each registered entry that scan ``number`` did not find orphaned is none, as
+    the source it belongs to explains it (an entry of no source's class: kept as it is)."""
+    reasons: dict[str, str] = {}
+    for source in SOURCES:
+        mine = [entry for entry in entries if source.owns(entry.target_class)]
+        if mine:
+            reasons.update(source.reasons(mine, diff, number))
+    return reasons
 
 
 def delete_by_source(request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:

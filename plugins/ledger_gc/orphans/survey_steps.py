@@ -1,26 +1,33 @@
-"""The survey's Spark steps with their records: each step reads what it needs from the
-state store, runs its Spark job (``ledger_gc.spark``), and records the result; the jobs
-themselves never touch the store.
+"""The S3 source's survey: the metadata snapshot, the storage scan and the diff, each a
+step that reads what it needs from the state store, runs its Spark job
+(``ledger_gc.spark``) and records the result; the jobs themselves never touch the store.
 
-``cycle.step_snapshot``, ``step_scan`` and ``step_diff`` call these in one Spark
-application. The snapshot and the listing stay on its executors between them
-(``spark.session.hold``: checkpoints, never files another host could not read);
-records (``run_steps``) are each step's manifest, and the diff's candidates and the
-snapshot's facts the phases step needs.
+``survey`` runs the three in one Spark application (``orphans.sources.S3Source``): the
+snapshot and the listing stay on its executors between them (``spark.session.hold``:
+checkpoints, never files another host could not read) and are forgotten at the end.
+The snapshot is taken before the scan starts (the horizon and stale-run rules rely on
+that order). The snapshot's and the scan's records are this source's own; the diff's
+fields and candidates are its ``Findings``, which the engine records with every other
+source's (``cycle.step_survey``). ``step_snapshot``, ``step_scan`` and ``step_diff`` run
+one step on its own (a re-run; tests put a writer or an admin between two of them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
 from ledger_gc.metadata import id_counter
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphan_source import Findings, SurveyRequest
 from ledger_gc.orphans import run_steps
 from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
+from ledger_gc.orphans.records import DiffRecord, ScanRecord, SnapshotRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import RunSteps
+from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans.classify import DiffResult
 from ledger_gc.settings import Settings
 from ledger_gc.spark import session
@@ -46,82 +53,126 @@ def release(run: RunPaths) -> None:
     session.release(run.run_id)
 
 
-def snapshot_job(
-    spark: SparkSession,
+def survey(request: SurveyRequest) -> Findings:
+    """Snapshot, scan and diff in ``request.spark`` (one JVM start-up, not three): the
+    S3 source's findings. What this application held is dropped at the end, whatever
+    happened: the later steps read only the state store's records."""
+    settings, run_id, spark = request.settings, request.run_id, request.spark
+    run = RunPaths(settings.state_dir, run_id)
+    try:
+        step_snapshot(settings, run_id, spark, clock=request.clock, witness=request.witness)
+        step_scan(
+            settings,
+            run_id,
+            spark,
+            inventory=request.inventory,
+            offload_inventory=request.offload_inventory,
+            clock=request.clock,
+            witness=request.witness,
+        )
+        return diff_job(spark, settings, run)
+    finally:
+        release(run)
+        run.remove()
+
+
+def step_snapshot(
     settings: Settings,
-    run: RunPaths,
+    run_id: str,
+    spark: SparkSession,
     *,
     clock: Callable[[], int] = now_ms,
+    witness: ServerClocks | None = None,
     names_per_shard: int = NAMES_PER_SHARD,
-) -> dict[str, Any]:
-    """Read every managed ledger (listed by the driver after ``sync``) on executors and
-    record the counts; any read error fails the step and no record is written."""
-    steps = RunSteps(settings, run.run_id)
+) -> SnapshotRecord:
+    """Read every managed ledger (listed by the driver after ``sync``) on executors,
+    numbered first by a ZooKeeper sequence: runs are ordered by that number
+    (``step_phases``' stale-run check), never by a host's clock. Any read error fails
+    the step and no record is written."""
+    steps = RunSteps(settings, run_id)
     steps.start_step(run_steps.SNAPSHOT)
+    sequence, instant, warnings = observe(settings, run_id, witness, clock)
     started = clock()
     with MetadataStore.open(settings) as store:
         names = store.list_managed_ledgers(sync=True)
-    with session.job_group(spark, run.run_id, "snapshot", f"read {len(names)} managed ledgers"):
+    with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
         read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
-    session.hold(run.run_id, SNAPSHOT, read.frame)
-    manifest = {
-        "started_ms": started,
-        "finished_ms": clock(),
+    session.hold(run_id, SNAPSHOT, read.frame)
+    record = SnapshotRecord(
+        started_ms=started,
+        finished_ms=clock(),
         **read.manifest_counts(),
-        "managed_ledgers_listed": len(names),
-    }
-    steps.write_manifest(run_steps.SNAPSHOT, manifest)
-    return manifest
+        managed_ledgers_listed=len(names),
+        sequence=sequence,
+        instant=instant.to_dict(),
+        clock_warnings=warnings,
+    )
+    steps.write_record(run_steps.SNAPSHOT, record)
+    return record
 
 
-def scan_job(
-    spark: SparkSession,
+def step_scan(
     settings: Settings,
-    run: RunPaths,
+    run_id: str,
+    spark: SparkSession,
     *,
     inventory: str | None = None,
     offload_inventory: str | None = None,
     clock: Callable[[], int] = now_ms,
-) -> dict[str, Any]:
+    witness: ServerClocks | None = None,
+) -> ScanRecord:
     """Every object under the prefix (and the offload bucket's with tiered storage on),
-    recorded with its totals and the ledger-id counter read after it."""
+    with its totals and the ledger-id counter read after it. The servers' time read
+    after it is the scan's time, from which the grace window of every orphan it
+    registers runs (timekeeping.py)."""
     what = f"inventory {inventory}" if inventory else f"list bucket {settings.bucket}"
-    with session.job_group(spark, run.run_id, "scan", what):
-        steps = RunSteps(settings, run.run_id)
+    with session.job_group(spark, run_id, "scan", what):
+        steps = RunSteps(settings, run_id)
         steps.start_step(run_steps.SCAN)
         started = clock()
         store = scan_store(spark, settings, inventory)
         if store.described["source"] == "listing":
-            session.hold(run.run_id, SCAN, store.frame)
-        manifest: dict[str, Any] = dict(store.described)
-        manifest["offload"] = None
+            session.hold(run_id, SCAN, store.frame)
+        offload = None
         if settings.offload_bucket:
-            offload = scan_offload(spark, settings, offload_inventory)
-            session.hold(run.run_id, OFFLOAD_SCAN, offload.frame)
-            manifest["offload"] = offload.described
-        manifest.update(
+            offloaded = scan_offload(spark, settings, offload_inventory)
+            session.hold(run_id, OFFLOAD_SCAN, offloaded.frame)
+            offload = offloaded.described
+        record = ScanRecord(
+            **store.described,
+            offload=offload,
             started_ms=started,
             finished_ms=clock(),
             objects=store.objects,
             bytes=store.bytes,
             # Read after the listing: every ledger with a block listed above was allocated
-            # before this read, so its id is below the counter in a store whose metadata is
-            # current (horizon.py; issue 11).
+            # before this read, so its id is below the counter in a store whose metadata
+            # is current (horizon.py; issue 11).
             id_counter=id_counter.read_id_counter(settings),
         )
-        steps.write_manifest(run_steps.SCAN, manifest)
-        return manifest
+    _, instant, warnings = observe(settings, run_id, witness, clock)
+    record = replace(record, instant=instant.to_dict(), clock_warnings=warnings)
+    steps.write_record(run_steps.SCAN, record)
+    return record
+
+
+def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> DiffRecord:
+    """The diff on its own: this source's findings recorded as the run's whole diff (no
+    other source surveyed in this run: its part of the record says it was off)."""
+    findings = diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
+    record = DiffRecord.from_dict(findings.record | {"candidates": len(findings.candidates)})
+    RunSteps(settings, run_id).write_diff(record, findings.candidates, settings.prefix)
+    return record
 
 
 def _scan_objects(
-    spark: SparkSession, settings: Settings, run: RunPaths, scan: dict[str, Any]
+    spark: SparkSession, settings: Settings, run: RunPaths, scan: ScanRecord
 ) -> DataFrame:
     """The scan's objects, whatever its source: an inventory's pinned files read again,
     or the listing this application holds."""
-    if scan["source"] == "inventory":
-        frame, _, _ = read_inventory(
-            spark, settings, scan["inventory"], files=scan["inventory_files"]
-        )
+    if scan.source == "inventory":
+        assert scan.inventory is not None
+        frame, _, _ = read_inventory(spark, settings, scan.inventory, files=scan.inventory_files)
         return frame
     return session.held(run.run_id, SCAN)
 
@@ -132,62 +183,60 @@ def diff_job(
     run: RunPaths,
     *,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
-) -> DiffResult:
-    """Classify the scan against the snapshot (classify.py's rules); record the result,
-    its candidates and the snapshot's facts (one transaction)."""
+) -> Findings:
+    """Classify the scan against the snapshot (classify.py's rules): the diff record's
+    fields of this source (with the snapshot's facts about registered targets that the
+    phases step needs) and its candidates. Records nothing."""
     with session.job_group(spark, run.run_id, "diff", "classify the scan against the snapshot"):
-        return _diff_job(spark, settings, run, max_foreign_samples)
+        result, fields = classify(spark, settings, run, max_foreign_samples)
+    return Findings(fields, result.candidates)
 
 
-def _diff_job(
+def classify(
     spark: SparkSession, settings: Settings, run: RunPaths, max_foreign_samples: int
-) -> DiffResult:
+) -> tuple[DiffResult, dict[str, Any]]:
+    """``diff_job``'s work: the classification itself, and the record's fields."""
     from pyspark.sql import functions as F
 
     steps = RunSteps(settings, run.run_id)
-    snapshot_manifest = steps.read_manifest(run_steps.SNAPSHOT) or {}
-    scan_manifest = steps.read_manifest(run_steps.SCAN) or {}
-    steps.start_step(run_steps.DIFF)
+    snapshot_record = steps.read_record(run_steps.SNAPSHOT, SnapshotRecord) or SnapshotRecord()
+    scan_record = steps.read_record(run_steps.SCAN, ScanRecord) or ScanRecord()
     snapshot = session.held(run.run_id, SNAPSHOT)
-    objects = _scan_objects(spark, settings, run, scan_manifest)
+    objects = _scan_objects(spark, settings, run, scan_record)
     if "offload_uuid" not in snapshot.columns:  # a snapshot of an older ledger-gc
         snapshot = snapshot.withColumn("offload_uuid", F.lit(None).cast("string"))
     blocks = diff_blocks(
         snapshot,
         objects,
         settings,
-        managed_ledgers=int(snapshot_manifest["managed_ledgers"]),
+        managed_ledgers=int(snapshot_record.managed_ledgers or 0),
         max_foreign_samples=max_foreign_samples,
     )
     result = blocks.result
-    if scan_manifest.get("offload"):
+    if scan_record.offload:
         diff_segments(
             snapshot,
             session.held(run.run_id, OFFLOAD_SCAN),
             settings,
             result,
-            scan_manifest["offload"],
+            scan_record.offload,
             max_foreign_samples=max_foreign_samples,
         )
     registered = OrphanRegistry(settings).entries().values()
     facts = {"ml_high": blocks.ml_high, **registered_facts(snapshot, registered)}
-    steps.write_diff(
-        {
-            **result.to_manifest(),
-            "snapshot_started_ms": snapshot_manifest["started_ms"],
-            "scan_started_ms": scan_manifest["started_ms"],
-            "scan_source": scan_manifest["source"],
-            "id_counter": scan_manifest.get("id_counter"),
-            "offload": scan_manifest.get("offload"),
-            # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
-            "snapshot_sequence": snapshot_manifest.get("sequence"),
-            "snapshot_instant": snapshot_manifest.get("instant"),
-            "scan_instant": scan_manifest.get("instant"),
-            "metadata_max_ledger_id": metadata_max_ledger_id(snapshot),
-            "candidates": len(result.candidates),
-            "snapshot_facts": facts,
-        },
-        result.candidates,
-        settings.prefix,
-    )
-    return result
+    fields = {
+        **result.to_manifest(),
+        "snapshot_started_ms": snapshot_record.started_ms,
+        "scan_started_ms": scan_record.started_ms,
+        "scan_source": scan_record.source,
+        "id_counter": scan_record.id_counter,
+        "offload": scan_record.offload,
+        # The order of runs (a ZooKeeper sequence) and the servers' time of the scan.
+        "snapshot_sequence": snapshot_record.sequence,
+        "snapshot_instant": snapshot_record.instant,
+        "scan_instant": scan_record.instant,
+        "metadata_max_ledger_id": metadata_max_ledger_id(snapshot),
+        "snapshot_facts": facts,
+    }
+    fields.pop("candidates")  # every source's count, the engine's to set
+    return result, fields

@@ -19,6 +19,7 @@ from email.utils import parsedate_to_datetime
 from kazoo.exceptions import NoNodeError
 
 from ledger_gc.metadata.zk_client import guarded, session
+from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
@@ -76,3 +77,18 @@ def _s3_time(settings: Settings) -> int | None:
     except Exception as exc:  # no S3 time is no evidence, never a guess
         log.warning("could not read S3's clock (Date header): %s", exc)
         return None
+
+
+def observe(
+    settings: Settings,
+    run_id: str,
+    witness: ServerClocks | None,
+    clock: Callable[[], int],
+) -> tuple[int, Instant, list[str]]:
+    """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's
+    (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs)."""
+    seen = (witness or ServerClocks()).observe(settings, clock)
+    warnings = timekeeping.clock_warnings(seen.instant)
+    for warning in warnings:
+        log.warning("orphan cycle %s: %s", run_id, warning)
+    return seen.sequence, seen.instant, warnings
