@@ -298,6 +298,7 @@ class SparkStandaloneCluster(Startable):
         self.log_dir = Path(log_dir) if log_dir else self.base_dir / "logs"
         self.executor_memory = executor_memory
         self.python = python
+        self.private_dirs = [Path(d) for d in private_dirs]
         self.master = SparkMaster(self.base_dir / "master", log_dir=self.log_dir)
         self.workers = [
             SparkWorker(

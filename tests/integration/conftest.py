@@ -9,6 +9,8 @@ spark-submit's ``py_files`` would give it (``spark.session.local_session``).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -66,8 +68,14 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zoo
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
     """A Spark standalone cluster for the session: a master and two one-core workers from
-    PySpark's jars, on loopback (started on first use)."""
-    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    PySpark's jars, on loopback (started on first use). Where the machine allows it (root
+    and unshare), the workers do not see the driver's scratch folder
+    (``cluster.private_dirs[0]``: each has its own empty tmpfs over it), as workers on
+    other hosts would not."""
+    private = []
+    if os.geteuid() == 0 and shutil.which("unshare") is not None:
+        private = [tmp_path_factory.mktemp("driver-disk")]
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), private_dirs=private)
     try:
         cluster.start()
     except LocalStackError as exc:
