@@ -334,11 +334,17 @@ def deployment(
         disk / tmp_path.name / "workers",
         airflow_task_states,
     )
+    blind = (
+        "the workers do not see the driver's disk (a tmpfs of their own over it)"
+        if spark_cluster.private_dirs
+        else "the workers SEE the driver's disk: not root or no unshare, so that a step "
+        "needs no file another host wrote is NOT shown by this run"
+    )
     try:
         yield deployment, settings
     finally:
         with capsys.disabled():
-            print("\n" + deployment.figures())
+            print(f"\n{deployment.figures()}\n  ({blind})")
 
 
 def _audit_rows(url: str) -> list[dict[str, Any]]:

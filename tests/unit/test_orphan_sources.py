@@ -9,7 +9,7 @@ import pytest
 
 from ledger_gc.orphan_source import Findings
 from ledger_gc.orphans import sources
-from ledger_gc.orphans.records import DiffRecord
+from ledger_gc.orphans.records import DiffRecord, RecordVersionError
 from ledger_gc.orphans.sources import SOURCES, delete_by_source
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.rules.orphans.classify import (
@@ -73,7 +73,8 @@ def test_every_sources_findings_make_one_record_and_a_field_filled_twice_fails(
     ledger = Candidate(
         BK_ORPHAN_CLASSES[0], "t/ns/persistent/b", 9, 1, 10, 4, 4, segment="/ledgers/L9"
     )
-    s3 = _Fills("s3", {"managed_ledgers": 3, "orphan_bytes": 10}, [block])
+    guard_inputs = {"bytes": 100, "block_objects": 4, "orphan_fraction": 0.1}
+    s3 = _Fills("s3", {"managed_ledgers": 3, "orphan_bytes": 10, **guard_inputs}, [block])
     bk = _Fills("bookkeeper", {"bookkeeper": {"ledgers": 5}}, [ledger])
     monkeypatch.setattr(sources, "SOURCES", (s3, bk))
 
@@ -85,6 +86,18 @@ def test_every_sources_findings_make_one_record_and_a_field_filled_twice_fails(
     monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_bytes": 1}, [])))
     with pytest.raises(ValueError, match="orphan_bytes"):
         sources.survey_sources(None)  # type: ignore[arg-type]
+    # A field the record lacks would be dropped, and a guard could miss its input.
+    monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_byts": 1}, [])))
+    with pytest.raises(ValueError, match="orphan_byts"):
+        sources.survey_sources(None)  # type: ignore[arg-type]
+
+
+def test_a_stored_diff_without_a_guards_input_is_refused_not_defaulted() -> None:
+    whole = DiffRecord(managed_ledgers=0, bytes=9, block_objects=3, orphan_bytes=9).to_dict()
+    assert DiffRecord.from_dict(whole).managed_ledgers == 0
+    for name in DiffRecord.REQUIRED:
+        with pytest.raises(RecordVersionError, match=name):
+            DiffRecord.from_dict({k: v for k, v in whole.items() if k != name})
 
 
 def test_each_source_holds_and_explains_only_its_own() -> None:

@@ -40,9 +40,9 @@ from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
-from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord
+from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, ScanRecord
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, RunSteps
+from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
 from ledger_gc.orphans.sources import (
     delete_by_source,
     hold_by_source,
@@ -110,11 +110,12 @@ def step_survey(
     steps.start_step(DIFF)
     diff, candidates = survey_sources(request)
     steps.write_diff(diff, candidates, settings.prefix)
+    scan = steps.read_record(SCAN, ScanRecord, required=False) or ScanRecord()
     return {
         "run_id": run_id,
         "managed_ledgers": diff.managed_ledgers,
-        "objects": diff.objects,
-        "bytes": diff.bytes,
+        "objects": scan.objects,  # the store's (the diff's count has the offload bucket's)
+        "bytes": scan.bytes,
         "candidates": diff.candidates,
         "orphan_bytes": diff.orphan_bytes,
         "orphan_fraction": diff.orphan_fraction,

@@ -36,6 +36,9 @@ class StepRecord:
     """A step's record: ``to_dict`` is what the state store keeps, ``from_dict`` reads it."""
 
     VERSION: ClassVar[int] = 1
+    #: Fields a stored record must have: no default stands in for them (a guard's input
+    #: read as a harmless default would let the guard pass).
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
@@ -49,6 +52,12 @@ class StepRecord:
             raise RecordVersionError(
                 f"a {cls.__name__} of version {version} was written by a newer ledger-gc "
                 f"(this one reads up to {cls.VERSION}); upgrade every worker"
+            )
+        missing = [name for name in cls.REQUIRED if data.get(name) is None]
+        if missing:
+            raise RecordVersionError(
+                f"a {cls.__name__} without {', '.join(missing)} cannot be acted on "
+                "(a damaged record, or one another program wrote); run the step again"
             )
         known = {f.name for f in fields(cls)}
         return cls(**cls._convert({k: v for k, v in data.items() if k in known}))
@@ -112,7 +121,17 @@ class DiffRecord(StepRecord):
     phases step needs of its snapshot, and the BookKeeper source's survey (None: off).
 
     Each source fills its own fields (``orphan_source.Findings``); the candidates are
-    rows beside the record, written with it in one transaction (``run_steps``)."""
+    rows beside the record, written with it in one transaction (``run_steps``). The
+    guards' inputs are required: a stored record without them is refused, never read as
+    the defaults below (which would pass every guard)."""
+
+    REQUIRED = (
+        "managed_ledgers",
+        "bytes",
+        "block_objects",
+        "orphan_bytes",
+        "orphan_fraction",
+    )
 
     # The S3 source's classification (the guards' inputs).
     managed_ledgers: int = 0

@@ -12,6 +12,7 @@ source at all.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
@@ -32,7 +33,9 @@ SOURCES: tuple[OrphanSource, ...] = (S3Source(), BookKeeperSource())
 
 def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]:
     """Every source's survey, in order: the run's diff record (each source's fields)
-    and every candidate. A source that fails fails the survey (nothing is recorded)."""
+    and every candidate. A source that fails fails the survey (nothing is recorded); a
+    field filled twice, or one the record does not have, is a programming error."""
+    known = {f.name for f in dataclasses.fields(DiffRecord)}
     fields: dict[str, object] = {}
     candidates: list[Candidate] = []
     for source in SOURCES:
@@ -40,6 +43,11 @@ def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]
         clash = set(found.record) & set(fields)
         if clash:
             raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
+        unknown = set(found.record) - known
+        if unknown:  # a field the record would drop: a guard could miss its input
+            raise ValueError(
+                f"source {source.name} fills fields DiffRecord lacks: {sorted(unknown)}"
+            )
         fields.update(found.record)
         candidates += found.candidates
     return DiffRecord.from_dict(fields | {"candidates": len(candidates)}), candidates

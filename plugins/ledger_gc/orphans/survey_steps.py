@@ -26,7 +26,7 @@ from ledger_gc.orphans import run_steps
 from ledger_gc.orphans.layout import OFFLOAD_SCAN, SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.records import DiffRecord, ScanRecord, SnapshotRecord
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.orphans.run_steps import RunSteps
+from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps
 from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans.classify import DiffResult
 from ledger_gc.settings import Settings
@@ -159,9 +159,11 @@ def step_scan(
 def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> DiffRecord:
     """The diff on its own: this source's findings recorded as the run's whole diff (no
     other source surveyed in this run: its part of the record says it was off)."""
+    steps = RunSteps(settings, run_id)
+    steps.start_step(run_steps.DIFF)  # a failed re-run leaves no output, not the last one's
     findings = diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
     record = DiffRecord.from_dict(findings.record | {"candidates": len(findings.candidates)})
-    RunSteps(settings, run_id).write_diff(record, findings.candidates, settings.prefix)
+    steps.write_diff(record, findings.candidates, settings.prefix)
     return record
 
 
@@ -171,7 +173,11 @@ def _scan_objects(
     """The scan's objects, whatever its source: an inventory's pinned files read again,
     or the listing this application holds."""
     if scan.source == "inventory":
-        assert scan.inventory is not None
+        if not scan.inventory or not scan.inventory_files:
+            # Reading the folder again could read a newer delivery than the one scanned.
+            raise MissingStepOutputError(
+                f"the scan of run {run.run_id} names no inventory files; run the scan again"
+            )
         frame, _, _ = read_inventory(spark, settings, scan.inventory, files=scan.inventory_files)
         return frame
     return session.held(run.run_id, SCAN)
