@@ -314,6 +314,29 @@ def private_settings(
         )
 
 
+# --- the order of the files --------------------------------------------------------------
+
+#: Files that take minutes, collected first: bin/test runs two test processes, each
+#: taking the next file when it is free (pytest-xdist, --dist loadfile), so the longest
+#: start at once rather than leaving one process alone at the end.
+LONGEST_FIRST = (
+    "tests/integration/test_scale_out.py",
+    "tests/bench/test_bench_smoke.py",
+    "tests/browser/test_ledger_gc_page.py",
+    "tests/dags/test_orphan_removal_dag.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: number for number, name in enumerate(LONGEST_FIRST)}
+
+    def first(item: pytest.Item) -> int:
+        path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+        return rank.get(path, len(LONGEST_FIRST))
+
+    items.sort(key=first)  # stable: the other files keep their order
+
+
 # --- making failures easy to debug -------------------------------------------------------
 
 
@@ -332,6 +355,12 @@ def pytest_terminal_summary(
         lines.append(f"PostgreSQL log (postgresql.log): {pg_log_dir}")
     if (AIRFLOW_HOME / "airflow.cfg").exists():
         lines.append(f"Airflow home (logs/, airflow.db, db-migrate.log): {AIRFLOW_HOME}")
+    controller = config.pluginmanager.has_plugin("dsession")
+    if not lines and controller and not hasattr(config, "workerinput"):
+        # The controller of several test processes (bin/test): each started its own.
+        where = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        lines.append(f"each test process's servers and their logs: {where}/popen-gw*/")
+        lines.append(f"their Airflow homes: {Path(tempfile.gettempdir())}/ledgergc-airflow-home-*")
     if lines:
         lines.append("a private ZooKeeper's log is named in its failed test's report")
         terminalreporter.section("ledger-gc test logs")
