@@ -19,8 +19,10 @@ and executors do not see, so no step may need a file another host wrote (the sur
 snapshot and scan stay on the executors: ``spark.session.hold``).
 
 The first cycle deletes on the cluster's executors (``delete_on_spark``: the branch
-taken with ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER=0``), and its ``initialize_correct`` is
-retried, as Airflow retries a task: the registry applies the run's scan once. Then the
+taken with ``LEDGERGC_ORPHAN_DELETE_SPARK_OVER=0``); its ``initialize_correct`` is
+retried, as Airflow retries a task (the registry applies the run's scan once), and its
+delete runs first with deletion not yet enabled (a new deployment's default: it reports
+exactly the leaks and deletes nothing), then enabled. Then the
 fault: one ZooKeeper server, the one the snapshot's reads land on (the first new session
 after the survey read ZooKeeper's clock), is stopped at once. The cycle either completes
 on the other two or fails closed; both are checked to be safe, and the next cycle (still
@@ -46,8 +48,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
+from ledger_gc.orphans.records import DeleteRecord
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import DELETE, RunSteps
 from ledger_gc.orphans.witness import TICKS_PATH
+from ledger_gc.rules.orphans.outcomes import WOULD_DELETE
 from ledger_gc.run_log import read_runs
 from ledger_gc.settings import Settings
 from local_stack.spark_cluster import SparkStandaloneCluster
@@ -88,16 +93,22 @@ class Step:
     name: str
     argv: list[str]
     always: bool = False  # runs after a failed step too (the report: ``all_done``)
+    env: Mapping[str, str] = field(default_factory=dict)  # this process's own settings
 
 
-def cycle_steps(run_id: str, tasks: tuple[str, ...], retried: str | None) -> list[Step]:
-    """The processes of one orphan cycle: the DAG's ``tasks``, in order, of run ``run_id``
-    (``retried`` twice, as Airflow retries a task)."""
-    return [
-        Step(task, [*AIRFLOW, "tasks", "test", DAG_ID, task, run_id], always=task == "report")
-        for task in tasks
-        for _ in range(2 if task == retried else 1)
-    ]
+def cycle_steps(
+    run_id: str, tasks: tuple[str, ...], twice: Mapping[str, Mapping[str, str]]
+) -> list[Step]:
+    """The processes of one orphan cycle: the DAG's ``tasks``, in order, of run ``run_id``;
+    each task of ``twice`` first with its settings there, then again as the others, as
+    Airflow retries a task (or an operator clears one and runs it again)."""
+    steps = []
+    for task in tasks:
+        argv = [*AIRFLOW, "tasks", "test", DAG_ID, task, run_id]
+        if task in twice:
+            steps.append(Step(task, argv, env=twice[task]))
+        steps.append(Step(task, argv, always=task == "report"))
+    return steps
 
 
 @dataclass
@@ -202,23 +213,24 @@ class Deployment:
         overrides: Mapping[str, str] | None = None,
         *,
         during: Callable[[threading.Event], Any] | None = None,
-        retried: str | None = None,
-        after: Callable[[StepRun], None] | None = None,
+        twice: Mapping[str, Mapping[str, str]] | None = None,
+        after: Callable[[str, StepRun], None] | None = None,
     ) -> CycleRun:
         """Trigger a DAG run, then run its tasks one after the other: after a failed one
         only the report (as the DAG's trigger rules would). ``during(done)`` runs in a
         thread beside the first task, ``done`` set when that task's process has exited;
-        ``after(step)`` runs after each task's process."""
+        ``twice``: tasks run a first time with settings of their own (``cycle_steps``);
+        ``after(run_id, step)`` runs after each task's process."""
         run_id = f"scale-out-{len(self.cycles) + 1}-{uuid.uuid4().hex[:6]}"
         self.airflow("dags", "trigger", DAG_ID, "-r", run_id)
         on_spark = (overrides or {}).get("LEDGERGC_ORPHAN_DELETE_SPARK_OVER") == "0"
-        steps = cycle_steps(run_id, ON_SPARK if on_spark else IN_TASK, retried)
+        steps = cycle_steps(run_id, ON_SPARK if on_spark else IN_TASK, twice or {})
         runs: list[StepRun] = []
         for index, step in enumerate(steps):
             if runs and runs[-1].state != SUCCESS and not step.always:
                 continue
             started = time.time()
-            proc, state_dir = self.start(step, overrides or {})
+            proc, state_dir = self.start(step, {**(overrides or {}), **step.env})
             watcher, done = None, threading.Event()
             if during is not None and index == 0:
                 watcher = threading.Thread(target=during, args=(done,), daemon=True)
@@ -243,7 +255,7 @@ class Deployment:
                 StepRun(step.name, proc.returncode, state, started, took, output, state_dir)
             )
             if after is not None:
-                after(runs[-1])
+                after(run_id, runs[-1])
         reports = [r for r in read_runs(self.settings, "orphans") if r.get("run_id") == run_id]
         cycle = CycleRun(run_id, len(steps), runs, reports[-1] if reports else None)
         self.cycles.append((label, cycle))
@@ -451,19 +463,24 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
     leaks = _leak_prefixes(planted)
     foreign = set(planted["foreign_keys"])
 
-    # 1. Deleted on the cluster's executors; a new process and an empty state dir for each
-    # task, the registry in PostgreSQL; initialize_correct retried changes nothing.
+    # 1. On the cluster's executors; a new process and an empty state dir for each task,
+    # the registry in PostgreSQL. initialize_correct retried changes nothing; the delete
+    # runs first with deletion not yet enabled (a new deployment's default: it reports
+    # what it would delete and deletes nothing), then enabled.
     registry_after: list[dict[str, Any]] = []
+    dry: list[tuple[DeleteRecord | None, set[str]]] = []
 
-    def registry_of(step: StepRun) -> None:
+    def after(run_id: str, step: StepRun) -> None:
         if step.name == "initialize_correct":
             registry_after.append(OrphanRegistry(settings).entries())
+        if step.name == "delete_on_spark" and not dry:
+            dry.append((RunSteps(settings, run_id).read_record(DELETE, DeleteRecord), kit.keys()))
 
     first = cluster.run_cycle(
-        "1 delete on Spark, a task retried",
+        "1 on Spark: a retry, dry then deleting",
         SPARK_DELETE,
-        retried="initialize_correct",
-        after=registry_of,
+        twice={"initialize_correct": {}, "delete_on_spark": {"LEDGERGC_DELETE_ENABLED": "false"}},
+        after=after,
     )
     assert first.ok and first.report is not None, first.explain()
     report = first.report
@@ -473,11 +490,20 @@ def test_orphan_cycles_on_a_spark_cluster_a_zookeeper_ensemble_and_postgresql(
         "initialize_correct",
         "delete",
         "delete_on_spark",
+        "delete_on_spark",
         "report",
     ]
+    assert cluster.task_states(DAG_ID, first.run_id)["delete_in_task"] == "skipped"
     assert len(registry_after) == 2 and registry_after[0] == registry_after[1]
     assert {entry.prefix for entry in registry_after[0].values()} == leaks
     assert report["registry"]["scan_number"] == 1  # the retry applied nothing again
+    [(dry_record, keys_after_dry)] = dry
+    assert dry_record is not None and dry_record.deleting is False
+    would = {r.prefix for r in dry_record.results if r.action == WOULD_DELETE}
+    assert would == leaks and {r.action for r in dry_record.results} == {WOULD_DELETE}
+    assert keys_after_dry >= live | foreign and any(
+        key.startswith(leak) for key in keys_after_dry for leak in leaks
+    ), "the dry run deleted"
     assert report["status"] == "ok" and report["dry_run"] is False
     assert {item["prefix"] for item in report["deleted"]} == leaks
     assert kit.keys() == live | foreign
