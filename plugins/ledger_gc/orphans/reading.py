@@ -158,9 +158,15 @@ def storage_for(settings: Settings) -> LedgerStorage:
     namespace in the same reused Python workers; clients are thread-safe. Keyed by
     process too: a forked child must not use its parent's client, whose pooled
     connections it would share (two processes reading one socket get each other's
-    answers).
+    answers). And keyed by the credentials, which ``repr`` leaves out: two settings that
+    differ only in them must not share a client.
     """
-    key = (os.getpid(), repr(settings))
+    credentials = (
+        settings.s3_access_key_id,
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
+    )
+    key = (os.getpid(), repr(settings), credentials)
     with _STORAGE_LOCK:
         storage = _STORAGES.get(key)
         if storage is None:
@@ -168,7 +174,7 @@ def storage_for(settings: Settings) -> LedgerStorage:
         return storage
 
 
-_STORAGES: dict[tuple[int, str], LedgerStorage] = {}
+_STORAGES: dict[tuple[int, str, tuple[str | None, ...]], LedgerStorage] = {}
 _STORAGE_LOCK = threading.Lock()
 
 

@@ -1,0 +1,16 @@
+"""An executor's storage clients are reused per settings, and never across credentials."""
+
+from __future__ import annotations
+
+from ledger_gc.orphans.reading import storage_for
+from ledger_gc.settings import Settings
+
+
+def test_the_same_settings_share_a_client_and_other_credentials_do_not() -> None:
+    base = Settings(s3_endpoint="http://127.0.0.1:9", bucket="b", prefix="p")
+    alice = base.with_overrides(s3_access_key_id="alice", s3_secret_access_key="a-secret")
+    bob = base.with_overrides(s3_access_key_id="alice", s3_secret_access_key="b-secret")
+    assert repr(alice) == repr(bob)  # what the cache once keyed on alone
+    assert storage_for(alice) is storage_for(alice)
+    assert storage_for(alice) is not storage_for(bob)
+    assert storage_for(base) is not storage_for(alice)
