@@ -115,3 +115,34 @@ def test_each_source_holds_and_explains_only_its_own() -> None:
 
     assert usable == {"bookkeeper:/ledgers/90": ledger}
     assert [h.prefix for h in held] == ["ledgers/a/70"]
+
+
+def test_a_distributed_delete_asked_to_stop_sends_no_job() -> None:
+    """Executors cannot ask the driver's delete lock: the driver asks it before the job."""
+    from ledger_gc.orphan_source import DeleteRequest
+    from ledger_gc.rules.orphans.outcomes import SKIPPED
+    from ledger_gc.spark.delete import distributed_delete
+
+    entry = RegistryEntry(
+        prefix="ledgers/t/ns/persistent/x/ledgers/00000000000000000001/",
+        target_class=ORPHAN_LEDGER,
+        ml_name="t/ns/persistent/x",
+        ledger_id=1,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=1,
+        scans_seen=1,
+        objects=1,
+        bytes=1,
+        newest_ms=0,
+    )
+    request = DeleteRequest(
+        settings=None,  # type: ignore[arg-type]
+        run_id="r",
+        now_ms=0,
+        deleting=True,
+        should_stop=lambda: True,
+    )
+    [result] = distributed_delete(None, request, [entry])  # type: ignore[arg-type]
+    assert result.action == SKIPPED

@@ -71,15 +71,7 @@ class S3Source:
         if request.spark is not None and len(entries) > request.distribute_over:
             from ledger_gc.spark.delete import distributed_delete
 
-            return distributed_delete(
-                request.spark,
-                request.settings,
-                entries,
-                run_id=request.run_id,
-                now_ms=request.now_ms,
-                deleting=request.deleting,
-                ours=request.ours,
-            )
+            return distributed_delete(request.spark, request, entries)
         return deleting.recheck_and_delete(
             request.settings,
             entries,

@@ -9,16 +9,17 @@ registry is the caller's (``cycle.step_delete``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger_gc.orphans.deleting import recheck_and_delete
-from ledger_gc.rules.orphans.outcomes import RecheckResult
+from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
-from ledger_gc.settings import Settings
 from ledger_gc.spark.session import job_error, job_group
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from ledger_gc.orphan_source import DeleteRequest
 
 #: Registry entries re-checked and deleted per executor task.
 ENTRIES_PER_TASK = 200
@@ -26,20 +27,22 @@ ENTRIES_PER_TASK = 200
 
 def distributed_delete(
     spark: SparkSession,
-    settings: Settings,
+    request: DeleteRequest,
     entries: list[RegistryEntry],
     *,
-    run_id: str,
-    now_ms: int,
-    deleting: bool,
     per_task: int = ENTRIES_PER_TASK,
-    ours: dict[str, Any] | None = None,
 ) -> list[RecheckResult]:
     """``deleting.recheck_and_delete`` over executors, ``per_task`` entries per task.
 
     The function never raises for one entry's trouble (it reports it), so a Spark task
-    retry cannot repeat a half-done batch blindly: a retried batch re-checks again.
+    retry cannot repeat a half-done batch blindly: a retried batch re-checks again. The
+    tasks get the request's plain values only: its stop check (the driver's delete lock,
+    its signals) cannot reach them, so it is asked here before the job starts.
     """
+    if request.should_stop():
+        return [skipped(entry, STOPPED) for entry in entries]
+    settings, run_id, now_ms = request.settings, request.run_id, request.now_ms
+    deleting, ours = request.deleting, request.ours
     slices = max(1, -(-len(entries) // per_task))
     rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
         lambda part: recheck_and_delete(
