@@ -2,8 +2,9 @@
 
 A source answers four questions, one per step of the cycle: what it finds (``survey``:
 list its candidates, read what references them, classify them by the pure rules), what
-its own evidence holds back and why a registered target is no orphan now (``hold`` and
-``reasons``, for phases 1 and 2), which guards its findings trip (``refusals``), and the
+its own evidence holds back, what it sees against the previous scan, and why a
+registered target is no orphan now (``hold``, ``compare`` and ``reasons``, for phases 1
+and 2), which guards its findings trip (``refusals``), and the
 live re-check and exact delete (``delete``). The engine does the rest once for all of
 them: the records, the registry and its phases, the schedule, the audit, the locks and
 the report.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ledger_gc.orphans.records import DiffRecord
+    from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.orphans.witness import ServerClocks
     from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
@@ -56,6 +57,17 @@ class Findings:
 
     record: dict[str, Any]
     candidates: list[Candidate] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What one source's findings say against the previous applied scan's: targets held
+    now, with why (their candidates are not registered, their registered entries are
+    dropped with that reason), and what the next scan must compare with (fields of the
+    ``PhasesRecord``, which the registry keeps with the scan)."""
+
+    held: dict[str, str] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,20 @@ class OrphanSource(Protocol):
         """This source's candidates (by prefix) split into those to register and those
         its evidence holds back (with why): e.g. a ledger the store's metadata may not
         know of yet. Held ones are neither registered nor deleted this run."""
+        ...
+
+    def compare(
+        self,
+        candidates: dict[str, Candidate],
+        entries: dict[str, RegistryEntry],
+        diff: DiffRecord,
+        before: PhasesRecord,
+        number: int,
+    ) -> Comparison:
+        """This scan (``number``) against the previous applied one (``before``), inside
+        the registry's transaction: this source's candidates and registered entries, by
+        prefix. E.g. a topic this metadata lacks whose ledgers still grow is another
+        cluster's live topic."""
         ...
 
     def reasons(

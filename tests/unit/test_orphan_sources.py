@@ -146,3 +146,47 @@ def test_a_distributed_delete_asked_to_stop_sends_no_job() -> None:
     )
     [result] = distributed_delete(None, request, [entry])  # type: ignore[arg-type]
     assert result.action == SKIPPED
+
+
+def test_a_gone_topic_whose_ledgers_still_grow_is_held_by_the_bookkeeper_source_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Across two scans: the topic gained ledger 7 after the last scan saw 5, so another
+    cluster sharing BookKeeper writes it; its candidate and its registered ledger are
+    held, the S3 source's candidate of the same name is not, and the next scan's record
+    remembers the topic and its newest ledger."""
+    from ledger_gc.orphans.records import PhasesRecord
+    from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_PARTITION
+
+    topic = "t/ns/persistent/gone"
+    ledger = Candidate(BK_ORPHAN_PARTITION, topic, 7, 1, 10, 4, 4, segment="/ledgers/L7")
+    block = Candidate(ORPHAN_LEDGER, topic, 3, 1, 10, 4, 4)
+    registered = RegistryEntry(
+        prefix="bookkeeper:/ledgers/L6",
+        target_class=BK_ORPHAN_PARTITION,
+        ml_name=topic,
+        ledger_id=6,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=1,
+        scans_seen=1,
+        objects=1,
+        bytes=1,
+        newest_ms=0,
+    )
+    found = {"bookkeeper:/ledgers/L7": ledger, "ledgers/t/ns/persistent/gone/3": block}
+    before = PhasesRecord(bookkeeper_gone_topic_high={topic: 5})
+    diff = DiffRecord(bookkeeper={"gone_topic_high": {topic: 7}})
+
+    compared = sources.compare_by_source(found, {registered.prefix: registered}, diff, before, 2)
+
+    assert set(compared.held) == {"bookkeeper:/ledgers/L7", "bookkeeper:/ledgers/L6"}
+    assert "gained ledger 7" in compared.held["bookkeeper:/ledgers/L7"]
+    assert compared.record == {
+        "bookkeeper_live_elsewhere": {topic: compared.held["bookkeeper:/ledgers/L7"]},
+        "bookkeeper_gone_topic_high": {topic: 7},
+    }
+    # Without growth: nothing held, the newest remembered.
+    quiet = sources.compare_by_source(found, {}, diff, PhasesRecord(), 2)
+    assert quiet.held == {} and quiet.record["bookkeeper_gone_topic_high"] == {topic: 7}

@@ -12,14 +12,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper import deleting
-from ledger_gc.orphan_source import Findings
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.orphan_source import Comparison, Findings
+from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import Candidate
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
-    from ledger_gc.orphans.records import DiffRecord
+    from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.outcomes import RecheckResult
@@ -66,6 +66,32 @@ class BookKeeperSource:
         chroot's lists and id counter) says nothing about BookKeeper's ledgers."""
         return dict(candidates), []
 
+    def compare(
+        self,
+        candidates: dict[str, Candidate],
+        entries: dict[str, RegistryEntry],
+        diff: DiffRecord,
+        before: PhasesRecord,
+        number: int,
+    ) -> Comparison:
+        """Ledgers of a topic another Pulsar cluster sharing this BookKeeper writes are
+        held (``live_elsewhere``), candidates and registered entries alike; the next
+        scan compares with this one's highest ledger per gone topic."""
+        gone_high = (diff.bookkeeper or {}).get("gone_topic_high") or {}
+        elsewhere = live_elsewhere(candidates, before, gone_high, number)
+        for name, why in elsewhere.items():
+            log.warning("scan %d holds BookKeeper ledgers of %s: %s", number, name, why)
+        owners = [(p, e.target_class, e.ml_name) for p, e in entries.items()]
+        owners += [(p, c.target_class, c.ml_name) for p, c in candidates.items()]
+        held = {
+            prefix: elsewhere[topic]
+            for prefix, target_class, owner in owners
+            if target_class in BK_ORPHAN_CLASSES
+            and (topic := topic_of(target_class, owner)) in elsewhere
+        }
+        record = {"bookkeeper_live_elsewhere": elsewhere, "bookkeeper_gone_topic_high": gone_high}
+        return Comparison(held, record)
+
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int
     ) -> dict[str, str]:
@@ -90,3 +116,35 @@ class BookKeeperSource:
             deleting=request.deleting,
             should_stop=request.should_stop,
         )
+
+
+def live_elsewhere(
+    candidates: dict[str, Candidate],
+    latest: PhasesRecord,
+    gone_topic_high: dict[str, int],
+    number: int,
+) -> dict[str, str]:
+    """Topic names whose BookKeeper ledgers are someone's live topic, and why.
+
+    Pulsar's tags carry no cluster name (Pulsar 17213), so another cluster's topic
+    looks like a deleted topic of this one. Ledger ids only grow, and a deleted topic
+    gains no ledgers: a topic this metadata lacks whose highest tagged ledger id
+    (``gone_topic_high``, held ledgers included) is higher than the previous applied
+    scan saw is a live topic somewhere (DESIGN.md "Shared BookKeeper"). Once seen, a
+    name stays held (each applied scan's result carries it) while any ledger of it is
+    still a candidate. An idle topic gains nothing; its open ledger holds it instead
+    (``bookkeeper.survey``)."""
+    carried = dict(latest.bookkeeper_live_elsewhere)
+    before = dict(latest.bookkeeper_gone_topic_high)
+    found: dict[str, str] = {}
+    for topic, high in gone_topic_high.items():
+        if topic in before and high > before[topic]:
+            found[topic] = (
+                f"topic {topic} is not in this metadata, yet it gained ledger {high} since "
+                f"the previous scan (whose newest was {before[topic]}; scan {number}): "
+                "another Pulsar cluster sharing this BookKeeper writes it. Held; set "
+                "LEDGERGC_BK_SHARED=true if BookKeeper is shared"
+            )
+    names = {topic_of(c.target_class, c.ml_name) for c in candidates.values() if c.bookkeeper}
+    found.update({name: why for name, why in carried.items() if name in names})
+    return found

@@ -44,6 +44,7 @@ from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, Sc
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
 from ledger_gc.orphans.sources import (
+    compare_by_source,
     delete_by_source,
     hold_by_source,
     reasons_by_source,
@@ -51,7 +52,6 @@ from ledger_gc.orphans.sources import (
     survey_sources,
 )
 from ledger_gc.orphans.witness import ServerClocks, observe
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.timekeeping import Instant
@@ -205,19 +205,10 @@ def _apply_scan(
             return replace(result, refusals=[*result.refusals, stale.to_dict()])
         number = txn.record_scan(run_id, now, {})
         entries = txn.entries()
-        gone_high = (diff.bookkeeper or {}).get("gone_topic_high") or {}
-        elsewhere = _bookkeeper_live_elsewhere(candidates, before, gone_high, number)
-        for name, why in elsewhere.items():
-            log.warning("orphan cycle %s holds BookKeeper ledgers of %s: %s", run_id, name, why)
-        owners = [(p, e.target_class, e.ml_name) for p, e in entries.items()]
-        owners += [(p, c.target_class, c.ml_name) for p, c in candidates.items()]
-        elsewhere_reasons = {
-            prefix: elsewhere[topic]
-            for prefix, target_class, owner in owners
-            if target_class in BK_ORPHAN_CLASSES
-            and (topic := topic_of(target_class, owner)) in elsewhere
-        }
-        for prefix in elsewhere_reasons:
+        # What each source sees against the previous applied scan (e.g. a gone topic
+        # whose BookKeeper ledgers still grow): held now, remembered for the next.
+        compared = compare_by_source(candidates, entries, diff, before, number)
+        for prefix in compared.held:
             candidates.pop(prefix, None)
         # An entry registered after the survey read the registry (another cycle's) has
         # no facts here; it gets the generic reason (reasons are text, never a verdict).
@@ -228,7 +219,7 @@ def _apply_scan(
         ]
         reasons = reasons_by_source(missing, diff, number)
         reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
-        reasons.update(elsewhere_reasons)
+        reasons.update(compared.held)
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
         for entry in changes.added:
             txn.upsert(entry)
@@ -264,43 +255,10 @@ def _apply_scan(
             seen=len(changes.seen),
             restarted=len(changes.restarted),
             corrected=len(changes.corrected),
-            bookkeeper_live_elsewhere=elsewhere,
-            bookkeeper_gone_topic_high=gone_high,
+            **compared.record,
         )
         txn.set_scan_result(number, applied.to_dict())
     return applied
-
-
-def _bookkeeper_live_elsewhere(
-    candidates: dict[str, Candidate],
-    latest: PhasesRecord,
-    gone_topic_high: dict[str, int],
-    number: int,
-) -> dict[str, str]:
-    """Topic names whose BookKeeper ledgers are someone's live topic, and why.
-
-    Pulsar's tags carry no cluster name (Pulsar 17213), so another cluster's topic
-    looks like a deleted topic of this one. Ledger ids only grow, and a deleted topic
-    gains no ledgers: a topic this metadata lacks whose highest tagged ledger id
-    (``gone_topic_high``, held ledgers included) is higher than the previous applied
-    scan saw is a live topic somewhere (DESIGN.md "Shared BookKeeper"). Once seen, a
-    name stays held (each applied scan's result carries it) while any ledger of it is
-    still a candidate. An idle topic gains nothing; its open ledger holds it instead
-    (``bookkeeper.survey``)."""
-    carried = dict(latest.bookkeeper_live_elsewhere)
-    before = dict(latest.bookkeeper_gone_topic_high)
-    found: dict[str, str] = {}
-    for topic, high in gone_topic_high.items():
-        if topic in before and high > before[topic]:
-            found[topic] = (
-                f"topic {topic} is not in this metadata, yet it gained ledger {high} since "
-                f"the previous scan (whose newest was {before[topic]}; scan {number}): "
-                "another Pulsar cluster sharing this BookKeeper writes it. Held; set "
-                "LEDGERGC_BK_SHARED=true if BookKeeper is shared"
-            )
-    names = {topic_of(c.target_class, c.ml_name) for c in candidates.values() if c.bookkeeper}
-    found.update({name: why for name, why in carried.items() if name in names})
-    return found
 
 
 def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:

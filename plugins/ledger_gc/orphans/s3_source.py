@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ledger_gc.orphan_source import Comparison
 from ledger_gc.orphans import deleting, survey_steps
 from ledger_gc.orphans.reading import snapshot_from_rows
 from ledger_gc.rules.orphans import guards, horizon, phases, segments
@@ -25,7 +26,7 @@ from ledger_gc.rules.orphans.classify import (
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest, Findings, SurveyRequest
-    from ledger_gc.orphans.records import DiffRecord
+    from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
@@ -53,6 +54,17 @@ class S3Source:
         return horizon.split_held(
             candidates, _horizon(SnapshotFacts(diff), diff, candidates.values())
         )
+
+    def compare(
+        self,
+        candidates: dict[str, Candidate],
+        entries: dict[str, RegistryEntry],
+        diff: DiffRecord,
+        before: PhasesRecord,
+        number: int,
+    ) -> Comparison:
+        """Nothing across scans: a block ledger is held by this scan's horizon alone."""
+        return Comparison()
 
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int

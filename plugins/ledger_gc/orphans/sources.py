@@ -13,11 +13,11 @@ source at all.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
-from ledger_gc.orphan_source import DeleteRequest, OrphanSource, SurveyRequest
-from ledger_gc.orphans.records import DiffRecord
+from ledger_gc.orphan_source import Comparison, DeleteRequest, OrphanSource, SurveyRequest
+from ledger_gc.orphans.records import DiffRecord, PhasesRecord
 from ledger_gc.orphans.s3_source import S3Source
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
 
@@ -70,6 +70,30 @@ def hold_by_source(
         usable.update(kept)
         held += back
     return usable, held
+
+
+def compare_by_source(
+    candidates: dict[str, Candidate],
+    entries: dict[str, RegistryEntry],
+    diff: DiffRecord,
+    before: PhasesRecord,
+    number: int,
+) -> Comparison:
+    """Every source's comparison of this scan with the previous applied one, over the
+    candidates and registered entries it owns: all held targets, and every source's
+    fields for the scan's ``PhasesRecord`` (a field two sources fill is refused)."""
+    held: dict[str, str] = {}
+    record: dict[str, Any] = {}
+    for source in SOURCES:
+        mine = {p: c for p, c in candidates.items() if source.owns(c.target_class)}
+        owned = {p: e for p, e in entries.items() if source.owns(e.target_class)}
+        found = source.compare(mine, owned, diff, before, number)
+        clash = set(found.record) & set(record)
+        if clash:
+            raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
+        held.update(found.held)
+        record.update(found.record)
+    return Comparison(held, record)
 
 
 def reasons_by_source(
