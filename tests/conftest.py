@@ -64,6 +64,11 @@ def _isolate_airflow() -> Path:
 
 
 AIRFLOW_HOME = _isolate_airflow()
+# Every Spark driver JVM a test starts (the CLI's, spark-submit's under Airflow, the
+# benchmarks' quick runs) lives seconds: the client compiler alone and the serial
+# collector cost the two shared cores far less than the JVM's defaults. A developer's
+# own setting stands.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # Set by pytest_sessionfinish; checked at exit, after Airflow's own exit handlers (which may
 # still touch AIRFLOW_HOME) have run, since atexit runs handlers in reverse order.
 _remove_airflow_home = False
