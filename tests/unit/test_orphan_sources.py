@@ -23,6 +23,24 @@ from ledger_gc.rules.orphans.outcomes import FAILED
 from ledger_gc.rules.orphans.phases import RegistryEntry
 
 
+def _entry(prefix: str, target_class: str, ml_name: str, ledger_id: int) -> RegistryEntry:
+    """A registry entry first seen by scan 1, of one object of one byte."""
+    return RegistryEntry(
+        prefix=prefix,
+        target_class=target_class,
+        ml_name=ml_name,
+        ledger_id=ledger_id,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=1,
+        scans_seen=1,
+        objects=1,
+        bytes=1,
+        newest_ms=0,
+    )
+
+
 def test_every_registered_class_has_exactly_one_source() -> None:
     for target_class in TARGET_CLASSES:
         owners = [source.name for source in SOURCES if source.owns(target_class)]
@@ -37,19 +55,8 @@ def test_no_source_deletes_a_class_that_is_not_an_orphan_or_unknown() -> None:
 
 
 def test_an_entry_of_an_unknown_class_fails_and_is_deleted_by_none() -> None:
-    entry = RegistryEntry(
-        prefix="bookkeeper:/ledgers/00/0000/L0001",
-        target_class="bk-orphan-from-the-future",
-        ml_name="t/ns/persistent/x",
-        ledger_id=1,
-        first_seen_ms=0,
-        last_seen_ms=0,
-        first_scan=1,
-        last_scan=1,
-        scans_seen=1,
-        objects=1,
-        bytes=1,
-        newest_ms=0,
+    entry = _entry(
+        "bookkeeper:/ledgers/00/0000/L0001", "bk-orphan-from-the-future", "t/ns/persistent/x", 1
     )
     [result] = delete_by_source(None, [entry])  # type: ignore[arg-type]
     assert result.action == FAILED and "no source" in result.reason
@@ -123,19 +130,11 @@ def test_a_distributed_delete_asked_to_stop_sends_no_job() -> None:
     from ledger_gc.rules.orphans.outcomes import SKIPPED
     from ledger_gc.spark.delete import distributed_delete
 
-    entry = RegistryEntry(
-        prefix="ledgers/t/ns/persistent/x/ledgers/00000000000000000001/",
-        target_class=ORPHAN_LEDGER,
-        ml_name="t/ns/persistent/x",
-        ledger_id=1,
-        first_seen_ms=0,
-        last_seen_ms=0,
-        first_scan=1,
-        last_scan=1,
-        scans_seen=1,
-        objects=1,
-        bytes=1,
-        newest_ms=0,
+    entry = _entry(
+        "ledgers/t/ns/persistent/x/ledgers/00000000000000000001/",
+        ORPHAN_LEDGER,
+        "t/ns/persistent/x",
+        1,
     )
     request = DeleteRequest(
         settings=None,  # type: ignore[arg-type]
@@ -161,20 +160,7 @@ def test_a_gone_topic_whose_ledgers_still_grow_is_held_by_the_bookkeeper_source_
     topic = "t/ns/persistent/gone"
     ledger = Candidate(BK_ORPHAN_PARTITION, topic, 7, 1, 10, 4, 4, segment="/ledgers/L7")
     block = Candidate(ORPHAN_LEDGER, topic, 3, 1, 10, 4, 4)
-    registered = RegistryEntry(
-        prefix="bookkeeper:/ledgers/L6",
-        target_class=BK_ORPHAN_PARTITION,
-        ml_name=topic,
-        ledger_id=6,
-        first_seen_ms=0,
-        last_seen_ms=0,
-        first_scan=1,
-        last_scan=1,
-        scans_seen=1,
-        objects=1,
-        bytes=1,
-        newest_ms=0,
-    )
+    registered = _entry("bookkeeper:/ledgers/L6", BK_ORPHAN_PARTITION, topic, 6)
     found = {"bookkeeper:/ledgers/L7": ledger, "ledgers/t/ns/persistent/gone/3": block}
     before = PhasesRecord(bookkeeper_gone_topic_high={topic: 5})
     diff = DiffRecord(bookkeeper={"gone_topic_high": {topic: 7}})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, ClassVar, Self
 
 from ledger_gc.errors import LedgerGcError
@@ -164,7 +165,7 @@ class DiffRecord(StepRecord):
     bookkeeper: dict[str, Any] | None = None
     candidates: int = 0  # every source's, in the rows beside the record
 
-    @property
+    @cached_property  # asked once per registry entry by the phases step
     def registered(self) -> frozenset[str]:
         """The registry's prefixes as the survey read them: an entry registered after
         that (by another cycle) was not looked for, so this run does not correct it."""

@@ -51,9 +51,7 @@ class S3Source:
     ) -> tuple[dict[str, Candidate], list[horizon.Held]]:
         """A ledger newer than everything the scanned metadata knows of may be one a
         writer just created: held until the metadata catches up (horizon.py)."""
-        return horizon.split_held(
-            candidates, _horizon(SnapshotFacts(diff), diff, candidates.values())
-        )
+        return horizon.split_held(candidates, _horizon(diff, candidates.values()))
 
     def compare(
         self,
@@ -99,24 +97,21 @@ class SnapshotFacts:
     """What the survey recorded of its snapshot for the phases step (``survey_steps``'s
     ``classify``): the snapshot itself stays in the survey's application.
 
-    ``ml_high``: for each managed ledger with an orphan-ledger candidate, the highest id
-    it lists or marks (the horizon); ``refs``: the snapshot rows of the managed ledgers
-    of registered orphan ledgers and partitions (their ML rows, and the rows of the
-    registered ledger ids); ``owners``: every row that references the ledger id of a
-    registered orphan segment; ``registered``: the prefixes these cover (the registry
-    as the survey read it).
+    ``refs``: the snapshot rows of the managed ledgers of registered orphan ledgers and
+    partitions (their ML rows, and the rows of the registered ledger ids); ``owners``:
+    every row that references the ledger id of a registered orphan segment. (The
+    horizon's ``ml_high`` is read by ``_horizon``; the prefixes these cover are
+    ``DiffRecord.registered``.)
     """
 
     def __init__(self, diff: DiffRecord) -> None:
         facts = diff.snapshot_facts
-        self.ml_high: dict[str, int | None] = dict(facts.get("ml_high") or {})
         self.refs: dict[str, ManagedLedgerRefs] = dict(
             snapshot_from_rows([tuple(r) for r in facts.get("ml_rows") or []]).managed_ledgers
         )
         self.owners = segments.owners_by_ledger(
             snapshot_from_rows([tuple(r) for r in facts.get("ledger_rows") or []])
         )
-        self.registered = frozenset(facts.get("registered") or ())
 
 
 def _why_segment_not_orphan(
@@ -145,11 +140,11 @@ def _why_segment_not_orphan(
     return phases.why_not_orphan(entry, None, number)
 
 
-def _horizon(
-    facts: SnapshotFacts, diff: DiffRecord, candidates: Iterable[Candidate]
-) -> horizon.MetadataHorizon:
+def _horizon(diff: DiffRecord, candidates: Iterable[Candidate]) -> horizon.MetadataHorizon:
     """What the run's metadata knows of: its id counter, and the highest listed or
-    marked id of each managed ledger that has orphan-ledger candidates."""
+    marked id of each managed ledger that has orphan-ledger candidates (the snapshot
+    facts' ``ml_high``)."""
+    ml_high: dict[str, int | None] = diff.snapshot_facts.get("ml_high") or {}
     names = {c.ml_name for c in candidates if c.target_class == ORPHAN_LEDGER}
-    highs = {name: facts.ml_high[name] for name in names if name in facts.ml_high}
+    highs = {name: ml_high[name] for name in names if name in ml_high}
     return horizon.MetadataHorizon(diff.id_counter, diff.metadata_max_ledger_id, highs)

@@ -13,19 +13,22 @@ source at all.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
 from ledger_gc.orphan_source import Comparison, DeleteRequest, OrphanSource, SurveyRequest
 from ledger_gc.orphans.records import DiffRecord, PhasesRecord
 from ledger_gc.orphans.s3_source import S3Source
+from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
+from ledger_gc.rules.orphans.phases import RegistryEntry
 
 if TYPE_CHECKING:
-    from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
-    from ledger_gc.rules.orphans.phases import RegistryEntry
+
+Target = TypeVar("Target", Candidate, RegistryEntry)
 
 #: Every source, in the order their surveys and deletes run.
 SOURCES: tuple[OrphanSource, ...] = (S3Source(), BookKeeperSource())
@@ -35,22 +38,35 @@ def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]
     """Every source's survey, in order: the run's diff record (each source's fields)
     and every candidate. A source that fails fails the survey (nothing is recorded); a
     field filled twice, or one the record does not have, is a programming error."""
-    known = {f.name for f in dataclasses.fields(DiffRecord)}
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     candidates: list[Candidate] = []
     for source in SOURCES:
         found = source.survey(request)
-        clash = set(found.record) & set(fields)
-        if clash:
-            raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
-        unknown = set(found.record) - known
-        if unknown:  # a field the record would drop: a guard could miss its input
-            raise ValueError(
-                f"source {source.name} fills fields DiffRecord lacks: {sorted(unknown)}"
-            )
-        fields.update(found.record)
+        _add_fields(fields, found.record, source, DiffRecord)
         candidates += found.candidates
     return DiffRecord.from_dict(fields | {"candidates": len(candidates)}), candidates
+
+
+def _add_fields(
+    into: dict[str, Any], fields: Mapping[str, Any], source: OrphanSource, record: type
+) -> None:
+    """Add one source's fields of ``record`` (a ``StepRecord`` class) to ``into``. A
+    field another source filled, or one the record lacks (it would be dropped, and a
+    guard could miss its input), is a programming error."""
+    clash = set(fields) & set(into)
+    if clash:
+        raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
+    unknown = set(fields) - {f.name for f in dataclasses.fields(record)}
+    if unknown:
+        raise ValueError(
+            f"source {source.name} fills fields {record.__name__} lacks: {sorted(unknown)}"
+        )
+    into.update(fields)
+
+
+def _owned(source: OrphanSource, targets: Mapping[str, Target]) -> dict[str, Target]:
+    """The candidates or registry entries (by prefix) of ``source``'s classes."""
+    return {prefix: t for prefix, t in targets.items() if source.owns(t.target_class)}
 
 
 def survey_refusals(diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
@@ -65,8 +81,7 @@ def hold_by_source(
     usable: dict[str, Candidate] = {}
     held: list[Held] = []
     for source in SOURCES:
-        mine = {p: c for p, c in candidates.items() if source.owns(c.target_class)}
-        kept, back = source.hold(mine, diff)
+        kept, back = source.hold(_owned(source, candidates), diff)
         usable.update(kept)
         held += back
     return usable, held
@@ -81,18 +96,15 @@ def compare_by_source(
 ) -> Comparison:
     """Every source's comparison of this scan with the previous applied one, over the
     candidates and registered entries it owns: all held targets, and every source's
-    fields for the scan's ``PhasesRecord`` (a field two sources fill is refused)."""
+    fields for the scan's ``PhasesRecord``."""
     held: dict[str, str] = {}
     record: dict[str, Any] = {}
     for source in SOURCES:
-        mine = {p: c for p, c in candidates.items() if source.owns(c.target_class)}
-        owned = {p: e for p, e in entries.items() if source.owns(e.target_class)}
-        found = source.compare(mine, owned, diff, before, number)
-        clash = set(found.record) & set(record)
-        if clash:
-            raise ValueError(f"source {source.name} fills fields another filled: {sorted(clash)}")
+        found = source.compare(
+            _owned(source, candidates), _owned(source, entries), diff, before, number
+        )
         held.update(found.held)
-        record.update(found.record)
+        _add_fields(record, found.record, source, PhasesRecord)
     return Comparison(held, record)
 
 

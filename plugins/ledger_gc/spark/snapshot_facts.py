@@ -1,5 +1,5 @@
 """What the phases step needs of a survey's snapshot, which stays in the survey's Spark
-application (``cycle.SnapshotFacts`` reads the record back): small, because it covers
+application (``s3_source.SnapshotFacts`` reads the record back): small, because it covers
 only the registered targets (the rows that say why one is no orphan any more) and the
 highest ledger id the metadata lists or marks.
 
