@@ -53,6 +53,9 @@ EVERY_SETTING_CHANGED = Settings(
     bk_ledgers_root="/bk/ledgers",
     bk_zk_hosts="zk3:2181/bk",
     bk_shared=True,
+    bk_record_cache=False,
+    bk_full_read_every=3,
+    zk_max_reads_per_second=2500,
     pulsar_clusters=("us-east", "(untagged)"),
 )
 
