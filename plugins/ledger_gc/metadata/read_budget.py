@@ -63,10 +63,12 @@ class ReadBudget:
                 now = self._clock()
                 self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.per_second)
                 self._at = now
-                if self._tokens >= need:
+                # (A hair short counts as enough: a wait too small to move the clock
+                # would never fill it.)
+                if self._tokens >= need - 1e-6:
                     self._tokens -= need
                     return
-                wait = (need - self._tokens) / self.per_second
+                wait = max((need - self._tokens) / self.per_second, 1e-4)
             self._sleep(wait)
 
 
