@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
@@ -407,9 +408,12 @@ def _delete_under_lock(
         ours=ours,
         fence_for=lock.fence_for,
     )
+    mark = read_budget.METER.mark()
     results = delete_by_source(request, list(plan.eligible))
+    reads = read_budget.Reads.merged([read_budget.METER.since(mark)])
+    reads.add(request.executor_reads.per_second)
     # Audited ahead by the delete path (deletion.Deleter).
-    result = replace(result, results=results)
+    result = replace(result, results=results, zk_reads=reads.to_dict())
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
         result = replace(result, failed=unavailable[0].error)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
-from ledger_gc.metadata import id_counter
+from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
 from ledger_gc.orphans import run_steps
@@ -93,11 +93,13 @@ def step_snapshot(
     steps.start_step(run_steps.SNAPSHOT)
     sequence, instant, warnings = observe(settings, run_id, witness, clock)
     started = clock()
+    mark = read_budget.METER.mark()
     with MetadataStore.open(settings) as store:
         names = store.list_managed_ledgers(sync=True)
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
         read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)
+    reads = read_budget.Reads.merged([read_budget.METER.since(mark), read.zk_reads])
     record = SnapshotRecord(
         started_ms=started,
         finished_ms=clock(),
@@ -106,6 +108,7 @@ def step_snapshot(
         sequence=sequence,
         instant=instant.to_dict(),
         clock_warnings=warnings,
+        zk_reads=reads.to_dict(),
     )
     steps.write_record(run_steps.SNAPSHOT, record)
     return record

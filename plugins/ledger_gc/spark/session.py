@@ -21,9 +21,12 @@ from typing import TYPE_CHECKING
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.library_zip import library_zip
+from ledger_gc.metadata.read_budget import shared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from ledger_gc.settings import Settings
 
 
 class SparkJobError(LedgerGcError):
@@ -118,6 +121,28 @@ def task_slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024
     core the application has (up to one item each), at most ``cap``."""
     wanted = -(-count // per_slice) if count else 1
     return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
+
+
+def task_settings(settings: Settings, tasks: int) -> Settings:
+    """The settings a job's tasks read ZooKeeper with: each gets its share of
+    ``LEDGERGC_ZK_MAX_READS_PER_SECOND``, so that ``tasks`` tasks running at once read
+    no more than the budget together (the driver reads nothing while they do)."""
+    return settings.with_overrides(
+        zk_max_reads_per_second=shared(settings.zk_max_reads_per_second, tasks)
+    )
+
+
+class ReadsParam:
+    """An accumulator of znodes read per wall-clock second (``read_budget.Reads``):
+    each task adds what its process read meanwhile, the driver adds them up by second."""
+
+    def zero(self, value: dict[int, int]) -> dict[int, int]:
+        return {}
+
+    def addInPlace(self, into: dict[int, int], more: dict[int, int]) -> dict[int, int]:
+        for second, count in more.items():
+            into[second] = into.get(second, 0) + count
+        return into
 
 
 _ERROR_LINE = re.compile(r"ledger_gc\.errors\.(\w+): (.+)")
