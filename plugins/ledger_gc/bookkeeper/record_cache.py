@@ -139,10 +139,12 @@ def probe_cversion(bk: MetadataStore) -> bool:
     client = bk.client
     child = f"{PROBE_PARENT}/{uuid.uuid4().hex}"
     try:
+        bk.reading(2)
         client.ensure_path(PROBE_PARENT)
         before = client.exists(PROBE_PARENT)
         client.create(child, b"", ephemeral=True)
         client.delete(child)
+        bk.reading(1)
         after = client.exists(PROBE_PARENT)
     except KazooException as exc:
         log.warning(

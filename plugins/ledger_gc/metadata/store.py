@@ -126,8 +126,9 @@ class MetadataStore:
         self._local = threading.local()
         self._count_lock = threading.Lock()
 
-    def _reading(self, reads: int) -> None:
-        """Before ``reads`` znodes are read: wait for the budget, then count them."""
+    def reading(self, reads: int) -> None:
+        """Before ``reads`` znodes are read: wait for the budget, then count them (every
+        read of this session goes through here, also a caller's own kazoo call)."""
         if self.budget is not None:
             self.budget.take(reads)
         METER.count(reads)
@@ -173,7 +174,7 @@ class MetadataStore:
         """
         if sync:
             self.sync(paths.MANAGED_LEDGERS_ROOT)
-        self._reading(1)
+        self.reading(1)
         if not self._call(
             "reading the root", lambda: self.client.exists(paths.MANAGED_LEDGERS_ROOT)
         ):
@@ -231,7 +232,7 @@ class MetadataStore:
                     znodes,
                     op,
                     self.client._session_timeout / 1000,
-                    before_request=self._reading,
+                    before_request=self.reading,
                     per_request=self.budget.batch_limit() if self.budget else None,
                 )
             except UnimplementedError:
@@ -258,7 +259,7 @@ class MetadataStore:
             )
             for offset in range(0, len(znodes), window_size):
                 paths_now = znodes[offset : offset + window_size]
-                self._reading(len(paths_now))
+                self.reading(len(paths_now))
                 window = [start(path) for path in paths_now]
                 for pending in window:
                     try:
@@ -271,7 +272,7 @@ class MetadataStore:
 
     def managed_ledger_exists(self, name: str) -> bool:
         path = paths.managed_ledger_path(name)
-        self._reading(1)
+        self.reading(1)
         return self._call(f"checking {path}", lambda: self.client.exists(path)) is not None
 
     def get_managed_ledger(self, name: str) -> Versioned[ManagedLedgerInfo]:
@@ -279,7 +280,7 @@ class MetadataStore:
 
     def _get_managed_ledger_raw(self, name: str) -> tuple[Versioned[ManagedLedgerInfo], bytes]:
         path = paths.managed_ledger_path(name)
-        self._reading(1)
+        self.reading(1)
         try:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
@@ -340,7 +341,7 @@ class MetadataStore:
 
     def list_cursors(self, name: str) -> list[str]:
         path = paths.managed_ledger_path(name)
-        self._reading(1)
+        self.reading(1)
         try:
             return sorted(self._call(f"listing {path}", lambda: self.client.get_children(path)))
         except NoNodeError as exc:
@@ -348,7 +349,7 @@ class MetadataStore:
 
     def get_cursor(self, name: str, cursor: str) -> Versioned[ManagedCursorInfo]:
         path = paths.cursor_path(name, cursor)
-        self._reading(1)
+        self.reading(1)
         try:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
@@ -549,7 +550,7 @@ class MetadataStore:
             name, record, framing, cursor_checks, cursor_writes
         )
         if record_czxid is not None:
-            self._reading(1)
+            self.reading(1)
             now = self._call(f"checking {ml_path}", lambda: self.client.exists(ml_path))
             if now is None or now.czxid != record_czxid:
                 return None  # deleted, or deleted and created again: read and decide again
