@@ -38,6 +38,7 @@ from typing import Any
 from ledger_gc.audit import (
     DELETED,
     DELETING,
+    NOT_DELETED,
     RESTORE,
     RESTORED,
     RESTORING,
@@ -218,17 +219,22 @@ def restore_run(
 
 def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per BookKeeper ledger a run deleted or announced: its ``deleted`` record,
-    else the ``deleting`` one written ahead (both carry the record's bytes)."""
+    else the ``deleting`` one written ahead (both carry the record's bytes); none for a
+    ledger whose announced delete was closed as ``not-deleted`` (refused: it is there)."""
     chosen: dict[str, dict[str, Any]] = {}
+    closed: set[str] = set()
     for record in records:
         if record.get("target_class") not in BK_ORPHAN_CLASSES or record.get("operation") == (
             RESTORE
         ):
             continue
         status = record.get("status", DELETED)
-        if status == DELETED or (status == DELETING and record["prefix"] not in chosen):
-            chosen[str(record["prefix"])] = record
-    return list(chosen.values())
+        prefix = str(record["prefix"])
+        if status == NOT_DELETED:
+            closed.add(prefix)
+        elif status == DELETED or (status == DELETING and prefix not in chosen):
+            chosen[prefix] = record
+    return [record for prefix, record in chosen.items() if prefix not in closed]
 
 
 def _restore_bookkeeper(
