@@ -32,8 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "audit",
         help="the audit log of every deletion (and restore): a table, or --json",
         description="Read the audit log in the state store (LEDGERGC_STATE_URL). Each "
-        "deletion has a write-ahead 'deleting' record and, once done, a 'deleted' one (or a "
-        "'not-deleted' one that says why it was not made).",
+        "deletion has a write-ahead 'deleting' record and, once done, a 'deleted' one, or "
+        "a 'not-deleted' one when the store refused it (a 'deleting' record alone: the "
+        "delete was sent and its answer lost).",
     )
     parser.add_argument("--run", metavar="ID", help="only this run's records")
     parser.add_argument(
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--status",
-        choices=("deleting", "deleted", "not-deleted", "restoring", "restored"),
+        choices=("deleting", "deleted", "not-deleted", "restoring", "restored", "not-restored"),
         help="only these",
     )
     parser.add_argument(
