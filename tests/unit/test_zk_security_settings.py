@@ -300,3 +300,25 @@ def test_a_pickled_copy_carries_the_material_not_the_paths(
         path.unlink()
     assert Settings.from_env(shipped.to_env()).bookkeeper_settings().zk_security.uses_tls
     assert isinstance(ZkSecurity().portable(lambda part: part), ZkSecurity)
+
+
+def test_the_rendered_view_masks_the_sasl_password_and_a_pem_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The orphan DAG's Spark tasks hand the settings to spark-submit's environment, which
+    the task's Rendered view shows: every secret part is registered with Airflow's masker."""
+    import airflow.sdk.log
+
+    from ledger_gc.airflow import orphan_tasks
+
+    masked: list[str] = []
+    monkeypatch.setattr(airflow.sdk.log, "mask_secret", masked.append)
+    settings = Settings.from_env(
+        env(zk_tls="true", zk_tls_cert=CLIENT.cert_pem, zk_tls_key=CLIENT.key_pem())
+        | env(zk_sasl_mechanism="DIGEST-MD5", zk_sasl_username="gc", zk_sasl_password="s3cret")
+        | env(state_dir=str(tmp_path))
+    )
+    environment = orphan_tasks.submit_env(settings, local_master=True)
+    assert environment["LEDGERGC_ZK_SASL_PASSWORD"] == "s3cret"
+    assert {"s3cret", CLIENT.key_pem()} <= set(masked)
+    assert CLIENT.cert_pem not in masked  # a certificate is public

@@ -87,8 +87,9 @@ def who_am_i(client: KazooClient, timeout: float = 5.0) -> list[tuple[str, str]]
 
 
 def describe(identities: list[tuple[str, str]] | None, configured: str | None = None) -> str:
-    """``sasl:bookkeeper`` (several joined with ``+``), or "no identity (anonymous)"; the
-    ``ip`` identity every connection has is left out. Unknown: the configured one."""
+    """``sasl:bookkeeper`` (a TLS client certificate's identity after it: ``(also
+    x509:CN=...)``), or "no identity (anonymous)"; the ``ip`` identity every connection
+    has is left out. Unknown: the configured one."""
     if identities is None:
         return configured or "the identity ledger-gc connects as"
     order = {"sasl": 0, "digest": 1, "x509": 2}
@@ -96,7 +97,9 @@ def describe(identities: list[tuple[str, str]] | None, configured: str | None = 
         (f"{scheme}:{user}" for scheme, user in identities if scheme != "ip"),
         key=lambda who: order.get(who.partition(":")[0], 3),
     )
-    return " + ".join(named) if named else ANONYMOUS
+    if not named:
+        return ANONYMOUS
+    return named[0] + (f" (also {', '.join(named[1:])})" if len(named) > 1 else "")
 
 
 def holder(acl: ACL) -> str:
