@@ -229,11 +229,17 @@ def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, nam
         kerberos.authGSSClientStep(context, "")
     except kerberos.GSSError as exc:
         principal = login.username or "ledger-gc's principal"
+        # A JAAS file's keyTab is the JVM's; MIT Kerberos reads the client keytab from
+        # KRB5_CLIENT_KTNAME, which ledger-gc leaves to the environment.
+        keytab = (
+            f"KRB5_CLIENT_KTNAME={login.keytab} (the JAAS file's keyTab of {principal})"
+            if login.keytab
+            else f"KRB5_CLIENT_KTNAME to the keytab of {principal}"
+        )
         raise ConfigError(
-            f"GSSAPI: no Kerberos ticket for {security.service}/{host} "
-            f"({_gss_text(exc)}); set KRB5_CLIENT_KTNAME to the keytab of "
-            f"{principal} (and KRB5_CONFIG when the realm "
-            f"is not in /etc/krb5.conf), or {names('sasl_service')} to the servers' service"
+            f"GSSAPI: no Kerberos ticket for {security.service}/{host} ({_gss_text(exc)}); "
+            f"set {keytab} (and KRB5_CONFIG when the realm is not in /etc/krb5.conf), or "
+            f"{names('sasl_service')} to the servers' service"
         ) from None
     finally:
         if context is not None:
