@@ -42,6 +42,7 @@ from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import references, scan
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -210,7 +211,12 @@ def _one(
         return RecheckResult.of(entry, WOULD_DELETE, reason, objects=1, bytes=ledger.bytes)
     if should_stop():  # the last moment: nothing is audited or sent after a stop
         return _skipped(entry, STOPPED)
-    acls = guarded(f"reading the ACL of {znode}", bk.hosts, lambda: bk.client.get_acls(znode)[0])
+    acls = guarded(
+        f"reading the ACL of {znode}",
+        bk.hosts,
+        lambda: bk.client.get_acls(znode)[0],
+        refused=lambda: bk.refusal(f"reading the ACL of {znode}", zk_access.READ, znode),
+    )
     return _delete(
         settings,
         bk,
@@ -369,12 +375,19 @@ def _refusal(
         return RecheckResult.of(entry, GONE, "its znode vanished just before the delete")
     if outcome is FencedOutcome.NOT_EMPTY:
         return _failed(entry, f"{znode} has children: not a ledger's leaf znode; kept")
-    parent = znode.rsplit("/", 1)[0] or "/"
-    return _failed(
-        entry,
-        f"ZooKeeper at {settings.bookkeeper_hosts} refused the delete of {znode} (NoAuth): "
-        f"the identity ledger-gc uses lacks DELETE on {parent}; kept",
+    # NoAuth: ZooKeeper checks DELETE on the parent. Said with the identity the lock's
+    # session has (whoAmI) and who has DELETE there (a sasl: ACL is BookKeeper's
+    # zkEnableSecurity: its bookies' identity, never a digest).
+    refused = zk_access.refusal(
+        fence.client,
+        settings.bookkeeper_hosts,
+        what=f"the delete of {znode}",
+        permission=zk_access.DELETE,
+        znode=znode,
+        checked=znode.rsplit("/", 1)[0] or "/",
+        names=settings.bookkeeper_settings().zk_setting_names(),
     )
+    return _failed(entry, f"{refused}; kept")
 
 
 def _refused(

@@ -31,6 +31,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -168,9 +169,18 @@ def _refusal(
     if outcome is FencedOutcome.MISSING:
         return f"{parent} vanished before {znode} could be re-created; run the restore again"
     if outcome is FencedOutcome.NO_AUTH:
-        return (
-            f"ZooKeeper at {settings.bookkeeper_hosts} refused to re-create {znode} "
-            f"(NoAuth): the identity ledger-gc uses lacks CREATE on {parent}"
+        # ZooKeeper checks CREATE on the parent; said with the identity of the session
+        # the create went on and who has CREATE there.
+        return str(
+            zk_access.refusal(
+                fence.client,
+                settings.bookkeeper_hosts,
+                what=f"re-creating {znode}",
+                permission=zk_access.CREATE,
+                znode=znode,
+                checked=parent,
+                names=settings.bookkeeper_settings().zk_setting_names(),
+            )
         )
     return f"ZooKeeper refused to re-create {znode} ({outcome})"
 

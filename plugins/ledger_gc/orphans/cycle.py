@@ -26,7 +26,6 @@ default a cycle registers, corrects and reports what it would delete (DESIGN.md)
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
-from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataError
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
@@ -558,12 +557,17 @@ def run_orphan_cycle(
     )
     started = clock()
     # A BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true and no LAYOUT, a
-    # layout ledger-gc cannot read) is a setting to fix: one line, exit 2, before Spark
-    # starts. ZooKeeper itself unreachable (or a missing chroot) is the cycle's to report.
+    # layout ledger-gc cannot read, an identity refused READ on it) is a setting to fix:
+    # one line, exit 2, before Spark starts. ZooKeeper itself unreachable (or a missing
+    # chroot) is the cycle's to report.
     from ledger_gc.bookkeeper.survey import check_layout
 
-    with contextlib.suppress(MetadataError):  # the snapshot fails the run with a report
+    try:
         check_layout(settings)
+    except MetadataAccessError:
+        raise
+    except MetadataError:  # the snapshot fails the run with a report
+        pass
     try:
         if spark is None:
             from ledger_gc.spark.session import local_session
