@@ -35,6 +35,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings
 
 ZK_CONN_ID = "ledgergc_zookeeper"
@@ -71,14 +72,27 @@ def _variable() -> dict[str, Any]:
 
 
 def zookeeper_overrides(conn: Any) -> dict[str, Any]:
+    """``ledgergc_zookeeper`` -> settings: the host in any form ``LEDGERGC_ZK_HOSTS``
+    takes (``h1:2181,h2:2181``, ``zk:…``, ``metadata-store:zk:…``, ``zk+hierarchical://…``),
+    ``extra.chroot`` appended to a host list that has none, ``extra.bk_zk_hosts`` and
+    ``extra.bk_ledgers_root`` for BookKeeper's ensemble, login/password for digest auth.
+    The settings check every form (one line naming the connection on a bad one)."""
     extra = conn.extra_dejson or {}
-    host = conn.host or ""
+    host = (conn.host or "").strip()
     if conn.port and "," not in host and ":" not in host:
         host = f"{host}:{conn.port}"
     chroot = str(extra.get("chroot", "")).strip("/")
     changes: dict[str, Any] = {}
     if host:
+        if chroot and ("/" in host.split("://")[-1]):
+            raise ConfigError(
+                f"Airflow connection {ZK_CONN_ID}: host {host!r} has a path and extra.chroot "
+                f"is {chroot!r}; give the chroot once"
+            )
         changes["zk_hosts"] = host + (f"/{chroot}" if chroot else "")
+    for key in ("bk_zk_hosts", "bk_ledgers_root"):
+        if extra.get(key):
+            changes[key] = str(extra[key])
     if conn.login:
         changes["zk_digest"] = f"{conn.login}:{conn.password or ''}"
     return changes
@@ -98,6 +112,14 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
         if extra.get("aws_session_token"):
             changes["s3_session_token"] = extra["aws_session_token"]
     return changes
+
+
+def _from_connection(settings: Settings, conn_id: str, changes: dict[str, Any]) -> Settings:
+    """``changes`` made by connection ``conn_id``; a bad value is one line naming it."""
+    try:
+        return settings.overridden_by("connection", conn_id, changes)
+    except ConfigError as exc:
+        raise ConfigError(f"Airflow connection {conn_id}: {exc}") from exc
 
 
 def apply_mapping(
@@ -140,12 +162,14 @@ class LedgerGcHook(BaseHook):
         settings = Settings.from_env()
         zk = _connection(self.zookeeper_conn_id)
         if zk is not None:
-            settings = settings.with_overrides(**zookeeper_overrides(zk))
+            settings = _from_connection(settings, self.zookeeper_conn_id, zookeeper_overrides(zk))
         s3 = _connection(self.s3_conn_id)
         if s3 is not None:
-            settings = settings.with_overrides(**s3_overrides(s3))
+            settings = _from_connection(settings, self.s3_conn_id, s3_overrides(s3))
         settings = apply_mapping(settings, _variable())
-        return apply_mapping(settings, params or {}, source="the run's params")
+        settings = settings.with_values(params or {}, source="the run's params", kind="params")
+        # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
+        return settings.with_broker_conf()
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:

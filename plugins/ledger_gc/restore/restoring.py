@@ -241,7 +241,7 @@ def _restore_bookkeeper(
 ) -> RestoreReport:
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
 
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )
