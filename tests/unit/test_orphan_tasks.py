@@ -21,8 +21,19 @@ RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 
 
 class _Conn:
-    def __init__(self, host: str = "", login: str = "", password: str = "", **extra: Any):
+    """An Airflow connection as the hooks read it (the Amazon provider's wrapper too)."""
+
+    def __init__(
+        self,
+        host: str = "",
+        login: str = "",
+        password: str = "",
+        conn_id: str = "test",
+        conn_type: str = "aws",
+        **extra: Any,
+    ):
         self.host, self.port, self.login, self.password = host, None, login, password
+        self.conn_id, self.conn_type, self.schema = conn_id, conn_type, None
         self.extra_dejson = extra
 
 

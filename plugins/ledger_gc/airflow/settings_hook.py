@@ -16,15 +16,17 @@ Spark task hands them to its application through spark-submit's environment
 (``orphan_tasks``).
 
 Connections (all optional; see ``airflow_settings.yaml``):
-* ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port), ``extra.chroot``,
-  login/password for ZooKeeper digest auth;
+* ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port) or any form
+  ``LEDGERGC_ZK_HOSTS`` takes (``zk:…``, ``metadata-store:zk:…``, ``zk+hierarchical://…``),
+  ``extra.chroot``, ``extra.bk_zk_hosts`` and ``extra.bk_ledgers_root``, login/password
+  for ZooKeeper digest auth;
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
-  ``extra.bucket`` and ``extra.prefix``; login/password as the access key pair,
-  ``extra.aws_session_token`` for temporary credentials.
+  ``extra.bucket`` and ``extra.prefix``; its identity as the Amazon provider's
+  ``AwsBaseHook`` reads it: keys, a role to assume, web identity (IRSA), a profile, or
+  none (boto3's default chain) (``aws_credentials``).
 
-The Amazon provider's ``AwsBaseHook`` is not used: it is not installed (it would add
-the provider and its dependencies for a key pair and an endpoint that this reads in a few
-lines), and the Spark executors need the credentials as plain values anyway.
+A Spark task's application gets its credentials through ``spark_settings``: temporary
+ones, or none (the executors' own chain); long-lived AWS keys never reach a cluster.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ def zookeeper_overrides(conn: Any) -> dict[str, Any]:
 
 
 def s3_overrides(conn: Any) -> dict[str, Any]:
+    """``ledgergc_s3`` -> where the store is: ``extra.endpoint_url`` (empty: AWS),
+    ``extra.region_name``, ``extra.bucket``, ``extra.prefix``. Its credentials are the
+    Amazon provider's to resolve (``aws_credentials.connection_credentials``)."""
     extra = conn.extra_dejson or {}
     changes: dict[str, Any] = {}
     if "endpoint_url" in extra:
@@ -106,11 +111,6 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
     for key, field in (("region_name", "s3_region"), ("bucket", "bucket"), ("prefix", "prefix")):
         if key in extra:
             changes[field] = extra[key]
-    if conn.login:
-        changes["s3_access_key_id"] = conn.login
-        changes["s3_secret_access_key"] = conn.password or ""
-        if extra.get("aws_session_token"):
-            changes["s3_session_token"] = extra["aws_session_token"]
     return changes
 
 
@@ -165,11 +165,22 @@ class LedgerGcHook(BaseHook):
             settings = _from_connection(settings, self.zookeeper_conn_id, zookeeper_overrides(zk))
         s3 = _connection(self.s3_conn_id)
         if s3 is not None:
-            settings = _from_connection(settings, self.s3_conn_id, s3_overrides(s3))
+            from ledger_gc.airflow.aws_credentials import connection_credentials
+
+            changes = {**s3_overrides(s3), **connection_credentials(s3)}
+            settings = _from_connection(settings, self.s3_conn_id, changes)
         settings = apply_mapping(settings, _variable())
         settings = settings.with_values(params or {}, source="the run's params", kind="params")
         # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
         return settings.with_broker_conf()
+
+
+def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
+    """What a Spark application of a task is handed: never long-lived AWS keys on a
+    cluster (``aws_credentials.for_spark``)."""
+    from ledger_gc.airflow.aws_credentials import for_spark
+
+    return for_spark(settings, _connection(S3_CONN_ID), local_master=local_master)
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
