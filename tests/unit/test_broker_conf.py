@@ -3,6 +3,7 @@ Pulsar's own key names and precedence, and never over a value set explicitly."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,16 @@ def test_a_missing_or_unreadable_broker_conf_is_one_line(tmp_path: Path) -> None
         with pytest.raises(ConfigError) as err:
             read_broker_conf(path)
         assert str(err.value).startswith(f"LEDGERGC_PULSAR_CONF='{path}' cannot be read")
+
+
+def test_the_readmes_worked_example_reads_as_the_readme_says(tmp_path: Path) -> None:
+    """The broker.conf lines of README's worked example, and the settings it shows."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("**A worked example.**", 1)[1]
+    conf = example.split("```properties\n", 1)[1].split("```", 1)[0]
+    shown = example.split("```json\n", 1)[1].split("```", 1)[0]
+    path = write(tmp_path, conf)
+    settings = Settings.from_env({"LEDGERGC_PULSAR_CONF": str(path), "LEDGERGC_BUCKET": ""})
+    expected = json.loads("{" + shown.replace("/home/me/broker.conf", str(path)) + "}")
+    provenance = settings.provenance()
+    assert {name: provenance[name] for name in expected} == expected
