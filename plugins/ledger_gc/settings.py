@@ -21,7 +21,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from ledger_gc import broker_conf
@@ -493,7 +492,8 @@ class Settings:
             settled = (origin or Origin("code")).settled(spec, raw, accepted)
             if settled is not None and (settled.source != "code" or settled.given):
                 origins[spec.env] = settled
-        object.__setattr__(self, "origins", MappingProxyType(origins))
+        # A plain dict (pickled to Spark executors with the settings); never changed.
+        object.__setattr__(self, "origins", origins)
 
     def _value_of(self, spec: SettingSpec) -> Any:
         value = getattr(self, spec.field)

@@ -136,3 +136,13 @@ def test_status_shows_the_spelling_given_and_the_form_kept() -> None:
     url = Settings.from_env({"LEDGERGC_BK_ZK_HOSTS": "zk+flat://bk1:2181/bk"})
     root = url.provenance()["LEDGERGC_BK_LEDGERS_ROOT"]
     assert root == {"value": "/bk", "source": "address", "from": "the path of LEDGERGC_BK_ZK_HOSTS"}
+
+
+def test_the_settings_pickle_with_the_spelling_given() -> None:
+    """Spark ships the settings to executors pickled; the spelling goes with them."""
+    import pickle
+
+    settings = Settings.from_env({"LEDGERGC_BK_ZK_HOSTS": "zk+flat://bk1:2181/bk"})
+    copy = pickle.loads(pickle.dumps(settings))
+    assert copy == settings
+    assert (copy.bookkeeper_root, copy.bookkeeper_manager) == ("/bk", "flat")
