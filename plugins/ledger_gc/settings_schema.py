@@ -328,12 +328,11 @@ class Origin:
     value: str | None = None
 
     def describe(self) -> str:
-        """Where, in words: "metadataStoreUrl in /etc/pulsar/broker.conf"."""
-        return (
-            f"{self.source} {self.detail}"
-            if self.source in ("connection",)
-            else (self.detail or self.source)
-        )
+        """Where, in words: "metadataStoreUrl in /etc/pulsar/broker.conf", "connection
+        ledgergc_zookeeper", "grace_seconds in ledgergc_settings"."""
+        if self.source == "connection":
+            return f"connection {self.detail}"
+        return self.detail or self.source
 
     def settled(self, spec: SettingSpec, raw: Any, value: Any) -> Origin | None:
         """This origin for ``value`` (read from ``raw``), or None when it no longer
