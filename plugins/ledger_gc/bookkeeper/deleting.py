@@ -100,7 +100,7 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(settings))
-            layout = scan.read_layout(bk, settings.bk_ledgers_root)
+            layout = scan.layout_of(bk, settings)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
         if deleting:
@@ -157,7 +157,7 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     znode = znode_of_target(entry.prefix)
     if layout is None:
         return _failed(entry, f"{settings.bookkeeper_hosts}{root}/LAYOUT is gone; kept")

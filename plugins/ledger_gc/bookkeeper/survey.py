@@ -259,7 +259,7 @@ def enabled(settings: Settings) -> bool:
 
 
 def _no_layout(settings: Settings) -> ConfigError:
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     return ConfigError(
         f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
         "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
@@ -274,7 +274,7 @@ def check_layout(settings: Settings) -> str | None:
     if not enabled(settings):
         return None
     with MetadataStore.open(settings.bookkeeper_settings()) as bk:
-        layout = scan.read_layout(bk, settings.bk_ledgers_root)
+        layout = scan.layout_of(bk, settings)
     if layout is None and settings.bookkeeper == "true":
         raise _no_layout(settings)
     return layout
@@ -294,10 +294,10 @@ def survey(
     classified on its executors (``_on_executors``), else here."""
     if not enabled(settings):
         return None
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     where = f"{settings.bookkeeper_hosts}{root}"
     with scan.sessions(settings) as (pulsar, bk):
-        layout = scan.read_layout(bk, root)
+        layout = scan.layout_of(bk, settings)
         if layout is None:
             if settings.bookkeeper == "true":
                 raise _no_layout(settings)
