@@ -12,6 +12,7 @@ created before any record references it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -154,9 +155,20 @@ class PulsarCluster:
 
     def namespace(self, tenant_ns: str) -> None:
         """A namespace: its policies, and its node in this cluster's local metadata
-        (which stays when its topics are deleted)."""
+        (which stays when its topics are deleted). ``tenant/ns`` is a v2 namespace,
+        ``property/cluster/ns`` a v1 one (``/admin/policies/<p>/<c>/<ns>``; its managed
+        ledgers are ``p/c/ns/persistent/<topic>``)."""
         self.client.ensure_path(f"/admin/policies/{tenant_ns}")
         self.client.ensure_path(f"{paths.MANAGED_LEDGERS_ROOT}/{tenant_ns}")
+
+    def partitioned_topic(self, tenant_ns: str, topic: str, partitions: int) -> list[str]:
+        """A partitioned topic: its metadata (``/admin/partitioned-topics/<t>/<ns>/
+        persistent/<topic>``, as ``PartitionedTopicMetadata`` JSON) names the base topic,
+        which has no managed ledger of its own; each partition is one
+        (``<topic>-partition-<i>``). Returns the partitions' managed-ledger names."""
+        path = f"/admin/partitioned-topics/{tenant_ns}/persistent/{topic}"
+        self._put(path, json.dumps({"partitions": partitions}).encode())
+        return [f"{tenant_ns}/persistent/{topic}-partition-{i}" for i in range(partitions)]
 
     def managed_ledger(
         self,

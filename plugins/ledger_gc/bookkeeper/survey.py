@@ -334,11 +334,10 @@ def scan_ledgers(
     into: BookKeeperSurvey,
 ) -> None:
     """Read, classify and count some ledgers into ``into`` (one shard, or all)."""
-    refs = classifier.refs
     owner_of = classifier.owner_of
     for ledger in scan.read_ledgers(bk, root, layout, ids):
-        tagged = classify.ml_of(ledger.tags)
-        if tagged is not None and tagged not in refs.listed:
+        tagged = classifier.gone_topic(ledger.tags)
+        if tagged is not None:
             into.gone_high[tagged] = max(into.gone_high.get(tagged, -1), ledger.ledger_id)
             if (
                 ledger.state is not None
