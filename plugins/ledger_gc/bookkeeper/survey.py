@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper import references, scan
+from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
@@ -152,10 +152,20 @@ class BookKeeperSurvey:
 
     def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
-        kept = []
+        reasons = {}
         for candidate in self.candidates:
             topic = classify.topic_of(candidate["target_class"], candidate["ml_name"])
-            if topic not in topics:
+            if topic in topics:
+                reasons[candidate["ledger_id"]] = why.format(topic=topic)
+        self.hold_ledgers(reasons, hold)
+
+    def hold_ledgers(self, reasons: Mapping[int, str], hold: str) -> None:
+        """Move the candidates of these ledger ids from their orphan class to
+        ``bk-held``, each with its reason."""
+        kept = []
+        for candidate in self.candidates:
+            why = reasons.get(candidate["ledger_id"])
+            if why is None:
                 kept.append(candidate)
                 continue
             size, cls = candidate["bytes"], candidate["target_class"]
@@ -173,7 +183,7 @@ class BookKeeperSurvey:
                         "ledger_id": candidate["ledger_id"],
                         "class": classify.BK_HELD,
                         "owner": candidate["ml_name"],
-                        "reason": why.format(topic=topic),
+                        "reason": why,
                         "hold": hold,
                     }
                 )
@@ -301,6 +311,16 @@ def survey(
             "topic {topic} is not in this metadata, but one of its ledgers is open: a "
             "writer has it (another Pulsar cluster sharing this BookKeeper, or a delete "
             "under way); every ledger of it is held",
+        )
+        # An offloaded copy goes only while its offloaded objects are there (the delete
+        # checks again, live): the report shows the others held.
+        copies = {
+            c["ledger_id"]: refs.offload_copies.get(c["ledger_id"])
+            for c in result.candidates
+            if c["target_class"] == classify.BK_OFFLOADED_COPY
+        }
+        result.hold_ledgers(
+            offloaded_copy.hold_reasons(settings, copies), classify.HOLD_OFFLOAD_UNCONFIRMED
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
