@@ -208,8 +208,11 @@ def _apply_scan(
         # What each source sees against the previous applied scan (e.g. a gone topic
         # whose BookKeeper ledgers still grow): held now, remembered for the next.
         compared = compare_by_source(candidates, entries, diff, before, number)
-        for prefix in compared.held:
-            candidates.pop(prefix, None)
+        held_now = []
+        for prefix, why in compared.held.items():
+            candidate = candidates.pop(prefix, None)
+            if candidate is not None:  # recorded with the others held: reports count it so
+                held_now.append(horizon.Held(candidate, prefix, why, False).to_dict())
         # An entry registered after the survey read the registry (another cycle's) has
         # no facts here; it gets the generic reason (reasons are text, never a verdict).
         missing = [
@@ -246,6 +249,7 @@ def _apply_scan(
         applied = replace(
             result,
             applied=True,
+            held=[*result.held, *held_now],
             scan_number=number,
             snapshot_started_ms=diff.snapshot_started_ms,
             snapshot_sequence=sequence,
@@ -401,6 +405,7 @@ def _delete_under_lock(
         spark=spark,
         distribute_over=distribute_over,
         ours=ours,
+        fence_for=lock.fence_for,
     )
     results = delete_by_source(request, list(plan.eligible))
     # Audited ahead by the delete path (deletion.Deleter).

@@ -33,13 +33,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
 
-from ledger_gc.errors import LedgerGcError
+from ledger_gc.errors import LedgerGcError, MetadataUnavailableError
+from ledger_gc.metadata.fencing import Fence
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.settings import Settings
 
@@ -49,8 +50,15 @@ log = logging.getLogger(__name__)
 #: for sure: the server expires it a timeout after its last answer, which kazoo may
 #: report up to 2/3 of a timeout late.
 SUSPENDED_SAFE_FRACTION = 0.25
+#: How often (a share of the session timeout) ``should_stop`` asks the server whether
+#: the lock node is still there: a session that answered a look lives on for at least a
+#: timeout after it.
+LOOK_FRACTION = 1 / 3
 
 DELETE_LOCK_PATH = "/ledger-gc/locks/orphan-delete"
+#: The lock whose node fences BookKeeper's writes when its metadata is not reached with
+#: Pulsar's session (another ensemble, chroot or identity): below BookKeeper's chroot.
+BOOKKEEPER_LOCK_PATH = "/ledger-gc/locks/bookkeeper-delete"
 
 
 class DeleteLockBusy(LedgerGcError):
@@ -64,16 +72,34 @@ class DeleteLock:
     ``lost`` (or ``should_stop``) to whatever sends delete requests while it is held."""
 
     def __init__(
-        self, client: KazooClient, hosts: str, run_id: str, session_timeout_s: float = 15.0
+        self,
+        client: KazooClient,
+        settings: Settings,
+        run_id: str,
+        *,
+        path: str = DELETE_LOCK_PATH,
+        wait_seconds: float = 0.0,
     ) -> None:
+        """``client``: a session of ``settings``; ``wait_seconds``: how long
+        ``fence_for`` waits for the lock of another ensemble."""
         self._client = client
-        self._hosts = hosts
-        self._lock = client.Lock(DELETE_LOCK_PATH, identifier=run_id)
+        self._settings = settings
+        self._hosts = settings.zk_hosts
+        self._run_id = run_id
+        self._path = path
+        self._wait_s = wait_seconds
+        self._lock = client.Lock(path, identifier=run_id)
         self._lost: str | None = None
         self._suspended_at: float | None = None
-        self._safe_s = session_timeout_s * SUSPENDED_SAFE_FRACTION
+        self._safe_s = settings.zk_timeout_seconds * SUSPENDED_SAFE_FRACTION
+        self._look_s = settings.zk_timeout_seconds * LOOK_FRACTION
+        self._looked_at = 0.0
         self._held = False
+        self._fence: Fence | None = None
         self._mutex = threading.Lock()
+        # Locks taken on other ensembles for their fenced writes (``fence_for``).
+        self._others: dict[str, DeleteLock] = {}
+        self._stack = ExitStack()
         client.add_listener(self._on_state)
 
     def _on_state(self, state: str) -> bool:
@@ -91,7 +117,7 @@ class DeleteLock:
 
     def _lose(self, how: str) -> None:
         self._lost = (
-            f"the delete lock {DELETE_LOCK_PATH} was lost: its ZooKeeper session at "
+            f"the delete lock {self._path} was lost: its ZooKeeper session at "
             f"{self._hosts} {how}, so another cycle may hold it; this cycle stopped "
             "deleting before its next request, and the next run re-checks what is left"
         )
@@ -106,26 +132,62 @@ class DeleteLock:
 
         with self._mutex:
             self._held = True  # a suspension while it is being taken counts as a loss
-        got = guarded(f"taking the delete lock {DELETE_LOCK_PATH}", self._hosts, take)
+        got = guarded(f"taking the delete lock {self._path}", self._hosts, take)
+        if got:
+            node = f"{self._lock.path}/{self._lock.node}"
+            stat = guarded("reading the lock node", self._hosts, lambda: self._client.exists(node))
+            if stat is None:  # lost already (the session went while it was taken)
+                got = False
+            else:
+                self._fence = Fence(self._client, self._hosts, node, stat.version)
+                self._looked_at = time.monotonic()
         with self._mutex:
             self._held = got
         return got
+
+    @property
+    def fence(self) -> Fence:
+        """This lock's fence: writes on its session, refused once its node is gone."""
+        if self._fence is None:
+            raise RuntimeError(f"the delete lock {self._path} is not held")
+        return self._fence
+
+    def fence_for(self, settings: Settings) -> Fence:
+        """The fence for writes with ``settings``' sessions (BookKeeper's metadata):
+        this lock's own when they are the settings it was taken with, else a lock of
+        their ensemble's (``BOOKKEEPER_LOCK_PATH``), taken now and held until this one
+        is released. Raises ``DeleteLockBusy`` if that one cannot be had."""
+        if settings is self._settings or settings == self._settings:
+            return self.fence
+        key = f"{settings.zk_hosts} {settings!r}"
+        other = self._others.get(key)
+        if other is None:
+            other = self._stack.enter_context(
+                delete_lock(
+                    settings,
+                    self._run_id,
+                    self._wait_s,
+                    path=BOOKKEEPER_LOCK_PATH,
+                )
+            )
+            self._others[key] = other
+        return other.fence
 
     def holder(self) -> str:
         holders = guarded("reading the lock", self._hosts, self._lock.contenders)
         return str(holders[0]) if holders else "unknown"
 
     def release(self) -> None:
+        self._stack.close()  # the locks taken for other ensembles' fences first
         with self._mutex:
             self._held = False
+        self._fence = None
         try:
             self._lock.release()
         except KazooException as exc:
             # The session is gone (ZooKeeper went away mid-delete): its ephemeral lock
             # node goes with it, and the error that matters is the one in flight.
-            log.warning(
-                "could not release %s (%s); it ends with the session", DELETE_LOCK_PATH, exc
-            )
+            log.warning("could not release %s (%s); it ends with the session", self._path, exc)
         finally:
             self._client.remove_listener(self._on_state)
 
@@ -142,6 +204,32 @@ class DeleteLock:
                     f"has been suspended for more than {self._safe_s:g} s (the server "
                     "may have expired it)"
                 )
+            if self._lost is None and self._fence is not None and self._fence.gone:
+                self._lose("ended: ZooKeeper refused a write fenced by its node")
+            lost = self._lost
+        if lost is None:
+            lost = self._look()
+        for other in self._others.values():
+            lost = lost or other.lost()
+        return lost
+
+    def _look(self) -> str | None:
+        """Ask the server whether the lock node is still there, when more than
+        ``LOOK_FRACTION`` of the session timeout passed since the last look (or answer):
+        a process frozen longer than that learns it on its first request after."""
+        if self._fence is None or time.monotonic() - self._looked_at <= self._look_s:
+            return None
+        try:
+            held = self._fence.held()
+        except MetadataUnavailableError as exc:
+            with self._mutex:
+                self._lose(f"could not be asked whether it still holds it ({exc})")
+                return self._lost
+        with self._mutex:
+            if not held:
+                self._lose("ended and its lock node is gone (seen on the server)")
+            else:
+                self._looked_at = time.monotonic()
             return self._lost
 
     def should_stop(self) -> bool:
@@ -149,17 +237,20 @@ class DeleteLock:
 
 
 @contextmanager
-def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterator[DeleteLock]:
+def delete_lock(
+    settings: Settings, run_id: str, wait_seconds: float, *, path: str = DELETE_LOCK_PATH
+) -> Iterator[DeleteLock]:
     """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
     with session(settings) as client:
-        lock = DeleteLock(client, settings.zk_hosts, run_id, settings.zk_timeout_seconds)
+        lock = DeleteLock(client, settings, run_id, path=path, wait_seconds=wait_seconds)
         if not lock.acquire(wait_seconds):
             holder = lock.holder()
             lock.release()
             raise DeleteLockBusy(
-                f"another orphan cycle ({holder}) held the delete lock {DELETE_LOCK_PATH} "
-                f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
-                "nothing was deleted, the orphans stay registered and the next run retries"
+                f"another orphan cycle ({holder}) held the delete lock {path} at "
+                f"{settings.zk_hosts} for more than {wait_seconds:g} s "
+                "(LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); nothing was deleted, the orphans stay "
+                "registered and the next run retries"
             )
         try:
             yield lock

@@ -92,6 +92,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
+from ledger_gc.bookkeeper.survey import with_later_holds
 from ledger_gc.orphans import layout, run_steps
 from ledger_gc.orphans.records import (
     CycleStatus,
@@ -292,17 +293,25 @@ def build_report(
         elif row["event"] == phases.CORRECTED:
             tally.add("corrected", namespace, row["target_class"], row["bytes"])
             corrected.append(_target(row, reason=row["reason"]))
-        elif row["event"] == phases.DELETED:
-            tally.add("deleted", namespace, row["target_class"], row["bytes"])
-            deleted_list.append(
-                _target(row, objects=row["objects"], bytes=row["bytes"], reason=row["reason"])
-            )
         elif row["event"] == phases.DELETE_FAILED:
             tally.add("delete_failed", namespace, row["target_class"], row["bytes"])
             failed.append({"prefix": row["prefix"], "error": row["reason"]})
     would_delete = []
     for result in delete_results:
-        if result.action == outcomes.WOULD_DELETE:
+        # What was deleted is what the delete step's results say, each once: the
+        # registry's history of it is written only when the step ends well (a cycle
+        # that lost its lock mid-way deleted some and applied none).
+        if result.action == outcomes.DELETED:
+            tally.add("deleted", result.namespace, result.target_class, result.bytes)
+            deleted_list.append(
+                _target(
+                    vars(result),
+                    objects=result.objects,
+                    bytes=result.bytes,
+                    reason=result.reason,
+                )
+            )
+        elif result.action == outcomes.WOULD_DELETE:
             tally.add("would_delete", result.namespace, result.target_class, result.bytes)
             would_delete.append(
                 _target(
@@ -469,6 +478,7 @@ def _bookkeeper(
     survey = diff.bookkeeper if diff else None
     if not survey:
         return None
+    survey = with_later_holds(survey, applied.held if applied else [])
     mine = [r for r in deleted if r["target_class"] in BK_ORPHAN_CLASSES]
     freed = [
         r
