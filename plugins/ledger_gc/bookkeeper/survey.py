@@ -242,7 +242,6 @@ def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> di
             kept = totals.setdefault(classify.BK_HELD, dict(zero))
             kept["ledgers"] += 1
             kept["bytes"] += size
-        out["orphan_bytes"] -= size
         out["candidates"] -= 1
         hold = classify.HOLD_GROWING_ELSEWHERE
         out["held_reasons"][hold] = out["held_reasons"].get(hold, 0) + 1
@@ -260,6 +259,7 @@ def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> di
         out["samples"][cls] = [
             s for s in out["samples"].get(cls, []) if s.get("ledger_id") != item.get("ledger_id")
         ]
+    out["orphan_bytes"] = sum(out["classes"].get(c, zero)["bytes"] for c in BK_ORPHAN_CLASSES)
     return out
 
 
