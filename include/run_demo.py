@@ -258,7 +258,8 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
 
 def pulsar_cluster_settings(settings: Settings) -> Settings:
     """The demo's Pulsar cluster: its own chroot and state, no block store (its data is
-    in BookKeeper), tiered storage off."""
+    in BookKeeper), tiered storage in the demo's offload bucket under its own prefix (an
+    offloaded ledger's BookKeeper copy goes only once its offloaded objects are seen)."""
     hosts = settings.zk_hosts.split("/", 1)[0]
     client = KazooClient(hosts=hosts)
     client.start(timeout=15)
@@ -269,7 +270,7 @@ def pulsar_cluster_settings(settings: Settings) -> Settings:
     return settings.with_overrides(
         zk_hosts=f"{hosts}{demo_pulsar.CHROOT}",
         bucket="",
-        offload_bucket="",
+        offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
         state_dir=DEMO_DIR / "pulsar-state",
         bookkeeper="true",
     )
@@ -281,7 +282,8 @@ def bookkeeper_demo(settings: Settings) -> None:
     client = KazooClient(hosts=pulsar.zk_hosts)
     client.start(timeout=15)
     try:
-        planted = demo_pulsar.plant(client)
+        s3 = boto3.client("s3", endpoint_url=pulsar.s3_endpoint, region_name=pulsar.s3_region)
+        planted = demo_pulsar.plant(client, s3, pulsar.offload_bucket)
         for group, ids in planted.items():
             if group != "live":
                 say(f"   planted {group}: {', '.join(f'{w} ({i})' for w, i in ids.items())}")

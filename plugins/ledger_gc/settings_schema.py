@@ -199,9 +199,12 @@ class SettingSpec:
     empty_is_set: bool = False
     #: Read when ``env`` is unset (a boto3 variable the setting defaults to).
     fallback_env: str | None = None
-    #: ``to_env`` leaves the variable out while the value is empty or None (credentials,
+    #: ``to_env`` leaves the variable out while the value is None or empty text (credentials,
     #: which boto3 would read as set; values whose absence is the default).
     omit_when_empty: bool = False
+    #: False: ``to_env`` never writes it; a child process gets the values it set instead
+    #: (``LEDGERGC_PULSAR_CONF``: a Spark driver on another host has no broker.conf).
+    inherited: bool = True
     field: str = ""
 
     @property
@@ -256,9 +259,18 @@ class SettingSpec:
 
     def to_text(self, value: Any) -> str | None:
         """The environment text of a value, or None when ``to_env`` leaves it out."""
-        if value is None or (self.omit_when_empty and not value):
+        if value is None or (self.omit_when_empty and _is_empty(value)):
             return None if self.omit_when_empty else ""
         return self.kind.format(value)
+
+    def text_of(self, value: Any) -> str:
+        """A value as text for people ("" for none), its secret left in."""
+        return "" if value is None else self.kind.format(value)
+
+    def shown(self, text: str, value: Any) -> str:
+        """``text`` (of ``value``) with its secret part, if any, as ``***``."""
+        secret = self.secret_of(value)
+        return text.replace(secret, "***") if secret else text
 
     def secret_of(self, value: Any) -> str | None:
         """What of this value a log or a page must never show; None: nothing."""
@@ -296,6 +308,44 @@ class SettingSpec:
             words.append(f"at most {_number_text(self.maximum)}")
         text = " and ".join(words) + (f" {self.unit}" if self.unit else "")
         return text + (f"; {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting's value came from (``ledgergc status --json`` shows it).
+
+    ``source``: ``env``, ``broker.conf``, ``connection``, ``variable``, ``params`` or
+    ``code`` (a caller set it); ``detail``: which key of which file, which connection;
+    ``given``: the value as it was written there, when the settings keep another form of
+    it (an address in Pulsar's or BookKeeper's form: errors and ``status`` show this);
+    ``value``: the text of the value the settings kept (filled in when they are made), so
+    that an origin whose value has been replaced since is known to be stale.
+    """
+
+    source: str
+    detail: str = ""
+    given: str | None = None
+    value: str | None = None
+
+    def describe(self) -> str:
+        """Where, in words: "metadataStoreUrl in /etc/pulsar/broker.conf", "connection
+        ledgergc_zookeeper", "grace_seconds in ledgergc_settings"."""
+        if self.source == "connection":
+            return f"connection {self.detail}"
+        return self.detail or self.source
+
+    def settled(self, spec: SettingSpec, raw: Any, value: Any) -> Origin | None:
+        """This origin for ``value`` (read from ``raw``), or None when it no longer
+        describes it (the value was replaced since)."""
+        text = spec.text_of(value)
+        if self.value is not None and self.value != text:
+            return None
+        given = self.given if self.given is not None else _text_of(raw)
+        return dataclasses.replace(self, value=text, given=None if given == text else given)
+
+
+def _text_of(raw: Any) -> str | None:
+    return raw if isinstance(raw, str) else None
 
 
 def setting(default: T, *specs: SettingSpec, repr: bool | None = None) -> T:
@@ -340,6 +390,12 @@ def default_of(settings_class: type, spec: SettingSpec) -> Any:
     [f] = [f for f in dataclasses.fields(settings_class) if f.name == spec.field]
     value = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
     return getattr(value, spec.part) if spec.part else value
+
+
+def _is_empty(value: Any) -> bool:
+    """An empty text or collection; a ``False`` flag or a 0 is a value (``to_env`` keeps
+    it: BookKeeper's ``false`` must not fall back to Pulsar's ``true``)."""
+    return isinstance(value, str | tuple | list | dict) and not value
 
 
 def _either(choices: tuple[str, ...]) -> str:

@@ -183,19 +183,200 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
         assert bk_client.get_children(BOOKKEEPER_LOCK_PATH) == []
         assert restore_run(split, run.run_id).to_dict()["objects_restored"] == 2
 
-        with delete_lock(split, "a", 10) as lock:
+        with delete_lock(split, "a", 10, bookkeeper=split.bookkeeper_settings()) as lock:
             fence = lock.fence_for(split.bookkeeper_settings())
             assert fence.path.startswith(BOOKKEEPER_LOCK_PATH + "/")
             version = bk_client.exists(bk.path(leaked[0])).version
-            session_id, password = fence.client.client_id
-            twin = KazooClient(hosts=split.bk_zk_hosts, client_id=(session_id, password))
-            twin.start(timeout=15)
-            twin.stop()
-            twin.close()
-            try:
-                outcome = fence.delete(bk.path(leaked[0]), version)
-            except Exception as exc:  # the session's own answer: expired, not applied
-                outcome = exc
-            assert outcome in (FencedOutcome.FENCE_LOST,) or "Unavailable" in type(outcome).__name__
+            expire_and_reconnect(fence.client, split.bk_zk_hosts or "")
+            # Sent on kazoo's new session: only the check of the old node refuses it.
+            assert fence.delete(bk.path(leaked[0]), version) is FencedOutcome.FENCE_LOST
             assert lock.should_stop()
         assert bk_client.exists(bk.path(leaked[0]))
+
+
+def expire_and_reconnect(client: KazooClient, hosts: str) -> None:
+    """Expire ``client``'s session on the server (closed from a second client with its
+    id and password), and wait until kazoo has opened a new one: a request sent now goes
+    on that new session, where nothing but a fence stops it."""
+    old = client.client_id[0]
+    twin = KazooClient(hosts=hosts, client_id=client.client_id)
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()
+    deadline = time.monotonic() + 30
+    while not (client.connected and client.client_id[0] != old):
+        assert time.monotonic() < deadline, "kazoo did not open a new session"
+        time.sleep(0.05)
+
+
+def test_a_fenced_delete_sent_on_kazoos_new_session_is_refused(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """kazoo opens a new session after an expiry and sends what it is asked on it; an
+    unfenced delete would be applied there."""
+    from ledger_gc.metadata.fencing import FencedOutcome
+    from ledger_gc.orphans.delete_lock import delete_lock
+
+    leaked = cluster.ledger(ml_tags(TOPIC))
+    version = cluster.client.exists(cluster.path(leaked)).version
+    with delete_lock(pulsar, "a", 10) as lock:
+        expire_and_reconnect(lock.fence.client, pulsar.zk_hosts)
+        assert lock.fence.delete(cluster.path(leaked), version) is FencedOutcome.FENCE_LOST
+        assert lock.should_stop()
+    assert cluster.client.exists(cluster.path(leaked))
+
+
+def _announcing(
+    monkeypatch: pytest.MonkeyPatch, then: Callable[[int], None]
+) -> Callable[[], list[Any]]:
+    """Patch the audit log so that ``then(n)`` runs after the n-th write-ahead record of
+    a BookKeeper delete (n from 1); returns the delete locks taken since."""
+    from ledger_gc.orphans import delete_lock as lock_module
+    from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+
+    locks: list[Any] = []
+    real_acquire = lock_module.DeleteLock.acquire
+    real_append = AuditLog.append
+    seen: list[int] = []
+
+    def acquire(self: Any, wait_seconds: float) -> bool:
+        locks.append(self)
+        return bool(real_acquire(self, wait_seconds))
+
+    def append(self: AuditLog, records: Any) -> int:
+        records = list(records)
+        written = real_append(self, records)
+        if any(r.status == DELETING and r.target_class in BK_ORPHAN_CLASSES for r in records):
+            seen.append(1)
+            then(len(seen))
+        return written
+
+    monkeypatch.setattr(lock_module.DeleteLock, "acquire", acquire)
+    monkeypatch.setattr(AuditLog, "append", append)
+    return lambda: locks
+
+
+def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DAG retries its delete task with the same run id. Attempt 1 deletes one
+    ledger, then loses its lock after the second's write-ahead record (not deleted);
+    attempt 2 deletes the second. The run's report counts both, and restore brings both
+    back (the second's not-deleted record closed only attempt 1's delete)."""
+    from ledger_gc.orphans import cycle
+    from ledger_gc.orphans.options import CycleOptions
+    from ledger_gc.orphans.report import build_report
+
+    quick = pulsar.with_overrides(orphan_lock_wait_seconds=30)
+    leaked = [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)]
+    cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
+    run_orphan_cycle(quick, spark=spark, **later(0))
+    world = later(DAY_H + 1)
+    cycle.step_survey(quick, "r", spark, **world)
+    cycle.step_phases(quick, "r", clock=world["clock"])
+
+    def lose_the_lock_at_the_second(n: int) -> None:
+        if n == 2:
+            expire_and_reconnect(locks()[-1].fence.client, quick.zk_hosts)
+
+    locks = _announcing(monkeypatch, lose_the_lock_at_the_second)
+    with pytest.raises(cycle.DeleteLockLost):
+        cycle.step_delete(quick, "r", **world)
+    monkeypatch.undo()
+    assert sum(1 for lid in leaked if cluster.client.exists(cluster.path(lid))) == 1
+    cycle.step_delete(quick, "r", **world)  # Airflow's retry
+    assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
+
+    statuses = [r["status"] for r in AuditLog(quick).read(run_id="r")]
+    assert statuses == [DELETING, DELETED, DELETING, NOT_DELETED, DELETING, DELETED], statuses
+    report = build_report(quick, "r", options=CycleOptions(), now_ms=world["clock"]()).to_dict()
+    assert {d["ledger_id"] for d in report["deleted"]} == set(leaked)
+    assert report["bookkeeper"]["deleted"] == 2 and report["bytes_reclaimed"] == 2 * 1024
+    dry = restore_run(quick, "r", dry_run=True).to_dict()
+    assert sorted(p["ledger_id"] for p in dry["prefixes"]) == sorted(leaked), dry
+
+
+def test_a_busy_bookkeeper_lock_leaves_the_work_pending_and_deletes_nothing(
+    pulsar: Settings,
+    zk_client: KazooClient,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """Two Pulsar clusters share a BookKeeper in its own chroot; the other's cycle holds
+    the lock there. A lock that cannot be had is no error: nothing is deleted (the
+    BookKeeper lock is taken before any source deletes anything), the work waits."""
+    from ledger_gc.metadata.zk_client import session
+    from ledger_gc.orphans.delete_lock import BOOKKEEPER_LOCK_PATH, delete_lock
+
+    zk_client.ensure_path("/bk")
+    split = pulsar.with_overrides(bk_zk_hosts=pulsar.zk_hosts + "/bk", orphan_lock_wait_seconds=1)
+    PulsarCluster(zk_client).namespace(NS)
+    with session(split.bookkeeper_settings()) as bk_client:
+        bk = PulsarCluster(bk_client).init()
+        leaked = bk.ledger(ml_tags(TOPIC))
+        PulsarCluster(zk_client).managed_ledger(
+            TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
+        )
+        run_orphan_cycle(split, spark=spark, **later(0))
+        with delete_lock(split.bookkeeper_settings(), "other", 5, path=BOOKKEEPER_LOCK_PATH):
+            report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1)).to_dict()
+        assert report["status"] == "ok" and report["pending"], report["delete_skipped"]
+        assert BOOKKEEPER_LOCK_PATH in report["delete_skipped"]
+        assert report["deleted"] == []
+        assert bk_client.exists(bk.path(leaked))
+        report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 2)).to_dict()
+        assert [d["ledger_id"] for d in report["deleted"]] == [leaked]
+
+
+def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_the_lock(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator runs ``restore --run R`` while R is still deleting. Meanwhile Pulsar
+    deletes the ledger itself, so R's delete finds it gone and closes its record. The
+    restore waited for the lock; it must not re-create the ledger from the stale bytes
+    it saw announced before."""
+    import threading
+
+    from ledger_gc.orphans import cycle
+
+    quick = pulsar.with_overrides(orphan_lock_wait_seconds=60)
+    leaked = cluster.ledger(ml_tags(TOPIC))
+    cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
+    run_orphan_cycle(quick, spark=spark, **later(0))
+    world = later(DAY_H + 1)
+    cycle.step_survey(quick, "r", spark, **world)
+    cycle.step_phases(quick, "r", clock=world["clock"])
+    restoring, done = threading.Event(), threading.Event()
+    restored: dict[str, Any] = {}
+
+    def operator() -> None:
+        restoring.set()
+        try:
+            restored.update(restore_run(quick, "r").to_dict())
+        except Exception as exc:
+            restored["exception"] = repr(exc)
+        done.set()
+
+    def restore_meanwhile(n: int) -> None:
+        threading.Thread(target=operator, daemon=True).start()
+        assert restoring.wait(10)
+        time.sleep(1)  # the restore has read the log and waits for the lock
+        cluster.client.delete(cluster.path(leaked))  # Pulsar's own LedgerDeleteOp
+
+    _announcing(monkeypatch, restore_meanwhile)
+    cycle.step_delete(quick, "r", **world)
+    monkeypatch.undo()
+    assert done.wait(60)
+    assert "exception" not in restored, restored
+    statuses = [r["status"] for r in AuditLog(quick).read(run_id="r")]
+    assert statuses == [DELETING, NOT_DELETED], statuses
+    assert restored["objects_restored"] == 0 and restored["errors"] == 0, restored
+    assert not cluster.client.exists(cluster.path(leaked))

@@ -40,8 +40,9 @@ from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
-from ledger_gc.bookkeeper import references, scan
-from ledger_gc.errors import AuditUnavailableError, LedgerGcError, MetadataUnavailableError
+from ledger_gc.bookkeeper import offloaded_copy, references, scan
+from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -99,13 +100,13 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(settings))
-            layout = scan.read_layout(bk, settings.bk_ledgers_root)
-            if deleting:
-                if fence_for is None:
-                    raise ValueError("a BookKeeper delete needs the delete lock's fence")
-                fence = fence_for(settings.bookkeeper_settings())
-        except (MetadataUnavailableError, LedgerGcError) as exc:
+            layout = scan.layout_of(bk, settings)
+        except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
+        if deleting:
+            if fence_for is None:
+                raise ValueError("a BookKeeper delete needs the delete lock's fence")
+            fence = fence_for(settings.bookkeeper_settings())
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -156,7 +157,7 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     znode = znode_of_target(entry.prefix)
     if layout is None:
         return _failed(entry, f"{settings.bookkeeper_hosts}{root}/LAYOUT is gone; kept")
@@ -201,6 +202,10 @@ def _one(
             f"created {iso(ledger.ctime_ms)}, younger than retention",
             until_ms=until,
         )
+    if verdict.ledger_class == classify.BK_OFFLOADED_COPY:  # the copy may be the last
+        why = offloaded_copy.live_hold_reason(settings, pulsar, entry.ml_name, entry.ledger_id)
+        if why is not None:
+            return RecheckResult.of(entry, HELD, why)
     reason = (
         f"BookKeeper ledger {entry.ledger_id} ({entry.target_class}: {verdict.reason}), "
         f"unreferenced since {iso(entry.first_seen_ms)} over {entry.scans_seen} scan(s), "
@@ -211,7 +216,12 @@ def _one(
     if should_stop():  # the last moment: nothing is audited or sent after a stop
         return _skipped(entry, STOPPED)
     bk.reading(1)
-    acls = guarded(f"reading the ACL of {znode}", bk.hosts, lambda: bk.client.get_acls(znode)[0])
+    acls = guarded(
+        f"reading the ACL of {znode}",
+        bk.hosts,
+        lambda: bk.client.get_acls(znode)[0],
+        refused=lambda: bk.refusal(f"reading the ACL of {znode}", zk_access.READ, znode),
+    )
     return _delete(
         settings,
         bk,
@@ -221,7 +231,7 @@ def _one(
         ledger,
         znode,
         data,
-        stat.version,
+        stat,
         reason,
         run_id,
         acls,
@@ -246,12 +256,14 @@ def _delete(
     ledger: BkLedger,
     znode: str,
     data: bytes,
-    version: int,
+    stat: Any,
     reason: str,
     run_id: str,
     acls: list[Any],
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
+    version = stat.version
+
     def record(status: str, why: str = reason) -> AuditRecord:
         return AuditRecord(
             operation=OPERATION,
@@ -280,17 +292,23 @@ def _delete(
     # (AuditUnavailableError stops the step).
     audit.append([record(AUDIT_DELETING)])
     if should_stop():  # the lock was lost while the record was written
-        return _refused(audit, record, entry, _skipped(entry, STOPPED), STOPPED)
+        why = (
+            "a stop was asked (a signal, or the delete lock lost) after its write-ahead "
+            "record: the delete was not sent"
+        )
+        return _refused(audit, record, entry, _skipped(entry, STOPPED), why)
     try:
         outcome = fence.delete(znode, version)
     except MetadataUnavailableError as exc:
-        if _never_applied(bk, fence, znode, version):
+        if _never_applied(bk, fence, znode, stat):
             why = (
-                f"the delete of {znode} was sent, but the delete lock's session ended "
-                f"before ZooKeeper applied it (its node {fence.path} is gone and the "
-                "ledger's record is unchanged): nothing deleted, the next run re-checks it"
+                f"the delete of {znode} was sent and its answer lost ({exc}), but it was "
+                f"never applied: the delete lock's node {fence.path} is gone, so it never "
+                "will be, and the ledger's record is unchanged; nothing deleted, the next "
+                "run re-checks it"
             )
-            return _refused(audit, record, entry, RecheckResult.of(entry, SKIPPED, why), why)
+            refused = RecheckResult.of(entry, SKIPPED, why, error=why)
+            return _refused(audit, record, entry, refused, why)
         # The request may have been applied and its answer lost: the audit record written
         # ahead stands for it (``ledgergc restore`` reads it), and the next run finds the
         # znode gone or re-checks it. Fenced: if it was applied, the lock was held then.
@@ -317,11 +335,14 @@ def _delete(
     return _refused(audit, record, entry, refused, refused.reason)
 
 
-def _never_applied(bk: MetadataStore, fence: Fence, znode: str, version: int) -> bool:
+def _never_applied(bk: MetadataStore, fence: Fence, znode: str, stat: Any) -> bool:
     """After a fenced delete's answer was lost: True only when it provably was not
-    applied and never will be: the lock node is gone (no fenced write can succeed any
-    more, and one that did came before), and the znode is still there at the version
-    the delete named. Anything else (ZooKeeper still unreachable) is unknown: False."""
+    applied and never will be. The lock node is removed first (on the lock's session,
+    after the lost request: ZooKeeper keeps a session's order), so that no write fenced
+    by it can succeed any more and one that did came before; then the znode must still
+    be the one the re-check read (same ``mzxid``: not deleted and re-created since, not
+    rewritten). Anything else (ZooKeeper still unreachable) is unknown: False."""
+    fence.end()
     try:
         if not fence.over(bk.client):
             return False
@@ -329,7 +350,7 @@ def _never_applied(bk: MetadataStore, fence: Fence, znode: str, version: int) ->
         got = bk.get_many([znode])[0]
     except MetadataUnavailableError:
         return False
-    return got is not None and got[1].version == version
+    return got is not None and got[1].mzxid == stat.mzxid
 
 
 def _refusal(
@@ -359,12 +380,19 @@ def _refusal(
         return RecheckResult.of(entry, GONE, "its znode vanished just before the delete")
     if outcome is FencedOutcome.NOT_EMPTY:
         return _failed(entry, f"{znode} has children: not a ledger's leaf znode; kept")
-    parent = znode.rsplit("/", 1)[0] or "/"
-    return _failed(
-        entry,
-        f"ZooKeeper at {settings.bookkeeper_hosts} refused the delete of {znode} (NoAuth): "
-        f"the identity ledger-gc uses lacks DELETE on {parent}; kept",
+    # NoAuth: ZooKeeper checks DELETE on the parent. Said with the identity the lock's
+    # session has (whoAmI) and who has DELETE there (a sasl: ACL is BookKeeper's
+    # zkEnableSecurity: its bookies' identity, never a digest).
+    refused = zk_access.refusal(
+        fence.client,
+        settings.bookkeeper_hosts,
+        what=f"the delete of {znode}",
+        permission=zk_access.DELETE,
+        znode=znode,
+        checked=znode.rsplit("/", 1)[0] or "/",
+        names=settings.bookkeeper_settings().zk_setting_names(),
     )
+    return _failed(entry, f"{refused}; kept")
 
 
 def _refused(

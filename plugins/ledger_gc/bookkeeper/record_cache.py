@@ -67,7 +67,7 @@ def location_of(settings: Settings, layout: str) -> str:
     however the connect string lists them), chroot, ledgers root and layout."""
     hosts, slash, chroot = settings.bookkeeper_hosts.partition("/")
     servers = ",".join(sorted(h.strip() for h in hosts.split(",") if h.strip()))
-    return f"{servers}{slash}{chroot}|{settings.bk_ledgers_root}|{layout}"
+    return f"{servers}{slash}{chroot}|{settings.bookkeeper_root}|{layout}"
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
         return CachePlan(False, True, "LEDGERGC_BK_RECORD_CACHE=false: every ledger is read")
     if layout == ledger_paths.FLAT:
         return CachePlan(False, True, "the flat layout has no ledger directories to check")
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     identity = read_identity(bk, root)
     if identity.instance_id is None:
         return CachePlan(

@@ -31,6 +31,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -51,20 +52,41 @@ def restore_ledgers(
     restore_id: str,
     records: Iterable[dict[str, Any]],
     *,
+    dry_run: bool,
     fence: Fence | None,
 ) -> list[dict[str, Any]]:
     """Re-create the znodes of the ``deleted`` BookKeeper records of one run; one result
     per record (``error`` set where it could not be restored, ``already`` where the
     znode holds the record's bytes). ``fence``: the delete lock's, for BookKeeper's
-    sessions; None: a dry run (nothing is created)."""
+    sessions (required unless ``dry_run``). Once the lock is lost nothing more is
+    created: the records left get that error."""
+    if not dry_run and fence is None:
+        raise ValueError("a BookKeeper restore needs the delete lock's fence")
     results: list[dict[str, Any]] = []
     items = list(records)
     if not items:
         return results
     with MetadataStore.open(settings.bookkeeper_settings()) as bk:
         for record in items:
+            if fence is not None and fence.gone is not None:
+                results.append(_result(record, error=f"not restored: the delete lock {fence.gone}"))
+                continue
             results.append(_restore_one(settings, bk, audit, restore_id, record, fence))
     return results
+
+
+def _result(record: dict[str, Any], *, error: str | None = None) -> dict[str, Any]:
+    return {
+        "prefix": record["prefix"],
+        "target_class": record["target_class"],
+        "ml_name": record["ml_name"],
+        "ledger_id": record.get("ledger_id"),
+        "znode": record.get("znode"),
+        "bytes": int(record.get("bytes") or 0),
+        "restored": False,
+        "already": False,
+        "error": error,
+    }
 
 
 def _restore_one(
@@ -76,17 +98,7 @@ def _restore_one(
     fence: Fence | None,
 ) -> dict[str, Any]:
     znode = record.get("znode")
-    result: dict[str, Any] = {
-        "prefix": record["prefix"],
-        "target_class": record["target_class"],
-        "ml_name": record["ml_name"],
-        "ledger_id": record.get("ledger_id"),
-        "znode": znode,
-        "bytes": int(record.get("bytes") or 0),
-        "restored": False,
-        "already": False,
-        "error": None,
-    }
+    result = _result(record)
     raw = record.get("record_base64")
     if not znode or raw is None:
         result["error"] = "the audit record has no znode or record bytes (an older ledger-gc)"
@@ -98,13 +110,13 @@ def _restore_one(
         )
         return result
     data = base64.b64decode(raw)
-    present = _present(bk, znode, data)
+    present = _read(bk, znode)
     if present is not None:
-        result["already"] = present == "same"
+        result["already"] = present == data
         if not result["already"]:
             result["error"] = f"{znode} exists with another record: not replaced"
         return result
-    if fence is None:
+    if fence is None:  # a dry run
         return result
     audit.append([_audit(record, restore_id, RESTORING)])
     acl = _acl_of(record)
@@ -117,7 +129,7 @@ def _restore_one(
     except MetadataUnavailableError as exc:
         result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
         return result
-    if outcome is FencedOutcome.EXISTS and _present(bk, znode, data) == "same":
+    if outcome is FencedOutcome.EXISTS and _read(bk, znode) == data:
         result["already"] = True  # re-created meanwhile with these very bytes
         why = f"{znode} was re-created meanwhile with the audited record"
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
@@ -136,13 +148,11 @@ def _restore_one(
     return result
 
 
-def _present(bk: MetadataStore, znode: str, data: bytes) -> str | None:
-    """None: no such znode; "same": it holds ``data``; "other": another record."""
+def _read(bk: MetadataStore, znode: str) -> bytes | None:
+    """The znode's data as the leader has it now (None: no such znode)."""
     bk.sync(znode)
     got = bk.get_many_raw([znode])[0]
-    if got is None:
-        return None
-    return "same" if got[0] == data else "other"
+    return None if got is None else bytes(got[0])
 
 
 def _refusal(
@@ -159,9 +169,18 @@ def _refusal(
     if outcome is FencedOutcome.MISSING:
         return f"{parent} vanished before {znode} could be re-created; run the restore again"
     if outcome is FencedOutcome.NO_AUTH:
-        return (
-            f"ZooKeeper at {settings.bookkeeper_hosts} refused to re-create {znode} "
-            f"(NoAuth): the identity ledger-gc uses lacks CREATE on {parent}"
+        # ZooKeeper checks CREATE on the parent; said with the identity of the session
+        # the create went on and who has CREATE there.
+        return str(
+            zk_access.refusal(
+                fence.client,
+                settings.bookkeeper_hosts,
+                what=f"re-creating {znode}",
+                permission=zk_access.CREATE,
+                znode=znode,
+                checked=parent,
+                names=settings.bookkeeper_settings().zk_setting_names(),
+            )
         )
     return f"ZooKeeper refused to re-create {znode} ({outcome})"
 

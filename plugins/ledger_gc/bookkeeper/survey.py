@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper import record_cache, references, scan
+from ledger_gc.bookkeeper import offloaded_copy, record_cache, references, scan
 from ledger_gc.bookkeeper.cost import SurveyCost
 from ledger_gc.bookkeeper.directories import (
     DirectoryDone,
@@ -166,10 +166,20 @@ class BookKeeperSurvey:
 
     def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
-        kept = []
+        reasons = {}
         for candidate in self.candidates:
             topic = classify.topic_of(candidate["target_class"], candidate["ml_name"])
-            if topic not in topics:
+            if topic in topics:
+                reasons[candidate["ledger_id"]] = why.format(topic=topic)
+        self.hold_ledgers(reasons, hold)
+
+    def hold_ledgers(self, reasons: Mapping[int, str], hold: str) -> None:
+        """Move the candidates of these ledger ids from their orphan class to
+        ``bk-held``, each with its reason."""
+        kept = []
+        for candidate in self.candidates:
+            why = reasons.get(candidate["ledger_id"])
+            if why is None:
                 kept.append(candidate)
                 continue
             size, cls = candidate["bytes"], candidate["target_class"]
@@ -187,7 +197,7 @@ class BookKeeperSurvey:
                         "ledger_id": candidate["ledger_id"],
                         "class": classify.BK_HELD,
                         "owner": candidate["ml_name"],
-                        "reason": why.format(topic=topic),
+                        "reason": why,
                         "hold": hold,
                     }
                 )
@@ -246,7 +256,6 @@ def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> di
             kept = totals.setdefault(classify.BK_HELD, dict(zero))
             kept["ledgers"] += 1
             kept["bytes"] += size
-        out["orphan_bytes"] -= size
         out["candidates"] -= 1
         hold = classify.HOLD_GROWING_ELSEWHERE
         out["held_reasons"][hold] = out["held_reasons"].get(hold, 0) + 1
@@ -264,6 +273,7 @@ def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> di
         out["samples"][cls] = [
             s for s in out["samples"].get(cls, []) if s.get("ledger_id") != item.get("ledger_id")
         ]
+    out["orphan_bytes"] = sum(out["classes"].get(c, zero)["bytes"] for c in BK_ORPHAN_CLASSES)
     return out
 
 
@@ -273,7 +283,7 @@ def enabled(settings: Settings) -> bool:
 
 
 def _no_layout(settings: Settings) -> ConfigError:
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     return ConfigError(
         f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
         "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
@@ -288,7 +298,7 @@ def check_layout(settings: Settings) -> str | None:
     if not enabled(settings):
         return None
     with MetadataStore.open(settings.bookkeeper_settings()) as bk:
-        layout = scan.read_layout(bk, settings.bk_ledgers_root)
+        layout = scan.layout_of(bk, settings)
     if layout is None and settings.bookkeeper == "true":
         raise _no_layout(settings)
     return layout
@@ -312,12 +322,12 @@ def survey(
     ``cost``."""
     if not enabled(settings):
         return None
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     where = f"{settings.bookkeeper_hosts}{root}"
     cost = SurveyCost(budget_per_second=settings.zk_max_reads_per_second)
     started = time.monotonic()
     with scan.sessions(settings) as (pulsar, bk):
-        layout = scan.read_layout(bk, root)
+        layout = scan.layout_of(bk, settings)
         if layout is None:
             if settings.bookkeeper == "true":
                 raise _no_layout(settings)
@@ -400,6 +410,16 @@ def survey(
             "topic {topic} is not in this metadata, but one of its ledgers is open: a "
             "writer has it (another Pulsar cluster sharing this BookKeeper, or a delete "
             "under way); every ledger of it is held",
+        )
+        # An offloaded copy goes only while its offloaded objects are there (the delete
+        # checks again, live): the report shows the others held.
+        copies = {
+            c["ledger_id"]: refs.offload_copies.get(c["ledger_id"])
+            for c in result.candidates
+            if c["target_class"] == classify.BK_OFFLOADED_COPY
+        }
+        result.hold_ledgers(
+            offloaded_copy.hold_reasons(settings, copies), classify.HOLD_OFFLOAD_UNCONFIRMED
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
@@ -496,11 +516,10 @@ def scan_ledgers(
     into: BookKeeperSurvey,
 ) -> None:
     """Classify and count some ledgers into ``into`` (one directory, or all)."""
-    refs = classifier.refs
     owner_of = classifier.owner_of
     for ledger in ledgers:
-        tagged = classify.ml_of(ledger.tags)
-        if tagged is not None and tagged not in refs.listed:
+        tagged = classifier.gone_topic(ledger.tags)
+        if tagged is not None:
             into.gone_high[tagged] = max(into.gone_high.get(tagged, -1), ledger.ledger_id)
             if (
                 ledger.state is not None

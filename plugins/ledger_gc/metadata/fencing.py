@@ -70,14 +70,14 @@ _OUTCOMES: dict[type[Exception], FencedOutcome] = {
 class Fence:
     """A held lock's node, and the session that holds it: writes go on that session.
 
-    ``gone`` turns true once the server said the node is gone (a refused check, a
-    look): the lock's holder reads it as the lock lost, whatever its listener heard."""
+    ``gone`` says why, once the server showed the node gone (a refused check, a look,
+    ``end``): the lock's holder reads it as the lock lost, whatever its listener heard."""
 
     client: KazooClient
     hosts: str  # for messages
     path: str  # the lock node, below the session's chroot
     version: int  # the lock node's data version when it was made (never changed)
-    gone: bool = False
+    gone: str | None = None
 
     def delete(self, znode: str, version: int) -> FencedOutcome:
         """Delete ``znode`` at ``version`` (never -1), only while the lock is held."""
@@ -96,32 +96,38 @@ class Fence:
         return self._commit(f"creating {znode}", transaction)
 
     def held(self) -> bool:
-        """Whether the lock node is still there, as the server has it now (``sync``):
-        for writes that cannot carry the check (an S3 delete), the last look before
-        sending. A pause after it is not covered; only a fenced write is."""
-
-        def look() -> bool:
-            self.client.sync(self.path)
-            stat = self.client.exists(self.path)
-            return stat is not None and stat.version == self.version
-
-        held = guarded(f"checking the lock node {self.path}", self.hosts, look)
-        self.gone = self.gone or not held
-        return held
+        """Whether the lock node is still there, as the server has it now: for writes
+        that cannot carry the check (an S3 delete), the last look before sending. A
+        pause after it is not covered; only a fenced write is."""
+        return not self.over(self.client)
 
     def over(self, via: KazooClient) -> bool:
-        """Whether the lock node is gone, read with ``via`` (any session of the same
-        ensemble and chroot: this fence's own may be the one that failed). Then no
-        write fenced by it can be applied any more: its check would fail."""
+        """Whether the lock node is gone (``sync``, then read with ``via``: any session of
+        the same ensemble and chroot, since this fence's own may be the one that
+        failed). Then no write fenced by it can be applied any more (its check would
+        fail), and one that was came before the node's removal."""
 
         def look() -> bool:
             via.sync(self.path)
             stat = via.exists(self.path)
             return stat is None or stat.version != self.version
 
-        over = guarded(f"checking the lock node {self.path}", self.hosts, look)
-        self.gone = self.gone or over
-        return over
+        if guarded(f"checking the lock node {self.path}", self.hosts, look):
+            self.gone = self.gone or "its node is gone (seen on the server)"
+        return self.gone is not None
+
+    def end(self) -> None:
+        """Remove the lock node, best effort (its session ends it anyway): after a write
+        whose answer was lost, so that ``over`` can say the write will never apply."""
+        try:
+            guarded(
+                f"ending the lock {self.path}",
+                self.hosts,
+                lambda: self.client.delete(self.path, version=self.version),
+            )
+        except Exception:  # unreachable, or gone already: ``over`` tells which
+            return
+        self.gone = self.gone or "ledger-gc removed its node after a write's answer was lost"
 
     def _commit(self, what: str, transaction: Any) -> FencedOutcome:
         results = guarded(what, self.hosts, transaction.commit)
@@ -129,7 +135,8 @@ class Fence:
         if isinstance(check, Exception) and not isinstance(
             check, RolledBackError | RuntimeInconsistency
         ):
-            self.gone = True  # NoNode or BadVersion of the lock node itself
+            # NoNode or BadVersion of the lock node itself
+            self.gone = self.gone or "ZooKeeper refused a write fenced by its node"
             return FencedOutcome.FENCE_LOST
         if isinstance(write, Exception):
             for error, outcome in _OUTCOMES.items():

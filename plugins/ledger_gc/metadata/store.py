@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -56,7 +57,9 @@ from ledger_gc.errors import (
     ConcurrentUpdateError,
     CursorNotFoundError,
     ManagedLedgerNotFoundError,
+    MetadataAccessError,
     MetadataError,
+    MetadataFormatError,
 )
 from ledger_gc.formats.framing import RAW, Framing
 from ledger_gc.formats.records import (
@@ -64,15 +67,20 @@ from ledger_gc.formats.records import (
     decode_managed_ledger_info_framed,
     encode_for_znode,
 )
-from ledger_gc.metadata import multi_read
+from ledger_gc.metadata import multi_read, zk_access
 from ledger_gc.metadata.read_budget import METER, ReadBudget, budget_for
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
-from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.metadata import namespaces, paths
 from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
+from ledger_gc.zk_security import PULSAR_NAMES, Names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Pulsar's namespace policies (configuration store): v2 ``<tenant>/<ns>``, v1
+#: ``<property>/<cluster>/<ns>`` (``rules.metadata.namespaces``).
+POLICIES_ROOT = "/admin/policies"
 
 # How many async calls are in flight at once when reading many znodes.
 PIPELINE_WINDOW = 512
@@ -110,6 +118,7 @@ class MetadataStore:
         hosts: str = "",
         max_cas_attempts: int = 64,
         max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES,
+        names: Names = PULSAR_NAMES,
         budget: ReadBudget | None = None,
     ) -> None:
         self.client = client
@@ -117,6 +126,9 @@ class MetadataStore:
         # it, and is counted in the process's read meter.
         self.budget = budget
         self.hosts = hosts or str(getattr(client, "hosts", ""))
+        # The variables of this session's TLS and SASL (Pulsar's or BookKeeper's), named
+        # by a refusal's fix.
+        self.names = names
         self.max_cas_attempts = max_cas_attempts
         self.max_record_bytes = max_record_bytes
         # Counted so benchmarks and tests can check how many writes an operation costs
@@ -150,11 +162,28 @@ class MetadataStore:
                 client,
                 settings.zk_hosts,
                 max_record_bytes=settings.zk_max_record_bytes,
+                names=settings.zk_setting_names(),
                 budget=budget_for(settings.zk_max_reads_per_second),
             )
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         return guarded(what, self.hosts, call)
+
+    def refusal(
+        self, what: str, permission: str, znode: str, checked: str | None = None
+    ) -> MetadataAccessError:
+        """The error of a refused operation (``NoAuth``): ``permission`` on ``checked``
+        (``znode``, or its parent for a delete or create), naming the identity this session
+        has, who has the permission, and what to set (``zk_access.refusal``)."""
+        return zk_access.refusal(
+            self.client,
+            self.hosts,
+            what=what,
+            permission=permission,
+            znode=znode,
+            checked=checked,
+            names=self.names,
+        )
 
     def sync(self, path: str = "/") -> None:
         """Make the next reads see every write the leader had committed (ZooKeeper sync).
@@ -166,30 +195,112 @@ class MetadataStore:
 
     # --- managed ledgers ---------------------------------------------------------------
 
-    def list_managed_ledgers(self, *, sync: bool = False) -> list[str]:
-        """Every managed-ledger name (``tenant/ns/persistent/topic``), sorted.
+    def list_managed_ledgers(self, *, sync: bool = False, include_v1: bool = False) -> list[str]:
+        """Every managed-ledger name (``tenant/ns/persistent/topic``), sorted; with
+        ``include_v1`` the v1 ones (``property/cluster/ns/persistent/topic``) too.
 
         Raises MetadataUnavailableError on any session trouble; a missing root is a store
         with no managed ledgers. Levels are read with pipelined calls.
         """
+        tree = self.managed_ledger_tree(sync=sync)
+        return list(tree.names) if include_v1 else tree.v2_names
+
+    def managed_ledger_tree(self, *, sync: bool = False) -> namespaces.ManagedLedgerTree:
+        """The managed ledgers and namespaces under ``/managed-ledgers``, each
+        ``<a>/<b>`` read as the v1 property/cluster or v2 namespace it is
+        (``rules.metadata.namespaces``); a level that cannot be told raises
+        MetadataFormatError rather than hide topics or invent them."""
+        root = paths.MANAGED_LEDGERS_ROOT
         if sync:
-            self.sync(paths.MANAGED_LEDGERS_ROOT)
+            self.sync(root)
         self.reading(1)
-        if not self._call(
-            "reading the root", lambda: self.client.exists(paths.MANAGED_LEDGERS_ROOT)
+        if not self._call("reading the root", lambda: self.client.exists(root)):
+            return namespaces.ManagedLedgerTree((), frozenset())
+        tenants = self.children_of_many([root])[0]
+        levels = [
+            f"{tenant}/{child}"
+            for tenant, children in zip(
+                tenants, self.children_of_many([f"{root}/{t}" for t in tenants]), strict=True
+            )
+            for child in children
+        ]
+        tree: dict[str, list[str]] = {}
+        shapes = self._shapes(levels, tree)
+        found = {level for level in levels if shapes[level].version == namespaces.V2}
+        found |= {
+            f"{level}/{ns}"
+            for level in levels
+            if shapes[level].version == namespaces.V1
+            for ns in tree[level]
+        }
+        domains = [f"{namespace}/{namespaces.DOMAIN}" for namespace in sorted(found)]
+        unread = [domain for domain in domains if domain not in tree]
+        tree.update(
+            zip(unread, self.children_of_many([f"{root}/{d}" for d in unread]), strict=True)
+        )
+        names = [f"{domain}/{topic}" for domain in domains for topic in tree[domain]]
+        return namespaces.ManagedLedgerTree(tuple(sorted(names)), frozenset(found))
+
+    def namespace_shapes(self, levels: Sequence[str]) -> dict[str, namespaces.Shape]:
+        """What each existing ``/managed-ledgers/<a>/<b>`` of ``levels`` is (v1 cluster
+        or v2 namespace); a level that does not exist is absent."""
+        root = paths.MANAGED_LEDGERS_ROOT
+        there = [
+            level
+            for level, got in zip(
+                levels, self.get_many([f"{root}/{lv}" for lv in levels]), strict=True
+            )
+            if got is not None
+        ]
+        return self._shapes(there, {})
+
+    def _shapes(
+        self, levels: Sequence[str], tree: dict[str, list[str]]
+    ) -> dict[str, namespaces.Shape]:
+        """Judge each level (``namespaces.namespace_shape``), reading what it asks for
+        level by level, pipelined; ``tree`` keeps the children read (the topics too)."""
+        data: dict[str, bool] = {}
+        policies: dict[str, list[str] | None] = {}
+        facts = namespaces.Facts(tree, data, policies)  # filled in as they are read
+        shapes: dict[str, namespaces.Shape] = {}
+        pending = list(levels)
+        while pending:
+            needs: list[namespaces.Need] = []
+            for level in pending:
+                got = namespaces.namespace_shape(level, facts)
+                if isinstance(got, namespaces.Ambiguous):
+                    raise MetadataFormatError(got.why)
+                if isinstance(got, namespaces.Shape):
+                    shapes[level] = got
+                else:
+                    needs.append(got)
+            pending = [level for level in pending if level not in shapes]
+            self._read_facts(needs, tree, data, policies)
+        return shapes
+
+    def _read_facts(
+        self,
+        needs: list[namespaces.Need],
+        tree: dict[str, list[str]],
+        data: dict[str, bool],
+        policies: dict[str, list[str] | None],
+    ) -> None:
+        """Read what ``namespace_shape`` asked for into the facts' maps, pipelined."""
+        root = paths.MANAGED_LEDGERS_ROOT
+        in_tree = sorted({path for need in needs for path in need.tree})
+        in_data = sorted({path for need in needs for path in need.data})
+        in_policies = sorted({path for need in needs for path in need.policies})
+        if needs and not (in_tree or in_data or in_policies):
+            raise RuntimeError("namespace_shape asked for nothing and decided nothing")
+        listed = self.children_of_many([f"{root}/{p}" for p in in_tree])
+        tree.update(zip(in_tree, listed, strict=True))
+        got = self.get_many([f"{root}/{p}" for p in in_data])
+        data.update((path, bool(read and read[0])) for path, read in zip(in_data, got, strict=True))
+        where = [f"{POLICIES_ROOT}/{p}" for p in in_policies]
+        for path, node, children in zip(
+            in_policies, self.get_many(where), self.children_of_many(where), strict=True
         ):
-            return []
-        level = [paths.MANAGED_LEDGERS_ROOT]
-        # tenants, namespaces, the "persistent" domain, topics
-        for depth in range(4):
-            children = self.children_of_many(level)
-            level = [
-                f"{parent}/{child}"
-                for parent, names in zip(level, children, strict=True)
-                for child in names
-                if depth != 2 or child == "persistent"
-            ]
-        return sorted(paths.ml_name_from_path(path) for path in level)
+            policies[path] = None if node is None else children
 
     def children_of_many(self, znodes: Sequence[str]) -> list[list[str]]:
         """``get_children`` of many znodes, pipelined; a vanished znode has no children."""
@@ -240,9 +351,11 @@ class MetadataStore:
                 self.client._ledger_gc_no_multi_read = True
                 return None
             results = []
-            for result in got:
+            for znode, result in zip(znodes, got, strict=True):
                 if isinstance(result, NoNodeError):
                     results.append(on_missing())
+                elif isinstance(result, NoAuthError):
+                    raise self._read_refused(op, znode)
                 elif isinstance(result, Exception):
                     raise result
                 else:
@@ -251,21 +364,31 @@ class MetadataStore:
 
         return self._call(f"reading {len(znodes)} znodes", run)
 
+    def _read_refused(self, op: type, znode: str) -> MetadataAccessError:
+        """A read or listing refused: READ on the znode itself (a scan then stops: a
+        scan that could not read everything never returns a part of it)."""
+        verb = "listing" if op is GetChildren else "reading"
+        return self.refusal(f"{verb} {znode}", zk_access.READ, znode)
+
     def _pipelined(self, znodes: Sequence[str], start: Callable, on_missing: Callable) -> list:
+        op = GetChildren if start == self.client.get_children_async else GetData
+
         def run() -> list:
             results: list = []
             window_size = min(
                 PIPELINE_WINDOW, self.budget.batch_limit() if self.budget else PIPELINE_WINDOW
             )
             for offset in range(0, len(znodes), window_size):
-                paths_now = znodes[offset : offset + window_size]
-                self.reading(len(paths_now))
-                window = [start(path) for path in paths_now]
-                for pending in window:
+                paths = znodes[offset : offset + window_size]
+                self.reading(len(paths))
+                window = [start(path) for path in paths]
+                for path, pending in zip(paths, window, strict=True):
                     try:
                         results.append(pending.get(timeout=self.client._session_timeout / 1000))
                     except NoNodeError:
                         results.append(on_missing())
+                    except NoAuthError:
+                        raise self._read_refused(op, path) from None
             return results
 
         return self._call(f"reading {len(znodes)} znodes", run)

@@ -26,15 +26,14 @@ default a cycle registers, corrects and reports what it would delete (DESIGN.md)
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
-from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataError
 from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
@@ -311,23 +310,30 @@ def step_delete(
     executors."""
     steps = RunSteps(settings, run_id)
     applied = steps.read_record(PHASES, PhasesRecord) or PhasesRecord()
+    # What an earlier attempt of this step deleted (Airflow's retry of the task, same
+    # run: say its lock was lost half-way) stays in this run's record and report.
+    earlier = steps.read_record(DELETE, DeleteRecord, required=False)
+    carried = [r for r in earlier.results if r.action == outcomes.DELETED] if earlier else []
     steps.start_step(DELETE)
     deleting_now = options.deleting(settings)
     result = DeleteRecord(deleting=deleting_now)
+    record = _DeleteRecorder(steps, carried)
     if not applied.applied:
         result = replace(
             result, skipped="the scan was not applied (see the refusals); nothing deleted"
         )
-        steps.write_record(DELETE, result)
-        return result
+        return record(result)
     wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     if distribute_over is None:
         distribute_over = settings.orphan_delete_spark_over
+    # BookKeeper's znode deletes are fenced by a lock of its ensemble's when its sessions
+    # are not Pulsar's: both are taken before anything is read or sent.
+    bookkeeper = settings.bookkeeper_settings() if settings.bookkeeper != "false" else None
     try:
-        with delete_lock(settings, run_id, wait) as lock:
+        with delete_lock(settings, run_id, wait, bookkeeper=bookkeeper) as lock:
             return _delete_under_lock(
                 settings,
-                steps,
+                record,
                 result,
                 spark,
                 clock,
@@ -337,8 +343,20 @@ def step_delete(
             )
     except DeleteLockBusy as exc:
         log.warning("orphan cycle %s: %s", run_id, exc)
-        result = replace(result, skipped=str(exc), lock_busy=True)
-        steps.write_record(DELETE, result)
+        return record(replace(result, skipped=str(exc), lock_busy=True))
+
+
+@dataclass(frozen=True)
+class _DeleteRecorder:
+    """Writes the delete step's record with what earlier attempts of it deleted."""
+
+    steps: RunSteps
+    carried: list[outcomes.RecheckResult]
+
+    def __call__(self, result: DeleteRecord) -> DeleteRecord:
+        if self.carried:
+            result = replace(result, results=[*self.carried, *result.results])
+        self.steps.write_record(DELETE, result)
         return result
 
 
@@ -351,7 +369,7 @@ def delete_needs_spark(settings: Settings) -> bool:
 
 def _delete_under_lock(
     settings: Settings,
-    steps: RunSteps,
+    record: _DeleteRecorder,
     result: DeleteRecord,
     spark: SparkSession | None,
     clock: Clock,
@@ -362,7 +380,7 @@ def _delete_under_lock(
     """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
-    run_id = steps.run_id
+    run_id = record.steps.run_id
     registry = OrphanRegistry(settings)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
@@ -371,8 +389,7 @@ def _delete_under_lock(
             skipped=f"a newer scan (run {latest.run_id if latest else '?'}) was applied "
             "since; only the latest run may delete",
         )
-        steps.write_record(DELETE, result)
-        return result
+        return record(result)
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
     _, instant, warnings = observe(settings, run_id, witness, clock)
@@ -416,8 +433,7 @@ def _delete_under_lock(
     result = replace(result, results=results, zk_reads=reads.to_dict())
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
-        result = replace(result, failed=unavailable[0].error)
-        steps.write_record(DELETE, result)
+        result = record(replace(result, failed=unavailable[0].error))
         done = sum(1 for r in results if r.action == outcomes.DELETED)
         # A delete sent whose answer was lost says so (it may have been applied).
         sent = [r.reason for r in unavailable if r.action == outcomes.FAILED]
@@ -431,12 +447,10 @@ def _delete_under_lock(
         # What was deleted is in the audit log; the registry is left for the cycle that
         # holds the lock now (it re-checks, and closes what is gone as ``gone``). A
         # ZooKeeper outage loses the lock too, and is reported as such above.
-        result = replace(result, skipped=lock.lost(), lock_lost=True)
-        steps.write_record(DELETE, result)
+        record(replace(result, skipped=lock.lost(), lock_lost=True))
         raise DeleteLockLost(str(lock.lost()))
     _apply_delete_results(registry, results, run_id, latest.number, now)
-    steps.write_record(DELETE, result)
-    return result
+    return record(result)
 
 
 def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.OurClusters:
@@ -547,12 +561,17 @@ def run_orphan_cycle(
     )
     started = clock()
     # A BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true and no LAYOUT, a
-    # layout ledger-gc cannot read) is a setting to fix: one line, exit 2, before Spark
-    # starts. ZooKeeper itself unreachable (or a missing chroot) is the cycle's to report.
+    # layout ledger-gc cannot read, an identity refused READ on it) is a setting to fix:
+    # one line, exit 2, before Spark starts. ZooKeeper itself unreachable (or a missing
+    # chroot) is the cycle's to report.
     from ledger_gc.bookkeeper.survey import check_layout
 
-    with contextlib.suppress(MetadataError):  # the snapshot fails the run with a report
+    try:
         check_layout(settings)
+    except MetadataAccessError:
+        raise
+    except MetadataError:  # the snapshot fails the run with a report
+        pass
     try:
         if spark is None:
             from ledger_gc.spark.session import local_session

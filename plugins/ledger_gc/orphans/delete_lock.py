@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
@@ -68,8 +68,9 @@ class DeleteLockBusy(LedgerGcError):
 class DeleteLock:
     """kazoo's ``Lock`` on one session, told when that session is suspended or lost.
 
-    Use it as a context manager (``acquire`` on enter, ``release`` on exit), and pass
-    ``lost`` (or ``should_stop``) to whatever sends delete requests while it is held."""
+    Use it through ``delete_lock`` (``acquire`` on enter, ``release`` on exit), and pass
+    ``should_stop`` to whatever sends delete requests while it is held, and ``fence_for``
+    to whatever sends ZooKeeper deletes."""
 
     def __init__(
         self,
@@ -78,28 +79,24 @@ class DeleteLock:
         run_id: str,
         *,
         path: str = DELETE_LOCK_PATH,
-        wait_seconds: float = 0.0,
     ) -> None:
-        """``client``: a session of ``settings``; ``wait_seconds``: how long
-        ``fence_for`` waits for the lock of another ensemble."""
+        """``client``: a session of ``settings``."""
         self._client = client
         self._settings = settings
         self._hosts = settings.zk_hosts
-        self._run_id = run_id
         self._path = path
-        self._wait_s = wait_seconds
         self._lock = client.Lock(path, identifier=run_id)
         self._lost: str | None = None
         self._suspended_at: float | None = None
         self._safe_s = settings.zk_timeout_seconds * SUSPENDED_SAFE_FRACTION
         self._look_s = settings.zk_timeout_seconds * LOOK_FRACTION
         self._looked_at = 0.0
+        self._looking = threading.Lock()  # one look at the server at a time
         self._held = False
         self._fence: Fence | None = None
         self._mutex = threading.Lock()
-        # Locks taken on other ensembles for their fenced writes (``fence_for``).
-        self._others: dict[str, DeleteLock] = {}
-        self._stack = ExitStack()
+        # The lock of BookKeeper's ensemble, taken after this one (``delete_lock``).
+        self._bookkeeper: DeleteLock | None = None
         client.add_listener(self._on_state)
 
     def _on_state(self, state: str) -> bool:
@@ -153,32 +150,22 @@ class DeleteLock:
         return self._fence
 
     def fence_for(self, settings: Settings) -> Fence:
-        """The fence for writes with ``settings``' sessions (BookKeeper's metadata):
-        this lock's own when they are the settings it was taken with, else a lock of
-        their ensemble's (``BOOKKEEPER_LOCK_PATH``), taken now and held until this one
-        is released. Raises ``DeleteLockBusy`` if that one cannot be had."""
-        if settings is self._settings or settings == self._settings:
+        """The fence for writes with ``settings``' sessions: this lock's own for the
+        settings it was taken with, the BookKeeper lock's for BookKeeper's. Any other
+        settings have none (a programming error: ``delete_lock`` names them first)."""
+        if settings == self._settings:
             return self.fence
-        key = f"{settings.zk_hosts} {settings!r}"
-        other = self._others.get(key)
-        if other is None:
-            other = self._stack.enter_context(
-                delete_lock(
-                    settings,
-                    self._run_id,
-                    self._wait_s,
-                    path=BOOKKEEPER_LOCK_PATH,
-                )
-            )
-            self._others[key] = other
-        return other.fence
+        if self._bookkeeper is not None and settings == self._bookkeeper._settings:
+            return self._bookkeeper.fence
+        raise RuntimeError(
+            f"no delete lock is held at {settings.zk_hosts}: take it with delete_lock(...)"
+        )
 
     def holder(self) -> str:
         holders = guarded("reading the lock", self._hosts, self._lock.contenders)
         return str(holders[0]) if holders else "unknown"
 
     def release(self) -> None:
-        self._stack.close()  # the locks taken for other ensembles' fences first
         with self._mutex:
             self._held = False
         self._fence = None
@@ -193,6 +180,7 @@ class DeleteLock:
 
     def lost(self) -> str | None:
         """Why the lock is no longer this cycle's for sure (None: still held)."""
+        fence = self._fence
         with self._mutex:
             suspended = self._suspended_at
             if (
@@ -204,32 +192,36 @@ class DeleteLock:
                     f"has been suspended for more than {self._safe_s:g} s (the server "
                     "may have expired it)"
                 )
-            if self._lost is None and self._fence is not None and self._fence.gone:
-                self._lose("ended: ZooKeeper refused a write fenced by its node")
+            if self._lost is None and fence is not None and fence.gone is not None:
+                self._lose(f"ended: {fence.gone}")
             lost = self._lost
-        if lost is None:
-            lost = self._look()
-        for other in self._others.values():
-            lost = lost or other.lost()
+        if lost is None and fence is not None:
+            lost = self._look(fence)
+        if lost is None and self._bookkeeper is not None:
+            lost = self._bookkeeper.lost()
         return lost
 
-    def _look(self) -> str | None:
+    def _look(self, fence: Fence) -> str | None:
         """Ask the server whether the lock node is still there, when more than
-        ``LOOK_FRACTION`` of the session timeout passed since the last look (or answer):
-        a process frozen longer than that learns it on its first request after."""
-        if self._fence is None or time.monotonic() - self._looked_at <= self._look_s:
+        ``LOOK_FRACTION`` of the session timeout passed since the last answer: a process
+        frozen longer than that learns it on its first request after. Only while
+        connected, one look at a time: a dropped connection is the listener's to judge
+        (the session, and the lock, may well live on)."""
+        if time.monotonic() - self._looked_at <= self._look_s or not self._client.connected:
             return None
+        if not self._looking.acquire(blocking=False):
+            return None  # another thread is asking right now
         try:
-            held = self._fence.held()
-        except MetadataUnavailableError as exc:
-            with self._mutex:
-                self._lose(f"could not be asked whether it still holds it ({exc})")
-                return self._lost
+            held = fence.held()
+        except MetadataUnavailableError:
+            return None  # the connection dropped meanwhile: the listener's turn
+        finally:
+            self._looking.release()
         with self._mutex:
-            if not held:
-                self._lose("ended and its lock node is gone (seen on the server)")
-            else:
+            if held:
                 self._looked_at = time.monotonic()
+            elif self._lost is None:
+                self._lose(f"ended: {fence.gone}")
             return self._lost
 
     def should_stop(self) -> bool:
@@ -238,21 +230,42 @@ class DeleteLock:
 
 @contextmanager
 def delete_lock(
-    settings: Settings, run_id: str, wait_seconds: float, *, path: str = DELETE_LOCK_PATH
+    settings: Settings,
+    run_id: str,
+    wait_seconds: float,
+    *,
+    bookkeeper: Settings | None = None,
+    what: str = "the orphans stay registered and the next run retries",
+    path: str = DELETE_LOCK_PATH,
 ) -> Iterator[DeleteLock]:
-    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
+    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``.
+
+    ``bookkeeper``: the settings of BookKeeper's sessions, when its znodes are to be
+    deleted or created: if they are not ``settings`` (another ensemble, chroot or
+    identity), the lock there (``BOOKKEEPER_LOCK_PATH``) is taken too, after this one,
+    before the block runs, so a cycle never starts deleting without both. ``what``: what
+    a caller that gets neither is told happens next."""
     with session(settings) as client:
-        lock = DeleteLock(client, settings, run_id, path=path, wait_seconds=wait_seconds)
+        lock = DeleteLock(client, settings, run_id, path=path)
         if not lock.acquire(wait_seconds):
             holder = lock.holder()
             lock.release()
             raise DeleteLockBusy(
-                f"another orphan cycle ({holder}) held the delete lock {path} at "
-                f"{settings.zk_hosts} for more than {wait_seconds:g} s "
-                "(LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); nothing was deleted, the orphans stay "
-                "registered and the next run retries"
+                f"another run ({holder}) held the delete lock {path} at {settings.zk_hosts} "
+                f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
+                f"nothing was deleted or restored, {what}"
             )
         try:
-            yield lock
+            if bookkeeper is None or bookkeeper == settings:
+                yield lock
+                return
+            with delete_lock(
+                bookkeeper, run_id, wait_seconds, what=what, path=BOOKKEEPER_LOCK_PATH
+            ) as other:
+                lock._bookkeeper = other
+                try:
+                    yield lock
+                finally:
+                    lock._bookkeeper = None
         finally:
             lock.release()

@@ -435,7 +435,7 @@ def build_report(
         },
         "zookeeper": _zookeeper(settings, snapshot, diff, deleted),
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
-        "bookkeeper": _bookkeeper(diff, applied, deleted_list, delete_results),
+        "bookkeeper": _bookkeeper(diff, applied, delete_results),
     }
     return CycleReport(run_id, status, data)
 
@@ -508,7 +508,6 @@ def _tiered(
 def _bookkeeper(
     diff: DiffRecord | None,
     applied: PhasesRecord | None,
-    deleted: list[dict[str, Any]],
     delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The BookKeeper source's part of the cycle (None when it is off): the survey's
@@ -517,14 +516,13 @@ def _bookkeeper(
     if not survey:
         return None
     survey = with_later_holds(survey, applied.held if applied else [])
-    mine = [r for r in deleted if r["target_class"] in BK_ORPHAN_CLASSES]
     freed = [
         r
         for r in delete_results
         if r.action == outcomes.DELETED and r.target_class in BK_ORPHAN_CLASSES
     ]
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
-        "deleted": len(mine),
+        "deleted": len(freed),
         "bytes_reclaimed": sum(r.bytes for r in freed),
         # Topics another Pulsar cluster sharing this BookKeeper writes (cycle.py): held.
         "live_elsewhere": dict(applied.bookkeeper_live_elsewhere if applied else {}),

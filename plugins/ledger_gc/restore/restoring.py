@@ -146,7 +146,7 @@ def restore_run(
     # rest of the run, if any of it is recoverable, from the bucket.
     ledgers = _bookkeeper_records(records)
     if ledgers is not None:
-        restored = _restore_bookkeeper(settings, audit, run_id, ledgers, dry_run, clock)
+        restored = _restore_bookkeeper(settings, audit, run_id, dry_run, clock)
         records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
         if not any(r.get("recoverable") for r in records):
             return restored
@@ -222,10 +222,11 @@ def restore_run(
 
 
 def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """One record per BookKeeper ledger a run deleted or announced: its ``deleted``
-    record, else the ``deleting`` one written ahead (both carry the record's bytes);
-    none for a delete ZooKeeper refused (``not-deleted``). None: the run has no
-    BookKeeper records at all."""
+    """The record to restore each BookKeeper ledger of a run from: the last one of its
+    deletes (an Airflow retry of the delete task runs them again, same run) decides. A
+    ``deleted`` record, or a ``deleting`` one left open (its answer was lost: it may have
+    been applied), names it; a ``not-deleted`` one (ZooKeeper refused it) does not.
+    None: the run has no BookKeeper records at all."""
     mine = [
         r
         for r in records
@@ -233,44 +234,51 @@ def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] |
     ]
     if not mine:
         return None
-    refused = {str(r["prefix"]) for r in mine if r.get("status") == NOT_DELETED}
-    chosen: dict[str, dict[str, Any]] = {}
-    for record in mine:
-        prefix = str(record["prefix"])
-        status = record.get("status", DELETED)
-        if prefix in refused:
-            continue
-        if status == DELETED or (status == DELETING and prefix not in chosen):
-            chosen[prefix] = record
-    return list(chosen.values())
+    last: dict[str, dict[str, Any]] = {}
+    for record in mine:  # oldest first: the log's order
+        last[str(record["prefix"])] = record
+    return [r for r in last.values() if r.get("status", DELETED) != NOT_DELETED]
 
 
 def _restore_bookkeeper(
     settings: Settings,
     audit: AuditLog,
     run_id: str,
-    records: list[dict[str, Any]],
     dry_run: bool,
     clock: Callable[[], int],
 ) -> RestoreReport:
+    """Re-create the run's deleted ledger znodes. Under the orphan cycles' delete lock,
+    fenced by it like their deletes, and the run's records are read again once it is
+    held: a cycle still deleting (or retrying) that run has closed what it refused."""
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
-    from ledger_gc.orphans.delete_lock import delete_lock
+    from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )
     report.note = f"{WARNING}; {NOTE}"
     with ExitStack() as stack:
         fence = None
-        if records and not dry_run:
-            # Under the orphan cycles' delete lock, fenced by it like their deletes: a
-            # restore and a cycle never act on the same ledger at once.
-            lock = stack.enter_context(
-                delete_lock(settings, report.run_id, settings.orphan_lock_wait_seconds)
-            )
+        if not dry_run:
+            try:
+                lock = stack.enter_context(
+                    delete_lock(
+                        settings,
+                        report.run_id,
+                        settings.orphan_lock_wait_seconds,
+                        bookkeeper=settings.bookkeeper_settings(),
+                        what="run the restore again at once: the bookies drop a deleted "
+                        "ledger's data at their next garbage collection",
+                    )
+                )
+            except DeleteLockBusy as exc:
+                raise SafetyRefusalError(str(exc)) from None
             fence = lock.fence_for(settings.bookkeeper_settings())
-        results = restore_ledgers(settings, audit, report.run_id, records, fence=fence)
+        records = _bookkeeper_records(audit.read(run_id=run_id)) or []
+        results = restore_ledgers(
+            settings, audit, report.run_id, records, dry_run=dry_run, fence=fence
+        )
     for result in results:
         item = RestoredPrefix(
             result["prefix"], result["target_class"], result["ml_name"], result["ledger_id"]
