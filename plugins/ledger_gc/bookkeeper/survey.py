@@ -382,6 +382,7 @@ def survey(
                 scan_ledgers(list(flat), classifier, result)
                 cost.records_read += len(listing.ledger_ids)
             if spark is not None and len(works) >= MIN_SHARDS_FOR_SPARK:
+                log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
                     spark, settings, root, layout, works, refs, cache.high, run_id, cost
                 )
