@@ -394,3 +394,28 @@ def test_rows_are_keyed_by_instance_and_location(pulsar: Settings, cluster: Puls
         ("6e9e0a2c-demo", record_cache.location_of(pulsar, "hierarchical"))
     }
     assert len(cycles) == 1 and json.loads(cycles[0].id_counters)["idgen"]
+
+
+def test_many_directories_and_topics_classify_as_a_fresh_read(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """Every record keeps its own tags across directories (a survey reusing thousands
+    of records of dozens of topics finds exactly what a fresh read finds)."""
+    topics = [f"{NS}/persistent/t-{i}" for i in range(6)]
+    listed: dict[str, list[int]] = {t: [] for t in topics}
+    for directory in range(8):
+        for i in range(30):
+            name = topics[(directory + i) % len(topics)]
+            lid = cluster.ledger(ml_tags(name), ledger_id=directory * 10_000 + i)
+            if i % 7:
+                listed[name].append(lid)
+    for name, ids in listed.items():
+        cluster.managed_ledger(name, ids)
+    first = cached_survey(pulsar)
+    second = cached_survey(pulsar)
+    assert second.cost.records_cached == 240 and second.cost.records_read == 0
+    fresh_survey = survey(pulsar.with_overrides(bk_record_cache=False))
+    assert fresh_survey is not None
+    for found in (first, second):
+        assert found.to_manifest() | {"cost": None} == fresh_survey.to_manifest() | {"cost": None}
+        assert found.foreign_ids == set() and found.missing_listed == []

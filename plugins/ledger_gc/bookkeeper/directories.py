@@ -68,10 +68,14 @@ def classify_directories(
     """Classify every ledger of ``works`` (``classify`` gets each directory's ledgers in
     id order); ``high``: the previous cycle's highest listed id."""
     done = []
-    tags: dict[int, PulsarTags] = {}
     for work in works:
         ledgers: dict[int, BkLedger] = {}
         kept: list[CachedRecord] = []
+        # Records of one directory share one map per distinct custom metadata: its tags
+        # once per map, by identity. Per directory only: ``kept`` holds every map alive
+        # meanwhile, and a map freed with an earlier directory could lend its id to
+        # another (its tags to ledgers not theirs).
+        tags: dict[int, PulsarTags] = {}
         if work.body:
             try:
                 kept = still_listed(decode_records(work.body), set(work.ledger_ids), high)
