@@ -32,6 +32,9 @@ class SurveyCost:
     directories_reused: dict[str, int] = field(default_factory=dict)  # why -> count
     cache: dict[str, Any] = field(default_factory=dict)
     total_seconds: float = 0.0
+    # Executor tasks' own seconds, added up ("task": each task's whole; "classifier":
+    # building the references' indexes), beside the wall time of their step.
+    task_seconds: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -64,4 +67,5 @@ class SurveyCost:
             "seconds": {s: round(self.seconds.get(s, 0.0), 3) for s in STEPS}
             | {"total": round(self.total_seconds, 3)},
             "cache": self.cache,
+            "executor_seconds": {k: round(v, 3) for k, v in sorted(self.task_seconds.items())},
         }

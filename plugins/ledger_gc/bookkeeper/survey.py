@@ -578,8 +578,11 @@ def _on_executors(
         done: list[DirectoryDone] = []
         # (The meter by its module: a closure's globals are pickled, and it has a lock.)
         mark = read_budget.METER.mark()
+        started = time.monotonic()
+        seconds = {}
         if mine:
             classifier = _classifier_of(token, broadcast, shared_bk)
+            seconds["classifier"] = time.monotonic() - started
             with MetadataStore.open(bk_settings) as bk:
                 bk.sync(root)
                 done = classify_directories(
@@ -590,7 +593,8 @@ def _on_executors(
                     high,
                     lambda ledgers: scan_ledgers(ledgers, classifier, into),
                 )
-        yield into, done, read_budget.METER.since(mark)
+        seconds["task"] = time.monotonic() - started
+        yield into, done, read_budget.METER.since(mark), seconds
 
     with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
         try:
@@ -601,10 +605,12 @@ def _on_executors(
             broadcast.unpersist()
     surveys = []
     done_all: list[DirectoryDone] = []
-    for part, done, reads in parts:
+    for part, done, reads, seconds in parts:
         surveys.append(part)
         done_all += done
         cost.add_remote("ledgers", reads)
+        for name, took in seconds.items():
+            cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
     return surveys, done_all
 
 
