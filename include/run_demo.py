@@ -157,8 +157,8 @@ def offload_bucket_keys(settings: Settings) -> dict[str, int]:
 def verify_live_data(settings: Settings) -> int:
     """Read back every entry of every listed ledger, and check that every listed
     offloaded ledger still has its two tiered-storage objects; return entries read."""
-    from ledger_gc.orphans.reading import offload_uuid_of
     from ledger_gc.rules.storage.offload_keys import segment_keys
+    from ledger_gc.s3_orphans.reading import offload_uuid_of
 
     storage = LedgerStorage(settings)
     tiered = offload_bucket_keys(settings)

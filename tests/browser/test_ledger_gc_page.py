@@ -122,9 +122,9 @@ def run_demo(settings: Settings) -> None:
     """The demo's store and leaks, then trims and orphan cycles over them."""
     from demo_leaks import plant_leaks, plant_orphan_ledgers
     from demo_store import write_demo_store
-    from ledger_gc.orphans import run_orphan_cycle
+    from ledger_gc.orphans.cycle import run_orphan_cycle
     from ledger_gc.orphans.witness import ServerClocks
-    from ledger_gc.trim import run_trim
+    from ledger_gc.trim.run import run_trim
 
     write_demo_store(settings)
     run_trim(settings, source="demo")
