@@ -70,7 +70,11 @@ def connect(settings: Settings) -> KazooClient:
         try:
             if client.exists("/") is None:
                 raise MetadataError(f"ZooKeeper chroot {chroot} does not exist")
-        except NoAuthError as exc:
+        except (MetadataError, NoAuthError) as exc:
+            client.stop()  # no session left open behind the error
+            client.close()
+            if isinstance(exc, MetadataError):
+                raise
             raise MetadataError(f"no access to ZooKeeper chroot {chroot}: {exc}") from exc
     return client
 
