@@ -17,6 +17,7 @@ from typing import Any
 from ledger_gc.observability.figures import bytes_figure, figure, table
 from ledger_gc.observability.runs import CLASS_TITLES, PHASE_TITLES, PHASES
 from ledger_gc.rules.bookkeeper.classify import BK_LIVE, BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 
 _KEY = ("orphans", "bookkeeper")
 
@@ -77,6 +78,7 @@ def _tiles(bk: Mapping[str, Any]) -> str:
         f"{figure((*_KEY, 'deleted'), bk['deleted'])}</div><div>ledgers, "
         f"{bytes_figure((*_KEY, 'bytes_reclaimed'), bk['bytes_reclaimed'])} reclaimed</div>"
         "</div></div>"
+        f'<p class="muted">BookKeeper sizes are {escape(BYTES_MEANING)}.</p>'
     )
 
 
