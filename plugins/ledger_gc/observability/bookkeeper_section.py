@@ -42,8 +42,8 @@ def _headline(bk: Mapping[str, Any]) -> str:
         f"{bytes_figure((*_KEY, 'bytes'), bk['bytes'])} ("
         f"{figure((*_KEY, 'pulsar_ledgers'), bk['pulsar_ledgers'])} tagged by Pulsar); "
         f"{figure((*_KEY, 'managed_ledgers'), bk['managed_ledgers'])} managed ledgers "
-        "reference them. Sizes are the length each ledger's metadata records (unknown, so "
-        "0, while a ledger is open).</p>"
+        f"reference them. Sizes are {escape(BYTES_MEANING)} (the length each ledger's "
+        "metadata records: unknown, so 0, while a ledger is open).</p>"
     )
 
 
@@ -78,7 +78,6 @@ def _tiles(bk: Mapping[str, Any]) -> str:
         f"{figure((*_KEY, 'deleted'), bk['deleted'])}</div><div>ledgers, "
         f"{bytes_figure((*_KEY, 'bytes_reclaimed'), bk['bytes_reclaimed'])} reclaimed</div>"
         "</div></div>"
-        f'<p class="muted">BookKeeper sizes are {escape(BYTES_MEANING)}.</p>'
     )
 
 
