@@ -1,7 +1,8 @@
 # The image an Astronomer deployment builds from (`astro deploy`): Astro Runtime for
 # Airflow 3.3, on Python 3.11 like bin/setup's venv. The runtime image installs, at build
 # time, packages.txt (Debian packages: the Java runtime Spark's driver and local executors
-# need) and then requirements.txt (pinned; tests/unit/test_deployment_files.py keeps the
+# need; libkrb5-dev and gcc, which the `kerberos` package of ZooKeeper's SASL GSSAPI is
+# built with, as it is published as source only) and then requirements.txt (pinned; tests/unit/test_deployment_files.py keeps the
 # Airflow line of requirements.txt on this runtime's Airflow minor version), and copies
 # dags/, plugins/ and include/. The state (registry, audit log, run summaries) is not in
 # the image: set LEDGERGC_STATE_URL to the deployment's PostgreSQL (README, "Deploying").

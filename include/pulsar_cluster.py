@@ -97,27 +97,39 @@ def ledger_record(
 
 @dataclass
 class PulsarCluster:
-    """Writes a Pulsar cluster's metadata into ``client``'s chroot."""
+    """Writes a Pulsar cluster's metadata into ``client``'s chroot.
+
+    ``bookkeeper``: a bookie's session for BookKeeper's side (LAYOUT, ids, ledger
+    znodes), None: ``client``. With ``zkEnableSecurity=true`` a bookie logs in with SASL
+    and creates every znode, parents included, with CREATOR_ALL: give it a client with
+    that login and ``default_acl`` (its ACLs are then ``sasl:<its user>``).
+    """
 
     client: KazooClient
     root: str = "/ledgers"
     layout: str = ledger_paths.HIERARCHICAL
+    bookkeeper: KazooClient | None = None
+
+    @property
+    def bk(self) -> KazooClient:
+        """The session BookKeeper's znodes are written with."""
+        return self.bookkeeper or self.client
 
     def init(self, *, idgen: bool = True) -> PulsarCluster:
         """BookKeeper's root, as ``bookkeeper shell metaformat`` leaves it, with its id
         generator's parent (``idgen=False``: ids are given, as after a migration)."""
-        self.client.ensure_path(f"{self.root}/available")
+        self.bk.ensure_path(f"{self.root}/available")
         if idgen:
-            self.client.ensure_path(f"{self.root}/idgen")
-        if not self.client.exists(f"{self.root}/LAYOUT"):
-            self.client.create(f"{self.root}/LAYOUT", LAYOUTS[self.layout])
-            self.client.create(f"{self.root}/INSTANCEID", b"6e9e0a2c-demo")
+            self.bk.ensure_path(f"{self.root}/idgen")
+        if not self.bk.exists(f"{self.root}/LAYOUT"):
+            self.bk.create(f"{self.root}/LAYOUT", LAYOUTS[self.layout])
+            self.bk.create(f"{self.root}/INSTANCEID", b"6e9e0a2c-demo")
         return self
 
     def next_id(self) -> int:
         """A ledger id the way ``ZkLedgerIdGenerator`` draws one."""
-        made = self.client.create(f"{self.root}/idgen/ID-", b"", ephemeral=True, sequence=True)
-        self.client.delete(made)
+        made = self.bk.create(f"{self.root}/idgen/ID-", b"", ephemeral=True, sequence=True)
+        self.bk.delete(made)
         return int(made.rsplit("-", 1)[1])
 
     def path(self, ledger_id: int) -> str:
@@ -136,15 +148,15 @@ class PulsarCluster:
         """Create a ledger's metadata znode (BookKeeper's ``createLedgerMetadata``)."""
         lid = self.next_id() if ledger_id is None else ledger_id
         data = ledger_record(custom, fmt=fmt, closed=closed, length=length, ctime_ms=ctime_ms)
-        self.client.create(self.path(lid), data, makepath=True)
+        self.bk.create(self.path(lid), data, makepath=True)
         return lid
 
     def close(self, ledger_id: int, length: int = 4096) -> None:
         """Close an open ledger (a new version of its record)."""
-        data, stat = self.client.get(self.path(ledger_id))
+        data, stat = self.bk.get(self.path(ledger_id))
         closed = records.decode_record(data)
         custom = dict(closed.custom)
-        self.client.set(
+        self.bk.set(
             self.path(ledger_id),
             ledger_record(custom, length=length, fmt=closed.format_version),
             version=stat.version,

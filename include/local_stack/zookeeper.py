@@ -1,5 +1,10 @@
 """ZooKeeper on loopback: a standalone server (``ZooKeeperServer``) and a three-server
 ensemble (``ZooKeeperEnsemble``), both from Debian's ZooKeeper 3.8 jars.
+
+A standalone server may be secured as a production Pulsar cluster's is
+(``ZooKeeperSecurity``): TLS on a ``secureClientPort`` beside the plain client port (which
+a test uses to plant data), and SASL logins (DIGEST-MD5 users of a JAAS ``Server``
+section), with which BookKeeper's ``zkEnableSecurity`` creates its znodes.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ import re
 import shutil
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -44,6 +50,32 @@ ZOOKEEPER_JARS = (
 
 # The four-letter words a local ZooKeeper answers (``ZooKeeperServer.four_letter_word``).
 FOUR_LETTER_WORDS = "srvr,ruok,mntr,cons"
+SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+X509_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+
+
+@dataclass(frozen=True)
+class ZooKeeperSecurity:
+    """What secures a local server, as a production ensemble is secured.
+
+    * TLS (``keystore`` set): a ``secureClientPort`` served by Netty with this PKCS12
+      keystore and truststore (``ssl.*`` of zoo.cfg); ``client_auth`` is ``ssl.clientAuth``
+      (``need``: a client must present a certificate the truststore's CA signed). The plain
+      client port stays, so a test can plant data. A truststore must be made by
+      ``keytool -importcert``: OpenSSL 3's certificate-only PKCS12 files read as empty in
+      Java.
+    * SASL (``sasl_users``): ``SASLAuthenticationProvider`` with a JAAS ``Server`` section
+      of ``DigestLoginModule`` users; a client that logs in as ``bookkeeper`` is
+      ``sasl:bookkeeper`` in ACLs.
+    """
+
+    keystore: Path | None = None
+    keystore_password: str = ""
+    truststore: Path | None = None
+    truststore_password: str = ""
+    client_auth: str = "need"
+    sasl_users: Mapping[str, str] = field(default_factory=dict)
 
 
 class ZooKeeperServer(ServerProcess):
@@ -73,16 +105,38 @@ class ZooKeeperServer(ServerProcess):
         jar_dir: Path = DEBIAN_JAR_DIR,
         heap: str = "256m",
         start_timeout: float = 60.0,
+        security: ZooKeeperSecurity | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.jar_dir = Path(jar_dir)
         self.heap = heap
+        self.security = security
+        self.secure_port = free_port() if security and security.keystore else None
         super().__init__(port, Path(log_dir) if log_dir else self.data_dir / "logs", start_timeout)
 
     @property
     def hosts(self) -> str:
         """The connect string for kazoo and ``LEDGERGC_ZK_HOSTS``: ``127.0.0.1:PORT``."""
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def secure_hosts(self) -> str:
+        """The TLS port's connect string (``ZooKeeperSecurity`` with a keystore)."""
+        if self.secure_port is None:
+            raise LocalStackError(f"{self.name} on {self.hosts} has no secureClientPort")
+        return f"{LOOPBACK}:{self.secure_port}"
+
+    @property
+    def jaas_path(self) -> Path:
+        return self.data_dir / "jaas.conf"
+
+    def _ports(self) -> list[int]:
+        return [self.port] + ([self.secure_port] if self.secure_port else [])
+
+    def _pick_new_ports(self) -> None:
+        super()._pick_new_ports()
+        if self.secure_port is not None:
+            self.secure_port = free_port()
 
     @property
     def config_path(self) -> Path:
@@ -98,6 +152,45 @@ class ZooKeeperServer(ServerProcess):
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("\n".join([*self._config_lines(), ""]))
+        if self.security and self.security.sasl_users:
+            users = "\n".join(
+                f'  user_{name}="{password}"' for name, password in self.security.sasl_users.items()
+            )
+            self.jaas_path.write_text(
+                f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+                f"{users};\n}};\n"
+            )
+
+    def _security_lines(self) -> list[str]:
+        """zoo.cfg's TLS and SASL lines (``ZooKeeperSecurity``)."""
+        security = self.security
+        if security is None:
+            return []
+        lines = []
+        providers = []
+        if security.keystore is not None:
+            lines += [
+                f"serverCnxnFactory={NETTY_FACTORY}",
+                f"secureClientPort={self.secure_port}",
+                f"secureClientPortAddress={LOOPBACK}",
+                f"ssl.keyStore.location={Path(security.keystore).resolve()}",
+                f"ssl.keyStore.password={security.keystore_password}",
+                "ssl.keyStore.type=PKCS12",
+                f"ssl.clientAuth={security.client_auth}",
+            ]
+            if security.truststore is not None:
+                lines += [
+                    f"ssl.trustStore.location={Path(security.truststore).resolve()}",
+                    f"ssl.trustStore.password={security.truststore_password}",
+                    "ssl.trustStore.type=PKCS12",
+                ]
+            # A TLS client's certificate is its x509 identity (what Netty's handshake check
+            # asks this provider for when client certificates are asked for).
+            providers.append(X509_PROVIDER)
+        if security.sasl_users:
+            providers.append(SASL_PROVIDER)
+        lines += [f"authProvider.{n}={provider}" for n, provider in enumerate(providers, 1)]
+        return lines
 
     def _config_lines(self) -> list[str]:
         """zoo.cfg's lines (an ensemble member adds its peers)."""
@@ -115,6 +208,7 @@ class ZooKeeperServer(ServerProcess):
             "forceSync=no",
             # KiB; the default 64 MiB per transaction log is pointless here.
             "preAllocSize=4096",
+            *self._security_lines(),
         ]
 
     def _command(self) -> list[str]:
@@ -131,6 +225,11 @@ class ZooKeeperServer(ServerProcess):
             f"-Dzookeeper.4lw.commands.whitelist={FOUR_LETTER_WORDS}",
             "-Dzookeeper.forceSync=no",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *(
+                [f"-Djava.security.auth.login.config={self.jaas_path.resolve()}"]
+                if self.security and self.security.sasl_users
+                else []
+            ),
             "-cp",
             classpath,
             self.main_class,

@@ -9,7 +9,8 @@ The log is **write-ahead**: a ``deleting`` record (what is about to go, and why)
 committed *before* the delete it announces, and a ``deleted`` record with what
 was really freed after it. A deletion whose ``deleting`` record cannot be written is not
 made (``AuditUnavailableError``); a process killed between the two leaves a ``deleting``
-record with no ``deleted`` one, which an operator reads as "may have been deleted".
+record with no ``deleted`` one, which an operator reads as "may have been deleted". A
+delete the store refused is closed by a ``not-deleted`` record saying why.
 Totals of freed bytes count ``deleted`` records only (and records of older versions,
 which wrote after the delete and had no status), and only those not ``recoverable``.
 
@@ -39,9 +40,14 @@ if TYPE_CHECKING:
 
 DELETING = "deleting"  # written before the delete: the intent
 DELETED = "deleted"  # written after it: what was confirmed gone
+# Written after a delete the store refused (the record moved, the lock was lost, no
+# permission): the announced delete was not made. It closes its ``deleting`` record, so
+# that nothing (``ledgergc restore``, an operator) reads that one as "may be gone".
+NOT_DELETED = "not-deleted"
 RESTORE = "restore"  # the operation of `ledgergc restore` records
 RESTORING = "restoring"  # written before delete markers are removed
 RESTORED = "restored"  # written after: what was brought back
+NOT_RESTORED = "not-restored"  # written after a restore the store refused: nothing changed
 _COLUMNS = tuple(c.name for c in schema.audit.columns if c.name not in ("id", "extra"))
 
 

@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="also show the ZooKeeper and S3 clients' warnings (connection retries...)",
+        help="also show the ZooKeeper and S3 clients' own logs (kazoo's connection "
+        "attempts and retries, botocore's warnings)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_status_parser(subparsers)
@@ -185,11 +186,14 @@ def quiet_clients(level: int, *, verbose: bool) -> None:
 
     kazoo logs every connection attempt, and a WARNING per retry to an unreachable
     server ("Connection dropped: socket connection error"): lines that came before,
-    and buried, the one-line error that says which server and what to check.
-    ``--verbose`` shows their warnings, ``--log-level DEBUG`` everything they log.
+    and buried, the one-line error that says which server and what to check
+    (``zk_client`` also logs a starting session's at DEBUG). ``--verbose`` shows what
+    kazoo logs and botocore's warnings, ``--log-level DEBUG`` everything both log.
     """
+    asked = verbose or level <= logging.DEBUG
+    logging.getLogger("kazoo").setLevel(logging.DEBUG if asked else logging.ERROR)
     shown = level if level <= logging.DEBUG else logging.WARNING if verbose else logging.ERROR
-    for name in ("kazoo", "botocore", "boto3", "urllib3"):
+    for name in ("botocore", "boto3", "urllib3"):
         logging.getLogger(name).setLevel(shown)
 
 

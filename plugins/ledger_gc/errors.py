@@ -31,6 +31,20 @@ class MetadataUnavailableError(MetadataError):
     """
 
 
+class MetadataAccessError(MetadataError):
+    """ZooKeeper refused an operation (``NoAuth``): the identity ledger-gc connects as
+    lacks a permission on a znode. The message names the identity, the permission, the
+    znode and who has it; ``permission`` and ``znode`` say the same for callers."""
+
+    def __init__(
+        self, message: str, *, identity: str = "", permission: str = "", znode: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.identity = identity
+        self.permission = permission
+        self.znode = znode
+
+
 class MetadataFormatError(MetadataError):
     """A znode's bytes are not a valid record (corrupt, truncated, wrong type)."""
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ledger_gc.metadata.fencing import Fence
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.orphans.witness import ServerClocks
     from ledger_gc.rules.orphans.classify import Candidate
@@ -82,6 +83,10 @@ class DeleteRequest:
     spark: SparkSession | None = None
     distribute_over: int = 0  # more entries than this go to Spark's executors, if any
     ours: dict[str, Any] = field(default_factory=dict)  # our Pulsar clusters (segments)
+    # The delete lock's fence for the sessions of some settings (BookKeeper's): a
+    # ZooKeeper write sent with it is refused once the lock is lost
+    # (``metadata/fencing.py``). None: no lock is held, so no ZooKeeper delete is sent.
+    fence_for: Callable[[Settings], Fence] | None = None
 
 
 class OrphanSource(Protocol):

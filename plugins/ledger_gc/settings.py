@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,14 @@ from ledger_gc.settings_schema import (
     setting,
     setting_factory,
 )
+from ledger_gc.zk_security import (
+    BOOKKEEPER_PREFIX,
+    PULSAR_NAMES,
+    PULSAR_PREFIX,
+    ZkSecurity,
+    names_for,
+)
+from ledger_gc.zk_security import specs as zk_security_specs
 
 DAY = 24 * 3600
 
@@ -108,6 +116,9 @@ class Settings:
             unit="seconds",
         ),
     )
+    # TLS and SASL of ZooKeeper sessions (ledger_gc.zk_security): a composite of
+    # LEDGERGC_ZK_TLS*, LEDGERGC_ZK_SASL_* and LEDGERGC_ZK_JAAS, each part None while unset.
+    zk_security: ZkSecurity = setting(ZkSecurity(), *zk_security_specs(PULSAR_PREFIX))
     s3_endpoint: str | None = setting(
         None,
         SettingSpec(
@@ -394,6 +405,8 @@ class Settings:
             default_doc="`LEDGERGC_ZK_HOSTS`",
         ),
     )
+    # BookKeeper's ensemble's TLS and SASL: LEDGERGC_BK_ZK_*, each unset part Pulsar's.
+    bk_zk_security: ZkSecurity = setting(ZkSecurity(), *zk_security_specs(BOOKKEEPER_PREFIX))
     # Several Pulsar clusters write to this BookKeeper: only ledgers this metadata names
     # by id are deleted (rules/bookkeeper/classify.py).
     bk_shared: bool = setting(
@@ -432,6 +445,25 @@ class Settings:
         for spec in declared(type(self)):
             accepted = spec.accept(self._value_of(spec))
             object.__setattr__(self, spec.field, self._with_value(spec, accepted))
+        # What the parts of a composite setting must say together (a certificate needs its
+        # key, a JAAS file its Client section): checked once every part is in place.
+        self.zk_security.check(PULSAR_NAMES)
+        if not self.bk_zk_security.is_empty():
+            self.bookkeeper_security.check(self._bookkeeper_names())
+
+    def _bookkeeper_names(self) -> Callable[[str], str]:
+        return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickled copy carries (a Spark closure or broadcast, the one way
+        settings reach an executor): the ZooKeeper TLS material as PEM text and a JAAS
+        login as its username and password, never paths, which may not exist on the
+        executor's host (``ZkSecurity.portable``)."""
+        state = dict(self.__dict__)
+        state["zk_security"] = self.zk_security.portable(PULSAR_NAMES)
+        if not self.bk_zk_security.is_empty():
+            state["bk_zk_security"] = self.bookkeeper_security.portable(self._bookkeeper_names())
+        return state
 
     def _value_of(self, spec: SettingSpec) -> Any:
         value = getattr(self, spec.field)
@@ -485,11 +517,28 @@ class Settings:
         """Where BookKeeper's metadata lives: ``LEDGERGC_BK_ZK_HOSTS``, else Pulsar's."""
         return self.bk_zk_hosts or self.zk_hosts
 
+    @property
+    def bookkeeper_security(self) -> ZkSecurity:
+        """TLS and SASL of BookKeeper's ensemble: ``LEDGERGC_BK_ZK_*``, else Pulsar's."""
+        return self.bk_zk_security.over(self.zk_security)
+
     def bookkeeper_settings(self) -> Settings:
-        """These settings pointed at BookKeeper's ensemble and chroot (its sessions)."""
-        if self.bk_zk_hosts is None or self.bk_zk_hosts == self.zk_hosts:
+        """These settings pointed at BookKeeper's ensemble and chroot (its sessions),
+        with its TLS and SASL."""
+        security = self.bookkeeper_security
+        same_hosts = self.bk_zk_hosts is None or self.bk_zk_hosts == self.zk_hosts
+        if same_hosts and security == self.zk_security:
             return self
-        return replace(self, zk_hosts=self.bk_zk_hosts)
+        return replace(self, zk_hosts=self.bookkeeper_hosts, zk_security=security)
+
+    def zk_setting_names(self) -> Callable[[str], str]:
+        """The variable that sets each part of ``zk_security``, for error messages: on
+        BookKeeper's sessions (``bookkeeper_settings``) its ``LEDGERGC_BK_ZK_*`` where set,
+        else Pulsar's ``LEDGERGC_ZK_*``."""
+        bookkeeper = (self.bk_zk_hosts is not None and self.zk_hosts == self.bk_zk_hosts) or (
+            not self.bk_zk_security.is_empty() and self.zk_security == self.bookkeeper_security
+        )
+        return self._bookkeeper_names() if bookkeeper else PULSAR_NAMES
 
     @property
     def key_prefix(self) -> str:
@@ -536,7 +585,9 @@ class Settings:
         naming ``source``, the key and the variable.
         """
         specs = {key: spec for spec in declared(type(self)) for key in spec.keys}
-        changed = self
+        # Every value first, then one new Settings: the parts of a composite setting (a
+        # certificate and its key) are checked together, as the environment's are.
+        changed: dict[str, Any] = {}
         for key, value in values.items():
             if value is None or value == "":
                 continue
@@ -547,8 +598,12 @@ class Settings:
                     "lower case without the prefix, e.g. grace_seconds or delete_enabled"
                 )
             accepted = spec.accept(value, source=source)
-            changed = replace(changed, **{spec.field: changed._with_value(spec, accepted)})
-        return changed
+            if spec.part is None:
+                changed[spec.field] = accepted
+            else:
+                whole = changed.get(spec.field, getattr(self, spec.field))
+                changed[spec.field] = replace(whole, **{spec.part: accepted})
+        return replace(self, **changed) if changed else self
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -199,7 +199,7 @@ class SettingSpec:
     empty_is_set: bool = False
     #: Read when ``env`` is unset (a boto3 variable the setting defaults to).
     fallback_env: str | None = None
-    #: ``to_env`` leaves the variable out while the value is empty or None (credentials,
+    #: ``to_env`` leaves the variable out while the value is None or empty text (credentials,
     #: which boto3 would read as set; values whose absence is the default).
     omit_when_empty: bool = False
     field: str = ""
@@ -256,7 +256,7 @@ class SettingSpec:
 
     def to_text(self, value: Any) -> str | None:
         """The environment text of a value, or None when ``to_env`` leaves it out."""
-        if value is None or (self.omit_when_empty and not value):
+        if value is None or (self.omit_when_empty and _is_empty(value)):
             return None if self.omit_when_empty else ""
         return self.kind.format(value)
 
@@ -340,6 +340,12 @@ def default_of(settings_class: type, spec: SettingSpec) -> Any:
     [f] = [f for f in dataclasses.fields(settings_class) if f.name == spec.field]
     value = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
     return getattr(value, spec.part) if spec.part else value
+
+
+def _is_empty(value: Any) -> bool:
+    """An empty text or collection; a ``False`` flag or a 0 is a value (``to_env`` keeps
+    it: BookKeeper's ``false`` must not fall back to Pulsar's ``true``)."""
+    return isinstance(value, str | tuple | list | dict) and not value
 
 
 def _either(choices: tuple[str, ...]) -> str:

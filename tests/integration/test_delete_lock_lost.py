@@ -11,10 +11,16 @@ BookKeeper deletes, and the test shows that nothing is deleted or audited twice.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,9 +73,9 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     real_init = delete_lock.DeleteLock.__init__
 
     def remember(
-        self: delete_lock.DeleteLock, client: KazooClient, hosts: str, run: str, *rest: Any
+        self: delete_lock.DeleteLock, client: KazooClient, settings: Settings, run: str, **kw: Any
     ) -> None:
-        real_init(self, client, hosts, run, *rest)
+        real_init(self, client, settings, run, **kw)
         locks[run] = self
 
     monkeypatch.setattr(delete_lock.DeleteLock, "__init__", remember)
@@ -125,3 +131,92 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     assert set(announced) == set(leaked)
     assert max(announced.values()) == 1, announced  # nothing audited twice
     assert max(done.values()) == 1, done  # nor deleted twice
+
+    # Cycle A's report counts exactly what A deleted before it stopped, in its class,
+    # although its registry changes were left to B (the lock's holder now).
+    from ledger_gc.orphans.options import CycleOptions
+    from ledger_gc.orphans.report import build_report
+
+    mine = {r["ledger_id"] for r in records if r["status"] == "deleted" and r["run_id"] == "a"}
+    report = build_report(
+        pulsar, "a", options=CycleOptions(), now_ms=world["clock"](), error=outcome["a"]
+    ).to_dict()
+    assert mine and {d["ledger_id"] for d in report["deleted"]} == mine
+    assert report["bytes_reclaimed"] == 1024 * len(mine)
+    assert report["bookkeeper"]["deleted"] == len(mine)
+    assert report["bookkeeper"]["bytes_reclaimed"] == 1024 * len(mine)
+    assert report["phases"]["deleted"]["by_class"]["bk-orphan-ledger"]["count"] == len(mine)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_delete_queued_by_a_cycle_frozen_past_its_lock_session_is_refused_by_zookeeper(
+    settings: Settings,
+    zk_client: KazooClient,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    tmp_path: Any,
+) -> None:
+    """The attack of issue 27: a cycle is frozen (SIGSTOP: no listener, no ping runs)
+    with a BookKeeper delete about to be sent. Its lock session expires, another cycle
+    takes the lock and the managed ledger lists the ledger again; then the first one
+    wakes up and sends its delete. Only ZooKeeper can refuse it: the delete is one
+    ``multi`` with a check of the lock node, on the lock's own session."""
+    pulsar = settings.with_overrides(
+        bucket="",
+        delete_enabled=True,
+        retention_seconds=0,
+        orphan_lock_wait_seconds=60,
+        orphan_max_fraction=1.0,
+    )
+    c = PulsarCluster(zk_client).init()
+    c.namespace("public/default")
+    leaked = c.ledger(ml_tags(TOPIC))
+    live = [c.ledger(ml_tags(TOPIC)) for _ in range(2)]
+    c.managed_ledger(TOPIC, live)
+    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    world = later(DAY_H + 1)
+    cycle.step_survey(pulsar, "a", spark, **world)
+    cycle.step_phases(pulsar, "a", clock=world["clock"])
+
+    session_file = tmp_path / "lock-session.json"
+    script = Path(__file__).with_name("frozen_delete.py")
+    offset_ms = int((DAY_H + 1) * 3_600_000)
+    env = {**os.environ, **pulsar.to_env()}
+    child = subprocess.Popen(
+        [sys.executable, str(script), "a", str(offset_ms), str(session_file)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _stopped(child.pid):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the delete step never reached its delete"
+            time.sleep(0.05)
+        session_id, password = json.loads(session_file.read_text())
+        # ZooKeeper expires the frozen cycle's lock session (it heard nothing from it).
+        twin = KazooClient(hosts=pulsar.zk_hosts, client_id=(session_id, bytes.fromhex(password)))
+        twin.start(timeout=15)
+        twin.stop()
+        twin.close()
+        with delete_lock.delete_lock(pulsar, "b", 60):  # another cycle takes the lock
+            c.managed_ledger(TOPIC, [leaked, *live])  # and the topic lists the ledger again
+            os.kill(child.pid, signal.SIGCONT)
+            out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+
+    assert zk_client.exists(c.path(leaked)), f"a listed ledger was deleted: {out} {err[-2000:]}"
+    records = [r for r in AuditLog(pulsar).read(run_id="a") if r["ledger_id"] == leaked]
+    assert [r["status"] for r in records] == ["deleting", "not-deleted"], records
+    assert "never applied: the delete lock's node" in records[-1]["reason"], records[-1]
+    assert json.loads(out.strip().splitlines()[-1])["error"] == "DeleteLockLost", out

@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from pki import CA, CLIENT
 
 from ledger_gc.airflow.settings_hook import apply_mapping
 from ledger_gc.errors import ConfigError
@@ -19,14 +20,36 @@ from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.settings import Settings
 from ledger_gc.settings_schema import declared, default_of
 from ledger_gc.settings_table import render_settings_table, replace_table, table_in
+from ledger_gc.zk_security import ZkSecurity
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+JAAS = Path(__file__).resolve().parent / "zk_security_files" / "broker_jaas.conf"
+
+
+def _zk_security(password: str) -> ZkSecurity:
+    """Every part of one ensemble's TLS and SASL settings but the JAAS file (which
+    replaces the username and password: ``WITH_JAAS``)."""
+    return ZkSecurity(
+        tls=True,
+        tls_ca=CA.cert_pem,
+        tls_cert=CLIENT.cert_pem,
+        tls_key=CLIENT.key_pem(f"key-{password}"),
+        tls_keystore_password=f"key-{password}",
+        tls_truststore_password=f"trust-{password}",
+        tls_verify_hostname=False,
+        sasl_mechanism="DIGEST-MD5",
+        sasl_username="gc",
+        sasl_password=f"sasl-{password}",
+        sasl_service="zk",
+    )
+
 
 #: A value other than the default for every declared setting.
 EVERY_SETTING_CHANGED = Settings(
     zk_hosts="zk1:2181,zk2:2181/pulsar",
     zk_digest="gc:zk-pass",
     zk_timeout_seconds=4.5,
+    zk_security=_zk_security("zk"),
     s3_endpoint="http://127.0.0.1:9000",
     s3_region="eu-west-1",
     s3_access_key_id="AKIA-TEST",
@@ -52,9 +75,17 @@ EVERY_SETTING_CHANGED = Settings(
     bookkeeper="false",
     bk_ledgers_root="/bk/ledgers",
     bk_zk_hosts="zk3:2181/bk",
+    bk_zk_security=_zk_security("bk"),
     bk_shared=True,
     pulsar_clusters=("us-east", "(untagged)"),
 )
+#: The settings ``EVERY_SETTING_CHANGED`` cannot hold beside the ones they replace.
+WITH_JAAS = Settings(
+    zk_security=ZkSecurity(jaas=str(JAAS)),
+    bk_zk_security=ZkSecurity(jaas=str(JAAS)),
+    state_dir=Path("/var/lib/ledgergc"),
+)
+SAMPLES = (EVERY_SETTING_CHANGED, WITH_JAAS)
 
 
 def _value(settings: Settings, spec) -> object:  # type: ignore[no-untyped-def]
@@ -66,7 +97,7 @@ def test_the_sample_changes_every_declared_setting() -> None:
     unchanged = [
         spec.env
         for spec in declared(Settings)
-        if _value(EVERY_SETTING_CHANGED, spec) == default_of(Settings, spec)
+        if all(_value(sample, spec) == default_of(Settings, spec) for sample in SAMPLES)
     ]
     assert unchanged == []
     declared_fields = {spec.field for spec in declared(Settings)}
@@ -74,7 +105,8 @@ def test_the_sample_changes_every_declared_setting() -> None:
 
 
 def test_the_environment_round_trips_every_setting() -> None:
-    assert Settings.from_env(EVERY_SETTING_CHANGED.to_env()) == EVERY_SETTING_CHANGED
+    for sample in SAMPLES:
+        assert Settings.from_env(sample.to_env()) == sample
     assert set(Settings.from_env({}).to_env()) == {
         spec.env for spec in declared(Settings) if not spec.omit_when_empty
     }
@@ -83,9 +115,10 @@ def test_the_environment_round_trips_every_setting() -> None:
 def test_the_variable_reads_every_setting_as_the_environment_does() -> None:
     """A JSON variable that quotes every value (as text) means what the same text in the
     environment means: one conversion, whichever way a setting arrives."""
-    env = EVERY_SETTING_CHANGED.to_env()
-    as_text = {spec.key: env[spec.env] for spec in declared(Settings)}
-    assert apply_mapping(Settings(), as_text) == EVERY_SETTING_CHANGED
+    for sample in SAMPLES:
+        env = sample.to_env()
+        as_text = {spec.key: env[spec.env] for spec in declared(Settings) if spec.env in env}
+        assert apply_mapping(Settings(), as_text) == sample
 
 
 def test_the_variable_names_a_setting_by_its_variable_or_its_field() -> None:
@@ -104,8 +137,13 @@ def test_an_unknown_key_in_the_variable_is_one_clear_error() -> None:
 
 
 def test_the_secrets_are_every_secret_setting_and_never_shown() -> None:
+    tls_keys = [
+        EVERY_SETTING_CHANGED.zk_security.tls_key,
+        EVERY_SETTING_CHANGED.bk_zk_security.tls_key,
+    ]
     assert sorted(EVERY_SETTING_CHANGED.secrets()) == sorted(
-        ["zk-pass", "s3cret-key", "session-token", "db-pass"]
+        ["zk-pass", "s3cret-key", "session-token", "db-pass", *tls_keys]
+        + [f"{kind}-{zk}" for kind in ("key", "trust", "sasl") for zk in ("zk", "bk")]
     )
     assert Settings().secrets() == []
     shown = repr(EVERY_SETTING_CHANGED)

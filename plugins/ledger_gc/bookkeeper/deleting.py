@@ -10,13 +10,18 @@ For each eligible registry entry (``bookkeeper:<znode>``), just before its delet
    cursors, or its schema locator, and its namespace: ``references.read_live_references``),
    and the same rules that classified it (``classify.Classifier``) must give the same
    class and owner; anything else corrects it away;
-4. its age (the record's ctime, else the znode's) must be past retention on the servers'
-   clock;
+4. its age (from the later of the znode's ctime, ZooKeeper's clock, and the record's,
+   a broker's) must be past retention on the servers' clock;
 5. a ``deleting`` audit record with the record's bytes, znode and version is committed,
    and only then the leaf znode is deleted **at the version read in step 2** (never -1,
    never a parent: BookKeeper's own delete prunes empty parents, and a parent removed
-   under a concurrent create has made bookies drop live ledgers). A version that moved
-   (BookKeeper closed or recovered it meanwhile) deletes nothing.
+   under a concurrent create has made bookies drop live ledgers), **fenced** by the
+   delete lock (``metadata/fencing.py``: one ``multi`` with a check of the lock's node,
+   on the lock's session), so that a cycle frozen past its session cannot have it
+   applied after another cycle took the lock. A delete ZooKeeper refuses (the version
+   moved: BookKeeper closed or recovered it meanwhile; the lock was lost; no
+   permission) deletes nothing, and a ``not-deleted`` audit record closes the one
+   written ahead, saying why.
 
 The bookies drop the data at their next garbage collection (``gcWaitTime``, default 10
 minutes); until then ``ledgergc restore --run ID`` can put the record back.
@@ -30,14 +35,15 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
-
 from ledger_gc import termination
 from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
+from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import references, scan
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.rules.bookkeeper import classify, ledger_paths
@@ -49,6 +55,7 @@ from ledger_gc.rules.orphans.outcomes import (
     GONE,
     HELD,
     OPERATION,
+    SKIPPED,
     STOPPED,
     WAITING,
     WOULD_DELETE,
@@ -76,23 +83,30 @@ def recheck_and_delete(
     now_ms: int,
     deleting: bool,
     should_stop: Callable[[], bool] = termination.requested,
+    fence_for: Callable[[Settings], Fence] | None = None,
 ) -> list[RecheckResult]:
     """Re-check and delete (or, when not ``deleting``, only report) BookKeeper entries.
 
     ``should_stop`` (a termination signal, a lost delete lock) is asked before each
     entry and again just before each delete's audit record: once true, nothing more is
-    sent and the entries left are ``skipped``."""
+    sent and the entries left are ``skipped``. ``fence_for`` (the delete lock's) fences
+    each delete; deleting without one is refused."""
     items = list(entries)
     if not items:
         return []
     audit = AuditLog(settings)
     results: list[RecheckResult] = []
+    fence: Fence | None = None
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(settings))
             layout = scan.read_layout(bk, settings.bk_ledgers_root)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
+        if deleting:
+            if fence_for is None:
+                raise ValueError("a BookKeeper delete needs the delete lock's fence")
+            fence = fence_for(settings.bookkeeper_settings())
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -111,7 +125,7 @@ def recheck_and_delete(
                         entry,
                         run_id,
                         now_ms,
-                        deleting,
+                        fence,
                         should_stop,
                     )
                 )
@@ -139,9 +153,10 @@ def _one(
     entry: RegistryEntry,
     run_id: str,
     now_ms: int,
-    deleting: bool,
+    fence: Fence | None,
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
+    """One entry; ``fence`` None: a dry run (re-check and report only)."""
     root = settings.bk_ledgers_root
     znode = znode_of_target(entry.prefix)
     if layout is None:
@@ -192,20 +207,26 @@ def _one(
         f"unreferenced since {iso(entry.first_seen_ms)} over {entry.scans_seen} scan(s), "
         f"created {iso(ledger.ctime_ms)}, confirmed by a live re-check"
     )
-    if not deleting:
+    if fence is None:
         return RecheckResult.of(entry, WOULD_DELETE, reason, objects=1, bytes=ledger.bytes)
     if should_stop():  # the last moment: nothing is audited or sent after a stop
         return _skipped(entry, STOPPED)
-    acls = guarded(f"reading the ACL of {znode}", bk.hosts, lambda: bk.client.get_acls(znode)[0])
+    acls = guarded(
+        f"reading the ACL of {znode}",
+        bk.hosts,
+        lambda: bk.client.get_acls(znode)[0],
+        refused=lambda: bk.refusal(f"reading the ACL of {znode}", zk_access.READ, znode),
+    )
     return _delete(
         settings,
         bk,
+        fence,
         audit,
         entry,
         ledger,
         znode,
         data,
-        stat.version,
+        stat,
         reason,
         run_id,
         acls,
@@ -224,27 +245,30 @@ def _live_verdict(settings: Settings, pulsar: MetadataStore, ledger: BkLedger) -
 def _delete(
     settings: Settings,
     bk: MetadataStore,
+    fence: Fence,
     audit: AuditLog,
     entry: RegistryEntry,
     ledger: BkLedger,
     znode: str,
     data: bytes,
-    version: int,
+    stat: Any,
     reason: str,
     run_id: str,
     acls: list[Any],
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
-    def record(status: str) -> AuditRecord:
+    version = stat.version
+
+    def record(status: str, why: str = reason) -> AuditRecord:
         return AuditRecord(
             operation=OPERATION,
             target_class=entry.target_class,
             ml_name=entry.ml_name,
             ledger_id=entry.ledger_id,
             prefix=entry.prefix,
-            objects=1,
-            bytes=ledger.bytes,
-            reason=reason,
+            objects=1 if status != AUDIT_NOT_DELETED else 0,
+            bytes=ledger.bytes if status != AUDIT_NOT_DELETED else 0,
+            reason=why,
             run_id=run_id,
             status=status,
             extra={
@@ -263,25 +287,26 @@ def _delete(
     # (AuditUnavailableError stops the step).
     audit.append([record(AUDIT_DELETING)])
     if should_stop():  # the lock was lost while the record was written
-        return _skipped(entry, STOPPED)
-
-    def remove() -> str | None:
-        try:
-            bk.client.delete(znode, version=version)
-        except BadVersionError:
-            return "changed"
-        except NoNodeError:
-            return "gone"
-        except NotEmptyError:
-            return "not-empty"
-        return None
-
+        why = (
+            "a stop was asked (a signal, or the delete lock lost) after its write-ahead "
+            "record: the delete was not sent"
+        )
+        return _refused(audit, record, entry, _skipped(entry, STOPPED), why)
     try:
-        outcome = guarded(f"deleting {znode}", bk.hosts, remove)
+        outcome = fence.delete(znode, version)
     except MetadataUnavailableError as exc:
+        if _never_applied(bk, fence, znode, stat):
+            why = (
+                f"the delete of {znode} was sent and its answer lost ({exc}), but it was "
+                f"never applied: the delete lock's node {fence.path} is gone, so it never "
+                "will be, and the ledger's record is unchanged; nothing deleted, the next "
+                "run re-checks it"
+            )
+            refused = RecheckResult.of(entry, SKIPPED, why, error=why)
+            return _refused(audit, record, entry, refused, why)
         # The request may have been applied and its answer lost: the audit record written
         # ahead stands for it (``ledgergc restore`` reads it), and the next run finds the
-        # znode gone or re-checks it.
+        # znode gone or re-checks it. Fenced: if it was applied, the lock was held then.
         return RecheckResult.of(
             entry,
             FAILED,
@@ -290,24 +315,89 @@ def _delete(
             error=str(exc),
             unavailable=True,
         )
-    if outcome == "changed":
+    if outcome is FencedOutcome.APPLIED:
+        audit.append([record(AUDIT_DELETED)])
+        log.info("deleted BookKeeper ledger %s (%s): %s", entry.ledger_id, znode, reason)
+        return RecheckResult.of(
+            entry,
+            DELETED,
+            f"{reason}; {restore_hint(settings)}",
+            objects=1,
+            bytes=ledger.bytes,
+            deleted_ledgers=[{"znode": znode, "version": version, "bytes": ledger.bytes}],
+        )
+    refused = _refusal(settings, fence, entry, znode, version, outcome)
+    return _refused(audit, record, entry, refused, refused.reason)
+
+
+def _never_applied(bk: MetadataStore, fence: Fence, znode: str, stat: Any) -> bool:
+    """After a fenced delete's answer was lost: True only when it provably was not
+    applied and never will be. The lock node is removed first (on the lock's session,
+    after the lost request: ZooKeeper keeps a session's order), so that no write fenced
+    by it can succeed any more and one that did came before; then the znode must still
+    be the one the re-check read (same ``mzxid``: not deleted and re-created since, not
+    rewritten). Anything else (ZooKeeper still unreachable) is unknown: False."""
+    fence.end()
+    try:
+        if not fence.over(bk.client):
+            return False
+        bk.sync(znode)
+        got = bk.get_many([znode])[0]
+    except MetadataUnavailableError:
+        return False
+    return got is not None and got[1].mzxid == stat.mzxid
+
+
+def _refusal(
+    settings: Settings,
+    fence: Fence,
+    entry: RegistryEntry,
+    znode: str,
+    version: int,
+    outcome: FencedOutcome,
+) -> RecheckResult:
+    """What a delete ZooKeeper refused becomes: nothing was deleted."""
+    if outcome is FencedOutcome.FENCE_LOST:
+        why = (
+            f"ZooKeeper refused the delete of {znode}: the delete lock's node "
+            f"{fence.path} is gone (its session ended: another cycle may hold the lock); "
+            "nothing deleted, the next run re-checks it"
+        )
+        return RecheckResult.of(entry, SKIPPED, why, error=why)
+    if outcome is FencedOutcome.CHANGED:
         return RecheckResult.of(
             entry,
             CORRECTED,
             f"its record changed after the re-check (version {version} moved: BookKeeper "
             "wrote it meanwhile); nothing deleted",
         )
-    if outcome == "gone":
+    if outcome is FencedOutcome.MISSING:
         return RecheckResult.of(entry, GONE, "its znode vanished just before the delete")
-    if outcome == "not-empty":
+    if outcome is FencedOutcome.NOT_EMPTY:
         return _failed(entry, f"{znode} has children: not a ledger's leaf znode; kept")
-    audit.append([record(AUDIT_DELETED)])
-    log.info("deleted BookKeeper ledger %s (%s): %s", entry.ledger_id, znode, reason)
-    return RecheckResult.of(
-        entry,
-        DELETED,
-        f"{reason}; {restore_hint(settings)}",
-        objects=1,
-        bytes=ledger.bytes,
-        deleted_ledgers=[{"znode": znode, "version": version, "bytes": ledger.bytes}],
+    # NoAuth: ZooKeeper checks DELETE on the parent. Said with the identity the lock's
+    # session has (whoAmI) and who has DELETE there (a sasl: ACL is BookKeeper's
+    # zkEnableSecurity: its bookies' identity, never a digest).
+    refused = zk_access.refusal(
+        fence.client,
+        settings.bookkeeper_hosts,
+        what=f"the delete of {znode}",
+        permission=zk_access.DELETE,
+        znode=znode,
+        checked=znode.rsplit("/", 1)[0] or "/",
+        names=settings.bookkeeper_settings().zk_setting_names(),
     )
+    return _failed(entry, f"{refused}; kept")
+
+
+def _refused(
+    audit: AuditLog,
+    record: Callable[..., AuditRecord],
+    entry: RegistryEntry,
+    result: RecheckResult,
+    why: str,
+) -> RecheckResult:
+    """Close the write-ahead record of a delete that was not made, with why."""
+    audit.append([record(AUDIT_NOT_DELETED, f"not deleted: {why}")])
+    log.warning("BookKeeper ledger %s not deleted: %s", entry.ledger_id, why)
+    return result

@@ -10,9 +10,14 @@ name a ledger no bookie has, so a restore warns, and an operator should run it w
 minutes of the delete.
 
 A restore is audited ahead like a delete (``restoring`` before the create, ``restored``
-after), never overwrites a znode that exists (an id is never reused: an existing znode is
-not ours to replace), and refuses records of another BookKeeper than the settings name.
-A restored ledger is an orphan again, under the same three phases.
+after; ``not-restored`` when ZooKeeper refused it), never overwrites a znode that exists
+(an id is never reused: an existing znode is not ours to replace), and refuses records
+of another BookKeeper than the settings name. A znode that already holds exactly the
+audited bytes is restored already (a second run of the same restore, or the delete's
+answer lost and the delete never applied): counted so, not an error. The create is
+fenced by the delete lock like the delete (``metadata/fencing.py``): a restore frozen
+past its lock's session cannot re-create a znode after a cycle took the lock. A
+restored ledger is an orphan again, under the same three phases.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
-from ledger_gc.audit import RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
-from ledger_gc.errors import AuditUnavailableError
+from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
+from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.settings import Settings
@@ -47,17 +53,40 @@ def restore_ledgers(
     records: Iterable[dict[str, Any]],
     *,
     dry_run: bool,
+    fence: Fence | None,
 ) -> list[dict[str, Any]]:
     """Re-create the znodes of the ``deleted`` BookKeeper records of one run; one result
-    per record (``error`` set where it could not be restored)."""
+    per record (``error`` set where it could not be restored, ``already`` where the
+    znode holds the record's bytes). ``fence``: the delete lock's, for BookKeeper's
+    sessions (required unless ``dry_run``). Once the lock is lost nothing more is
+    created: the records left get that error."""
+    if not dry_run and fence is None:
+        raise ValueError("a BookKeeper restore needs the delete lock's fence")
     results: list[dict[str, Any]] = []
     items = list(records)
     if not items:
         return results
     with MetadataStore.open(settings.bookkeeper_settings()) as bk:
         for record in items:
-            results.append(_restore_one(settings, bk, audit, restore_id, record, dry_run))
+            if fence is not None and fence.gone is not None:
+                results.append(_result(record, error=f"not restored: the delete lock {fence.gone}"))
+                continue
+            results.append(_restore_one(settings, bk, audit, restore_id, record, fence))
     return results
+
+
+def _result(record: dict[str, Any], *, error: str | None = None) -> dict[str, Any]:
+    return {
+        "prefix": record["prefix"],
+        "target_class": record["target_class"],
+        "ml_name": record["ml_name"],
+        "ledger_id": record.get("ledger_id"),
+        "znode": record.get("znode"),
+        "bytes": int(record.get("bytes") or 0),
+        "restored": False,
+        "already": False,
+        "error": error,
+    }
 
 
 def _restore_one(
@@ -66,19 +95,10 @@ def _restore_one(
     audit: AuditLog,
     restore_id: str,
     record: dict[str, Any],
-    dry_run: bool,
+    fence: Fence | None,
 ) -> dict[str, Any]:
     znode = record.get("znode")
-    result: dict[str, Any] = {
-        "prefix": record["prefix"],
-        "target_class": record["target_class"],
-        "ml_name": record["ml_name"],
-        "ledger_id": record.get("ledger_id"),
-        "znode": znode,
-        "bytes": int(record.get("bytes") or 0),
-        "restored": False,
-        "error": None,
-    }
+    result = _result(record)
     raw = record.get("record_base64")
     if not znode or raw is None:
         result["error"] = "the audit record has no znode or record bytes (an older ledger-gc)"
@@ -90,24 +110,33 @@ def _restore_one(
         )
         return result
     data = base64.b64decode(raw)
-    if guarded(f"checking {znode}", bk.hosts, lambda: bk.client.exists(znode)) is not None:
-        result["error"] = f"{znode} exists: not replaced"
+    present = _read(bk, znode)
+    if present is not None:
+        result["already"] = present == data
+        if not result["already"]:
+            result["error"] = f"{znode} exists with another record: not replaced"
         return result
-    if dry_run:
+    if fence is None:  # a dry run
         return result
     audit.append([_audit(record, restore_id, RESTORING)])
-
     acl = _acl_of(record)
-
-    def create() -> bool:
-        try:
-            bk.client.create(znode, data, acl=acl, makepath=True)
-        except NodeExistsError:
-            return False
-        return True
-
-    if not guarded(f"re-creating {znode}", bk.hosts, create):
-        result["error"] = f"{znode} was created by someone else meanwhile: not replaced"
+    parent = znode.rsplit("/", 1)[0]
+    # The parents first, with the ledger's own ACL (BookKeeper gives a ledger's parents
+    # its ACL): an empty parent is harmless, unlike a ledger znode, so it is not fenced.
+    guarded(f"creating {parent}", bk.hosts, lambda: bk.client.ensure_path(parent, acl=acl))
+    try:
+        outcome = fence.create(znode, data, acl)
+    except MetadataUnavailableError as exc:
+        result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
+        return result
+    if outcome is FencedOutcome.EXISTS and _read(bk, znode) == data:
+        result["already"] = True  # re-created meanwhile with these very bytes
+        why = f"{znode} was re-created meanwhile with the audited record"
+        audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
+        return result
+    if outcome is not FencedOutcome.APPLIED:
+        result["error"] = _refusal(settings, fence, znode, parent, outcome)
+        audit.append([_audit(record, restore_id, NOT_RESTORED, why=result["error"])])
         return result
     try:
         audit.append([_audit(record, restore_id, RESTORED)])
@@ -119,25 +148,65 @@ def _restore_one(
     return result
 
 
-def _acl_of(record: dict[str, Any]) -> list[ACL] | None:
-    """The znode's ACL as the delete read it (None: a record without one, then
-    ZooKeeper's open ACL, as BookKeeper creates ledger znodes without auth)."""
+def _read(bk: MetadataStore, znode: str) -> bytes | None:
+    """The znode's data as the leader has it now (None: no such znode)."""
+    bk.sync(znode)
+    got = bk.get_many_raw([znode])[0]
+    return None if got is None else bytes(got[0])
+
+
+def _refusal(
+    settings: Settings, fence: Fence, znode: str, parent: str, outcome: FencedOutcome
+) -> str:
+    if outcome is FencedOutcome.FENCE_LOST:
+        return (
+            f"ZooKeeper refused to re-create {znode}: the delete lock's node {fence.path} is "
+            "gone (its session ended: an orphan cycle may hold the lock now); run the "
+            "restore again"
+        )
+    if outcome is FencedOutcome.EXISTS:
+        return f"{znode} was created by someone else meanwhile: not replaced"
+    if outcome is FencedOutcome.MISSING:
+        return f"{parent} vanished before {znode} could be re-created; run the restore again"
+    if outcome is FencedOutcome.NO_AUTH:
+        # ZooKeeper checks CREATE on the parent; said with the identity of the session
+        # the create went on and who has CREATE there.
+        return str(
+            zk_access.refusal(
+                fence.client,
+                settings.bookkeeper_hosts,
+                what=f"re-creating {znode}",
+                permission=zk_access.CREATE,
+                znode=znode,
+                checked=parent,
+                names=settings.bookkeeper_settings().zk_setting_names(),
+            )
+        )
+    return f"ZooKeeper refused to re-create {znode} ({outcome})"
+
+
+def _acl_of(record: dict[str, Any]) -> list[ACL]:
+    """The znode's ACL as the delete read it (a record without one: ZooKeeper's open
+    ACL, as BookKeeper creates ledger znodes without auth)."""
     saved = record.get("znode_acl")
     if not saved:
         return list(OPEN_ACL_UNSAFE)
     return [ACL(int(perms), Id(str(scheme), str(ident))) for perms, scheme, ident in saved]
 
 
-def _audit(record: dict[str, Any], restore_id: str, status: str) -> AuditRecord:
+def _audit(
+    record: dict[str, Any], restore_id: str, status: str, *, why: str | None = None
+) -> AuditRecord:
+    done = status != NOT_RESTORED
     return AuditRecord(
         operation=RESTORE,
         target_class=str(record["target_class"]),
         ml_name=str(record["ml_name"]),
         ledger_id=record.get("ledger_id"),
         prefix=str(record["prefix"]),
-        objects=1,
-        bytes=int(record.get("bytes") or 0),
-        reason=f"restore of run {record['run_id']}: {WARNING}",
+        objects=1 if done else 0,
+        bytes=int(record.get("bytes") or 0) if done else 0,
+        reason=f"restore of run {record['run_id']}: {why or WARNING}",
         run_id=restore_id,
         status=status,
         extra={"znode": record.get("znode"), "restores_run": record["run_id"]},

@@ -206,7 +206,12 @@ def read_ledgers(
 
 
 def ledger_of(ledger_id: int, data: bytes, version: int, znode_ctime_ms: int) -> BkLedger:
-    """One ledger from its znode's data and stat."""
+    """One ledger from its znode's data and stat.
+
+    Its age counts from the later of the znode's ctime (ZooKeeper's clock, when the
+    bookie client created it) and the record's ctime (the creating broker's clock): a
+    broker clock days behind must not make a ledger ZooKeeper created seconds ago look
+    old, and neither clock alone may make a ledger older than it is."""
     try:
         record = decode_record(data)
     except RecordError as exc:
@@ -214,7 +219,7 @@ def ledger_of(ledger_id: int, data: bytes, version: int, znode_ctime_ms: int) ->
     return BkLedger(
         ledger_id,
         version,
-        record.ctime_ms or znode_ctime_ms,
+        max(record.ctime_ms or 0, znode_ctime_ms),
         state=record.state,
         length=record.length,
         format_version=record.format_version,

@@ -115,6 +115,7 @@ class BookKeeperSource:
             now_ms=request.now_ms,
             deleting=request.deleting,
             should_stop=request.should_stop,
+            fence_for=request.fence_for,
         )
 
 

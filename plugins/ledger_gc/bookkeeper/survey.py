@@ -16,6 +16,7 @@ unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refus
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from array import array
@@ -209,6 +210,47 @@ class BookKeeperSurvey:
             "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
         }
+
+
+def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> dict[str, Any]:
+    """The survey's manifest with the ledgers a later step held (``held``: the phases
+    step's, e.g. a gone topic that still grows across scans) moved from their orphan
+    class to ``bk-held``, as ``hold_candidates`` moves the survey's own: the report's
+    figures say what is really an orphan now (pure; the manifest is not changed)."""
+    mine = [h for h in held if h.get("target_class") in BK_ORPHAN_CLASSES]
+    if not mine:
+        return manifest
+    out = copy.deepcopy(manifest)
+    zero = {"ledgers": 0, "bytes": 0}
+    for item in mine:
+        size, cls = int(item.get("bytes") or 0), item["target_class"]
+        namespace = classify.namespace_of(item.get("ml_name") or "") or "(none)"
+        for totals in (out["classes"], out["namespaces"].setdefault(namespace, {})):
+            moved = totals.setdefault(cls, dict(zero))
+            moved["ledgers"] -= 1
+            moved["bytes"] -= size
+            kept = totals.setdefault(classify.BK_HELD, dict(zero))
+            kept["ledgers"] += 1
+            kept["bytes"] += size
+        out["candidates"] -= 1
+        hold = classify.HOLD_GROWING_ELSEWHERE
+        out["held_reasons"][hold] = out["held_reasons"].get(hold, 0) + 1
+        sample = out["samples"].setdefault(classify.BK_HELD, [])
+        if len(sample) < MAX_SAMPLES:
+            sample.append(
+                {
+                    "ledger_id": item.get("ledger_id"),
+                    "class": classify.BK_HELD,
+                    "owner": item.get("ml_name"),
+                    "reason": item.get("reason"),
+                    "hold": hold,
+                }
+            )
+        out["samples"][cls] = [
+            s for s in out["samples"].get(cls, []) if s.get("ledger_id") != item.get("ledger_id")
+        ]
+    out["orphan_bytes"] = sum(out["classes"].get(c, zero)["bytes"] for c in BK_ORPHAN_CLASSES)
+    return out
 
 
 def enabled(settings: Settings) -> bool:

@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "audit",
         help="the audit log of every deletion (and restore): a table, or --json",
         description="Read the audit log in the state store (LEDGERGC_STATE_URL). Each "
-        "deletion has a write-ahead 'deleting' record and, once done, a 'deleted' one.",
+        "deletion has a write-ahead 'deleting' record and, once done, a 'deleted' one, or "
+        "a 'not-deleted' one when the store refused it (a 'deleting' record alone: the "
+        "delete was sent and its answer lost).",
     )
     parser.add_argument("--run", metavar="ID", help="only this run's records")
     parser.add_argument(
@@ -51,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--since", metavar="T", help="from this time on: ISO time, epoch ms, or an age (24h, 7d)"
     )
     parser.add_argument(
-        "--status", choices=("deleting", "deleted", "restoring", "restored"), help="only these"
+        "--status",
+        choices=("deleting", "deleted", "not-deleted", "restoring", "restored", "not-restored"),
+        help="only these",
     )
     parser.add_argument(
         "--limit",

@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -56,6 +57,7 @@ from ledger_gc.errors import (
     ConcurrentUpdateError,
     CursorNotFoundError,
     ManagedLedgerNotFoundError,
+    MetadataAccessError,
     MetadataError,
 )
 from ledger_gc.formats.framing import RAW, Framing
@@ -64,11 +66,12 @@ from ledger_gc.formats.records import (
     decode_managed_ledger_info_framed,
     encode_for_znode,
 )
-from ledger_gc.metadata import multi_read
+from ledger_gc.metadata import multi_read, zk_access
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
 from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
+from ledger_gc.zk_security import PULSAR_NAMES, Names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,9 +112,13 @@ class MetadataStore:
         hosts: str = "",
         max_cas_attempts: int = 64,
         max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES,
+        names: Names = PULSAR_NAMES,
     ) -> None:
         self.client = client
         self.hosts = hosts or str(getattr(client, "hosts", ""))
+        # The variables of this session's TLS and SASL (Pulsar's or BookKeeper's), named
+        # by a refusal's fix.
+        self.names = names
         self.max_cas_attempts = max_cas_attempts
         self.max_record_bytes = max_record_bytes
         # Counted so benchmarks and tests can check how many writes an operation costs
@@ -134,10 +141,31 @@ class MetadataStore:
     @contextmanager
     def open(cls, settings: Settings) -> Iterator[MetadataStore]:
         with session(settings) as client:
-            yield cls(client, settings.zk_hosts, max_record_bytes=settings.zk_max_record_bytes)
+            yield cls(
+                client,
+                settings.zk_hosts,
+                max_record_bytes=settings.zk_max_record_bytes,
+                names=settings.zk_setting_names(),
+            )
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         return guarded(what, self.hosts, call)
+
+    def refusal(
+        self, what: str, permission: str, znode: str, checked: str | None = None
+    ) -> MetadataAccessError:
+        """The error of a refused operation (``NoAuth``): ``permission`` on ``checked``
+        (``znode``, or its parent for a delete or create), naming the identity this session
+        has, who has the permission, and what to set (``zk_access.refusal``)."""
+        return zk_access.refusal(
+            self.client,
+            self.hosts,
+            what=what,
+            permission=permission,
+            znode=znode,
+            checked=checked,
+            names=self.names,
+        )
 
     def sync(self, path: str = "/") -> None:
         """Make the next reads see every write the leader had committed (ZooKeeper sync).
@@ -207,9 +235,11 @@ class MetadataStore:
                 self.client._ledger_gc_no_multi_read = True
                 return None
             results = []
-            for result in got:
+            for znode, result in zip(znodes, got, strict=True):
                 if isinstance(result, NoNodeError):
                     results.append(on_missing())
+                elif isinstance(result, NoAuthError):
+                    raise self._read_refused(op, znode)
                 elif isinstance(result, Exception):
                     raise result
                 else:
@@ -218,16 +248,27 @@ class MetadataStore:
 
         return self._call(f"reading {len(znodes)} znodes", run)
 
+    def _read_refused(self, op: type, znode: str) -> MetadataAccessError:
+        """A read or listing refused: READ on the znode itself (a scan then stops: a
+        scan that could not read everything never returns a part of it)."""
+        verb = "listing" if op is GetChildren else "reading"
+        return self.refusal(f"{verb} {znode}", zk_access.READ, znode)
+
     def _pipelined(self, znodes: Sequence[str], start: Callable, on_missing: Callable) -> list:
+        op = GetChildren if start == self.client.get_children_async else GetData
+
         def run() -> list:
             results: list = []
             for offset in range(0, len(znodes), PIPELINE_WINDOW):
-                window = [start(path) for path in znodes[offset : offset + PIPELINE_WINDOW]]
-                for pending in window:
+                paths = znodes[offset : offset + PIPELINE_WINDOW]
+                window = [start(path) for path in paths]
+                for path, pending in zip(paths, window, strict=True):
                     try:
                         results.append(pending.get(timeout=self.client._session_timeout / 1000))
                     except NoNodeError:
                         results.append(on_missing())
+                    except NoAuthError:
+                        raise self._read_refused(op, path) from None
             return results
 
         return self._call(f"reading {len(znodes)} znodes", run)

@@ -1,14 +1,34 @@
-"""A kazoo session built from Settings, with auth, ACLs and errors that say what failed."""
+"""A kazoo session built from Settings: TLS, SASL, digest auth, ACLs, clear errors.
+
+``connect`` is the one place a session is opened, for the CLI, every DAG task and every
+Spark executor alike. It says to kazoo what the settings say (``ledger_gc.zk_security``):
+
+* TLS (``LEDGERGC_ZK_TLS``): the server's certificate verified against the configured
+  CAs (else the system's) and its host name checked, a client certificate when set; the
+  material as files (``zk_tls``), whatever form the settings hold it in;
+* SASL (``LEDGERGC_ZK_SASL_*`` or a JAAS file): DIGEST-MD5 or GSSAPI through
+  ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
+  error rather than a refused session;
+* digest auth (``LEDGERGC_ZK_DIGEST``), whose identity also owns what ledger-gc creates.
+
+A session that does not start fails within seconds, not at the time out: a state
+listener sees kazoo give up, and ``zk_diagnose`` names the cause it can (a plain client
+on a TLS port, an untrusted certificate, a missing client certificate). SASL completes
+after the session is connected, so a first request shows whether the server accepted
+the login.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
     NoAuthError,
@@ -16,11 +36,21 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import make_digest_acl
 
-from ledger_gc.errors import MetadataError, MetadataUnavailableError
+from ledger_gc.errors import (
+    ConfigError,
+    MetadataAccessError,
+    MetadataError,
+    MetadataUnavailableError,
+)
+from ledger_gc.jaas import GSSAPI, ZooKeeperLogin
+from ledger_gc.metadata.zk_diagnose import diagnose, servers
+from ledger_gc.metadata.zk_tls import TlsFiles, tls_files
 from ledger_gc.settings import Settings
+from ledger_gc.zk_security import Names, ZkSecurity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,10 +65,16 @@ UNAVAILABLE = (
     KazooTimeoutError,
     RetryFailedError,
 )
+#: kazoo's connection states once it stopped trying.
+_GAVE_UP = (KeeperState.CLOSED, KeeperState.AUTH_FAILED, KeeperState.EXPIRED_SESSION)
 
 
 def connect(settings: Settings) -> KazooClient:
-    """Start a session to ``settings.zk_hosts`` (chroot included) or raise a clear error."""
+    """Start a session to ``settings.zk_hosts`` (chroot included) or raise a clear error:
+    ``ConfigError`` for what a setting can fix (TLS, SASL), ``MetadataUnavailableError``
+    for an ensemble that does not answer."""
+    security = settings.zk_security
+    names = settings.zk_setting_names()
     acl = None
     auth_data = None
     if settings.zk_digest:
@@ -47,36 +83,177 @@ def connect(settings: Settings) -> KazooClient:
             raise MetadataError("LEDGERGC_ZK_DIGEST must be user:password")
         auth_data = [("digest", settings.zk_digest)]
         acl = [make_digest_acl(user, password, all=True)]
+    files = tls_files(security, names) if security.uses_tls else TlsFiles()
+    login = security.login(names)
+    if login is not None and login.mechanism == GSSAPI:
+        _check_kerberos(settings.zk_hosts, security, login, names)
+    quiet = _StartingLog()
     client = KazooClient(
         hosts=settings.zk_hosts,
+        logger=quiet,
         timeout=settings.zk_timeout_seconds,
         auth_data=auth_data,
         default_acl=acl,
+        sasl_options=_sasl_options(security, login),
         # Bounded retries: a GC must fail closed and visibly rather than hang forever.
         connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2, ignore_expire=False),
         command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2, ignore_expire=False),
+        **_tls_options(security, files),
     )
-    try:
-        client.start(timeout=settings.zk_timeout_seconds)
-    except (KazooTimeoutError, *UNAVAILABLE) as exc:
-        client.close()
+    started = _started(client, settings.zk_timeout_seconds)
+    quiet.starting = False
+    if not started:
+        found = diagnose(settings.zk_hosts, security, files, names)
+        if found is not None:
+            raise found
         raise MetadataUnavailableError(
-            f"ZooKeeper at {settings.zk_hosts} unreachable ({type(exc).__name__}); "
-            "no metadata read, nothing deleted. Check LEDGERGC_ZK_HOSTS and that the "
-            "ensemble is up."
-        ) from exc
+            f"ZooKeeper at {settings.zk_hosts} unreachable; no metadata read, nothing "
+            "deleted. Check LEDGERGC_ZK_HOSTS and that the ensemble is up."
+        )
+    try:
+        # The first request: it waits for the SASL login, which follows the connection.
+        root = client.exists("/")
+    except (AuthFailedError, *UNAVAILABLE) as exc:
+        _close(client)
+        if login is None:
+            raise MetadataUnavailableError(
+                f"ZooKeeper at {settings.zk_hosts} closed the session as it started "
+                f"({type(exc).__name__}); no metadata read, nothing deleted"
+            ) from exc
+        raise _login_refused(settings.zk_hosts, login, names) from exc
     chroot = settings.zk_chroot
-    if chroot:
-        try:
-            if client.exists("/") is None:
-                raise MetadataError(f"ZooKeeper chroot {chroot} does not exist")
-        except (MetadataError, NoAuthError) as exc:
-            client.stop()  # no session left open behind the error
-            client.close()
-            if isinstance(exc, MetadataError):
-                raise
-            raise MetadataError(f"no access to ZooKeeper chroot {chroot}: {exc}") from exc
+    if chroot and root is None:
+        _close(client)
+        raise MetadataError(f"ZooKeeper chroot {chroot} does not exist")
     return client
+
+
+class _StartingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """kazoo's log for one session. While it starts, kazoo's warnings (each refused or
+    dropped connection attempt) are what ``connect`` sums up in its one-line error, so
+    they go at DEBUG; from then on, at their own level."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("kazoo.client"), {})
+        self.starting = True
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if self.starting and level > logging.INFO:
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
+
+
+def _tls_options(security: ZkSecurity, files: TlsFiles) -> dict[str, Any]:
+    """kazoo's TLS arguments: the chain always verified, the host name unless turned off."""
+    if not security.uses_tls:
+        return {}
+    return {
+        "use_ssl": True,
+        "ca": files.ca,
+        "certfile": files.cert,
+        "keyfile": files.key,
+        "verify_certs": True,
+        "check_hostname": security.verify_hostname,
+    }
+
+
+def _sasl_options(security: ZkSecurity, login: ZooKeeperLogin | None) -> dict[str, Any] | None:
+    """pure-sasl's options, as kazoo passes them (DIGEST-MD5's realm is ZooKeeper's
+    fixed ``zk-sasl-md5``, which kazoo sets itself)."""
+    if login is None:
+        return None
+    options: dict[str, Any] = {"mechanism": login.mechanism, "service": security.service}
+    if login.username:
+        options["username" if login.mechanism != GSSAPI else "principal"] = login.username
+    if login.password:
+        options["password"] = login.password
+    return options
+
+
+def _started(client: KazooClient, timeout: float) -> bool:
+    """Start the session; False as soon as kazoo gives up (its connection retries are
+    bounded), not only at the time out. kazoo reports no state change then (its state
+    was "lost" before it started), so its connection state is watched: connecting, then
+    closed is a start that failed. Between two of its retries it stays connecting for
+    0.2 s or more, longer than a turn of this loop."""
+    live = client.start_async()
+    deadline = time.monotonic() + timeout
+    connecting = False
+    while not live.wait(0.02) and time.monotonic() < deadline:
+        state = client.client_state
+        if state == KeeperState.CONNECTING:
+            connecting = True
+        elif connecting and state in _GAVE_UP:
+            break
+    if live.is_set() and client.connected:
+        return True
+    _close(client)
+    return False
+
+
+def _close(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        client.close()
+
+
+def _login_refused(hosts: str, login: ZooKeeperLogin, names: Names) -> ConfigError:
+    who = f"as {login.username!r}" if login.username else "with the keytab's principal"
+    if login.mechanism == GSSAPI:
+        fix = f"check KRB5_CLIENT_KTNAME, {names('sasl_username')} and {names('sasl_service')}"
+    else:
+        fix = (
+            f"check {names('sasl_username')} and {names('sasl_password')} (or the Client "
+            f"section of {names('jaas')}) against the servers' JAAS Server section"
+        )
+    return ConfigError(
+        f"ZooKeeper at {hosts} refused the SASL {login.mechanism} login {who}; {fix}. "
+        "Nothing was read or deleted"
+    )
+
+
+def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, names: Names) -> None:
+    """Get a service ticket for the first server before kazoo does: pure-sasl's GSSAPI
+    failure reaches kazoo's connection thread only as "AUTH_FAILED", without why."""
+    import kerberos
+
+    host = servers(hosts)[0][0]
+    service = f"{security.service}@{host}"
+    context = None
+    try:
+        if login.username:
+            _, context = kerberos.authGSSClientInit(service, principal=login.username)
+        else:
+            _, context = kerberos.authGSSClientInit(service)
+        kerberos.authGSSClientStep(context, "")
+    except kerberos.GSSError as exc:
+        principal = login.username or "ledger-gc's principal"
+        # A JAAS file's keyTab is the JVM's; MIT Kerberos reads the client keytab from
+        # KRB5_CLIENT_KTNAME, which ledger-gc leaves to the environment.
+        keytab = (
+            f"KRB5_CLIENT_KTNAME={login.keytab} (the JAAS file's keyTab of {principal})"
+            if login.keytab
+            else f"KRB5_CLIENT_KTNAME to the keytab of {principal}"
+        )
+        raise ConfigError(
+            f"GSSAPI: no Kerberos ticket for {security.service}/{host} ({_gss_text(exc)}); "
+            f"set {keytab} (and KRB5_CONFIG when the realm is not in /etc/krb5.conf), or "
+            f"{names('sasl_service')} to the servers' service"
+        ) from None
+    finally:
+        if context is not None:
+            kerberos.authGSSClientClean(context)
+
+
+def _gss_text(exc: Exception) -> str:
+    """GSSError's (major, minor) message pairs as one phrase."""
+    parts = []
+    for arg in exc.args:
+        text = arg[0] if isinstance(arg, tuple) and arg else arg
+        if text and str(text) not in parts:
+            parts.append(str(text))
+    return ": ".join(parts) or type(exc).__name__
 
 
 @contextmanager
@@ -90,8 +267,17 @@ def session(settings: Settings) -> Iterator[KazooClient]:
         client.close()
 
 
-def guarded(what: str, hosts: str, call: Callable[[], T]) -> T:
-    """Run a ZooKeeper call, turning session trouble into MetadataUnavailableError."""
+def guarded(
+    what: str,
+    hosts: str,
+    call: Callable[[], T],
+    *,
+    refused: Callable[[], MetadataAccessError] | None = None,
+) -> T:
+    """Run a ZooKeeper call, turning session trouble into MetadataUnavailableError and a
+    refusal (``NoAuth``) into MetadataAccessError: ``refused()``'s, which names the
+    identity, the permission and the znode (``MetadataStore.refusal``), where the caller
+    knows them."""
     try:
         return call()
     except UNAVAILABLE as exc:
@@ -100,7 +286,10 @@ def guarded(what: str, hosts: str, call: Callable[[], T]) -> T:
             "the operation stopped and nothing was deleted"
         ) from exc
     except NoAuthError as exc:
-        raise MetadataError(
-            f"ZooKeeper refused access while {what}: set LEDGERGC_ZK_DIGEST to the identity "
-            "that owns the metadata"
+        if refused is not None:
+            raise refused() from exc
+        raise MetadataAccessError(
+            f"ZooKeeper at {hosts} refused {what} (NoAuth): the identity ledger-gc connects "
+            "as lacks a permission there; connect as the identity its ACL names (SASL, "
+            "LEDGERGC_ZK_DIGEST or a client certificate). Nothing was deleted"
         ) from exc

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
@@ -208,8 +208,11 @@ def _apply_scan(
         # What each source sees against the previous applied scan (e.g. a gone topic
         # whose BookKeeper ledgers still grow): held now, remembered for the next.
         compared = compare_by_source(candidates, entries, diff, before, number)
-        for prefix in compared.held:
-            candidates.pop(prefix, None)
+        held_now = []
+        for prefix, why in compared.held.items():
+            candidate = candidates.pop(prefix, None)
+            if candidate is not None:  # recorded with the others held: reports count it so
+                held_now.append(horizon.Held(candidate, prefix, why, False).to_dict())
         # An entry registered after the survey read the registry (another cycle's) has
         # no facts here; it gets the generic reason (reasons are text, never a verdict).
         missing = [
@@ -246,6 +249,7 @@ def _apply_scan(
         applied = replace(
             result,
             applied=True,
+            held=[*result.held, *held_now],
             scan_number=number,
             snapshot_started_ms=diff.snapshot_started_ms,
             snapshot_sequence=sequence,
@@ -306,23 +310,30 @@ def step_delete(
     executors."""
     steps = RunSteps(settings, run_id)
     applied = steps.read_record(PHASES, PhasesRecord) or PhasesRecord()
+    # What an earlier attempt of this step deleted (Airflow's retry of the task, same
+    # run: say its lock was lost half-way) stays in this run's record and report.
+    earlier = steps.read_record(DELETE, DeleteRecord, required=False)
+    carried = [r for r in earlier.results if r.action == outcomes.DELETED] if earlier else []
     steps.start_step(DELETE)
     deleting_now = options.deleting(settings)
     result = DeleteRecord(deleting=deleting_now)
+    record = _DeleteRecorder(steps, carried)
     if not applied.applied:
         result = replace(
             result, skipped="the scan was not applied (see the refusals); nothing deleted"
         )
-        steps.write_record(DELETE, result)
-        return result
+        return record(result)
     wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     if distribute_over is None:
         distribute_over = settings.orphan_delete_spark_over
+    # BookKeeper's znode deletes are fenced by a lock of its ensemble's when its sessions
+    # are not Pulsar's: both are taken before anything is read or sent.
+    bookkeeper = settings.bookkeeper_settings() if settings.bookkeeper != "false" else None
     try:
-        with delete_lock(settings, run_id, wait) as lock:
+        with delete_lock(settings, run_id, wait, bookkeeper=bookkeeper) as lock:
             return _delete_under_lock(
                 settings,
-                steps,
+                record,
                 result,
                 spark,
                 clock,
@@ -332,8 +343,20 @@ def step_delete(
             )
     except DeleteLockBusy as exc:
         log.warning("orphan cycle %s: %s", run_id, exc)
-        result = replace(result, skipped=str(exc), lock_busy=True)
-        steps.write_record(DELETE, result)
+        return record(replace(result, skipped=str(exc), lock_busy=True))
+
+
+@dataclass(frozen=True)
+class _DeleteRecorder:
+    """Writes the delete step's record with what earlier attempts of it deleted."""
+
+    steps: RunSteps
+    carried: list[outcomes.RecheckResult]
+
+    def __call__(self, result: DeleteRecord) -> DeleteRecord:
+        if self.carried:
+            result = replace(result, results=[*self.carried, *result.results])
+        self.steps.write_record(DELETE, result)
         return result
 
 
@@ -346,7 +369,7 @@ def delete_needs_spark(settings: Settings) -> bool:
 
 def _delete_under_lock(
     settings: Settings,
-    steps: RunSteps,
+    record: _DeleteRecorder,
     result: DeleteRecord,
     spark: SparkSession | None,
     clock: Clock,
@@ -357,7 +380,7 @@ def _delete_under_lock(
     """Phase 3 proper, holding the delete lock. Everything is read *after* the lock was
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
-    run_id = steps.run_id
+    run_id = record.steps.run_id
     registry = OrphanRegistry(settings)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
@@ -366,8 +389,7 @@ def _delete_under_lock(
             skipped=f"a newer scan (run {latest.run_id if latest else '?'}) was applied "
             "since; only the latest run may delete",
         )
-        steps.write_record(DELETE, result)
-        return result
+        return record(result)
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
     _, instant, warnings = observe(settings, run_id, witness, clock)
@@ -401,14 +423,14 @@ def _delete_under_lock(
         spark=spark,
         distribute_over=distribute_over,
         ours=ours,
+        fence_for=lock.fence_for,
     )
     results = delete_by_source(request, list(plan.eligible))
     # Audited ahead by the delete path (deletion.Deleter).
     result = replace(result, results=results)
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
-        result = replace(result, failed=unavailable[0].error)
-        steps.write_record(DELETE, result)
+        result = record(replace(result, failed=unavailable[0].error))
         done = sum(1 for r in results if r.action == outcomes.DELETED)
         # A delete sent whose answer was lost says so (it may have been applied).
         sent = [r.reason for r in unavailable if r.action == outcomes.FAILED]
@@ -422,12 +444,10 @@ def _delete_under_lock(
         # What was deleted is in the audit log; the registry is left for the cycle that
         # holds the lock now (it re-checks, and closes what is gone as ``gone``). A
         # ZooKeeper outage loses the lock too, and is reported as such above.
-        result = replace(result, skipped=lock.lost(), lock_lost=True)
-        steps.write_record(DELETE, result)
+        record(replace(result, skipped=lock.lost(), lock_lost=True))
         raise DeleteLockLost(str(lock.lost()))
     _apply_delete_results(registry, results, run_id, latest.number, now)
-    steps.write_record(DELETE, result)
-    return result
+    return record(result)
 
 
 def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.OurClusters:

@@ -39,7 +39,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
 
-from ledger_gc.errors import LedgerGcError
+from ledger_gc.errors import LedgerGcError, MetadataUnavailableError
+from ledger_gc.metadata.fencing import Fence
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.settings import Settings
 
@@ -49,8 +50,15 @@ log = logging.getLogger(__name__)
 #: for sure: the server expires it a timeout after its last answer, which kazoo may
 #: report up to 2/3 of a timeout late.
 SUSPENDED_SAFE_FRACTION = 0.25
+#: How often (a share of the session timeout) ``should_stop`` asks the server whether
+#: the lock node is still there: a session that answered a look lives on for at least a
+#: timeout after it.
+LOOK_FRACTION = 1 / 3
 
 DELETE_LOCK_PATH = "/ledger-gc/locks/orphan-delete"
+#: The lock whose node fences BookKeeper's writes when its metadata is not reached with
+#: Pulsar's session (another ensemble, chroot or identity): below BookKeeper's chroot.
+BOOKKEEPER_LOCK_PATH = "/ledger-gc/locks/bookkeeper-delete"
 
 
 class DeleteLockBusy(LedgerGcError):
@@ -60,20 +68,35 @@ class DeleteLockBusy(LedgerGcError):
 class DeleteLock:
     """kazoo's ``Lock`` on one session, told when that session is suspended or lost.
 
-    Use it as a context manager (``acquire`` on enter, ``release`` on exit), and pass
-    ``lost`` (or ``should_stop``) to whatever sends delete requests while it is held."""
+    Use it through ``delete_lock`` (``acquire`` on enter, ``release`` on exit), and pass
+    ``should_stop`` to whatever sends delete requests while it is held, and ``fence_for``
+    to whatever sends ZooKeeper deletes."""
 
     def __init__(
-        self, client: KazooClient, hosts: str, run_id: str, session_timeout_s: float = 15.0
+        self,
+        client: KazooClient,
+        settings: Settings,
+        run_id: str,
+        *,
+        path: str = DELETE_LOCK_PATH,
     ) -> None:
+        """``client``: a session of ``settings``."""
         self._client = client
-        self._hosts = hosts
-        self._lock = client.Lock(DELETE_LOCK_PATH, identifier=run_id)
+        self._settings = settings
+        self._hosts = settings.zk_hosts
+        self._path = path
+        self._lock = client.Lock(path, identifier=run_id)
         self._lost: str | None = None
         self._suspended_at: float | None = None
-        self._safe_s = session_timeout_s * SUSPENDED_SAFE_FRACTION
+        self._safe_s = settings.zk_timeout_seconds * SUSPENDED_SAFE_FRACTION
+        self._look_s = settings.zk_timeout_seconds * LOOK_FRACTION
+        self._looked_at = 0.0
+        self._looking = threading.Lock()  # one look at the server at a time
         self._held = False
+        self._fence: Fence | None = None
         self._mutex = threading.Lock()
+        # The lock of BookKeeper's ensemble, taken after this one (``delete_lock``).
+        self._bookkeeper: DeleteLock | None = None
         client.add_listener(self._on_state)
 
     def _on_state(self, state: str) -> bool:
@@ -91,7 +114,7 @@ class DeleteLock:
 
     def _lose(self, how: str) -> None:
         self._lost = (
-            f"the delete lock {DELETE_LOCK_PATH} was lost: its ZooKeeper session at "
+            f"the delete lock {self._path} was lost: its ZooKeeper session at "
             f"{self._hosts} {how}, so another cycle may hold it; this cycle stopped "
             "deleting before its next request, and the next run re-checks what is left"
         )
@@ -106,10 +129,37 @@ class DeleteLock:
 
         with self._mutex:
             self._held = True  # a suspension while it is being taken counts as a loss
-        got = guarded(f"taking the delete lock {DELETE_LOCK_PATH}", self._hosts, take)
+        got = guarded(f"taking the delete lock {self._path}", self._hosts, take)
+        if got:
+            node = f"{self._lock.path}/{self._lock.node}"
+            stat = guarded("reading the lock node", self._hosts, lambda: self._client.exists(node))
+            if stat is None:  # lost already (the session went while it was taken)
+                got = False
+            else:
+                self._fence = Fence(self._client, self._hosts, node, stat.version)
+                self._looked_at = time.monotonic()
         with self._mutex:
             self._held = got
         return got
+
+    @property
+    def fence(self) -> Fence:
+        """This lock's fence: writes on its session, refused once its node is gone."""
+        if self._fence is None:
+            raise RuntimeError(f"the delete lock {self._path} is not held")
+        return self._fence
+
+    def fence_for(self, settings: Settings) -> Fence:
+        """The fence for writes with ``settings``' sessions: this lock's own for the
+        settings it was taken with, the BookKeeper lock's for BookKeeper's. Any other
+        settings have none (a programming error: ``delete_lock`` names them first)."""
+        if settings == self._settings:
+            return self.fence
+        if self._bookkeeper is not None and settings == self._bookkeeper._settings:
+            return self._bookkeeper.fence
+        raise RuntimeError(
+            f"no delete lock is held at {settings.zk_hosts}: take it with delete_lock(...)"
+        )
 
     def holder(self) -> str:
         holders = guarded("reading the lock", self._hosts, self._lock.contenders)
@@ -118,19 +168,19 @@ class DeleteLock:
     def release(self) -> None:
         with self._mutex:
             self._held = False
+        self._fence = None
         try:
             self._lock.release()
         except KazooException as exc:
             # The session is gone (ZooKeeper went away mid-delete): its ephemeral lock
             # node goes with it, and the error that matters is the one in flight.
-            log.warning(
-                "could not release %s (%s); it ends with the session", DELETE_LOCK_PATH, exc
-            )
+            log.warning("could not release %s (%s); it ends with the session", self._path, exc)
         finally:
             self._client.remove_listener(self._on_state)
 
     def lost(self) -> str | None:
         """Why the lock is no longer this cycle's for sure (None: still held)."""
+        fence = self._fence
         with self._mutex:
             suspended = self._suspended_at
             if (
@@ -142,6 +192,36 @@ class DeleteLock:
                     f"has been suspended for more than {self._safe_s:g} s (the server "
                     "may have expired it)"
                 )
+            if self._lost is None and fence is not None and fence.gone is not None:
+                self._lose(f"ended: {fence.gone}")
+            lost = self._lost
+        if lost is None and fence is not None:
+            lost = self._look(fence)
+        if lost is None and self._bookkeeper is not None:
+            lost = self._bookkeeper.lost()
+        return lost
+
+    def _look(self, fence: Fence) -> str | None:
+        """Ask the server whether the lock node is still there, when more than
+        ``LOOK_FRACTION`` of the session timeout passed since the last answer: a process
+        frozen longer than that learns it on its first request after. Only while
+        connected, one look at a time: a dropped connection is the listener's to judge
+        (the session, and the lock, may well live on)."""
+        if time.monotonic() - self._looked_at <= self._look_s or not self._client.connected:
+            return None
+        if not self._looking.acquire(blocking=False):
+            return None  # another thread is asking right now
+        try:
+            held = fence.held()
+        except MetadataUnavailableError:
+            return None  # the connection dropped meanwhile: the listener's turn
+        finally:
+            self._looking.release()
+        with self._mutex:
+            if held:
+                self._looked_at = time.monotonic()
+            elif self._lost is None:
+                self._lose(f"ended: {fence.gone}")
             return self._lost
 
     def should_stop(self) -> bool:
@@ -149,19 +229,43 @@ class DeleteLock:
 
 
 @contextmanager
-def delete_lock(settings: Settings, run_id: str, wait_seconds: float) -> Iterator[DeleteLock]:
-    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``."""
+def delete_lock(
+    settings: Settings,
+    run_id: str,
+    wait_seconds: float,
+    *,
+    bookkeeper: Settings | None = None,
+    what: str = "the orphans stay registered and the next run retries",
+    path: str = DELETE_LOCK_PATH,
+) -> Iterator[DeleteLock]:
+    """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``.
+
+    ``bookkeeper``: the settings of BookKeeper's sessions, when its znodes are to be
+    deleted or created: if they are not ``settings`` (another ensemble, chroot or
+    identity), the lock there (``BOOKKEEPER_LOCK_PATH``) is taken too, after this one,
+    before the block runs, so a cycle never starts deleting without both. ``what``: what
+    a caller that gets neither is told happens next."""
     with session(settings) as client:
-        lock = DeleteLock(client, settings.zk_hosts, run_id, settings.zk_timeout_seconds)
+        lock = DeleteLock(client, settings, run_id, path=path)
         if not lock.acquire(wait_seconds):
             holder = lock.holder()
             lock.release()
             raise DeleteLockBusy(
-                f"another orphan cycle ({holder}) held the delete lock {DELETE_LOCK_PATH} "
+                f"another run ({holder}) held the delete lock {path} at {settings.zk_hosts} "
                 f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
-                "nothing was deleted, the orphans stay registered and the next run retries"
+                f"nothing was deleted or restored, {what}"
             )
         try:
-            yield lock
+            if bookkeeper is None or bookkeeper == settings:
+                yield lock
+                return
+            with delete_lock(
+                bookkeeper, run_id, wait_seconds, what=what, path=BOOKKEEPER_LOCK_PATH
+            ) as other:
+                lock._bookkeeper = other
+                try:
+                    yield lock
+                finally:
+                    lock._bookkeeper = None
         finally:
             lock.release()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ledger_gc.bookkeeper.survey import check_layout
-from ledger_gc.errors import MetadataError, MetadataUnavailableError
+from ledger_gc.errors import MetadataAccessError, MetadataError, MetadataUnavailableError
 from ledger_gc.metadata.zk_client import session
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
@@ -30,7 +30,8 @@ def check_servers(settings: Settings) -> None:
         pass
     with _reached():
         # Also refuses a BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true
-        # and no LAYOUT, a layout ledger-gc cannot read): a setting to fix, one line.
+        # and no LAYOUT, a layout ledger-gc cannot read, an identity refused READ on it):
+        # a setting to fix, one line.
         check_layout(settings)
     if settings.block_store:
         LedgerStorage(settings).check_bucket()
@@ -40,11 +41,12 @@ def check_servers(settings: Settings) -> None:
 
 @contextmanager
 def _reached() -> Iterator[None]:
-    """Raise only an unreachable ZooKeeper: what a reached one answers (a chroot that
-    does not exist, a refused read) is the cycle's to report."""
+    """Raise an unreachable ZooKeeper, or one that refuses ledger-gc's identity (a
+    setting to fix); what else a reached one answers (a chroot that does not exist) is
+    the cycle's to report."""
     try:
         yield
-    except MetadataUnavailableError:
+    except (MetadataUnavailableError, MetadataAccessError):
         raise
     except MetadataError:
         pass

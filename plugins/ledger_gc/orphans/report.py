@@ -92,6 +92,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
+from ledger_gc.bookkeeper.survey import with_later_holds
 from ledger_gc.orphans import layout, run_steps
 from ledger_gc.orphans.records import (
     CycleStatus,
@@ -293,17 +294,25 @@ def build_report(
         elif row["event"] == phases.CORRECTED:
             tally.add("corrected", namespace, row["target_class"], row["bytes"])
             corrected.append(_target(row, reason=row["reason"]))
-        elif row["event"] == phases.DELETED:
-            tally.add("deleted", namespace, row["target_class"], row["bytes"])
-            deleted_list.append(
-                _target(row, objects=row["objects"], bytes=row["bytes"], reason=row["reason"])
-            )
         elif row["event"] == phases.DELETE_FAILED:
             tally.add("delete_failed", namespace, row["target_class"], row["bytes"])
             failed.append({"prefix": row["prefix"], "error": row["reason"]})
     would_delete = []
     for result in delete_results:
-        if result.action == outcomes.WOULD_DELETE:
+        # What was deleted is what the delete step's results say, each once: the
+        # registry's history of it is written only when the step ends well (a cycle
+        # that lost its lock mid-way deleted some and applied none).
+        if result.action == outcomes.DELETED:
+            tally.add("deleted", result.namespace, result.target_class, result.bytes)
+            deleted_list.append(
+                _target(
+                    vars(result),
+                    objects=result.objects,
+                    bytes=result.bytes,
+                    reason=result.reason,
+                )
+            )
+        elif result.action == outcomes.WOULD_DELETE:
             tally.add("would_delete", result.namespace, result.target_class, result.bytes)
             would_delete.append(
                 _target(
@@ -417,7 +426,7 @@ def build_report(
             "scan_number": applied.scan_number if applied else None,
         },
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
-        "bookkeeper": _bookkeeper(diff, applied, deleted_list, delete_results),
+        "bookkeeper": _bookkeeper(diff, applied, delete_results),
     }
     return CycleReport(run_id, status, data)
 
@@ -462,7 +471,6 @@ def _tiered(
 def _bookkeeper(
     diff: DiffRecord | None,
     applied: PhasesRecord | None,
-    deleted: list[dict[str, Any]],
     delete_results: list[RecheckResult],
 ) -> dict[str, Any] | None:
     """The BookKeeper source's part of the cycle (None when it is off): the survey's
@@ -470,14 +478,14 @@ def _bookkeeper(
     survey = diff.bookkeeper if diff else None
     if not survey:
         return None
-    mine = [r for r in deleted if r["target_class"] in BK_ORPHAN_CLASSES]
+    survey = with_later_holds(survey, applied.held if applied else [])
     freed = [
         r
         for r in delete_results
         if r.action == outcomes.DELETED and r.target_class in BK_ORPHAN_CLASSES
     ]
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
-        "deleted": len(mine),
+        "deleted": len(freed),
         "bytes_reclaimed": sum(r.bytes for r in freed),
         # Topics another Pulsar cluster sharing this BookKeeper writes (cycle.py): held.
         "live_elsewhere": dict(applied.bookkeeper_live_elsewhere if applied else {}),

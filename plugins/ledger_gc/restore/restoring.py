@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 from ledger_gc.audit import (
     DELETED,
     DELETING,
+    NOT_DELETED,
     RESTORE,
     RESTORED,
     RESTORING,
@@ -78,6 +80,7 @@ class RestoredPrefix:
     objects_restored: int = 0
     bytes_restored: int = 0
     skipped: int = 0  # keys whose latest version is not this run's delete marker
+    already: int = 0  # restored before (a BookKeeper znode that holds the audited record)
     error: str | None = None
     bucket: str | None = None  # where it was restored (the record's bucket)
 
@@ -106,6 +109,7 @@ class RestoreReport:
             "prefixes": [asdict(p) for p in self.prefixes],
             "markers_found": sum(p.markers for p in self.prefixes),
             "objects_restored": sum(p.objects_restored for p in self.prefixes),
+            "already_restored": sum(p.already for p in self.prefixes),
             "bytes_restored": sum(p.bytes_restored for p in self.prefixes),
             "errors": sum(1 for p in self.prefixes if p.error),
             "exit_code": self.exit_code,
@@ -137,11 +141,12 @@ def restore_run(
     records = [r for r in audit.read() if r.get("run_id") == run_id]
     # BookKeeper ledgers come back by re-creating their znodes (bookkeeper/restore.py),
     # from the record written ahead of each delete: one whose answer was lost (no
-    # ``deleted`` record) may have been applied too, and a znode that exists is never
-    # replaced. The rest of the run, if any of it is recoverable, from the bucket.
+    # ``deleted`` record) may have been applied too, one ZooKeeper refused (closed by a
+    # ``not-deleted`` record) was not, and a znode that exists is never replaced. The
+    # rest of the run, if any of it is recoverable, from the bucket.
     ledgers = _bookkeeper_records(records)
-    if ledgers:
-        restored = _restore_bookkeeper(settings, audit, run_id, ledgers, dry_run, clock)
+    if ledgers is not None:
+        restored = _restore_bookkeeper(settings, audit, run_id, dry_run, clock)
         records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
         if not any(r.get("recoverable") for r in records):
             return restored
@@ -211,48 +216,77 @@ def restore_run(
         except Exception as exc:  # one prefix must not stop the others; reported
             item.error = str(exc)
             log.warning("restore of %s failed: %s", prefix, exc)
-    if ledgers:
+    if ledgers is not None:
         report.prefixes[:0] = restored.prefixes
     return report
 
 
-def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per BookKeeper ledger a run deleted or announced: its ``deleted`` record,
-    else the ``deleting`` one written ahead (both carry the record's bytes)."""
-    chosen: dict[str, dict[str, Any]] = {}
-    for record in records:
-        if record.get("target_class") not in BK_ORPHAN_CLASSES or record.get("operation") == (
-            RESTORE
-        ):
-            continue
-        status = record.get("status", DELETED)
-        if status == DELETED or (status == DELETING and record["prefix"] not in chosen):
-            chosen[str(record["prefix"])] = record
-    return list(chosen.values())
+def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The record to restore each BookKeeper ledger of a run from: the last one of its
+    deletes (an Airflow retry of the delete task runs them again, same run) decides. A
+    ``deleted`` record, or a ``deleting`` one left open (its answer was lost: it may have
+    been applied), names it; a ``not-deleted`` one (ZooKeeper refused it) does not.
+    None: the run has no BookKeeper records at all."""
+    mine = [
+        r
+        for r in records
+        if r.get("target_class") in BK_ORPHAN_CLASSES and r.get("operation") != RESTORE
+    ]
+    if not mine:
+        return None
+    last: dict[str, dict[str, Any]] = {}
+    for record in mine:  # oldest first: the log's order
+        last[str(record["prefix"])] = record
+    return [r for r in last.values() if r.get("status", DELETED) != NOT_DELETED]
 
 
 def _restore_bookkeeper(
     settings: Settings,
     audit: AuditLog,
     run_id: str,
-    records: list[dict[str, Any]],
     dry_run: bool,
     clock: Callable[[], int],
 ) -> RestoreReport:
+    """Re-create the run's deleted ledger znodes. Under the orphan cycles' delete lock,
+    fenced by it like their deletes, and the run's records are read again once it is
+    held: a cycle still deleting (or retrying) that run has closed what it refused."""
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
+    from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 
     where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )
     report.note = f"{WARNING}; {NOTE}"
-    for result in restore_ledgers(settings, audit, report.run_id, records, dry_run=dry_run):
+    with ExitStack() as stack:
+        fence = None
+        if not dry_run:
+            try:
+                lock = stack.enter_context(
+                    delete_lock(
+                        settings,
+                        report.run_id,
+                        settings.orphan_lock_wait_seconds,
+                        bookkeeper=settings.bookkeeper_settings(),
+                        what="run the restore again at once: the bookies drop a deleted "
+                        "ledger's data at their next garbage collection",
+                    )
+                )
+            except DeleteLockBusy as exc:
+                raise SafetyRefusalError(str(exc)) from None
+            fence = lock.fence_for(settings.bookkeeper_settings())
+        records = _bookkeeper_records(audit.read(run_id=run_id)) or []
+        results = restore_ledgers(
+            settings, audit, report.run_id, records, dry_run=dry_run, fence=fence
+        )
+    for result in results:
         item = RestoredPrefix(
             result["prefix"], result["target_class"], result["ml_name"], result["ledger_id"]
         )
         item.markers = 1
         item.objects_restored = 1 if result["restored"] else 0
         item.bytes_restored = result["bytes"] if result["restored"] else 0
+        item.already = 1 if result["already"] else 0
         item.error = result["error"]
         item.bucket = where
         report.prefixes.append(item)

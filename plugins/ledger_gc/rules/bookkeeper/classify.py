@@ -109,6 +109,7 @@ HOLD_SHARED = "shared-bookkeeper"
 HOLD_OFFLOAD_MISMATCH = "offloaded-copy-tag-mismatch"
 HOLD_NAME_SPELLING = "topic-name-spelling"
 HOLD_OPEN_WRITER = "gone-topic-with-open-ledger"
+HOLD_GROWING_ELSEWHERE = "gone-topic-still-growing"  # across scans (BookKeeperSource.compare)
 
 # Pulsar's tags (LedgerMetadataUtils, since Pulsar 2.3.0).
 APPLICATION = "application"
@@ -225,7 +226,7 @@ class BkLedger:
 
     ledger_id: int
     version: int  # the znode's data version when read
-    ctime_ms: int  # the record's ctime, else the znode's
+    ctime_ms: int  # the later of the record's ctime (a broker's clock) and the znode's
     state: str | None = None  # OPEN | IN_RECOVERY | CLOSED; None: unreadable
     length: int = 0
     format_version: int | None = None

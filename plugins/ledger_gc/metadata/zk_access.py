@@ -1,0 +1,172 @@
+"""Who ZooKeeper says this session is, and what a ``NoAuth`` refusal means, in one line.
+
+ZooKeeper answers ``NoAuth`` with no detail. Which permission it checked follows from the
+operation (ZooKeeper's ``PrepRequestProcessor`` and ``FinalRequestProcessor``): a read or
+a listing needs READ on the znode, a delete needs DELETE on its **parent**, a create
+CREATE on its parent. BookKeeper with ``zkEnableSecurity=true`` creates every ledger
+znode and its parents with CREATOR_ALL, i.e. ``sasl:<the bookies' principal>``, so
+another identity can neither list, read nor delete them.
+
+``refusal`` turns one refused operation into a ``MetadataAccessError`` that names:
+
+* the identity the server sees, asked with ZooKeeper's ``whoAmI`` (3.7+): ``sasl:...``,
+  ``digest:...``, ``x509:...``, or "no identity (anonymous)" (the ``ip`` identity every
+  connection has is left out); an older server: the identity the settings configure;
+* the permission, and the znode it is checked on (the parent, for a delete or create);
+* who has that permission, read from the znode's ACL where this identity may read it,
+  and the setting that would connect as one of them: for a ``sasl:`` ACL, SASL (never
+  ``LEDGERGC_ZK_DIGEST``, which cannot give that identity).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.serialization import int_struct, read_string
+from kazoo.security import ACL, Permissions
+
+from ledger_gc.errors import MetadataAccessError
+from ledger_gc.zk_security import PULSAR_NAMES, Names
+
+log = logging.getLogger(__name__)
+
+READ = "READ"
+WRITE = "WRITE"
+CREATE = "CREATE"
+DELETE = "DELETE"
+ADMIN = "ADMIN"
+_BITS = {
+    READ: Permissions.READ,
+    WRITE: Permissions.WRITE,
+    CREATE: Permissions.CREATE,
+    DELETE: Permissions.DELETE,
+    ADMIN: Permissions.ADMIN,
+}
+#: ZooKeeper's OpCode.whoAmI (ZooKeeper 3.7+).
+WHO_AM_I = 107
+ANONYMOUS = "no identity (anonymous)"
+
+
+class WhoAmI:
+    """ZooKeeper's ``whoAmI`` request in kazoo's request protocol: no body; the answer
+    is the session's identities as (scheme, user) pairs. (Not an empty namedtuple:
+    kazoo hands a response only to a request that is true.)"""
+
+    type = WHO_AM_I
+
+    def __repr__(self) -> str:
+        return "WhoAmI()"
+
+    def serialize(self) -> bytearray:
+        return bytearray()
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> list[tuple[str, str]]:
+        count = int_struct.unpack_from(buffer, offset)[0]
+        offset += int_struct.size
+        identities = []
+        for _ in range(max(count, 0)):
+            scheme, offset = read_string(buffer, offset)
+            user, offset = read_string(buffer, offset)
+            identities.append((scheme or "", user or ""))
+        return identities
+
+
+def who_am_i(client: KazooClient, timeout: float = 5.0) -> list[tuple[str, str]] | None:
+    """The session's identities as the server sees them; None when it cannot say (a
+    server older than 3.7 answers UNIMPLEMENTED, or the session is in trouble)."""
+    try:
+        answer = client.handler.async_result()
+        client._call(WhoAmI(), answer)
+        return list(answer.get(timeout=timeout))
+    except Exception as exc:  # only a message depends on it
+        log.debug("whoAmI failed: %s", exc)
+        return None
+
+
+def describe(identities: list[tuple[str, str]] | None, configured: str | None = None) -> str:
+    """``sasl:bookkeeper`` (a TLS client certificate's identity after it: ``(also
+    x509:CN=...)``), or "no identity (anonymous)"; the ``ip`` identity every connection
+    has is left out. Unknown: the configured one."""
+    if identities is None:
+        return configured or "the identity ledger-gc connects as"
+    order = {"sasl": 0, "digest": 1, "x509": 2}
+    named = sorted(
+        (f"{scheme}:{user}" for scheme, user in identities if scheme != "ip"),
+        key=lambda who: order.get(who.partition(":")[0], 3),
+    )
+    if not named:
+        return ANONYMOUS
+    return named[0] + (f" (also {', '.join(named[1:])})" if len(named) > 1 else "")
+
+
+def holder(acl: ACL) -> str:
+    """One ACL entry's identity, as ``describe`` writes it (a digest's hash left out)."""
+    scheme, ident = acl.id.scheme, acl.id.id
+    if scheme == "digest":
+        ident = ident.partition(":")[0]
+    return f"{scheme}:{ident}"
+
+
+def _fix(holders: list[str], permission: str, names: Names) -> str:
+    """What to set so that ledger-gc connects as one who has the permission."""
+    for who in holders:
+        scheme, _, ident = who.partition(":")
+        if scheme == "sasl":
+            return (
+                f"connect as {ident} with SASL ({names('sasl_username')}, or "
+                f"{names('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
+                "zkEnableSecurity=true gives ledger znodes and their parents to the bookies' "
+                "SASL identity"
+            )
+        if scheme == "digest":
+            return f"set LEDGERGC_ZK_DIGEST to {ident}'s user:password"
+        if scheme == "x509":
+            return f"connect with {ident}'s client certificate ({names('tls_cert')})"
+        if scheme == "ip":
+            return f"run ledger-gc from {ident}"
+    return (
+        f"connect as an identity that has {permission} there: for BookKeeper with "
+        f"zkEnableSecurity=true, the bookies' SASL identity ({names('sasl_username')} or "
+        f"{names('jaas')}); else grant it to ledger-gc's (setAcl)"
+    )
+
+
+def refusal(
+    client: KazooClient,
+    hosts: str,
+    *,
+    what: str,
+    permission: str,
+    znode: str,
+    checked: str | None = None,
+    names: Names = PULSAR_NAMES,
+    configured: str | None = None,
+) -> MetadataAccessError:
+    """The error of one refused operation: ``permission`` on ``checked`` (``znode``
+    itself, or its parent for a delete or create), the identity, who has it, the fix."""
+    checked = checked or znode
+    identity = describe(who_am_i(client), configured)
+    where = checked if checked == znode else f"{checked}, the parent of {znode}"
+    text = f"ZooKeeper at {hosts} refused {what}: {identity} lacks {permission} on {where}"
+    acl = _acl(client, checked)
+    holders: list[str] = []
+    if acl is None:
+        text += " (whose ACL it cannot read either)"
+    else:
+        holders = [holder(entry) for entry in acl if entry.perms & _BITS[permission]]
+        given = ", ".join(holders) if holders else "no one"
+        text += f", whose ACL gives it to {given}"
+    text += f"; {_fix(holders, permission, names)}"
+    return MetadataAccessError(text, identity=identity, permission=permission, znode=checked)
+
+
+def _acl(client: KazooClient, znode: str) -> list[ACL] | None:
+    """The znode's ACL, or None where it cannot be read (ZooKeeper asks READ or ADMIN)."""
+    try:
+        acl: Any = client.get_acls(znode)[0]
+        return list(acl)
+    except Exception:  # a message depends on it, nothing else
+        return None

@@ -1,0 +1,431 @@
+"""ledger-gc against a ZooKeeper secured as a production Pulsar cluster's: TLS and SASL.
+
+One real ZooKeeper for the module (``ZooKeeperSecurity``): a ``secureClientPort`` served by
+Netty that asks for a client certificate (keystore and truststore made with ``openssl``
+and ``keytool``), SASL logins from a JAAS ``Server`` section, and a plain port beside it
+on which a test plants data. Each test gets its own chroot. BookKeeper's znodes are
+written as a bookie with ``zkEnableSecurity=true`` writes them: by its SASL session
+(``sasl:bookkeeper``), every znode and its parents CREATOR_ALL; the operator has given a
+read-only account, ``gc``, READ on them. Pulsar's records are open, as Pulsar writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.security import CREATOR_ALL_ACL, make_acl
+from zk_pki import PASSWORD, Pki, make_pki
+
+from ledger_gc import cli
+from ledger_gc.audit import AuditLog
+from ledger_gc.errors import ConfigError, MetadataAccessError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.settings import Settings
+from ledger_gc.zk_security import ZkSecurity
+from local_stack.server_process import LocalStackError
+from local_stack.zookeeper import ZooKeeperSecurity, ZooKeeperServer
+from pulsar_cluster import PulsarCluster, ml_tags
+
+pytestmark = pytest.mark.spark
+
+USERS = {"bookkeeper": "bk-secret", "gc": "gc-secret", "mallory": "mallory-secret"}
+NS = "public/default"
+ORDERS = f"{NS}/persistent/orders"
+GONE = f"{NS}/persistent/deleted-topic"
+
+
+@dataclass
+class SecureZooKeeper:
+    server: ZooKeeperServer
+    pki: Pki
+    root: KazooClient  # anonymous, on the plain port: makes the tests' chroots
+
+
+@pytest.fixture(scope="module")
+def secure_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureZooKeeper]:
+    base = tmp_path_factory.mktemp("secure-zookeeper")
+    pki = make_pki(base / "pki")
+    server = ZooKeeperServer(
+        base / "zookeeper",
+        log_dir=base / "logs",
+        security=ZooKeeperSecurity(
+            keystore=pki.server_keystore,
+            keystore_password=PASSWORD,
+            truststore=pki.truststore,
+            truststore_password=PASSWORD,
+            client_auth="need",
+            sasl_users=USERS,
+        ),
+    )
+    try:
+        server.start()
+    except LocalStackError as exc:
+        pytest.fail(f"secure ZooKeeper did not start (logs in {server.log_dir}): {exc}")
+    root = KazooClient(hosts=server.hosts, timeout=10)
+    root.start(timeout=30)
+    try:
+        yield SecureZooKeeper(server, pki, root)
+    finally:
+        root.stop()
+        root.close()
+        server.stop()
+
+
+@dataclass
+class Secured:
+    """A test's chroot on the secure server, Pulsar's and BookKeeper's sides planted."""
+
+    zookeeper: SecureZooKeeper
+    chroot: str
+    state_dir: Path
+    cluster: PulsarCluster
+    orphans: set[int]
+    kept: set[int]
+
+    def settings(self, user: str | None = "bookkeeper", **security: Any) -> Settings:
+        """TLS (a client certificate) and a SASL login as ``user``: a Pulsar cluster's
+        orphan cycle with no block store, deleting, no grace or retention."""
+        pki = self.zookeeper.pki
+        tls: dict[str, Any] = dict(
+            tls=True, tls_ca=str(pki.ca), tls_cert=str(pki.client_cert), tls_key=str(pki.client_key)
+        )
+        if user is not None:
+            tls |= dict(sasl_mechanism="DIGEST-MD5", sasl_username=user)
+            tls |= dict(sasl_password=USERS.get(user, "wrong"))
+        return Settings(
+            zk_hosts=self.zookeeper.server.secure_hosts + self.chroot,
+            zk_security=ZkSecurity(**(tls | security)),
+            bucket="",
+            delete_enabled=True,
+            grace_seconds=0,
+            retention_seconds=0,
+            orphan_max_fraction=1.0,
+            state_dir=self.state_dir,
+        )
+
+    def exists(self, ledger_id: int) -> bool:
+        return self.cluster.client.exists(self.cluster.path(ledger_id)) is not None
+
+
+def _bookie(server: ZooKeeperServer, chroot: str) -> KazooClient:
+    """A bookie's session with zkEnableSecurity=true: SASL, CREATOR_ALL (and the operator's
+    read-only account may read)."""
+    client = KazooClient(
+        hosts=server.hosts + chroot,
+        sasl_options={"mechanism": "DIGEST-MD5", "username": "bookkeeper", "password": "bk-secret"},
+        default_acl=[*CREATOR_ALL_ACL, make_acl("sasl", "gc", read=True)],
+        timeout=10,
+    )
+    client.start(timeout=30)
+    return client
+
+
+@pytest.fixture
+def secured(secure_zookeeper: SecureZooKeeper, tmp_path: Path) -> Iterator[Secured]:
+    chroot = f"/s{uuid.uuid4().hex[:10]}"
+    secure_zookeeper.root.ensure_path(chroot)
+    pulsar = KazooClient(hosts=secure_zookeeper.server.hosts + chroot, timeout=10)
+    pulsar.start(timeout=30)
+    bookie = _bookie(secure_zookeeper.server, chroot)
+    cluster = PulsarCluster(pulsar, bookkeeper=bookie).init(idgen=False)
+    cluster.namespace(NS)
+    # Three leaf directories (/ledgers/00/0000, 0001, 0002): the survey reads them on
+    # Spark's executors, each over its own TLS + SASL session.
+    live = [cluster.ledger(ml_tags(ORDERS), ledger_id=lid) for lid in (5, 20_005)]
+    leaked = [cluster.ledger(ml_tags(ORDERS), ledger_id=lid) for lid in (6, 10_003)]
+    gone = cluster.ledger(ml_tags(GONE), ledger_id=10_004)
+    foreign = cluster.ledger({}, ledger_id=10_006)
+    cluster.managed_ledger(ORDERS, live)
+    try:
+        yield Secured(
+            secure_zookeeper,
+            chroot,
+            tmp_path / "state",
+            cluster,
+            orphans={*leaked, gone},
+            kept={*live, foreign},
+        )
+    finally:
+        for client in (pulsar, bookie):
+            client.stop()
+            client.close()
+
+
+def run_cli(
+    settings: Settings, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``ledgergc ARGS`` in a process of its own, configured by the environment alone."""
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_gc.cli", *args],
+        env={**settings.to_env(), "PATH": "/usr/bin:/bin", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=settings.state_dir.parent,
+    )
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def cli_in_process(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+) -> tuple[int, dict[str, Any]]:
+    """``ledgergc ARGS --json`` here (the session's Spark is the one it finds), from the
+    environment alone."""
+    for name, value in settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    status = cli.main([*args, "--json"])
+    return status, json.loads(capsys.readouterr().out)
+
+
+# --- the whole cycle ----------------------------------------------------------------
+
+
+def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
+    secured: Secured,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``ledgergc orphans`` (grace and retention 0: registered, re-checked and deleted in
+    one cycle), configured by the environment alone; the survey reads BookKeeper's three
+    leaf directories on Spark's executors."""
+    settings = secured.settings("bookkeeper")
+
+    with caplog.at_level(logging.INFO, logger="ledger_gc.bookkeeper.survey"):
+        status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")
+
+    assert status == 0, report
+    assert "3 shards on Spark" in caplog.text
+    assert report["bookkeeper"]["ledgers"] == len(secured.orphans | secured.kept)
+    assert {d["ledger_id"] for d in report["deleted"]} == secured.orphans
+    assert not any(secured.exists(lid) for lid in secured.orphans)
+    assert all(secured.exists(lid) for lid in secured.kept)
+    done = [r for r in AuditLog(settings).read(run_id=report["run_id"]) if r["status"] == "deleted"]
+    assert {r["ledger_id"] for r in done} == secured.orphans
+    bookies = [[31, "sasl", "bookkeeper"], [1, "sasl", "gc"]]
+    assert all(r["znode_acl"] == bookies for r in done)
+
+    # Put back with the ACL they had: the bookies' own, never ledger-gc's. The read-only
+    # account may not: ZooKeeper wants CREATE on the parent.
+    from ledger_gc.restore.restoring import restore_run
+
+    refused = restore_run(secured.settings("gc"), report["run_id"]).to_dict()
+    assert refused["objects_restored"] == 0 and refused["errors"] == len(secured.orphans)
+    why = refused["prefixes"][0]["error"]
+    assert "sasl:gc (also x509:CN=ledger-gc) lacks CREATE on /ledgers/00/" in why, why
+    assert "whose ACL gives it to sasl:bookkeeper" in why
+    restored = restore_run(settings, report["run_id"]).to_dict()
+    assert restored["objects_restored"] == len(secured.orphans), restored
+    for lid in secured.orphans:
+        acl, _ = secured.cluster.bk.get_acls(secured.cluster.path(lid))
+        assert [[a.perms, a.id.scheme, a.id.id] for a in acl] == bookies
+
+
+# --- refusals -------------------------------------------------------------------------
+
+
+def test_an_identity_without_delete_rights_deletes_nothing_and_says_why(
+    secured: Secured,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The operator's read-only account (READ, no DELETE on the ledgers' parents) runs a
+    deleting cycle: the survey works, every delete is refused, nothing goes, and the run
+    fails (exit 1) saying who lacks what where, and who has it."""
+    reader = secured.settings("gc")
+
+    status, report = cli_in_process(reader, monkeypatch, capsys, "orphans")
+
+    assert status == 1, report
+    assert report["deleted"] == []
+    assert all(secured.exists(lid) for lid in secured.orphans | secured.kept)
+    failed = {f["prefix"]: f["error"] for f in report["failed"]}
+    znodes = {secured.cluster.path(lid): lid for lid in secured.orphans}
+    assert {prefix.removeprefix("bookkeeper:") for prefix in failed} == set(znodes)
+    parent = secured.cluster.path(10_003).rsplit("/", 1)[0]
+    why = failed[f"bookkeeper:{secured.cluster.path(10_003)}"]
+    assert f"sasl:gc (also x509:CN=ledger-gc) lacks DELETE on {parent}, the parent of " in why
+    assert f"{parent}/L0003" in why, why
+    assert "whose ACL gives it to sasl:bookkeeper" in why and "connect as bookkeeper" in why
+    assert "LEDGERGC_ZK_DIGEST" not in why
+    # Announced ahead, then closed as not deleted, with why: nothing reads as deleted.
+    records = AuditLog(reader).read(run_id=report["run_id"])
+    statuses = sorted(r["status"] for r in records)
+    assert statuses == ["deleting"] * 3 + ["not-deleted"] * 3
+    assert all("lacks DELETE" in r["reason"] for r in records if r["status"] == "not-deleted")
+    # Still registered: the next run, with the right identity, deletes them.
+    assert {e.ledger_id for e in OrphanRegistry(reader).entries().values()} == secured.orphans
+
+
+def test_an_identity_that_cannot_read_the_ledgers_is_refused_in_one_line(
+    secured: Secured,
+) -> None:
+    done = run_cli(secured.settings("mallory"), "orphans", "--dry-run")
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert "sasl:mallory (also x509:CN=ledger-gc) lacks READ on /ledgers/LAYOUT" in line, line
+    assert "LEDGERGC_ZK_DIGEST" not in line
+    assert OrphanRegistry(secured.settings()).entries() == {}
+
+
+def test_no_identity_at_all_is_named_as_anonymous(secured: Secured) -> None:
+    anonymous = secured.settings(None)
+    with MetadataStore.open(anonymous) as store, pytest.raises(MetadataAccessError) as err:
+        store.get_many([secured.cluster.path(5), secured.cluster.path(6)])
+    assert "x509:CN=ledger-gc lacks READ" in str(err.value)
+    with MetadataStore.open(anonymous) as store:
+        assert zk_access.describe(zk_access.who_am_i(store.client)) == "x509:CN=ledger-gc"
+    assert zk_access.describe([("ip", "127.0.0.1")]) == zk_access.ANONYMOUS
+
+
+def test_a_plain_client_on_the_secure_port_gets_a_clear_error_at_once(secured: Secured) -> None:
+    plain = secured.settings(None)
+    plain = replace(plain, zk_security=ZkSecurity(), zk_timeout_seconds=30.0)
+    started = time.monotonic()
+    done = run_cli(plain, "status")
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert "speaks TLS" in line and "LEDGERGC_ZK_TLS=true" in line, line
+    assert took < 15, f"{took:.1f} s: a hang until the 30 s session time out"
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"tls_ca": None}, ["certificate is not trusted", "LEDGERGC_ZK_TLS_CA"]),
+        ({"tls_cert": None, "tls_key": None}, ["asks for a client certificate", "_TLS_CERT"]),
+        ({"tls_cert": "rogue_cert", "tls_key": "rogue_key"}, ["refused ledger-gc's client"]),
+        ({"sasl_password": "wrong"}, ["refused the SASL DIGEST-MD5 login as 'bookkeeper'"]),
+        ({"plain_port": True}, ["does not speak TLS", "secureClientPort"]),
+    ],
+)
+def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
+    secured: Secured, change: dict[str, Any], words: list[str]
+) -> None:
+    pki = secured.zookeeper.pki
+    settings = secured.settings("bookkeeper")
+    parts = {k: str(getattr(pki, v)) if v in ("rogue_cert", "rogue_key") else v
+             for k, v in change.items() if k != "plain_port"}  # fmt: skip
+    settings = replace(settings, zk_security=replace(settings.zk_security, **parts))
+    if change.get("plain_port"):
+        settings = replace(settings, zk_hosts=secured.zookeeper.server.hosts + secured.chroot)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+        pass
+    assert time.monotonic() - started < 10
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+def test_a_bad_setting_exits_2_in_one_line_before_anything_runs(secured: Secured) -> None:
+    done = run_cli(
+        secured.settings("bookkeeper"),
+        "orphans",
+        env={"LEDGERGC_ZK_TLS_KEY": "", "LEDGERGC_ZK_TLS_CERT": str(secured.zookeeper.pki.ca)},
+    )
+    assert done.returncode == 2
+    assert "LEDGERGC_ZK_TLS_CERT is set but LEDGERGC_ZK_TLS_KEY is not" in one_line(done)
+
+
+def test_gssapi_without_a_kerberos_ticket_is_one_line(secured: Secured, tmp_path: Path) -> None:
+    """GSSAPI's configuration path, up to the ticket: this machine has no KDC, so the
+    Kerberos library itself says what is missing."""
+    kerberos = secured.settings(None, sasl_mechanism="GSSAPI")
+    done = run_cli(
+        kerberos,
+        "status",
+        env={
+            "KRB5_CONFIG": str(tmp_path / "no-krb5.conf"),
+            "KRB5_CLIENT_KTNAME": str(tmp_path / "no.keytab"),
+            "KRB5CCNAME": f"FILE:{tmp_path / 'no-ccache'}",
+        },
+    )
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert "GSSAPI: no Kerberos ticket for zookeeper/127.0.0.1" in line, line
+    assert "KRB5_CLIENT_KTNAME" in line
+
+
+# --- the forms brokers keep their material in; what executors receive -------------
+
+
+def test_a_brokers_pkcs12_keystore_and_keytool_truststore_connect(secured: Secured) -> None:
+    pki = secured.zookeeper.pki
+    stores = secured.settings(
+        "bookkeeper",
+        tls_ca=str(pki.truststore),
+        tls_truststore_password=PASSWORD,
+        tls_cert=str(pki.client_keystore),
+        tls_key=None,
+        tls_keystore_password=PASSWORD,
+    )
+    with MetadataStore.open(stores.bookkeeper_settings()) as store:
+        assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
+        assert ("sasl", "bookkeeper") in (zk_access.who_am_i(store.client) or [])
+
+
+def test_an_executor_connects_with_what_it_receives_not_the_drivers_files(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """Settings reach an executor pickled (a closure, a broadcast); the files the driver
+    named need not exist where it runs."""
+    driver_files = tmp_path / "driver-only"
+    shutil.copytree(secured.zookeeper.pki.directory, driver_files)
+    on_driver = secured.settings(
+        "bookkeeper",
+        tls_ca=str(driver_files / "ca.pem"),
+        tls_cert=str(driver_files / "client.pem"),
+        tls_key=str(driver_files / "client.key"),
+    )
+    shipped = pickle.dumps(on_driver)
+    shutil.rmtree(driver_files)
+    on_executor = pickle.loads(shipped)
+    with MetadataStore.open(on_executor) as store:
+        assert sorted(store.children_of_many(["/ledgers/00"])[0]) == ["0000", "0001", "0002"]
+
+
+def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: Secured) -> None:
+    """Pulsar's metadata on a plain port with no login, BookKeeper's behind TLS and
+    SASL: the LEDGERGC_BK_ZK_* settings are BookKeeper's alone."""
+    from ledger_gc.bookkeeper.survey import survey
+
+    server = secured.zookeeper.server
+    secure = secured.settings("bookkeeper")
+    mixed = replace(
+        secure,
+        zk_hosts=server.hosts + secured.chroot,
+        zk_security=ZkSecurity(),
+        bk_zk_hosts=server.secure_hosts + secured.chroot,
+        bk_zk_security=secure.zk_security,
+    )
+    found = survey(Settings.from_env(mixed.to_env()))
+    assert found is not None
+    assert {c["ledger_id"] for c in found.candidates} == secured.orphans
