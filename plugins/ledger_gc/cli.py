@@ -50,8 +50,7 @@ def add_status_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print Prometheus text (orphans, trim backlog, reclaimed bytes, last runs)",
     )
-    # A command that only reads the state store refuses one that does not exist.
-    parser.set_defaults(func=run_status, reads_state_only=lambda _args: True)
+    parser.set_defaults(func=run_status)
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -63,6 +62,10 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)
+    # Only reads the state store: one that does not exist (a mistyped state dir) is
+    # refused, not created; after ZooKeeper's and S3's own errors, so that a first
+    # `ledgergc status` on a new install still says what is wrong with the servers.
+    existing_store(settings)
     now = int(time.time() * 1000)
     data = status.to_dict(now)
     for extend in STATUS_EXTENSIONS:
@@ -166,12 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration is not news
     try:
         settings = Settings.from_env()
-        # A subcommand that only reads the state store (status, audit, restore, orphans
-        # --list) says so: a mistyped state dir is no empty store, it is refused.
+        # A subcommand that only reads the state store (audit, restore, orphans --list)
+        # says so: a mistyped state dir is no empty store, it is refused. Status refuses
+        # it itself, after the servers' errors.
         reads_only = getattr(args, "reads_state_only", None)
         if reads_only is not None and reads_only(args):
             existing_store(settings)
-        else:
+        elif args.func is not run_status:
             settings.check_state_dir()  # a writing command creates the store
         return int(args.func(args, settings))
     except LedgerGcError as exc:

@@ -19,6 +19,7 @@ from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.settings import Settings
 from ledger_gc.state.store import RESET_CONSEQUENCE
+from ledger_gc.state.stores import open_store
 from ledger_gc.termination import stop_on_signals
 
 EXIT_OK = 0
@@ -93,6 +94,9 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     """
     registry = OrphanRegistry(settings)
     done = registry.reset(now_ms())
+    # A damaged store moved aside leaves none: the fresh one RESET_HINT promises is made
+    # now, so that the reading commands (`ledgergc audit`...) find a store, empty.
+    open_store(settings).ready()
     if as_json:
         from ledger_gc.console import print_json
 
