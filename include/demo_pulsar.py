@@ -35,6 +35,8 @@ from pulsar_cluster import (
 )
 
 CHROOT = "/pulsar-demo"
+#: The demo cluster's offloaded ledgers, in the demo's offload bucket.
+OFFLOAD_PREFIX = "pulsar-tiered"
 NS = "public/default"
 MIB = 1 << 20
 
@@ -43,8 +45,13 @@ def topic(name: str) -> str:
     return f"{NS}/persistent/{name}"
 
 
-def plant(client: KazooClient) -> dict[str, dict[str, int]]:
-    c = PulsarCluster(client).init()
+def plant(
+    client: KazooClient, s3: Any = None, offload_bucket: str = ""
+) -> dict[str, dict[str, int]]:
+    """Plant the cluster; with ``s3``, its offloader's objects go to ``offload_bucket``
+    under ``OFFLOAD_PREFIX``."""
+    c = PulsarCluster(client, s3=s3, offload_bucket=offload_bucket, offload_prefix=OFFLOAD_PREFIX)
+    c.init()
     c.namespace(NS)
     live: dict[str, int] = {}
     leaks: dict[str, int] = {}

@@ -12,11 +12,15 @@ created before any record references it.
 
 from __future__ import annotations
 
+import json
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 
+from ledger_gc.formats.markers import java_uuid
 from ledger_gc.formats.records import encode_managed_cursor_info, encode_managed_ledger_info
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
@@ -95,9 +99,31 @@ def ledger_record(
     return records.encode_v2(message)
 
 
+#: ``OffloadIndexBlockImpl.INDEX_MAGIC_WORD``.
+OFFLOAD_INDEX_MAGIC = 0xDE47DE47
+#: The data object's length per offloaded ledger here (blocks of a 1 KiB ledger).
+OFFLOADED_DATA_BYTES = 4096
+
+
+def offload_index(data_length: int, data_header_length: int = 128) -> bytes:
+    """An offloaded ledger's index object as ``OffloadIndexBlockImpl.toStream`` writes
+    it (big-endian): magic, index length, the data object's length, the data header's
+    length, the entry count and the ledger metadata's length (none here)."""
+    length = 4 + 4 + 8 + 8 + 4 + 4
+    return struct.pack(
+        ">IIqqii", OFFLOAD_INDEX_MAGIC, length, data_length, data_header_length, 0, 0
+    )
+
+
+def offload_uuid(ledger_id: int) -> str:
+    """The offload uuid ``PulsarCluster.managed_ledger`` gives an offloaded ledger."""
+    return java_uuid(ledger_id, -ledger_id)
+
+
 @dataclass
 class PulsarCluster:
-    """Writes a Pulsar cluster's metadata into ``client``'s chroot.
+    """Writes a Pulsar cluster's metadata into ``client``'s chroot; with ``s3``, also
+    the objects its offloader writes to ``offload_bucket`` (under ``offload_prefix``).
 
     ``bookkeeper``: a bookie's session for BookKeeper's side (LAYOUT, ids, ledger
     znodes), None: ``client``. With ``zkEnableSecurity=true`` a bookie logs in with SASL
@@ -109,6 +135,9 @@ class PulsarCluster:
     root: str = "/ledgers"
     layout: str = ledger_paths.HIERARCHICAL
     bookkeeper: KazooClient | None = None
+    s3: Any = None
+    offload_bucket: str = "offload"
+    offload_prefix: str = ""
 
     @property
     def bk(self) -> KazooClient:
@@ -166,9 +195,20 @@ class PulsarCluster:
 
     def namespace(self, tenant_ns: str) -> None:
         """A namespace: its policies, and its node in this cluster's local metadata
-        (which stays when its topics are deleted)."""
+        (which stays when its topics are deleted). ``tenant/ns`` is a v2 namespace,
+        ``property/cluster/ns`` a v1 one (``/admin/policies/<p>/<c>/<ns>``; its managed
+        ledgers are ``p/c/ns/persistent/<topic>``)."""
         self.client.ensure_path(f"/admin/policies/{tenant_ns}")
         self.client.ensure_path(f"{paths.MANAGED_LEDGERS_ROOT}/{tenant_ns}")
+
+    def partitioned_topic(self, tenant_ns: str, topic: str, partitions: int) -> list[str]:
+        """A partitioned topic: its metadata (``/admin/partitioned-topics/<t>/<ns>/
+        persistent/<topic>``, as ``PartitionedTopicMetadata`` JSON) names the base topic,
+        which has no managed ledger of its own; each partition is one
+        (``<topic>-partition-<i>``). Returns the partitions' managed-ledger names."""
+        path = f"/admin/partitioned-topics/{tenant_ns}/persistent/{topic}"
+        self._put(path, json.dumps({"partitions": partitions}).encode())
+        return [f"{tenant_ns}/persistent/{topic}-partition-{i}" for i in range(partitions)]
 
     def managed_ledger(
         self,
@@ -177,16 +217,52 @@ class PulsarCluster:
         *,
         offloaded_deleted: Iterable[int] = (),
     ) -> None:
+        """A managed ledger listing ``ledger_ids``; those of ``offloaded_deleted`` are
+        offloaded (complete, bookkeeperDeleted) by the S3 offloader to ``offload_bucket``,
+        whose objects are uploaded first when the cluster has ``s3``."""
         info = ManagedLedgerInfo()
         gone = set(offloaded_deleted)
         for lid in sorted(ledger_ids):
             entry = info.ledgerInfo.add(ledgerId=lid, entries=10, size=1024, timestamp=1)
             if lid in gone:
-                entry.offloadContext.uidMsb = lid
-                entry.offloadContext.uidLsb = -lid
-                entry.offloadContext.complete = True
-                entry.offloadContext.bookkeeperDeleted = True
+                if self.s3 is not None:
+                    self.offload_objects(lid, ml_name)
+                context = entry.offloadContext
+                context.uidMsb = lid
+                context.uidLsb = -lid
+                context.complete = True
+                context.bookkeeperDeleted = True
+                context.driverMetadata.name = "aws-s3"
+                context.driverMetadata.properties.add(key="bucket", value=self.offload_bucket)
+                context.driverMetadata.properties.add(key="region", value="us-east-1")
         self._put(paths.managed_ledger_path(ml_name), encode_managed_ledger_info(info))
+
+    def offload_keys(self, ledger_id: int) -> tuple[str, str]:
+        """The data and index keys of an offloaded ledger (``offload_uuid``)."""
+        base = f"{self.offload_prefix.strip('/')}/" if self.offload_prefix.strip("/") else ""
+        data = f"{base}{offload_uuid(ledger_id)}-ledger-{ledger_id}"
+        return data, f"{data}-index"
+
+    def offload_objects(
+        self, ledger_id: int, ml_name: str, *, data_bytes: int = OFFLOADED_DATA_BYTES
+    ) -> None:
+        """The two objects ``BlobStoreManagedLedgerOffloader`` writes for a ledger: the
+        data (a multipart upload of its blocks) and then the index, which records the
+        data object's length."""
+        data_key, index_key = self.offload_keys(ledger_id)
+        metadata = {"ManagedLedgerName": ml_name, "s3managedledgeroffloaderversion": "1"}
+        self.s3.put_object(
+            Bucket=self.offload_bucket,
+            Key=data_key,
+            Body=b"d" * data_bytes,
+            Metadata={**metadata, "role": "data"},
+        )
+        self.s3.put_object(
+            Bucket=self.offload_bucket,
+            Key=index_key,
+            Body=offload_index(data_bytes),
+            Metadata={**metadata, "role": "index"},
+        )
 
     def cursor(
         self,

@@ -283,12 +283,14 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
 
 def pulsar_settings(settings: Settings) -> Settings:
     """The demo's Pulsar cluster: its own chroot, no block store (its data is in
-    BookKeeper), tiered storage off; the demo's one state store (see the module's doc)."""
+    BookKeeper), tiered storage in the demo's offload bucket under its own prefix (an
+    offloaded ledger's BookKeeper copy goes only once its offloaded objects are seen);
+    the demo's one state store (see the module's doc)."""
     hosts = settings.zk_hosts.split("/", 1)[0]
     return settings.with_overrides(
         zk_hosts=f"{hosts}{demo_pulsar.CHROOT}",
         bucket="",
-        offload_bucket="",
+        offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
         bookkeeper="true",
     )
 
@@ -310,7 +312,8 @@ def bookkeeper_demo(settings: Settings) -> None:
     client = KazooClient(hosts=pulsar.zk_hosts)
     client.start(timeout=15)
     try:
-        planted = demo_pulsar.plant(client)
+        s3 = boto3.client("s3", endpoint_url=pulsar.s3_endpoint, region_name=pulsar.s3_region)
+        planted = demo_pulsar.plant(client, s3, pulsar.offload_bucket)
         for group, ids in planted.items():
             if group != "live":
                 say(f"   planted {group}: {', '.join(f'{w} ({i})' for w, i in ids.items())}")

@@ -77,7 +77,8 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         print_json(data)
         return EXIT_OK
     totals = data["totals"]
-    print(f"store: zk={settings.zk_hosts} bucket={settings.bucket} prefix={settings.prefix!r}")
+    zk = settings.given("LEDGERGC_ZK_HOSTS")
+    print(f"store: zk={zk} bucket={settings.bucket} prefix={settings.prefix!r}")
     print(
         f"{totals['managed_ledgers']} managed ledgers, {totals['ledgers']} ledgers, "
         f"{totals['cursors']} cursors, {human_bytes(totals['metadata_bytes'])} in metadata, "
@@ -103,9 +104,15 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def add_settings(data: dict[str, Any], settings: Settings) -> None:
+    """Each setting's value as given (secrets masked) and where it came from: the
+    environment, a broker.conf key, an Airflow connection or variable, or its default."""
+    data["settings"] = settings.provenance()
+
+
 # Modules that add sections to `ledgergc status --json` (orphan registry, audit, metrics)
 # register here: f(data, settings) edits the dict in place.
-STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = [add_overview]
+STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = [add_overview, add_settings]
 
 
 # --- entry point ----------------------------------------------------------------------

@@ -12,12 +12,12 @@ import re
 from urllib.parse import urlsplit
 
 from ledger_gc.errors import ConfigError
+from ledger_gc.zk_addresses import parse_zk_address
 
 # botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
 # (legacy names included), so a bucket that S3 has is never refused here.
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 _BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
-_ZK_HOST = re.compile(r"\[?[A-Za-z0-9.:_-]+\]?")
 # A Pulsar cluster name as Pulsar accepts it (NamedEntity: letters, digits, "-=:._").
 _PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
 #: In LEDGERGC_PULSAR_CLUSTER: offloaded objects with no cluster name are this store's too.
@@ -25,28 +25,14 @@ UNTAGGED_CLUSTER = "(untagged)"
 
 
 def check_zk_hosts(name: str, hosts: str) -> None:
-    """``host:port[,host:port][/chroot]`` (kazoo's form), each port 1-65535."""
-    example = "set it to host:port[,host:port][/chroot], e.g. zk1:2181,zk2:2181/pulsar"
-    if not hosts.strip():
-        raise ConfigError(f"{name} is empty; {example}")
-    servers, slash, chroot = hosts.partition("/")
-    for server in servers.split(","):
-        host, colon, port = (
-            server.strip().rpartition(":") if ":" in server else (server.strip(), "", "")
-        )
-        if not host or not _ZK_HOST.fullmatch(host):
-            raise ConfigError(f"{name}={hosts!r}: {server!r} has no host; {example}")
-        if colon and not (port.isdigit() and 0 < int(port) < 65536):
-            raise ConfigError(
-                f"{name}={hosts!r}: port {port!r} of {server!r} is not a port "
-                f"number (1-65535); {example}"
-            )
-    if slash and chroot:
-        parts = chroot.rstrip("/").split("/")
-        if any(part in ("", ".", "..") for part in parts):
-            raise ConfigError(
-                f"{name}={hosts!r}: chroot /{chroot} is not a ZooKeeper path; {example}"
-            )
+    """A ZooKeeper address in kazoo's, Pulsar's or BookKeeper's form
+    (``ledger_gc.zk_addresses``), each port 1-65535; no other metadata store."""
+    parse_zk_address(name, hosts)
+
+
+def normalize_zk_hosts(hosts: str) -> str:
+    """kazoo's ``host:port[,host:port][/chroot]`` of a checked address."""
+    return parse_zk_address("address", hosts).hosts
 
 
 def check_endpoint(name: str, url: str | None) -> None:

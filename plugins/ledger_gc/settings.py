@@ -15,6 +15,7 @@ one field here and nothing else can forget it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ledger_gc import broker_conf
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.setting_forms import (
@@ -32,6 +34,7 @@ from ledger_gc.setting_forms import (
     check_pulsar_clusters,
     check_region,
     check_zk_hosts,
+    normalize_zk_hosts,
 )
 from ledger_gc.settings_schema import (
     FLAG,
@@ -45,11 +48,14 @@ from ledger_gc.settings_schema import (
     TEXT,
     WORD,
     Kind,
+    Origin,
     SettingSpec,
     declared,
+    default_of,
     setting,
     setting_factory,
 )
+from ledger_gc.zk_addresses import DEFAULT_LEDGERS_ROOT, ZkAddress, parse_zk_address
 from ledger_gc.zk_security import (
     BOOKKEEPER_PREFIX,
     PULSAR_NAMES,
@@ -88,8 +94,12 @@ class Settings:
         SettingSpec(
             "LEDGERGC_ZK_HOSTS",
             TEXT,
-            "ZooKeeper `host:port[,host:port…][/chroot]`",
+            "Pulsar's ZooKeeper: `host:port[,host:port…][/chroot]`, or as broker.conf's "
+            "`metadataStoreUrl` has it (`zk:…`, `metadata-store:zk:…`), or BookKeeper's "
+            "`zk+hierarchical://h1:2181;h2:2181/ledgers` (its path: the ledgers root)",
             check=check_zk_hosts,
+            # kazoo's form for every consumer; the spelling given is kept in ``origins``.
+            normalize=normalize_zk_hosts,
         ),
     )
     # "user:password": added as digest auth on every session; new znodes then get an ACL
@@ -372,6 +382,16 @@ class Settings:
             default_doc="`LEDGERGC_S3_ENDPOINT`",
         ),
     )
+    offload_s3_region: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_S3_REGION",
+            TEXT,
+            "its region, when it differs (broker.conf's `s3ManagedLedgerOffloadRegion`)",
+            check=check_region,
+            default_doc="`LEDGERGC_S3_REGION`",
+        ),
+    )
     # BookKeeper's ledger metadata (DESIGN.md "BookKeeper ledgers"): "auto" scans it when
     # <root>/LAYOUT exists; its ensemble and chroot default to Pulsar's (zk_hosts).
     bookkeeper: str = setting(
@@ -384,14 +404,17 @@ class Settings:
             choices=READ_ONLY_MODES,
         ),
     )
-    bk_ledgers_root: str = setting(
-        "/ledgers",
+    # None: the path of a zk+...:// address, else /ledgers (``bookkeeper_root``).
+    bk_ledgers_root: str | None = setting(
+        None,
         SettingSpec(
             "LEDGERGC_BK_LEDGERS_ROOT",
             TEXT,
             "BookKeeper's `zkLedgersRootPath` (the path of `metadataServiceUri`), below the "
             "chroot of `LEDGERGC_BK_ZK_HOSTS`",
             check=check_ledgers_root,
+            omit_when_empty=True,
+            default_doc="`/ledgers`, or the path of a `zk+…://` address",
         ),
     )
     bk_zk_hosts: str | None = setting(
@@ -399,9 +422,13 @@ class Settings:
         SettingSpec(
             "LEDGERGC_BK_ZK_HOSTS",
             TEXT,
-            "BookKeeper's ensemble and chroot, when they are not Pulsar's "
-            "(`bookkeeperMetadataServiceUri`)",
+            "BookKeeper's ensemble and chroot, when they are not Pulsar's: any form of "
+            "`LEDGERGC_ZK_HOSTS`, as broker.conf's `bookkeeperMetadataServiceUri` has it "
+            "(`metadata-store:zk:h1:2181/chroot`: `/ledgers` below the chroot; "
+            "`zk+hierarchical://h1:2181;h2:2181/ledgers`: the path is the ledgers root, and "
+            "a manager other than `LAYOUT` names is refused)",
             check=check_zk_hosts,
+            normalize=normalize_zk_hosts,
             default_doc="`LEDGERGC_ZK_HOSTS`",
         ),
     )
@@ -434,17 +461,52 @@ class Settings:
         ),
     )
 
+    # A broker's broker.conf: the settings not set otherwise are read from it
+    # (``with_broker_conf``). Never handed to a child process: it gets the values.
+    pulsar_conf: Path | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_PULSAR_CONF",
+            PATH,
+            "a Pulsar broker's `broker.conf`: every setting not set otherwise is read from it "
+            "(`metadataStoreUrl`/`zookeeperServers`, `bookkeeperMetadataServiceUri`, "
+            "`managedLedgerOffloadDriver` with its bucket, region and endpoint, "
+            "`clusterName`); `ledgergc status --json` shows where each value came from",
+            inherited=False,
+        ),
+    )
+    #: Where each value came from, by variable (``Origin``); not a setting. Kept out of
+    #: comparisons: two settings with the same values are the same settings.
+    origins: Mapping[str, Origin] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+
     def __post_init__(self) -> None:
         """Convert and check every setting, so a bad one stops the run before it starts.
 
-        Whoever made these settings (the environment, a connection, the Airflow variable,
-        a run's params, a test), each value goes through its field's spec: converted from
-        text if given as text, bounds and form checked, normalized. Each error names the
-        variable and the fix (DESIGN.md: exit 2, one line).
+        Whoever made these settings (the environment, a broker.conf, a connection, the
+        Airflow variable, a run's params, a test), each value goes through its field's
+        spec: converted from text if given as text, bounds and form checked, normalized.
+        Each error names the variable (and the broker.conf key it came from) and the fix
+        (DESIGN.md: exit 2, one line). The origins are settled to the values kept: the
+        spelling given is kept where the value's form changed (an address).
         """
+        origins: dict[str, Origin] = {}
         for spec in declared(type(self)):
-            accepted = spec.accept(self._value_of(spec))
+            raw = self._value_of(spec)
+            origin = self.origins.get(spec.env)
+            try:
+                accepted = spec.accept(raw)
+            except ConfigError as exc:
+                if origin is None or origin.source in ("env", "code"):
+                    raise
+                raise ConfigError(f"{exc} (from {origin.describe()})") from exc
             object.__setattr__(self, spec.field, self._with_value(spec, accepted))
+            settled = (origin or Origin("code")).settled(spec, raw, accepted)
+            if settled is not None and (settled.source != "code" or settled.given):
+                origins[spec.env] = settled
+        # A plain dict (pickled to Spark executors with the settings); never changed.
+        object.__setattr__(self, "origins", origins)
         # What the parts of a composite setting must say together (a certificate needs its
         # key, a JAAS file its Client section): checked once every part is in place.
         self.zk_security.check(PULSAR_NAMES)
@@ -501,6 +563,15 @@ class Settings:
             )
         return path
 
+    def given(self, env: str) -> str:
+        """The value of ``env`` as it was written (an address in Pulsar's form), for errors
+        and ``status``; the kept value where it was not written otherwise."""
+        [spec] = [spec for spec in declared(type(self)) if spec.env == env]
+        origin = self.origins.get(env)
+        if origin is not None and origin.given is not None:
+            return spec.shown(origin.given, self._value_of(spec))
+        return spec.shown(spec.text_of(self._value_of(spec)), self._value_of(spec))
+
     @property
     def zk_chroot(self) -> str:
         """The chroot part of ``zk_hosts`` ("" for none)."""
@@ -521,6 +592,31 @@ class Settings:
     def bookkeeper_security(self) -> ZkSecurity:
         """TLS and SASL of BookKeeper's ensemble: ``LEDGERGC_BK_ZK_*``, else Pulsar's."""
         return self.bk_zk_security.over(self.zk_security)
+
+    @property
+    def bookkeeper_env(self) -> str:
+        """The variable that names BookKeeper's ensemble: its own, else Pulsar's."""
+        return "LEDGERGC_BK_ZK_HOSTS" if self.bk_zk_hosts else "LEDGERGC_ZK_HOSTS"
+
+    @property
+    def bookkeeper_address(self) -> ZkAddress:
+        """BookKeeper's address as given (its ledgers root and manager, if it names them)."""
+        origin = self.origins.get(self.bookkeeper_env)
+        given = origin.given if origin is not None and origin.given else self.bookkeeper_hosts
+        return parse_zk_address(self.bookkeeper_env, given)
+
+    @property
+    def bookkeeper_root(self) -> str:
+        """BookKeeper's ledgers root below its chroot: ``LEDGERGC_BK_LEDGERS_ROOT``, else
+        the path of a ``zk+…://`` address (BookKeeper's zkLedgersRootPath), else
+        ``/ledgers`` (also for ``metadata-store:``, as Pulsar's metadata driver reads it)."""
+        return self.bk_ledgers_root or self.bookkeeper_address.ledgers_root or DEFAULT_LEDGERS_ROOT
+
+    @property
+    def bookkeeper_manager(self) -> str | None:
+        """The ledger manager a ``zk+<manager>://`` address names (None: ``LAYOUT``
+        decides); the scan refuses a ``LAYOUT`` that names another."""
+        return self.bookkeeper_address.manager
 
     def bookkeeper_settings(self) -> Settings:
         """These settings pointed at BookKeeper's ensemble and chroot (its sessions),
@@ -562,6 +658,8 @@ class Settings:
         (those only when set: an empty one would hide boto3's default chain)."""
         env: dict[str, str] = {}
         for spec in declared(type(self)):
+            if not spec.inherited:
+                continue
             text = spec.to_text(self._value_of(spec))
             if text is not None:
                 env[spec.env] = text
@@ -573,7 +671,9 @@ class Settings:
         found = (spec.secret_of(self._value_of(spec)) for spec in declared(type(self)))
         return [secret for secret in found if secret]
 
-    def with_values(self, values: Mapping[str, Any], *, source: str) -> Settings:
+    def with_values(
+        self, values: Mapping[str, Any], *, source: str, kind: str = "variable"
+    ) -> Settings:
         """A copy with the settings ``values`` names by key (``grace_seconds``,
         ``trim_retention_seconds``: the variable's name, lower-case, without
         ``LEDGERGC_``, or the field's name), as the ``ledgergc_settings`` variable or a
@@ -588,6 +688,7 @@ class Settings:
         # Every value first, then one new Settings: the parts of a composite setting (a
         # certificate and its key) are checked together, as the environment's are.
         changed: dict[str, Any] = {}
+        origins = dict(self.origins)
         for key, value in values.items():
             if value is None or value == "":
                 continue
@@ -598,12 +699,78 @@ class Settings:
                     "lower case without the prefix, e.g. grace_seconds or delete_enabled"
                 )
             accepted = spec.accept(value, source=source)
+            origins[spec.env] = Origin(kind, f"{key} in {source}", _given(value))
             if spec.part is None:
                 changed[spec.field] = accepted
             else:
                 whole = changed.get(spec.field, getattr(self, spec.field))
                 changed[spec.field] = replace(whole, **{spec.part: accepted})
-        return replace(self, **changed) if changed else self
+        return replace(self, **changed, origins=origins) if changed else self
+
+    def overridden_by(self, source: str, detail: str, changes: Mapping[str, Any]) -> Settings:
+        """A copy with ``changes`` (fields by name) made by ``source`` (``connection``
+        ``detail``), so that ``status`` can say where each value came from."""
+        changes = {field: value for field, value in changes.items() if value is not None}
+        if not changes:
+            return self
+        origins = dict(self.origins)
+        for spec in declared(type(self)):
+            if spec.field in changes and spec.part is None:
+                origins[spec.env] = Origin(source, detail, _given(changes[spec.field]))
+        return replace(self, **changes, origins=origins)
+
+    def source_of(self, env: str) -> str:
+        """``default`` when ``env``'s value is its default and nobody set it; else who set
+        it (``env``, ``broker.conf``, ``connection``, ``variable``, ``params``, ``code``)."""
+        origin = self.origins.get(env)
+        if origin is not None:
+            return origin.source
+        [spec] = [spec for spec in declared(type(self)) if spec.env == env]
+        value, default = self._value_of(spec), default_of(type(self), spec)
+        return "default" if spec.text_of(value) == spec.text_of(default) else "code"
+
+    def with_broker_conf(self) -> Settings:
+        """These settings with every one still at its default read from the broker.conf
+        that ``LEDGERGC_PULSAR_CONF`` names (``ledger_gc.broker_conf``): an explicit
+        value (environment, connection, variable, params, a caller's) wins."""
+        if self.pulsar_conf is None:
+            return self
+        path = self.pulsar_conf
+        specs = {spec.env: spec for spec in declared(type(self)) if spec.part is None}
+        changes: dict[str, Any] = {}
+        origins = dict(self.origins)
+        for found in broker_conf.read_broker_conf(path):
+            spec = specs[found.env]
+            if self.source_of(found.env) != "default":
+                continue
+            detail = f"{found.key} in {path}" + (f": {found.why}" if found.why else "")
+            changes[spec.field] = found.value
+            origins[found.env] = Origin("broker.conf", detail, found.value)
+        return replace(self, **changes, origins=origins) if changes else self
+
+    def provenance(self) -> dict[str, dict[str, Any]]:
+        """Each setting's value (as given, secrets masked) and where it came from: what
+        ``ledgergc status --json`` shows under ``settings``."""
+        shown: dict[str, dict[str, Any]] = {}
+        for spec in declared(type(self)):
+            value = self._value_of(spec)
+            entry: dict[str, Any] = {
+                "value": self.given(spec.env),
+                "source": self.source_of(spec.env),
+            }
+            kept = spec.shown(spec.text_of(value), value)
+            if kept != entry["value"]:
+                entry["normalized"] = kept
+            origin = self.origins.get(spec.env)
+            if origin is not None and origin.detail:
+                entry["from"] = origin.detail
+            shown[spec.env] = entry
+        root = shown["LEDGERGC_BK_LEDGERS_ROOT"]
+        if self.bk_ledgers_root is None:
+            root["value"] = self.bookkeeper_root
+            if self.bookkeeper_address.ledgers_root:
+                root.update(source="address", **{"from": f"the path of {self.bookkeeper_env}"})
+        return shown
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -613,9 +780,13 @@ class Settings:
         env = os.environ if environ is None else environ
         settings = cls()
         changes: dict[str, Any] = {}
+        origins: dict[str, Origin] = {}
         for spec in declared(cls):
             found, value = spec.read_env(env)
             if found:
+                named = spec.env if env.get(spec.env) else spec.fallback_env
+                named = named or spec.env
+                origins[spec.env] = Origin("env", "" if named == spec.env else named, env[named])
                 changes[spec.field] = (
                     value
                     if spec.part is None
@@ -623,7 +794,11 @@ class Settings:
                         changes.get(spec.field, getattr(settings, spec.field)), **{spec.part: value}
                     )
                 )
-        return replace(settings, **changes)
+        return replace(settings, **changes, origins=origins).with_broker_conf()
+
+
+def _given(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def parse_retention_overrides(raw: str | Mapping[str, Any] | None) -> dict[str, TrimRetention]:

@@ -202,6 +202,9 @@ class SettingSpec:
     #: ``to_env`` leaves the variable out while the value is None or empty text (credentials,
     #: which boto3 would read as set; values whose absence is the default).
     omit_when_empty: bool = False
+    #: False: ``to_env`` never writes it; a child process gets the values it set instead
+    #: (``LEDGERGC_PULSAR_CONF``: a Spark driver on another host has no broker.conf).
+    inherited: bool = True
     field: str = ""
 
     @property
@@ -260,6 +263,15 @@ class SettingSpec:
             return None if self.omit_when_empty else ""
         return self.kind.format(value)
 
+    def text_of(self, value: Any) -> str:
+        """A value as text for people ("" for none), its secret left in."""
+        return "" if value is None else self.kind.format(value)
+
+    def shown(self, text: str, value: Any) -> str:
+        """``text`` (of ``value``) with its secret part, if any, as ``***``."""
+        secret = self.secret_of(value)
+        return text.replace(secret, "***") if secret else text
+
     def secret_of(self, value: Any) -> str | None:
         """What of this value a log or a page must never show; None: nothing."""
         if self.secret is None or value is None or value == "":
@@ -296,6 +308,44 @@ class SettingSpec:
             words.append(f"at most {_number_text(self.maximum)}")
         text = " and ".join(words) + (f" {self.unit}" if self.unit else "")
         return text + (f"; {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting's value came from (``ledgergc status --json`` shows it).
+
+    ``source``: ``env``, ``broker.conf``, ``connection``, ``variable``, ``params`` or
+    ``code`` (a caller set it); ``detail``: which key of which file, which connection;
+    ``given``: the value as it was written there, when the settings keep another form of
+    it (an address in Pulsar's or BookKeeper's form: errors and ``status`` show this);
+    ``value``: the text of the value the settings kept (filled in when they are made), so
+    that an origin whose value has been replaced since is known to be stale.
+    """
+
+    source: str
+    detail: str = ""
+    given: str | None = None
+    value: str | None = None
+
+    def describe(self) -> str:
+        """Where, in words: "metadataStoreUrl in /etc/pulsar/broker.conf", "connection
+        ledgergc_zookeeper", "grace_seconds in ledgergc_settings"."""
+        if self.source == "connection":
+            return f"connection {self.detail}"
+        return self.detail or self.source
+
+    def settled(self, spec: SettingSpec, raw: Any, value: Any) -> Origin | None:
+        """This origin for ``value`` (read from ``raw``), or None when it no longer
+        describes it (the value was replaced since)."""
+        text = spec.text_of(value)
+        if self.value is not None and self.value != text:
+            return None
+        given = self.given if self.given is not None else _text_of(raw)
+        return dataclasses.replace(self, value=text, given=None if given == text else given)
+
+
+def _text_of(raw: Any) -> str | None:
+    return raw if isinstance(raw, str) else None
 
 
 def setting(default: T, *specs: SettingSpec, repr: bool | None = None) -> T:

@@ -23,6 +23,7 @@ ML = "t/ns/persistent/orders"
 OTHER_ML = "t/ns/persistent/payments"
 GONE_ML = "t/ns/persistent/deleted"
 ENCODED_ML = "t/ns/persistent/orders+eu"  # the topic "orders eu"
+V1_ML = "acme/us-west/persistent/persistent/clicks"  # a v1 namespace called "persistent"
 
 
 # Pulsar's tag maps (LedgerMetadataUtils), as the record's custom metadata holds them.
@@ -65,18 +66,24 @@ REFS = PulsarReferences(
         ML: frozenset({10, 11, 20, 30}),
         OTHER_ML: frozenset({100}),
         ENCODED_ML: frozenset({90}),
+        V1_ML: frozenset({80}),
     },
     marked={ML: frozenset({5})},
     offloaded_deleted={10: ML, 11: ML},
-    cursors={(ML, "billing"): 40, (ML, "audit"): -1},
+    cursors={(ML, "billing"): 40, (ML, "audit"): -1, (V1_ML, "sub"): 81},
     compacted={ML: 50},
     buckets=frozenset({60}),
     schemas={
         "t/ns/orders": SchemaIndex(frozenset({70, 71}), 0),
         "t/ns/from-v1": SchemaIndex(frozenset({72}), 1),
         "t/ns/broken": SchemaIndex(frozenset(), None, unreadable="truncated"),
+        # a partitioned topic's schema, under its base name: no managed ledger has it
+        "t/ns/parted": SchemaIndex(frozenset({73}), 0),
+        # a namespace of non-persistent topics: schemas, no managed ledger at all
+        "np/only/events": SchemaIndex(frozenset({75}), 0),
     },
-    namespaces=frozenset({"t/ns"}),
+    namespaces=frozenset({"t/ns", "acme/us-west/persistent"}),
+    schema_namespaces=frozenset({"t/ns", "np/only"}),
 )
 assert REFS.high() == 100
 TOPIC, GONE_TOPIC = "persistent://t/ns/orders", "persistent://t/ns/deleted"
@@ -103,9 +110,15 @@ CASES = {
     "orphan-cursor-gone": (ledger(38, cursor(ML, "gone")), CURSOR_ORPHAN, None),
     "orphan-cursor-gone-ml": (ledger(39, cursor(GONE_ML, "b")), CURSOR_ORPHAN, None),
     "orphan-cursor-uses-newer": (ledger(36, cursor(ML, "billing")), CURSOR_ORPHAN, None),
-    "orphan-cursor-minus-one": (ledger(37, cursor(ML, "audit")), CURSOR_ORPHAN, None),
+    # a cursor at -1: a ledger older than the managed ledger's newest (30) is a close's
+    "orphan-cursor-minus-one": (ledger(29, cursor(ML, "audit")), CURSOR_ORPHAN, None),
     "orphan-schema-unnamed": (ledger(65, schema("t/ns/orders")), SCHEMA_ORPHAN, None),
     "orphan-schema-no-index": (ledger(64, schema("t/ns/none")), SCHEMA_ORPHAN, None),
+    "orphan-schema-partitioned": (ledger(74, schema("t/ns/parted")), SCHEMA_ORPHAN, None),
+    "orphan-schema-non-persistent-ns": (ledger(76, schema("np/only/events")), SCHEMA_ORPHAN, None),
+    "live-schema-partitioned": (ledger(73, schema("t/ns/parted")), c.BK_LIVE, None),
+    "live-v1-listed": (ledger(80, data(V1_ML)), c.BK_LIVE, None),
+    "live-v1-cursor-ledger": (ledger(81, cursor(V1_ML, "sub")), c.BK_LIVE, None),
     "orphan-compacted-gone-topic": (ledger(45, compacted(GONE_TOPIC)), COMPACTED_ORPHAN, None),
     # held
     "hold-newer": (ledger(101, data(GONE_ML)), c.BK_HELD, c.HOLD_NEWER),
@@ -113,6 +126,19 @@ CASES = {
     "hold-rollover": (ledger(33, data(ML), **RECOVERING), c.BK_HELD, c.HOLD_ROLLOVER),
     "hold-rollover-closed": (ledger(95, data(ENCODED_ML)), c.BK_HELD, c.HOLD_ROLLOVER),
     "hold-cursor-switch": (ledger(41, cursor(ML, "billing")), c.BK_HELD, c.HOLD_CURSOR_SWITCH),
+    # a cursor at -1 whose ledger is newer than the managed ledger's newest: its first
+    "hold-cursor-first-ledger": (ledger(37, cursor(ML, "audit")), c.BK_HELD, c.HOLD_CURSOR_SWITCH),
+    "hold-data-in-schema-only-ns": (
+        ledger(77, data("np/only/persistent/x")),
+        c.BK_HELD,
+        c.HOLD_OTHER_CLUSTER,
+    ),
+    # acme/us-west is a v1 property/cluster here, not a namespace of a v2 topic
+    "hold-v2-name-under-v1-cluster": (
+        ledger(79, data("acme/us-west/persistent/x")),
+        c.BK_HELD,
+        c.HOLD_OTHER_CLUSTER,
+    ),
     "hold-other-namespace": (ledger(42, data("o/n/persistent/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
     "hold-other-ns-schema": (ledger(43, schema("o/ns/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
     "hold-live-compacted": (ledger(46, compacted(TOPIC)), c.BK_HELD, c.HOLD_LIVE_COMPACTED),
@@ -130,6 +156,8 @@ CASES = {
     "foreign-schema-without-id": (ledger(19, base("schema")), c.BK_FOREIGN, None),
     "foreign-compacted-no-topic": (ledger(21, base("compacted-ledger")), c.BK_FOREIGN, None),
     "foreign-invalid-ml-name": (ledger(22, data("orders")), c.BK_FOREIGN, None),
+    "foreign-v1-unlisted": (ledger(82, data(V1_ML)), c.BK_FOREIGN, None),
+    "foreign-v1-cursor-unnamed": (ledger(83, cursor(V1_ML, "sub")), c.BK_FOREIGN, None),
     "foreign-ml-without-domain": (ledger(23, data("t/ns/orders")), c.BK_FOREIGN, None),
     "foreign-invalid-schema-id": (ledger(24, schema("t/orders")), c.BK_FOREIGN, None),
     "foreign-non-persistent": (ledger(26, compacted("non-" + TOPIC)), c.BK_FOREIGN, None),
@@ -345,3 +373,91 @@ def test_a_schema_id_is_the_encoded_local_name() -> None:
     assert classify.compacted_ml_name("persistent://t/ns/orders eu~x") == (
         "t/ns/persistent/orders+eu%7Ex"
     )
+
+
+# --- schemas are judged by their locator, -1 cursors by the managed ledger's newest --------
+
+
+def test_a_schema_with_a_locator_is_not_a_gone_topic_whatever_the_managed_ledgers() -> None:
+    """The shared-BookKeeper rule counts a gone topic's ledgers (``gone_topic``). A
+    partitioned topic's schema (``t/ns/parted``, no managed ledger) whose locator
+    exists is this cluster's; one without a locator or a managed ledger counts."""
+    classifier = Classifier(REFS)
+    assert classifier.gone_topic(PulsarTags.of(schema("t/ns/parted"))) is None
+    assert classifier.gone_topic(PulsarTags.of(schema("np/only/events"))) is None
+    assert classifier.gone_topic(PulsarTags.of(schema("t/ns/orders"))) is None
+    assert classifier.gone_topic(PulsarTags.of(schema("t/ns/none"))) == "t/ns/persistent/none"
+    assert classifier.gone_topic(PulsarTags.of(data(ML))) is None
+    assert classifier.gone_topic(PulsarTags.of(data(GONE_ML))) == GONE_ML
+    assert classifier.gone_topic(PulsarTags.of(cursor(GONE_ML, "s"))) == GONE_ML
+    assert classifier.gone_topic(PulsarTags.of(data(V1_ML))) is None  # v1: never judged
+
+
+def test_a_v1_ledger_no_record_names_is_foreign_and_says_why() -> None:
+    verdict = Classifier(REFS).classify(ledger(82, data(V1_ML)))
+    assert verdict.ledger_class == c.BK_FOREIGN and "v1" in verdict.reason
+
+
+def test_the_live_recheck_holds_a_minus_one_cursors_first_ledger_too() -> None:
+    """The delete's re-check has no horizon (``horizon=False``): the first cursor ledger
+    of a cursor still at -1 is held by the managed ledger's newest ledger alone."""
+    refs = PulsarReferences(
+        listed={ML: frozenset({3, 4})},
+        cursors={(ML, "sub"): -1},
+        namespaces=frozenset({"t/ns"}),
+    )
+    live = Classifier(refs, horizon=False)
+    first = live.classify(ledger(9, cursor(ML, "sub")))
+    assert (first.ledger_class, first.hold) == (c.BK_HELD, c.HOLD_CURSOR_SWITCH)
+    left = live.classify(ledger(2, cursor(ML, "sub")))
+    assert left.ledger_class == c.BK_ORPHAN_CURSOR_LEDGER and "close" in left.reason
+    empty = PulsarReferences(
+        listed={ML: frozenset()}, cursors={(ML, "sub"): -1}, namespaces=frozenset({"t/ns"})
+    )
+    unknown = Classifier(empty, horizon=False).classify(ledger(2, cursor(ML, "sub")))
+    assert (unknown.ledger_class, unknown.hold) == (c.BK_HELD, c.HOLD_CURSOR_SWITCH)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario=scenarios(), shared=st.booleans())
+def test_a_schema_ledger_is_judged_by_its_locator_not_by_a_managed_ledger(
+    scenario: tuple[PulsarReferences, list[BkLedger]], shared: bool
+) -> None:
+    """Adding the managed ledger a schema id maps to (with no ledgers) never changes how a
+    schema ledger is classed (a partitioned or non-persistent topic's schema has none)."""
+    refs, ledgers = scenario
+    for bk in ledgers:
+        if bk.tags.component != c.SCHEMA_COMPONENT or bk.error is not None:
+            continue
+        name = c.schema_ml_name(bk.tags.schema_id or "")
+        assert name is not None
+        if name in refs.listed:
+            continue
+        with_ml = PulsarReferences(
+            **{**refs.__dict__, "listed": {**refs.listed, name: frozenset()}}
+        )
+        verdicts = {
+            (v.ledger_class, v.hold)
+            for r in (refs, with_ml)
+            for v in [Classifier(r, shared=shared, horizon=False).classify(bk)]
+        }
+        assert len(verdicts) == 1, (bk, verdicts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario=scenarios())
+def test_a_minus_one_cursors_ledger_is_orphaned_only_below_the_newest_ledger(
+    scenario: tuple[PulsarReferences, list[BkLedger]],
+) -> None:
+    refs, ledgers = scenario
+    classifier = Classifier(refs, horizon=False)
+    for bk in ledgers:
+        tags = bk.tags
+        if tags.cursor is None or tags.ml_name is None:
+            continue
+        if refs.cursors.get((tags.ml_name, tags.cursor)) != -1:
+            continue
+        verdict = classifier.classify(bk)
+        if verdict.ledger_class == c.BK_ORPHAN_CURSOR_LEDGER:
+            high = refs.ml_high(tags.ml_name)
+            assert high is not None and bk.ledger_id < high

@@ -14,6 +14,7 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from ledger_gc.airflow import orphan_tasks, settings_hook
+from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +22,19 @@ RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 
 
 class _Conn:
-    def __init__(self, host: str = "", login: str = "", password: str = "", **extra: Any):
+    """An Airflow connection as the hooks read it (the Amazon provider's wrapper too)."""
+
+    def __init__(
+        self,
+        host: str = "",
+        login: str = "",
+        password: str = "",
+        conn_id: str = "test",
+        conn_type: str = "aws",
+        **extra: Any,
+    ):
         self.host, self.port, self.login, self.password = host, None, login, password
+        self.conn_id, self.conn_type, self.schema = conn_id, conn_type, None
         self.extra_dejson = extra
 
 
@@ -188,3 +200,40 @@ def test_the_hook_turns_connections_variable_and_params_into_settings(
     assert hook.get_conn().zk_hosts == "zk1:2181/pulsar"
     assert hook.get_conn().grace_seconds == 60
     assert hook.get_settings({"grace_seconds": 5}).grace_seconds == 5
+
+
+def test_the_zookeeper_connection_takes_pulsars_and_bookkeepers_forms(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    connections: dict[str, Any] = {}
+    monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: connections.get(conn_id))
+    connections["ledgergc_zookeeper"] = _Conn(
+        host="zk:zk1:2181,zk2:2181/pulsar",
+        conn_id="ledgergc_zookeeper",
+        conn_type="generic",
+        bk_zk_hosts="zk+hierarchical://bk1:2181;bk2:2181/bk/ledgers",
+    )
+    settings = settings_hook.LedgerGcHook().get_conn()
+    assert settings.zk_hosts == "zk1:2181,zk2:2181/pulsar"
+    assert (settings.bk_zk_hosts, settings.bookkeeper_root) == ("bk1:2181,bk2:2181", "/bk/ledgers")
+    shown = settings.provenance()["LEDGERGC_ZK_HOSTS"]
+    assert (shown["value"], shown["source"], shown["from"]) == (
+        "zk:zk1:2181,zk2:2181/pulsar",
+        "connection",
+        "ledgergc_zookeeper",
+    )
+    # A host list and extra.chroot still make one address.
+    connections["ledgergc_zookeeper"] = _Conn(host="zk1:2181", chroot="/pulsar/")
+    assert settings_hook.LedgerGcHook().get_conn().zk_hosts == "zk1:2181/pulsar"
+    # A chroot given twice, or an address that is not ZooKeeper: one line naming it.
+    for host, says in (
+        ("zk:zk1:2181/a", "has a path and extra.chroot is 'b'"),
+        ("oxia://oxia:6648", "is Oxia, not ZooKeeper"),
+    ):
+        connections["ledgergc_zookeeper"] = _Conn(host=host, chroot="b" if "/a" in host else "")
+        with pytest.raises(ConfigError) as err:
+            settings_hook.LedgerGcHook().get_conn()
+        assert says in str(err.value) and "ledgergc_zookeeper" in str(err.value)
+        assert "\n" not in str(err.value)

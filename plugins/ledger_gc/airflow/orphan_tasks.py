@@ -40,7 +40,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from ledger_gc.airflow.settings_hook import settings_for
+from ledger_gc.airflow.settings_hook import settings_for, spark_settings
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -100,11 +100,13 @@ def app_args(step: str, run_id: str, params: dict[str, Any] | None) -> list[str]
 
 def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
     """The environment of the spark-submit process: the settings (``LEDGERGC_*`` and
-    boto3's credential variables), and which Python runs the driver (and, with a local
+    boto3's credential variables: temporary ones, or none, on a cluster:
+    ``settings_hook.spark_settings``), and which Python runs the driver (and, with a local
     master, the executors). The secrets are registered with Airflow's masker, so the
     task log and the Rendered view show them as ``***``."""
     from airflow.sdk.log import mask_secret
 
+    settings = spark_settings(settings, local_master=local_master)
     env = settings.to_env()
     for secret in settings.secrets():
         mask_secret(secret)

@@ -16,15 +16,17 @@ Spark task hands them to its application through spark-submit's environment
 (``orphan_tasks``).
 
 Connections (all optional; see ``airflow_settings.yaml``):
-* ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port), ``extra.chroot``,
-  login/password for ZooKeeper digest auth;
+* ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port) or any form
+  ``LEDGERGC_ZK_HOSTS`` takes (``zk:…``, ``metadata-store:zk:…``, ``zk+hierarchical://…``),
+  ``extra.chroot``, ``extra.bk_zk_hosts`` and ``extra.bk_ledgers_root``, login/password
+  for ZooKeeper digest auth;
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
-  ``extra.bucket`` and ``extra.prefix``; login/password as the access key pair,
-  ``extra.aws_session_token`` for temporary credentials.
+  ``extra.bucket`` and ``extra.prefix``; its identity as the Amazon provider's
+  ``AwsBaseHook`` reads it: keys, a role to assume, web identity (IRSA), a profile, or
+  none (boto3's default chain) (``aws_credentials``).
 
-The Amazon provider's ``AwsBaseHook`` is not used: it is not installed (it would add
-the provider and its dependencies for a key pair and an endpoint that this reads in a few
-lines), and the Spark executors need the credentials as plain values anyway.
+A Spark task's application gets its credentials through ``spark_settings``: temporary
+ones, or none (the executors' own chain); long-lived AWS keys never reach a cluster.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings
 
 ZK_CONN_ID = "ledgergc_zookeeper"
@@ -71,20 +74,36 @@ def _variable() -> dict[str, Any]:
 
 
 def zookeeper_overrides(conn: Any) -> dict[str, Any]:
+    """``ledgergc_zookeeper`` -> settings: the host in any form ``LEDGERGC_ZK_HOSTS``
+    takes (``h1:2181,h2:2181``, ``zk:…``, ``metadata-store:zk:…``, ``zk+hierarchical://…``),
+    ``extra.chroot`` appended to a host list that has none, ``extra.bk_zk_hosts`` and
+    ``extra.bk_ledgers_root`` for BookKeeper's ensemble, login/password for digest auth.
+    The settings check every form (one line naming the connection on a bad one)."""
     extra = conn.extra_dejson or {}
-    host = conn.host or ""
+    host = (conn.host or "").strip()
     if conn.port and "," not in host and ":" not in host:
         host = f"{host}:{conn.port}"
     chroot = str(extra.get("chroot", "")).strip("/")
     changes: dict[str, Any] = {}
     if host:
+        if chroot and ("/" in host.split("://")[-1]):
+            raise ConfigError(
+                f"Airflow connection {ZK_CONN_ID}: host {host!r} has a path and extra.chroot "
+                f"is {chroot!r}; give the chroot once"
+            )
         changes["zk_hosts"] = host + (f"/{chroot}" if chroot else "")
+    for key in ("bk_zk_hosts", "bk_ledgers_root"):
+        if extra.get(key):
+            changes[key] = str(extra[key])
     if conn.login:
         changes["zk_digest"] = f"{conn.login}:{conn.password or ''}"
     return changes
 
 
 def s3_overrides(conn: Any) -> dict[str, Any]:
+    """``ledgergc_s3`` -> where the store is: ``extra.endpoint_url`` (empty: AWS),
+    ``extra.region_name``, ``extra.bucket``, ``extra.prefix``. Its credentials are the
+    Amazon provider's to resolve (``aws_credentials.connection_credentials``)."""
     extra = conn.extra_dejson or {}
     changes: dict[str, Any] = {}
     if "endpoint_url" in extra:
@@ -92,12 +111,15 @@ def s3_overrides(conn: Any) -> dict[str, Any]:
     for key, field in (("region_name", "s3_region"), ("bucket", "bucket"), ("prefix", "prefix")):
         if key in extra:
             changes[field] = extra[key]
-    if conn.login:
-        changes["s3_access_key_id"] = conn.login
-        changes["s3_secret_access_key"] = conn.password or ""
-        if extra.get("aws_session_token"):
-            changes["s3_session_token"] = extra["aws_session_token"]
     return changes
+
+
+def _from_connection(settings: Settings, conn_id: str, changes: dict[str, Any]) -> Settings:
+    """``changes`` made by connection ``conn_id``; a bad value is one line naming it."""
+    try:
+        return settings.overridden_by("connection", conn_id, changes)
+    except ConfigError as exc:
+        raise ConfigError(f"Airflow connection {conn_id}: {exc}") from exc
 
 
 def apply_mapping(
@@ -140,12 +162,25 @@ class LedgerGcHook(BaseHook):
         settings = Settings.from_env()
         zk = _connection(self.zookeeper_conn_id)
         if zk is not None:
-            settings = settings.with_overrides(**zookeeper_overrides(zk))
+            settings = _from_connection(settings, self.zookeeper_conn_id, zookeeper_overrides(zk))
         s3 = _connection(self.s3_conn_id)
         if s3 is not None:
-            settings = settings.with_overrides(**s3_overrides(s3))
+            from ledger_gc.airflow.aws_credentials import connection_credentials
+
+            changes = {**s3_overrides(s3), **connection_credentials(s3)}
+            settings = _from_connection(settings, self.s3_conn_id, changes)
         settings = apply_mapping(settings, _variable())
-        return apply_mapping(settings, params or {}, source="the run's params")
+        settings = settings.with_values(params or {}, source="the run's params", kind="params")
+        # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
+        return settings.with_broker_conf()
+
+
+def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
+    """What a Spark application of a task is handed: never long-lived AWS keys on a
+    cluster (``aws_credentials.for_spark``)."""
+    from ledger_gc.airflow.aws_credentials import for_spark
+
+    return for_spark(settings, _connection(S3_CONN_ID), local_master=local_master)
 
 
 def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:

@@ -40,7 +40,7 @@ from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
-from ledger_gc.bookkeeper import references, scan
+from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -100,7 +100,7 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(settings))
-            layout = scan.read_layout(bk, settings.bk_ledgers_root)
+            layout = scan.layout_of(bk, settings)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
         if deleting:
@@ -157,7 +157,7 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     znode = znode_of_target(entry.prefix)
     if layout is None:
         return _failed(entry, f"{settings.bookkeeper_hosts}{root}/LAYOUT is gone; kept")
@@ -202,6 +202,10 @@ def _one(
             f"created {iso(ledger.ctime_ms)}, younger than retention",
             until_ms=until,
         )
+    if verdict.ledger_class == classify.BK_OFFLOADED_COPY:  # the copy may be the last
+        why = offloaded_copy.live_hold_reason(settings, pulsar, entry.ml_name, entry.ledger_id)
+        if why is not None:
+            return RecheckResult.of(entry, HELD, why)
     reason = (
         f"BookKeeper ledger {entry.ledger_id} ({entry.target_class}: {verdict.reason}), "
         f"unreferenced since {iso(entry.first_seen_ms)} over {entry.scans_seen} scan(s), "

@@ -14,14 +14,18 @@ import logging
 
 from google.protobuf.message import DecodeError
 
-from ledger_gc.formats.markers import deletable_markers
+from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
+from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
+from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.metadata.namespaces import V2
 
 log = logging.getLogger(__name__)
+LedgerInfo = ManagedLedgerInfo.LedgerInfo
 
 SCHEMAS_ROOT = "/schemas"
 #: The compaction cursor (Pulsar's ``Compactor.COMPACTION_SUBSCRIPTION``) and the
@@ -35,20 +39,25 @@ BUCKET_PROPERTY_PREFIX = "#pulsar.internal.delayed.bucket"
 def read_references(store: MetadataStore) -> PulsarReferences:
     """Every reference Pulsar's metadata in ``store``'s chroot makes to a ledger."""
     store.sync("/")
-    names = store.list_managed_ledgers()
-    listed, marked, offloaded_deleted = _managed_ledgers(store, names)
+    # v1 and v2 managed ledgers, each level read as the namespace it is: a v1 namespace
+    # called "persistent" is not a v2 topic (rules/metadata/namespaces.py).
+    tree = store.managed_ledger_tree()
+    listed, marked, offloaded_deleted, copies = _managed_ledgers(store, list(tree.names))
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
+    schemas, schema_namespaces = _schemas(store)
     return PulsarReferences(
         listed=listed,
         marked=marked,
         offloaded_deleted=offloaded_deleted,
+        offload_copies=copies,
         cursors=cursors,
         compacted=compacted,
         buckets=frozenset(buckets),
-        schemas=_schemas(store),
+        schemas=schemas,
         # This cluster's own namespaces: its local metadata's, not /admin/policies (a
         # configuration store that geo-replicated clusters share lists theirs too).
-        namespaces=frozenset(_namespaces(store, paths.MANAGED_LEDGERS_ROOT)),
+        namespaces=tree.namespaces,
+        schema_namespaces=frozenset(schema_namespaces),
     )
 
 
@@ -62,40 +71,51 @@ def read_live_references(
     owner, so no other record can reference it."""
     store.sync("/")
     names = [ml_name] if ml_name else []
-    listed, marked, offloaded_deleted = _managed_ledgers(store, names)
+    listed, marked, offloaded_deleted, copies = _managed_ledgers(store, names)
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
     schemas: dict[str, SchemaIndex] = {}
+    schema_namespaces: set[str] = set()
     if schema_id:
-        raw = store.get_many_raw([f"{SCHEMAS_ROOT}/{schema_id}"])[0]
-        if raw is not None:
-            schemas[schema_id] = schema_index(raw[0])
-    namespaces: set[str] = set()
-    for name in filter(None, (ml_name, schema_id)):
-        namespace = "/".join(name.split("/")[:2])
-        where = f"{paths.MANAGED_LEDGERS_ROOT}/{namespace}"
-        if store.get_many_raw([where])[0] is not None:
-            namespaces.add(namespace)
+        namespace = "/".join(schema_id.split("/")[:2])
+        locator, folder = store.get_many_raw(
+            [f"{SCHEMAS_ROOT}/{schema_id}", f"{SCHEMAS_ROOT}/{namespace}"]
+        )
+        if locator is not None:
+            schemas[schema_id] = schema_index(locator[0])
+        if folder is not None:
+            schema_namespaces.add(namespace)
+    # The namespace of a v2 name, as the survey reads it: a /managed-ledgers/<a>/<b> that
+    # is a v1 property/cluster is no namespace of a v2 topic.
+    levels = {"/".join(name.split("/")[:2]) for name in filter(None, (ml_name, schema_id))}
+    shapes = store.namespace_shapes(sorted(levels))
+    namespaces = {level for level, shape in shapes.items() if shape.version == V2}
     return PulsarReferences(
         listed=listed,
         marked=marked,
         offloaded_deleted=offloaded_deleted,
+        offload_copies=copies,
         cursors=cursors,
         compacted=compacted,
         buckets=frozenset(buckets),
         schemas=schemas,
         namespaces=frozenset(namespaces),
+        schema_namespaces=frozenset(schema_namespaces),
     )
 
 
 def _managed_ledgers(
     store: MetadataStore, names: list[str]
-) -> tuple[dict[str, frozenset[int]], dict[str, frozenset[int]], dict[int, str]]:
-    """Listed and marked ids of each existing managed ledger of ``names``, and the listed
-    ledgers offloaded (complete) with ``bookkeeperDeleted``."""
+) -> tuple[
+    dict[str, frozenset[int]], dict[str, frozenset[int]], dict[int, str], dict[int, OffloadedCopy]
+]:
+    """Listed and marked ids of each existing managed ledger of ``names``, the listed
+    ledgers offloaded (complete) with ``bookkeeperDeleted``, and where their offloaded
+    copies are (checked before their BookKeeper copies go: ``offloaded_copy``)."""
     ml_paths = [paths.managed_ledger_path(name) for name in names]
     listed: dict[str, frozenset[int]] = {}
     marked: dict[str, frozenset[int]] = {}
     offloaded_deleted: dict[int, str] = {}
+    copies: dict[int, OffloadedCopy] = {}
     for name, path, raw in zip(names, ml_paths, store.get_many_raw(ml_paths), strict=True):
         if raw is None:
             continue  # deleted since it was listed: it references nothing now
@@ -106,7 +126,21 @@ def _managed_ledgers(
             context = ledger.offloadContext
             if context.complete and context.bookkeeperDeleted:
                 offloaded_deleted[ledger.ledgerId] = name
-    return listed, marked, offloaded_deleted
+                copies[ledger.ledgerId] = offloaded_copy_of(ledger)
+    return listed, marked, offloaded_deleted, copies
+
+
+def offloaded_copy_of(ledger: LedgerInfo) -> OffloadedCopy:
+    """Where a listed ledger's offload put its copy: the attempt's uuid, the driver and
+    its bucket (``driverMetadata``), and the ledger's size."""
+    context = ledger.offloadContext
+    properties = {entry.key: entry.value for entry in context.driverMetadata.properties}
+    return OffloadedCopy(
+        uuid=java_uuid(context.uidMsb, context.uidLsb),
+        driver=context.driverMetadata.name if context.HasField("driverMetadata") else None,
+        bucket=properties.get(BUCKET_PROPERTY),
+        ledger_size=ledger.size,
+    )
 
 
 def _cursor_references(
@@ -150,20 +184,18 @@ def _children(store: MetadataStore, parents: list[str]) -> list[str]:
     ]
 
 
-def _namespaces(store: MetadataStore, root: str) -> list[str]:
-    """``tenant/ns`` of every namespace znode under ``root`` (``root/<t>/<ns>``)."""
-    level = _children(store, [root])
-    return [path[len(root) + 1 :] for path in _children(store, level)]
-
-
-def _schemas(store: MetadataStore) -> dict[str, SchemaIndex]:
-    topics = _children(store, _children(store, _children(store, [SCHEMAS_ROOT])))
+def _schemas(store: MetadataStore) -> tuple[dict[str, SchemaIndex], list[str]]:
+    """Every schema locator (``/schemas/<tenant>/<ns>/<topic>``), and the namespaces
+    that hold one: schemas live in this cluster's local store like its managed ledgers,
+    and a namespace of non-persistent topics has schemas but no managed ledger."""
+    namespaces = _children(store, _children(store, [SCHEMAS_ROOT]))
+    topics = _children(store, namespaces)
     schemas: dict[str, SchemaIndex] = {}
     for path, raw in zip(topics, store.get_many_raw(topics), strict=True):
         if raw is None:
             continue
         schemas[path[len(SCHEMAS_ROOT) + 1 :]] = schema_index(raw[0])
-    return schemas
+    return schemas, [path[len(SCHEMAS_ROOT) + 1 :] for path in namespaces]
 
 
 def schema_index(data: bytes) -> SchemaIndex:

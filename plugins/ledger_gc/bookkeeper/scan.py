@@ -98,6 +98,24 @@ def read_layout(store: MetadataStore, root: str) -> str | None:
     return parse_layout(text, f"{store.hosts}{path}")
 
 
+def layout_of(store: MetadataStore, settings: Settings) -> str | None:
+    """The layout of BookKeeper's root as the settings name it (``bookkeeper_root``), or
+    None without a LAYOUT znode. An address naming a ledger manager
+    (``zk+hierarchical://``) that LAYOUT contradicts is refused: the address was meant
+    for another BookKeeper, or LAYOUT is not this one's (BookKeeper itself refuses to
+    start on such a mismatch); LAYOUT alone decides how ledger znodes are named."""
+    layout = read_layout(store, settings.bookkeeper_root)
+    named = settings.bookkeeper_manager
+    if layout is not None and named is not None and named != layout:
+        raise BookKeeperLayoutError(
+            f"{settings.bookkeeper_env}={settings.given(settings.bookkeeper_env)!r} names "
+            f"the {named} ledger manager, but {store.hosts}{settings.bookkeeper_root}/LAYOUT "
+            f"names {layout}; point it at this BookKeeper's metadataServiceUri (or use "
+            "zk+null:// to follow LAYOUT). Nothing was scanned or deleted"
+        )
+    return layout
+
+
 @dataclass
 class Listing:
     """Every ledger znode below the root, as ids, and what else was found there."""

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper import references, scan
+from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
@@ -153,10 +153,20 @@ class BookKeeperSurvey:
 
     def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
-        kept = []
+        reasons = {}
         for candidate in self.candidates:
             topic = classify.topic_of(candidate["target_class"], candidate["ml_name"])
-            if topic not in topics:
+            if topic in topics:
+                reasons[candidate["ledger_id"]] = why.format(topic=topic)
+        self.hold_ledgers(reasons, hold)
+
+    def hold_ledgers(self, reasons: Mapping[int, str], hold: str) -> None:
+        """Move the candidates of these ledger ids from their orphan class to
+        ``bk-held``, each with its reason."""
+        kept = []
+        for candidate in self.candidates:
+            why = reasons.get(candidate["ledger_id"])
+            if why is None:
                 kept.append(candidate)
                 continue
             size, cls = candidate["bytes"], candidate["target_class"]
@@ -174,7 +184,7 @@ class BookKeeperSurvey:
                         "ledger_id": candidate["ledger_id"],
                         "class": classify.BK_HELD,
                         "owner": candidate["ml_name"],
-                        "reason": why.format(topic=topic),
+                        "reason": why,
                         "hold": hold,
                     }
                 )
@@ -259,7 +269,7 @@ def enabled(settings: Settings) -> bool:
 
 
 def _no_layout(settings: Settings) -> ConfigError:
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     return ConfigError(
         f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
         "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
@@ -274,7 +284,7 @@ def check_layout(settings: Settings) -> str | None:
     if not enabled(settings):
         return None
     with MetadataStore.open(settings.bookkeeper_settings()) as bk:
-        layout = scan.read_layout(bk, settings.bk_ledgers_root)
+        layout = scan.layout_of(bk, settings)
     if layout is None and settings.bookkeeper == "true":
         raise _no_layout(settings)
     return layout
@@ -294,10 +304,10 @@ def survey(
     classified on its executors (``_on_executors``), else here."""
     if not enabled(settings):
         return None
-    root = settings.bk_ledgers_root
+    root = settings.bookkeeper_root
     where = f"{settings.bookkeeper_hosts}{root}"
     with scan.sessions(settings) as (pulsar, bk):
-        layout = scan.read_layout(bk, root)
+        layout = scan.layout_of(bk, settings)
         if layout is None:
             if settings.bookkeeper == "true":
                 raise _no_layout(settings)
@@ -344,6 +354,16 @@ def survey(
             "writer has it (another Pulsar cluster sharing this BookKeeper, or a delete "
             "under way); every ledger of it is held",
         )
+        # An offloaded copy goes only while its offloaded objects are there (the delete
+        # checks again, live): the report shows the others held.
+        copies = {
+            c["ledger_id"]: refs.offload_copies.get(c["ledger_id"])
+            for c in result.candidates
+            if c["target_class"] == classify.BK_OFFLOADED_COPY
+        }
+        result.hold_ledgers(
+            offloaded_copy.hold_reasons(settings, copies), classify.HOLD_OFFLOAD_UNCONFIRMED
+        )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
         result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
@@ -376,11 +396,10 @@ def scan_ledgers(
     into: BookKeeperSurvey,
 ) -> None:
     """Read, classify and count some ledgers into ``into`` (one shard, or all)."""
-    refs = classifier.refs
     owner_of = classifier.owner_of
     for ledger in scan.read_ledgers(bk, root, layout, ids):
-        tagged = classify.ml_of(ledger.tags)
-        if tagged is not None and tagged not in refs.listed:
+        tagged = classifier.gone_topic(ledger.tags)
+        if tagged is not None:
             into.gone_high[tagged] = max(into.gone_high.get(tagged, -1), ledger.ledger_id)
             if (
                 ledger.state is not None

@@ -59,6 +59,7 @@ from ledger_gc.errors import (
     ManagedLedgerNotFoundError,
     MetadataAccessError,
     MetadataError,
+    MetadataFormatError,
 )
 from ledger_gc.formats.framing import RAW, Framing
 from ledger_gc.formats.records import (
@@ -69,12 +70,16 @@ from ledger_gc.formats.records import (
 from ledger_gc.metadata import multi_read, zk_access
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
-from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.metadata import namespaces, paths
 from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
 from ledger_gc.zk_security import PULSAR_NAMES, Names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Pulsar's namespace policies (configuration store): v2 ``<tenant>/<ns>``, v1
+#: ``<property>/<cluster>/<ns>`` (``rules.metadata.namespaces``).
+POLICIES_ROOT = "/admin/policies"
 
 # How many async calls are in flight at once when reading many znodes.
 PIPELINE_WINDOW = 512
@@ -177,29 +182,111 @@ class MetadataStore:
 
     # --- managed ledgers ---------------------------------------------------------------
 
-    def list_managed_ledgers(self, *, sync: bool = False) -> list[str]:
-        """Every managed-ledger name (``tenant/ns/persistent/topic``), sorted.
+    def list_managed_ledgers(self, *, sync: bool = False, include_v1: bool = False) -> list[str]:
+        """Every managed-ledger name (``tenant/ns/persistent/topic``), sorted; with
+        ``include_v1`` the v1 ones (``property/cluster/ns/persistent/topic``) too.
 
         Raises MetadataUnavailableError on any session trouble; a missing root is a store
         with no managed ledgers. Levels are read with pipelined calls.
         """
+        tree = self.managed_ledger_tree(sync=sync)
+        return list(tree.names) if include_v1 else tree.v2_names
+
+    def managed_ledger_tree(self, *, sync: bool = False) -> namespaces.ManagedLedgerTree:
+        """The managed ledgers and namespaces under ``/managed-ledgers``, each
+        ``<a>/<b>`` read as the v1 property/cluster or v2 namespace it is
+        (``rules.metadata.namespaces``); a level that cannot be told raises
+        MetadataFormatError rather than hide topics or invent them."""
+        root = paths.MANAGED_LEDGERS_ROOT
         if sync:
-            self.sync(paths.MANAGED_LEDGERS_ROOT)
-        if not self._call(
-            "reading the root", lambda: self.client.exists(paths.MANAGED_LEDGERS_ROOT)
+            self.sync(root)
+        if not self._call("reading the root", lambda: self.client.exists(root)):
+            return namespaces.ManagedLedgerTree((), frozenset())
+        tenants = self.children_of_many([root])[0]
+        levels = [
+            f"{tenant}/{child}"
+            for tenant, children in zip(
+                tenants, self.children_of_many([f"{root}/{t}" for t in tenants]), strict=True
+            )
+            for child in children
+        ]
+        tree: dict[str, list[str]] = {}
+        shapes = self._shapes(levels, tree)
+        found = {level for level in levels if shapes[level].version == namespaces.V2}
+        found |= {
+            f"{level}/{ns}"
+            for level in levels
+            if shapes[level].version == namespaces.V1
+            for ns in tree[level]
+        }
+        domains = [f"{namespace}/{namespaces.DOMAIN}" for namespace in sorted(found)]
+        unread = [domain for domain in domains if domain not in tree]
+        tree.update(
+            zip(unread, self.children_of_many([f"{root}/{d}" for d in unread]), strict=True)
+        )
+        names = [f"{domain}/{topic}" for domain in domains for topic in tree[domain]]
+        return namespaces.ManagedLedgerTree(tuple(sorted(names)), frozenset(found))
+
+    def namespace_shapes(self, levels: Sequence[str]) -> dict[str, namespaces.Shape]:
+        """What each existing ``/managed-ledgers/<a>/<b>`` of ``levels`` is (v1 cluster
+        or v2 namespace); a level that does not exist is absent."""
+        root = paths.MANAGED_LEDGERS_ROOT
+        there = [
+            level
+            for level, got in zip(
+                levels, self.get_many([f"{root}/{lv}" for lv in levels]), strict=True
+            )
+            if got is not None
+        ]
+        return self._shapes(there, {})
+
+    def _shapes(
+        self, levels: Sequence[str], tree: dict[str, list[str]]
+    ) -> dict[str, namespaces.Shape]:
+        """Judge each level (``namespaces.namespace_shape``), reading what it asks for
+        level by level, pipelined; ``tree`` keeps the children read (the topics too)."""
+        data: dict[str, bool] = {}
+        policies: dict[str, list[str] | None] = {}
+        facts = namespaces.Facts(tree, data, policies)  # filled in as they are read
+        shapes: dict[str, namespaces.Shape] = {}
+        pending = list(levels)
+        while pending:
+            needs: list[namespaces.Need] = []
+            for level in pending:
+                got = namespaces.namespace_shape(level, facts)
+                if isinstance(got, namespaces.Ambiguous):
+                    raise MetadataFormatError(got.why)
+                if isinstance(got, namespaces.Shape):
+                    shapes[level] = got
+                else:
+                    needs.append(got)
+            pending = [level for level in pending if level not in shapes]
+            self._read_facts(needs, tree, data, policies)
+        return shapes
+
+    def _read_facts(
+        self,
+        needs: list[namespaces.Need],
+        tree: dict[str, list[str]],
+        data: dict[str, bool],
+        policies: dict[str, list[str] | None],
+    ) -> None:
+        """Read what ``namespace_shape`` asked for into the facts' maps, pipelined."""
+        root = paths.MANAGED_LEDGERS_ROOT
+        in_tree = sorted({path for need in needs for path in need.tree})
+        in_data = sorted({path for need in needs for path in need.data})
+        in_policies = sorted({path for need in needs for path in need.policies})
+        if needs and not (in_tree or in_data or in_policies):
+            raise RuntimeError("namespace_shape asked for nothing and decided nothing")
+        listed = self.children_of_many([f"{root}/{p}" for p in in_tree])
+        tree.update(zip(in_tree, listed, strict=True))
+        got = self.get_many([f"{root}/{p}" for p in in_data])
+        data.update((path, bool(read and read[0])) for path, read in zip(in_data, got, strict=True))
+        where = [f"{POLICIES_ROOT}/{p}" for p in in_policies]
+        for path, node, children in zip(
+            in_policies, self.get_many(where), self.children_of_many(where), strict=True
         ):
-            return []
-        level = [paths.MANAGED_LEDGERS_ROOT]
-        # tenants, namespaces, the "persistent" domain, topics
-        for depth in range(4):
-            children = self.children_of_many(level)
-            level = [
-                f"{parent}/{child}"
-                for parent, names in zip(level, children, strict=True)
-                for child in names
-                if depth != 2 or child == "persistent"
-            ]
-        return sorted(paths.ml_name_from_path(path) for path in level)
+            policies[path] = None if node is None else children
 
     def children_of_many(self, znodes: Sequence[str]) -> list[list[str]]:
         """``get_children`` of many znodes, pipelined; a vanished znode has no children."""

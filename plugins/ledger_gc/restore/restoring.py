@@ -253,7 +253,7 @@ def _restore_bookkeeper(
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
     from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 
-    where = f"{settings.bookkeeper_hosts}{settings.bk_ledgers_root}"
+    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )

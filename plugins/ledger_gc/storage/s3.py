@@ -43,11 +43,12 @@ class LedgerStorage(LedgerBlocks, GcBucket):
 
 
 def offload_settings(settings: Settings) -> Settings:
-    """The settings seen from the offload bucket: its bucket, prefix and endpoint."""
+    """The settings seen from the offload bucket: its bucket, prefix, endpoint and region."""
     return settings.with_overrides(
         bucket=settings.offload_bucket,
         prefix=settings.offload_prefix,
         s3_endpoint=settings.offload_s3_endpoint or settings.s3_endpoint,
+        s3_region=settings.offload_s3_region or settings.s3_region,
     )
 
 

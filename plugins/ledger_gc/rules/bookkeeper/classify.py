@@ -9,17 +9,23 @@ phases, guards, live re-check and audit like every other orphan:
 * ``bk-offloaded-copy``: a listed ledger whose offload is complete with
   ``bookkeeperDeleted=true``: Pulsar reads it from tiered storage and meant to delete
   this copy. The only class judged by id, so the only one deleted in a shared BookKeeper;
+  its offloaded objects are looked at before it goes, and while they cannot be confirmed
+  it is held (``offloaded_copy``, ``HOLD_OFFLOAD_UNCONFIRMED``);
 * ``bk-orphan-ledger``: its managed ledger exists and neither lists nor marks it;
 * ``bk-orphan-partition``: its managed ledger is gone, in a namespace this metadata has;
-* ``bk-orphan-cursor-ledger``: its cursor is gone, or names another (newer) ledger;
-* ``bk-orphan-schema-ledger``: no schema index names it;
+* ``bk-orphan-cursor-ledger``: its cursor is gone, or names another (newer) ledger, or
+  keeps its position in its znode (-1) and the ledger is older than its managed
+  ledger's newest ledger (a close's leftover: ``_znode_cursor_class``);
+* ``bk-orphan-schema-ledger``: no schema index names it (judged by the schema's locator,
+  never by a managed ledger: a partitioned or non-persistent topic's schema has none);
 * ``bk-orphan-compacted-ledger``: its topic is gone;
 * ``bk-held``: looks unreferenced, but is not ours to judge (``HOLD_*``): a ledger newer
   than what the metadata knows (a rollover, cursor switch or topic creation in flight),
   a namespace this metadata does not have (another Pulsar cluster's, sharing this
   BookKeeper), a live topic's compacted ledger (its ZooKeeper property lags), a schema
   index that does not start at version 0, a declared shared BookKeeper;
-* ``bk-foreign``: untagged (BookKeeper's own tools, Pulsar before 2.3.0, v1 records),
+* ``bk-foreign``: untagged (BookKeeper's own tools, Pulsar before 2.3.0, v1 records), a
+  v1 topic's (``property/cluster/ns``) that no record names,
   another application's, another Pulsar component's (a delayed-delivery bucket's...).
   Reported, never deleted;
 * ``bk-unreadable``: an empty or garbage record. Reported, never deleted.
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
+from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
 BK_LIVE = "bk-live"
@@ -71,12 +78,16 @@ EXPLANATIONS = {
     BK_LIVE: "a Pulsar record references it",
     BK_OFFLOADED_COPY: (
         "offloaded to tiered storage with bookkeeperDeleted=true: Pulsar meant to delete "
-        "this BookKeeper copy"
+        "this BookKeeper copy (deleted only once both offloaded objects are found in "
+        "LEDGERGC_OFFLOAD_BUCKET, the data object of the size the offload wrote)"
     ),
     BK_ORPHAN_LEDGER: "its managed ledger exists and neither lists nor marks it",
     BK_ORPHAN_PARTITION: "its managed ledger (topic) is gone, in a namespace this metadata has",
-    BK_ORPHAN_CURSOR_LEDGER: "its cursor is gone or uses a newer ledger",
-    BK_ORPHAN_SCHEMA_LEDGER: "no schema index names it",
+    BK_ORPHAN_CURSOR_LEDGER: (
+        "its cursor is gone or uses a newer ledger, or keeps its position in its znode and "
+        "this ledger is older than its topic's newest ledger"
+    ),
+    BK_ORPHAN_SCHEMA_LEDGER: "no schema index names it (judged by the schema's locator)",
     BK_ORPHAN_COMPACTED_LEDGER: "its compacted topic is gone",
     BK_HELD: "looks unreferenced, but is not ledger-gc's to judge (see each reason); kept",
     BK_FOREIGN: "not a Pulsar ledger ledger-gc judges (untagged, another application or "
@@ -107,6 +118,7 @@ HOLD_LIVE_COMPACTED = "live-topic-compacted-ledger"
 HOLD_SCHEMA_INDEX = "schema-index-not-from-0"
 HOLD_SHARED = "shared-bookkeeper"
 HOLD_OFFLOAD_MISMATCH = "offloaded-copy-tag-mismatch"
+HOLD_OFFLOAD_UNCONFIRMED = "offloaded-copy-unconfirmed"
 HOLD_NAME_SPELLING = "topic-name-spelling"
 HOLD_OPEN_WRITER = "gone-topic-with-open-ledger"
 HOLD_GROWING_ELSEWHERE = "gone-topic-still-growing"  # across scans (BookKeeperSource.compare)
@@ -214,6 +226,12 @@ def is_topic_ml_name(name: str) -> bool:
     return len(parts) == 4 and all(parts) and parts[2] == "persistent"
 
 
+def is_v1_ml_name(name: str) -> bool:
+    """A v1 managed-ledger name, ``property/cluster/ns/persistent/<encoded topic>``."""
+    parts = name.split("/")
+    return len(parts) == 5 and all(parts) and parts[3] == "persistent"
+
+
 def namespace_of(name: str) -> str | None:
     """``tenant/ns`` of a managed-ledger name or a schema id."""
     parts = name.split("/")
@@ -257,6 +275,8 @@ class PulsarReferences:
     marked: Mapping[str, frozenset[int]] = field(default_factory=dict)
     # listed ledger id -> its managed ledger, for offloads complete with bookkeeperDeleted
     offloaded_deleted: Mapping[int, str] = field(default_factory=dict)
+    # those ledgers' offloaded copies: uuid, driver, bucket (checked before a delete)
+    offload_copies: Mapping[int, OffloadedCopy] = field(default_factory=dict)
     # (managed ledger, cursor) -> its cursorsLedgerId (-1: the position is in the znode)
     cursors: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # managed ledger -> the compacted ledger id of its __compaction cursor's property
@@ -264,8 +284,12 @@ class PulsarReferences:
     # ledger ids of delayed-delivery bucket snapshots named in cursor properties
     buckets: frozenset[int] = frozenset()
     schemas: Mapping[str, SchemaIndex] = field(default_factory=dict)
-    # tenant/ns known to this metadata (/managed-ledgers/<t>/<ns>, /admin/policies/<t>/<ns>)
+    # the namespaces this metadata's managed ledgers are read by: v2 tenant/ns and v1
+    # property/cluster/ns (rules/metadata/namespaces.py)
     namespaces: frozenset[str] = frozenset()
+    # tenant/ns holding a schema locator (/schemas/<t>/<ns>): a namespace of
+    # non-persistent topics has schemas and no managed ledger
+    schema_namespaces: frozenset[str] = frozenset()
 
     def referenced(self) -> dict[int, str]:
         """Every ledger id some record names -> which record (the first found)."""
@@ -331,6 +355,8 @@ class Classifier:
         self.referenced = refs.referenced()
         self.high = max(self.referenced, default=None)
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
+        # A schema ledger's namespace is known by its managed ledgers or its schemas.
+        self.schema_namespaces = refs.namespaces | refs.schema_namespaces
         self.cursor_ids = dict(refs.cursors)
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
         # listed id -> its managed ledger (the survey's root-mismatch evidence)
@@ -382,9 +408,17 @@ class Classifier:
             )
         ml_name = ml_of(tags)
         namespace = namespace_of(owner) if owner else None
+        if ml_name is None and is_v1_ml_name(owner):
+            return Verdict(
+                BK_FOREIGN,
+                owner,
+                "a v1 topic's (property/cluster/namespace) ledger that no record names: "
+                "ledger-gc does not judge v1 names",
+            )
         if ml_name is None or namespace is None:
             return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
-        if namespace not in self.refs.namespaces:
+        schema = tags.component == SCHEMA_COMPONENT
+        if namespace not in (self.schema_namespaces if schema else self.refs.namespaces):
             return self._held(
                 owner,
                 HOLD_OTHER_CLUSTER,
@@ -404,6 +438,9 @@ class Classifier:
     def _orphan_class(self, ledger: BkLedger, ml_name: str) -> Verdict:
         lid = ledger.ledger_id
         tags = ledger.tags
+        if tags.component == SCHEMA_COMPONENT:
+            assert tags.schema_id is not None
+            return self._schema_class(tags.schema_id)
         exists = ml_name in self.refs.listed
         if not exists and topic_key(ml_name) in self.topic_keys:
             # The same topic under another spelling of its name (an encoding ledger-gc
@@ -414,25 +451,6 @@ class Classifier:
                 f"{ml_name} is not a managed ledger by that spelling, but a managed ledger "
                 "of the same topic name exists",
             )
-        if tags.component == SCHEMA_COMPONENT:
-            assert tags.schema_id is not None
-            index = self.refs.schemas.get(tags.schema_id)
-            if index is not None and index.unreadable is not None:
-                return self._held(
-                    tags.schema_id,
-                    HOLD_SCHEMA_INDEX,
-                    f"the schema index of {tags.schema_id} does not decode "
-                    f"({index.unreadable}): which ledgers it names is unknown",
-                )
-            if index is not None and index.lowest_version not in (None, 0):
-                return self._held(
-                    tags.schema_id,
-                    HOLD_SCHEMA_INDEX,
-                    f"the schema index of {tags.schema_id} starts at version "
-                    f"{index.lowest_version}, not 0: it may not name every ledger it uses",
-                )
-            where = "no schema index" if index is None else "its schema index does not name it"
-            return Verdict(BK_ORPHAN_SCHEMA_LEDGER, tags.schema_id, where)
         if tags.component == COMPACTED_COMPONENT:
             if exists:
                 return self._held(
@@ -447,7 +465,9 @@ class Classifier:
             if current is None:
                 gone = "its managed ledger is gone" if not exists else "the cursor is gone"
                 return Verdict(BK_ORPHAN_CURSOR_LEDGER, ml_name, f"cursor {tags.cursor}: {gone}")
-            if 0 <= current < lid:
+            if current < 0:
+                return self._znode_cursor_class(lid, ml_name, tags.cursor)
+            if current < lid:
                 return self._held(
                     ml_name,
                     HOLD_CURSOR_SWITCH,
@@ -455,11 +475,7 @@ class Classifier:
                     "switch in flight",
                 )
             return Verdict(
-                BK_ORPHAN_CURSOR_LEDGER,
-                ml_name,
-                f"cursor {tags.cursor} uses ledger {current} now"
-                if current >= 0
-                else f"cursor {tags.cursor} keeps its position in its znode now",
+                BK_ORPHAN_CURSOR_LEDGER, ml_name, f"cursor {tags.cursor} uses ledger {current} now"
             )
         if not exists:
             return Verdict(BK_ORPHAN_PARTITION, ml_name, f"managed ledger {ml_name} is gone")
@@ -475,6 +491,71 @@ class Classifier:
         return Verdict(
             BK_ORPHAN_LEDGER, ml_name, f"{ml_name} exists and neither lists nor marks it"
         )
+
+    def _schema_class(self, schema_id: str) -> Verdict:
+        """A schema ledger no index names, judged by its schema's locator alone: a
+        partitioned topic's schema is kept under its base name and a non-persistent
+        topic's too, and neither has a managed ledger (``TopicName.getSchemaName``)."""
+        index = self.refs.schemas.get(schema_id)
+        if index is not None and index.unreadable is not None:
+            return self._held(
+                schema_id,
+                HOLD_SCHEMA_INDEX,
+                f"the schema index of {schema_id} does not decode "
+                f"({index.unreadable}): which ledgers it names is unknown",
+            )
+        if index is not None and index.lowest_version not in (None, 0):
+            return self._held(
+                schema_id,
+                HOLD_SCHEMA_INDEX,
+                f"the schema index of {schema_id} starts at version "
+                f"{index.lowest_version}, not 0: it may not name every ledger it uses",
+            )
+        where = "no schema index" if index is None else "its schema index does not name it"
+        return Verdict(BK_ORPHAN_SCHEMA_LEDGER, schema_id, where)
+
+    def _znode_cursor_class(self, lid: int, ml_name: str, cursor: str) -> Verdict:
+        """A ledger of a cursor whose position is in its znode (``cursorsLedgerId`` -1).
+
+        Pulsar's ManagedCursorImpl goes to -1 on a close (it writes the position into
+        the znode, then deletes its cursor ledger; a failed delete leaves that ledger),
+        and leaves -1 by creating a new cursor ledger and only then writing its id
+        (``switchToNewLedger``): in between, the new ledger is a switch in flight. A
+        topic reopened after the close first creates a new managed-ledger ledger, and a
+        cursor ledger only after it: so a cursor ledger older than the managed ledger's
+        newest ledger predates the reopening and was left by the close; a newer one may
+        be the switch (or a close's leftover while the topic stays unloaded: held until
+        a reopening rolls the managed ledger past it)."""
+        high = self.ml_high.get(ml_name)
+        if high is None or lid > high:
+            newest = "none" if high is None else str(high)
+            return self._held(
+                ml_name,
+                HOLD_CURSOR_SWITCH,
+                f"cursor {cursor} keeps its position in its znode (-1), and this ledger is "
+                f"newer than the newest ledger of {ml_name} ({newest}): it may be the "
+                "cursor's first ledger, a switch in flight",
+            )
+        return Verdict(
+            BK_ORPHAN_CURSOR_LEDGER,
+            ml_name,
+            f"cursor {cursor} keeps its position in its znode (-1, as a close leaves it), and "
+            f"this ledger is older than the newest ledger of {ml_name} ({high}): left by a "
+            "close",
+        )
+
+    def gone_topic(self, tags: PulsarTags) -> str | None:
+        """The topic name a ledger counts toward as one this metadata lacks (the
+        shared-BookKeeper rule, ``bookkeeper.source.live_elsewhere``), None when it has
+        it. A schema is judged by its locator: one whose locator exists is this
+        cluster's, whether or not a managed ledger has the name (a partitioned or a
+        non-persistent topic's schema never has one)."""
+        name = ml_of(tags)
+        if name is None or name in self.refs.listed:
+            return None
+        if tags.component == SCHEMA_COMPONENT and tags.schema_id in self.refs.schemas:
+            return None
+        return name
 
 
 def _why_foreign(tags: PulsarTags) -> str | None:

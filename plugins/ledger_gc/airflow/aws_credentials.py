@@ -1,0 +1,158 @@
+"""S3 credentials of ledger-gc's tasks, through the Amazon provider's ``AwsBaseHook``.
+
+The ``ledgergc_s3`` connection (type ``aws``) is read the way every Amazon operator reads
+its connection, so each identity the provider knows works here too:
+
+* keys: login/password (and ``extra.aws_session_token`` for temporary ones);
+* a role to assume: ``extra.role_arn`` (``assume_role_kwargs``, ``DurationSeconds`` ...),
+  from the keys, a profile or the worker's own identity;
+* web identity, as IRSA gives a pod on Kubernetes: ``role_arn`` with
+  ``assume_role_method: assume_role_with_web_identity`` and
+  ``assume_role_with_web_identity_federation: file`` (the token file from
+  ``extra.assume_role_with_web_identity_token_file`` or ``AWS_WEB_IDENTITY_TOKEN_FILE``);
+  or no identity in the connection at all, and boto3 reads IRSA's ``AWS_ROLE_ARN`` and
+  ``AWS_WEB_IDENTITY_TOKEN_FILE`` itself;
+* a profile (``extra.profile_name``);
+* none of these: boto3's default chain (environment, profile, web identity, instance
+  profile), resolved wherever a client is made, by each process for itself.
+
+The STS endpoint of a role is ``extra.service_config.sts.endpoint_url`` (the provider
+never sends an assume-role to the S3 ``endpoint_url``).
+
+And what a Spark application gets (``for_spark``): the driver's and executors' clients
+are built from the settings that the task hands them (spark-submit's environment, the
+tasks' closures), never from Spark conf. Temporary credentials (a role, web identity, a
+session token) are handed over as they are. No credentials: none, and each executor uses
+its own default chain (an instance profile, IRSA). Long-lived AWS keys never leave this
+worker for a cluster: they are exchanged for temporary ones first (STS
+``GetSessionToken``), and a worker that cannot exchange them refuses in one line. With a
+local master the executors are this worker's own processes, and an S3-compatible store
+with no STS (SeaweedFS, MinIO, Ceph at a custom endpoint) has only its static keys: those
+are handed over as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+from ledger_gc.errors import ConfigError
+from ledger_gc.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: How long the temporary credentials that replace long-lived keys last (STS allows
+#: 900 s to 36 h for an IAM user); ``extra.session_duration_seconds`` overrides it.
+SESSION_SECONDS = 12 * 3600
+
+
+class ConnectionAwsHook(AwsBaseHook):
+    """``AwsBaseHook`` over a connection already read (the one ``LedgerGcHook`` looked
+    up once for its bucket and endpoint): the provider's own session, role assumption and
+    web identity, without a second lookup."""
+
+    def __init__(self, connection: Any, **kwargs: Any) -> None:
+        self.connection = connection
+        super().__init__(aws_conn_id=connection.conn_id, client_type="s3", **kwargs)
+
+    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
+        return self.connection
+
+
+def names_identity(connection: Any) -> bool:
+    """Whether the connection says who to be (keys, a role, a profile); otherwise boto3's
+    default chain stands, in every process for itself."""
+    config = ConnectionAwsHook(connection).conn_config
+    return bool(config.aws_access_key_id or config.role_arn or config.profile_name)
+
+
+def connection_credentials(connection: Any) -> dict[str, Any]:
+    """The settings' credentials from the connection (``s3_access_key_id``, ...), as the
+    provider resolves them: a role assumed now (temporary credentials), the keys, a
+    profile's. Empty when the connection names no identity. A failure (STS refused the
+    role, no source credentials) is one line naming the connection."""
+    if not names_identity(connection):
+        return {}
+    hook = ConnectionAwsHook(connection)
+    try:
+        credentials = hook.get_credentials()
+    except Exception as exc:  # botocore's and the provider's errors alike
+        role = hook.conn_config.role_arn
+        what = f"assuming role {role}" if role else "reading its credentials"
+        raise ConfigError(
+            f"Airflow connection {connection.conn_id}: {what} failed ({_reason(exc)}); check "
+            "its keys, role_arn and service_config.sts.endpoint_url"
+        ) from exc
+    return {
+        "s3_access_key_id": credentials.access_key,
+        "s3_secret_access_key": credentials.secret_key,
+        "s3_session_token": credentials.token or None,
+    }
+
+
+def for_spark(settings: Settings, connection: Any | None, *, local_master: bool) -> Settings:
+    """The settings a Spark application is handed: temporary credentials, none (the
+    executors' own chain), or, where nothing else can be had, a store's static keys (see
+    the module's docstring)."""
+    if not settings.s3_access_key_id or settings.s3_session_token or local_master:
+        return settings
+    sts_endpoint = _sts_endpoint(connection)
+    if settings.s3_endpoint and sts_endpoint is None:
+        log.info(
+            "S3 at %s: a store with no STS; its static keys go to the Spark application "
+            "(through spark-submit's environment and the tasks, never Spark conf)",
+            settings.s3_endpoint,
+        )
+        return settings
+    extra = (connection.extra_dejson or {}) if connection is not None else {}
+    seconds = int(extra.get("session_duration_seconds", SESSION_SECONDS))
+    import boto3
+
+    session = boto3.session.Session(
+        aws_access_key_id=settings.s3_access_key_id,
+        aws_secret_access_key=settings.s3_secret_access_key,
+        region_name=settings.s3_region,
+    )
+    where = sts_endpoint or f"AWS STS ({settings.s3_region})"
+    try:
+        answer = session.client("sts", endpoint_url=sts_endpoint).get_session_token(
+            DurationSeconds=seconds
+        )
+    except Exception as exc:  # botocore's errors: refused, unreachable
+        raise ConfigError(
+            f"long-lived AWS keys are never handed to Spark executors, and exchanging them "
+            f"for temporary ones at {where} failed ({_reason(exc)}); give the ledgergc_s3 "
+            "connection a role_arn to assume, or no keys (the executors' own instance "
+            "profile or IRSA)"
+        ) from exc
+    temporary = answer["Credentials"]
+    log.info(
+        "long-lived AWS keys exchanged for temporary credentials (%s, until %s) for Spark",
+        where,
+        temporary["Expiration"],
+    )
+    return settings.overridden_by(
+        "sts",
+        f"GetSessionToken at {where}",
+        {
+            "s3_access_key_id": temporary["AccessKeyId"],
+            "s3_secret_access_key": temporary["SecretAccessKey"],
+            "s3_session_token": temporary["SessionToken"],
+        },
+    )
+
+
+def _sts_endpoint(connection: Any | None) -> str | None:
+    """The connection's own STS endpoint (``service_config.sts.endpoint_url``), if any."""
+    if connection is None:
+        return None
+    service = ((connection.extra_dejson or {}).get("service_config") or {}).get("sts") or {}
+    endpoint = service.get("endpoint_url")
+    return str(endpoint) if endpoint else None
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

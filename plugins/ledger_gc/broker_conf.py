@@ -1,0 +1,118 @@
+"""A Pulsar broker's ``broker.conf`` (``LEDGERGC_PULSAR_CONF``) -> the settings it names.
+
+Operators point ledger-gc at the file their brokers run with, and every setting they have
+not set otherwise is taken from it (``Settings.with_broker_conf``; an explicit
+``LEDGERGC_*`` value, a connection, the variable or a run's params win). The keys and
+their precedence are Pulsar's own:
+
+* the metadata store: ``metadataStoreUrl``, else the older ``zookeeperServers``
+  (``ServiceConfiguration.getMetadataStoreUrl``);
+* BookKeeper's metadata: ``bookkeeperMetadataServiceUri``; empty (the default) means
+  Pulsar's own store, ``/ledgers`` below its chroot (``isBookkeeperMetadataStoreSeparated``
+  is false), so ``LEDGERGC_BK_ZK_HOSTS`` stays unset;
+* tiered storage: ``managedLedgerOffloadDriver`` (empty: off) and its bucket, region and
+  endpoint. ``TieredStorageConfiguration.getKeys`` reads the driver's older spelling
+  first (``s3ManagedLedgerOffload*`` for ``aws-s3``; ``gcsManagedLedgerOffload*`` for
+  Google Cloud Storage) and the generic ``managedLedgerOffload*`` after it; a key left
+  empty, as the stock broker.conf leaves every one, counts as not set. Pulsar's offloaders
+  write at the bucket's root (``<uuid>-ledger-<id>``): there is no prefix key;
+* the cluster's name, ``clusterName``: what Pulsar tags its offloaded objects with
+  (``LEDGERGC_PULSAR_CLUSTER``).
+
+ledger-gc reads S3-compatible offload buckets (``aws-s3``, ``S3``, ``aliyun-oss``); with
+another driver tiered storage stays off, and the settings say why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger_gc.errors import ConfigError
+from ledger_gc.java_properties import parse_properties
+
+PULSAR_CONF = "LEDGERGC_PULSAR_CONF"
+#: Offload drivers whose bucket speaks S3 (OffloadPoliciesImpl.DRIVER_NAMES), and the
+#: prefix of the older keys each reads first (TieredStorageConfiguration).
+S3_DRIVERS = {"aws-s3": "s3ManagedLedgerOffload", "s3": "s3ManagedLedgerOffload", "aliyun-oss": ""}
+GENERIC_OFFLOAD = "managedLedgerOffload"
+#: The offload settings, by the suffix Pulsar's offload keys share.
+OFFLOAD_FIELDS = (
+    ("Bucket", "LEDGERGC_OFFLOAD_BUCKET"),
+    ("Region", "LEDGERGC_OFFLOAD_S3_REGION"),
+    ("ServiceEndpoint", "LEDGERGC_OFFLOAD_S3_ENDPOINT"),
+)
+
+
+@dataclass(frozen=True)
+class ConfValue:
+    """One setting a broker.conf names: the variable, its value, and the key it came from
+    (with, where it says more than the value, why)."""
+
+    env: str
+    value: str
+    key: str
+    why: str = ""
+
+
+def read_broker_conf(path: Path) -> list[ConfValue]:
+    """The settings ``path`` names, or one ``ConfigError`` naming the file and the fix."""
+    try:
+        text = Path(path).read_bytes().decode("iso-8859-1")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"{PULSAR_CONF}={str(path)!r} cannot be read ({reason}); point it at a broker's "
+            "broker.conf (e.g. /pulsar/conf/broker.conf), or unset it"
+        ) from exc
+    try:
+        properties = parse_properties(text)
+    except ValueError as exc:
+        raise ConfigError(f"{PULSAR_CONF}={str(path)!r} is not a properties file: {exc}") from exc
+    return settings_of(properties)
+
+
+def settings_of(properties: dict[str, str]) -> list[ConfValue]:
+    """The settings a broker's properties name (pure; see the module's docstring)."""
+    found: list[ConfValue] = []
+    store = _first(properties, "metadataStoreUrl", "zookeeperServers")
+    if store is not None:
+        found.append(ConfValue("LEDGERGC_ZK_HOSTS", *store))
+    bookkeeper = _first(properties, "bookkeeperMetadataServiceUri")
+    if bookkeeper is not None and bookkeeper[0] != "metadata-store:":
+        found.append(ConfValue("LEDGERGC_BK_ZK_HOSTS", *bookkeeper))
+    found.extend(_offload(properties))
+    cluster = _first(properties, "clusterName")
+    if cluster is not None:
+        found.append(ConfValue("LEDGERGC_PULSAR_CLUSTER", *cluster))
+    return found
+
+
+def _offload(properties: dict[str, str]) -> list[ConfValue]:
+    driver = _first(properties, "managedLedgerOffloadDriver")
+    if driver is None:
+        return []
+    name, key = driver
+    older = S3_DRIVERS.get(name.lower())
+    if older is None:
+        why = (
+            f"tiered storage off: {key}={name} is not an S3-compatible offloader, and "
+            f"ledger-gc reads offload buckets of {', '.join(sorted(S3_DRIVERS))} only"
+        )
+        return [ConfValue("LEDGERGC_OFFLOAD_BUCKET", "", key, why)]
+    found = []
+    for suffix, env in OFFLOAD_FIELDS:
+        keys = [f"{older}{suffix}"] if older else []
+        value = _first(properties, *keys, f"{GENERIC_OFFLOAD}{suffix}")
+        if value is not None:
+            found.append(ConfValue(env, *value))
+    return found
+
+
+def _first(properties: dict[str, str], *keys: str) -> tuple[str, str] | None:
+    """``(value, key)`` of the first key set to something other than blanks."""
+    for key in keys:
+        value = properties.get(key, "").strip()
+        if value:
+            return value, key
+    return None

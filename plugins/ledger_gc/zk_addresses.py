@@ -1,0 +1,180 @@
+"""ZooKeeper addresses as Pulsar and BookKeeper write them, read into kazoo's one form.
+
+Operators copy addresses from their brokers' and bookies' configuration, so a setting that
+names a ZooKeeper ensemble (``LEDGERGC_ZK_HOSTS``, ``LEDGERGC_BK_ZK_HOSTS``) takes every
+form those write (DESIGN.md "Connecting to a production Pulsar cluster"):
+
+* kazoo's own: ``h1:2181,h2:2181/chroot``;
+* Pulsar's ``metadataStoreUrl``: ``zk:h1:2181,h2:2181/chroot`` (Pulsar strips ``zk:`` and
+  hands the rest to ZooKeeper; a bare host list is ZooKeeper too);
+* Pulsar's metadata driver for BookKeeper: ``metadata-store:zk:h1:2181/chroot``. Pulsar's
+  ``AbstractMetadataDriver`` opens the store named after ``metadata-store:`` (``;`` read
+  as ``,``, its ``?key=value`` tuning parameters dropped) and keeps the ledgers at
+  ``/ledgers`` below that store's chroot: the URL is opaque, so it has no path of its own;
+* BookKeeper's ``metadataServiceUri``: ``zk+hierarchical://h1:2181;h2:2181/ledgers``
+  (``ZKMetadataDriverBase``): the authority is the host list (``;`` for ``,``), the path is
+  the ledgers root itself (no chroot), and the ``+type`` names the ledger manager
+  (``hierarchical``, ``longhierarchical``, ``flat``; ``null`` or none: ``LAYOUT`` says).
+
+Anything else (Pulsar's ``oxia://``, ``etcd:``, ``rocksdb:``, ``memory:`` stores,
+BookKeeper's ``ms`` manager, a bad host or port) is one ``ConfigError`` naming the setting:
+ledger-gc reads metadata from ZooKeeper only. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ledger_gc.errors import ConfigError
+
+#: BookKeeper's ledger manager names in a ``zk+<name>://`` URL -> the layout its ledger
+#: znodes have (``rules.bookkeeper.ledger_paths``'s names). ``null``: ``LAYOUT`` decides.
+URL_MANAGERS = {
+    "hierarchical": "hierarchical",
+    "longhierarchical": "longhierarchical",
+    "flat": "flat",
+    "null": None,
+}
+#: Pulsar's metadata stores that are not ZooKeeper (MetadataStoreFactoryImpl's schemes),
+#: and what to call them in an error.
+OTHER_STORES = {
+    "oxia": "Oxia",
+    "etcd": "etcd",
+    "rocksdb": "RocksDB",
+    "memory": "an in-memory store",
+}
+DEFAULT_LEDGERS_ROOT = "/ledgers"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_HOSTNAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
+_IPV6 = re.compile(r"\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\]")
+EXAMPLES = (
+    "host:port[,host:port][/chroot] (zk1:2181,zk2:2181/pulsar), Pulsar's zk:… or "
+    "metadata-store:zk:…, or BookKeeper's zk+hierarchical://zk1:2181;zk2:2181/ledgers"
+)
+
+
+@dataclass(frozen=True)
+class ZkAddress:
+    """One ZooKeeper address, read from any of the forms above."""
+
+    #: As it was written (what errors and ``status`` show).
+    given: str
+    #: kazoo's connect string, the chroot included: ``h1:2181,h2:2181/chroot``.
+    hosts: str
+    #: BookKeeper's ledgers root when the address names it (a ``zk+…://`` URL's path);
+    #: None: ``/ledgers`` below the chroot.
+    ledgers_root: str | None = None
+    #: The ledger manager a ``zk+<name>://`` URL names; None: the ``LAYOUT`` znode decides.
+    manager: str | None = None
+
+    @property
+    def chroot(self) -> str:
+        """The chroot of ``hosts`` ("" for none)."""
+        _, _, chroot = self.hosts.partition("/")
+        return f"/{chroot}" if chroot else ""
+
+
+def parse_zk_address(name: str, text: str) -> ZkAddress:
+    """``text`` in any form above, or one ``ConfigError`` naming ``name`` and the fix."""
+    given = text.strip()
+    if not given:
+        raise ConfigError(f"{name} is empty; set it to {EXAMPLES}")
+    bad = _Refusal(name, given)
+    lowered = given.lower()
+    if lowered.startswith("metadata-store:"):
+        inner = given[len("metadata-store:") :].partition("?")[0].replace(";", ",")
+        if not inner:
+            raise bad("names no metadata store after metadata-store:")
+        store = _pulsar_store(bad, inner)
+        return ZkAddress(given, store)
+    url = re.match(r"zk(\+[A-Za-z]+)?://", given, flags=re.IGNORECASE)
+    if url:
+        return _bookkeeper_url(bad, given, url.group(1))
+    return ZkAddress(given, _pulsar_store(bad, given))
+
+
+class _Refusal:
+    """Makes the one-line errors of one value: the setting, the value, the problem."""
+
+    def __init__(self, name: str, given: str) -> None:
+        self.name = name
+        self.given = given
+
+    def __call__(self, problem: str, fix: str = "") -> ConfigError:
+        return ConfigError(
+            f"{self.name}={self.given!r} {problem}; {fix or 'set it to ' + EXAMPLES}"
+        )
+
+
+def _pulsar_store(bad: _Refusal, text: str) -> str:
+    """A Pulsar ``metadataStoreUrl`` (``zk:…`` or a bare host list) -> kazoo's form."""
+    scheme = _SCHEME.match(text)
+    if scheme and scheme.group(1).lower() == "zk" and not text[3:].startswith("//"):
+        text = text[3:]
+    elif scheme and scheme.group(1).lower() in OTHER_STORES:
+        store = OTHER_STORES[scheme.group(1).lower()]
+        raise bad(
+            f"is {store}, not ZooKeeper",
+            "ledger-gc reads Pulsar's and BookKeeper's metadata from ZooKeeper only "
+            "(zk:host:port/chroot, metadata-store:zk:…, zk+hierarchical://…)",
+        )
+    elif "://" in text:
+        raise bad("is a URL of a store ledger-gc cannot read")
+    return _host_list(bad, text)
+
+
+def _bookkeeper_url(bad: _Refusal, text: str, plus: str | None) -> ZkAddress:
+    """``zk[+manager]://h1:2181;h2:2181/ledgers`` (BookKeeper's metadataServiceUri)."""
+    manager_name = (plus or "+null")[1:].lower()
+    if manager_name not in URL_MANAGERS:
+        raise bad(
+            f"names ledger manager {manager_name!r}",
+            "ledger-gc reads the hierarchical, longhierarchical and flat managers "
+            "(zk+hierarchical://, zk+longhierarchical://, zk+flat://, or zk+null:// to "
+            "follow LAYOUT)",
+        )
+    rest = text.split("://", 1)[1].partition("?")[0]
+    authority, slash, path = rest.partition("/")
+    if not authority:
+        raise bad("has no hosts")
+    root = "/" + path.rstrip("/")
+    if not slash or root == "/":
+        raise bad("has no ledgers root path (BookKeeper's zkLedgersRootPath, e.g. /ledgers)")
+    _check_path(bad, root)
+    hosts = _host_list(bad, authority.replace(";", ","))
+    return ZkAddress(text, hosts, ledgers_root=root, manager=URL_MANAGERS[manager_name])
+
+
+def _host_list(bad: _Refusal, text: str) -> str:
+    """``h1:2181,h2:2181[/chroot]`` checked host by host -> kazoo's form (no blanks, no
+    trailing slash). kazoo takes a missing port as 2181, so one may be left out."""
+    servers, slash, chroot = text.partition("/")
+    hosts = []
+    for server in servers.split(","):
+        server = server.strip()
+        host, port = _split_port(server)
+        if not host or not (_HOSTNAME.fullmatch(host) or _IPV6.fullmatch(host)):
+            raise bad(f"has no host name in {server!r}")
+        if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+            raise bad(f"has port {port!r} in {server!r}, which is not a port number (1-65535)")
+        hosts.append(server)
+    chroot = chroot.strip().rstrip("/")
+    if slash and chroot:
+        _check_path(bad, "/" + chroot)
+        return ",".join(hosts) + "/" + chroot
+    return ",".join(hosts)
+
+
+def _split_port(server: str) -> tuple[str, str | None]:
+    if server.startswith("["):  # [ipv6]:port
+        host, _, rest = server.partition("]")
+        return host + "]", rest[1:] if rest.startswith(":") else (rest or None)
+    host, colon, port = server.rpartition(":")
+    return (host, port) if colon else (server, None)
+
+
+def _check_path(bad: _Refusal, path: str) -> None:
+    parts = path.split("/")[1:]
+    if any(part in ("", ".", "..") for part in parts):
+        raise bad(f"has path {path}, which is not a ZooKeeper path")
