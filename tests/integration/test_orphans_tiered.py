@@ -20,7 +20,8 @@ from pulsar_records import Ledger, offload, put_segment, record, write_data, wri
 from ledger_gc.audit import AuditLog
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
-from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
+from ledger_gc.orphans import cycle, survey_steps
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledger_gc.orphans.deleting import recheck_and_delete
 from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.s3_orphans.deleting import recheck_and_delete
 from ledger_gc.spark.session import job_error, job_group
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.orphans import reading
+from ledger_gc.s3_orphans import reading
 from ledger_gc.settings import Settings
 from ledger_gc.spark.session import SparkJobError, checkpoint, job_error, task_slices
 
