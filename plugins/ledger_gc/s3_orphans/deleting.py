@@ -102,7 +102,7 @@ def read_segment_carriers(
     from ledger_gc.s3_orphans.reading import offload_uuid_of
 
     store.sync(paths.MANAGED_LEDGERS_ROOT)
-    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True)
+    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True, include_v1=True)
     znodes = [paths.managed_ledger_path(name) for name in candidates]
     carriers = set()
     for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):
