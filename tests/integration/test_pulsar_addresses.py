@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.audit import AuditLog
 from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
@@ -132,6 +133,7 @@ def test_status_json_says_where_each_setting_came_from(
     cluster.managed_ledger(ORDERS, [cluster.ledger(ml_tags(ORDERS), closed=False)])
     conf = broker_conf(tmp_path, settings)
     env = {**base_env(settings, conf), "LEDGERGC_GRACE_SECONDS": "60"}
+    AuditLog(settings).check()  # the state store a first run made (status only reads it)
     result = ledgergc(env, "status", "--json")
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
