@@ -79,7 +79,7 @@ def populate(client: Any, keys: list[str], threads: int) -> None:
 def sequential(settings: Any) -> int:
     """The baseline: one pagination over the whole prefix with botocore's paginator and
     its parse of every page, as ``aws s3 ls --recursive`` does (its client made already)."""
-    from ledger_gc.orphans import reading
+    from ledger_gc.s3_orphans import reading
 
     client = reading.storage_for(settings).client
     paginator = client.get_paginator("list_objects_v2")
@@ -91,7 +91,7 @@ def sequential(settings: Any) -> int:
 
 def _init_lister(settings: Any) -> None:
     """A lister process as a reused Spark Python worker is: its S3 client made."""
-    from ledger_gc.orphans import reading
+    from ledger_gc.s3_orphans import reading
 
     global _settings
     _settings = settings
@@ -99,14 +99,14 @@ def _init_lister(settings: Any) -> None:
 
 
 def _list_shard(shard: str) -> int:
-    from ledger_gc.orphans import reading
+    from ledger_gc.s3_orphans import reading
 
     return sum(1 for _ in reading.list_prefixes(_settings, [shard]))
 
 
 def concurrent(settings: Any, pool: Any) -> tuple[int, int]:
     """The scan's listing: split into namespaces, then listed by the pool's processes."""
-    from ledger_gc.orphans import reading
+    from ledger_gc.s3_orphans import reading
 
     shards, loose = reading.discover_shards(settings)
     return sum(pool.imap_unordered(_list_shard, shards)) + len(loose), len(shards)
@@ -213,7 +213,7 @@ def measure(settings: Any, listers: list[int], objects: int) -> dict[str, Any]:
     server = psutil.Process(_server_pid(settings))
     server_cpu = sum(server.cpu_times()[:2])
     say("sequential lister: one pagination over the whole prefix")
-    from ledger_gc.orphans import reading
+    from ledger_gc.s3_orphans import reading
 
     reading.storage_for(settings)  # each side's clients are made before its clock starts
     started = time.perf_counter()

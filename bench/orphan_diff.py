@@ -112,9 +112,9 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ledger_gc.orphans import reading
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.orphans.run_steps import RunSteps
+    from ledger_gc.s3_orphans import reading
 
     meta_path = directory / "meta.json"
     if meta_path.exists() and json.loads(meta_path.read_text()).get("plan") == p:
@@ -321,9 +321,9 @@ def child_python(directory: Path) -> dict[str, Any]:
     """Runs in the child: the plain single-process set difference (the baseline)."""
     import pyarrow.parquet as pq
 
-    from ledger_gc.orphans import reading
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.rules.storage import keys
+    from ledger_gc.s3_orphans import reading
 
     stage = "reading the snapshot"
     result: dict[str, Any] = {}

@@ -5,7 +5,7 @@ Populates ``--mls`` ManagedLedgerInfo znodes (``--ledgers`` ledgers each) in a c
 its own, then reads them all three ways, in the same run, over the same znodes:
 
 * **snapshot path** (the figure): what each Spark snapshot task runs,
-  ``orphans.reading.read_managed_ledgers`` over shards of ``NAMES_PER_SHARD`` names: a
+  ``s3_orphans.reading.read_managed_ledgers`` over shards of ``NAMES_PER_SHARD`` names: a
   session, a ``sync``, ``MetadataStore.get_many_raw`` (batched multiRead, pipelined),
   decoding every record into snapshot rows;
 * **kazoo async**: the same reads as pipelined ``get_async`` calls, one per znode (what
@@ -62,8 +62,8 @@ def main() -> int:
 
     from ledger_gc.formats.records import decode_managed_ledger_info
     from ledger_gc.metadata.store import MetadataStore
-    from ledger_gc.orphans import reading
     from ledger_gc.rules.metadata import paths
+    from ledger_gc.s3_orphans import reading
     from ledger_gc.spark.snapshot import NAMES_PER_SHARD
 
     settings = _common.bench_settings(chroot=f"/bench-snapshot-{_common.run_tag()}")

@@ -350,7 +350,7 @@ def main() -> int:
         )
     _common.require_stack()
 
-    from ledger_gc.trim import TrimScope, run_trim
+    from ledger_gc.trim.run import TrimScope, run_trim
 
     tag = _common.run_tag()
     consumed = args.mls * (args.ledgers - 1)

@@ -18,12 +18,13 @@ The tasks share nothing but the state store (``LEDGERGC_STATE_URL``), so each ma
 another worker. The work is ``ledger_gc.orphans`` (see ``ledgergc orphans``); this file
 only wires tasks together and does no I/O when parsed.
 
-Manual trigger params: ``dry_run``, ``force`` (past the zero-managed-ledgers and
-orphan-fraction guards), ``grace_seconds``, ``retention_seconds``, ``inventory`` (an S3
-Inventory report to read instead of listing the bucket), ``offload_inventory`` (the same
-for the tiered-storage bucket, ``LEDGERGC_OFFLOAD_BUCKET``: when it is set, every step
-also covers Pulsar's offloaded segments). Schedule: ``LEDGERGC_ORPHAN_SCHEDULE`` (cron,
-or ``none`` for manual runs only), default ``@hourly``.
+Manual trigger params: ``dry_run``, ``force`` (past every safety guard's refusal but
+a partial metadata read's and a stale run's: ``orphans.options.FORCE_HELP``),
+``grace_seconds``, ``retention_seconds``, ``inventory`` (an S3 Inventory report to read
+instead of listing the bucket), ``offload_inventory`` (the same for the tiered-storage
+bucket, ``LEDGERGC_OFFLOAD_BUCKET``: when it is set, every step also covers Pulsar's
+offloaded segments). Schedule: ``LEDGERGC_ORPHAN_SCHEDULE`` (cron, or ``none`` for
+manual runs only), default ``@hourly``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from airflow.sdk import Param, dag, task
 
 from ledger_gc.airflow import orphan_tasks
 from ledger_gc.airflow.settings_hook import dag_schedule
+from ledger_gc.orphans.options import FORCE_HELP
 
 
 @dag(
@@ -54,7 +56,7 @@ from ledger_gc.airflow.settings_hook import dag_schedule
         "force": Param(
             False,
             type="boolean",
-            description="Go past the zero-managed-ledgers and orphan-fraction guards.",
+            description=FORCE_HELP[0].upper() + FORCE_HELP[1:] + ".",
         ),
         "grace_seconds": Param(
             None, type=["null", "integer"], minimum=0, description="Override the grace window."

@@ -9,7 +9,17 @@ and a local S3 endpoint and passes their addresses in ``LEDGERGC_ZK_HOSTS`` and
 3. run the ``ledger_trim`` DAG (``airflow dags test``): consumed ledgers are reclaimed;
 4. run the ``orphan_removal`` DAG twice with a grace window and retention of seconds: the
    first run registers the orphans, the second deletes those still orphaned;
-5. check that every live ledger is still readable, and print what was found and reclaimed.
+5. check that every live ledger is still readable, and print what was found and reclaimed;
+6. the same DAG twice against a small Pulsar cluster's BookKeeper metadata (its own
+   chroot), and what it reclaimed and kept.
+
+Both stores' runs go to one state store (``var/demo/state``), so that
+``bin/airflow --state-dir var/demo/state`` shows everything the demo did. That is a demo's
+shortcut, not a deployment's: the orphan registry has no column for the store, so a
+cycle drops the registered orphans of a source it did not scan ("did not scan ...;
+tracked again when it is scanned"). The demo runs the store's cycles to the end first
+(nothing stays registered), then the cluster's; a deployment gives each store its own
+``LEDGERGC_STATE_DIR`` or ``LEDGERGC_STATE_URL``.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 from ledger_gc.settings import Settings
 from ledger_gc.state.stores import open_store
 from ledger_gc.status import collect_status
@@ -40,6 +51,8 @@ from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = ROOT / "var" / "demo"
+#: The one state store of the whole demo: what ``bin/airflow --state-dir`` is pointed at.
+STATE_DIR = DEMO_DIR / "state"
 CHROOT = "/ledger-gc-demo"
 GRACE_SECONDS = 5
 RETENTION_SECONDS = 5
@@ -58,7 +71,8 @@ def demo_settings() -> Settings:
     """The stack's addresses plus the demo's own chroot, bucket, prefix and state dir."""
     # The local stack starts empty every time, so the state describing the last demo's
     # store (registry, audit log, run summaries) must go too.
-    shutil.rmtree(DEMO_DIR / "state", ignore_errors=True)
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    shutil.rmtree(DEMO_DIR / "pulsar-state", ignore_errors=True)  # an older demo's
     base = Settings.from_env()
     hosts = base.zk_hosts.split("/", 1)[0]
     with_chroot = f"{hosts}{CHROOT}"
@@ -71,7 +85,7 @@ def demo_settings() -> Settings:
         zk_hosts=with_chroot,
         bucket="ledger-gc-demo",
         prefix="ledgers",
-        state_dir=DEMO_DIR / "state",
+        state_dir=STATE_DIR,
         delete_enabled=True,
         grace_seconds=GRACE_SECONDS,
         retention_seconds=RETENTION_SECONDS,
@@ -157,8 +171,8 @@ def offload_bucket_keys(settings: Settings) -> dict[str, int]:
 def verify_live_data(settings: Settings) -> int:
     """Read back every entry of every listed ledger, and check that every listed
     offloaded ledger still has its two tiered-storage objects; return entries read."""
-    from ledger_gc.orphans.reading import offload_uuid_of
     from ledger_gc.rules.storage.offload_keys import segment_keys
+    from ledger_gc.s3_orphans.reading import offload_uuid_of
 
     storage = LedgerStorage(settings)
     tiered = offload_bucket_keys(settings)
@@ -193,6 +207,17 @@ def verify_live_data(settings: Settings) -> int:
     return read
 
 
+def runs_of(settings: Settings, kind: str) -> list[dict[str, Any]]:
+    """The runs of one of the demo's two stores (they share a state store): those whose
+    summary names its ZooKeeper chroot. A trim's summary names none: only the store runs
+    the trim."""
+    return [
+        run
+        for run in run_log.read_runs(settings, kind)
+        if (run.get("settings") or {}).get("zk_hosts", settings.zk_hosts) == settings.zk_hosts
+    ]
+
+
 def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) -> None:
     heading("Report")
     for run in run_log.read_runs(settings, run_log.TRIM):
@@ -204,7 +229,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
             f"{totals.get('markers_pending', 0)} markers pending, "
             f"{totals.get('zk_writes', 0)} ZooKeeper writes"
         )
-    for number, run in enumerate(run_log.read_runs(settings, run_log.ORPHANS), 1):
+    for number, run in enumerate(runs_of(settings, run_log.ORPHANS), 1):
         phases = run.get("phases", {})
         classes = run.get("classes", {})
 
@@ -235,7 +260,7 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
         )
         for refusal in run.get("refusals", []):
             say(f"     refused: {refusal}")
-    audit = AuditLog(settings).deletions()
+    audit = [r for r in AuditLog(settings).deletions() if not r["target_class"].startswith("bk-")]
     say(f"   audit log: {len(audit)} deletions recorded")
     by_operation: dict[str, list[dict[str, Any]]] = {}
     for record in audit:
@@ -256,24 +281,29 @@ def report(settings: Settings, before: dict[str, Any], after: dict[str, Any]) ->
     say(f"   state store (audit log, run summaries, registry): {open_store(settings).display_url}")
 
 
+def pulsar_settings(settings: Settings) -> Settings:
+    """The demo's Pulsar cluster: its own chroot, no block store (its data is in
+    BookKeeper), tiered storage in the demo's offload bucket under its own prefix (an
+    offloaded ledger's BookKeeper copy goes only once its offloaded objects are seen);
+    the demo's one state store (see the module's doc)."""
+    hosts = settings.zk_hosts.split("/", 1)[0]
+    return settings.with_overrides(
+        zk_hosts=f"{hosts}{demo_pulsar.CHROOT}",
+        bucket="",
+        offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
+        bookkeeper="true",
+    )
+
+
 def pulsar_cluster_settings(settings: Settings) -> Settings:
-    """The demo's Pulsar cluster: its own chroot and state, no block store (its data is
-    in BookKeeper), tiered storage in the demo's offload bucket under its own prefix (an
-    offloaded ledger's BookKeeper copy goes only once its offloaded objects are seen)."""
+    """``pulsar_settings``, with the cluster's chroot created."""
     hosts = settings.zk_hosts.split("/", 1)[0]
     client = KazooClient(hosts=hosts)
     client.start(timeout=15)
     client.ensure_path(demo_pulsar.CHROOT)
     client.stop()
     client.close()
-    shutil.rmtree(DEMO_DIR / "pulsar-state", ignore_errors=True)
-    return settings.with_overrides(
-        zk_hosts=f"{hosts}{demo_pulsar.CHROOT}",
-        bucket="",
-        offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
-        state_dir=DEMO_DIR / "pulsar-state",
-        bookkeeper="true",
-    )
+    return pulsar_settings(settings)
 
 
 def bookkeeper_demo(settings: Settings) -> None:
@@ -299,8 +329,7 @@ def bookkeeper_demo(settings: Settings) -> None:
         client.stop()
         client.close()
     heading("Report: BookKeeper")
-    runs = run_log.read_runs(pulsar, run_log.ORPHANS)
-    for number, run in enumerate(runs, 1):
+    for number, run in enumerate(runs_of(pulsar, run_log.ORPHANS), 1):
         bk = run.get("bookkeeper") or {}
         found = ", ".join(
             f"{name} {totals['ledgers']}"
@@ -310,7 +339,7 @@ def bookkeeper_demo(settings: Settings) -> None:
         say(
             f"   orphan cycle {number} ({run.get('status')}): {bk.get('ledgers')} ledgers: "
             f"{found}; deleted {bk.get('deleted', 0)}, "
-            f"{human_bytes(bk.get('bytes_reclaimed', 0))} reclaimed"
+            f"{human_bytes(bk.get('bytes_reclaimed', 0))} reclaimed ({BYTES_MEANING})"
         )
         for refusal in run.get("refusals", []):
             say(f"     refused: {refusal}")
@@ -366,6 +395,10 @@ def main() -> int:
         "offloader's objects stay"
     )
     bookkeeper_demo(settings)
+    say(
+        f"\n   all of it, the store's and the Pulsar cluster's runs, in one state store: "
+        f"bin/airflow --state-dir {STATE_DIR.relative_to(ROOT)} shows it"
+    )
     say(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return 0
 

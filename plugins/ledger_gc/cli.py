@@ -23,6 +23,7 @@ from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.status_section import SECTION as STATUS_SECTION
 from ledger_gc.observability.status_section import add_overview, describe_overview
 from ledger_gc.settings import Settings
+from ledger_gc.state.stores import existing_store
 from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage
 
@@ -61,6 +62,10 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)
+    # Only reads the state store: one that does not exist (a mistyped state dir) is
+    # refused, not created; after ZooKeeper's and S3's own errors, so that a first
+    # `ledgergc status` on a new install still says what is wrong with the servers.
+    existing_store(settings)
     now = int(time.time() * 1000)
     data = status.to_dict(now)
     for extend in STATUS_EXTENSIONS:
@@ -116,11 +121,22 @@ STATUS_EXTENSIONS: list[Callable[[dict[str, Any], Settings], None]] = [add_overv
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ledgergc",
-        description="Keep a managed-ledger store (ZooKeeper + S3) from leaking storage.",
+        description="Keep a Pulsar-like store from leaking storage: the managed ledgers' "
+        "blocks in S3 (metadata in ZooKeeper), Pulsar's tiered storage (offloaded "
+        "segments) and a Pulsar cluster's BookKeeper ledgers.",
     )
     parser.add_argument("--version", action="version", version=f"ledger-gc {__version__}")
     parser.add_argument(
-        "--log-level", default="INFO", help="DEBUG, INFO, WARNING (progress goes to stderr)"
+        "--log-level",
+        default="INFO",
+        help="DEBUG, INFO, WARNING (progress goes to stderr; DEBUG also shows the "
+        "ZooKeeper and S3 clients' own logs)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show the ZooKeeper and S3 clients' own logs (kazoo's connection "
+        "attempts and retries, botocore's warnings)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_status_parser(subparsers)
@@ -150,24 +166,46 @@ SUBCOMMANDS = _subcommands()
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    level = getattr(logging, str(args.log_level).upper(), logging.INFO)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # kazoo logs every connection attempt; keep our progress readable.
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-    logging.getLogger("botocore").setLevel(logging.WARNING)
+    quiet_clients(level, verbose=args.verbose)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration is not news
     try:
         settings = Settings.from_env()
-        settings.check_state_dir()
+        # A subcommand that only reads the state store (audit, restore, orphans --list)
+        # says so: a mistyped state dir is no empty store, it is refused. Status refuses
+        # it itself, after the servers' errors.
+        reads_only = getattr(args, "reads_state_only", None)
+        if reads_only is not None and reads_only(args):
+            existing_store(settings)
+        elif args.func is not run_status:
+            settings.check_state_dir()  # a writing command creates the store
         return int(args.func(args, settings))
     except LedgerGcError as exc:
         if getattr(args, "json", False):
             print_json({"error": str(exc), "type": type(exc).__name__})
         print(f"ledgergc: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def quiet_clients(level: int, *, verbose: bool) -> None:
+    """The ZooKeeper and S3 clients' logs: errors only, unless asked for.
+
+    kazoo logs every connection attempt, and a WARNING per retry to an unreachable
+    server ("Connection dropped: socket connection error"): lines that came before,
+    and buried, the one-line error that says which server and what to check
+    (``zk_client`` also logs a starting session's at DEBUG). ``--verbose`` shows what
+    kazoo logs and botocore's warnings, ``--log-level DEBUG`` everything both log.
+    """
+    asked = verbose or level <= logging.DEBUG
+    logging.getLogger("kazoo").setLevel(logging.DEBUG if asked else logging.ERROR)
+    shown = level if level <= logging.DEBUG else logging.WARNING if verbose else logging.ERROR
+    for name in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(name).setLevel(shown)
 
 
 if __name__ == "__main__":

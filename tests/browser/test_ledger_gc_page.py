@@ -122,9 +122,9 @@ def run_demo(settings: Settings) -> None:
     """The demo's store and leaks, then trims and orphan cycles over them."""
     from demo_leaks import plant_leaks, plant_orphan_ledgers
     from demo_store import write_demo_store
-    from ledger_gc.orphans import run_orphan_cycle
+    from ledger_gc.orphans.cycle import run_orphan_cycle
     from ledger_gc.orphans.witness import ServerClocks
-    from ledger_gc.trim import run_trim
+    from ledger_gc.trim.run import run_trim
 
     write_demo_store(settings)
     run_trim(settings, source="demo")
@@ -385,3 +385,98 @@ def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, t
     )
     assert "ledgergc_trim_markers_pending 1" in stage.metrics.splitlines()
     assert (ARTIFACTS / "ledger-gc-page.png").stat().st_size > 10_000
+
+
+# What a reader of the page at a given width cannot see: a page wider than its window, an
+# x-axis label shown twice, a legend entry clipped or covered, a series drawn under
+# another so that no point of it shows (registered = waiting in grace, often).
+LAYOUT = r"""(root) => {
+  const doc = root || document;
+  const win = doc.defaultView;
+  const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 &&
+    a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  const charts = Array.from(doc.querySelectorAll('svg.chart')).map(svg => {
+    svg.scrollIntoView({block: 'center'});  // elementFromPoint sees the window only
+    const box = svg.getBoundingClientRect();
+    const title = svg.getAttribute('aria-label');
+    const box_of = t => {
+      const r = t.getBoundingClientRect();
+      return {name: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+    };
+    const xTexts = Array.from(svg.querySelectorAll('text.axis.x, text.axis[text-anchor=middle]'))
+      .filter(t => t.textContent !== 'no runs yet');
+    const xLabels = xTexts.map(t => t.textContent);
+    const legend = Array.from(svg.querySelectorAll('text.legend')).map(box_of);
+    const clipped = [...legend, ...xTexts.map(box_of)]
+      .filter(r => r.left < box.left - 0.5 || r.right > box.right + 0.5).map(r => r.name);
+    const covered = legend.filter((r, i) => legend.some((o, j) => j !== i && overlap(r, o)))
+      .map(r => r.name);
+    // A series (a legend entry: its colour) shows if some point near its line or on one
+    // of its dots is painted by it, not by a series drawn over it.
+    const m = svg.getScreenCTM();
+    const at = (x, y) => doc.elementFromPoint(m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f);
+    const painted = new Set();
+    for (const line of svg.querySelectorAll('polyline')) {
+      const pts = line.getAttribute('points').trim().split(/\s+/)
+        .map(p => p.split(',').map(Number));
+      for (let i = 0; i + 1 < pts.length; i++) {
+        for (const f of [0.25, 0.5, 0.75]) {
+          const x = pts[i][0] + f * (pts[i + 1][0] - pts[i][0]);
+          const y = pts[i][1] + f * (pts[i + 1][1] - pts[i][1]);
+          for (let dy = -6; dy <= 6; dy += 0.5) {
+            if (at(x, y + dy) === line) painted.add(line.getAttribute('stroke'));
+          }
+        }
+      }
+    }
+    for (const dot of svg.querySelectorAll('circle')) {
+      const cx = Number(dot.getAttribute('cx')), cy = Number(dot.getAttribute('cy'));
+      const r = Number(dot.getAttribute('r'));
+      for (let d = -r + 0.5; d < r; d += 0.5) {
+        if (at(cx + d, cy) === dot || at(cx, cy + d) === dot) painted.add(dot.getAttribute('fill'));
+      }
+    }
+    const keys = Array.from(svg.querySelectorAll('rect')).map(r => r.getAttribute('fill'));
+    const hidden = legend.filter((entry, i) => !painted.has(keys[i])).map(entry => entry.name);
+    return {title, xLabels, repeated: xLabels.filter((t, i) => xLabels.indexOf(t) !== i),
+            clipped, covered, hidden};
+  });
+  return {scrollWidth: doc.documentElement.scrollWidth, width: win.innerWidth, charts};
+}"""
+
+
+def layout_problems(layout: dict[str, Any]) -> list[str]:
+    problems = []
+    if layout["scrollWidth"] > layout["width"]:
+        problems.append(f"page {layout['scrollWidth']} px wide in a {layout['width']} px window")
+    for chart in layout["charts"]:
+        for what in ("repeated", "clipped", "covered", "hidden"):
+            if chart[what]:
+                problems.append(f"{chart['title']}: {what} {chart[what]}")
+    return problems
+
+
+def test_the_page_reads_at_800_px(stage: Stage, chromium: str):
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 1000})
+            sign_in(page, stage.login, "/plugin/ledger-gc")
+            page.wait_for_function(FIGURES_IN_FRAME, timeout=60_000)
+            time.sleep(1)
+            page.screenshot(path=ARTIFACTS / "ledger-gc-in-airflow-800.png")
+            frame = page.frame_locator('iframe[title="Ledger GC"]').locator("html")
+            in_frame = frame.evaluate(f"root => ({LAYOUT})(root.ownerDocument)")
+            page.goto(f"{stage.login['url']}/ledger-gc/")
+            page.screenshot(path=ARTIFACTS / "ledger-gc-page-800.png", full_page=True)
+            alone = page.evaluate(f"({LAYOUT})(null)")
+        finally:
+            browser.close()
+
+    assert in_frame["charts"] and alone["charts"]
+    problems = [f"alone: {p}" for p in layout_problems(alone)]
+    problems += [f"in Airflow's frame: {p}" for p in layout_problems(in_frame)]
+    assert not problems, "\n".join(problems)

@@ -21,7 +21,7 @@ from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.formats.markers import encode_marker_value, marker_key
 from ledger_gc.formats.records import encode_managed_ledger_info, set_property
-from ledger_gc.observability import build_overview
+from ledger_gc.observability.overview import build_overview
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
 

@@ -33,8 +33,12 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The session's local SparkSession (stopped at the end of the test session)."""
+def spark(local_stack: Any) -> Iterator[Any]:
+    """The session's local SparkSession (stopped at the end of the test session).
+
+    After the local stack: its JVM, and the Python workers it forks, keep the
+    environment they start with, and an executor's S3 client finds the stack's test
+    credentials there (settings without keys leave boto3 to its own chain)."""
     from ledger_gc.spark.session import local_session
 
     with pytest.MonkeyPatch.context() as mp:

@@ -6,7 +6,9 @@ import socket
 import time
 
 import pytest
+from test_status_command import run_ledgergc
 
+from ledger_gc import run_log
 from ledger_gc.errors import (
     BucketNotFoundError,
     ConfigError,
@@ -16,6 +18,7 @@ from ledger_gc.errors import (
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata.paths import managed_ledger_path
 from ledger_gc.settings import Settings
+from ledger_gc.state.stores import open_store
 from ledger_gc.storage.s3 import LedgerStorage
 
 ML = "acme/prod/persistent/broken"
@@ -76,3 +79,55 @@ def test_malformed_settings_are_config_errors():
         Settings.from_env({"LEDGERGC_DELETE_ENABLED": "maybe"})
     with pytest.raises(ConfigError, match="OVERRIDES"):
         Settings.from_env({"LEDGERGC_TRIM_RETENTION_OVERRIDES": '{"only-tenant": {}}'})
+
+
+def _dead_zookeeper(settings: Settings) -> Settings:
+    return settings.with_overrides(zk_hosts=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["trim", "--dry-run"], ["orphans", "--dry-run"]], ids=" ".join
+)
+def test_an_unreachable_zookeeper_is_the_one_line_on_stderr(settings, command):
+    # kazoo's retry warnings ("Connection dropped: socket connection error") used to come
+    # first: the one-line error is all a user sees unless they ask for more.
+    open_store(settings).ready()
+    dead = _dead_zookeeper(settings)
+
+    result = run_ledgergc(dead, *command)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("ledgergc: error: ZooKeeper at 127.0.0.1:") and "unreachable" in line
+
+    asked = run_ledgergc(dead, "--verbose", *command)
+    assert "kazoo" in asked.stderr and asked.stderr.strip().splitlines()[-1] == line
+
+
+def test_a_dry_run_against_an_unreachable_zookeeper_starts_no_spark_and_is_no_cycle(settings):
+    dead = _dead_zookeeper(settings)
+    started = time.monotonic()
+
+    result = run_ledgergc(dead, "orphans", "--dry-run")
+
+    # Checked before the Spark session: a JVM start took 38 s before the error came.
+    assert time.monotonic() - started < 15, result.stderr
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "unreachable" in line and "nothing deleted" in line
+    assert result.stdout == ""  # no cycle report
+    # Not a cycle: the page's "latest orphan cycle" stays what it was.
+    assert run_log.read_runs(settings, run_log.ORPHANS) == []
+
+
+def test_an_unreachable_s3_endpoint_is_one_line_before_any_cycle(settings):
+    dead = settings.with_overrides(s3_endpoint=f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+
+    result = run_ledgergc(dead, "orphans", "--dry-run")
+
+    assert time.monotonic() - started < 30, result.stderr
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "S3 endpoint" in line and "unreachable" in line
+    assert run_log.read_runs(settings, run_log.ORPHANS) == []

@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper import references, scan
-from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import ledger_paths

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.settings import Settings

@@ -18,7 +18,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.settings import Settings

@@ -20,10 +20,10 @@ from ledger_gc import marking
 from ledger_gc.audit import AuditLog
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.runs import CLASSES, PHASES
-from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.run_log import TRIM, read_runs
 from ledger_gc.settings import Settings
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 
 SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(\{[^}]*\})? (\S+)$")
 

@@ -14,10 +14,10 @@ from state_faults import audit_refused
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
 from ledger_gc.errors import AuditUnavailableError
-from ledger_gc.orphans import deleting
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.phases import ORPHAN_LEDGER, RegistryEntry
 from ledger_gc.rules.storage.keys import ledger_dir
+from ledger_gc.s3_orphans import deleting
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.termination import stop_on_signals
 

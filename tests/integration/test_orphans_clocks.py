@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
-from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark

@@ -16,7 +16,8 @@ import pytest
 from demo_leaks import plant_orphan_ledgers
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
+from ledger_gc.orphans import cycle, survey_steps
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.orphans import phases

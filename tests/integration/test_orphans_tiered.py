@@ -20,7 +20,8 @@ from pulsar_records import Ledger, offload, put_segment, record, write_data, wri
 from ledger_gc.audit import AuditLog
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
-from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
+from ledger_gc.orphans import cycle, survey_steps
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
@@ -332,3 +333,42 @@ def test_a_segment_newer_than_the_metadata_is_held_never_registered(
     [held] = report["held"]
     assert held["target_class"] == "orphan-segment" and held["ledger_id"] == 500
     assert set(keys) <= bucket_keys(s3_client, eager.offload_bucket)
+
+
+V1 = "acme/us-west/ns1/persistent/clicks"
+
+
+def test_a_v1_topics_offloaded_segments_are_live(
+    eager: Settings, zk_client: KazooClient, s3_client: Any, storage: Any, spark: Any
+) -> None:
+    """A v1 namespace (``property/cluster/namespace``) stands beside v2 ones: its topic's
+    offloaded ledgers are listed in its record like any other, so their segments are
+    live, in the scan and in the live re-check alike (DESIGN.md: managed-ledger paths
+    are read by the namespaces the metadata has)."""
+    bucket = eager.offload_bucket
+    info = record([Ledger(i) for i in (30, 31)])
+    v1_uuid = _uuid(30)
+    offload(info.ledgerInfo[0], *v1_uuid[:2], bookkeeper_deleted=True, bucket=bucket)
+    write_record(zk_client, V1, info)
+    zk_client.ensure_path(f"/admin/policies/{V1.rsplit('/', 2)[0]}")
+    # As an offloader that names no managed ledger in the object's metadata wrote it:
+    # the re-check then reads every managed ledger for its carrier.
+    live = put_segment(s3_client, bucket, PREFIX, v1_uuid[2], 30)
+    v2 = record([Ledger(39), Ledger(40)])
+    offload(v2.ledgerInfo[0], *_uuid(39)[:2], bookkeeper_deleted=True, bucket=bucket)
+    write_record(zk_client, A, v2)
+    write_data(storage, A, [Ledger(40)])
+    live += put_segment(s3_client, bucket, PREFIX, _uuid(39)[2], 39, ml_name=A)
+    gone = put_segment(s3_client, bucket, PREFIX, _uuid(35)[2], 35, ml_name=GONE)
+    for _ in range(2):
+        run_orphan_cycle(eager, spark=spark)
+    keys = bucket_keys(s3_client, bucket)
+    assert set(live) <= keys, "a v1 topic's offloaded segment was deleted"
+    assert not set(gone) & keys  # the cycle did run and delete a real orphan segment
+    # The live re-check, which reads every managed ledger when the segment names none,
+    # finds the v1 topic that carries it.
+    from ledger_gc.metadata.store import MetadataStore
+    from ledger_gc.s3_orphans.deleting import read_segment_carriers
+
+    with MetadataStore.open(eager) as store:
+        assert read_segment_carriers(store, set(), 30, v1_uuid[2]) == {V1}

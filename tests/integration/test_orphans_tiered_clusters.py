@@ -22,7 +22,8 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc.formats.markers import java_uuid
-from ledger_gc.orphans import cycle, run_orphan_cycle, survey_steps
+from ledger_gc.orphans import cycle, survey_steps
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.settings import Settings
 
@@ -143,7 +144,7 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     """The decision that must hold is the one just before the delete: when the diff could
     not read the objects' user metadata (a failed HEAD), B's segments are registered as
     orphans, and the re-check reads ``pulsarClusterName`` itself and keeps them."""
-    from ledger_gc.orphans import cluster_tags
+    from ledger_gc.s3_orphans import cluster_tags
 
     built = two_clusters(zk_client, s3_client, storage, shared)
     eager = shared.with_overrides(orphan_max_fraction=1.0)

@@ -11,11 +11,11 @@ from pulsar_records import put_segment
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.formats.markers import java_uuid
-from ledger_gc.orphans import deleting
 from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.classify import segment_target
 from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.s3_orphans import deleting
 from ledger_gc.settings import Settings
 
 PREFIX = "tiered"
@@ -124,7 +124,7 @@ def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
     The segments are never taken for ledger blocks, nor ledger blocks for segments."""
     from pulsar_records import Ledger, offload, record, write_data, write_record
 
-    from ledger_gc.orphans import run_orphan_cycle
+    from ledger_gc.orphans.cycle import run_orphan_cycle
 
     shared = settings.with_overrides(
         offload_bucket=settings.bucket,

@@ -20,9 +20,9 @@ from pulsar_records import Ledger, store_of
 from test_orphans_tiered import PREFIX, offloaded_store
 
 from ledger_gc.errors import SafetyRefusalError
-from ledger_gc.orphans import run_orphan_cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.settings import Settings
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 
 PULSAR_ROOTS = ("/managed-ledgers", "/ledgers")
 OUR_ROOT = "/ledger-gc"

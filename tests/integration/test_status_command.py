@@ -15,6 +15,7 @@ from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.state.stores import open_store
 from ledger_gc.storage.s3 import LedgerStorage
 
 LEDGERGC = Path(sys.executable).parent / "ledgergc"
@@ -49,6 +50,7 @@ def test_status_json_lists_managed_ledgers_ledgers_cursors_and_bytes(settings):
             ml.add_entries([b"0123456789"] * count)
             ml.open_cursor("sub", "earliest")
             ml.close()
+    open_store(settings).ready()  # the state store a first run creates
 
     result = run_ledgergc(settings, "status", "--json")
     assert result.returncode == 0, result.stderr
@@ -66,7 +68,7 @@ def test_status_json_lists_managed_ledgers_ledgers_cursors_and_bytes(settings):
 
 def test_status_with_zookeeper_down_is_a_clear_error(settings):
     broken = settings.with_overrides(zk_hosts="127.0.0.1:1", zk_timeout_seconds=2.0)
-    result = run_ledgergc(broken, "status", "--json")
+    result = run_ledgergc(broken, "status", "--json")  # a new install: no state store yet
     assert result.returncode == 2
     assert "unreachable" in json.loads(result.stdout)["error"]
     assert "127.0.0.1:1" in result.stderr
@@ -113,3 +115,58 @@ def test_status_with_a_state_store_it_cannot_use_is_one_line_exit_2(settings, po
     [line] = result.stderr.strip().splitlines()
     assert "postgres:***@127.0.0.1" in line and "LEDGERGC_STATE_URL" in line
     assert "wrong" not in line and "Traceback" not in result.stderr
+
+
+#: The commands that only read the state store (``ledgergc orphans --list`` included).
+READING_COMMANDS = [
+    ["status"],
+    ["status", "--metadata-only", "--json"],
+    ["audit"],
+    ["audit", "--json"],
+    ["orphans", "--list"],
+    ["restore", "--run", "some-run", "--dry-run"],
+]
+
+
+@pytest.mark.state_backends
+@pytest.mark.parametrize("command", READING_COMMANDS, ids=" ".join)
+def test_a_reading_command_refuses_a_state_store_that_does_not_exist(settings, command):
+    # A mistyped LEDGERGC_STATE_DIR (or a PostgreSQL database no ledger-gc ever wrote)
+    # must not read as an empty store: "no audit records match", exit 0, was a lie.
+    typo = settings.with_overrides(state_dir=settings.state_dir.parent / "sttae")
+
+    result = run_ledgergc(typo, *command)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("ledgergc: error: the state store ") and "does not exist" in line
+    if settings.state_url:
+        assert "postgres:***@127.0.0.1" in line and "LEDGERGC_STATE_URL" in line
+    else:
+        assert f"LEDGERGC_STATE_DIR={typo.state_dir}" in line
+    assert "ledgergc trim" in line and "ledgergc orphans" in line  # what creates it
+    assert not typo.state_dir.exists()  # and it is not created by reading it
+
+
+@pytest.mark.state_backends
+def test_a_writing_command_still_creates_the_state_store(settings):
+    trimmed = run_ledgergc(settings, "trim", "--dry-run")
+    assert trimmed.returncode == 0, trimmed.stderr
+
+    listed = run_ledgergc(settings, "audit")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "no audit records match"
+
+
+def test_audit_refuses_a_class_it_does_not_know_and_lists_the_known_ones(settings):
+    run_log.append_run(settings, run_log.TRIM, {"run_id": "t-1", "status": "ok"})
+
+    result = run_ledgergc(settings, "audit", "--class", "orphan-ledgers")
+
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "--class 'orphan-ledgers'" in line
+    known = ("ledger", "offloaded-ledger", "orphan-ledger", "orphan-segment", "bk-orphan-ledger")
+    for name in known:
+        assert name in line
+    assert run_ledgergc(settings, "audit", "--class", "orphan-ledger").returncode == 0

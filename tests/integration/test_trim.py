@@ -13,7 +13,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
 from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.trim import TrimScope, run_trim
+from ledger_gc.trim.run import TrimScope, run_trim
 
 ML = "acme/prod/persistent/orders"
 OTHER = "acme/dev/persistent/events"

@@ -20,8 +20,8 @@ from ledger_gc.rules.storage.keys import ml_dir, parse_key
 from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.s3 import LedgerStorage
-from ledger_gc.trim import TrimScope, run_trim
 from ledger_gc.trim.lock import TRIM_LOCK_PATH
+from ledger_gc.trim.run import TrimScope, run_trim
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 ML = "acme/prod/persistent/orders"

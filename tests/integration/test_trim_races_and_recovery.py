@@ -33,7 +33,7 @@ from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.trim import run as trim_run
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 from ledger_gc.trim.trimmer import ManagedLedgerTrimmer
 
 ML = "acme/prod/persistent/orders"

@@ -48,7 +48,7 @@ from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.storage.bulk_delete import DeleteResult
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.termination import stop_on_signals
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 
 ML = "acme/prod/persistent/orders"
 

@@ -22,7 +22,7 @@ from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.s3 import LedgerStorage
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 
 ML = "acme/prod/persistent/orders"
 

@@ -20,7 +20,7 @@ from ledger_gc.observability.overview import build_overview
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ml_dir
-from ledger_gc.trim import run_trim
+from ledger_gc.trim.run import run_trim
 
 ML = "acme/prod/persistent/orders"
 LEDGERGC = Path(sys.executable).parent / "ledgergc"
@@ -209,8 +209,8 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
 ):
     """The orphan cycle's delete step (no Spark needed): its results, its audit records
     (written by the delete path) and the cycle's report."""
-    from ledger_gc.orphans import deleting
     from ledger_gc.rules.orphans.phases import RegistryEntry
+    from ledger_gc.s3_orphans import deleting
 
     version(s3_client, settings.bucket)
     gone_topic = "acme/prod/persistent/deleted-topic"  # no znode: an orphan partition

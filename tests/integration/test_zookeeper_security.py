@@ -429,3 +429,73 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
     found = survey(Settings.from_env(mixed.to_env()))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
+
+
+# --- as an operator configures it: the broker's broker.conf, its JAAS file, TLS ---------
+
+
+def test_a_dry_run_configured_by_a_brokers_conf_jaas_file_and_tls_settings(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """Issue 28's operator: the addresses come from the broker's own broker.conf (as
+    Pulsar writes them: ``metadataStoreUrl=zk:...``, ``bookkeeperMetadataServiceUri=
+    metadata-store:zk:...``), the login from the broker's JAAS file, TLS from the PEM
+    files its JVM properties name. ``ledgergc orphans --dry-run --json`` finds exactly the
+    orphans and deletes nothing; ``status --json`` says where each value came from."""
+    pki = secured.zookeeper.pki
+    zk = secured.zookeeper.server.secure_hosts
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "# Pulsar broker.conf (excerpt)\n"
+        "clusterName=pulsar-east\n"
+        f"metadataStoreUrl=zk:{zk}{secured.chroot}\n"
+        f"configurationMetadataStoreUrl=zk:{zk}{secured.chroot}\n"
+        f"bookkeeperMetadataServiceUri=metadata-store:zk:{zk}{secured.chroot}\n"
+        "managedLedgerOffloadDriver=\n"
+    )
+    jaas = tmp_path / "broker_jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="bookkeeper"\n  password="bk-secret";\n};\n'
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LEDGERGC_PULSAR_CONF": str(conf),
+        "LEDGERGC_ZK_TLS": "true",
+        "LEDGERGC_ZK_TLS_CA": str(pki.ca),
+        "LEDGERGC_ZK_TLS_CERT": str(pki.client_cert),
+        "LEDGERGC_ZK_TLS_KEY": str(pki.client_key),
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+        "LEDGERGC_ZK_JAAS": str(jaas),
+        "LEDGERGC_BUCKET": "",
+        "LEDGERGC_DELETE_ENABLED": "true",
+        "LEDGERGC_GRACE_SECONDS": "0",
+        "LEDGERGC_RETENTION_SECONDS": "0",
+        "LEDGERGC_ORPHAN_MAX_FRACTION": "1",
+        "LEDGERGC_STATE_DIR": str(secured.state_dir),
+    }
+
+    def ledgergc(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ledger_gc.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+
+    done = ledgergc("orphans", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    print(json.dumps({k: report[k] for k in ("status", "dry_run", "would_delete")}, indent=1))
+    assert report["dry_run"] is True
+    assert {w["ledger_id"] for w in report["would_delete"]} == secured.orphans
+    assert all(secured.exists(lid) for lid in secured.orphans | secured.kept)
+
+    status = ledgergc("status", "--json")
+    assert status.returncode == 0, status.stderr[-3000:]
+    origins = json.loads(status.stdout)["settings"]
+    print(json.dumps({k: origins[k] for k in ("LEDGERGC_ZK_HOSTS", "LEDGERGC_ZK_JAAS")}, indent=1))
+    assert origins["LEDGERGC_ZK_HOSTS"]["source"] == "broker.conf"
+    assert "metadataStoreUrl" in origins["LEDGERGC_ZK_HOSTS"]["from"]

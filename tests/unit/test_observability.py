@@ -17,7 +17,8 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
-from ledger_gc.observability import build_overview, render_metrics
+from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.page import render_page
 from ledger_gc.observability.runs import CLASSES, MAIN_PHASES, PHASE_CLASSES, PHASES
 from ledger_gc.observability.status_section import add_overview, describe_overview
@@ -593,7 +594,8 @@ def test_every_figure_on_the_page_is_the_overviews(state_dir):
         assert ("orphans", "phase_totals", p, "bytes") in shown
     for p in PHASES:
         for c in CLASSES:
-            assert ("orphans", "phases", p, c, "count") in shown
+            # Without tiered storage in the latest cycle, no column of offloaded segments.
+            assert (("orphans", "phases", p, c, "count") in shown) == (c != "orphan-segment")
     assert (
         "orphans",
         "namespaces",
@@ -628,7 +630,8 @@ def test_the_page_loads_nothing_from_elsewhere_and_escapes_what_it_shows(tmp_pat
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert sorted(parser.links) == ["api/overview", "metrics"]  # relative, same app
-    assert html.count("<svg") == 4  # orphan count and bytes, trim reclaimed and pending
+    # The orphans' count and bytes; no trim has run: no empty trim charts.
+    assert html.count("<svg") == 2 and "No trim run yet." in html
 
 
 def test_orphan_offloaded_segments_have_their_own_metrics_beside_ledgers(tmp_path):
@@ -672,3 +675,49 @@ def test_orphan_offloaded_segments_have_their_own_metrics_beside_ledgers(tmp_pat
     acme = (("namespace", "acme/prod"), ("phase", "registered"))
     assert samples[("OrphanOffloadedSegmentCount", acme)] == 1
     assert samples[("OrphanLogLedgerCount", acme)] == 1
+
+
+# --- the charts: what a reader can tell apart ------------------------------------------------
+
+
+def test_run_labels_tell_every_run_apart():
+    from ledger_gc.observability.charts import run_labels
+
+    minute = 1_795_700_040_000  # 2026-11-26 ...:00 UTC
+    assert run_labels([minute, minute + HOUR]) == ["11-26 13:34", "11-26 14:34"]
+    # The demo's cycles are seconds apart: "11-26 13:34" twice told the reader nothing.
+    assert run_labels([minute, minute + 12_000]) == ["11-26 13:34:00", "11-26 13:34:12"]
+    assert run_labels([minute, minute + 300, None]) == [
+        "2026-11-26 13:34:00 #1",
+        "2026-11-26 13:34:00 #2",
+        "?",
+    ]
+
+
+def test_series_with_the_same_values_all_show():
+    from ledger_gc.observability.charts import Series, line_chart
+
+    same = [2, 2, 1]
+    svg = line_chart(
+        "t",
+        ["a", "b", "c"],
+        [Series("Registered", "#111", same), Series("Waiting in grace", "#222", same)],
+    )
+    widths = [float(w) for w in re.findall(r'<polyline[^>]*stroke-width="([\d.]+)"', svg)]
+    radii = [float(r) for r in re.findall(r'<circle[^>]*r="([\d.]+)"', svg)]
+    # Drawn first, Registered is wider than Waiting in grace on top of it: a band of its
+    # colour shows on each side (and a ring around each dot).
+    assert len(widths) == 2 and widths[0] >= widths[1] + 2
+    assert radii[0] >= radii[-1] + 1
+
+
+def test_the_page_fits_a_narrow_window():
+    html = render_page(build_overview_of_nothing())
+    assert "svg.chart{max-width:100%;height:auto}" in html
+    assert ".wide{max-width:100%;overflow-x:auto}" in html
+
+
+def build_overview_of_nothing(tmp: Path | None = None) -> dict[str, Any]:
+    import tempfile
+
+    return build_overview(Path(tmp or tempfile.mkdtemp()))

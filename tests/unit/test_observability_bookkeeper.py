@@ -16,7 +16,8 @@ import pytest
 from test_observability import FigureParser, lookup, orphan_cycle, parse_metrics, phase
 
 from ledger_gc import run_log
-from ledger_gc.observability import build_overview, render_metrics
+from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.page import render_page
 from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.status_section import add_overview, describe_overview
@@ -467,7 +468,9 @@ def test_status_json_and_plain_lines_carry_the_bookkeeper_figures(bk_state):
     assert (
         "  bookkeeper zk1:2181,zk2:2181/ledgers (hierarchical): 15 ledgers (14.0 KiB); "
         "bk-offloaded-copy 1 (3.9 KiB), bk-orphan-ledger 2 (300 B), bk-held 1 (50 B), "
-        "bk-foreign 1 (7 B); deleted 1 (100 B reclaimed)"
+        "bk-foreign 1 (7 B); deleted 1 (100 B reclaimed: the ledgers' logical length: on "
+        "the bookies that times the write quorum, freed at their next garbage collection "
+        "and compaction)"
     ) in lines
     assert "  bookkeeper held: unknown-namespace 1" in lines
 
@@ -544,3 +547,68 @@ def test_a_registered_table_without_bookkeeper_rows_has_no_bookkeeper_note():
     html = registered_section(listing(scheduled("ledgers/a/b/persistent/c/", "orphan-partition")))
 
     assert "BookKeeper" not in html and "gcWaitTime" not in html
+
+
+# --- what "reclaimed" means for BookKeeper ----------------------------------------------------
+
+
+def _says_what_bookkeeper_bytes_are(text: str) -> bool:
+    text = " ".join(text.split())
+    return (
+        "logical length" in text
+        and "times the write quorum" in text
+        and "next garbage collection and compaction" in text
+    )
+
+
+def test_bookkeeper_bytes_reclaimed_say_they_are_logical_and_freed_later(bk_state):
+    # "31.0 MiB reclaimed" read as disk freed now; it is the records' length, stored on a
+    # write quorum of bookies, freed by their garbage collection and compaction. The
+    # figure stays what it counts.
+    from ledger_gc.orphans.report import _bookkeeper_lines
+
+    overview = build_overview(bk_state)
+    assert overview["orphans"]["bookkeeper"]["bytes_reclaimed"] == 100
+    report_line = next(_bookkeeper_lines(bookkeeper_report()))
+    assert "100 B reclaimed" in report_line and _says_what_bookkeeper_bytes_are(report_line)
+    data: dict[str, Any] = {"managed_ledgers": []}
+    add_overview(data, Settings(state_dir=bk_state))
+    [status_line] = [
+        line for line in describe_overview(data["overview"]) if "100 B reclaimed" in line
+    ]
+    assert _says_what_bookkeeper_bytes_are(status_line)
+    html = render_page(overview)
+    section = html[html.index('id="bookkeeper"') :]
+    assert _says_what_bookkeeper_bytes_are(section)
+
+
+def test_a_pulsar_only_store_shows_no_trim_and_no_empty_block_store_figures(tmp_path):
+    # LEDGERGC_BUCKET empty: no ledger blocks, no trim. The page showed a trim backlog of
+    # zeros, "Trend over the last 0 runs" with empty charts, and a table of S3 classes.
+    cycle = bk_cycle(
+        "p", T0, bookkeeper_report(), phases={"registered": bk_phase(bk_orphan_ledger=(2, 200))}
+    )
+    cycle["settings"] = {"bucket": "", "zk_hosts": "zk1:2181"}
+    run_log.append_run(tmp_path, run_log.ORPHANS, cycle)
+    overview = build_overview(tmp_path)
+    html = render_page(overview)
+
+    assert overview["orphans"]["sources"] == {
+        "blocks": False,
+        "tiered": False,
+        "bookkeeper": True,
+    }
+    assert "last 0 runs" not in html and "Pending markers" not in html
+    assert "LEDGERGC_BUCKET empty" in html and 'id="bookkeeper"' in html
+    assert "Orphan partitions count" not in html and "Orphan offloaded segments" not in html
+    assert html.count("<svg") == 2  # the orphans' trend (count, bytes), BookKeeper's included
+
+
+def test_a_store_with_a_bucket_keeps_its_trim_section_before_its_first_trim(tmp_path):
+    cycle = orphan_cycle("o", T0)
+    cycle["settings"] = {"bucket": "store"}
+    run_log.append_run(tmp_path, run_log.ORPHANS, cycle)
+    html = render_page(build_overview(tmp_path))
+
+    assert "Pending markers" in html and "No trim run yet." in html
+    assert "Orphan partitions count" in html and "Orphan offloaded segments" not in html

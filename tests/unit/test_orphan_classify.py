@@ -186,13 +186,13 @@ def test_the_java_and_python_patterns_differ_only_in_the_end_anchor() -> None:
 
 
 def test_segments_are_live_only_when_a_listed_or_marked_ledger_carries_their_uuid() -> None:
-    from ledger_gc.orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
     from ledger_gc.rules.orphans import segments
     from ledger_gc.rules.orphans.classify import (
         DiffResult,
         StoredObject,
         parse_segment_target,
     )
+    from ledger_gc.s3_orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
 
     u = {n: f"00000000-0000-0000-0000-{n:012d}" for n in range(10)}
     ml = "t/ns/persistent/a"

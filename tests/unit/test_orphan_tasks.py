@@ -237,3 +237,44 @@ def test_the_zookeeper_connection_takes_pulsars_and_bookkeepers_forms(
             settings_hook.LedgerGcHook().get_conn()
         assert says in str(err.value) and "ledgergc_zookeeper" in str(err.value)
         assert "\n" not in str(err.value)
+
+
+def test_the_zookeeper_connection_carries_tls_and_a_sasl_login(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A secured ensemble through the connection alone: TLS and SASL settings in its
+    extra (by the settings' own keys, ``zk_tls_ca``, ``bk_zk_sasl_mechanism``...), and
+    with a SASL mechanism its login and password are the SASL login, not digest auth."""
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    from pki import CA
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text(CA.cert_pem)
+    connections = {
+        "ledgergc_zookeeper": _Conn(
+            host="zk:zk1:2281/pulsar",
+            login="gc",
+            password="gc-secret",
+            conn_type="generic",
+            zk_tls="true",
+            zk_tls_ca=str(ca),
+            zk_sasl_mechanism="DIGEST-MD5",
+        )
+    }
+    monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: connections.get(conn_id))
+    settings = settings_hook.LedgerGcHook().get_conn()
+    security = settings.zk_security
+    assert (security.tls, security.tls_ca) == (True, str(ca))
+    assert (security.sasl_username, security.sasl_password) == ("gc", "gc-secret")
+    assert settings.zk_digest is None
+    assert "gc-secret" in settings.secrets()
+    assert settings.provenance()["LEDGERGC_ZK_TLS_CA"]["source"] == "connection"
+    # Without a mechanism, login and password stay digest auth, as before.
+    connections["ledgergc_zookeeper"] = _Conn(host="zk1:2181", login="gc", password="pw")
+    assert settings_hook.LedgerGcHook().get_conn().zk_digest == "gc:pw"
+    # A key that is no setting is one line naming the connection.
+    connections["ledgergc_zookeeper"] = _Conn(host="zk1:2181", zk_tls_cacert="x")
+    with pytest.raises(ConfigError) as err:
+        settings_hook.LedgerGcHook().get_conn()
+    assert "ledgergc_zookeeper" in str(err.value) and "zk_tls_cacert" in str(err.value)

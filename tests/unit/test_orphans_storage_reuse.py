@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger_gc.orphans.reading import storage_for
+from ledger_gc.s3_orphans.reading import storage_for
 from ledger_gc.settings import Settings
 
 

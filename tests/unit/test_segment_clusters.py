@@ -4,10 +4,10 @@ this store's live segments."""
 
 from __future__ import annotations
 
-from ledger_gc.orphans.reading import LISTED_ROW, ML_ROW, snapshot_from_rows
 from ledger_gc.rules.orphans import segments
 from ledger_gc.rules.orphans.classify import DiffResult, StoredObject
 from ledger_gc.rules.orphans.segments import UNTAGGED, our_clusters, why_not_ours
+from ledger_gc.s3_orphans.reading import LISTED_ROW, ML_ROW, snapshot_from_rows
 
 
 def test_the_setting_when_set_is_the_whole_truth() -> None:

@@ -7,14 +7,15 @@ import pytest
 from ledger_gc.airflow.trim_tasks import TrimRunFailedError, check_outcome, shard
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.trim import TrimReport, TrimScope
 from ledger_gc.trim.report import (
     DeletedLedger,
     ManagedLedgerTrim,
     MarkerState,
     PlannedLedger,
+    TrimReport,
     run_summary,
 )
+from ledger_gc.trim.run import TrimScope
 
 RETENTION = TrimRetention(0, 0)
 

@@ -19,7 +19,9 @@ Connections (all optional; see ``airflow_settings.yaml``):
 * ``ledgergc_zookeeper``: host ``h1:2181,h2:2181`` (or host + port) or any form
   ``LEDGERGC_ZK_HOSTS`` takes (``zk:…``, ``metadata-store:zk:…``, ``zk+hierarchical://…``),
   ``extra.chroot``, ``extra.bk_zk_hosts`` and ``extra.bk_ledgers_root``, login/password
-  for ZooKeeper digest auth;
+  for ZooKeeper digest auth, or, with ``extra.zk_sasl_mechanism``, the SASL login; TLS
+  and SASL by the settings' keys in the extra (``zk_tls``, ``zk_tls_ca``, ``zk_jaas``,
+  ``bk_zk_*``);
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
   ``extra.bucket`` and ``extra.prefix``; its identity as the Amazon provider's
   ``AwsBaseHook`` reads it: keys, a role to assume, web identity (IRSA), a profile, or
@@ -95,9 +97,26 @@ def zookeeper_overrides(conn: Any) -> dict[str, Any]:
     for key in ("bk_zk_hosts", "bk_ledgers_root"):
         if extra.get(key):
             changes[key] = str(extra[key])
-    if conn.login:
+    if conn.login and not extra.get("zk_sasl_mechanism"):
         changes["zk_digest"] = f"{conn.login}:{conn.password or ''}"
     return changes
+
+
+def zookeeper_security(conn: Any) -> dict[str, Any]:
+    """``ledgergc_zookeeper``'s TLS and SASL, by the settings' own keys in its extra
+    (``zk_tls``, ``zk_tls_ca``, ``zk_sasl_mechanism``, ``zk_jaas``, ``bk_zk_*``...); with
+    ``zk_sasl_mechanism`` its login and password are the SASL login (else digest auth,
+    ``zookeeper_overrides``). Applied as ``with_values`` (an unknown key: one line)."""
+    extra = conn.extra_dejson or {}
+    values = {
+        key: value
+        for key, value in extra.items()
+        if key.startswith(("zk_", "bk_zk_")) and key != "bk_zk_hosts"
+    }
+    if extra.get("zk_sasl_mechanism") and conn.login:
+        values.setdefault("zk_sasl_username", conn.login)
+        values.setdefault("zk_sasl_password", conn.password or "")
+    return values
 
 
 def s3_overrides(conn: Any) -> dict[str, Any]:
@@ -163,6 +182,11 @@ class LedgerGcHook(BaseHook):
         zk = _connection(self.zookeeper_conn_id)
         if zk is not None:
             settings = _from_connection(settings, self.zookeeper_conn_id, zookeeper_overrides(zk))
+            settings = settings.with_values(
+                zookeeper_security(zk),
+                source=f"Airflow connection {self.zookeeper_conn_id}",
+                kind="connection",
+            )
         s3 = _connection(self.s3_conn_id)
         if s3 is not None:
             from ledger_gc.airflow.aws_credentials import connection_credentials

@@ -60,7 +60,7 @@ def shard(names: Sequence[str], max_shards: int, min_size: int = MIN_SHARD_SIZE)
 
 def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
     from ledger_gc.metadata.store import MetadataStore
-    from ledger_gc.trim import TrimScope
+    from ledger_gc.trim.run import TrimScope
 
     params = params or {}
     settings = settings_for(params)
@@ -79,7 +79,7 @@ def trim_shard(
     names: Sequence[str], params: Mapping[str, Any] | None, run_id: str
 ) -> dict[str, Any]:
     from ledger_gc.termination import stop_on_signals
-    from ledger_gc.trim import TrimScope, run_trim
+    from ledger_gc.trim.run import TrimScope, run_trim
 
     params = params or {}
     # A task timeout or a worker shutdown sends SIGTERM: the delete batch under way
@@ -108,8 +108,8 @@ def summarize(
     started_at: int | None = None,
 ) -> dict[str, Any]:
     from ledger_gc import run_log
-    from ledger_gc.trim import TrimScope
     from ledger_gc.trim.report import run_summary
+    from ledger_gc.trim.run import TrimScope
 
     params = params or {}
     reports = [dict(r) for r in _values(results) if r]

@@ -18,13 +18,19 @@ from typing import Any
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.console import EXIT_OK, human_bytes, print_json
+from ledger_gc.deletion import OFFLOADED_LEDGER
 from ledger_gc.errors import ConfigError
+from ledger_gc.marking import LEDGER
 from ledger_gc.observability.timefmt import fmt_time
+from ledger_gc.rules.orphans.classify import TARGET_CLASSES
 from ledger_gc.settings import Settings
 
 _AGE = re.compile(r"(\d+)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_LIMIT = 1000
+#: Every class a deletion is audited under: the trim's (and a managed-ledger delete's)
+#: ledgers and their offloaded copies, and every orphan class of every source.
+AUDIT_CLASSES = (LEDGER, OFFLOADED_LEDGER, *TARGET_CLASSES)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--class",
         dest="target_class",
         metavar="C",
-        help="only this target class (ledger, orphan-ledger, orphan-partition...)",
+        help=f"only this target class: {', '.join(AUDIT_CLASSES)}",
     )
     parser.add_argument(
         "--since", metavar="T", help="from this time on: ISO time, epoch ms, or an age (24h, 7d)"
@@ -58,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"at most this many, the newest (default {DEFAULT_LIMIT}; 0: all)",
     )
     parser.add_argument("--json", action="store_true", help="print the records as JSON")
-    parser.set_defaults(func=run_audit)
+    parser.set_defaults(func=run_audit, reads_state_only=lambda _args: True)
 
 
 def parse_since(text: str, now_ms: int) -> int:
@@ -85,6 +91,12 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
     since = parse_since(args.since, int(time.time() * 1000)) if args.since else None
     if args.limit < 0:
         raise ConfigError(f"--limit {args.limit} must be 0 (all) or more")
+    if args.target_class is not None and args.target_class not in AUDIT_CLASSES:
+        # A typo would filter everything out and read as "nothing was deleted".
+        raise ConfigError(
+            f"--class {args.target_class!r} is no class ledger-gc audits; the classes are "
+            f"{', '.join(AUDIT_CLASSES)}"
+        )
     records = AuditLog(settings).read(
         args.limit or None,
         run_id=args.run,

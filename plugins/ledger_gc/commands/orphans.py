@@ -13,11 +13,13 @@ import argparse
 
 from ledger_gc.clock import now_ms
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
+from ledger_gc.orphans.options import FORCE_HELP
 from ledger_gc.orphans.records import CycleStatus
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.settings import Settings
 from ledger_gc.state.store import RESET_CONSEQUENCE
+from ledger_gc.state.stores import open_store
 from ledger_gc.termination import stop_on_signals
 
 EXIT_OK = 0
@@ -30,9 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "orphans",
         help="find storage no metadata references; register, correct and delete it "
         "(three phases, KIP-370)",
-        description="One orphan cycle: snapshot the metadata, scan the bucket (or read an "
-        "S3 Inventory), register orphans, correct those referenced again, and delete those "
-        "past grace and retention that a live re-check confirms. Deletes only with "
+        description="One orphan cycle over every source: snapshot the metadata, scan the "
+        "bucket's blocks (or read an S3 Inventory), the offload bucket's segments "
+        "(LEDGERGC_OFFLOAD_BUCKET) and BookKeeper's ledgers (LEDGERGC_BOOKKEEPER), register "
+        "orphans, correct those referenced again, and delete those past grace and "
+        "retention that a live re-check confirms. Deletes only with "
         "LEDGERGC_DELETE_ENABLED=true.",
     )
     parser.add_argument(
@@ -41,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="go past the zero-managed-ledgers and orphan-fraction guards",
+        help=FORCE_HELP,
     )
     parser.add_argument(
         "--inventory",
@@ -68,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "registry file not imported) is moved aside, else the registry's rows are removed; "
         "every grace window starts again. Runs no cycle",
     )
-    parser.set_defaults(func=run_orphans)
+    # A cycle creates the state store on first use; --list only reads it.
+    parser.set_defaults(func=run_orphans, reads_state_only=lambda args: args.list)
 
 
 def _print(report: CycleReport, as_json: bool) -> None:
@@ -89,6 +94,9 @@ def reset_registry(settings: Settings, as_json: bool) -> int:
     """
     registry = OrphanRegistry(settings)
     done = registry.reset(now_ms())
+    # A damaged store moved aside leaves none: the fresh one RESET_HINT promises is made
+    # now, so that the reading commands (`ledgergc audit`...) find a store, empty.
+    open_store(settings).ready()
     if as_json:
         from ledger_gc.console import print_json
 

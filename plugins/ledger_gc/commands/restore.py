@@ -1,12 +1,16 @@
-"""``ledgergc restore``: bring back what a run deleted in a versioned bucket.
+"""``ledgergc restore``: bring back what a run deleted, from its audit records.
 
     ledgergc restore --run RUN_ID [--dry-run] [--json]
 
-Removes the delete markers the run left (see ``restoring``), audited ahead. Prints per
-prefix what was (or, with ``--dry-run``, would be) restored. Exit status: 0 done, 1 some
-prefix could not be restored (the rest was), 2 refused or an error (one line: an
-unversioned bucket, a run id the audit log does not know). Restored trimmed ledgers are
-data only: their metadata entry is not re-created (they show up as orphan ledgers).
+An orphan cycle's BookKeeper ledgers get their metadata znodes back (``bookkeeper/
+restore.py``: the record's bytes, written ahead of each delete), until the bookies' next
+garbage collection; a trim's or an orphan cycle's blocks and offloaded segments come back
+in a versioned bucket, where the run's delete markers are removed (``restore/
+restoring.py``). Audited ahead. Prints per target what was (or, with ``--dry-run``,
+would be) restored. Exit status: 0 done, 1 some target could not be restored (the rest
+was), 2 refused or an error (one line: an unversioned bucket, a run id the audit log
+does not know). Restored trimmed ledgers are data only: their metadata entry is not
+re-created (they show up as orphan ledgers).
 """
 
 from __future__ import annotations
@@ -20,12 +24,20 @@ from ledger_gc.settings import Settings
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "restore",
-        help="undo a run's deletes in a versioned bucket (remove its delete markers)",
+        help="undo a run's deletes: BookKeeper ledgers (until the bookies' next garbage "
+        "collection) and, in a versioned bucket, a trim's or an orphan cycle's blocks and "
+        "offloaded segments",
         description=(
-            "In a versioned bucket a delete only adds delete markers. This removes the "
-            "markers that run RUN_ID left (its recoverable audit records), which brings "
-            "the data back. Data only: a restored trimmed ledger is not re-listed in its "
-            "managed ledger, so it is an orphan ledger until an operator re-lists it."
+            "Undo what run RUN_ID deleted, from its audit records. BookKeeper ledgers (an "
+            "orphan cycle's bk-* deletes): each metadata znode is created again with the "
+            "record's bytes audited ahead of its delete (never over an existing znode), "
+            "which works only until the bookies' next garbage collection (gcWaitTime, 10 "
+            "minutes by default) drops the data. Ledger blocks and offloaded segments (a "
+            "trim's or an orphan cycle's deletes): in a versioned bucket a delete only "
+            "adds delete markers, and removing the ones the run left brings the data back; "
+            "an unversioned bucket's deletes cannot be undone. Data only: a restored "
+            "trimmed ledger is not re-listed in its managed ledger, so it is an orphan "
+            "ledger until an operator re-lists it."
         ),
     )
     parser.add_argument(
@@ -38,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dry-run", action="store_true", help="show what would be restored; change nothing"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run_restore_command)
+    # Its audit log must exist: a restore of a mistyped state dir has nothing to read.
+    parser.set_defaults(func=run_restore_command, reads_state_only=lambda _args: True)
 
 
 def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -12,10 +12,7 @@
 * ``live``: the ZooKeeper status behind the trim backlog, cached for the web server;
 * ``status_section``: the ``ledgergc status`` extension (JSON section, plain lines).
 
-Nothing here imports Airflow: the plugin module is a thin FastAPI shell over it.
+Nothing here imports Airflow: the plugin module is a thin FastAPI shell over it. This
+init imports nothing (the web server imports ``page``, the CLI ``metrics``, each on its
+own).
 """
-
-from ledger_gc.observability.metrics import render_metrics
-from ledger_gc.observability.overview import build_overview
-
-__all__ = ["build_overview", "render_metrics"]

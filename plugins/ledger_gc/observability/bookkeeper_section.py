@@ -17,6 +17,7 @@ from typing import Any
 from ledger_gc.observability.figures import bytes_figure, figure, table
 from ledger_gc.observability.runs import CLASS_TITLES, PHASE_TITLES, PHASES
 from ledger_gc.rules.bookkeeper.classify import BK_LIVE, BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 
 _KEY = ("orphans", "bookkeeper")
 
@@ -41,8 +42,8 @@ def _headline(bk: Mapping[str, Any]) -> str:
         f"{bytes_figure((*_KEY, 'bytes'), bk['bytes'])} ("
         f"{figure((*_KEY, 'pulsar_ledgers'), bk['pulsar_ledgers'])} tagged by Pulsar); "
         f"{figure((*_KEY, 'managed_ledgers'), bk['managed_ledgers'])} managed ledgers "
-        "reference them. Sizes are the length each ledger's metadata records (unknown, so "
-        "0, while a ledger is open).</p>"
+        f"reference them. Sizes are {escape(BYTES_MEANING)} (the length each ledger's "
+        "metadata records: unknown, so 0, while a ledger is open).</p>"
     )
 
 

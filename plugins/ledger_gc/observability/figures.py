@@ -48,4 +48,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> 
         return f'<p class="muted">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return wide(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def wide(html: str) -> str:
+    """A block that may be wider than the window (a table of many columns, long keys):
+    it scrolls sideways on its own, so the page never does."""
+    return f'<div class="wide">{html}</div>'

@@ -9,7 +9,8 @@ that the caller already has (``ledgergc status``) or caches (the web server).
 Shape (every key always present; numbers are ints, times ms since the epoch)::
 
     generated_at_ms, state_dir, state_url (password masked)
-    orphans: latest (run header | None), phases {phase: {class: {count, bytes}}}
+    orphans: latest (run header | None), sources ({blocks, tiered, bookkeeper}: the
+             stores the latest cycle looked at | None), phases {phase: {class: {count, bytes}}}
              (class: every one of ``runs.PHASE_CLASSES``, BookKeeper's orphan classes too),
              phase_totals {phase: {count, bytes}}, namespaces {ns: phases-table},
              trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...],
@@ -124,6 +125,7 @@ def _orphans(cycles: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     return {
         "latest": runs.run_header(latest) if latest else None,
+        "sources": runs.cycle_sources(latest) if latest else None,
         "phases": phases,
         "phase_totals": _sum_classes(phases),
         "namespaces": runs.orphan_namespaces(latest) if latest else {},

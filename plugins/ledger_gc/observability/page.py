@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger_gc.console import human_bytes
 from ledger_gc.observability.bookkeeper_section import bookkeeper_section, has_bookkeeper
-from ledger_gc.observability.charts import Series, line_chart
+from ledger_gc.observability.charts import Series, line_chart, run_labels
 from ledger_gc.observability.figures import bytes_figure, figure, table, time_figure
 from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.runs import (
@@ -27,6 +27,7 @@ from ledger_gc.observability.runs import (
     PHASE_CLASSES,
     PHASE_TITLES,
     PHASES,
+    SEGMENT,
 )
 from ledger_gc.observability.timefmt import fmt_age, fmt_time
 
@@ -54,6 +55,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.chart .grid{stroke:#edf2f7}
 .chart .axis,.chart .legend{font-size:11px;fill:#4a5568}
 code{font-size:12px}
+svg.chart{max-width:100%;height:auto}.wide{max-width:100%;overflow-x:auto}
+td code{overflow-wrap:break-word}
 """
 
 
@@ -69,6 +72,31 @@ def _run_line(header: Mapping[str, Any] | None, what: str) -> str:
     )
 
 
+def _applies(orphans: Mapping[str, Any], cls: str) -> bool:
+    """Whether the store has the storage of an S3 class (as its latest cycle ran), or
+    the figures of one anyway (entries registered before a bucket setting changed)."""
+    sources = orphans.get("sources")
+    needs = "tiered" if cls == SEGMENT else "blocks"
+    return (
+        sources is None
+        or bool(sources.get(needs))
+        or any(orphans["phases"][p][cls]["count"] for p in PHASES)
+    )
+
+
+def _trim_applies(overview: Mapping[str, Any]) -> bool:
+    """The trim works on the managed ledgers' blocks (``LEDGERGC_BUCKET``): on a Pulsar
+    cluster's store (no bucket; Pulsar trims its BookKeeper ledgers itself) that never
+    ran a trim, the trim's section would show nothing but zeros and empty charts."""
+    trim, sources = overview["trim"], overview["orphans"].get("sources")
+    return (
+        trim["latest"] is not None
+        or bool(trim["backlog"]["pending_markers"])
+        or sources is None
+        or bool(sources.get("blocks"))
+    )
+
+
 def _orphans_section(orphans: Mapping[str, Any]) -> str:
     totals = orphans["phase_totals"]
     tiles = "".join(
@@ -78,17 +106,24 @@ def _orphans_section(orphans: Mapping[str, Any]) -> str:
         "</div></div>"
         for p in MAIN_PHASES
     )
+    classes = [c for c in CLASSES if _applies(orphans, c)]
     rows = []
     for p in PHASES:
         cells = [escape(PHASE_TITLES[p])]
-        for c in CLASSES:
+        for c in classes:
             leaf = orphans["phases"][p][c]
             cells.append(figure(("orphans", "phases", p, c, "count"), leaf["count"]))
             cells.append(bytes_figure(("orphans", "phases", p, c, "bytes"), leaf["bytes"]))
         rows.append(cells)
-    headers = ["Phase"] + [f"{CLASS_TITLES[c]} {m}" for c in CLASSES for m in ("count", "size")]
+    headers = ["Phase"] + [f"{CLASS_TITLES[c]} {m}" for c in classes for m in ("count", "size")]
+    by_class = (
+        table(headers, rows, "")
+        if classes
+        else '<p class="muted">The latest cycle had no bucket of ledger blocks or tiered '
+        "storage to scan (LEDGERGC_BUCKET and LEDGERGC_OFFLOAD_BUCKET empty).</p>"
+    )
     trend = orphans["trend"]
-    labels = [_chart_label(point["time_ms"]) for point in trend]
+    labels = run_labels([point["time_ms"] for point in trend])
     charts = "".join(
         line_chart(
             title,
@@ -134,14 +169,14 @@ def _orphans_section(orphans: Mapping[str, Any]) -> str:
         '<h2 id="orphans">Orphans</h2>'
         + _run_line(orphans["latest"], "orphan cycle")
         + f'<div class="tiles">{tiles}</div>'
-        + table(headers, rows, "")
+        + by_class
         + (
             '<p class="muted">The tiles and trends count every source; BookKeeper\'s '
             'ledgers per phase are in <a href="#bookkeeper">their section</a>.</p>'
             if has_bookkeeper(orphans)
             else ""
         )
-        + f'<h3>Trend over the last {len(trend)} cycles</h3><div class="charts">{charts}</div>'
+        + _trend(f"Trend over the last {len(trend)} cycles", charts, trend, "No cycle has run yet.")
         + "<h3>Per namespace (latest cycle)</h3>"
         + table(ns_headers, ns_rows, "No orphan in any namespace in the latest cycle.")
         + '<h3 id="refusals">Safety guard refusals (recent cycles)</h3>'
@@ -153,11 +188,21 @@ def _orphans_section(orphans: Mapping[str, Any]) -> str:
     )
 
 
-def _chart_label(ms: int | None) -> str:
-    return fmt_time(ms)[5:16] if ms else "?"
+def _trend(title: str, charts: str, trend: list[Any], none: str) -> str:
+    """Trend charts, or one line when there is no run to draw."""
+    if not trend:
+        return f'<p class="muted">{escape(none)}</p>'
+    return f'<h3>{escape(title)}</h3><div class="charts">{charts}</div>'
 
 
-def _trim_section(trim: Mapping[str, Any]) -> str:
+def _trim_section(trim: Mapping[str, Any], applies: bool) -> str:
+    if not applies:
+        return (
+            '<h2 id="trim">Trim backlog</h2><p class="muted">No trim has run against this '
+            "store, and its latest orphan cycle had no bucket of ledger blocks "
+            "(LEDGERGC_BUCKET empty): the trim deletes consumed ledgers' blocks there. A "
+            "Pulsar cluster trims its BookKeeper ledgers itself.</p>"
+        )
     backlog = trim["backlog"]
     source = {
         "live": "live from ZooKeeper",
@@ -190,7 +235,7 @@ def _trim_section(trim: Mapping[str, Any]) -> str:
         for e in trim["last_errors"]
     ]
     trend = trim["trend"]
-    labels = [_chart_label(point["time_ms"]) for point in trend]
+    labels = run_labels([point["time_ms"] for point in trend])
     chart = line_chart(
         "Trim: bytes reclaimed per run",
         labels,
@@ -209,7 +254,7 @@ def _trim_section(trim: Mapping[str, Any]) -> str:
         + tiles
         + "<h3>Last errors</h3>"
         + table(["Managed ledger", "Ledger", "Error", "Attempts", "Run"], errors, "No errors.")
-        + f'<h3>Trend over the last {len(trend)} runs</h3><div class="charts">{chart}</div>'
+        + _trend(f"Trend over the last {len(trend)} runs", chart, trend, "No trim run yet.")
     )
 
 
@@ -283,7 +328,7 @@ def render_page(
         + _orphans_section(overview["orphans"])
         + bookkeeper_section(overview["orphans"])
         + (registered_section(registered) if registered is not None else "")
-        + _trim_section(overview["trim"])
+        + _trim_section(overview["trim"], _trim_applies(overview))
         + _deletions_section(overview["deletions"])
         + _last_success_section(overview["last_success"], now)
     )

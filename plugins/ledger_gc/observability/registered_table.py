@@ -15,9 +15,11 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger_gc.console import human_bytes
+from ledger_gc.observability.figures import wide
 from ledger_gc.observability.registered import ORPHAN_DAG_ID, dag_run_id
 from ledger_gc.observability.timefmt import fmt_time
 from ledger_gc.rules.bookkeeper.classify import znode_of_target
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 
 #: Rows on the page; the rest are in ``api/orphans`` (and ``ledgergc orphans --list``).
 MAX_ROWS = 1000
@@ -169,8 +171,7 @@ def registered_section(listing: Mapping[str, Any]) -> str:
             '<p class="muted">A BookKeeper row is a ledger: deleting it removes its '
             "metadata znode (never its parents), and the bookies drop its data at their next "
             "garbage collection (gcWaitTime); until then <code>ledgergc restore --run "
-            "&lt;run id&gt;</code> brings it back. Its size is the length its metadata "
-            "records.</p>"
+            f"&lt;run id&gt;</code> brings it back. Its size is {escape(BYTES_MEANING)}.</p>"
         )
     shown = orphans[:MAX_ROWS]
     more = (
@@ -185,8 +186,10 @@ def registered_section(listing: Mapping[str, Any]) -> str:
         title + summary + '<p><input id="orphan-filter" type="search" placeholder="Filter: class, '
         'namespace, prefix or znode, what it waits for…" size="50" aria-label="Filter the '
         'registered orphans"></p>'
-        + f'<table id="registered-orphans"><thead><tr>{head}</tr></thead>'
-        + f"<tbody>{body}</tbody></table>"
+        + wide(
+            f'<table id="registered-orphans"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
         + more
         + f"<script>{SCRIPT}</script>"
     )

@@ -136,6 +136,19 @@ def run_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def cycle_sources(summary: Mapping[str, Any]) -> dict[str, bool]:
+    """Which stores an orphan cycle looked at: the ledger blocks in ``LEDGERGC_BUCKET``
+    (``settings.bucket``; a summary that does not say had them, as every cycle did before
+    the bucket could be left empty), tiered storage (``tiered``), BookKeeper
+    (``bookkeeper``). The page shows only what applies to the store."""
+    settings = _mapping(summary.get("settings"))
+    return {
+        "blocks": bool(settings.get("bucket", True)),
+        "tiered": bool(summary.get("tiered")),
+        "bookkeeper": bool(summary.get("bookkeeper")),
+    }
+
+
 # --- trim -----------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.runs import MAIN_PHASES, PHASE_TITLES
 from ledger_gc.observability.timefmt import fmt_time
 from ledger_gc.rules.bookkeeper.classify import BK_LIVE
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 from ledger_gc.settings import Settings
 
 SECTION = "overview"
@@ -83,7 +84,7 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> list[str]:
     lines = [
         f"  bookkeeper {bk['hosts']}{bk['root']} ({bk['layout']}): {bk['ledgers']} ledgers "
         f"({human_bytes(bk['bytes'])}); {found or 'all live'}; deleted {bk['deleted']} "
-        f"({human_bytes(bk['bytes_reclaimed'])} reclaimed)"
+        f"({human_bytes(bk['bytes_reclaimed'])} reclaimed: {BYTES_MEANING})"
     ]
     if bk["held_reasons"]:
         held = ", ".join(f"{hold} {count}" for hold, count in bk["held_reasons"].items())

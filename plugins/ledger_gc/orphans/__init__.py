@@ -1,13 +1,10 @@
 """Three-phase orphan removal (Kafka KIP-370's design over DESIGN.md's store).
 
-``run_orphan_cycle(settings, ...)`` runs one cycle (snapshot, scan, diff, initialize and
-correct, delete, report) and returns its ``CycleReport``; ``cycle.py`` has each step
-for the DAG. Where the decisions are made: ``classify.py`` (what an object is),
-``guards.py`` (when not to act), ``phases.py`` (registration, correction, deletion).
+``cycle.run_orphan_cycle(settings, ...)`` runs one cycle (survey, initialize and
+correct, delete, report) and returns its ``CycleReport`` (``report.py``); ``cycle.py``
+has each step for the DAG. Where the decisions are made: ``rules/orphans/`` (what an
+object is, when not to act, registration, correction, deletion).
+
+This init imports nothing: importing one module of the engine must not import the
+whole engine (import what you use from the module that defines it).
 """
-
-from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
-from ledger_gc.orphans.options import CycleOptions
-from ledger_gc.orphans.report import CycleReport
-
-__all__ = ["CycleOptions", "CycleReport", "OrphanCycleError", "run_orphan_cycle"]

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
-from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataError
+from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
+from ledger_gc.orphans.preflight import check_servers
 from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, ScanRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
@@ -552,18 +553,9 @@ def run_orphan_cycle(
         dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory
     )
     started = clock()
-    # A BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true and no LAYOUT, a
-    # layout ledger-gc cannot read, an identity refused READ on it) is a setting to fix:
-    # one line, exit 2, before Spark starts. ZooKeeper itself unreachable (or a missing
-    # chroot) is the cycle's to report.
-    from ledger_gc.bookkeeper.survey import check_layout
-
-    try:
-        check_layout(settings)
-    except MetadataAccessError:
-        raise
-    except MetadataError:  # the snapshot fails the run with a report
-        pass
+    # The servers before Spark starts: one that cannot be reached (or a BookKeeper
+    # layout that cannot be read) is one line, exit 2, and no run in the run log.
+    check_servers(settings)
     try:
         if spark is None:
             from ledger_gc.spark.session import local_session

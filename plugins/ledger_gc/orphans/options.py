@@ -9,8 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ledger_gc.rules.orphans.guards import FORCEABLE, METADATA_READ, STALE_RUN
+
 if TYPE_CHECKING:
     from ledger_gc.settings import Settings
+
+#: What ``force`` does: ``ledgergc orphans --force``'s help and the DAG's ``force`` param.
+FORCE_HELP = (
+    f"go past every safety guard's refusal but {METADATA_READ} and {STALE_RUN}: "
+    f"{', '.join(FORCEABLE)} (a forced run still deletes only what outlives the grace "
+    "window, retention and the live re-check)"
+)
 
 
 @dataclass(frozen=True)

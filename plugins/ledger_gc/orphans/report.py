@@ -114,6 +114,7 @@ from ledger_gc.orphans.records import (
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 from ledger_gc.rules.orphans import outcomes, phases, timekeeping
 from ledger_gc.rules.orphans.classify import (
     CLASSES,
@@ -565,7 +566,8 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
     yield (
         f"  BookKeeper {bk['hosts']}{bk['root']} ({bk['layout']}): {bk['ledgers']} ledgers, "
         f"{_size(bk['bytes'])}; {bk['managed_ledgers']} managed ledgers reference them; "
-        f"deleted {bk['deleted']} ledgers, {_size(bk['bytes_reclaimed'])} reclaimed"
+        f"deleted {bk['deleted']} ledgers, {_size(bk['bytes_reclaimed'])} reclaimed "
+        f"({BYTES_MEANING})"
     )
     for name, totals in bk["classes"].items():
         if totals["ledgers"]:

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ledger_gc.orphan_source import Comparison
-from ledger_gc.orphans import deleting, survey_steps
-from ledger_gc.orphans.reading import snapshot_from_rows
+from ledger_gc.orphans import survey_steps
 from ledger_gc.rules.orphans import guards, horizon, phases, segments
 from ledger_gc.rules.orphans.classify import (
     ORPHAN_CLASSES,
@@ -23,6 +22,8 @@ from ledger_gc.rules.orphans.classify import (
     ManagedLedgerRefs,
     parse_segment_target,
 )
+from ledger_gc.s3_orphans import deleting
+from ledger_gc.s3_orphans.reading import snapshot_from_rows
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest, Findings, SurveyRequest

@@ -95,7 +95,10 @@ def step_snapshot(
     started = clock()
     mark = read_budget.METER.mark()
     with MetadataStore.open(settings) as store:
-        names = store.list_managed_ledgers(sync=True)
+        # v1 topics (property/cluster/ns) too: their records name offloaded segments, and
+        # a segment no record read names would look orphaned. (No block of the store is
+        # ever a v1 name's: its keys are foreign to the layout.)
+        names = store.list_managed_ledgers(sync=True, include_v1=True)
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
         read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)

@@ -1,5 +1,4 @@
-"""``ledgergc restore``: undo a run's deletes in a versioned bucket (``restoring``)."""
+"""``ledgergc restore``: undo a run's deletes (``restoring.restore_run``).
 
-from ledger_gc.restore.restoring import RestoreReport, restore_run
-
-__all__ = ["RestoreReport", "restore_run"]
+This init imports nothing: import what you use from the module that defines it.
+"""

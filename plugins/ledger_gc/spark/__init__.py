@@ -7,7 +7,10 @@
   bucket's; ``snapshot_facts``: what the phases step needs of the snapshot;
 * ``delete``: the re-check and delete over executors.
 
-A job takes DataFrames or plain inputs and returns a result; it never reads or writes
-the state store. Its caller does (``orphans.survey_steps`` around the survey's jobs,
-``orphans.cycle``), so a job is tested with rows in and a result out.
+What the jobs run on executors (the S3 source's reads and deletes) is
+``ledger_gc.s3_orphans``, below them; nothing here imports the orphan engine, whose
+survey and delete steps start the jobs. A job takes DataFrames or plain inputs and
+returns a result; it never reads or writes the state store. Its caller does
+(``orphans.survey_steps`` around the survey's jobs, ``orphans.cycle``), so a job is
+tested with rows in and a result out.
 """

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ledger_gc.metadata import read_budget
-from ledger_gc.orphans.deleting import recheck_and_delete
 from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.s3_orphans.deleting import recheck_and_delete
 from ledger_gc.spark.session import ReadsParam, job_error, job_group, task_settings
 
 if TYPE_CHECKING:

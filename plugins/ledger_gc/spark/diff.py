@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.orphans import reading
 from ledger_gc.rules.orphans import classify
 from ledger_gc.rules.orphans.classify import (
     FOREIGN,
@@ -32,6 +31,7 @@ from ledger_gc.rules.orphans.classify import (
     DiffResult,
 )
 from ledger_gc.rules.storage import keys
+from ledger_gc.s3_orphans import reading
 from ledger_gc.settings import Settings
 from ledger_gc.spark.session import job_error
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, StorageError
-from ledger_gc.orphans import reading
+from ledger_gc.s3_orphans import reading
 from ledger_gc.settings import Settings
 from ledger_gc.spark.inventory import read_inventory
 from ledger_gc.spark.session import checkpoint, job_error, task_slices

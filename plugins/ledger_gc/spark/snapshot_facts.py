@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.orphans import reading
 from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES, ORPHAN_SEGMENT
 from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.s3_orphans import reading
 from ledger_gc.spark.session import job_error
 
 if TYPE_CHECKING:

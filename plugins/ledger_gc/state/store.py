@@ -75,6 +75,10 @@ class StateVersionError(StateError):
     """The store was migrated by a newer ledger-gc."""
 
 
+class StateMissingError(StateError):
+    """A command that only reads was pointed at a store no ledger-gc has written."""
+
+
 def _is_corruption(exc: BaseException) -> bool:
     """SQLite's "not a database" / "malformed" errors, not a busy lock or a full disk."""
     if type(exc) is sqlite3.DatabaseError:  # the base class: SQLITE_NOTADB, SQLITE_CORRUPT
@@ -254,6 +258,16 @@ class StateStore:
 
         with self.read() as conn:
             conn.execute(select(func.count()).select_from(schema.scans)).scalar()
+
+    def exists(self) -> bool:
+        """Whether a ledger-gc has written this store: its SQLite file exists, or its
+        PostgreSQL database has the schema's version table. Creates nothing."""
+        if self.sqlite_file is not None:
+            return self.sqlite_file.is_file()
+        from sqlalchemy import inspect
+
+        with self._errors(), self.engine.connect() as conn:
+            return bool(inspect(conn).has_table(VERSION_TABLE))
 
     def _migrate(self) -> None:
         from alembic import command

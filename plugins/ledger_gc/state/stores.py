@@ -13,11 +13,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger_gc.state.legacy_import import import_state_dir_once
-from ledger_gc.state.store import StateStore
+from ledger_gc.state.legacy_import import import_state_dir_once, legacy_files
+from ledger_gc.state.store import StateMissingError, StateStore
 from ledger_gc.state.url import default_state_url
 
 if TYPE_CHECKING:
+    from ledger_gc.settings import Settings
     from ledger_gc.state.store import StateLocation
 
 _stores: dict[tuple[int, str], StateStore] = {}
@@ -32,6 +33,43 @@ def open_store(location: StateLocation) -> StateStore:
     """
     if isinstance(location, StateStore):
         return location
+    store, state_dir = _store_of(location)
+    if state_dir is not None:
+        ensure_state(store, state_dir)
+    return store
+
+
+def existing_store(location: StateLocation) -> StateStore:
+    """The store of a command that only reads it (``status``, ``audit``, ``orphans
+    --list``, ``restore``): one a ledger-gc run has written, else ``StateMissingError``.
+
+    Opening a store creates it (the writing commands' first run does so on purpose),
+    so a mistyped ``LEDGERGC_STATE_DIR`` used to read as a new, empty store: "no audit
+    records match", exit 0. A state dir holding an older ledger-gc's files counts as a
+    store (they are imported on opening)."""
+    if isinstance(location, StateStore):
+        store, state_dir = location, location.state_dir
+    else:
+        store, state_dir = _store_of(location)
+    if store.exists() or (state_dir is not None and legacy_files(state_dir)):
+        return open_store(location)
+    if store.sqlite_file is None:
+        why, fix = "its database has no ledger-gc tables", "check LEDGERGC_STATE_URL"
+    elif state_dir is not None and store.url == default_state_url(state_dir):
+        why = f"LEDGERGC_STATE_DIR={state_dir} has no {store.sqlite_file.name}"
+        fix = "check LEDGERGC_STATE_DIR (or LEDGERGC_STATE_URL)"
+    else:
+        why, fix = f"no file {store.sqlite_file}", "check LEDGERGC_STATE_URL"
+    raise StateMissingError(
+        f"the state store {store.display_url} does not exist ({why}): no ledger-gc run has "
+        f"written there, nothing was read; {fix}. A first `ledgergc trim` or `ledgergc "
+        "orphans` run (or DAG run) creates it"
+    )
+
+
+def _store_of(location: Settings | Path | str) -> tuple[StateStore, Path | None]:
+    """The process's store of a location, and the location's state dir (None for a
+    URL); creates nothing (no file, no connection)."""
     state_dir: Path | None
     if isinstance(location, str) and "://" in location:
         state_dir, url = None, location
@@ -46,9 +84,7 @@ def open_store(location: StateLocation) -> StateStore:
         store = _stores.get(key)
         if store is None:
             store = _stores[key] = StateStore(url, state_dir=state_dir)
-    if state_dir is not None:
-        ensure_state(store, state_dir)
-    return store
+    return store, state_dir
 
 
 def ensure_state(store: StateStore, state_dir: Path) -> None:

@@ -5,12 +5,10 @@
 * ``purge``: delete marked ledgers' data after a last look at the cursors (S3);
 * ``states``, ``steps``: a managed ledger as read with its versions; one managed
   ledger's step, whose failure is its own;
-* ``report``: what a run planned and did, and the run summary;
-* ``run``: ``run_trim``, the entry point of the CLI, the DAG tasks and the demo;
-* ``command``: ``ledgergc trim``.
+* ``report``: what a run planned and did (``TrimReport``), and the run summary;
+* ``run``: ``run_trim`` over a ``TrimScope``, the entry point of the CLI, the DAG tasks
+  and the demo;
+* ``lock``: the trim lock; ``clocks``: retention on the servers' clocks.
+
+This init imports nothing: importing one module of the trim must not import all of it.
 """
-
-from ledger_gc.trim.report import TrimReport
-from ledger_gc.trim.run import TrimScope, run_trim
-
-__all__ = ["TrimReport", "TrimScope", "run_trim"]

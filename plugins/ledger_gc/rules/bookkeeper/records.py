@@ -194,3 +194,14 @@ def _encode_varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
+
+
+#: What a BookKeeper ledger's bytes count wherever ledger-gc shows them (its ``length``:
+#: the entries' logical size, the same figure BookKeeper's own tools show). Each entry is
+#: stored on a write quorum of bookies (``quorumSize``), and a delete frees nothing at
+#: once: a bookie drops a ledger at its next garbage collection and gets the disk back
+#: when it compacts the entry logs that held it.
+BYTES_MEANING = (
+    "the ledgers' logical length: on the bookies that times the write quorum, freed at "
+    "their next garbage collection and compaction"
+)

@@ -222,3 +222,18 @@ def bookkeeper_refusals(
             )
         )
     return refusals
+
+
+#: Every refusal a forced run (``ledgergc orphans --force``, the DAG's ``force`` param)
+#: goes past. Not ``metadata-read`` (no complete snapshot to act on) or ``stale-run`` (a
+#: later scan was applied already): those stop a forced run too.
+FORCEABLE = (
+    ZERO_MANAGED_LEDGERS,
+    NO_LIVE_SEGMENTS,
+    ORPHAN_FRACTION,
+    STALE_METADATA,
+    BK_NO_MANAGED_LEDGERS,
+    BK_ROOT_MISMATCH,
+    BK_STALE_METADATA,
+    BK_ORPHAN_FRACTION,
+)

@@ -49,7 +49,6 @@ from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.orphans import cluster_tags
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import phases, segments
 from ledger_gc.rules.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
@@ -69,6 +68,7 @@ from ledger_gc.rules.orphans.outcomes import (
 from ledger_gc.rules.orphans.phases import Decision, ListingState, LiveState, RegistryEntry
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.rules.storage.keys import ledger_dir, parse_key
+from ledger_gc.s3_orphans import cluster_tags
 from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
@@ -99,10 +99,10 @@ def read_segment_carriers(
 ) -> frozenset[str]:
     """The managed ledgers (of ``names``; all of them if empty) whose listed or marked
     ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now."""
-    from ledger_gc.orphans.reading import offload_uuid_of
+    from ledger_gc.s3_orphans.reading import offload_uuid_of
 
     store.sync(paths.MANAGED_LEDGERS_ROOT)
-    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True)
+    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True, include_v1=True)
     znodes = [paths.managed_ledger_path(name) for name in candidates]
     carriers = set()
     for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):

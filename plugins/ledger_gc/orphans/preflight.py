@@ -1,0 +1,52 @@
+"""The servers a cycle needs, reached before it starts Spark or records a run.
+
+An orphan cycle that cannot reach ZooKeeper, or the S3 endpoint of a bucket it is to
+scan, can do nothing. Found by the survey, that took a Spark session's start (38 s on a
+small host) and left a failed run, which the page then showed as the latest orphan
+cycle. Checked here first, it is one line and exit 2 (``cli``: a failure before anything
+destructive) and no run: the run log keeps what the last real cycle did.
+
+What a reached server says is still the cycle's to report: a chroot that does not
+exist, or metadata that cannot be read, fails the cycle with its report (``METADATA_READ``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ledger_gc.bookkeeper.survey import check_layout
+from ledger_gc.errors import MetadataAccessError, MetadataError, MetadataUnavailableError
+from ledger_gc.metadata.zk_client import session
+from ledger_gc.settings import Settings
+from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+
+
+def check_servers(settings: Settings) -> None:
+    """Reach ZooKeeper (Pulsar's, and BookKeeper's when that source is on) and the
+    buckets that are set; raise the one-line error of the first that fails
+    (``MetadataUnavailableError``, ``StorageError``, ``BucketNotFoundError``)."""
+    with _reached(), session(settings):
+        pass
+    with _reached():
+        # Also refuses a BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true
+        # and no LAYOUT, a layout ledger-gc cannot read, an identity refused READ on it):
+        # a setting to fix, one line.
+        check_layout(settings)
+    if settings.block_store:
+        LedgerStorage(settings).check_bucket()
+    if settings.offload_bucket:
+        OffloadStorage(settings).check_bucket()
+
+
+@contextmanager
+def _reached() -> Iterator[None]:
+    """Raise an unreachable ZooKeeper, or one that refuses ledger-gc's identity (a
+    setting to fix); what else a reached one answers (a chroot that does not exist) is
+    the cycle's to report."""
+    try:
+        yield
+    except (MetadataUnavailableError, MetadataAccessError):
+        raise
+    except MetadataError:
+        pass
