@@ -19,7 +19,8 @@ from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper import record_cache
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
-from ledger_gc.orphans import cycle, run_orphan_cycle
+from ledger_gc.orphans import cycle
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import record_cache as rules

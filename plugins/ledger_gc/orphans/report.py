@@ -608,7 +608,10 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
         forced = " (forced past)" if refusal.get("forced") else ""
         yield f"  refused by {refusal['guard']}{forced}: {refusal['reason']}"
     snap, scan = data["snapshot"], data["scan"]
-    if snap["managed_ledgers"] is not None:
+    if snap["managed_ledgers"] is not None and snap["listed_ledgers"] is None:
+        # No bucket to judge: the S3 source only counted the managed ledgers.
+        yield f"  snapshot: {snap['managed_ledgers']} managed ledgers (no bucket to scan)"
+    elif snap["managed_ledgers"] is not None:
         yield (
             f"  snapshot: {snap['managed_ledgers']} managed ledgers, {snap['listed_ledgers']} "
             f"ledgers, {snap['markers']} markers"
