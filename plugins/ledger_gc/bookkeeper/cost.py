@@ -18,6 +18,8 @@ from ledger_gc.metadata.read_budget import METER, Reads
 
 #: The survey's steps, in order (``seconds`` and ``reads_by_step`` keys).
 STEPS = ("references", "listing", "cache", "ledgers", "cache_save", "checks")
+#: Of "ledgers": waiting for Spark's session (the command starts it beside the survey).
+SPARK_WAIT = "spark_wait"
 
 
 @dataclass
@@ -64,7 +66,7 @@ class SurveyCost:
             "records_cached": self.records_cached,
             "directories": self.directories,
             "directories_reused": dict(sorted(self.directories_reused.items())),
-            "seconds": {s: round(self.seconds.get(s, 0.0), 3) for s in STEPS}
+            "seconds": {s: round(self.seconds.get(s, 0.0), 3) for s in (*STEPS, SPARK_WAIT)}
             | {"total": round(self.total_seconds, 3)},
             "cache": self.cache,
             "executor_seconds": {k: round(v, 3) for k, v in sorted(self.task_seconds.items())},

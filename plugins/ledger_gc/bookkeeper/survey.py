@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 50
+#: Classes counted without samples (live ledgers, and the orphans: their candidates).
+_COUNTED_ONLY = frozenset((classify.BK_LIVE, *BK_ORPHAN_CLASSES))
 
 
 @dataclass
@@ -122,13 +124,18 @@ class BookKeeperSurvey:
         self.bytes += size
         self.classes[verdict.ledger_class].add(size)
         namespace = classify.namespace_of(verdict.owner) or "(none)"
-        per_ns = self.namespaces.setdefault(namespace, {})
-        per_ns.setdefault(verdict.ledger_class, Totals()).add(size)
+        per_ns = self.namespaces.get(namespace)
+        if per_ns is None:
+            per_ns = self.namespaces[namespace] = {}
+        totals = per_ns.get(verdict.ledger_class)
+        if totals is None:  # (not setdefault: a million ledgers would build as many Totals)
+            totals = per_ns[verdict.ledger_class] = Totals()
+        totals.add(size)
         if verdict.hold is not None:
             self.held_reasons[verdict.hold] = self.held_reasons.get(verdict.hold, 0) + 1
         if ledger.tags.application == classify.PULSAR:
             self.pulsar_ledgers += 1
-        if verdict.ledger_class not in (classify.BK_LIVE, *BK_ORPHAN_CLASSES):
+        if verdict.ledger_class not in _COUNTED_ONLY:
             sample = self.samples.setdefault(verdict.ledger_class, [])
             if len(sample) < MAX_SAMPLES:
                 sample.append({"ledger_id": ledger.ledger_id, **verdict.to_dict()})
@@ -557,7 +564,9 @@ def _on_executors(
     job: a partial scan is a refusal, never fewer ledgers."""
     from ledger_gc.spark.session import job_error, job_group, task_slices
 
-    context = spark.sparkContext
+    started = time.monotonic()
+    context = spark.sparkContext  # (a session still starting is waited for here)
+    cost.seconds["spark_wait"] = time.monotonic() - started
     budget = settings.zk_max_reads_per_second
     if budget > 0:
         # As many tasks as can run at once: each reads at 1/tasks of the budget.

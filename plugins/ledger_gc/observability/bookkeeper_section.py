@@ -160,6 +160,7 @@ _STEP_TITLES = {
     "listing": "listing the ledger directories",
     "cache": "loading the record cache",
     "ledgers": "reading and classifying the ledgers",
+    "spark_wait": "… of which waiting for Spark's session to start",
     "cache_save": "saving the record cache",
     "checks": "re-reading what the guards check",
     "total": "the whole survey",

@@ -316,7 +316,15 @@ def bookkeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 #: The BookKeeper survey's steps as its cost names them (``bookkeeper/cost.py``).
-SURVEY_STEPS = ("references", "listing", "cache", "ledgers", "cache_save", "checks")
+SURVEY_STEPS = (
+    "references",
+    "listing",
+    "cache",
+    "ledgers",
+    "spark_wait",
+    "cache_save",
+    "checks",
+)
 
 
 def survey_cost(cost: Any) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
+T = TypeVar("T")
 
 
 class DeleteLockLost(LedgerGcError):
@@ -102,7 +103,7 @@ def step_survey(
         run_id=run_id,
         spark=spark,
         clock=clock,
-        registered=OrphanRegistry(settings).entries,
+        registered=_once(OrphanRegistry(settings).entries),
         witness=witness,
         inventory=inventory,
         offload_inventory=offload_inventory,
@@ -121,6 +122,19 @@ def step_survey(
         "orphan_bytes": diff.orphan_bytes,
         "orphan_fraction": diff.orphan_fraction,
     }
+
+
+def _once(read: Callable[[], T]) -> Callable[[], T]:
+    """``read``, called at most once (every source asks for the registry as the survey
+    read it: one read of tens of thousands of rows, not one per source)."""
+    got: list[T] = []
+
+    def once() -> T:
+        if not got:
+            got.append(read())
+        return got[0]
+
+    return once
 
 
 # --- phases 1 and 2 --------------------------------------------------------------------
@@ -558,9 +572,10 @@ def run_orphan_cycle(
     check_servers(settings)
     try:
         if spark is None:
-            from ledger_gc.spark.session import local_session
+            from ledger_gc.spark.session import StartingSession, local_session
 
-            spark = local_session()
+            # Started meanwhile: the survey reads ZooKeeper for seconds before it needs it.
+            spark = cast("SparkSession", StartingSession(local_session))
         step_survey(
             settings,
             run_id,

@@ -333,8 +333,9 @@ class RegistryTransaction:
 def _entries(conn: Connection) -> dict[str, RegistryEntry]:
     from sqlalchemy import select
 
-    rows = conn.execute(select(schema.orphans).order_by(schema.orphans.c.prefix)).mappings()
-    return {row["prefix"]: RegistryEntry(**{k: row[k] for k in _ENTRY_FIELDS}) for row in rows}
+    columns = [schema.orphans.c[k] for k in _ENTRY_FIELDS]
+    rows = conn.execute(select(*columns).order_by(schema.orphans.c.prefix))
+    return {row[0]: RegistryEntry(*row) for row in rows}  # (prefix first, fields in order)
 
 
 def _latest_scan(conn: Connection) -> ScanRecord | None:

@@ -191,7 +191,9 @@ class _PhaseTally:
         self.namespaces: dict[str, dict[str, Any]] = {}
 
     def add(self, phase: str, namespace: str, target_class: str, size: int) -> None:
-        per_ns = self.namespaces.setdefault(namespace, {n: _empty_phase() for n in PHASE_NAMES})
+        per_ns = self.namespaces.get(namespace)
+        if per_ns is None:  # (not setdefault: its default would be built every call)
+            per_ns = self.namespaces[namespace] = {n: _empty_phase() for n in PHASE_NAMES}
         for bucket in (self.total[phase], per_ns[phase]):
             bucket["count"] += 1
             bucket["bytes"] += size

@@ -15,9 +15,9 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.library_zip import library_zip
@@ -79,6 +79,38 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
     spark.sparkContext.setLogLevel("WARN")
     configure_session(spark)
     return spark
+
+
+class StartingSession:
+    """A session being made in a thread of its own (``local_session``): the seconds a
+    JVM takes to start pass while the cycle reads ZooKeeper (a Pulsar cluster's cycle
+    reads Pulsar's references and lists BookKeeper's ledgers before it needs Spark).
+    Every attribute waits for the session; an error starting it is raised there, to the
+    step that needed it. (Started off the main thread, Spark leaves the process's
+    SIGINT handler alone: the cycle's own, ``termination``, stays in force.)"""
+
+    def __init__(self, make: Callable[[], SparkSession]) -> None:
+        self._made: list[SparkSession] = []
+        self._failed: list[BaseException] = []
+        self._done = threading.Event()
+        threading.Thread(target=self._start, args=(make,), name="spark-start", daemon=True).start()
+
+    def _start(self, make: Callable[[], SparkSession]) -> None:
+        try:
+            self._made.append(make())
+        except BaseException as exc:  # handed to whoever needs the session
+            self._failed.append(exc)
+        finally:
+            self._done.set()
+
+    def session(self) -> SparkSession:
+        self._done.wait()
+        if self._failed:
+            raise self._failed[0]
+        return self._made[0]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session(), name)
 
 
 def configure_session(spark: SparkSession) -> None:

@@ -16,6 +16,7 @@ short-layout name for a long id) is *not a ledger* and is never deleted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -88,6 +89,8 @@ def ledger_id_of(relative: str, layout: str) -> int | None:
 
 #: Ledgers per leaf directory of the hierarchical layouts (the leaf's 4 digits).
 LEAF_SPAN = 10_000
+#: A leaf directory's children, one per line, when every one is a ledger's name.
+_LEAF_NAMES = re.compile(r"(?:L[0-9]{4}\n)*L[0-9]{4}", re.ASCII)
 
 
 def leaf_ledger_ids(
@@ -114,6 +117,10 @@ def leaf_ledger_ids(
         )
     except ValueError:
         whole = False
+    names = list(names)
+    if whole and _LEAF_NAMES.fullmatch("\n".join(names)):
+        # Every name is ``L`` and four digits (the usual directory): checked in one pass.
+        return [base + int(name[1:]) for name in names], odd
     for name in names:
         if whole:
             number = name[1:]

@@ -225,21 +225,25 @@ def decode_ids(data: bytes) -> array:
 def encode_records(records: Sequence[CachedRecord]) -> bytes:
     """Records, packed column by column, their custom metadata once per distinct map."""
     tags: dict[tuple[tuple[str, bytes], ...], int] = {}
-    tag_index = array("i")
+    by_map: dict[int, int] = {}  # the same map object (a directory's records share them)
+    indexes = []
     for record in records:
-        key = tuple(sorted(record.custom.items()))
-        tag_index.append(tags.setdefault(key, len(tags)))
+        index = by_map.get(id(record.custom))
+        if index is None:
+            key = tuple(sorted(record.custom.items()))
+            index = by_map[id(record.custom)] = tags.setdefault(key, len(tags))
+        indexes.append(index)
     tags_json = json.dumps(
         [[[k, base64.b64encode(v).decode("ascii")] for k, v in key] for key in tags]
     ).encode("utf-8")
     columns = [
-        array("q", (r.ledger_id for r in records)),
-        array("q", (r.czxid for r in records)),
-        array("q", (r.znode_ctime_ms for r in records)),
-        array("q", (_NONE if r.ctime_ms is None else r.ctime_ms for r in records)),
-        array("q", (r.length for r in records)),
-        array("i", (r.format_version for r in records)),
-        tag_index,
+        array("q", [r.ledger_id for r in records]),
+        array("q", [r.czxid for r in records]),
+        array("q", [r.znode_ctime_ms for r in records]),
+        array("q", [_NONE if r.ctime_ms is None else r.ctime_ms for r in records]),
+        array("q", [r.length for r in records]),
+        array("i", [r.format_version for r in records]),
+        array("i", indexes),
     ]
     header = _HEADER.pack(_MAGIC, len(records), len(tags_json))
     return zlib.compress(header + tags_json + b"".join(_packed(c) for c in columns), 1)
