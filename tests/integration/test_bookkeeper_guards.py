@@ -375,11 +375,13 @@ def test_a_restored_znode_gets_the_acl_it_had_not_ledger_gcs(
 
 
 def test_the_scan_on_spark_executors_finds_what_the_driver_finds(
-    pulsar: Settings, zk_client: KazooClient, spark: Any
+    pulsar: Settings, zk_client: KazooClient, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tree of several shards (leaf directories of 10,000 ids, and the long tree) is
     read and classified on executors; the survey must be the same as the driver's."""
     from ledger_gc.bookkeeper.survey import survey
+
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
 
     c = PulsarCluster(zk_client).init(idgen=False)
     c.namespace(NS)

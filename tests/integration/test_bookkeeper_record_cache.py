@@ -306,8 +306,9 @@ def test_the_cache_off_reads_everything_and_writes_nothing(
 
 @pytest.mark.spark
 def test_the_executors_reuse_what_the_driver_would(
-    pulsar: Settings, cluster: PulsarCluster, spark: Any
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
     ids = [5, 10_005, 20_005, 35_000, 2**31 + 5]
     for lid in ids:
         cluster.ledger(ml_tags(ORDERS), ledger_id=lid)

@@ -49,6 +49,12 @@ def plant(zk_client: KazooClient) -> list[int]:
     return ids
 
 
+@pytest.fixture(autouse=True)
+def on_executors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directories on Spark's executors however few (their shares are the test)."""
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+
+
 @pytest.fixture
 def pulsar(settings: Settings) -> Settings:
     return settings.with_overrides(bucket="", orphan_max_fraction=1.0, bk_record_cache=False)

@@ -214,6 +214,8 @@ def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
     one cycle), configured by the environment alone; the survey reads BookKeeper's three
     leaf directories on Spark's executors."""
     settings = secured.settings("bookkeeper")
+    # On the executors however small the tree (the settings must reach them).
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
 
     with caplog.at_level(logging.INFO, logger="ledger_gc.bookkeeper.survey"):
         status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")

@@ -203,3 +203,18 @@ def test_works_are_split_evenly_by_ledgers() -> None:
     groups = split_works(works, 2)
     assert sorted(sum(len(w.ledger_ids) for w in g) for g in groups) == [15_010, 15_010]
     assert split_works(works[:1], 4) == [works[:1]]
+
+
+def test_a_cached_million_is_classified_here_a_read_million_on_executors() -> None:
+    from ledger_gc.bookkeeper.survey import _worth_executors
+
+    def works(cached: bool) -> list[DirectoryWork]:
+        body = b"packed" if cached else None
+        return [
+            DirectoryWork(f"00/{i:04d}", 0, range(10_000), body, True)  # type: ignore[arg-type]
+            for i in range(100)
+        ]
+
+    assert _worth_executors(works(cached=False))
+    assert not _worth_executors(works(cached=True))
+    assert not _worth_executors(works(cached=False)[:1])  # one directory: nothing to share

@@ -348,6 +348,14 @@ def survey(
                 )
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
+        with cost.step("cache"):
+            cache = record_cache.plan(settings, bk, layout)
+        if cache.full and spark is not None:
+            # Every record is read: a large tree will want the executors, and a session
+            # started now is ready by the time the listing is.
+            from ledger_gc.spark.session import start_early
+
+            start_early(spark)
         # Pulsar's references before BookKeeper's listing: a ledger created after this
         # read has an id above every id it names (classify.py's horizon). Read in full
         # every cycle: the cache keeps only the ledgers' own records.
@@ -357,8 +365,6 @@ def survey(
         result.managed_ledgers = len(refs.listed)
         classifier = classify.Classifier(refs, shared=settings.bk_shared)
         result.references_high = classifier.high
-        with cost.step("cache"):
-            cache = record_cache.plan(settings, bk, layout)
         with cost.step("listing"), record_cache.watching(bk) as watch:
             proven = cache.enabled and record_cache.probe_cversion(bk)
             bk.sync(root)
@@ -388,7 +394,7 @@ def survey(
                 flat = scan.read_ledgers(bk, root, layout, listing.ledger_ids)
                 scan_ledgers(list(flat), classifier, result)
                 cost.records_read += len(listing.ledger_ids)
-            if spark is not None and len(works) >= MIN_SHARDS_FOR_SPARK:
+            if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
                     spark, settings, root, layout, works, refs, cache.high, run_id, cost
@@ -453,8 +459,21 @@ def survey(
 
 
 #: A cluster whose tree has at least this many leaf directories (each up to 10,000
-#: ledgers) is read and classified on Spark's executors when the cycle has a session.
+#: ledgers) is read and classified on Spark's executors when the cycle has a session,
+#: if that is more work for one Python process than ``SPARK_OVER_SECONDS``: a session
+#: and its workers cost seconds to start and to ship work to (measured on two cores,
+#: docs/BENCHMARKS.md figure 9, per ledger: its record read and decoded about 30 us, a
+#: cached one about 7 us; a million cached ledgers are classified here faster than a
+#: local session starts and takes them).
 MIN_SHARDS_FOR_SPARK = 2
+SPARK_OVER_SECONDS = 8.0
+_READ_SECONDS = 30e-6
+_CACHED_SECONDS = 7e-6
+
+
+def _worth_executors(works: list[DirectoryWork]) -> bool:
+    here = sum(len(w.ledger_ids) * (_CACHED_SECONDS if w.body else _READ_SECONDS) for w in works)
+    return len(works) >= MIN_SHARDS_FOR_SPARK and here >= SPARK_OVER_SECONDS
 
 
 def _works(

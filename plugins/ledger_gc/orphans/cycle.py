@@ -572,10 +572,11 @@ def run_orphan_cycle(
     check_servers(settings)
     try:
         if spark is None:
-            from ledger_gc.spark.session import StartingSession, local_session
+            from ledger_gc.spark.session import LazySession, local_session
 
-            # Started meanwhile: the survey reads ZooKeeper for seconds before it needs it.
-            spark = cast("SparkSession", StartingSession(local_session))
+            # Made when a step needs it (or starts it early): a Pulsar cluster's cycle
+            # whose ledgers' records are cached needs none.
+            spark = cast("SparkSession", LazySession(local_session))
         step_survey(
             settings,
             run_id,

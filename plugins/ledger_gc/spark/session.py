@@ -81,29 +81,41 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
     return spark
 
 
-class StartingSession:
-    """A session being made in a thread of its own (``local_session``): the seconds a
-    JVM takes to start pass while the cycle reads ZooKeeper (a Pulsar cluster's cycle
-    reads Pulsar's references and lists BookKeeper's ledgers before it needs Spark).
-    Every attribute waits for the session; an error starting it is raised there, to the
-    step that needed it. (Started off the main thread, Spark leaves the process's
+class LazySession:
+    """A session made when first needed (``local_session``), or started early in a
+    thread of its own (``start``) by a step that knows it will need it: the seconds a
+    JVM takes to start then pass while that step reads ZooKeeper. A cycle that never
+    needs Spark (a Pulsar cluster's, its ledgers' records cached) starts none at all.
+    Every attribute waits for the session; an error starting it is raised there, to
+    the step that needed it. (Started off the main thread, Spark leaves the process's
     SIGINT handler alone: the cycle's own, ``termination``, stays in force.)"""
 
     def __init__(self, make: Callable[[], SparkSession]) -> None:
+        self._make = make
         self._made: list[SparkSession] = []
         self._failed: list[BaseException] = []
         self._done = threading.Event()
-        threading.Thread(target=self._start, args=(make,), name="spark-start", daemon=True).start()
+        self._started = False
+        self._lock = threading.Lock()
 
-    def _start(self, make: Callable[[], SparkSession]) -> None:
+    def start(self) -> None:
+        """Begin making the session in the background (once)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="spark-start", daemon=True).start()
+
+    def _run(self) -> None:
         try:
-            self._made.append(make())
+            self._made.append(self._make())
         except BaseException as exc:  # handed to whoever needs the session
             self._failed.append(exc)
         finally:
             self._done.set()
 
     def session(self) -> SparkSession:
+        self.start()
         self._done.wait()
         if self._failed:
             raise self._failed[0]
@@ -111,6 +123,12 @@ class StartingSession:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session(), name)
+
+
+def start_early(spark: SparkSession | None) -> None:
+    """Start a ``LazySession`` now, in the background (any other session: nothing)."""
+    if isinstance(spark, LazySession):
+        spark.start()
 
 
 def configure_session(spark: SparkSession) -> None:
