@@ -29,6 +29,9 @@ from ledger_gc.state import schema
 from ledger_gc.state.stores import open_store
 from pulsar_cluster import PulsarCluster, ledger_record, ml_tags
 
+# The cache's rows in SQLite and in PostgreSQL (a deployment's store) alike.
+pytestmark = pytest.mark.state_backends
+
 NS = "public/default"
 ORDERS = f"{NS}/persistent/orders"
 GONE = f"{NS}/persistent/deleted-topic"
