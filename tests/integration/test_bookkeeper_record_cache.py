@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from ledger_gc.bookkeeper import record_cache
+from ledger_gc.bookkeeper import directories, record_cache
+from ledger_gc.bookkeeper import survey as survey_module
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -379,10 +380,15 @@ def test_the_live_recheck_never_uses_the_cache(
     run_id = "cache-lie"
     cycle.step_survey(pulsar, run_id, spark, **world)
     cycle.step_phases(pulsar, run_id, clock=world["clock"])  # the lie, seen again
-    for target in (record_cache, rules):
-        for name in ("plan", "decode_records", "decode_ids", "reusable", "still_listed"):
-            if hasattr(target, name):
-                monkeypatch.setattr(target, name, never)
+    ways_in = {
+        record_cache: ("plan", "save", "read_identity"),
+        rules: ("decode_packed", "decode_records", "decode_ids", "reusable"),
+        directories: ("classify_directories", "decode_packed"),
+        survey_module: ("classify_directories",),
+    }
+    for module, names in ways_in.items():
+        for name in names:
+            monkeypatch.setattr(module, name, never)
     done = cycle.step_delete(pulsar, run_id, spark=spark, **world)
     assert cluster.client.exists(cluster.path(untagged))
     results = {r.ledger_id: r.action for r in done.results}

@@ -21,11 +21,11 @@ from ledger_gc.rules.bookkeeper.record_cache import (
     DirectoryState,
     cacheable,
     decode_ids,
+    decode_packed,
     decode_records,
     encode_ids,
     encode_records,
     reusable,
-    still_listed,
 )
 from pulsar_cluster import cursor_tags, ledger_record, ml_tags, schema_tags
 
@@ -74,8 +74,21 @@ def record(lid: int, custom: dict[str, bytes] | None = None) -> CachedRecord:
 
 
 def test_only_ids_still_listed_and_not_above_the_last_high_stand() -> None:
-    kept = still_listed([record(1), record(2), record(3), record(9)], [1, 3, 9], high=8)
-    assert [r.ledger_id for r in kept] == [1, 3]
+    packed = decode_packed(encode_records([record(1), record(2), record(3), record(9)]))
+    kept = packed.standing([1, 3, 9], high=8)
+    assert [packed.ledger_ids[i] for i in kept] == [1, 3]
+    assert packed.standing({1, 3, 9}, high=None) == [0, 2, 3]
+
+
+def test_kept_rows_and_new_records_pack_together() -> None:
+    """The rows of a directory that stand, with the records read now, in one body;
+    each record keeps its own custom metadata (maps merged by content)."""
+    other = ml_tags("t/n/persistent/b")
+    packed = decode_packed(encode_records([record(1), record(2, other), record(3)]))
+    fresh = [record(7, dict(other)), record(8, {"application": b"x"})]
+    body = encode_records(fresh, packed.rows([0, 1]))
+    assert decode_records(body) == [record(1), record(2, other), *fresh]
+    assert len(decode_packed(body).customs) == 3
 
 
 def test_only_closed_decoded_records_of_the_listed_znode_are_kept() -> None:

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 
 from ledger_gc.bookkeeper import scan
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
+from ledger_gc.rules.bookkeeper.classify import BkLedger
 from ledger_gc.rules.bookkeeper.record_cache import (
     BodyError,
     CachedRecord,
+    Packed,
     cacheable,
-    decode_records,
+    decode_packed,
     encode_records,
-    still_listed,
 )
+from ledger_gc.rules.bookkeeper.records import CLOSED
 
 log = logging.getLogger(__name__)
 
@@ -97,27 +98,33 @@ def _classify_directory(
 ) -> DirectoryDone:
     """One directory: its cached records that stand, the rest read; all classified."""
     ledgers: dict[int, BkLedger] = {}
-    kept: list[CachedRecord] = []
-    # Records of one directory share one map per distinct custom metadata: its tags
-    # once per map, by identity. Per directory only: ``kept`` holds every map alive
-    # meanwhile, and a map freed with an earlier directory could lend its id to
-    # another (its tags to ledgers not theirs).
-    tags: dict[int, PulsarTags] = {}
+    packed = Packed()
+    keep: list[int] = []
     if work.body:
         try:
-            kept = still_listed(decode_records(work.body), set(work.ledger_ids), high)
+            packed = decode_packed(work.body)
+            keep = packed.standing(set(work.ledger_ids), high)
         except BodyError as exc:
             log.warning("cached records of %s: %s; read again", work.directory, exc)
-    for record in kept:
-        known = tags.get(id(record.custom))
-        if known is None:
-            known = tags[id(record.custom)] = scan.tags_of(record.custom)
-        ledgers[record.ledger_id] = scan.ledger_of_record(
-            record.ledger_id, VERSION_NOT_READ, record.znode_ctime_ms, record, known
+    # Straight from the columns; each distinct custom-metadata map's tags once.
+    tags = [scan.tags_of(custom) for custom in packed.customs]
+    ids, tag_index, formats = packed.ledger_ids, packed.tag_index, packed.formats
+    znode_ctimes, lengths = packed.znode_ctimes, packed.lengths
+    for i in keep:
+        ledgers[ids[i]] = scan.ledger_of_fields(
+            ids[i],
+            VERSION_NOT_READ,
+            znode_ctimes[i],
+            CLOSED,
+            lengths[i],
+            formats[i],
+            packed.ctime(i),
+            tags[tag_index[i]],
         )
     reused = len(ledgers)
     missing = [lid for lid in work.ledger_ids if lid not in ledgers]
     read = 0
+    fresh: list[CachedRecord] = []
     for ledger_id, data, stat in scan.read_raw(bk, root, layout, missing):
         read += 1
         ledger, decoded = scan.decoded(ledger_id, data, stat.version, int(stat.ctime))
@@ -127,7 +134,7 @@ def _classify_directory(
             and decoded is not None
             and cacheable(decoded.state, None, int(stat.czxid), work.pzxid)
         ):
-            kept.append(
+            fresh.append(
                 CachedRecord(
                     ledger_id,
                     int(stat.czxid),
@@ -139,11 +146,13 @@ def _classify_directory(
                 )
             )
     classify([ledgers[lid] for lid in sorted(ledgers)])
-    body = b""
-    if work.keep:
-        kept.sort(key=lambda r: r.ledger_id)
-        body = encode_records(kept)
-    return DirectoryDone(work.directory, reused, read, len(kept) if work.keep else 0, body)
+    if not work.keep:
+        return DirectoryDone(work.directory, reused, read, 0, b"")
+    if not fresh and len(keep) == len(packed):
+        body = work.body or encode_records([])  # unchanged: the same bytes
+    else:
+        body = encode_records(fresh, packed.rows(keep))
+    return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body)
 
 
 def split_works(works: Sequence[DirectoryWork], tasks: int) -> list[list[DirectoryWork]]:

@@ -334,12 +334,37 @@ def ledger_of_record(
     bookie client created it) and the record's ctime (the creating broker's clock): a
     broker clock days behind must not make a ledger ZooKeeper created seconds ago look
     old, and neither clock alone may make a ledger older than it is."""
+    return ledger_of_fields(
+        ledger_id,
+        version,
+        znode_ctime_ms,
+        record.state,
+        record.length,
+        record.format_version,
+        record.ctime_ms,
+        tags_of(record.custom) if tags is None else tags,
+    )
+
+
+def ledger_of_fields(
+    ledger_id: int,
+    version: int,
+    znode_ctime_ms: int,
+    state: str,
+    length: int,
+    format_version: int,
+    record_ctime_ms: int | None,
+    tags: PulsarTags,
+) -> BkLedger:
+    """``ledger_of_record`` from the record's fields one by one (the record cache's
+    columns): the one place a ledger's age is decided (see there)."""
+    # (Positional: a survey builds a million.)
     return BkLedger(
         ledger_id,
         version,
-        max(record.ctime_ms or 0, znode_ctime_ms),
-        state=record.state,
-        length=record.length,
-        format_version=record.format_version,
-        tags=tags_of(record.custom) if tags is None else tags,
+        max(record_ctime_ms or 0, znode_ctime_ms),
+        state,
+        length,
+        format_version,
+        tags,
     )

@@ -43,7 +43,7 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger_gc.rules.bookkeeper.records import CLOSED
 
@@ -154,7 +154,7 @@ def reusable(
     (``state``, ``listed``): see the module docstring. ``proven``: this listing's
     ``cversion`` counts creates and deletes (the cycle's probe on its session). Of a
     reusable directory, only the records of ids listed now, and not above the previous
-    cycle's highest id, are used (``still_listed``)."""
+    cycle's highest id, are used (``Packed.standing``)."""
     if before is None:
         return Reuse(False, "not cached")
     if before.state.czxid != state.czxid:
@@ -172,16 +172,6 @@ def reusable(
     if before.proven and proven and state.cversion - before.state.cversion == added + removed:
         return Reuse(True, "accounted")
     return Reuse(False, "children created or deleted beyond what the listings show")
-
-
-def still_listed(
-    records: Iterable[CachedRecord], listed: Iterable[int], high: int | None
-) -> list[CachedRecord]:
-    """The records of a reusable directory that stand for reads now: of ids listed now
-    (a ledger gone from the listing leaves the cache), none above ``high`` (the previous
-    cycle's highest listed id: a newer ledger is always read)."""
-    now = listed if isinstance(listed, (set, frozenset)) else set(listed)
-    return [r for r in records if r.ledger_id in now and (high is None or r.ledger_id <= high)]
 
 
 # --- packed columns, little-endian, zlib ---------------------------------------------------
@@ -222,11 +212,80 @@ def decode_ids(data: bytes) -> array:
     return _unpacked("q", raw[4:])
 
 
-def encode_records(records: Sequence[CachedRecord]) -> bytes:
-    """Records, packed column by column, their custom metadata once per distinct map."""
+@dataclass
+class Packed:
+    """Records as they are packed: one column per field (``array``), and the distinct
+    custom-metadata maps the ``tag_index`` column points into. A survey classifies a
+    directory's cached records straight from the columns: no object per record unless
+    asked (``record``)."""
+
+    ledger_ids: array = field(default_factory=lambda: array("q"))
+    czxids: array = field(default_factory=lambda: array("q"))
+    znode_ctimes: array = field(default_factory=lambda: array("q"))
+    ctimes: array = field(default_factory=lambda: array("q"))  # _NONE: the record has none
+    lengths: array = field(default_factory=lambda: array("q"))
+    formats: array = field(default_factory=lambda: array("i"))
+    tag_index: array = field(default_factory=lambda: array("i"))
+    customs: list[Mapping[str, bytes]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ledger_ids)
+
+    def ctime(self, i: int) -> int | None:
+        value = self.ctimes[i]
+        return None if value == _NONE else value
+
+    def record(self, i: int) -> CachedRecord:
+        return CachedRecord(
+            self.ledger_ids[i],
+            self.czxids[i],
+            self.znode_ctimes[i],
+            self.ctime(i),
+            self.lengths[i],
+            self.formats[i],
+            self.customs[self.tag_index[i]],
+        )
+
+    def records(self) -> list[CachedRecord]:
+        return [self.record(i) for i in range(len(self))]
+
+    def standing(self, listed: Iterable[int], high: int | None) -> list[int]:
+        """The rows that stand for reads now (of a directory ``reusable`` said may be
+        reused): of ids listed now (a ledger gone from the listing leaves the cache),
+        none above ``high`` (the previous cycle's highest listed id: a newer ledger is
+        always read)."""
+        now = listed if isinstance(listed, set | frozenset) else set(listed)
+        ids = self.ledger_ids
+        if high is None:
+            return [i for i in range(len(ids)) if ids[i] in now]
+        return [i for i in range(len(ids)) if ids[i] in now and ids[i] <= high]
+
+    def rows(self, keep: Sequence[int]) -> Packed:
+        """These rows only (the maps kept whole: a map no row points at costs nothing)."""
+
+        def pick(column: array) -> array:
+            return array(column.typecode, [column[i] for i in keep])
+
+        return Packed(
+            pick(self.ledger_ids),
+            pick(self.czxids),
+            pick(self.znode_ctimes),
+            pick(self.ctimes),
+            pick(self.lengths),
+            pick(self.formats),
+            pick(self.tag_index),
+            list(self.customs),
+        )
+
+
+def encode_records(records: Sequence[CachedRecord], packed: Packed | None = None) -> bytes:
+    """``packed``'s rows (if any) and then ``records``, packed column by column, their
+    custom metadata once per distinct map."""
+    base = packed or Packed()
     tags: dict[tuple[tuple[str, bytes], ...], int] = {}
+    remap = [tags.setdefault(tuple(sorted(m.items())), len(tags)) for m in base.customs]
     by_map: dict[int, int] = {}  # the same map object (a directory's records share them)
-    indexes = []
+    indexes = [remap[i] for i in base.tag_index]
     for record in records:
         index = by_map.get(id(record.custom))
         if index is None:
@@ -237,21 +296,27 @@ def encode_records(records: Sequence[CachedRecord]) -> bytes:
         [[[k, base64.b64encode(v).decode("ascii")] for k, v in key] for key in tags]
     ).encode("utf-8")
     columns = [
-        array("q", [r.ledger_id for r in records]),
-        array("q", [r.czxid for r in records]),
-        array("q", [r.znode_ctime_ms for r in records]),
-        array("q", [_NONE if r.ctime_ms is None else r.ctime_ms for r in records]),
-        array("q", [r.length for r in records]),
-        array("i", [r.format_version for r in records]),
+        base.ledger_ids + array("q", [r.ledger_id for r in records]),
+        base.czxids + array("q", [r.czxid for r in records]),
+        base.znode_ctimes + array("q", [r.znode_ctime_ms for r in records]),
+        base.ctimes + array("q", [_NONE if r.ctime_ms is None else r.ctime_ms for r in records]),
+        base.lengths + array("q", [r.length for r in records]),
+        base.formats + array("i", [r.format_version for r in records]),
         array("i", indexes),
     ]
-    header = _HEADER.pack(_MAGIC, len(records), len(tags_json))
+    count = len(base) + len(records)
+    header = _HEADER.pack(_MAGIC, count, len(tags_json))
     return zlib.compress(header + tags_json + b"".join(_packed(c) for c in columns), 1)
 
 
 def decode_records(body: bytes) -> list[CachedRecord]:
-    """The records ``encode_records`` packed; ``BodyError`` if they are not, whole.
-    Records with the same custom metadata share one map (``custom``)."""
+    """The records ``encode_records`` packed (``decode_packed``), one object each."""
+    return decode_packed(body).records()
+
+
+def decode_packed(body: bytes) -> Packed:
+    """The columns ``encode_records`` packed; ``BodyError`` if they are not, whole.
+    Rows with the same custom metadata point at one map."""
     try:
         raw = zlib.decompress(body)
         magic, count, tags_size = _HEADER.unpack_from(raw)
@@ -262,7 +327,9 @@ def decode_records(body: bytes) -> list[CachedRecord]:
     offset = _HEADER.size
     try:
         tags_list = json.loads(raw[offset : offset + tags_size])
-        customs = [{k: base64.b64decode(v) for k, v in pairs} for pairs in tags_list]
+        customs: list[Mapping[str, bytes]] = [
+            {k: base64.b64decode(v) for k, v in pairs} for pairs in tags_list
+        ]
     except (ValueError, TypeError) as exc:
         raise BodyError(f"packed records' tags do not decode: {exc}") from None
     offset += tags_size
@@ -277,17 +344,7 @@ def decode_records(body: bytes) -> list[CachedRecord]:
     if offset != len(raw):
         raise BodyError(f"{len(raw) - offset} bytes after the packed records")
     ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index = columns
-    if any(not 0 <= i < len(customs) for i in tag_index):
+    packed = Packed(ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index, customs)
+    if packed.tag_index and not 0 <= min(packed.tag_index) <= max(packed.tag_index) < len(customs):
         raise BodyError("packed records name tags they do not have")
-    return [
-        CachedRecord(
-            ids[i],
-            czxids[i],
-            znode_ctimes[i],
-            None if ctimes[i] == _NONE else ctimes[i],
-            lengths[i],
-            formats[i],
-            customs[tag_index[i]],
-        )
-        for i in range(count)
-    ]
+    return packed
