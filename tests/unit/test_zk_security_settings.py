@@ -322,3 +322,128 @@ def test_the_rendered_view_masks_the_sasl_password_and_a_pem_key(
     assert environment["LEDGERGC_ZK_SASL_PASSWORD"] == "s3cret"
     assert {"s3cret", CLIENT.key_pem()} <= set(masked)
     assert CLIENT.cert_pem not in masked  # a certificate is public
+
+
+# --- review of issue 28 --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        dict(zk_tls_cert=CLIENT.cert_pem + CLIENT.key_pem()),  # the key in the cert's PEM
+        dict(zk_tls_cert=CLIENT.cert_pem, zk_tls_key=CLIENT.key_pem()),
+        dict(zk_tls_ca=CA.cert_pem + CLIENT.key_pem(), zk_tls_cert=CLIENT.cert_pem)
+        | dict(zk_tls_key=CLIENT.key_pem()),  # a bundle pasted whole into the CA too
+    ],
+    ids=["cert-with-its-key", "key", "ca-with-a-key"],
+)
+def test_an_inline_private_key_is_a_secret_in_every_tls_part(
+    values: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Any PEM text holding a PRIVATE KEY is a secret, whichever TLS setting holds it:
+    masked by ``status --json`` (``provenance``), listed by ``secrets()`` (Airflow's
+    masker: the Rendered view of the Spark tasks' environment)."""
+    import json
+
+    import airflow.sdk.log
+
+    from ledger_gc.airflow import orphan_tasks
+
+    settings = Settings.from_env(env(zk_tls="true", state_dir=str(tmp_path)) | env(**values))
+    assert "PRIVATE KEY" not in json.dumps(settings.provenance())
+    secrets = settings.secrets()
+    for name, value in values.items():
+        if "PRIVATE KEY" in value:
+            assert value.strip() in {secret.strip() for secret in secrets}, name
+    masked: list[str] = []
+    monkeypatch.setattr(airflow.sdk.log, "mask_secret", masked.append)
+    orphan_tasks.submit_env(settings, local_master=True)
+    for value in values.values():
+        if "PRIVATE KEY" in value:
+            assert any(value.strip() == secret.strip() for secret in masked)
+    assert CLIENT.cert_pem not in masked  # a certificate alone is public
+
+
+def test_a_jaas_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    latin1 = tmp_path / "broker_jaas.conf"
+    latin1.write_bytes(
+        b"Client { org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        b' username="bookkeeper" password="p\xe4ss"; };\n'  # ISO-8859-1
+    )
+    message = refused(
+        env(zk_sasl_mechanism="DIGEST-MD5", zk_jaas=str(latin1)),
+        f"LEDGERGC_ZK_JAAS={latin1}",
+        "not UTF-8",
+    )
+    assert "p\\xe4ss" not in message and "pss" not in message
+
+
+def test_a_jaas_value_naming_a_property_is_refused_without_echoing_it() -> None:
+    """A ``${`` in a value is refused (only the JVM expands it), but the value may be a
+    password that happens to hold one: the error names the option, never its value."""
+    text = (
+        "Client { org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        ' username="bookkeeper" password="s3cr${et"; };'
+    )
+    with pytest.raises(ConfigError) as err:
+        jaas.zookeeper_login(text, "LEDGERGC_ZK_JAAS=/etc/jaas.conf")
+    message = str(err.value)
+    assert "line 2" in message and "password" in message and "system property" in message
+    assert "s3cr" not in message and "${et" not in message
+
+
+def _pulsar_tls_and_sasl(pem: dict[str, str]) -> dict[str, str]:
+    return env(zk_hosts="zk-pulsar:2281/pulsar", zk_tls="true", zk_tls_ca=pem["ca"]) | env(
+        zk_tls_cert=pem["cert"],
+        zk_tls_key=pem["key"],
+        zk_sasl_mechanism="DIGEST-MD5",
+        zk_sasl_username="pulsar",
+        zk_sasl_password="p",
+    )
+
+
+def test_bookkeeper_tls_false_stops_inheriting_pulsars_tls(pem: dict[str, str]) -> None:
+    """BookKeeper's ensemble may be plain beside a TLS Pulsar ensemble: an explicit
+    ``LEDGERGC_BK_ZK_TLS=false`` takes none of Pulsar's TLS parts (its CA, certificate,
+    key), as a bookie's JVM without ``zookeeper.client.secure`` uses none of them."""
+    settings = Settings.from_env(
+        _pulsar_tls_and_sasl(pem) | env(bk_zk_hosts="zk-bookkeeper:2181", bk_zk_tls="false")
+    )
+    bookkeeper = settings.bookkeeper_settings().zk_security
+    assert not bookkeeper.uses_tls
+    assert (bookkeeper.tls_ca, bookkeeper.tls_cert, bookkeeper.tls_key) == (None, None, None)
+    assert bookkeeper.sasl_username == "pulsar"  # SASL still Pulsar's: only TLS was said
+    assert settings.zk_security.tls_ca == pem["ca"]
+    again = Settings.from_env(settings.to_env())
+    assert not again.bookkeeper_security.uses_tls and again.zk_security.uses_tls
+    # BookKeeper's own TLS part while its TLS is off is still a mistake.
+    refused(
+        _pulsar_tls_and_sasl(pem) | env(bk_zk_tls="false", bk_zk_tls_ca=pem["ca"]),
+        "LEDGERGC_BK_ZK_TLS_CA is set but LEDGERGC_BK_ZK_TLS is not true",
+    )
+
+
+@pytest.mark.parametrize("none", ["", "none", "NONE"])
+def test_bookkeeper_sasl_mechanism_none_stops_inheriting_pulsars_login(
+    pem: dict[str, str], none: str, tmp_path: Path
+) -> None:
+    """An explicit empty (or ``none``) ``LEDGERGC_BK_ZK_SASL_MECHANISM``: BookKeeper's
+    sessions log in with no SASL at all, not with Pulsar's login (its JAAS file or its
+    username and password)."""
+    for pulsar_login in (
+        env(zk_sasl_mechanism="DIGEST-MD5", zk_sasl_username="pulsar", zk_sasl_password="p"),
+        env(zk_jaas=str(BROKER_JAAS)),
+    ):
+        settings = Settings.from_env(pulsar_login | env(bk_zk_sasl_mechanism=none))
+        bookkeeper = settings.bookkeeper_settings().zk_security
+        assert not bookkeeper.uses_sasl
+        assert bookkeeper.login(lambda part: part) is None
+        assert settings.zk_security.uses_sasl
+        again = Settings.from_env(settings.to_env())
+        assert not again.bookkeeper_security.uses_sasl and again.zk_security.uses_sasl
+        shipped = pickle.loads(pickle.dumps(settings))
+        assert not shipped.bookkeeper_security.uses_sasl
+    refused(
+        env(bk_zk_sasl_mechanism=none, bk_zk_sasl_username="bookkeeper"),
+        "LEDGERGC_BK_ZK_SASL_USERNAME is set but LEDGERGC_BK_ZK_SASL_MECHANISM is",
+    )
