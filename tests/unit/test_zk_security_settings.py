@@ -8,10 +8,11 @@ driver's host.
 from __future__ import annotations
 
 import pickle
+import ssl
 from pathlib import Path
 
 import pytest
-from pki import CA, CLIENT, OTHER, truststore
+from pki import CA, CLIENT, OTHER, issue, truststore
 
 from ledger_gc import jaas
 from ledger_gc.errors import ConfigError
@@ -20,6 +21,7 @@ from ledger_gc.zk_security import ZkSecurity
 
 FILES = Path(__file__).resolve().parent / "zk_security_files"
 BROKER_JAAS = FILES / "broker_jaas.conf"
+CA_NAME = "ledger-gc test CA"
 
 
 def env(**values: str) -> dict[str, str]:
@@ -189,7 +191,9 @@ def test_sasl_from_settings_or_from_the_brokers_jaas_file() -> None:
         "DIGEST-MD5", "gc", "pw"
     )
     from_jaas = Settings.from_env(env(zk_jaas=str(BROKER_JAAS)))
-    assert from_jaas.zk_security.configured_identity(lambda part: part) == "sasl:bookkeeper"
+    assert from_jaas.zk_security.login(lambda part: part) == jaas.ZooKeeperLogin(
+        "DIGEST-MD5", "bookkeeper", 'bk "quoted" secret'
+    )
 
 
 @pytest.mark.parametrize(
@@ -447,3 +451,36 @@ def test_bookkeeper_sasl_mechanism_none_stops_inheriting_pulsars_login(
         env(bk_zk_sasl_mechanism=none, bk_zk_sasl_username="bookkeeper"),
         "LEDGERGC_BK_ZK_SASL_USERNAME is set but LEDGERGC_BK_ZK_SASL_MECHANISM is",
     )
+
+
+def test_the_tls_context_trusts_the_configured_ca_alone(
+    pem: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One context for kazoo's connections and the diagnosis (``zk_tls``): the CA named is
+    the only one trusted (the system's store, here ``SSL_CERT_FILE``, is not added); with
+    none named, the system's store is the one."""
+    from ledger_gc.metadata.zk_tls import tls_context
+
+    system = tmp_path / "system-ca.pem"
+    system.write_text(issue("a public CA", ca=True).cert_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))
+    names = str  # a part names itself
+    pinned = tls_context(ZkSecurity(tls=True, tls_ca=pem["ca"]), names)
+    assert [c["subject"] for c in pinned.get_ca_certs()] == [((("commonName", CA_NAME),),)]
+    assert pinned.check_hostname
+    system_only = tls_context(ZkSecurity(tls=True, tls_verify_hostname=False), names)
+    assert [c["subject"] for c in system_only.get_ca_certs()] == [
+        ((("commonName", "a public CA"),),)
+    ]
+    assert not system_only.check_hostname
+    assert system_only.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_settings_made_anew_read_the_files_anew(pem: dict[str, str]) -> None:
+    """What the files held is kept with the settings made from them (and their copies),
+    never across settings made anew: a rotated certificate is the next settings'."""
+    first = Settings.from_env(env(zk_tls="true", zk_tls_ca=pem["ca"]))
+    Path(pem["ca"]).write_text(OTHER.cert_pem)
+    assert first.zk_security.trusted_cas(lambda part: part) == CA.cert_pem.encode()
+    again = Settings.from_env(env(zk_tls="true", zk_tls_ca=pem["ca"]))
+    assert again.zk_security.trusted_cas(lambda part: part) == OTHER.cert_pem.encode()
