@@ -484,3 +484,16 @@ def test_settings_made_anew_read_the_files_anew(pem: dict[str, str]) -> None:
     assert first.zk_security.trusted_cas(lambda part: part) == CA.cert_pem.encode()
     again = Settings.from_env(env(zk_tls="true", zk_tls_ca=pem["ca"]))
     assert again.zk_security.trusted_cas(lambda part: part) == OTHER.cert_pem.encode()
+
+
+def test_the_diagnosis_probes_the_servers_kazoo_tried() -> None:
+    """``zk_diagnose`` reads the connect string as kazoo does: a bracketed IPv6 address
+    without a port is that address on 2181, not a host named ``:``."""
+    from ledger_gc.metadata.zk_diagnose import servers
+
+    assert servers("[::1]") == [("::1", 2181)]
+    assert servers("[::1]:2281,zk-1:2282,zk-2/pulsar") == [
+        ("::1", 2281),
+        ("zk-1", 2282),
+        ("zk-2", 2181),
+    ]
