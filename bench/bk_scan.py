@@ -287,7 +287,7 @@ def child_survey(hosts: str, profile: str | None, spark_mode: bool = False) -> d
             gc_state["full"] += 1
             gc_state["full_seconds"] += took
 
-    settings = Settings(zk_hosts=hosts, bucket="", bookkeeper="true")
+    settings = Settings(zk_address=hosts, bucket="", bookkeeper="true")
     spark = None
     if spark_mode:
         # As the cycle runs it: the survey app's session (local[*]: both cores), started
@@ -592,7 +592,7 @@ def main() -> int:
     try:
         chroot = f"/bench-bk-scan-{_common.run_tag()}"
         settings = _common.Settings(
-            zk_hosts=f"{server.hosts}{chroot}", bucket="", state_dir=directory / "state"
+            zk_address=f"{server.hosts}{chroot}", bucket="", state_dir=directory / "state"
         )
         _common.create_chroot(settings)
         with _common.kazoo_client(settings) as client:

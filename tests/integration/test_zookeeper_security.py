@@ -110,7 +110,7 @@ class Secured:
             tls |= dict(sasl_mechanism="DIGEST-MD5", sasl_username=user)
             tls |= dict(sasl_password=USERS.get(user, "wrong"))
         return Settings(
-            zk_hosts=self.zookeeper.server.secure_hosts + self.chroot,
+            zk_address=self.zookeeper.server.secure_hosts + self.chroot,
             zk_security=ZkSecurity(**(tls | security)),
             bucket="",
             delete_enabled=True,
@@ -345,7 +345,7 @@ def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
              for k, v in change.items() if k != "plain_port"}  # fmt: skip
     settings = replace(settings, zk_security=replace(settings.zk_security, **parts))
     if change.get("plain_port"):
-        settings = replace(settings, zk_hosts=secured.zookeeper.server.hosts + secured.chroot)
+        settings = replace(settings, zk_address=secured.zookeeper.server.hosts + secured.chroot)
     started = time.monotonic()
     with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
         pass
@@ -432,9 +432,9 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
     secure = secured.settings("bookkeeper")
     mixed = replace(
         secure,
-        zk_hosts=server.hosts + secured.chroot,
+        zk_address=server.hosts + secured.chroot,
         zk_security=ZkSecurity(),
-        bk_zk_hosts=server.secure_hosts + secured.chroot,
+        bk_zk_address=server.secure_hosts + secured.chroot,
         bk_zk_security=secure.zk_security,
     )
     found = survey(Settings.from_env(mixed.to_env()))

@@ -259,12 +259,12 @@ def test_bookkeepers_settings_fall_back_to_pulsars_part_by_part() -> None:
     assert bookkeeper.zk_security.sasl_username == "bookkeeper"
     assert settings.zk_security.sasl_username == "pulsar"
     # Same ensemble, another identity: a session of its own all the same.
-    same_hosts = settings.with_overrides(bk_zk_hosts=None)
+    same_hosts = settings.with_overrides(bk_zk_address=None)
     assert same_hosts.bookkeeper_settings() is not same_hosts
     assert same_hosts.bookkeeper_settings().zk_security.sasl_username == "bookkeeper"
     # Nothing of BookKeeper's own: Pulsar's session is BookKeeper's.
     plain = Settings.from_env(env(zk_tls="true"))
-    assert plain.bookkeeper_settings() is plain
+    assert plain.bookkeeper_settings() == plain
     # BookKeeper's TLS off while Pulsar's is on: false is a value, not "unset".
     off = Settings.from_env(env(zk_tls="true", bk_zk_tls="false"))
     assert not off.bookkeeper_security.uses_tls
