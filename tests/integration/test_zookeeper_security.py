@@ -543,7 +543,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
     ``127.1`` is 127.0.0.1 by another name, which the server's certificate does not list
     (it names 127.0.0.1 and localhost)."""
     port = secured.zookeeper.server.secure_hosts.rpartition(":")[2]
-    settings = replace(secured.settings("bookkeeper"), zk_hosts=f"127.1:{port}{secured.chroot}")
+    settings = replace(secured.settings("bookkeeper"), zk_address=f"127.1:{port}{secured.chroot}")
     with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
         pass
     message = str(err.value)
