@@ -70,7 +70,7 @@ def bench_settings(
     base = Settings.from_env()
     servers = base.zk_hosts.partition("/")[0]
     hosts = f"{servers}{base.zk_chroot}{chroot}" if chroot else base.zk_hosts
-    return base.with_overrides(zk_hosts=hosts, bucket=bucket, **changes)
+    return base.with_overrides(zk_address=hosts, bucket=bucket, **changes)
 
 
 def create_chroot(settings: Settings) -> None:

@@ -414,7 +414,7 @@ def main() -> int:
     runs: dict[str, dict[str, Any]] = {}
     try:
         chroot = f"/bench-bk-scan-{_common.run_tag()}"
-        settings = _common.Settings(zk_hosts=f"{server.hosts}{chroot}", bucket="")
+        settings = _common.Settings(zk_address=f"{server.hosts}{chroot}", bucket="")
         hosts = settings.zk_hosts
         _common.create_chroot(settings)
         with _common.kazoo_client(settings) as client:

@@ -127,7 +127,7 @@ def main() -> int:
                 say(f"removed {removed:,} znodes in {time.perf_counter() - started:.1f}s")
     if not args.keep:
         with _common.kazoo_client(
-            settings.with_overrides(zk_hosts=settings.zk_hosts.partition("/")[0])
+            settings.with_overrides(zk_address=settings.zk_hosts.partition("/")[0])
         ) as root:
             root.delete("/" + settings.zk_hosts.partition("/")[2], recursive=True)
 

@@ -82,7 +82,7 @@ def demo_settings() -> Settings:
     client.stop()
     client.close()
     settings = base.with_overrides(
-        zk_hosts=with_chroot,
+        zk_address=with_chroot,
         bucket="ledger-gc-demo",
         prefix="ledgers",
         state_dir=STATE_DIR,
@@ -288,7 +288,7 @@ def pulsar_settings(settings: Settings) -> Settings:
     the demo's one state store (see the module's doc)."""
     hosts = settings.zk_hosts.split("/", 1)[0]
     return settings.with_overrides(
-        zk_hosts=f"{hosts}{demo_pulsar.CHROOT}",
+        zk_address=f"{hosts}{demo_pulsar.CHROOT}",
         bucket="",
         offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
         bookkeeper="true",

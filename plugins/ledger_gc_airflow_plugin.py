@@ -55,33 +55,41 @@ async def signed_in_user(request: Request) -> Any:
 
 
 def settings_in_api_server() -> Settings:
-    """The settings the DAG tasks use, read the API server's way.
+    """The settings the DAG tasks use, assembled as theirs are
+    (``settings_hook.assemble_settings``: the environment, both connections with the
+    ZooKeeper one's TLS and SASL, the variable, a broker.conf), read the API server's way.
 
-    ``settings_hook.settings_from_airflow`` asks the Task SDK, which outside a running
-    task sees neither the metadata DB's connections nor its variables; here the core
-    models read them (environment, secrets backends, then the DB). Only what the page
-    needs: ZooKeeper (``ledgergc_zookeeper``) and the variable (``state_url``, ``state_dir``...).
+    ``LedgerGcHook`` asks the Task SDK, which outside a running task sees neither the
+    metadata DB's connections nor its variables; here the core models read them
+    (environment, secrets backends, then the DB). The S3 connection's identity is not
+    resolved (no role is assumed for a page that reads no bucket).
     """
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.models import Connection, Variable
+    from ledger_gc.airflow.settings_hook import assemble_settings
 
-    from ledger_gc.airflow.settings_hook import (
-        SETTINGS_VARIABLE,
-        ZK_CONN_ID,
-        apply_mapping,
-        zookeeper_overrides,
+    return assemble_settings(
+        _connection_in_api_server, _variable_in_api_server, s3_credentials=False
     )
 
-    settings = Settings.from_env()
+
+def _connection_in_api_server(conn_id: str) -> Any | None:
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.models import Connection
+
     try:
-        conn = Connection.get_connection_from_secrets(ZK_CONN_ID)
-        settings = settings.with_overrides(**zookeeper_overrides(conn))
+        return Connection.get_connection_from_secrets(conn_id)
     except AirflowNotFoundException:
-        pass  # not defined: LEDGERGC_ZK_HOSTS stands, as for the tasks
+        return None  # not defined: the environment's settings stand, as for the tasks
+
+
+def _variable_in_api_server() -> dict[str, Any]:
+    from airflow.models import Variable
+
+    from ledger_gc.airflow.settings_hook import SETTINGS_VARIABLE
+
     raw = Variable.get(SETTINGS_VARIABLE, default_var=None)
-    if raw:
-        settings = apply_mapping(settings, json.loads(raw) if isinstance(raw, str) else raw)
-    return settings
+    if not raw:
+        return {}
+    return dict(json.loads(raw) if isinstance(raw, str) else raw)
 
 
 class _Sources:

@@ -176,7 +176,7 @@ def _new_namespace(
     bucket = f"t-{name}"
     s3_client.create_bucket(Bucket=bucket)
     return Settings(
-        zk_hosts=f"{zk_hosts}/t{name}",
+        zk_address=f"{zk_hosts}/t{name}",
         s3_endpoint=s3_endpoint,
         bucket=bucket,
         prefix="ledgers",

@@ -12,9 +12,12 @@ their precedence are Pulsar's own:
   is false), so ``LEDGERGC_BK_ZK_HOSTS`` stays unset;
 * tiered storage: ``managedLedgerOffloadDriver`` (empty: off) and its bucket, region and
   endpoint. ``TieredStorageConfiguration.getKeys`` reads the driver's older spelling
-  first (``s3ManagedLedgerOffload*`` for ``aws-s3``; ``gcsManagedLedgerOffload*`` for
-  Google Cloud Storage) and the generic ``managedLedgerOffload*`` after it; a key left
-  empty, as the stock broker.conf leaves every one, counts as not set. Pulsar's offloaders
+  first and the generic ``managedLedgerOffload*`` after it; only two drivers have an
+  older spelling (``getBackwardCompatibleKey``: ``s3ManagedLedgerOffload*`` for the
+  ``aws-s3`` provider, ``gcsManagedLedgerOffload*`` for ``google-cloud-storage``), so for
+  ``S3`` and ``aliyun-oss`` a stale ``s3ManagedLedgerOffloadBucket`` is not where the
+  broker offloads. A key left empty, as the stock broker.conf leaves every one, counts
+  as not set (Pulsar's FieldParser reads a blank value as null). Pulsar's offloaders
   write at the bucket's root (``<uuid>-ledger-<id>``): there is no prefix key;
 * the cluster's name, ``clusterName``: what Pulsar tags its offloaded objects with
   (``LEDGERGC_PULSAR_CLUSTER``).
@@ -30,11 +33,12 @@ from pathlib import Path
 
 from ledger_gc.errors import ConfigError
 from ledger_gc.java_properties import parse_properties
+from ledger_gc.rules.bookkeeper.offloaded_copy import S3_DRIVERS
 
 PULSAR_CONF = "LEDGERGC_PULSAR_CONF"
-#: Offload drivers whose bucket speaks S3 (OffloadPoliciesImpl.DRIVER_NAMES), and the
-#: prefix of the older keys each reads first (TieredStorageConfiguration).
-S3_DRIVERS = {"aws-s3": "s3ManagedLedgerOffload", "s3": "s3ManagedLedgerOffload", "aliyun-oss": ""}
+#: The drivers with an older spelling of the offload keys, read before the generic one
+#: (TieredStorageConfiguration.getBackwardCompatibleKey); every other driver has none.
+OLDER_KEYS = {"aws-s3": "s3ManagedLedgerOffload", "google-cloud-storage": "gcsManagedLedgerOffload"}
 GENERIC_OFFLOAD = "managedLedgerOffload"
 #: The offload settings, by the suffix Pulsar's offload keys share.
 OFFLOAD_FIELDS = (
@@ -93,13 +97,14 @@ def _offload(properties: dict[str, str]) -> list[ConfValue]:
     if driver is None:
         return []
     name, key = driver
-    older = S3_DRIVERS.get(name.lower())
-    if older is None:
+    # Pulsar matches a driver's name ignoring case (JCloudBlobStoreProvider.getProvider).
+    if name.lower() not in S3_DRIVERS:
         why = (
             f"tiered storage off: {key}={name} is not an S3-compatible offloader, and "
             f"ledger-gc reads offload buckets of {', '.join(sorted(S3_DRIVERS))} only"
         )
         return [ConfValue("LEDGERGC_OFFLOAD_BUCKET", "", key, why)]
+    older = OLDER_KEYS.get(name.lower())
     found = []
     for suffix, env in OFFLOAD_FIELDS:
         keys = [f"{older}{suffix}"] if older else []

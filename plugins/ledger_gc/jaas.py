@@ -147,9 +147,11 @@ def parse(text: str, where: str = "the JAAS file") -> dict[str, list[LoginModule
                 expect("=")
                 value = expect("word", "quoted")
                 if "${" in value.text:
+                    # The value is not shown: it may be a password that holds a "${".
                     raise ConfigError(
-                        f"{where} line {value.line}: {key.text}={value.text!r} names a JVM "
-                        "system property, which only the JVM expands; write the value itself"
+                        f"{where} line {value.line}: the value of {key.text} names a JVM "
+                        "system property (${...}), which only the JVM expands; write the "
+                        "value itself"
                     )
                 options[key.text] = value.text
             expect(";")

@@ -12,7 +12,7 @@ import re
 from urllib.parse import urlsplit
 
 from ledger_gc.errors import ConfigError
-from ledger_gc.zk_addresses import parse_zk_address
+from ledger_gc.zk_addresses import ZkAddress, parse_zk_address
 
 # botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
 # (legacy names included), so a bucket that S3 has is never refused here.
@@ -24,15 +24,16 @@ _PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
 UNTAGGED_CLUSTER = "(untagged)"
 
 
-def check_zk_hosts(name: str, hosts: str) -> None:
+def check_zk_address(name: str, address: str | ZkAddress) -> None:
     """A ZooKeeper address in kazoo's, Pulsar's or BookKeeper's form
     (``ledger_gc.zk_addresses``), each port 1-65535; no other metadata store."""
-    parse_zk_address(name, hosts)
+    if not isinstance(address, ZkAddress):
+        parse_zk_address(name, address)
 
 
-def normalize_zk_hosts(hosts: str) -> str:
-    """kazoo's ``host:port[,host:port][/chroot]`` of a checked address."""
-    return parse_zk_address("address", hosts).hosts
+def as_zk_address(address: str | ZkAddress) -> ZkAddress:
+    """A checked address as the settings keep it (``ZkAddress``: all it names)."""
+    return address if isinstance(address, ZkAddress) else parse_zk_address("address", address)
 
 
 def check_endpoint(name: str, url: str | None) -> None:

@@ -27,14 +27,14 @@ from ledger_gc import broker_conf
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.trim.eligibility import TrimRetention
 from ledger_gc.setting_forms import (
+    as_zk_address,
     check_bucket,
     check_digest,
     check_endpoint,
     check_ledgers_root,
     check_pulsar_clusters,
     check_region,
-    check_zk_hosts,
-    normalize_zk_hosts,
+    check_zk_address,
 )
 from ledger_gc.settings_schema import (
     FLAG,
@@ -72,6 +72,17 @@ DAY = 24 * 3600
 # this, leaving headroom for the request's own framing and a multi's other operations.
 DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
+#: A ZooKeeper address (``ledger_gc.zk_addresses``): text in any of Pulsar's and
+#: BookKeeper's forms, kept as a ``ZkAddress``, written back as its one spelling that
+#: reads the same (a ``zk+…://`` URL keeps its ledgers root and manager in a child).
+ZK_ADDRESS = Kind(
+    "a ZooKeeper address",
+    str,
+    lambda value: value if isinstance(value, ZkAddress) else TEXT.accept(value),
+    lambda address: address.text,
+)
+#: Whose ZooKeeper sessions a ``Settings`` opens (``Settings.ensemble``).
+PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
 
 
 #: Pulsar's defaults (DESIGN.md): consumed ledgers go at once.
@@ -89,17 +100,17 @@ class Settings:
     every value is checked when the settings are made, whoever made them.
     """
 
-    zk_hosts: str = setting(
-        "127.0.0.1:2181",
+    # Pulsar's ensemble; ``zk_hosts`` is its kazoo connect string.
+    zk_address: ZkAddress = setting(
+        parse_zk_address("LEDGERGC_ZK_HOSTS", "127.0.0.1:2181"),
         SettingSpec(
             "LEDGERGC_ZK_HOSTS",
-            TEXT,
+            ZK_ADDRESS,
             "Pulsar's ZooKeeper: `host:port[,host:port…][/chroot]`, or as broker.conf's "
             "`metadataStoreUrl` has it (`zk:…`, `metadata-store:zk:…`), or BookKeeper's "
             "`zk+hierarchical://h1:2181;h2:2181/ledgers` (its path: the ledgers root)",
-            check=check_zk_hosts,
-            # kazoo's form for every consumer; the spelling given is kept in ``origins``.
-            normalize=normalize_zk_hosts,
+            check=check_zk_address,
+            normalize=as_zk_address,
         ),
     )
     # "user:password": added as digest auth on every session; new znodes then get an ACL
@@ -411,24 +422,26 @@ class Settings:
             "LEDGERGC_BK_LEDGERS_ROOT",
             TEXT,
             "BookKeeper's `zkLedgersRootPath` (the path of `metadataServiceUri`), below the "
-            "chroot of `LEDGERGC_BK_ZK_HOSTS`",
+            "chroot of `LEDGERGC_BK_ZK_HOSTS`; with a `zk+…://` address it must be that "
+            "address's path",
             check=check_ledgers_root,
             omit_when_empty=True,
             default_doc="`/ledgers`, or the path of a `zk+…://` address",
         ),
     )
-    bk_zk_hosts: str | None = setting(
+    # BookKeeper's ensemble, when not Pulsar's; ``bk_zk_hosts`` is its connect string.
+    bk_zk_address: ZkAddress | None = setting(
         None,
         SettingSpec(
             "LEDGERGC_BK_ZK_HOSTS",
-            TEXT,
+            ZK_ADDRESS,
             "BookKeeper's ensemble and chroot, when they are not Pulsar's: any form of "
             "`LEDGERGC_ZK_HOSTS`, as broker.conf's `bookkeeperMetadataServiceUri` has it "
             "(`metadata-store:zk:h1:2181/chroot`: `/ledgers` below the chroot; "
             "`zk+hierarchical://h1:2181;h2:2181/ledgers`: the path is the ledgers root, and "
             "a manager other than `LAYOUT` names is refused)",
-            check=check_zk_hosts,
-            normalize=normalize_zk_hosts,
+            check=check_zk_address,
+            normalize=as_zk_address,
             default_doc="`LEDGERGC_ZK_HOSTS`",
         ),
     )
@@ -516,6 +529,10 @@ class Settings:
     origins: Mapping[str, Origin] = dataclasses.field(
         default_factory=dict, compare=False, repr=False
     )
+    #: Whose ZooKeeper sessions these settings open: Pulsar's (``PULSAR``), or
+    #: BookKeeper's (``BOOKKEEPER``: made by ``bookkeeper_settings``), so that an error
+    #: names the variable that set each TLS and SASL part on that ensemble. Not a setting.
+    ensemble: str = dataclasses.field(default=PULSAR, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """Convert and check every setting, so a bad one stops the run before it starts.
@@ -543,11 +560,27 @@ class Settings:
                 origins[spec.env] = settled
         # A plain dict (pickled to Spark executors with the settings); never changed.
         object.__setattr__(self, "origins", origins)
+        self._check_ledgers_root()
         # What the parts of a composite setting must say together (a certificate needs its
         # key, a JAAS file its Client section): checked once every part is in place.
-        self.zk_security.check(PULSAR_NAMES)
+        self.zk_security.check(self.zk_setting_names())
         if not self.bk_zk_security.is_empty():
             self.bookkeeper_security.check(self._bookkeeper_names())
+
+    def _check_ledgers_root(self) -> None:
+        """A ``zk+…://`` address's path *is* BookKeeper's ledgers root
+        (``ZKMetadataDriverBase``): a ``LEDGERGC_BK_LEDGERS_ROOT`` that names another is a
+        contradiction, and either way one of them points at a tree that is not this
+        BookKeeper's (whose ledgers would look orphaned): refused, not resolved."""
+        named = self.bookkeeper_address.ledgers_root
+        if self.bk_ledgers_root is None or named is None or named == self.bk_ledgers_root:
+            return
+        address = self.bookkeeper_env
+        raise ConfigError(
+            f"LEDGERGC_BK_LEDGERS_ROOT={self.bk_ledgers_root!r} contradicts "
+            f"{address}={self.given(address)!r}, whose path {named} is BookKeeper's "
+            "ledgers root; unset LEDGERGC_BK_LEDGERS_ROOT or make the two agree"
+        )
 
     def _bookkeeper_names(self) -> Callable[[str], str]:
         return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security)
@@ -558,7 +591,7 @@ class Settings:
         login as its username and password, never paths, which may not exist on the
         executor's host (``ZkSecurity.portable``)."""
         state = dict(self.__dict__)
-        state["zk_security"] = self.zk_security.portable(PULSAR_NAMES)
+        state["zk_security"] = self.zk_security.portable(self.zk_setting_names())
         if not self.bk_zk_security.is_empty():
             state["bk_zk_security"] = self.bookkeeper_security.portable(self._bookkeeper_names())
         return state
@@ -609,10 +642,19 @@ class Settings:
         return spec.shown(spec.text_of(self._value_of(spec)), self._value_of(spec))
 
     @property
+    def zk_hosts(self) -> str:
+        """Pulsar's ZooKeeper as kazoo connects to it: ``h1:2181,h2:2181/chroot``."""
+        return self.zk_address.hosts
+
+    @property
+    def bk_zk_hosts(self) -> str | None:
+        """BookKeeper's own ensemble's connect string (None: Pulsar's)."""
+        return None if self.bk_zk_address is None else self.bk_zk_address.hosts
+
+    @property
     def zk_chroot(self) -> str:
         """The chroot part of ``zk_hosts`` ("" for none)."""
-        _, slash, chroot = self.zk_hosts.partition("/")
-        return "/" + chroot.strip("/") if slash and chroot.strip("/") else ""
+        return self.zk_address.chroot
 
     @property
     def block_store(self) -> bool:
@@ -620,9 +662,15 @@ class Settings:
         return bool(self.bucket)
 
     @property
+    def bookkeeper_address(self) -> ZkAddress:
+        """Where BookKeeper's metadata lives: ``LEDGERGC_BK_ZK_HOSTS``, else Pulsar's
+        (with the ledgers root and manager a ``zk+…://`` URL names)."""
+        return self.bk_zk_address or self.zk_address
+
+    @property
     def bookkeeper_hosts(self) -> str:
-        """Where BookKeeper's metadata lives: ``LEDGERGC_BK_ZK_HOSTS``, else Pulsar's."""
-        return self.bk_zk_hosts or self.zk_hosts
+        """BookKeeper's ensemble and chroot as kazoo connects to them."""
+        return self.bookkeeper_address.hosts
 
     @property
     def bookkeeper_security(self) -> ZkSecurity:
@@ -632,20 +680,14 @@ class Settings:
     @property
     def bookkeeper_env(self) -> str:
         """The variable that names BookKeeper's ensemble: its own, else Pulsar's."""
-        return "LEDGERGC_BK_ZK_HOSTS" if self.bk_zk_hosts else "LEDGERGC_ZK_HOSTS"
-
-    @property
-    def bookkeeper_address(self) -> ZkAddress:
-        """BookKeeper's address as given (its ledgers root and manager, if it names them)."""
-        origin = self.origins.get(self.bookkeeper_env)
-        given = origin.given if origin is not None and origin.given else self.bookkeeper_hosts
-        return parse_zk_address(self.bookkeeper_env, given)
+        return "LEDGERGC_BK_ZK_HOSTS" if self.bk_zk_address else "LEDGERGC_ZK_HOSTS"
 
     @property
     def bookkeeper_root(self) -> str:
         """BookKeeper's ledgers root below its chroot: ``LEDGERGC_BK_LEDGERS_ROOT``, else
-        the path of a ``zk+…://`` address (BookKeeper's zkLedgersRootPath), else
-        ``/ledgers`` (also for ``metadata-store:``, as Pulsar's metadata driver reads it)."""
+        the path of a ``zk+…://`` address (BookKeeper's zkLedgersRootPath; the two never
+        disagree), else ``/ledgers`` (also for ``metadata-store:``, as Pulsar's metadata
+        driver reads it)."""
         return self.bk_ledgers_root or self.bookkeeper_address.ledgers_root or DEFAULT_LEDGERS_ROOT
 
     @property
@@ -656,21 +698,21 @@ class Settings:
 
     def bookkeeper_settings(self) -> Settings:
         """These settings pointed at BookKeeper's ensemble and chroot (its sessions),
-        with its TLS and SASL."""
-        security = self.bookkeeper_security
-        same_hosts = self.bk_zk_hosts is None or self.bk_zk_hosts == self.zk_hosts
-        if same_hosts and security == self.zk_security:
+        with its TLS and SASL; their errors name BookKeeper's variables."""
+        if self.ensemble == BOOKKEEPER:
             return self
-        return replace(self, zk_hosts=self.bookkeeper_hosts, zk_security=security)
+        return replace(
+            self,
+            zk_address=self.bookkeeper_address,
+            zk_security=self.bookkeeper_security,
+            ensemble=BOOKKEEPER,
+        )
 
     def zk_setting_names(self) -> Callable[[str], str]:
-        """The variable that sets each part of ``zk_security``, for error messages: on
-        BookKeeper's sessions (``bookkeeper_settings``) its ``LEDGERGC_BK_ZK_*`` where set,
-        else Pulsar's ``LEDGERGC_ZK_*``."""
-        bookkeeper = (self.bk_zk_hosts is not None and self.zk_hosts == self.bk_zk_hosts) or (
-            not self.bk_zk_security.is_empty() and self.zk_security == self.bookkeeper_security
-        )
-        return self._bookkeeper_names() if bookkeeper else PULSAR_NAMES
+        """The variable that sets each part of ``zk_security``, for error messages:
+        Pulsar's ``LEDGERGC_ZK_*``, or on BookKeeper's sessions (``bookkeeper_settings``)
+        its ``LEDGERGC_BK_ZK_*`` where set, else the Pulsar one it falls back to."""
+        return self._bookkeeper_names() if self.ensemble == BOOKKEEPER else PULSAR_NAMES
 
     @property
     def key_prefix(self) -> str:
@@ -706,6 +748,11 @@ class Settings:
         a log masker: every setting declared secret, nothing else."""
         found = (spec.secret_of(self._value_of(spec)) for spec in declared(type(self)))
         return [secret for secret in found if secret]
+
+    def secret_settings(self) -> list[str]:
+        """The variables whose values hold a secret here (``secrets``' settings), for an
+        error that must name them without showing them."""
+        return [spec.env for spec in declared(type(self)) if spec.secret_of(self._value_of(spec))]
 
     def with_values(
         self, values: Mapping[str, Any], *, source: str, kind: str = "variable"
@@ -812,13 +859,19 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings from the declared variables (``LEDGERGC_*``, names fixed by
         DESIGN.md, and boto3's credentials); an unset or empty variable keeps its default
-        (except where empty is a value: ``LEDGERGC_BUCKET``, ``LEDGERGC_PREFIX``)."""
+        (except where empty is a value: ``LEDGERGC_BUCKET``, ``LEDGERGC_PREFIX``).
+
+        A variable set empty is still set: its default is the operator's explicit choice
+        (``LEDGERGC_OFFLOAD_BUCKET=``: tiered storage off; ``LEDGERGC_BK_ZK_HOSTS=``:
+        BookKeeper in Pulsar's store), and a broker.conf does not fill it."""
         env = os.environ if environ is None else environ
         settings = cls()
         changes: dict[str, Any] = {}
         origins: dict[str, Origin] = {}
         for spec in declared(cls):
             found, value = spec.read_env(env)
+            if not found and env.get(spec.env) == "":
+                origins[spec.env] = Origin("env")
             if found:
                 named = spec.env if env.get(spec.env) else spec.fallback_env
                 named = named or spec.env

@@ -16,10 +16,13 @@ Pure: no I/O and no import of ``ledger_gc.settings`` (which declares its fields 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from secrets import token_bytes
 from typing import Any, TypeVar
 
 from ledger_gc.errors import ConfigError
@@ -317,9 +320,12 @@ class Origin:
     ``source``: ``env``, ``broker.conf``, ``connection``, ``variable``, ``params`` or
     ``code`` (a caller set it); ``detail``: which key of which file, which connection;
     ``given``: the value as it was written there, when the settings keep another form of
-    it (an address in Pulsar's or BookKeeper's form: errors and ``status`` show this);
-    ``value``: the text of the value the settings kept (filled in when they are made), so
-    that an origin whose value has been replaced since is known to be stale.
+    it (an address in Pulsar's or BookKeeper's form: errors and ``status`` show this;
+    never kept for a secret setting); ``value``: the text of the value the settings kept
+    (filled in when they are made; of a secret setting, a keyed fingerprint of it), so
+    that an origin whose value has been replaced since is known to be stale. Neither
+    holds a secret in clear: origins go wherever the settings go (a pickle to each Spark
+    executor, a repr in a traceback).
     """
 
     source: str
@@ -338,10 +344,28 @@ class Origin:
         """This origin for ``value`` (read from ``raw``), or None when it no longer
         describes it (the value was replaced since)."""
         text = spec.text_of(value)
-        if self.value is not None and self.value != text:
+        kept = text if spec.secret is None else _fingerprint(text)
+        if self.value is not None and self.value != kept:
             return None
-        given = self.given if self.given is not None else _text_of(raw)
-        return dataclasses.replace(self, value=text, given=None if given == text else given)
+        given = None if spec.secret is not None else _given(self.given, raw, text)
+        return dataclasses.replace(self, value=kept, given=given)
+
+
+#: The key of this process's fingerprints of secret values. A fingerprint only says
+#: whether the value changed; unkeyed, a password's would let anyone who holds it test
+#: guesses of the password. (Another process's copy cannot check it: a copy it makes
+#: there forgets where that secret came from, which only ``status`` would show.)
+_FINGERPRINT_KEY = token_bytes(16)
+
+
+def _fingerprint(text: str) -> str:
+    return hmac.new(_FINGERPRINT_KEY, text.encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def _given(given: str | None, raw: Any, kept: str) -> str | None:
+    """The spelling to keep: the one given, when it differs from the value's own."""
+    spelled = given if given is not None else _text_of(raw)
+    return None if spelled == kept else spelled
 
 
 def _text_of(raw: Any) -> str | None:

@@ -42,6 +42,21 @@ class ClientCertificate:
     chain: bytes
     key: bytes
 
+    def encrypted_key(self, password: bytes) -> bytes:
+        """The key as PEM encrypted with ``password``: the only form in which it may
+        touch a disk (``ssl`` loads a key from a file only)."""
+        from cryptography.hazmat.primitives.serialization import (
+            BestAvailableEncryption,
+            Encoding,
+            PrivateFormat,
+            load_pem_private_key,
+        )
+
+        key = load_pem_private_key(self.key, None)
+        return key.private_bytes(
+            Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(password)
+        )
+
 
 def is_inline(value: str) -> bool:
     """Whether a setting's value is PEM text rather than a path."""

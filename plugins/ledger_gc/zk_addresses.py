@@ -1,4 +1,4 @@
-"""ZooKeeper addresses as Pulsar and BookKeeper write them, read into kazoo's one form.
+"""ZooKeeper addresses as Pulsar and BookKeeper write them, read into one value.
 
 Operators copy addresses from their brokers' and bookies' configuration, so a setting that
 names a ZooKeeper ensemble (``LEDGERGC_ZK_HOSTS``, ``LEDGERGC_BK_ZK_HOSTS``) takes every
@@ -45,6 +45,8 @@ OTHER_STORES = {
     "memory": "an in-memory store",
 }
 DEFAULT_LEDGERS_ROOT = "/ledgers"
+#: ZooKeeper's client port, which kazoo assumes where a server names none.
+DEFAULT_PORT = 2181
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
 _IPV6 = re.compile(r"\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\]")
@@ -56,12 +58,20 @@ EXAMPLES = (
 
 @dataclass(frozen=True)
 class ZkAddress:
-    """One ZooKeeper address, read from any of the forms above."""
+    """One ZooKeeper address, read from any of the forms above: the value the settings
+    keep for ``LEDGERGC_ZK_HOSTS`` and ``LEDGERGC_BK_ZK_HOSTS``.
 
-    #: As it was written (what errors and ``status`` show).
-    given: str
-    #: kazoo's connect string, the chroot included: ``h1:2181,h2:2181/chroot``.
-    hosts: str
+    All of it is data, so every copy of the settings (``to_env`` for spark-submit, a pickle
+    for an executor, a ``replace``) names the same ensemble, chroot, ledgers root and
+    manager: a Spark app that lost a ``zk+…://`` URL's path would scan ``/ledgers``, which
+    may be another BookKeeper's (review 28). The spelling given is not part of it (two
+    spellings of one address are one address); ``Settings.origins`` keep it for people.
+    """
+
+    #: The servers, ``host[:port]`` each as written (kazoo takes a missing port as 2181).
+    servers: tuple[str, ...]
+    #: The chroot ("" for none); a ``zk+…://`` URL has none.
+    chroot: str = ""
     #: BookKeeper's ledgers root when the address names it (a ``zk+…://`` URL's path);
     #: None: ``/ledgers`` below the chroot.
     ledgers_root: str | None = None
@@ -69,10 +79,29 @@ class ZkAddress:
     manager: str | None = None
 
     @property
-    def chroot(self) -> str:
-        """The chroot of ``hosts`` ("" for none)."""
-        _, _, chroot = self.hosts.partition("/")
-        return f"/{chroot}" if chroot else ""
+    def hosts(self) -> str:
+        """kazoo's connect string, the chroot included: ``h1:2181,h2:2181/chroot``."""
+        return ",".join(self.servers) + self.chroot
+
+    @property
+    def text(self) -> str:
+        """The one spelling that reads back as this address: a ``zk+…://`` URL when it
+        names a ledgers root (what ``to_env`` hands a child process), else kazoo's."""
+        if self.ledgers_root is None:
+            return self.hosts
+        return f"zk+{self.manager or 'null'}://{';'.join(self.servers)}{self.ledgers_root}"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def server_addresses(self) -> list[tuple[str, int]]:
+        """Each server's ``(host, port)``, the port 2181 where none is given, an IPv6
+        literal without its brackets (what a socket connects to)."""
+        found = []
+        for server in self.servers:
+            host, port = _split_port(server)
+            found.append((host.strip("[]"), int(port) if port else DEFAULT_PORT))
+        return found
 
 
 def parse_zk_address(name: str, text: str) -> ZkAddress:
@@ -86,12 +115,17 @@ def parse_zk_address(name: str, text: str) -> ZkAddress:
         inner = given[len("metadata-store:") :].partition("?")[0].replace(";", ",")
         if not inner:
             raise bad("names no metadata store after metadata-store:")
-        store = _pulsar_store(bad, inner)
-        return ZkAddress(given, store)
+        return _pulsar_store(bad, inner)
     url = re.match(r"zk(\+[A-Za-z]+)?://", given, flags=re.IGNORECASE)
     if url:
         return _bookkeeper_url(bad, given, url.group(1))
-    return ZkAddress(given, _pulsar_store(bad, given))
+    return _pulsar_store(bad, given)
+
+
+def is_bookkeeper_url(text: str) -> bool:
+    """Whether ``text`` is BookKeeper's ``zk[+manager]://`` form, whose path is the
+    ledgers root and never a chroot."""
+    return re.match(r"\s*zk(\+[A-Za-z]+)?://", text, flags=re.IGNORECASE) is not None
 
 
 class _Refusal:
@@ -107,8 +141,8 @@ class _Refusal:
         )
 
 
-def _pulsar_store(bad: _Refusal, text: str) -> str:
-    """A Pulsar ``metadataStoreUrl`` (``zk:…`` or a bare host list) -> kazoo's form."""
+def _pulsar_store(bad: _Refusal, text: str) -> ZkAddress:
+    """A Pulsar ``metadataStoreUrl`` (``zk:…`` or a bare host list)."""
     scheme = _SCHEME.match(text)
     if scheme and scheme.group(1).lower() == "zk" and not text[3:].startswith("//"):
         text = text[3:]
@@ -121,7 +155,8 @@ def _pulsar_store(bad: _Refusal, text: str) -> str:
         )
     elif "://" in text:
         raise bad("is a URL of a store ledger-gc cannot read")
-    return _host_list(bad, text)
+    servers, chroot = _host_list(bad, text)
+    return ZkAddress(servers, chroot)
 
 
 def _bookkeeper_url(bad: _Refusal, text: str, plus: str | None) -> ZkAddress:
@@ -142,13 +177,14 @@ def _bookkeeper_url(bad: _Refusal, text: str, plus: str | None) -> ZkAddress:
     if not slash or root == "/":
         raise bad("has no ledgers root path (BookKeeper's zkLedgersRootPath, e.g. /ledgers)")
     _check_path(bad, root)
-    hosts = _host_list(bad, authority.replace(";", ","))
-    return ZkAddress(text, hosts, ledgers_root=root, manager=URL_MANAGERS[manager_name])
+    servers, _ = _host_list(bad, authority.replace(";", ","))
+    return ZkAddress(servers, ledgers_root=root, manager=URL_MANAGERS[manager_name])
 
 
-def _host_list(bad: _Refusal, text: str) -> str:
-    """``h1:2181,h2:2181[/chroot]`` checked host by host -> kazoo's form (no blanks, no
-    trailing slash). kazoo takes a missing port as 2181, so one may be left out."""
+def _host_list(bad: _Refusal, text: str) -> tuple[tuple[str, ...], str]:
+    """``h1:2181,h2:2181[/chroot]`` checked host by host -> (the servers, without blanks;
+    the chroot, "" for none, without a trailing slash). The one reader of a host list:
+    kazoo takes a missing port as 2181, so one may be left out."""
     servers, slash, chroot = text.partition("/")
     hosts = []
     for server in servers.split(","):
@@ -162,8 +198,8 @@ def _host_list(bad: _Refusal, text: str) -> str:
     chroot = chroot.strip().rstrip("/")
     if slash and chroot:
         _check_path(bad, "/" + chroot)
-        return ",".join(hosts) + "/" + chroot
-    return ",".join(hosts)
+        return tuple(hosts), "/" + chroot
+    return tuple(hosts), ""
 
 
 def _split_port(server: str) -> tuple[str, str | None]:

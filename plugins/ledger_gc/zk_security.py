@@ -13,6 +13,16 @@ variable is declared once for both ensembles. ``check`` is what runs before anyt
 else: the parts agree with each other, the files exist and hold what they should (PEM or
 PKCS12, a JAAS ``Client`` section), GSSAPI's library is installed.
 
+BookKeeper's parts fall back to Pulsar's one by one, except that an explicit
+``LEDGERGC_BK_ZK_TLS=false`` takes none of Pulsar's TLS parts and an explicit empty (or
+``none``) ``LEDGERGC_BK_ZK_SASL_MECHANISM`` none of its SASL parts: a bookie's JVM that
+does not set ``zookeeper.client.secure`` (or has no JAAS ``Client`` section) uses none
+of the brokers' material either.
+
+The files the parts name (PEM, PKCS12 stores, a JAAS file) are read once, by the checks
+that run as the settings are made; what they held is kept with the settings (shared by
+the copies ``replace`` makes, never pickled), so a session opened later reads nothing.
+
 A ``Settings`` that leaves its process (a Spark closure or broadcast) carries
 ``portable()`` copies: the TLS material as PEM text and the JAAS login as a username and
 password, because a path on the driver may not exist on an executor.
@@ -21,21 +31,45 @@ password, because a path on the driver may not exist on an executor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger_gc import tls_material
 from ledger_gc.errors import ConfigError
 from ledger_gc.jaas import DIGEST_MD5, GSSAPI, ZooKeeperLogin, zookeeper_login
 from ledger_gc.settings_schema import FLAG, SECRET_WHOLE, TEXT, SettingSpec
+from ledger_gc.tls_material import ClientCertificate
 
 MECHANISMS = (DIGEST_MD5, GSSAPI)
+#: ``LEDGERGC_*_SASL_MECHANISM`` ``none`` (or, for BookKeeper's, empty): no SASL.
+NO_SASL = "NONE"
 DEFAULT_SERVICE = "zookeeper"
 PULSAR_PREFIX = "LEDGERGC_ZK_"
 BOOKKEEPER_PREFIX = "LEDGERGC_BK_ZK_"
 #: A part of ``ZkSecurity`` -> the variable that set it.
 Names = Callable[[str], str]
+T = TypeVar("T")
+#: The TLS parts, which ``LEDGERGC_BK_ZK_TLS=false`` stops BookKeeper taking from Pulsar's.
+TLS_PARTS = (
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_keystore_password",
+    "tls_truststore_password",
+    "tls_verify_hostname",
+)
+#: The SASL parts, which ``LEDGERGC_BK_ZK_SASL_MECHANISM=none`` stops it taking.
+SASL_PARTS = ("sasl_mechanism", "sasl_username", "sasl_password", "jaas", "sasl_service")
+PARTS = TLS_PARTS + SASL_PARTS
+
+
+def _inline_key(value: Any) -> str | None:
+    """PEM text holding a private key is a secret, whichever TLS part holds it (a
+    certificate's PEM may carry its key); a path, or certificates alone, are not."""
+    text = str(value)
+    return text if tls_material.is_inline(text) and "PRIVATE KEY" in text else None
 
 
 def _inline_pem(value: Any) -> str | None:
@@ -45,14 +79,14 @@ def _inline_pem(value: Any) -> str | None:
 
 
 def _mechanism(value: str) -> str:
-    return value.strip().upper()
+    return value.strip().upper() or NO_SASL
 
 
 def _check_mechanism(name: str, value: str) -> None:
-    if _mechanism(value) not in MECHANISMS:
+    if _mechanism(value) not in (*MECHANISMS, NO_SASL):
         raise ConfigError(
             f"{name}={value!r} is not a SASL mechanism ledger-gc speaks: "
-            f"{' or '.join(MECHANISMS)} (ZooKeeper's)"
+            f"{' or '.join(MECHANISMS)} (ZooKeeper's), or none"
         )
 
 
@@ -80,6 +114,14 @@ class ZkSecurity:
     sasl_password: str | None = None
     jaas: str | None = None
     sasl_service: str | None = None
+    #: What the files of the parts held, by the parts read (``_read``). Made on the first
+    #: read, then shared by the copies ``replace`` makes of this one, so that settings
+    #: made from these read nothing again; not by copies made before (the class's
+    #: default instance has none: unrelated settings share nothing); never pickled.
+    _memo: dict[tuple[Any, ...], Any] | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_memo": None}
 
     @property
     def uses_tls(self) -> bool:
@@ -97,38 +139,70 @@ class ZkSecurity:
 
     @property
     def uses_sasl(self) -> bool:
+        if self.sasl_mechanism == NO_SASL:
+            return False
         return bool(self.sasl_mechanism or self.jaas)
 
     def over(self, base: ZkSecurity) -> ZkSecurity:
         """These settings with every unset part taken from ``base`` (BookKeeper's over
-        Pulsar's)."""
-        return replace(
-            base,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if getattr(self, f.name) is not None
-            },
+        Pulsar's), but for a group these turn off: TLS ``false`` takes none of
+        ``base``'s TLS parts, SASL ``none`` none of its SASL parts. ``base`` itself
+        when nothing differs (it keeps what its files held)."""
+        dropped = (TLS_PARTS if self.tls is False else ()) + (
+            SASL_PARTS if self.sasl_mechanism == NO_SASL else ()
         )
+        values = {
+            part: getattr(self, part)
+            if getattr(self, part) is not None or part in dropped
+            else getattr(base, part)
+            for part in PARTS
+        }
+        if all(values[part] == getattr(base, part) for part in PARTS):
+            return base
+        return replace(base, **values)
 
     def is_empty(self) -> bool:
-        return all(getattr(self, f.name) is None for f in fields(self))
+        return all(getattr(self, part) is None for part in PARTS)
+
+    def _read(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        """``read()``'s value for ``key`` (the parts it reads), read the first time only."""
+        memo = self._memo
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)  # a cache, not a part: frozen stands
+        if key not in memo:
+            memo[key] = read()
+        value: T = memo[key]
+        return value
+
+    # --- what the files hold ------------------------------------------------------------
+
+    def trusted_cas(self, names: Names) -> bytes | None:
+        """The CAs to trust, PEM (None: none configured; the system's then)."""
+        if not self.tls_ca:
+            return None
+        ca, password = self.tls_ca, self.tls_truststore_password
+        return self._read(("ca", ca, password), lambda: tls_material.load_ca(ca, password, names))
+
+    def client_certificate(self, names: Names) -> ClientCertificate | None:
+        """The client certificate chain and its key (None: none configured)."""
+        if not self.tls_cert:
+            return None
+        cert, key, password = self.tls_cert, self.tls_key, self.tls_keystore_password
+        return self._read(
+            ("client", cert, key, password),
+            lambda: tls_material.load_client(cert, key, password, names),
+        )
 
     # --- SASL -------------------------------------------------------------------------
 
     def login(self, names: Names) -> ZooKeeperLogin | None:
         """The SASL login: the settings' own, or the JAAS file's ``Client`` section's
-        (None: no SASL). Reads the JAAS file."""
+        (None: no SASL)."""
+        if not self.uses_sasl:
+            return None
         if self.jaas:
-            path = Path(self.jaas).expanduser()
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(
-                    f"{names('jaas')}={self.jaas} cannot be read ({exc.strerror}); point it "
-                    "at the broker's or bookie's JAAS file"
-                ) from None
-            login = zookeeper_login(text, f"{names('jaas')}={self.jaas}")
+            login = self._jaas_login(self.jaas, names)
             mechanism = _mechanism(self.sasl_mechanism) if self.sasl_mechanism else None
             if mechanism and mechanism != login.mechanism:
                 raise ConfigError(
@@ -136,19 +210,29 @@ class ZkSecurity:
                     f"section is {login.mechanism}; unset one of them"
                 )
             return login
-        if not self.sasl_mechanism:
-            return None
+        assert self.sasl_mechanism is not None  # uses_sasl
         return ZooKeeperLogin(
             _mechanism(self.sasl_mechanism), self.sasl_username, self.sasl_password
         )
 
-    def configured_identity(self, names: Names) -> str | None:
-        """The identity these settings authenticate as (``sasl:bookkeeper``), when they
-        say it: GSSAPI's principal may come from the keytab alone."""
-        login = self.login(names)
-        if login is None:
-            return None
-        return f"sasl:{login.username}" if login.username else None
+    def _jaas_login(self, jaas: str, names: Names) -> ZooKeeperLogin:
+        def read() -> ZooKeeperLogin:
+            where = f"{names('jaas')}={jaas}"
+            try:
+                text = Path(jaas).expanduser().read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                line = exc.object[: exc.start].count(b"\n") + 1
+                raise ConfigError(
+                    f"{where} is not UTF-8 text (line {line}); save it as UTF-8"
+                ) from None
+            except OSError as exc:
+                raise ConfigError(
+                    f"{where} cannot be read ({exc.strerror}); point it at the broker's or "
+                    "bookie's JAAS file"
+                ) from None
+            return zookeeper_login(text, where)
+
+        return self._read(("jaas", jaas), read)
 
     # --- checks ----------------------------------------------------------------------
 
@@ -169,10 +253,9 @@ class ZkSecurity:
                     " or unset it"
                 )
             return
-        if self.tls_ca:
-            tls_material.load_ca(self.tls_ca, self.tls_truststore_password, names)
+        self.trusted_cas(names)
         if self.tls_cert:
-            tls_material.load_client(self.tls_cert, self.tls_key, self.tls_keystore_password, names)
+            self.client_certificate(names)
         elif self.tls_key:
             raise ConfigError(
                 f"{names('tls_key')} is set but {names('tls_cert')} is not: set both (the "
@@ -186,11 +269,12 @@ class ZkSecurity:
                 "both set; give the login once"
             )
         if not self.uses_sasl:
-            given = [p for p in ("sasl_username", "sasl_password") if getattr(self, p)]
+            given = [p for p in ("sasl_username", "sasl_password", "jaas") if getattr(self, p)]
             if given:
+                state = "none" if self.sasl_mechanism == NO_SASL else "not"
                 raise ConfigError(
-                    f"{names(given[0])} is set but {names('sasl_mechanism')} is not: set it "
-                    f"to {DIGEST_MD5} (username and password) or {GSSAPI} "
+                    f"{names(given[0])} is set but {names('sasl_mechanism')} is {state}: set "
+                    f"it to {DIGEST_MD5} (username and password) or {GSSAPI} "
                     "(Kerberos), or use LEDGERGC_ZK_DIGEST for digest auth"
                 )
             return
@@ -225,19 +309,17 @@ class ZkSecurity:
         a username and password. A Kerberos keytab stays the executor's own
         (``KRB5_CLIENT_KTNAME`` there)."""
         changes: dict[str, Any] = {}
-        if self.uses_tls and self.tls_ca:
-            ca = tls_material.load_ca(self.tls_ca, self.tls_truststore_password, names)
+        ca = self.trusted_cas(names) if self.uses_tls else None
+        if ca is not None:
             changes.update(tls_ca=ca.decode("ascii"), tls_truststore_password=None)
-        if self.uses_tls and self.tls_cert:
-            client = tls_material.load_client(
-                self.tls_cert, self.tls_key, self.tls_keystore_password, names
-            )
+        client = self.client_certificate(names) if self.uses_tls else None
+        if client is not None:
             changes.update(
                 tls_cert=client.chain.decode("ascii"),
                 tls_key=client.key.decode("ascii"),
                 tls_keystore_password=None,
             )
-        if self.jaas:
+        if self.jaas and self.uses_sasl:
             login = self.login(names)
             assert login is not None
             changes.update(
@@ -259,15 +341,18 @@ _PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "doc": "`true`: connect with TLS, to the servers' `secureClientPort` (Pulsar's "
             "`zookeeper.client.secure`); the server's certificate is verified",
             "default_doc": "`false`",
+            "bookkeeper_doc": "`false`: plain, taking none of Pulsar's TLS settings",
         },
     ),
     (
         "tls_ca",
         "TLS_CA",
         {
-            "doc": "the CA certificates to trust: a PEM file, the PEM text, or a PKCS12 "
-            "truststore (`zookeeper.ssl.trustStore.location`; JKS: convert it with keytool)",
+            "doc": "the CA certificates to trust, and the only ones (as a truststore): a PEM "
+            "file, the PEM text, or a PKCS12 truststore (`zookeeper.ssl.trustStore.location`;"
+            " JKS: convert it with keytool)",
             "default_doc": "the system's CAs",
+            "secret": _inline_key,
         },
     ),
     (
@@ -277,6 +362,7 @@ _PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "doc": "the client certificate, when the servers ask for one (`ssl.clientAuth`): "
             "a PEM file or text, or a PKCS12 keystore with its key "
             "(`zookeeper.ssl.keyStore.location`)",
+            "secret": _inline_key,
         },
     ),
     (
@@ -321,10 +407,13 @@ _PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "SASL_MECHANISM",
         {
             "doc": "SASL: `DIGEST-MD5` (username and password) or `GSSAPI` (Kerberos: the "
-            "keytab in `KRB5_CLIENT_KTNAME`); BookKeeper's `zkEnableSecurity` gives ledger "
-            "znodes to the bookies' SASL identity",
+            "keytab in `KRB5_CLIENT_KTNAME`), or `none`; BookKeeper's `zkEnableSecurity` "
+            "gives ledger znodes to the bookies' SASL identity",
             "check": _check_mechanism,
             "normalize": _mechanism,
+            "bookkeeper_doc": "`none` or empty: no SASL, taking none of Pulsar's SASL "
+            "settings (login, JAAS file)",
+            "bookkeeper_options": {"empty_is_set": True},
         },
     ),
     (
@@ -364,9 +453,13 @@ def specs(prefix: str) -> tuple[SettingSpec, ...]:
     for part, suffix, options in _PARTS:
         extra = dict(options)
         doc = str(extra.pop("doc"))
+        own_doc = extra.pop("bookkeeper_doc", None)
+        own_options = extra.pop("bookkeeper_options", {})
         if bookkeeper:
             doc = f"as `{PULSAR_PREFIX}{suffix}`, for BookKeeper's ensemble"
+            doc += f"; {own_doc}" if own_doc else ""
             extra["default_doc"] = f"`{PULSAR_PREFIX}{suffix}`"
+            extra.update(own_options)
         made.append(
             SettingSpec(
                 prefix + suffix,

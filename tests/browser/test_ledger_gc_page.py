@@ -84,7 +84,7 @@ def new_store(local_stack: Any, s3_client: Any, state_dir: Path) -> Settings:
         root.close()
     s3_client.create_bucket(Bucket=name)
     return Settings(
-        zk_hosts=f"{local_stack.zk_hosts}/{name}",
+        zk_address=f"{local_stack.zk_hosts}/{name}",
         s3_endpoint=local_stack.s3_endpoint,
         bucket=name,
         prefix="ledgers",

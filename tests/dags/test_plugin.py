@@ -325,3 +325,42 @@ def test_the_plugin_adds_a_nav_entry_and_mounts_its_app(api):
     ]
     assert strays == []
     assert api.get("/ledger-gc/icon.svg").status_code == 200  # no data; the nav shows it
+
+
+def test_the_page_reads_the_settings_the_tasks_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's settings are assembled as the tasks' are (``LedgerGcHook``), with the
+    API server's own readers of connections and variables: the ZooKeeper connection's TLS
+    and SASL extras (its login the SASL login), and a broker.conf the variable names
+    (review 28, finding 7: the page dropped both, and read a secured ensemble as plain)."""
+    from ledger_gc_airflow_plugin import settings_in_api_server
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "clusterName=us-east\n"
+        "managedLedgerOffloadDriver=aws-s3\n"
+        "s3ManagedLedgerOffloadBucket=pulsar-offload\n",
+        encoding="utf-8",
+    )
+    connection = {
+        "conn_type": "generic",
+        "host": "zk1:2281/pulsar",
+        "login": "bookkeeper",
+        "password": "bk-secret",
+        "extra": {"zk_tls": True, "zk_sasl_mechanism": "DIGEST-MD5"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LEDGERGC_ZOOKEEPER", json.dumps(connection))
+    variable = {"pulsar_conf": str(conf), "state_dir": str(tmp_path / "state")}
+    monkeypatch.setenv("AIRFLOW_VAR_LEDGERGC_SETTINGS", json.dumps(variable))
+    monkeypatch.delenv("LEDGERGC_ZK_HOSTS", raising=False)
+
+    settings = settings_in_api_server()
+
+    assert settings.zk_hosts == "zk1:2281/pulsar"
+    security = settings.zk_security
+    assert (security.tls, security.sasl_mechanism) == (True, "DIGEST-MD5")
+    assert (security.sasl_username, security.sasl_password) == ("bookkeeper", "bk-secret")
+    assert settings.zk_digest is None
+    assert (settings.offload_bucket, settings.pulsar_clusters) == ("pulsar-offload", ("us-east",))
+    assert settings.provenance()["LEDGERGC_OFFLOAD_BUCKET"]["source"] == "broker.conf"

@@ -34,7 +34,7 @@ def test_the_connections_point_the_tasks_at_the_given_store(tmp_path, monkeypatc
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name, raising=False)  # s3_overrides exports the key pair
 
-    settings = Settings(zk_hosts="nowhere:1").with_overrides(
+    settings = Settings(zk_address="nowhere:1").with_overrides(
         **zookeeper_overrides(connection("ledgergc_zookeeper", connections["ledgergc_zookeeper"])),
         **s3_overrides(connection("ledgergc_s3", connections["ledgergc_s3"])),
     )

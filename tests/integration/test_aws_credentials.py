@@ -161,3 +161,62 @@ def test_a_stores_static_keys_go_as_they_are_where_there_is_no_sts(airflow_env: 
     env = operator.env_vars or {}
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == LONG_LIVED
     assert not any(secret in json.dumps(operator.conf) for secret in LONG_LIVED)
+
+
+#: S3 endpoints of AWS itself, as an operator may give them: regional, FIPS, dual-stack,
+#: an interface VPC endpoint, the China partition, GovCloud.
+AWS_ENDPOINTS = [
+    "https://s3.eu-west-1.amazonaws.com",
+    "https://s3-fips.us-east-1.amazonaws.com",
+    "https://s3.dualstack.eu-west-1.amazonaws.com",
+    "https://bucket.vpce-0a1b2c3d4e5f6a7b8-abcdefgh.s3.us-east-1.vpce.amazonaws.com",
+    "https://s3.cn-north-1.amazonaws.com.cn",
+    "https://s3.us-gov-west-1.amazonaws.com",
+    "https://s3.dualstack.us-east-1.api.aws",
+]
+
+
+@pytest.mark.parametrize("endpoint", AWS_ENDPOINTS)
+def test_long_lived_keys_for_an_aws_endpoint_are_exchanged_as_for_no_endpoint(
+    moto_sts: MotoStsServer,
+    airflow_env: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: str,
+) -> None:
+    """An S3 endpoint of AWS itself has AWS's STS: long-lived keys are exchanged for it
+    as for no endpoint, never shipped to a cluster as "a store with no STS" (review 28,
+    finding 5). AWS's own STS is moto here (``AWS_ENDPOINT_URL_STS``, boto3's variable)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_sts.endpoint)
+    airflow_env(*LONG_LIVED, endpoint_url=endpoint)
+    operator = rendered_survey()
+    env = operator.env_vars or {}
+    assert env["AWS_SESSION_TOKEN"] and env["AWS_ACCESS_KEY_ID"] != LONG_LIVED[0]
+    assert env["LEDGERGC_S3_ENDPOINT"] == endpoint
+    shipped = everything_spark_gets(operator)
+    assert not any(secret in shipped for secret in LONG_LIVED)
+
+
+def test_an_aws_offload_bucket_beside_a_local_store_gets_the_exchange_too(
+    moto_sts: MotoStsServer, airflow_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys go to every store the app reads: one of them on AWS (Pulsar's offload
+    bucket) and they are AWS keys to exchange."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_sts.endpoint)
+    monkeypatch.setenv("LEDGERGC_OFFLOAD_BUCKET", "pulsar-offload")
+    monkeypatch.setenv("LEDGERGC_OFFLOAD_S3_ENDPOINT", "https://s3.eu-west-1.amazonaws.com")
+    airflow_env(*LONG_LIVED, endpoint_url="http://127.0.0.1:8333")
+    env = rendered_survey().env_vars or {}
+    assert env["AWS_SESSION_TOKEN"] and env["AWS_ACCESS_KEY_ID"] != LONG_LIVED[0]
+
+
+def test_only_aws_own_domains_are_aws() -> None:
+    from ledger_gc.airflow.aws_credentials import is_aws_endpoint
+
+    assert is_aws_endpoint(None) and is_aws_endpoint("https://S3.EU-WEST-1.AMAZONAWS.COM.")
+    for endpoint in (
+        "http://127.0.0.1:8333",
+        "https://minio.example.com",
+        "https://s3.amazonaws.com.example.com",
+        "https://notamazonaws.com",
+    ):
+        assert not is_aws_endpoint(endpoint), endpoint

@@ -52,7 +52,7 @@ def test_missing_bucket_is_named(settings):
 
 
 def test_unreachable_zookeeper_fails_fast_and_says_nothing_was_deleted(settings):
-    dead = settings.with_overrides(zk_hosts=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
+    dead = settings.with_overrides(zk_address=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
     started = time.monotonic()
     with pytest.raises(MetadataUnavailableError) as err, MetadataStore.open(dead):
         pass
@@ -82,7 +82,7 @@ def test_malformed_settings_are_config_errors():
 
 
 def _dead_zookeeper(settings: Settings) -> Settings:
-    return settings.with_overrides(zk_hosts=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
+    return settings.with_overrides(zk_address=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
 
 
 @pytest.mark.parametrize(

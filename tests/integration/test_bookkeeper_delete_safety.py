@@ -167,7 +167,7 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
     from ledger_gc.orphans.delete_lock import BOOKKEEPER_LOCK_PATH, delete_lock
 
     zk_client.ensure_path("/bk")
-    split = pulsar.with_overrides(bk_zk_hosts=pulsar.zk_hosts + "/bk")
+    split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk")
     pulsar_side = PulsarCluster(zk_client)
     pulsar_side.namespace(NS)
     with session(split.bookkeeper_settings()) as bk_client:
@@ -313,7 +313,7 @@ def test_a_busy_bookkeeper_lock_leaves_the_work_pending_and_deletes_nothing(
     from ledger_gc.orphans.delete_lock import BOOKKEEPER_LOCK_PATH, delete_lock
 
     zk_client.ensure_path("/bk")
-    split = pulsar.with_overrides(bk_zk_hosts=pulsar.zk_hosts + "/bk", orphan_lock_wait_seconds=1)
+    split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk", orphan_lock_wait_seconds=1)
     PulsarCluster(zk_client).namespace(NS)
     with session(split.bookkeeper_settings()) as bk_client:
         bk = PulsarCluster(bk_client).init()

@@ -102,7 +102,7 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     """BookKeeper in its own chroot, live; LEDGERGC_ZK_HOSTS at an old copy of Pulsar's
     metadata, whose id counter is far behind the ledgers BookKeeper holds."""
     zk_client.ensure_path("/bk")
-    bk_settings = pulsar.with_overrides(zk_hosts=pulsar.zk_hosts + "/bk")
+    bk_settings = pulsar.with_overrides(zk_address=pulsar.zk_hosts + "/bk")
     from ledger_gc.metadata.zk_client import session
 
     with session(bk_settings) as bk_client:
@@ -116,7 +116,7 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     copy.next_id()  # the copy's counter: 1
     copy.namespace(NS)
     copy.managed_ledger(TOPIC, ids)
-    stale = pulsar.with_overrides(bk_zk_hosts=bk_settings.zk_hosts, grace_seconds=0)
+    stale = pulsar.with_overrides(bk_zk_address=bk_settings.zk_hosts, grace_seconds=0)
     report = run_orphan_cycle(stale, spark=spark, **later(DAY_H))
     assert "bookkeeper-stale-metadata" in guards_of(report)
     assert OrphanRegistry(stale).entries() == {}

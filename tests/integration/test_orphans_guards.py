@@ -38,7 +38,7 @@ def _other_chroot(settings: Settings, create: bool) -> Settings:
         client.ensure_path(chroot)
         client.stop()
         client.close()
-    return settings.with_overrides(zk_hosts=hosts + chroot)
+    return settings.with_overrides(zk_address=hosts + chroot)
 
 
 def test_an_empty_chroot_beside_a_full_bucket_is_refused(

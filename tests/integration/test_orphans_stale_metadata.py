@@ -48,7 +48,7 @@ def _stale_copy(live: Settings) -> Settings:
     chroot = f"/replica-{uuid.uuid4().hex[:8]}"
     for root in _client(root_hosts):
         root.ensure_path(chroot)
-    replica = live.with_overrides(zk_hosts=root_hosts + chroot)
+    replica = live.with_overrides(zk_address=root_hosts + chroot)
     for source in _client(live.zk_hosts):
         for target in _client(replica.zk_hosts):
             names: list[str] = []

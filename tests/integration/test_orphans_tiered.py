@@ -283,7 +283,7 @@ def test_empty_metadata_or_a_wrong_chroot_beside_a_full_offload_bucket_deletes_n
     client.stop()
     client.close()
     wrong = tiered.with_overrides(
-        zk_hosts=hosts + other, delete_enabled=True, grace_seconds=0, retention_seconds=0
+        zk_address=hosts + other, delete_enabled=True, grace_seconds=0, retention_seconds=0
     )
 
     report = run_orphan_cycle(wrong, spark=spark).to_dict()

@@ -74,6 +74,20 @@ def test_a_bad_address_is_exit_2_and_one_line_naming_it(
     assert line.startswith(f"ledgergc: error: {variable}={value!r} {says}"), line
 
 
+def test_a_ledgers_root_contradicting_the_urls_path_is_exit_2_and_one_line(
+    tmp_path: Path,
+) -> None:
+    url = "zk+hierarchical://zk1:2181/bk-east/ledgers"
+    env = {
+        "LEDGERGC_STATE_DIR": str(tmp_path),
+        "LEDGERGC_BK_ZK_HOSTS": url,
+        "LEDGERGC_BK_LEDGERS_ROOT": "/ledgers",
+    }
+    line = one_line_error(ledgergc(env, "status", "--json"))
+    assert line.startswith("ledgergc: error: LEDGERGC_BK_LEDGERS_ROOT='/ledgers' contradicts")
+    assert url in line
+
+
 def test_a_broker_conf_that_cannot_be_used_is_exit_2_and_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "missing.conf"
     env = {"LEDGERGC_STATE_DIR": str(tmp_path), "LEDGERGC_PULSAR_CONF": str(missing)}
@@ -230,3 +244,42 @@ def test_a_url_naming_another_manager_than_layout_is_refused_in_one_line(
     assert "names the longhierarchical ledger manager" in line
     assert f"{chroot}/ledgers/LAYOUT names hierarchical" in line
     assert "Nothing was scanned or deleted" in line
+
+
+def test_a_spark_app_surveys_the_bookkeeper_root_its_task_names(
+    settings: Settings, zk_client: KazooClient, request: pytest.FixtureRequest
+) -> None:
+    """The orphan DAG hands its settings to spark-submit as ``to_env()``
+    (``orphan_tasks.submit_env``) and the Spark apps rebuild them with
+    ``Settings.from_env`` (``orphans/apps.py``). This BookKeeper's ledgers are at
+    ``/bk-east/ledgers`` (a ``zk+hierarchical://`` URL's path, below no chroot); another
+    BookKeeper keeps its own at ``/ledgers`` beside it. The app must survey the first:
+    the other's ledger 777 is no orphan of this cluster (review 28, finding 1)."""
+    from ledger_gc.airflow.orphan_tasks import submit_env
+    from ledger_gc.bookkeeper.survey import survey
+
+    ours = PulsarCluster(zk_client, root="/bk-east/ledgers").init()
+    ours.namespace(NS)
+    live = ours.ledger(ml_tags(ORDERS), ledger_id=900)
+    ours.managed_ledger(ORDERS, [live])
+    hosts, chroot = split(settings)
+    root_client = KazooClient(hosts=",".join(hosts), timeout=10)
+    root_client.start(timeout=30)
+    request.addfinalizer(root_client.close)
+    request.addfinalizer(root_client.stop)
+    request.addfinalizer(lambda: root_client.delete("/ledgers", recursive=True))
+    other = PulsarCluster(root_client, root="/ledgers").init()
+    foreign = other.ledger(ml_tags(f"{NS}/persistent/another-clusters-topic"), ledger_id=777)
+
+    url = f"zk+hierarchical://{';'.join(hosts)}{chroot}/bk-east/ledgers"
+    in_task = settings.with_overrides(
+        bucket="", orphan_max_fraction=1.0, grace_seconds=0, retention_seconds=0
+    ).with_values({"bk_zk_hosts": url}, source="the task's connection")
+    assert in_task.bookkeeper_root == f"{chroot}/bk-east/ledgers"
+    in_spark_app = Settings.from_env(submit_env(in_task, local_master=True))
+    assert in_spark_app.bookkeeper_root == in_task.bookkeeper_root
+
+    found = survey(in_spark_app)
+    assert found is not None
+    assert foreign not in {candidate["ledger_id"] for candidate in found.candidates}
+    assert found.root == in_task.bookkeeper_root

@@ -297,7 +297,7 @@ def _deployment(
     bucket = f"t-{name}"
     s3_client.create_bucket(Bucket=bucket)
     settings = Settings(
-        zk_hosts=f"{ensemble.hosts}/t{name}",
+        zk_address=f"{ensemble.hosts}/t{name}",
         s3_endpoint=s3_endpoint,
         bucket=bucket,
         prefix="ledgers",

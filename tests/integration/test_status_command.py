@@ -67,7 +67,7 @@ def test_status_json_lists_managed_ledgers_ledgers_cursors_and_bytes(settings):
 
 
 def test_status_with_zookeeper_down_is_a_clear_error(settings):
-    broken = settings.with_overrides(zk_hosts="127.0.0.1:1", zk_timeout_seconds=2.0)
+    broken = settings.with_overrides(zk_address="127.0.0.1:1", zk_timeout_seconds=2.0)
     result = run_ledgergc(broken, "status", "--json")  # a new install: no state store yet
     assert result.returncode == 2
     assert "unreachable" in json.loads(result.stdout)["error"]

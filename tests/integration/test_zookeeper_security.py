@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -108,7 +110,7 @@ class Secured:
             tls |= dict(sasl_mechanism="DIGEST-MD5", sasl_username=user)
             tls |= dict(sasl_password=USERS.get(user, "wrong"))
         return Settings(
-            zk_hosts=self.zookeeper.server.secure_hosts + self.chroot,
+            zk_address=self.zookeeper.server.secure_hosts + self.chroot,
             zk_security=ZkSecurity(**(tls | security)),
             bucket="",
             delete_enabled=True,
@@ -200,6 +202,11 @@ def cli_in_process(
     return status, json.loads(capsys.readouterr().out)
 
 
+def _tls_files_in(directory: Path) -> set[Path]:
+    """What a session's TLS set-up wrote in ``directory`` (``zk_tls``'s prefix)."""
+    return set(directory.glob("ledgergc-zk-tls-*"))
+
+
 # --- the whole cycle ----------------------------------------------------------------
 
 
@@ -216,11 +223,15 @@ def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
     settings = secured.settings("bookkeeper")
     # On the executors however small the tree (the settings must reach them).
     monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    tls_files_before = _tls_files_in(Path(tempfile.gettempdir()))
 
     with caplog.at_level(logging.INFO, logger="ledger_gc.bookkeeper.survey"):
         status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")
 
     assert status == 0, report
+    # The driver's sessions and the executors' (Spark's Python workers, which end with
+    # os._exit) left none of the client's TLS material on disk.
+    assert _tls_files_in(Path(tempfile.gettempdir())) - tls_files_before == set()
     assert "3 shards on Spark" in caplog.text
     assert report["bookkeeper"]["ledgers"] == len(secured.orphans | secured.kept)
     assert {d["ledger_id"] for d in report["deleted"]} == secured.orphans
@@ -336,7 +347,7 @@ def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
              for k, v in change.items() if k != "plain_port"}  # fmt: skip
     settings = replace(settings, zk_security=replace(settings.zk_security, **parts))
     if change.get("plain_port"):
-        settings = replace(settings, zk_hosts=secured.zookeeper.server.hosts + secured.chroot)
+        settings = replace(settings, zk_address=secured.zookeeper.server.hosts + secured.chroot)
     started = time.monotonic()
     with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
         pass
@@ -423,9 +434,9 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
     secure = secured.settings("bookkeeper")
     mixed = replace(
         secure,
-        zk_hosts=server.hosts + secured.chroot,
+        zk_address=server.hosts + secured.chroot,
         zk_security=ZkSecurity(),
-        bk_zk_hosts=server.secure_hosts + secured.chroot,
+        bk_zk_address=server.secure_hosts + secured.chroot,
         bk_zk_security=secure.zk_security,
     )
     found = survey(Settings.from_env(mixed.to_env()))
@@ -501,3 +512,186 @@ def test_a_dry_run_configured_by_a_brokers_conf_jaas_file_and_tls_settings(
     print(json.dumps({k: origins[k] for k in ("LEDGERGC_ZK_HOSTS", "LEDGERGC_ZK_JAAS")}, indent=1))
     assert origins["LEDGERGC_ZK_HOSTS"]["source"] == "broker.conf"
     assert "metadataStoreUrl" in origins["LEDGERGC_ZK_HOSTS"]["from"]
+
+
+# --- review of issue 28 ------------------------------------------------------------
+
+
+def test_the_configured_ca_is_the_only_one_trusted(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LEDGERGC_ZK_TLS_CA`` is the trust anchor, as the brokers' truststore is (a Java
+    truststore replaces the JDK's CAs): a server whose certificate another CA signed,
+    even one the system trusts (``SSL_CERT_FILE`` stands for the system's store), is
+    refused, before the client certificate or the SASL login reach it. Without the
+    setting, the system's CAs are the ones trusted."""
+    pki = secured.zookeeper.pki
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))  # the server's CA: "a public CA"
+    pinned = secured.settings("bookkeeper", tls_ca=str(pki.rogue_ca))
+    with pytest.raises(ConfigError) as err, MetadataStore.open(pinned):
+        pass
+    assert "certificate is not trusted" in str(err.value), err.value
+    assert "LEDGERGC_ZK_TLS_CA" in str(err.value)
+    # No CA named: the system's store (here, the server's CA) is trusted.
+    with MetadataStore.open(secured.settings("bookkeeper", tls_ca=None)) as store:
+        assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
+
+
+def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
+    secured: Secured,
+) -> None:
+    """The host name is checked by default (ZooKeeper's ``hostnameVerification``); the
+    fix offered is the server's certificate or the address, never turning the check off.
+    ``127.1`` is 127.0.0.1 by another name, which the server's certificate does not list
+    (it names 127.0.0.1 and localhost)."""
+    port = secured.zookeeper.server.secure_hosts.rpartition(":")[2]
+    settings = replace(secured.settings("bookkeeper"), zk_address=f"127.1:{port}{secured.chroot}")
+    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+        pass
+    message = str(err.value)
+    assert "does not name 127.1" in message, message
+    assert "subjectAltName" in message and "VERIFY_HOSTNAME" not in message, message
+    # Turned off by the operator, the chain is still verified: the session starts.
+    unchecked = replace(
+        settings, zk_security=replace(settings.zk_security, tls_verify_hostname=False)
+    )
+    with MetadataStore.open(unchecked) as store:
+        assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
+
+
+def test_a_session_leaves_no_tls_material_on_disk(
+    secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client key (unencrypted in memory, whatever its form in the settings) is
+    loaded into the session's TLS context and its file removed at once: nothing of it
+    is on disk while the session is open, nor after (in this test's temporary directory,
+    nor in the one an earlier session of this process may have used)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    usual = Path(tempfile.gettempdir())
+    before = _tls_files_in(usual)  # an older ledger-gc's, or another process's
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def keys_on_disk() -> list[Path]:
+        written = [*(_tls_files_in(usual) - before), *scratch.iterdir()]
+        found = [p for top in written for p in (top, *top.rglob("*")) if p.is_file()]
+        return [p for p in found if b"PRIVATE KEY" in p.read_bytes()]
+
+    pki = secured.zookeeper.pki
+    for settings in (
+        secured.settings("bookkeeper"),
+        secured.settings(
+            "bookkeeper",
+            tls_cert=str(pki.client_keystore),
+            tls_key=None,
+            tls_keystore_password=PASSWORD,
+        ),
+        pickle.loads(pickle.dumps(secured.settings("bookkeeper"))),  # PEM text, as shipped
+    ):
+        with MetadataStore.open(settings) as store:
+            assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
+            assert keys_on_disk() == []
+        assert keys_on_disk() == []
+    assert list(scratch.iterdir()) == []
+
+
+def test_no_private_key_is_left_on_disk_by_a_process_that_ends_like_a_pyspark_worker(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """PySpark's forked workers end with ``os._exit`` (pyspark/daemon.py): no ``atexit``
+    runs there, so nothing may rely on one to remove the key."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = (
+        "import os, pickle, sys\n"
+        "from ledger_gc.metadata import zk_client\n"
+        "s = pickle.loads(sys.stdin.buffer.read())\n"
+        "c = zk_client.connect(s); c.stop(); c.close()\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(secured.settings("bookkeeper")),
+        env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(scratch.rglob("*")) == []
+
+
+_opened: list[str] | None = None
+
+
+def _watch_opens(event: str, args: tuple[Any, ...]) -> None:
+    if _opened is not None and event == "open" and isinstance(args[0], str):
+        _opened.append(args[0])
+
+
+def test_a_session_reads_its_tls_material_and_jaas_file_once(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """From the environment to an open session on BookKeeper's ensemble (its own login
+    over Pulsar's TLS), each file the settings name is read once: the checks that run
+    as the settings are made read them, and the session uses what they read."""
+    global _opened
+    pki = secured.zookeeper.pki
+    jaas = tmp_path / "bookie_jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="bookkeeper"\n  password="bk-secret";\n};\n'
+    )
+    environ = {
+        "LEDGERGC_ZK_HOSTS": secured.zookeeper.server.secure_hosts + secured.chroot,
+        "LEDGERGC_ZK_TLS": "true",
+        "LEDGERGC_ZK_TLS_CA": str(pki.ca),
+        "LEDGERGC_ZK_TLS_CERT": str(pki.client_cert),
+        "LEDGERGC_ZK_TLS_KEY": str(pki.client_key),
+        "LEDGERGC_BK_ZK_JAAS": str(jaas),
+    }
+    sys.addaudithook(_watch_opens)  # (stays for the process; records only while set)
+    _opened = []
+    try:
+        settings = Settings.from_env(environ)
+        with MetadataStore.open(settings.bookkeeper_settings()) as store:
+            assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
+        opened, _opened = _opened, None
+    finally:
+        _opened = None
+    files = [str(pki.ca), str(pki.client_cert), str(pki.client_key), str(jaas)]
+    assert {name: opened.count(name) for name in files} == dict.fromkeys(files, 1)
+
+
+def test_bookkeeper_on_a_plain_port_beside_pulsars_tls(secured: Secured) -> None:
+    """Pulsar's ensemble behind TLS, BookKeeper's on a plain port:
+    ``LEDGERGC_BK_ZK_TLS=false`` takes none of Pulsar's TLS parts, and BookKeeper's
+    sessions keep Pulsar's SASL login (not said otherwise). With
+    ``LEDGERGC_BK_ZK_SASL_MECHANISM=none`` they log in as no one: the bookies' ledgers
+    (CREATOR_ALL) are refused to them, as they are to any anonymous client."""
+    from ledger_gc.bookkeeper.survey import survey
+
+    environ = {
+        **secured.settings("bookkeeper").to_env(),
+        "LEDGERGC_BK_ZK_HOSTS": secured.zookeeper.server.hosts + secured.chroot,
+        "LEDGERGC_BK_ZK_TLS": "false",
+    }
+    found = survey(Settings.from_env(environ))
+    assert found is not None
+    assert {c["ledger_id"] for c in found.candidates} == secured.orphans
+
+    anonymous = Settings.from_env({**environ, "LEDGERGC_BK_ZK_SASL_MECHANISM": "none"})
+    with pytest.raises(MetadataAccessError) as err:
+        survey(anonymous)
+    assert "no identity (anonymous) lacks READ" in str(err.value), err.value
+
+
+def test_a_jaas_file_that_is_not_utf8_exits_2_in_one_line(secured: Secured, tmp_path: Path) -> None:
+    jaas = tmp_path / "broker_jaas.conf"
+    jaas.write_bytes(
+        b"Client { org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        b' username="bookkeeper" password="p\xe4ss"; };\n'  # ISO-8859-1
+    )
+    done = run_cli(secured.settings(None), "status", env={"LEDGERGC_ZK_JAAS": str(jaas)})
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert f"LEDGERGC_ZK_JAAS={jaas} is not UTF-8" in line, line

@@ -133,9 +133,26 @@ def test_offload_keys_the_drivers_older_spelling_first_then_the_generic_one() ->
             "managedLedgerOffloadServiceEndpoint",
         ),
     }
-    # aliyun-oss has no older spelling: TieredStorageConfiguration reads the generic keys.
-    oss = {**conf, "managedLedgerOffloadDriver": "aliyun-oss"}
-    assert _values(oss)["LEDGERGC_OFFLOAD_BUCKET"] == ("new-bucket", "managedLedgerOffloadBucket")
+    # Only aws-s3 has an older spelling (TieredStorageConfiguration.getBackwardCompatibleKey:
+    # the AWS_S3 provider): for S3 and aliyun-oss, a stale s3ManagedLedgerOffloadBucket
+    # is not what the broker offloads to, the generic key is.
+    for driver in ("S3", "s3", "aliyun-oss"):
+        other = {**conf, "managedLedgerOffloadDriver": driver}
+        assert _values(other) == {
+            "LEDGERGC_OFFLOAD_BUCKET": ("new-bucket", "managedLedgerOffloadBucket"),
+            "LEDGERGC_OFFLOAD_S3_REGION": ("eu-west-1", "managedLedgerOffloadRegion"),
+            "LEDGERGC_OFFLOAD_S3_ENDPOINT": (
+                "http://minio:9000",
+                "managedLedgerOffloadServiceEndpoint",
+            ),
+        }, driver
+    only_old = {"managedLedgerOffloadDriver": "S3", "s3ManagedLedgerOffloadBucket": "stale"}
+    assert "LEDGERGC_OFFLOAD_BUCKET" not in _values(only_old)
+    # The driver's name is matched as Pulsar matches it, case aside.
+    assert _values({**conf, "managedLedgerOffloadDriver": "AWS-S3"})["LEDGERGC_OFFLOAD_BUCKET"] == (
+        "old-bucket",
+        "s3ManagedLedgerOffloadBucket",
+    )
     # No driver: tiered storage is off, whatever buckets the file lists.
     assert _values({**conf, "managedLedgerOffloadDriver": ""}) == {}
 
@@ -231,7 +248,7 @@ def test_the_variable_and_connections_win_over_the_broker_conf(tmp_path: Path) -
     conf = write(tmp_path, BROKER_CONF)
     settings = (
         Settings.from_env({})
-        .overridden_by("connection", "ledgergc_zookeeper", {"zk_hosts": "zk:conn:2181/c"})
+        .overridden_by("connection", "ledgergc_zookeeper", {"zk_address": "zk:conn:2181/c"})
         .with_values({"pulsar_conf": str(conf)}, source="ledgergc_settings")
         .with_broker_conf()
     )
@@ -282,3 +299,53 @@ def test_the_readmes_worked_example_reads_as_the_readme_says(tmp_path: Path) -> 
     expected = json.loads("{" + shown.replace("/home/me/broker.conf", str(path)) + "}")
     provenance = settings.provenance()
     assert {name: provenance[name] for name in expected} == expected
+
+
+def test_a_child_process_scans_the_bookkeeper_the_broker_conf_names(tmp_path: Path) -> None:
+    """spark-submit gets the values, not the file: BookKeeper's URL (its path the ledgers
+    root, its manager) must reach the Spark app whole (review 28, finding 1)."""
+    uri = "zk+longhierarchical://bk1:2181;bk2:2181/bk-east/ledgers"
+    conf = write(
+        tmp_path,
+        BROKER_CONF.replace("bookkeeperMetadataServiceUri=", f"bookkeeperMetadataServiceUri={uri}"),
+    )
+    settings = Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+    assert (settings.bookkeeper_root, settings.bookkeeper_manager) == (
+        "/bk-east/ledgers",
+        "longhierarchical",
+    )
+    env = settings.to_env()
+    assert "LEDGERGC_PULSAR_CONF" not in env
+    child = Settings.from_env(env)
+    assert (child.bookkeeper_hosts, child.bookkeeper_root, child.bookkeeper_manager) == (
+        "bk1:2181,bk2:2181",
+        "/bk-east/ledgers",
+        "longhierarchical",
+    )
+
+
+def test_an_explicitly_empty_setting_wins_over_the_broker_conf(tmp_path: Path) -> None:
+    """``LEDGERGC_OFFLOAD_BUCKET=`` is documented as "tiered storage off", and
+    ``LEDGERGC_BK_ZK_HOSTS=`` as "BookKeeper in Pulsar's store": set, even empty, they
+    are the operator's word, and a broker.conf only fills what nobody set."""
+    text = BROKER_CONF.replace(
+        "bookkeeperMetadataServiceUri=", "bookkeeperMetadataServiceUri=zk+null://bk:2181/ledgers"
+    )
+    conf = write(tmp_path, text)
+    settings = Settings.from_env(
+        {
+            "LEDGERGC_PULSAR_CONF": str(conf),
+            "LEDGERGC_OFFLOAD_BUCKET": "",
+            "LEDGERGC_BK_ZK_HOSTS": "",
+        }
+    )
+    assert settings.offload_bucket == ""
+    assert settings.bk_zk_hosts is None
+    assert settings.bookkeeper_hosts == settings.zk_hosts  # the broker.conf's Pulsar store
+    assert settings.offload_s3_region == "eu-west-1"  # not set: from the file
+    shown = settings.provenance()
+    assert shown["LEDGERGC_OFFLOAD_BUCKET"]["source"] == "env"
+    assert shown["LEDGERGC_BK_ZK_HOSTS"]["source"] == "env"
+    # Unset, the file's values stand.
+    unset = Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+    assert (unset.offload_bucket, unset.bk_zk_hosts) == ("pulsar-offload", "bk:2181")

@@ -15,7 +15,7 @@ from run_demo import STATE_DIR, pulsar_settings, runs_of
 
 def demo_store(state_dir: Path) -> Settings:
     return Settings(
-        zk_hosts="127.0.0.1:2181/ledger-gc-demo", bucket="ledger-gc-demo", state_dir=state_dir
+        zk_address="127.0.0.1:2181/ledger-gc-demo", bucket="ledger-gc-demo", state_dir=state_dir
     )
 
 

@@ -206,7 +206,7 @@ def test_too_many_orphan_bytes_is_refused_unless_forced() -> None:
 
 def test_settings_survive_the_trip_through_the_environment(tmp_path: Path) -> None:
     settings = Settings(
-        zk_hosts="zk1:2181,zk2:2181/chroot",
+        zk_address="zk1:2181,zk2:2181/chroot",
         zk_digest="gc:secret",
         s3_endpoint="http://127.0.0.1:9000",
         bucket="b",

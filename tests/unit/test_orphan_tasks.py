@@ -4,6 +4,7 @@ task's Rendered view shows them, and that nothing is written to the worker's env
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import zipfile
@@ -43,7 +44,7 @@ def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
     """Settings from a stub; no Spark connection (local[*])."""
     stub = Settings(bucket="b", state_dir=tmp_path, grace_seconds=5)
     monkeypatch.setattr(orphan_tasks, "settings_for", lambda params: stub)
-    monkeypatch.setattr(orphan_tasks, "spark_connection_master", lambda conn_id: None)
+    monkeypatch.setattr(orphan_tasks, "spark_connection", lambda conn_id: None)
     return stub
 
 
@@ -121,7 +122,7 @@ def test_credentials_reach_spark_submit_and_never_the_workers_environment(
     }
     monkeypatch.setattr(settings_hook, "_connection", lambda conn_id: connections.get(conn_id))
     monkeypatch.setattr(settings_hook, "_variable", dict)
-    monkeypatch.setattr(orphan_tasks, "spark_connection_master", lambda conn_id: None)
+    monkeypatch.setattr(orphan_tasks, "spark_connection", lambda conn_id: None)
     before = dict(os.environ)
 
     operator = _rendered("survey", {"grace_seconds": 7})
@@ -213,7 +214,7 @@ def test_the_zookeeper_connection_takes_pulsars_and_bookkeepers_forms(
         host="zk:zk1:2181,zk2:2181/pulsar",
         conn_id="ledgergc_zookeeper",
         conn_type="generic",
-        bk_zk_hosts="zk+hierarchical://bk1:2181;bk2:2181/bk/ledgers",
+        bk_zk_address="zk+hierarchical://bk1:2181;bk2:2181/bk/ledgers",
     )
     settings = settings_hook.LedgerGcHook().get_conn()
     assert settings.zk_hosts == "zk1:2181,zk2:2181/pulsar"
@@ -278,3 +279,125 @@ def test_the_zookeeper_connection_carries_tls_and_a_sasl_login(
     with pytest.raises(ConfigError) as err:
         settings_hook.LedgerGcHook().get_conn()
     assert "ledgergc_zookeeper" in str(err.value) and "zk_tls_cacert" in str(err.value)
+
+
+def test_a_chroot_beside_a_bookkeeper_url_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A ``zk+…://`` URL's path is BookKeeper's ledgers root, not a chroot: appended to
+    one, ``extra.chroot`` would become the ledgers root and leave Pulsar with none."""
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    for host in ("zk+null://zk1:2181;zk2:2181", "zk://zk1:2181", "ZK+hierarchical://zk1:2181"):
+        connections = {"ledgergc_zookeeper": _Conn(host=host, chroot="pulsar")}
+        monkeypatch.setattr(settings_hook, "_connection", connections.get)
+        with pytest.raises(ConfigError) as err:
+            settings_hook.LedgerGcHook().get_conn()
+        message = str(err.value)
+        assert message.startswith("Airflow connection ledgergc_zookeeper: host")
+        assert "extra.chroot" in message and "ledgers root" in message, message
+        assert "\n" not in message
+
+
+# --- secrets and the Spark provider's masters (review 28, finding 4) ---------------------
+
+SECRETS = ("digest-secret", "sasl-secret", "db-secret", "s3-secret-key")
+
+
+@pytest.fixture
+def secret_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    """Settings with a secret in every kind of place: digest auth, a SASL login, the state
+    store's URL, an S3-compatible store's static keys."""
+    from ledger_gc.zk_security import ZkSecurity
+
+    stub = Settings(
+        zk_digest="gc:digest-secret",
+        zk_security=ZkSecurity(
+            sasl_mechanism="DIGEST-MD5", sasl_username="bk", sasl_password="sasl-secret"
+        ),
+        state_url="postgresql+psycopg://gc:db-secret@db.internal:5432/ledgergc",
+        s3_endpoint="http://seaweedfs.internal:8333",
+        s3_access_key_id="store-key-id",
+        s3_secret_access_key="s3-secret-key",
+        state_dir=tmp_path,
+    )
+    monkeypatch.setattr(orphan_tasks, "settings_for", lambda params: stub)
+    return stub
+
+
+def _spark_default(monkeypatch: pytest.MonkeyPatch, master: str, **extra: str) -> None:
+    from airflow.sdk import Connection
+
+    connection = Connection(
+        conn_id="spark_default", conn_type="spark", host=master, extra=json.dumps(extra)
+    )
+    monkeypatch.setattr(orphan_tasks, "spark_connection", lambda conn_id: connection)
+
+
+@pytest.mark.parametrize(
+    ("master", "extra"),
+    [
+        ("yarn", {}),
+        ("yarn", {"deploy-mode": "cluster"}),
+        ("k8s://https://kube.example:6443", {"deploy-mode": "cluster"}),
+    ],
+)
+def test_no_secret_reaches_spark_submits_command_line_or_spark_conf(
+    secret_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    master: str,
+    extra: dict[str, str],
+) -> None:
+    """The Spark provider hands ``env_vars`` to a YARN or Kubernetes master as
+    ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``: on the command
+    line (``ps``) and in Spark conf (its UI, the event log). A task that would send a
+    secret that way is refused in one line naming the settings and the fix."""
+    _spark_default(monkeypatch, master, **extra)
+    with pytest.raises(ConfigError) as err:
+        _rendered("survey", {})
+    message = str(err.value)
+    print(message)
+    for name in (
+        "LEDGERGC_ZK_DIGEST",
+        "LEDGERGC_ZK_SASL_PASSWORD",
+        "LEDGERGC_STATE_URL",
+        "AWS_SECRET_ACCESS_KEY",
+    ):
+        assert name in message
+    assert master in message and "spark://" in message and "\n" not in message
+    assert not any(secret in message for secret in SECRETS)
+
+
+def test_settings_without_secrets_go_to_a_yarn_master_as_the_provider_sends_them(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spark_default(monkeypatch, "yarn")
+    operator = _rendered("survey", {})
+    command = operator._get_hook()._build_spark_submit_command(operator.application)
+    assert "spark.yarn.appMasterEnv.LEDGERGC_BUCKET=b" in command
+
+
+def test_a_kubernetes_master_in_client_mode_is_refused_in_one_line(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In client mode spark-submit's own process is the driver, but the provider gives a
+    Kubernetes master the settings only as ``spark.kubernetes.driverEnv.*``, which a
+    client-mode driver never reads: the app would run on the worker's environment."""
+    _spark_default(monkeypatch, "k8s://https://kube.example:6443")
+    with pytest.raises(ConfigError) as err:
+        _rendered("survey", {})
+    message = str(err.value)
+    assert "client mode" in message and "deploy-mode" in message and "\n" not in message
+
+
+def test_a_standalone_master_gets_the_secrets_in_spark_submits_environment_only(
+    secret_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spark_default(monkeypatch, "spark://spark-master.internal:7077")
+    operator = _rendered("survey", {})
+    hook = operator._get_hook()
+    command = hook._build_spark_submit_command(operator.application)
+    assert not any(secret in " ".join(command) for secret in SECRETS)
+    assert not any(secret in str(operator.conf) for secret in SECRETS)
+    assert hook._env == operator.env_vars
+    assert (operator.env_vars or {})["LEDGERGC_ZK_DIGEST"] == "gc:digest-secret"

@@ -84,3 +84,29 @@ def test_the_pulsar_cluster_setting_is_a_list_of_cluster_names() -> None:
         with pytest.raises(ConfigError, match="LEDGERGC_PULSAR_CLUSTER") as err:
             Settings.from_env({"LEDGERGC_PULSAR_CLUSTER": bad})
         assert "\n" not in str(err.value)
+
+
+def test_where_each_value_came_from_keeps_no_secret_in_clear() -> None:
+    """``origins`` go wherever the settings go (a pickle to every executor, a repr in a
+    traceback): they say where a value came from, never what a secret is."""
+    import pickle
+
+    secrets = ("digest-secret", "sasl-secret", "db-secret", "aws-secret", "params-secret")
+    settings = Settings.from_env(
+        {
+            "LEDGERGC_ZK_DIGEST": "gc:digest-secret",
+            "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+            "LEDGERGC_ZK_SASL_USERNAME": "bookkeeper",
+            "LEDGERGC_ZK_SASL_PASSWORD": "sasl-secret",
+            "LEDGERGC_STATE_URL": "postgresql+psycopg://gc:db-secret@db/ledgergc",
+            "AWS_ACCESS_KEY_ID": "AKIAKEYID",
+            "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        }
+    ).with_values({"zk_sasl_password": "params-secret"}, source="the run's params", kind="params")
+    kept = pickle.dumps(settings.origins) + repr(settings.origins).encode()
+    assert not [secret for secret in secrets if secret.encode() in kept]
+    # Still known, and still dropped when the value changes behind their back.
+    assert settings.source_of("LEDGERGC_ZK_SASL_PASSWORD") == "params"
+    assert settings.source_of("LEDGERGC_ZK_DIGEST") == "env"
+    changed = settings.with_overrides(zk_digest="gc:another")
+    assert changed.source_of("LEDGERGC_ZK_DIGEST") == "code"

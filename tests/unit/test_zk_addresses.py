@@ -71,7 +71,8 @@ INVALID = {
 def test_every_form_of_pulsar_and_bookkeeper_reads_as_kazoo_hosts(given: str) -> None:
     address = parse_zk_address("LEDGERGC_ZK_HOSTS", given)
     assert (address.hosts, address.ledgers_root, address.manager) == VALID[given]
-    assert address.given == given.strip()
+    # Its one spelling reads back as the same address (what a child process is handed).
+    assert parse_zk_address("LEDGERGC_ZK_HOSTS", address.text) == address
 
 
 @pytest.mark.parametrize("given", INVALID)
@@ -107,13 +108,9 @@ def test_the_settings_keep_kazoos_form_and_the_spelling_given() -> None:
     assert child.zk_hosts == settings.zk_hosts and child.bk_zk_hosts == settings.bk_zk_hosts
 
 
-def test_the_ledgers_root_of_an_address_yields_to_an_explicit_one() -> None:
+def test_where_the_ledgers_root_comes_from() -> None:
     url = "zk+hierarchical://bk1:2181/bk/ledgers"
     assert Settings.from_env({"LEDGERGC_BK_ZK_HOSTS": url}).bookkeeper_root == "/bk/ledgers"
-    explicit = Settings.from_env(
-        {"LEDGERGC_BK_ZK_HOSTS": url, "LEDGERGC_BK_LEDGERS_ROOT": "/ledgers"}
-    )
-    assert explicit.bookkeeper_root == "/ledgers"
     # metadata-store: keeps /ledgers below its chroot, as Pulsar's metadata driver reads it.
     pulsar = Settings.from_env({"LEDGERGC_BK_ZK_HOSTS": "metadata-store:zk:bk1:2181/bk"})
     assert (pulsar.bk_zk_hosts, pulsar.bookkeeper_root) == ("bk1:2181/bk", "/ledgers")
@@ -123,6 +120,9 @@ def test_the_ledgers_root_of_an_address_yields_to_an_explicit_one() -> None:
     # A BookKeeper URL for Pulsar's own ensemble: chroot-less, its path the ledgers root.
     shared = Settings.from_env({"LEDGERGC_ZK_HOSTS": "zk+null://zk1:2181/pulsar/ledgers"})
     assert (shared.zk_hosts, shared.bookkeeper_root) == ("zk1:2181", "/pulsar/ledgers")
+    # An explicit root below a chroot that names none.
+    explicit = {"LEDGERGC_BK_ZK_HOSTS": "bk1:2181/bk", "LEDGERGC_BK_LEDGERS_ROOT": "/l"}
+    assert Settings.from_env(explicit).bookkeeper_root == "/l"
 
 
 def test_status_shows_the_spelling_given_and_the_form_kept() -> None:
@@ -146,3 +146,85 @@ def test_the_settings_pickle_with_the_spelling_given() -> None:
     copy = pickle.loads(pickle.dumps(settings))
     assert copy == settings
     assert (copy.bookkeeper_root, copy.bookkeeper_manager) == ("/bk", "flat")
+
+
+# --- every copy of the settings names the BookKeeper the task names (review 28, 1) ------
+
+#: Each form an operator can give, as Pulsar's own address (BookKeeper in Pulsar's store)
+#: or as BookKeeper's: a spark-submit child (``to_env``), an executor (a pickle) and any
+#: copy must scan the same root of the same ensemble with the same manager.
+ADDRESS_FORMS = [
+    ("LEDGERGC_BK_ZK_HOSTS", "zk+hierarchical://bk1:2181;bk2:2181/bk-east/ledgers"),
+    ("LEDGERGC_BK_ZK_HOSTS", "zk+longhierarchical://bk1:2181/custom"),
+    ("LEDGERGC_BK_ZK_HOSTS", "zk+null://bk1:2181/bk/ledgers"),
+    ("LEDGERGC_BK_ZK_HOSTS", "zk://bk1:2181/other-ledgers/"),
+    ("LEDGERGC_BK_ZK_HOSTS", "metadata-store:zk:bk1:2181;bk2:2181/bk?batchingEnabled=false"),
+    ("LEDGERGC_BK_ZK_HOSTS", "zk:bk1:2181/bk"),
+    ("LEDGERGC_BK_ZK_HOSTS", "bk1:2181,bk2:2181/bk"),
+    ("LEDGERGC_BK_ZK_HOSTS", "[::1]:2181,bk2/bk"),
+    ("LEDGERGC_ZK_HOSTS", "zk+flat://zk1:2181/pulsar/ledgers"),
+    ("LEDGERGC_ZK_HOSTS", "metadata-store:zk:zk1:2181/pulsar"),
+    ("LEDGERGC_ZK_HOSTS", "zk:zk1:2181/pulsar"),
+    ("LEDGERGC_ZK_HOSTS", "zk1:2181,zk2:2181/pulsar"),
+]
+
+
+def _what_bookkeeper_scans(settings: Settings) -> tuple[object, ...]:
+    bookkeeper = settings.bookkeeper_settings()
+    return (
+        settings.zk_hosts,
+        settings.zk_chroot,
+        settings.bookkeeper_hosts,
+        settings.bookkeeper_root,
+        settings.bookkeeper_manager,
+        bookkeeper.zk_hosts,
+        bookkeeper.bookkeeper_root,
+    )
+
+
+@pytest.mark.parametrize(("variable", "address"), ADDRESS_FORMS)
+def test_every_copy_of_the_settings_scans_the_bookkeeper_the_task_scans(
+    variable: str, address: str
+) -> None:
+    import dataclasses
+    import pickle
+
+    task = Settings.from_env({variable: address})
+    copies = {
+        "spark-submit's child (to_env, from_env)": Settings.from_env(task.to_env()),
+        "an executor's (a pickle)": pickle.loads(pickle.dumps(task)),
+        "a copy with another change": task.with_overrides(grace_seconds=5),
+        "a copy without provenance": dataclasses.replace(task, origins={}),
+        "a child of a child": Settings.from_env(Settings.from_env(task.to_env()).to_env()),
+    }
+    for how, copy in copies.items():
+        assert _what_bookkeeper_scans(copy) == _what_bookkeeper_scans(task), how
+
+
+def test_a_ledgers_root_that_contradicts_the_urls_path_is_one_line() -> None:
+    url = "zk+hierarchical://bk1:2181/bk/ledgers"
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({"LEDGERGC_BK_ZK_HOSTS": url, "LEDGERGC_BK_LEDGERS_ROOT": "/ledgers"})
+    message = str(err.value)
+    assert message.startswith("LEDGERGC_BK_LEDGERS_ROOT='/ledgers' contradicts")
+    assert url in message and "/bk/ledgers" in message and "\n" not in message
+    # Pulsar's address in BookKeeper's form names BookKeeper's root too.
+    with pytest.raises(ConfigError, match="LEDGERGC_ZK_HOSTS"):
+        Settings.from_env(
+            {"LEDGERGC_ZK_HOSTS": "zk+null://zk1:2181/a", "LEDGERGC_BK_LEDGERS_ROOT": "/b"}
+        )
+    # The same root said twice is no contradiction; a chroot's address names no root.
+    same = {"LEDGERGC_BK_ZK_HOSTS": url, "LEDGERGC_BK_LEDGERS_ROOT": "/bk/ledgers"}
+    assert Settings.from_env(same).bookkeeper_root == "/bk/ledgers"
+    chroot = {"LEDGERGC_BK_ZK_HOSTS": "zk:bk1:2181/bk", "LEDGERGC_BK_LEDGERS_ROOT": "/l"}
+    assert Settings.from_env(chroot).bookkeeper_root == "/l"
+
+
+def test_each_server_is_a_host_and_a_port_to_connect_to() -> None:
+    """The one reader of a host list also says where each server is (ZooKeeper's port
+    where none is given; an IPv6 literal's brackets are the address's syntax, not its
+    host), so no second parser reads it another way."""
+    address = parse_zk_address("LEDGERGC_ZK_HOSTS", "[::1],[fe80::1%eth0]:2281,zk3/pulsar")
+    assert address.server_addresses() == [("::1", 2181), ("fe80::1%eth0", 2281), ("zk3", 2181)]
+    assert address.hosts == "[::1],[fe80::1%eth0]:2281,zk3/pulsar"
+    assert Settings.from_env({"LEDGERGC_ZK_HOSTS": address.hosts}).zk_chroot == "/pulsar"

@@ -8,10 +8,11 @@ driver's host.
 from __future__ import annotations
 
 import pickle
+import ssl
 from pathlib import Path
 
 import pytest
-from pki import CA, CLIENT, OTHER, truststore
+from pki import CA, CLIENT, OTHER, issue, truststore
 
 from ledger_gc import jaas
 from ledger_gc.errors import ConfigError
@@ -20,6 +21,7 @@ from ledger_gc.zk_security import ZkSecurity
 
 FILES = Path(__file__).resolve().parent / "zk_security_files"
 BROKER_JAAS = FILES / "broker_jaas.conf"
+CA_NAME = "ledger-gc test CA"
 
 
 def env(**values: str) -> dict[str, str]:
@@ -189,7 +191,9 @@ def test_sasl_from_settings_or_from_the_brokers_jaas_file() -> None:
         "DIGEST-MD5", "gc", "pw"
     )
     from_jaas = Settings.from_env(env(zk_jaas=str(BROKER_JAAS)))
-    assert from_jaas.zk_security.configured_identity(lambda part: part) == "sasl:bookkeeper"
+    assert from_jaas.zk_security.login(lambda part: part) == jaas.ZooKeeperLogin(
+        "DIGEST-MD5", "bookkeeper", 'bk "quoted" secret'
+    )
 
 
 @pytest.mark.parametrize(
@@ -255,12 +259,12 @@ def test_bookkeepers_settings_fall_back_to_pulsars_part_by_part() -> None:
     assert bookkeeper.zk_security.sasl_username == "bookkeeper"
     assert settings.zk_security.sasl_username == "pulsar"
     # Same ensemble, another identity: a session of its own all the same.
-    same_hosts = settings.with_overrides(bk_zk_hosts=None)
+    same_hosts = settings.with_overrides(bk_zk_address=None)
     assert same_hosts.bookkeeper_settings() is not same_hosts
     assert same_hosts.bookkeeper_settings().zk_security.sasl_username == "bookkeeper"
     # Nothing of BookKeeper's own: Pulsar's session is BookKeeper's.
     plain = Settings.from_env(env(zk_tls="true"))
-    assert plain.bookkeeper_settings() is plain
+    assert plain.bookkeeper_settings() == plain
     # BookKeeper's TLS off while Pulsar's is on: false is a value, not "unset".
     off = Settings.from_env(env(zk_tls="true", bk_zk_tls="false"))
     assert not off.bookkeeper_security.uses_tls
@@ -322,3 +326,174 @@ def test_the_rendered_view_masks_the_sasl_password_and_a_pem_key(
     assert environment["LEDGERGC_ZK_SASL_PASSWORD"] == "s3cret"
     assert {"s3cret", CLIENT.key_pem()} <= set(masked)
     assert CLIENT.cert_pem not in masked  # a certificate is public
+
+
+# --- review of issue 28 --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        dict(zk_tls_cert=CLIENT.cert_pem + CLIENT.key_pem()),  # the key in the cert's PEM
+        dict(zk_tls_cert=CLIENT.cert_pem, zk_tls_key=CLIENT.key_pem()),
+        dict(zk_tls_ca=CA.cert_pem + CLIENT.key_pem(), zk_tls_cert=CLIENT.cert_pem)
+        | dict(zk_tls_key=CLIENT.key_pem()),  # a bundle pasted whole into the CA too
+    ],
+    ids=["cert-with-its-key", "key", "ca-with-a-key"],
+)
+def test_an_inline_private_key_is_a_secret_in_every_tls_part(
+    values: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Any PEM text holding a PRIVATE KEY is a secret, whichever TLS setting holds it:
+    masked by ``status --json`` (``provenance``), listed by ``secrets()`` (Airflow's
+    masker: the Rendered view of the Spark tasks' environment)."""
+    import json
+
+    import airflow.sdk.log
+
+    from ledger_gc.airflow import orphan_tasks
+
+    settings = Settings.from_env(env(zk_tls="true", state_dir=str(tmp_path)) | env(**values))
+    assert "PRIVATE KEY" not in json.dumps(settings.provenance())
+    secrets = settings.secrets()
+    for name, value in values.items():
+        if "PRIVATE KEY" in value:
+            assert value.strip() in {secret.strip() for secret in secrets}, name
+    masked: list[str] = []
+    monkeypatch.setattr(airflow.sdk.log, "mask_secret", masked.append)
+    orphan_tasks.submit_env(settings, local_master=True)
+    for value in values.values():
+        if "PRIVATE KEY" in value:
+            assert any(value.strip() == secret.strip() for secret in masked)
+    assert CLIENT.cert_pem not in masked  # a certificate alone is public
+
+
+def test_a_jaas_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    latin1 = tmp_path / "broker_jaas.conf"
+    latin1.write_bytes(
+        b"Client { org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        b' username="bookkeeper" password="p\xe4ss"; };\n'  # ISO-8859-1
+    )
+    message = refused(
+        env(zk_sasl_mechanism="DIGEST-MD5", zk_jaas=str(latin1)),
+        f"LEDGERGC_ZK_JAAS={latin1}",
+        "not UTF-8",
+    )
+    assert "p\\xe4ss" not in message and "pss" not in message
+
+
+def test_a_jaas_value_naming_a_property_is_refused_without_echoing_it() -> None:
+    """A ``${`` in a value is refused (only the JVM expands it), but the value may be a
+    password that happens to hold one: the error names the option, never its value."""
+    text = (
+        "Client { org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        ' username="bookkeeper" password="s3cr${et"; };'
+    )
+    with pytest.raises(ConfigError) as err:
+        jaas.zookeeper_login(text, "LEDGERGC_ZK_JAAS=/etc/jaas.conf")
+    message = str(err.value)
+    assert "line 2" in message and "password" in message and "system property" in message
+    assert "s3cr" not in message and "${et" not in message
+
+
+def _pulsar_tls_and_sasl(pem: dict[str, str]) -> dict[str, str]:
+    return env(zk_hosts="zk-pulsar:2281/pulsar", zk_tls="true", zk_tls_ca=pem["ca"]) | env(
+        zk_tls_cert=pem["cert"],
+        zk_tls_key=pem["key"],
+        zk_sasl_mechanism="DIGEST-MD5",
+        zk_sasl_username="pulsar",
+        zk_sasl_password="p",
+    )
+
+
+def test_bookkeeper_tls_false_stops_inheriting_pulsars_tls(pem: dict[str, str]) -> None:
+    """BookKeeper's ensemble may be plain beside a TLS Pulsar ensemble: an explicit
+    ``LEDGERGC_BK_ZK_TLS=false`` takes none of Pulsar's TLS parts (its CA, certificate,
+    key), as a bookie's JVM without ``zookeeper.client.secure`` uses none of them."""
+    settings = Settings.from_env(
+        _pulsar_tls_and_sasl(pem) | env(bk_zk_hosts="zk-bookkeeper:2181", bk_zk_tls="false")
+    )
+    bookkeeper = settings.bookkeeper_settings().zk_security
+    assert not bookkeeper.uses_tls
+    assert (bookkeeper.tls_ca, bookkeeper.tls_cert, bookkeeper.tls_key) == (None, None, None)
+    assert bookkeeper.sasl_username == "pulsar"  # SASL still Pulsar's: only TLS was said
+    assert settings.zk_security.tls_ca == pem["ca"]
+    again = Settings.from_env(settings.to_env())
+    assert not again.bookkeeper_security.uses_tls and again.zk_security.uses_tls
+    # BookKeeper's own TLS part while its TLS is off is still a mistake.
+    refused(
+        _pulsar_tls_and_sasl(pem) | env(bk_zk_tls="false", bk_zk_tls_ca=pem["ca"]),
+        "LEDGERGC_BK_ZK_TLS_CA is set but LEDGERGC_BK_ZK_TLS is not true",
+    )
+
+
+@pytest.mark.parametrize("none", ["", "none", "NONE"])
+def test_bookkeeper_sasl_mechanism_none_stops_inheriting_pulsars_login(
+    pem: dict[str, str], none: str, tmp_path: Path
+) -> None:
+    """An explicit empty (or ``none``) ``LEDGERGC_BK_ZK_SASL_MECHANISM``: BookKeeper's
+    sessions log in with no SASL at all, not with Pulsar's login (its JAAS file or its
+    username and password)."""
+    for pulsar_login in (
+        env(zk_sasl_mechanism="DIGEST-MD5", zk_sasl_username="pulsar", zk_sasl_password="p"),
+        env(zk_jaas=str(BROKER_JAAS)),
+    ):
+        settings = Settings.from_env(pulsar_login | env(bk_zk_sasl_mechanism=none))
+        bookkeeper = settings.bookkeeper_settings().zk_security
+        assert not bookkeeper.uses_sasl
+        assert bookkeeper.login(lambda part: part) is None
+        assert settings.zk_security.uses_sasl
+        again = Settings.from_env(settings.to_env())
+        assert not again.bookkeeper_security.uses_sasl and again.zk_security.uses_sasl
+        shipped = pickle.loads(pickle.dumps(settings))
+        assert not shipped.bookkeeper_security.uses_sasl
+    refused(
+        env(bk_zk_sasl_mechanism=none, bk_zk_sasl_username="bookkeeper"),
+        "LEDGERGC_BK_ZK_SASL_USERNAME is set but LEDGERGC_BK_ZK_SASL_MECHANISM is",
+    )
+
+
+def test_the_tls_context_trusts_the_configured_ca_alone(
+    pem: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One context for kazoo's connections and the diagnosis (``zk_tls``): the CA named is
+    the only one trusted (the system's store, here ``SSL_CERT_FILE``, is not added); with
+    none named, the system's store is the one."""
+    from ledger_gc.metadata.zk_tls import tls_context
+
+    system = tmp_path / "system-ca.pem"
+    system.write_text(issue("a public CA", ca=True).cert_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))
+    names = str  # a part names itself
+    pinned = tls_context(ZkSecurity(tls=True, tls_ca=pem["ca"]), names)
+    assert [c["subject"] for c in pinned.get_ca_certs()] == [((("commonName", CA_NAME),),)]
+    assert pinned.check_hostname
+    system_only = tls_context(ZkSecurity(tls=True, tls_verify_hostname=False), names)
+    assert [c["subject"] for c in system_only.get_ca_certs()] == [
+        ((("commonName", "a public CA"),),)
+    ]
+    assert not system_only.check_hostname
+    assert system_only.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_settings_made_anew_read_the_files_anew(pem: dict[str, str]) -> None:
+    """What the files held is kept with the settings made from them (and their copies),
+    never across settings made anew: a rotated certificate is the next settings'."""
+    first = Settings.from_env(env(zk_tls="true", zk_tls_ca=pem["ca"]))
+    Path(pem["ca"]).write_text(OTHER.cert_pem)
+    assert first.zk_security.trusted_cas(lambda part: part) == CA.cert_pem.encode()
+    again = Settings.from_env(env(zk_tls="true", zk_tls_ca=pem["ca"]))
+    assert again.zk_security.trusted_cas(lambda part: part) == OTHER.cert_pem.encode()
+
+
+def test_the_diagnosis_probes_the_servers_kazoo_tried() -> None:
+    """``zk_diagnose`` reads the connect string as kazoo does: a bracketed IPv6 address
+    without a port is that address on 2181, not a host named ``:``."""
+    from ledger_gc.metadata.zk_diagnose import servers
+
+    assert servers("[::1]") == [("::1", 2181)]
+    assert servers("[::1]:2281,zk-1:2282,zk-2/pulsar") == [
+        ("::1", 2281),
+        ("zk-1", 2282),
+        ("zk-2", 2181),
+    ]

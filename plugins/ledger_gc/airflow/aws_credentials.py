@@ -21,20 +21,25 @@ never sends an assume-role to the S3 ``endpoint_url``).
 
 And what a Spark application gets (``for_spark``): the driver's and executors' clients
 are built from the settings that the task hands them (spark-submit's environment, the
-tasks' closures), never from Spark conf. Temporary credentials (a role, web identity, a
-session token) are handed over as they are. No credentials: none, and each executor uses
-its own default chain (an instance profile, IRSA). Long-lived AWS keys never leave this
-worker for a cluster: they are exchanged for temporary ones first (STS
-``GetSessionToken``), and a worker that cannot exchange them refuses in one line. With a
-local master the executors are this worker's own processes, and an S3-compatible store
-with no STS (SeaweedFS, MinIO, Ceph at a custom endpoint) has only its static keys: those
-are handed over as they are.
+tasks' closures). Temporary credentials (a role, web identity, a session token) are
+handed over as they are. No credentials: none, and each executor uses its own default
+chain (an instance profile, IRSA). Long-lived AWS keys never leave this worker for a
+cluster: they are exchanged for temporary ones first (STS ``GetSessionToken``), and a
+worker that cannot exchange them refuses in one line. That holds for every store on AWS,
+also one named by its endpoint (regional, FIPS, dual-stack, a VPC endpoint: any host of
+an AWS partition's domains, as botocore lists them). With a local master the executors
+are this worker's own processes; and an S3-compatible store that is not AWS and has no
+STS (SeaweedFS, MinIO, Ceph at a custom endpoint) has only its static keys: those are
+handed over as they are. (A task never hands secrets to a master that would show them
+on spark-submit's command line: ``orphan_tasks.check_spark_master``.)
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
@@ -61,26 +66,20 @@ class ConnectionAwsHook(AwsBaseHook):
         return self.connection
 
 
-def names_identity(connection: Any) -> bool:
-    """Whether the connection says who to be (keys, a role, a profile); otherwise boto3's
-    default chain stands, in every process for itself."""
-    config = ConnectionAwsHook(connection).conn_config
-    return bool(config.aws_access_key_id or config.role_arn or config.profile_name)
-
-
 def connection_credentials(connection: Any) -> dict[str, Any]:
     """The settings' credentials from the connection (``s3_access_key_id``, ...), as the
     provider resolves them: a role assumed now (temporary credentials), the keys, a
-    profile's. Empty when the connection names no identity. A failure (STS refused the
-    role, no source credentials) is one line naming the connection."""
-    if not names_identity(connection):
-        return {}
+    profile's. Empty when the connection names no identity (keys, a role, a profile):
+    then boto3's default chain stands, in every process for itself. A failure (STS
+    refused the role, no source credentials) is one line naming the connection."""
     hook = ConnectionAwsHook(connection)
+    config = hook.conn_config
+    if not (config.aws_access_key_id or config.role_arn or config.profile_name):
+        return {}
     try:
         credentials = hook.get_credentials()
     except Exception as exc:  # botocore's and the provider's errors alike
-        role = hook.conn_config.role_arn
-        what = f"assuming role {role}" if role else "reading its credentials"
+        what = f"assuming role {config.role_arn}" if config.role_arn else "reading its credentials"
         raise ConfigError(
             f"Airflow connection {connection.conn_id}: {what} failed ({_reason(exc)}); check "
             "its keys, role_arn and service_config.sts.endpoint_url"
@@ -94,16 +93,20 @@ def connection_credentials(connection: Any) -> dict[str, Any]:
 
 def for_spark(settings: Settings, connection: Any | None, *, local_master: bool) -> Settings:
     """The settings a Spark application is handed: temporary credentials, none (the
-    executors' own chain), or, where nothing else can be had, a store's static keys (see
-    the module's docstring)."""
+    executors' own chain), or, for a store that is not AWS and has no STS, its static
+    keys (see the module's docstring)."""
     if not settings.s3_access_key_id or settings.s3_session_token or local_master:
         return settings
-    sts_endpoint = _sts_endpoint(connection)
-    if settings.s3_endpoint and sts_endpoint is None:
+    config = ConnectionAwsHook(connection).conn_config if connection is not None else None
+    # The connection's own STS (never its S3 endpoint_url), as the provider resolves it.
+    sts_endpoint = (
+        config.get_service_endpoint_url("sts", sts_connection_assume=True) if config else None
+    )
+    if sts_endpoint is None and not any(map(is_aws_endpoint, _endpoints(settings))):
         log.info(
-            "S3 at %s: a store with no STS; its static keys go to the Spark application "
-            "(through spark-submit's environment and the tasks, never Spark conf)",
-            settings.s3_endpoint,
+            "S3 at %s is not AWS and has no STS: its static keys go to the Spark "
+            "application as they are",
+            ", ".join(sorted(endpoint for endpoint in _endpoints(settings) if endpoint)),
         )
         return settings
     extra = (connection.extra_dejson or {}) if connection is not None else {}
@@ -144,13 +147,37 @@ def for_spark(settings: Settings, connection: Any | None, *, local_master: bool)
     )
 
 
-def _sts_endpoint(connection: Any | None) -> str | None:
-    """The connection's own STS endpoint (``service_config.sts.endpoint_url``), if any."""
-    if connection is None:
-        return None
-    service = ((connection.extra_dejson or {}).get("service_config") or {}).get("sts") or {}
-    endpoint = service.get("endpoint_url")
-    return str(endpoint) if endpoint else None
+def _endpoints(settings: Settings) -> set[str | None]:
+    """Every S3 endpoint the application uses the keys with (None: AWS's own): the
+    store's, and the offload bucket's when tiered storage is on."""
+    endpoints = {settings.s3_endpoint}
+    if settings.offload_bucket:
+        endpoints.add(settings.offload_s3_endpoint or settings.s3_endpoint)
+    return endpoints
+
+
+def is_aws_endpoint(endpoint: str | None) -> bool:
+    """Whether an S3 endpoint is AWS's own: none (boto3's default), or a host in one of
+    the domains of AWS's partitions as botocore knows them (``amazonaws.com`` with its
+    FIPS, dual-stack and VPC endpoint hosts, ``api.aws``, ``amazonaws.com.cn``, the
+    isolated partitions'). Such a store has AWS's STS, whatever its endpoint says."""
+    if not endpoint:
+        return True
+    host = (urlsplit(endpoint).hostname or "").lower().rstrip(".")
+    return any(host == domain or host.endswith("." + domain) for domain in _aws_domains())
+
+
+@functools.cache
+def _aws_domains() -> frozenset[str]:
+    from botocore.loaders import create_loader
+
+    partitions = create_loader().load_data("partitions")["partitions"]
+    return frozenset(
+        domain
+        for partition in partitions
+        for key in ("dnsSuffix", "dualStackDnsSuffix")
+        if (domain := partition["outputs"].get(key))
+    )
 
 
 def _reason(exc: Exception) -> str:

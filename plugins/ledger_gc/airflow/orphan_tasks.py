@@ -41,6 +41,7 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from ledger_gc.airflow.settings_hook import settings_for, spark_settings
+from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,63 @@ def spark_connection(conn_id: str) -> Connection | None:
         return None
 
 
-def spark_connection_master(conn_id: str) -> str | None:
-    """The connection's master, or None when there is no such connection."""
-    conn = spark_connection(conn_id)
-    return None if conn is None else str(conn.host or "")
+def spark_master(conn: Connection) -> str:
+    """The master the Spark provider submits to for ``conn``, derived as its hook derives
+    it (``SparkSubmitHook._resolve_connection``): the host of a ``spark`` connection that
+    is a URL or has no port (``yarn``, ``local[*]``, ``k8s://https://…``), else
+    ``<conn_type>://<host>[:port]`` (``spark://master:7077``)."""
+    host = str(conn.host or "")
+    if conn.conn_type == "spark" and host and ("://" in host or not conn.port):
+        master = host
+    else:
+        master = f"{conn.conn_type}://{host}"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
+#: Masters to which the Spark provider hands ``env_vars`` as Spark conf on spark-submit's
+#: command line (``SparkSubmitHook._build_spark_common_args``: ``yarn`` or ``k8s`` in
+#: the master), and the conf they become. Any other master gets them as spark-submit's
+#: process environment only.
+ENV_AS_SPARK_CONF = {"yarn": "spark.yarn.appMasterEnv.", "k8s": "spark.kubernetes.driverEnv."}
+
+
+def check_spark_master(settings: Settings, conn: Connection | None, conn_id: str) -> None:
+    """Refuse, in one line, a master that the settings cannot safely reach.
+
+    For YARN and Kubernetes the Spark provider puts every ``env_vars`` entry on
+    spark-submit's command line as Spark conf (``ENV_AS_SPARK_CONF``): ``ps`` on the
+    worker, the Spark UI's environment page and the event log show it, and Spark's own
+    redaction does not know ``LEDGERGC_ZK_DIGEST`` or ``LEDGERGC_STATE_URL``. So no
+    setting that holds a secret (``Settings.secret_settings``) goes there: the task
+    refuses rather than leak. And a Kubernetes master in client mode gets the settings
+    nowhere (``spark.kubernetes.driverEnv`` is a driver pod's; a client-mode driver is
+    spark-submit's own process, which the provider gives this worker's environment):
+    its app would run on other settings than the task's.
+    """
+    if conn is None:
+        return
+    master = spark_master(conn)
+    conf = next((prefix for word, prefix in ENV_AS_SPARK_CONF.items() if word in master), None)
+    if conf is None:
+        return
+    deploy_mode = (conn.extra_dejson or {}).get("deploy-mode")
+    if conf == ENV_AS_SPARK_CONF["k8s"] and deploy_mode != "cluster":
+        raise ConfigError(
+            f"the {conn_id} connection's master {master} runs the driver in client mode, "
+            f"where the Spark provider's {conf}* settings reach no process (the app would "
+            f"run on this worker's environment, not the task's settings); set the "
+            f"connection's extra deploy-mode to cluster"
+        )
+    secret = settings.secret_settings()
+    if secret:
+        raise ConfigError(
+            f"the {conn_id} connection's master {master} would get the settings as Spark "
+            f"conf ({conf}*) on spark-submit's command line, where ps, the Spark UI and "
+            f"its event log show them, and {', '.join(secret)} hold secrets; submit to a "
+            "spark:// or local master, or leave those unset here and let the cluster's "
+            "nodes bring their own (an instance profile or IRSA for S3, a JAAS file for "
+            "ZooKeeper SASL, PGPASSFILE for the state store)"
+        )
 
 
 def local_spark_connection(conn_id: str) -> Connection:
@@ -248,15 +302,17 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         super().render_template_fields(context, jinja_env)
         from ledger_gc.library_zip import library_zip
 
-        master = spark_connection_master(self.spark_conn_id)
-        local = master is None or master.startswith("local")
+        conn = spark_connection(self.spark_conn_id)
+        local = conn is None or spark_master(conn).startswith("local")
         params = context["params"]
+        settings = settings_for(params)
+        check_spark_master(settings, conn, self.spark_conn_id)
         self.application_args = self.application_args or app_args(
             self.step, context["run_id"], params
         )
         self.py_files = ",".join(p for p in (str(library_zip()), self.py_files) if p)
         self.env_vars = {
-            **submit_env(settings_for(params), local_master=local),
+            **submit_env(settings, local_master=local),
             **(self.env_vars or {}),
         }
         if local:

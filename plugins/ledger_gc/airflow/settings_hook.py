@@ -34,13 +34,14 @@ ones, or none (the executors' own chain); long-lived AWS keys never reach a clus
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow.sdk import BaseHook
 
 from ledger_gc.errors import ConfigError
 from ledger_gc.settings import Settings
+from ledger_gc.zk_addresses import is_bookkeeper_url
 
 ZK_CONN_ID = "ledgergc_zookeeper"
 S3_CONN_ID = "ledgergc_s3"
@@ -88,15 +89,24 @@ def zookeeper_overrides(conn: Any) -> dict[str, Any]:
     chroot = str(extra.get("chroot", "")).strip("/")
     changes: dict[str, Any] = {}
     if host:
+        if chroot and is_bookkeeper_url(host):
+            # Appended, the chroot would become the URL's path: BookKeeper's ledgers
+            # root, with Pulsar's metadata left at the ensemble's root.
+            raise ConfigError(
+                f"Airflow connection {ZK_CONN_ID}: host {host!r} is BookKeeper's URL, whose "
+                f"path is the ledgers root, not a chroot, and extra.chroot is {chroot!r}; "
+                "drop extra.chroot, or give the host as a host list (zk1:2181,zk2:2181) "
+                "with it"
+            )
         if chroot and ("/" in host.split("://")[-1]):
             raise ConfigError(
                 f"Airflow connection {ZK_CONN_ID}: host {host!r} has a path and extra.chroot "
                 f"is {chroot!r}; give the chroot once"
             )
-        changes["zk_hosts"] = host + (f"/{chroot}" if chroot else "")
-    for key in ("bk_zk_hosts", "bk_ledgers_root"):
+        changes["zk_address"] = host + (f"/{chroot}" if chroot else "")
+    for key, field in (("bk_zk_hosts", "bk_zk_address"), ("bk_ledgers_root", "bk_ledgers_root")):
         if extra.get(key):
-            changes[key] = str(extra[key])
+            changes[field] = str(extra[key])
     if conn.login and not extra.get("zk_sasl_mechanism"):
         changes["zk_digest"] = f"{conn.login}:{conn.password or ''}"
     return changes
@@ -151,6 +161,47 @@ def apply_mapping(
     return settings.with_values(values, source=source)
 
 
+def assemble_settings(
+    connection: Callable[[str], Any | None],
+    variable: Callable[[], Mapping[str, Any]],
+    params: Mapping[str, Any] | None = None,
+    *,
+    zookeeper_conn_id: str = ZK_CONN_ID,
+    s3_conn_id: str = S3_CONN_ID,
+    s3_credentials: bool = True,
+) -> Settings:
+    """The effective settings, whoever reads Airflow's connections and variable: the
+    environment, the connections, the variable, then ``params`` (every key of which must
+    be a setting), and last a broker.conf for whatever is still unset.
+
+    ``connection(conn_id)`` (None: not defined) and ``variable()`` read them: the Task SDK
+    in a task (``LedgerGcHook``), the core models in the API server (the plugin's page),
+    so that the page sees what the tasks see. ``s3_credentials``: resolve the S3
+    connection's identity (a role is assumed then); the page, which reads no bucket,
+    does without."""
+    settings = Settings.from_env()
+    zk = connection(zookeeper_conn_id)
+    if zk is not None:
+        settings = _from_connection(settings, zookeeper_conn_id, zookeeper_overrides(zk))
+        settings = settings.with_values(
+            zookeeper_security(zk),
+            source=f"Airflow connection {zookeeper_conn_id}",
+            kind="connection",
+        )
+    s3 = connection(s3_conn_id)
+    if s3 is not None:
+        changes = s3_overrides(s3)
+        if s3_credentials:
+            from ledger_gc.airflow.aws_credentials import connection_credentials
+
+            changes.update(connection_credentials(s3))
+        settings = _from_connection(settings, s3_conn_id, changes)
+    settings = apply_mapping(settings, variable())
+    settings = settings.with_values(params or {}, source="the run's params", kind="params")
+    # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
+    return settings.with_broker_conf()
+
+
 class LedgerGcHook(BaseHook):
     """The settings of ledger-gc's tasks, from Airflow's connections, variable and params.
 
@@ -176,27 +227,16 @@ class LedgerGcHook(BaseHook):
         return self.get_settings()
 
     def get_settings(self, params: Mapping[str, Any] | None = None) -> Settings:
-        """The effective settings: env, connections, the variable, then ``params``
-        (every key of which must be a setting; ``settings_for`` picks them from a run's)."""
-        settings = Settings.from_env()
-        zk = _connection(self.zookeeper_conn_id)
-        if zk is not None:
-            settings = _from_connection(settings, self.zookeeper_conn_id, zookeeper_overrides(zk))
-            settings = settings.with_values(
-                zookeeper_security(zk),
-                source=f"Airflow connection {self.zookeeper_conn_id}",
-                kind="connection",
-            )
-        s3 = _connection(self.s3_conn_id)
-        if s3 is not None:
-            from ledger_gc.airflow.aws_credentials import connection_credentials
-
-            changes = {**s3_overrides(s3), **connection_credentials(s3)}
-            settings = _from_connection(settings, self.s3_conn_id, changes)
-        settings = apply_mapping(settings, _variable())
-        settings = settings.with_values(params or {}, source="the run's params", kind="params")
-        # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
-        return settings.with_broker_conf()
+        """The effective settings (``assemble_settings``) through the Task SDK: env,
+        connections, the variable, then ``params`` (``settings_for`` picks them from a
+        run's)."""
+        return assemble_settings(
+            _connection,
+            _variable,
+            params,
+            zookeeper_conn_id=self.zookeeper_conn_id,
+            s3_conn_id=self.s3_conn_id,
+        )
 
 
 def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
@@ -205,11 +245,6 @@ def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
     from ledger_gc.airflow.aws_credentials import for_spark
 
     return for_spark(settings, _connection(S3_CONN_ID), local_master=local_master)
-
-
-def settings_from_airflow(params: dict[str, Any] | None = None) -> Settings:
-    """The effective settings of a task: env, connections, variable, then run params."""
-    return LedgerGcHook().get_settings(params)
 
 
 def settings_for(params: Mapping[str, Any] | None) -> Settings:

@@ -11,7 +11,7 @@ another identity can neither list, read nor delete them.
 
 * the identity the server sees, asked with ZooKeeper's ``whoAmI`` (3.7+): ``sasl:...``,
   ``digest:...``, ``x509:...``, or "no identity (anonymous)" (the ``ip`` identity every
-  connection has is left out); an older server: the identity the settings configure;
+  connection has is left out); an older server: "the identity ledger-gc connects as";
 * the permission, and the znode it is checked on (the parent, for a delete or create);
 * who has that permission, read from the znode's ACL where this identity may read it,
   and the setting that would connect as one of them: for a ``sasl:`` ACL, SASL (never
@@ -86,12 +86,12 @@ def who_am_i(client: KazooClient, timeout: float = 5.0) -> list[tuple[str, str]]
         return None
 
 
-def describe(identities: list[tuple[str, str]] | None, configured: str | None = None) -> str:
+def describe(identities: list[tuple[str, str]] | None) -> str:
     """``sasl:bookkeeper`` (a TLS client certificate's identity after it: ``(also
     x509:CN=...)``), or "no identity (anonymous)"; the ``ip`` identity every connection
-    has is left out. Unknown: the configured one."""
+    has is left out. Unknown (a server older than 3.7): said so."""
     if identities is None:
-        return configured or "the identity ledger-gc connects as"
+        return "the identity ledger-gc connects as"
     order = {"sasl": 0, "digest": 1, "x509": 2}
     named = sorted(
         (f"{scheme}:{user}" for scheme, user in identities if scheme != "ip"),
@@ -143,12 +143,11 @@ def refusal(
     znode: str,
     checked: str | None = None,
     names: Names = PULSAR_NAMES,
-    configured: str | None = None,
 ) -> MetadataAccessError:
     """The error of one refused operation: ``permission`` on ``checked`` (``znode``
     itself, or its parent for a delete or create), the identity, who has it, the fix."""
     checked = checked or znode
-    identity = describe(who_am_i(client), configured)
+    identity = describe(who_am_i(client))
     where = checked if checked == znode else f"{checked}, the parent of {znode}"
     text = f"ZooKeeper at {hosts} refused {what}: {identity} lacks {permission} on {where}"
     acl = _acl(client, checked)

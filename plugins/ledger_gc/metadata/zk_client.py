@@ -4,8 +4,9 @@
 Spark executor alike. It says to kazoo what the settings say (``ledger_gc.zk_security``):
 
 * TLS (``LEDGERGC_ZK_TLS``): the server's certificate verified against the configured
-  CAs (else the system's) and its host name checked, a client certificate when set; the
-  material as files (``zk_tls``), whatever form the settings hold it in;
+  CAs alone (else the system's) and its host name checked, a client certificate when
+  set: one ``SSLContext`` per session (``zk_tls``), which kazoo's connections use
+  through ``zk_tls.TlsHandler``;
 * SASL (``LEDGERGC_ZK_SASL_*`` or a JAAS file): DIGEST-MD5 or GSSAPI through
   ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
   error rather than a refused session;
@@ -48,7 +49,7 @@ from ledger_gc.errors import (
 )
 from ledger_gc.jaas import GSSAPI, ZooKeeperLogin
 from ledger_gc.metadata.zk_diagnose import diagnose, servers
-from ledger_gc.metadata.zk_tls import TlsFiles, tls_files
+from ledger_gc.metadata.zk_tls import TlsHandler, tls_context
 from ledger_gc.settings import Settings
 from ledger_gc.zk_security import Names, ZkSecurity
 
@@ -83,7 +84,7 @@ def connect(settings: Settings) -> KazooClient:
             raise MetadataError("LEDGERGC_ZK_DIGEST must be user:password")
         auth_data = [("digest", settings.zk_digest)]
         acl = [make_digest_acl(user, password, all=True)]
-    files = tls_files(security, names) if security.uses_tls else TlsFiles()
+    context = tls_context(security, names) if security.uses_tls else None
     login = security.login(names)
     if login is not None and login.mechanism == GSSAPI:
         _check_kerberos(settings.zk_hosts, security, login, names)
@@ -98,12 +99,14 @@ def connect(settings: Settings) -> KazooClient:
         # Bounded retries: a GC must fail closed and visibly rather than hang forever.
         connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2, ignore_expire=False),
         command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2, ignore_expire=False),
-        **_tls_options(security, files),
+        # kazoo's TLS arguments stay unset: the handler's context says all of it.
+        handler=TlsHandler(context) if context is not None else None,
+        use_ssl=context is not None,
     )
     started = _started(client, settings.zk_timeout_seconds)
     quiet.starting = False
     if not started:
-        found = diagnose(settings.zk_hosts, security, files, names)
+        found = diagnose(settings.zk_hosts, security, context, names)
         if found is not None:
             raise found
         raise MetadataUnavailableError(
@@ -141,20 +144,6 @@ class _StartingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         if self.starting and level > logging.INFO:
             level = logging.DEBUG
         super().log(level, msg, *args, **kwargs)
-
-
-def _tls_options(security: ZkSecurity, files: TlsFiles) -> dict[str, Any]:
-    """kazoo's TLS arguments: the chain always verified, the host name unless turned off."""
-    if not security.uses_tls:
-        return {}
-    return {
-        "use_ssl": True,
-        "ca": files.ca,
-        "certfile": files.cert,
-        "keyfile": files.key,
-        "verify_certs": True,
-        "check_hostname": security.verify_hostname,
-    }
 
 
 def _sasl_options(security: ZkSecurity, login: ZooKeeperLogin | None) -> dict[str, Any] | None:

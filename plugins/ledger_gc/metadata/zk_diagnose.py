@@ -5,10 +5,11 @@ fails, a server that drops a client speaking the wrong protocol) and reports onl
 out. So when a session does not start, ``diagnose`` tries each server once more itself,
 speaking as the settings say, and names what it finds:
 
-* TLS configured: the server's certificate is not trusted (``LEDGERGC_ZK_TLS_CA``), does
-  not name the host (``LEDGERGC_ZK_TLS_VERIFY_HOSTNAME``), the server wants a client
-  certificate (``LEDGERGC_ZK_TLS_CERT``/``_KEY``) or refuses ours, or the port does not
-  speak TLS at all (a plain ``clientPort``);
+* TLS configured (with the session's own context, ``zk_tls``): the server's certificate
+  is not trusted (``LEDGERGC_ZK_TLS_CA``), does not name the host (the fix is the
+  address, or the certificate's names: never turning the check off), the server wants a
+  client certificate (``LEDGERGC_ZK_TLS_CERT``/``_KEY``) or refuses ours, or the port
+  does not speak TLS at all (a plain ``clientPort``);
 * TLS not configured: the port speaks TLS (a ``secureClientPort``: a ZooKeeper client that
   does not drops there with no answer, as Netty's TLS handler closes the connection).
 
@@ -22,8 +23,9 @@ import socket
 import ssl
 import struct
 
+from kazoo.hosts import collect_hosts
+
 from ledger_gc.errors import ConfigError
-from ledger_gc.metadata.zk_tls import TlsFiles
 from ledger_gc.zk_security import Names, ZkSecurity
 
 PROBE_SECONDS = 3.0
@@ -38,27 +40,25 @@ _CLIENT_CERT_WANTED = ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE")
 
 
 def servers(hosts: str) -> list[tuple[str, int]]:
-    """The (host, port) pairs of a connect string (``h1:2181,h2:2181/chroot``)."""
-    found = []
-    for server in hosts.partition("/")[0].split(","):
-        server = server.strip()
-        if not server:
-            continue
-        host, _, port = server.rpartition(":") if ":" in server else (server, "", "2181")
-        found.append((host.strip("[]"), int(port) if port.isdigit() else 2181))
+    """The (host, port) pairs of a connect string (``h1:2181,[::1]/chroot``), read by
+    kazoo's own parser: the servers the session tried, IPv6 brackets and all."""
+    found: list[tuple[str, int]] = collect_hosts(hosts)[0]
     return found
 
 
-def diagnose(hosts: str, security: ZkSecurity, files: TlsFiles, names: Names) -> ConfigError | None:
-    """What stops a session to ``hosts`` that the settings can fix, or None."""
+def diagnose(
+    hosts: str, security: ZkSecurity, context: ssl.SSLContext | None, names: Names
+) -> ConfigError | None:
+    """What stops a session to ``hosts`` that the settings can fix, or None. ``context``:
+    the session's TLS context (``zk_tls.tls_context``; None without TLS)."""
     for host, port in servers(hosts):
         try:
             raw = socket.create_connection((host, port), timeout=PROBE_SECONDS)
         except OSError:
             continue  # this one is down or unreachable; another may tell
         with raw:
-            if security.uses_tls:
-                found = _tls_problem(raw, host, port, security, files, names)
+            if context is not None:
+                found = _tls_problem(raw, host, port, context, bool(security.tls_cert), names)
             else:
                 found = _speaks_tls(raw, host, port, names)
         if found is not None:
@@ -67,16 +67,9 @@ def diagnose(hosts: str, security: ZkSecurity, files: TlsFiles, names: Names) ->
 
 
 def _tls_problem(
-    raw: socket.socket, host: str, port: int, security: ZkSecurity, files: TlsFiles, names: Names
+    raw: socket.socket, host: str, port: int, context: ssl.SSLContext, has_cert: bool, names: Names
 ) -> ConfigError | None:
     where = f"ZooKeeper at {host}:{port}"
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    context.check_hostname = security.verify_hostname
-    if files.ca:
-        context.load_verify_locations(files.ca)
-    if files.cert and files.key:
-        context.load_cert_chain(files.cert, files.key)
     try:
         with context.wrap_socket(raw, server_hostname=host) as tls:
             tls.sendall(_CONNECT_REQUEST)
@@ -86,7 +79,8 @@ def _tls_problem(
         if "mismatch" in message.lower():
             return ConfigError(
                 f"{where}: its certificate does not name {host} ({message}); connect by a "
-                f"name it has (LEDGERGC_ZK_HOSTS), or set {names('tls_verify_hostname')}=false"
+                f"name it has (LEDGERGC_ZK_HOSTS), or have the server's certificate list "
+                f"{host} (a subjectAltName)"
             )
         return ConfigError(
             f"{where}: its certificate is not trusted ({message}); set {names('tls_ca')} "
@@ -96,22 +90,22 @@ def _tls_problem(
         reason = str(exc.reason or exc)
         if any(mark in reason for mark in _NOT_TLS) or isinstance(exc, ssl.SSLEOFError):
             return _not_tls(where, names)
-        if not files.cert and any(
+        if not has_cert and any(
             mark in reason for mark in (*_CLIENT_CERT_WANTED, *_CLIENT_CERT_REFUSED)
         ):
             return _wants_cert(where, names)
-        if any(mark in reason for mark in _CLIENT_CERT_REFUSED) and files.cert:
+        if any(mark in reason for mark in _CLIENT_CERT_REFUSED) and has_cert:
             return ConfigError(
                 f"{where} refused ledger-gc's client certificate ({reason}); its truststore "
                 f"must hold the CA of {names('tls_cert')}"
             )
         return ConfigError(f"{where}: the TLS handshake failed ({reason})")
     except (ConnectionResetError, BrokenPipeError):
-        return _wants_cert(where, names) if not files.cert else _not_tls(where, names)
+        return _wants_cert(where, names) if not has_cert else _not_tls(where, names)
     except OSError:
         return None  # a time out: nothing learned
     if not answer:
-        return _wants_cert(where, names) if not files.cert else None
+        return _wants_cert(where, names) if not has_cert else None
     return None
 
 
