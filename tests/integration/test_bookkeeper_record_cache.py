@@ -11,6 +11,7 @@ path is the same code, ``test_the_executors_reuse_what_the_driver_would``).
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -430,3 +431,87 @@ def test_many_directories_and_topics_classify_as_a_fresh_read(
     for found in (first, second):
         assert found.to_manifest() | {"cost": None} == fresh_survey.to_manifest() | {"cost": None}
         assert found.foreign_ids == set() and found.missing_listed == []
+
+
+def test_the_directories_either_side_of_the_short_id_limit_are_rows_apart(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """The hierarchical layout's last short directory (``21/4748``: ids up to 2^31-2)
+    and its first long one (``000/0000/0021/4748``: from 2^31-1) span the same ten
+    thousand numbers; a cluster whose ids crossed 2^31-1 has ledgers in both, and each
+    directory keeps its own row (the cycle must not fail, nor one row stand for both)."""
+    short_leak, long_leak = 2**31 - 2, 2**31
+    listed = [2**31 - 3, 2**31 - 1, 2**31 + 10]
+    for lid in (short_leak, long_leak, *listed):
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, listed)
+    first = cached_survey(pulsar)
+    second = cached_survey(pulsar)
+    assert second.cost.records_read == 0 and second.cost.records_cached == 5
+    assert verdicts(second) == verdicts(first) == fresh(pulsar)
+    assert verdicts(second)[short_leak] == verdicts(second)[long_leak] == bk.BK_ORPHAN_LEDGER
+    with open_store(pulsar).read() as conn:
+        rows = conn.execute(schema.bk_records.select()).all()
+    assert sorted(r.directory for r in rows) == ["000/0000/0021/4748", "21/4748"]
+
+
+def test_a_zookeeper_restored_from_a_backup_drops_the_cache(
+    private_settings: Settings,
+    private_zookeeper: Any,
+    state_url: str | None,
+) -> None:
+    """ZooKeeper restored from a backup older than the cache, then used again before the
+    next cycle: BookKeeper hands the lost ids out again to new ledgers. By then the id
+    counter counts higher than the cache saw it, and the directory's cversion and pzxid
+    too (each create in the new history moves them as one in the lost history did), so
+    neither shows the rollback; the ledgers under reused ids must still be read."""
+    pulsar = private_settings.with_overrides(
+        bucket="", orphan_max_fraction=1.0, **({"state_url": state_url} if state_url else {})
+    )
+    data = private_zookeeper.data_dir / "version-2"
+    backup = private_zookeeper.data_dir.parent / "zookeeper-backup"
+
+    def client() -> KazooClient:
+        made = KazooClient(hosts=pulsar.zk_hosts, timeout=10)
+        made.start(timeout=30)
+        return made
+
+    zk = client()
+    c = PulsarCluster(zk).init()
+    c.namespace(NS)
+    listed = topic(c, ORDERS)  # ids 0-2
+    zk.stop()
+    zk.close()
+    private_zookeeper.stop()
+    shutil.copytree(data, backup)  # the backup: ids 0-2
+    private_zookeeper.start()
+    zk = client()
+    c = PulsarCluster(zk)
+    lost = [c.ledger(ml_tags(GONE)) for _ in range(2)]  # ids 3-5, lost by the restore
+    lost.append(c.ledger(ml_tags(ORDERS)))
+    c.managed_ledger(ORDERS, [*listed, lost[-1]])
+    first = cached_survey(pulsar)
+    assert [verdicts(first)[lid] for lid in lost] == [bk.BK_ORPHAN_PARTITION] * 2 + [bk.BK_LIVE]
+    seen_pzxid = zk.exists(c.path(lost[0]).rsplit("/", 1)[0]).pzxid
+    zk.stop()
+    zk.close()
+    private_zookeeper.stop()
+    shutil.rmtree(data)
+    shutil.copytree(backup, data)  # restored: ids 0-2
+    private_zookeeper.start()
+    zk = client()
+    c = PulsarCluster(zk)
+    # Writes elsewhere until ZooKeeper's transaction ids pass those the cache saw (an
+    # ensemble's new epoch does that at once; a standalone server counts on).
+    zk.ensure_path("/scratch")
+    for _ in range(10_000):
+        if zk.set("/scratch", b"x").mzxid > seen_pzxid:
+            break
+    reused = [c.ledger({}) for _ in range(3)]  # another application's, under ids 3-5
+    assert reused == lost
+    c.managed_ledger(ORDERS, [*listed, c.ledger(ml_tags(ORDERS))])  # id 6
+    second = cached_survey(pulsar)
+    assert {verdicts(second)[lid] for lid in reused} == {bk.BK_FOREIGN}
+    assert verdicts(second) == fresh(pulsar)
+    zk.stop()
+    zk.close()
