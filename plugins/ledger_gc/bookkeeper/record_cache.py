@@ -177,6 +177,7 @@ class CachePlan:
     instance_id: str | None = None
     location: str = ""
     identity: Identity | None = None
+    layout: str = ""
     cycles_since_full: int = 0  # before this cycle
     high: int | None = None  # the previous cycle's highest listed id
     full_read_ms: int = 0
@@ -208,7 +209,7 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
             "BookKeeper from another; every ledger is read",
         )
     location = location_of(settings, layout)
-    base = CachePlan(True, True, "", identity.instance_id, location, identity)
+    base = CachePlan(True, True, "", identity.instance_id, location, identity, layout)
     store = open_store(settings)
     with store.read() as conn:
         cycles = conn.execute(
@@ -290,7 +291,7 @@ def save(
     table, cycles = schema.bk_records, schema.bk_record_cycles
     mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
     rows = list(rows)
-    keys = {_first_id(r.directory) for r in rows}
+    keys = {_first_id(r.directory, cache.layout) for r in rows}
     changed = [r for r in rows if r.changed or cache.full]
     with open_store(settings).write() as conn:
         existing = {
@@ -300,14 +301,14 @@ def save(
             )
         }
         gone = sorted(existing - keys)
-        renew = sorted({_first_id(r.directory) for r in changed} & existing)
+        renew = sorted({_first_id(r.directory, cache.layout) for r in changed} & existing)
         for batch in _batches(gone + renew, 500):
             conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(batch)))
         values = [
             {
                 "instance_id": cache.instance_id,
                 "location": cache.location,
-                "first_ledger_id": _first_id(r.directory),
+                "first_ledger_id": _first_id(r.directory, cache.layout),
                 "directory": r.directory,
                 "dir_czxid": r.state.czxid,
                 "dir_cversion": r.state.cversion,
@@ -342,8 +343,16 @@ def save(
         )
 
 
-def _first_id(directory: str) -> int:
-    return int("".join(directory.split("/"))) * ledger_paths.LEAF_SPAN
+def _first_id(directory: str, layout: str) -> int:
+    """The lowest ledger id whose znode is in ``directory`` (its row's key). Not simply
+    its digits: in the hierarchical layout the first long directory
+    (``000/0000/0021/4748``) spans the same numbers as the last short one (``21/4748``),
+    and holds only the ids from 2^31-1 on (a cluster whose ids crossed it has both)."""
+    first = int("".join(directory.split("/"))) * ledger_paths.LEAF_SPAN
+    long_tree = len(directory.split("/")) == len(ledger_paths.LONG_TREE.widths) - 1
+    if layout == ledger_paths.HIERARCHICAL and long_tree:
+        first = max(first, ledger_paths.SHORT_ID_LIMIT)
+    return first
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
