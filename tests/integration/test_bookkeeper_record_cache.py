@@ -513,5 +513,7 @@ def test_a_zookeeper_restored_from_a_backup_drops_the_cache(
     second = cached_survey(pulsar)
     assert {verdicts(second)[lid] for lid in reused} == {bk.BK_FOREIGN}
     assert verdicts(second) == fresh(pulsar)
+    assert "ZooKeeper's history went back" in second.cost.cache["why"]
+    assert cached_survey(pulsar).cost.records_read == 0  # the cache starts again
     zk.stop()
     zk.close()

@@ -231,3 +231,14 @@ def test_a_cached_million_is_classified_here_a_read_million_on_executors() -> No
     assert _worth_executors(works(cached=False))
     assert not _worth_executors(works(cached=True))
     assert not _worth_executors(works(cached=False)[:1])  # one directory: nothing to share
+
+
+def test_a_probe_mark_gone_created_again_or_lower_is_a_history_gone_back() -> None:
+    from ledger_gc.bookkeeper.record_cache import history_went_back
+
+    assert history_went_back(None, [5, 10]) is None  # no mark left: nothing to compare
+    assert history_went_back([5, 10], [5, 10]) is None
+    assert history_went_back([5, 10], [5, 14]) is None  # probes since (any cycle's)
+    assert "is gone" in (history_went_back([5, 10], None) or "")
+    assert "created again" in (history_went_back([5, 10], [6, 12]) or "")
+    assert "counts lower" in (history_went_back([5, 10], [5, 8]) or "")

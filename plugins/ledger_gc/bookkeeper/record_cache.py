@@ -11,9 +11,10 @@ full read (``bk_record_cycles``). What a cycle decides here (``plan``):
 * the cache is used only when ``LEDGERGC_BK_RECORD_CACHE`` is on, the root has an
   ``INSTANCEID`` (without one a cache cannot tell this BookKeeper from another), the
   rows are of this version's format, BookKeeper's id counters (``<root>/idgen``,
-  ``idgen-long``) were not reset since (created again, or counting from lower), and the
-  last full read is fewer than ``LEDGERGC_BK_FULL_READ_EVERY`` cycles ago; otherwise
-  every ledger is read, and the rows are written afresh;
+  ``idgen-long``) were not reset since (created again, or counting from lower),
+  ZooKeeper's history did not go back since (``history_went_back``), and the last full
+  read is fewer than ``LEDGERGC_BK_FULL_READ_EVERY`` cycles ago; otherwise every ledger
+  is read, and the rows are written afresh;
 * ``cversion`` counts creates and deletes on the server this session is on
   (``probe_cversion``: one child of ledger-gc's own created and deleted, under
   ``/ledger-gc`` in BookKeeper's chroot); a session that lost its connection during the
@@ -58,6 +59,8 @@ INSTANCE_ID_ZNODE = "INSTANCEID"
 ID_COUNTERS = ("idgen", "idgen-long")
 #: Where ``probe_cversion`` creates and deletes its child (BookKeeper's chroot).
 PROBE_PARENT = "/ledger-gc/cversion-probe"
+#: The probe parent's stat after the last cycle's probe, beside the id counters' (JSON).
+HISTORY_KEY = "#probe"
 #: Rows written per statement.
 _ROWS_PER_INSERT = 50
 
@@ -77,12 +80,20 @@ class Identity:
     instance_id: str | None
     # counter name -> [its znode's czxid, its cversion]; absent: no such counter
     id_counters: dict[str, list[int]]
+    # PROBE_PARENT's [czxid, cversion] before this cycle's probe; None: it is absent
+    probe: list[int] | None = None
 
 
 def read_identity(bk: MetadataStore, root: str) -> Identity:
-    """``<root>/INSTANCEID`` and the id counters' stats (three reads)."""
+    """``<root>/INSTANCEID``, the id counters' stats and the probe parent's (four reads;
+    the probe parent's by ``exists``, which no ACL refuses)."""
     names = [INSTANCE_ID_ZNODE, *ID_COUNTERS]
     got = bk.get_many([f"{root}/{name}" for name in names])
+    bk.reading(1)
+    try:
+        probe = bk.client.exists(PROBE_PARENT)
+    except KazooException:
+        probe = None  # not known: as if gone (a full read, if the last cycle left a mark)
     instance = None
     if got[0] is not None:
         text = bytes(got[0][0]).decode("utf-8", "replace").strip()
@@ -92,7 +103,32 @@ def read_identity(bk: MetadataStore, root: str) -> Identity:
         for name, answer in zip(ID_COUNTERS, got[1:], strict=True)
         if answer is not None
     }
-    return Identity(instance, counters)
+    return Identity(instance, counters, None if probe is None else _mark(probe))
+
+
+def _mark(stat: Any) -> list[int]:
+    return [int(stat.czxid), int(stat.cversion)]
+
+
+def history_went_back(before: list[int] | None, now: list[int] | None) -> str | None:
+    """Why ZooKeeper's history looks rolled back since the last cycle (None: it does not).
+
+    ZooKeeper restored from a backup loses the ledgers created since, and BookKeeper
+    hands their ids out again; once the new history has created as many znodes, the id
+    counters and every directory's ``cversion`` and ``pzxid`` stand where the lost
+    history left them, and a reused id's new znode passes for the cached one. Only
+    ledger-gc changes its probe parent (two per probe, after each cycle's listing): a
+    restore from before a cycle's listing leaves it lower than that cycle saw it, or
+    gone, until ledger-gc itself probes again."""
+    if before is None:
+        return None
+    if now is None:
+        return f"{PROBE_PARENT} is gone"
+    if now[0] != before[0]:
+        return f"{PROBE_PARENT} was created again"
+    if now[1] < before[1]:
+        return f"{PROBE_PARENT} counts lower than the last cycle left it"
+    return None
 
 
 def counters_reset(before: Mapping[str, list[int]], now: Mapping[str, list[int]]) -> str | None:
@@ -130,12 +166,14 @@ def watching(bk: MetadataStore) -> Iterator[ConnectionWatch]:
         bk.client.remove_listener(watch)
 
 
-def probe_cversion(bk: MetadataStore) -> bool:
+def probe_cversion(bk: MetadataStore) -> list[int] | None:
     """Whether the server this session is on counts a child's delete in its parent's
     ``cversion`` as ZooKeeper documents ("the number of changes to the children"): an
     ephemeral child of our own is created and deleted, and the parent's ``cversion``
-    must move by exactly two. False when it cannot be shown (no permission, another
-    probe at the same time): the cache then reuses only directories with no change."""
+    must move by exactly two. If so, the parent's ``[czxid, cversion]`` after it (the
+    mark ``history_went_back`` compares next cycle); None when it cannot be shown (no
+    permission, another probe at the same time): the cache then reuses only
+    directories with no change."""
     client = bk.client
     child = f"{PROBE_PARENT}/{uuid.uuid4().hex}"
     try:
@@ -153,10 +191,12 @@ def probe_cversion(bk: MetadataStore) -> bool:
             bk.hosts,
             type(exc).__name__,
         )
-        return False
+        return None
     if before is None or after is None:
-        return False
-    return after.cversion - before.cversion == 2 and after.numChildren == before.numChildren
+        return None
+    if after.cversion - before.cversion == 2 and after.numChildren == before.numChildren:
+        return _mark(after)
+    return None
 
 
 @dataclass
@@ -227,7 +267,15 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
     if cycles.format != CACHE_FORMAT:
         base.why = f"the cache's rows are of format {cycles.format}: every ledger is read"
         return base
-    reset = counters_reset(json.loads(cycles.id_counters), identity.id_counters)
+    counters = json.loads(cycles.id_counters)
+    went_back = history_went_back(counters.pop(HISTORY_KEY, None), identity.probe)
+    if went_back is not None:
+        base.why = (
+            f"ZooKeeper's history went back ({went_back}: restored from a backup?): every "
+            "ledger is read, the cache starts again"
+        )
+        return base
+    reset = counters_reset(counters, identity.id_counters)
     if reset is not None:
         base.why = f"BookKeeper's {reset}: every ledger is read, the cache starts again"
         return base
@@ -283,9 +331,11 @@ def save(
     proven: bool,
     high: int | None,
     now_ms: int,
+    probe: list[int] | None = None,
 ) -> None:
     """Write this cycle's rows and cycle count in one transaction: rows of directories
-    gone from the listing leave, changed ones are replaced."""
+    gone from the listing leave, changed ones are replaced. ``probe``: the probe
+    parent's mark after this cycle's listing (``probe_cversion``)."""
     if not cache.enabled or cache.instance_id is None or cache.identity is None:
         return
     table, cycles = schema.bk_records, schema.bk_record_cycles
@@ -336,7 +386,10 @@ def save(
                 format=CACHE_FORMAT,
                 cycles_since_full=0 if cache.full else cache.cycles_since_full + 1,
                 high_ledger_id=high,
-                id_counters=json.dumps(cache.identity.id_counters, sort_keys=True),
+                id_counters=json.dumps(
+                    cache.identity.id_counters | ({HISTORY_KEY: probe} if probe else {}),
+                    sort_keys=True,
+                ),
                 updated_ms=now_ms,
                 full_read_ms=now_ms if cache.full else cache.full_read_ms,
             )

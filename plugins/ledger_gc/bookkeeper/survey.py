@@ -366,14 +366,16 @@ def survey(
         classifier = classify.Classifier(refs, shared=settings.bk_shared)
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
-            proven = cache.enabled and record_cache.probe_cversion(bk)
             bk.sync(root)
             tops, listing = scan.top_directories(bk, root, layout)
             shards, odd = scan.shard_directories(bk, root, layout, tops)
             leaves = scan.list_leaves(bk, root, layout, shards)
+            # After the listing: the probe parent's mark then postdates it, so a
+            # ZooKeeper restored from before it shows next cycle (history_went_back).
+            probe = record_cache.probe_cversion(bk) if cache.enabled else None
         # A session that lost its connection may have moved to a server that counts
         # child changes otherwise: its listing proves nothing about cversion.
-        proven = proven and not watch.moved
+        proven = probe is not None and not watch.moved
         result.not_ledgers = (
             listing.not_ledger_count + odd.not_ledger_count + leaves.odd.not_ledger_count
         )
@@ -414,7 +416,7 @@ def survey(
             cost.records_read += item.read
             cost.records_cached += item.reused
         with cost.step("cache_save"):
-            _save_cache(settings, cache, leaves, works, done, proven)
+            _save_cache(settings, cache, leaves, works, done, proven, probe)
         found = set(result.found)
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
@@ -509,6 +511,7 @@ def _save_cache(
     works: list[DirectoryWork],
     done: list[DirectoryDone],
     proven: bool,
+    probe: list[int] | None,
 ) -> None:
     """This cycle's rows: each directory's listing and its records now."""
     if not cache.enabled:
@@ -534,7 +537,7 @@ def _save_cache(
                 or before.row.proven != proven,
             )
         )
-    record_cache.save(settings, cache, rows, proven=proven, high=high, now_ms=now_ms())
+    record_cache.save(settings, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe)
 
 
 def scan_ledgers(
