@@ -517,3 +517,20 @@ def test_a_zookeeper_restored_from_a_backup_drops_the_cache(
     assert cached_survey(pulsar).cost.records_read == 0  # the cache starts again
     zk.stop()
     zk.close()
+
+
+def test_directories_that_hold_no_ledger_do_not_stop_the_cache(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """Znodes under the root that are no ledger's (here long-layout paths of small ids,
+    which the hierarchical layout never writes: a misconfigured tool's) are counted as
+    not ledgers; the directories holding them have nothing to cache, and must not fail
+    the cycle."""
+    topic(cluster, ORDERS)
+    for stray in ("000/0000/0000/0000/L0001", "000/0000/0000/0001/L0001"):
+        cluster.client.create(f"{cluster.root}/{stray}", b"junk", makepath=True)
+    first = cached_survey(pulsar)
+    assert first.not_ledgers == 2
+    second = cached_survey(pulsar)
+    assert second.cost.records_read == 0 and second.cost.records_cached == 3
+    assert verdicts(second) == verdicts(first) == fresh(pulsar)

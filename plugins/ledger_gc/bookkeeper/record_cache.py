@@ -400,7 +400,9 @@ def _first_id(directory: str, layout: str) -> int:
     """The lowest ledger id whose znode is in ``directory`` (its row's key). Not simply
     its digits: in the hierarchical layout the first long directory
     (``000/0000/0021/4748``) spans the same numbers as the last short one (``21/4748``),
-    and holds only the ids from 2^31-1 on (a cluster whose ids crossed it has both)."""
+    and holds only the ids from 2^31-1 on (a cluster whose ids crossed it has both).
+    Unique among rows: only directories that list a ledger have one (``_save_cache``),
+    and two such directories hold disjoint ids."""
     first = int("".join(directory.split("/"))) * ledger_paths.LEAF_SPAN
     long_tree = len(directory.split("/")) == len(ledger_paths.LONG_TREE.widths) - 1
     if layout == ledger_paths.HIERARCHICAL and long_tree:

@@ -520,10 +520,14 @@ def _save_cache(
     rows = []
     high = None
     for leaf in leaves.leaves:
+        if not leaf.ledger_ids:
+            # Nothing to keep (a row without records saves no read), and a directory
+            # that can hold no ledger of this layout (a stray long path of small ids in
+            # the hierarchical layout) has no row key of its own.
+            continue
         item = by_directory[leaf.directory]
         before = cache.rows.get(leaf.directory)
-        if leaf.ledger_ids:
-            high = max(high or 0, leaf.ledger_ids[-1])
+        high = max(high or 0, leaf.ledger_ids[-1])
         rows.append(
             record_cache.NewRow(
                 leaf.directory,
