@@ -1,49 +1,45 @@
 #!/usr/bin/env python3
-"""Figure 7: the BookKeeper survey: 1,000,000 ledgers' metadata listed, read and
-classified against the Pulsar metadata that references them, its time split, its peak
-memory, the curve over 100k / 300k / 1M ledgers, and a sequential kazoo loop over the
-same tree as the baseline, measured in the same run.
+"""Figure 9: what a cycle over 1,000,000 BookKeeper ledgers costs ZooKeeper and the
+clock: the whole ``ledgergc orphans --dry-run --json`` command (Spark's start
+included), first and in the steady state, beside the pipelined reader a user would
+write, all measured in one run against one ZooKeeper.
 
-The data, in a chroot of a ZooKeeper of the command's own (the local stack's runs with
-``-Xmx256m``, too small for a million znodes of ~215 bytes: the server here runs with
-``--zk-heap``, default 3g, through ``include/local_stack/zookeeper.py``; its other
-settings are the stack's, jute.maxbuffer and snapCount ZooKeeper's defaults):
+The data, in a chroot of a ZooKeeper of the command's own (``--zk-heap``, default 3g: the
+local stack's 256 MiB cannot hold a million znodes; its other settings are the stack's):
 
 * BookKeeper's root as ``bookkeeper shell metaformat`` leaves it (``PulsarCluster.init``:
-  the hierarchical LAYOUT, no id generator) and one v3 record per ledger
-  (``pulsar_cluster.ledger_record``, ~215 bytes) at its hierarchical path
-  (``00/0012/L3456``), ids 0 .. N-1;
+  the hierarchical LAYOUT, an INSTANCEID, no id generator) and one v3 record per ledger
+  (``pulsar_cluster.ledger_record``, ~215 bytes) at its hierarchical path, ids 0 .. N-1;
 * one managed ledger per 100 ledgers (``bench/ns/persistent/t-<i>``, 10,000 at 1M), each
-  with one cursor (its position in its znode), in namespace ``bench/ns``
-  (``/admin/policies/bench/ns`` too). Each lists 95 of its 100 ledgers; positions 10, 30,
-  50, 70 and 90 are left out: **orphan ledgers** (5 %), except that in every 100th
-  block (``i % 100 == 7``) position 90 carries no tags (**foreign**); every 1000th
-  managed ledger (``i % 1000 == 503``) has no znode (a deleted topic), so its 100
-  ledgers are **orphan partitions**. The survey's class totals are checked against these.
+  with one cursor, in namespace ``bench/ns``. Each lists 95 of its 100 ledgers; positions
+  10, 30, 50, 70 and 90 are **orphan ledgers**, except that in every 100th block position
+  90 is untagged (**foreign**); every 1000th managed ledger has no znode (a deleted
+  topic): its 100 ledgers are **orphan partitions**. Every command's classes are checked.
 
-Sizes are built in increasing order in the same chroot (100k, then 200k more, then 700k
-more), each with kazoo multi transactions of 1,000 creates, several in flight. At each
-size:
+One run, side by side:
 
-* **the survey** (the figure): ``ledger_gc.bookkeeper.survey.survey(settings)`` with
-  ``bucket=""`` (no S3) in a child process of its own, so that its peak RSS (VmHWM) is
-  the survey's driver alone: Pulsar's references (``references.read_references``), the
-  listing (``scan.top_directories`` + ``scan.list_tree``), then every record read
-  (``scan.read_ledgers``: batched multiRead) and classified. The phases are timed by
-  wrapping those module functions (the library is not changed); "read" is the time
-  inside ``read_ledgers`` (ZooKeeper and record decoding), "classify" the rest of that
-  loop (the classifier and the survey's bookkeeping);
-* **the baseline**: a plain sequential kazoo loop over the same tree: ``get_children``
-  level by level, then ``client.get(path)`` one znode at a time, each decoded with
-  ``records.decode_record``. Its listing is complete; its reads are measured on
-  ``--baseline-sample`` ledgers spread evenly over the tree (all of them when there are
-  fewer) and extrapolated to the size at that per-ledger rate, labelled as such.
+1. **the pipelined reader** (the baseline, ``pipelined_reader``): what a user writes with
+   kazoo: the tree listed level by level and every record read with ``get_async``, a few
+   thousand in flight, each decoded (header, varint, protobuf); nothing else. Measured
+   over every ledger, in a child process (its peak memory is its own);
+2. **the full read**: the command with ``LEDGERGC_BK_RECORD_CACHE=false`` (every znode
+   read), on a state store of its own;
+3. **the first survey**: the command with the record cache on, on an empty state store;
+4. **1 % new ledgers and 1 % deleted** (``churn``): each live topic rolls over (a new
+   ledger created, then listed) and is trimmed (its oldest listed ledger dropped from its
+   list, then its znode deleted), as Pulsar does: new ledgers in new directories,
+   deleted ones in every directory;
+5. **the second survey**: the command again on the first's state store;
+6. **1 % more, then the command under a budget** of ``--budget`` reads/s
+   (``LEDGERGC_ZK_MAX_READS_PER_SECOND``), whose peak rate is the report's (the driver's
+   and every executor's reads added up per second of the wall clock).
 
-``--profile FILE`` surveys the largest size once more under cProfile (every thread;
-``_common.profile_all_threads``) and prints where the time goes.
+Each command's time is the whole process's (Python start, Spark's JVM, the cycle, the
+report), with its survey step's (``bookkeeper.cost.seconds``) and the process tree's peak
+resident memory (the command, its JVM and Python workers, sampled every 0.1 s) beside it.
 
-    .venv/bin/python bench/bk_scan.py [--sizes 100000,300000,1000000] [--quick]
-        [--baseline-sample 20000] [--zk-heap 3g] [--profile FILE] [--keep]
+    .venv/bin/python bench/bk_scan.py [--size 1000000] [--quick] [--budget 5000]
+        [--zk-heap 3g] [--keep]
 """
 
 from __future__ import annotations
@@ -63,11 +59,14 @@ from _common import fmt_rate, fmt_s, mib, ratio, say
 
 sys.path.insert(0, str(_common.ROOT / "include"))
 
-TARGET_SECONDS = 60.0
 TARGET_SIZE = 1_000_000
-TARGET_RSS_BYTES = 2 * 2**30
-DEFAULT_SIZES = (100_000, 300_000, 1_000_000)
-QUICK_SIZE = 20_000
+TARGET_FIRST_S = 45.0
+TARGET_RATIO = 2.0
+TARGET_SECOND_S = 15.0
+TARGET_SECOND_READS = 0.05
+TARGET_BUDGET_OVER = 0.10
+DEFAULT_BUDGET = 5000
+QUICK_SIZE = 5_000
 
 ROOT = "/ledgers"
 NAMESPACE = "bench/ns"
@@ -76,6 +75,10 @@ PER_ML = 100  # ledgers per managed ledger (a "block" of ids)
 UNLISTED = (10, 30, 50, 70, 90)  # positions in a block no managed ledger lists
 FOREIGN_POSITION = 90
 LEDGER_LENGTH = 52_428_800
+#: Listed positions a churn round trims, round by round (never an unlisted one).
+TRIMMED = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+#: get_async calls the pipelined reader keeps in flight.
+READER_WINDOW = 4000
 
 
 def ml_name(block: int) -> str:
@@ -179,7 +182,108 @@ def build(client: Any, first_block: int, end_block: int) -> float:
     return time.perf_counter() - started
 
 
-# --- the survey, in a child process -------------------------------------------------------
+# --- churn: 1 % new, 1 % deleted --------------------------------------------------------
+
+
+def churn(client: Any, size: int, round_no: int, next_id: int) -> tuple[int, int, int]:
+    """One rollover and one trim of every live topic, in Pulsar's order: the new ledger
+    created, then listed (a record rewritten at its version), the oldest listed one
+    dropped from the list in the same write, then its znode deleted. Returns (new, deleted,
+    next id)."""
+    import pulsar_cluster
+    from ledger_gc.formats.records import decode_managed_ledger_info, encode_managed_ledger_info
+    from ledger_gc.rules.bookkeeper import ledger_paths
+
+    hier = ledger_paths.HIERARCHICAL
+    now_ms = int(time.time() * 1000)
+    blocks = [b for b in range(size // PER_ML) if not is_gone(b)]
+    new_ids = {block: next_id + i for i, block in enumerate(blocks)}
+    trimmed = {block: block * PER_ML + TRIMMED[round_no] for block in blocks}
+    paths = [ledger_paths.ledger_path(ROOT, lid, hier) for lid in new_ids.values()]
+    _common.ensure_parents(client, paths)
+    ops = []
+    for block, lid in new_ids.items():
+        record = pulsar_cluster.ledger_record(
+            pulsar_cluster.ml_tags(ml_name(block)), length=LEDGER_LENGTH, ctime_ms=now_ms
+        )
+        ops.append(("create", ledger_paths.ledger_path(ROOT, lid, hier), record))
+    _common.multi_ops(client, ops, per_txn=1000)
+    # The managed ledgers' records: read, new ledger added, oldest dropped, written back.
+    names = [f"/managed-ledgers/{ml_name(b)}" for b in blocks]
+    reads = [client.get_async(path) for path in names]
+    writes = []
+    for block, path, pending in zip(blocks, names, reads, strict=True):
+        data, stat = pending.get(timeout=60)
+        info = decode_managed_ledger_info(data, path=path)
+        kept = [entry for entry in info.ledgerInfo if entry.ledgerId != trimmed[block]]
+        del info.ledgerInfo[:]
+        info.ledgerInfo.extend(kept)
+        info.ledgerInfo.add(ledgerId=new_ids[block], entries=50_000, size=LEDGER_LENGTH)
+        writes.append(client.set_async(path, encode_managed_ledger_info(info), stat.version))
+        if len(writes) >= 2000:
+            for done in writes:
+                done.get(timeout=60)
+            writes = []
+    for done in writes:
+        done.get(timeout=60)
+    gone = [("delete", ledger_paths.ledger_path(ROOT, lid, hier), b"") for lid in trimmed.values()]
+    _common.multi_ops(client, gone, per_txn=1000)
+    return len(new_ids), len(trimmed), next_id + len(new_ids)
+
+
+# --- the baseline: the pipelined reader a user would write ------------------------------
+
+
+def pipelined_reader(hosts: str) -> dict[str, Any]:
+    """Every ledger's record, the way a user reads them with kazoo: the tree level by
+    level, then ``get_async`` with ``READER_WINDOW`` in flight, each record decoded."""
+    from kazoo.client import KazooClient
+
+    from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
+
+    header = b"BookieMetadataFormatVersion\t3\n"
+    started = time.perf_counter()
+    client = KazooClient(hosts=hosts, timeout=30)
+    client.start(timeout=30)
+    level = [f"{ROOT}/{c}" for c in client.get_children(ROOT) if c.isdigit()]
+    leaves: list[str] = []
+    while level:
+        pending = [(path, client.get_children_async(path)) for path in level]
+        level = []
+        for path, answer in pending:
+            for name in answer.get(timeout=60):
+                (leaves if name.startswith("L") else level).append(f"{path}/{name}")
+    listed_s = time.perf_counter() - started
+    closed = tagged = 0
+    for start in range(0, len(leaves), READER_WINDOW):
+        window = [client.get_async(path) for path in leaves[start : start + READER_WINDOW]]
+        for answer in window:
+            data, _stat = answer.get(timeout=60)
+            if not data.startswith(header):
+                continue
+            body = data[len(header) :]
+            size = shift = offset = 0
+            while True:  # the varint length
+                byte = body[offset]
+                size |= (byte & 0x7F) << shift
+                offset += 1
+                shift += 7
+                if not byte & 0x80:
+                    break
+            message = LedgerMetadataFormat()
+            message.ParseFromString(body[offset : offset + size])
+            closed += message.state == LedgerMetadataFormat.CLOSED
+            tagged += any(m.key == "pulsar/managed-ledger" for m in message.customMetadata)
+    client.stop()
+    client.close()
+    return {
+        "seconds": time.perf_counter() - started,
+        "listing_s": listed_s,
+        "ledgers": len(leaves),
+        "closed": closed,
+        "tagged": tagged,
+        "peak_rss_bytes": _vm_hwm_bytes(),
+    }
 
 
 def _vm_hwm_bytes() -> int:
@@ -189,184 +293,66 @@ def _vm_hwm_bytes() -> int:
     return 0
 
 
-def _vm_rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-#: Whether surveys run with a local Spark session (set by main from --driver-only).
-SPARK_MODE = [True]
-
-
-def child_survey(hosts: str, profile: str | None, spark_mode: bool = False) -> dict[str, Any]:
-    """Runs in the child: one survey, its phases timed by wrapping the module functions
-    survey() calls (looked up on their modules at each call, so the wrappers are used).
-
-    Within each phase, the time spent in ``MetadataStore.get_many``/``children_of_many``
-    (sending the multiReads, waiting for ZooKeeper, kazoo's and multi_read's parsing of
-    the answers) is counted apart from the Python work around it; so is the time of the
-    cyclic garbage collector (``gc.callbacks``) and the process's CPU time."""
-    import gc
-    import resource
-
-    from ledger_gc.bookkeeper import references, scan
-    from ledger_gc.bookkeeper import survey as survey_mod
-    from ledger_gc.metadata.store import MetadataStore
-    from ledger_gc.rules.bookkeeper import classify
-    from ledger_gc.settings import Settings
-
-    spans = {"references": 0.0, "listing": 0.0, "index": 0.0, "read": 0.0, "after": 0.0}
-    zk = {"references": 0.0, "listing": 0.0, "read": 0.0, "other": 0.0}
-    marks: dict[str, float] = {}
-    phase = ["other"]
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            outer, phase[0] = phase[0], name if name in zk else "other"
-            started = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spans[name] += time.perf_counter() - started
-                phase[0] = outer
-
-        return wrapper
-
-    def zk_timed(fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                zk[phase[0]] += time.perf_counter() - started
-
-        return wrapper
-
-    original_read = scan.read_ledgers
-
-    def read_ledgers(*args: Any, **kwargs: Any) -> Any:
-        marks["read_start"] = time.perf_counter()
-        inside = 0.0
-        ledgers = original_read(*args, **kwargs)
-        while True:
-            phase[0] = "read"
-            started = time.perf_counter()
-            try:
-                ledger = next(ledgers)
-            except StopIteration:
-                inside += time.perf_counter() - started
-                break
-            finally:
-                phase[0] = "other"
-            inside += time.perf_counter() - started
-            yield ledger
-        spans["read"] = inside
-        marks["read_end"] = time.perf_counter()
-
-    references.read_references = timed("references", references.read_references)
-    scan.top_directories = timed("listing", scan.top_directories)
-    scan.list_tree = timed("listing", scan.list_tree)
-    scan.read_ledgers = read_ledgers
-    classify.Classifier = timed("index", classify.Classifier)
-    survey_mod._missing_listed = timed("after", survey_mod._missing_listed)
-    survey_mod._id_counter = timed("after", survey_mod._id_counter)
-    MetadataStore.get_many = zk_timed(MetadataStore.get_many)  # type: ignore[method-assign]
-    MetadataStore.children_of_many = zk_timed(MetadataStore.children_of_many)  # type: ignore[method-assign]
-
-    gc_state = {"seconds": 0.0, "full": 0, "full_seconds": 0.0, "started": 0.0}
-
-    def on_gc(event: str, info: dict[str, int]) -> None:
-        if event == "start":
-            gc_state["started"] = time.perf_counter()
-            return
-        took = time.perf_counter() - gc_state["started"]
-        gc_state["seconds"] += took
-        if info.get("generation") == 2:
-            gc_state["full"] += 1
-            gc_state["full_seconds"] += took
-
-    settings = Settings(zk_address=hosts, bucket="", bookkeeper="true")
-    spark = None
-    if spark_mode:
-        # As the cycle runs it: the survey app's session (local[*]: both cores), started
-        # before the clock (a fixed cost of every cycle, shared with the S3 scan).
-        from ledger_gc.spark.session import local_session
-
-        spark = local_session("bench-bk-scan")
-        scan.list_subtrees = timed("listing", scan.list_subtrees)
-    rss_before = _vm_rss_bytes()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    gc.callbacks.append(on_gc)
-    started = time.perf_counter()
-    if profile:
-        result = _common.profile_all_threads(
-            lambda: survey_mod.survey(settings, spark=spark), profile
-        )
-    else:
-        result = survey_mod.survey(settings, spark=spark)
-    total = time.perf_counter() - started
-    gc.callbacks.remove(on_gc)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert result is not None, "the survey found no BookKeeper"
-    if "read_start" in marks:
-        read_classify = marks["read_end"] - marks["read_start"]
-    else:  # read and classified on the executors: what the driver did not do itself
-        read_classify = total - spans["references"] - spans["listing"] - spans["after"]
-        spans["read"] = read_classify
-    return {
-        "seconds": total,
-        "references_s": spans["references"],
-        "references_zk_s": zk["references"],
-        "listing_s": spans["listing"],
-        "listing_zk_s": zk["listing"],
-        "read_classify_s": read_classify,
-        "read_s": spans["read"],
-        "read_zk_s": zk["read"],
-        "classify_s": read_classify - spans["read"],
-        "index_s": spans["index"],
-        "after_s": spans["after"],
-        "other_s": total - spans["references"] - spans["listing"] - read_classify,
-        "cpu_user_s": after.ru_utime - usage.ru_utime,
-        "cpu_sys_s": after.ru_stime - usage.ru_stime,
-        "gc_s": gc_state["seconds"],
-        "gc_full": gc_state["full"],
-        "gc_full_s": gc_state["full_seconds"],
-        "ledgers": result.ledgers,
-        "managed_ledgers": result.managed_ledgers,
-        "classes": {name: totals.ledgers for name, totals in result.classes.items()},
-        "candidates": len(result.candidates),
-        "not_ledgers": result.not_ledgers,
-        "missing_listed": len(result.missing_listed),
-        "rss_before_bytes": rss_before,
-        "peak_rss_bytes": _vm_hwm_bytes(),
-        "ru_maxrss_bytes": after.ru_maxrss * 1024,
-    }
-
-
-def run_survey(hosts: str, server: Any, profile: str | None = None) -> dict[str, Any]:
-    """One survey in a child process, with the ZooKeeper JVM's CPU and GC time meanwhile."""
-    command = [sys.executable, __file__, "--child-survey", hosts]
-    if SPARK_MODE[0]:
-        command += ["--child-spark"]
-    if profile:
-        command += ["--child-profile", profile]
-    load = os.getloadavg()[0]
-    jvm_before = jvm_times(server)
-    child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
-    jvm_after = jvm_times(server)
+def run_reader(hosts: str) -> dict[str, Any]:
+    child = subprocess.run(
+        [sys.executable, __file__, "--child-reader", hosts],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
     lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
+        raise SystemExit(f"the pipelined reader failed (exit {child.returncode})")
+    return dict(json.loads(lines[-1]))
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def run_command(hosts: str, state_dir: Path, label: str, **settings: str) -> dict[str, Any]:
+    """``ledgergc orphans --dry-run --json`` as an operator runs it: its wall time, its
+    report, the process tree's peak memory and CPU."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
+    env.update(
+        {
+            "LEDGERGC_ZK_HOSTS": hosts,
+            "LEDGERGC_BUCKET": "",
+            "LEDGERGC_BOOKKEEPER": "true",
+            "LEDGERGC_STATE_DIR": str(state_dir),
+            "LEDGERGC_ORPHAN_MAX_FRACTION": "1",
+            "PYSPARK_PYTHON": sys.executable,
+            **settings,
+        }
+    )
+    command = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with _common.TreeMemorySampler(process.pid) as sampler:
+        out, err = process.communicate()
+    seconds = time.perf_counter() - started
+    if process.returncode not in (0, 1):
         raise SystemExit(
-            f"the survey child failed (exit {child.returncode}):\n{child.stdout[-3000:]}"
+            f"{label}: ledgergc orphans failed (exit {process.returncode}):\n{err.decode()[-3000:]}"
         )
-    result = dict(json.loads(lines[-1]))
-    result["load_before"] = load
-    result["zk_cpu_s"] = jvm_after["cpu_s"] - jvm_before["cpu_s"]
-    gc_before, gc_after = jvm_before.get("gc_s"), jvm_after.get("gc_s")
-    result["zk_gc_s"] = gc_after - gc_before if gc_before is not None and gc_after else None
-    return result
+    report = json.loads(out)
+    bk = report["bookkeeper"]
+    return {
+        "label": label,
+        "seconds": seconds,
+        "load_before": load,
+        "peak_tree_rss_bytes": sampler.peak_total,
+        "peak_by_kind": sampler.peak_by_kind,
+        "status": report["status"],
+        "survey_s": bk["cost"]["seconds"]["total"],
+        "cost": bk["cost"],
+        "zookeeper": report["zookeeper"],
+        "classes": {name: totals["ledgers"] for name, totals in bk["classes"].items()},
+        "ledgers": bk["ledgers"],
+        "managed_ledgers": bk["managed_ledgers"],
+        "not_ledgers": bk["not_ledgers"],
+        "missing_listed": len(bk["missing_listed"]),
+    }
 
 
 def check(got: dict[str, Any], want: dict[str, int]) -> None:
@@ -383,217 +369,53 @@ def check(got: dict[str, Any], want: dict[str, int]) -> None:
         wrong["not_ledgers/missing_listed"] = (got["not_ledgers"], got["missing_listed"])
     if wrong or others:
         raise SystemExit(
-            f"the survey classified wrongly (got, planted): {wrong}; unexpected: {others}"
+            f"{got['label']}: the survey classified wrongly (got, planted): {wrong}; "
+            f"unexpected: {others}"
         )
 
 
-# --- the baseline -------------------------------------------------------------------------
-
-
-def baseline(hosts: str, size: int, sample: int) -> dict[str, Any]:
-    """The sequential kazoo loop: the whole listing, then ``sample`` gets (spread evenly)."""
-    from kazoo.client import KazooClient
-
-    from ledger_gc.rules.bookkeeper import ledger_paths
-    from ledger_gc.rules.bookkeeper.records import decode_record
-
-    client = KazooClient(hosts=hosts, timeout=15)
-    client.start(timeout=30)
-    try:
-        started = time.perf_counter()
-        leaves: list[str] = []
-        level = [
-            f"{ROOT}/{name}"
-            for name in client.get_children(ROOT)
-            if not ledger_paths.is_special(name)
-        ]
-        calls = 1
-        while level:
-            below = []
-            for path in level:
-                calls += 1
-                for name in client.get_children(path):
-                    (leaves if name.startswith("L") else below).append(f"{path}/{name}")
-            level = below
-        list_s = time.perf_counter() - started
-        assert len(leaves) == size, f"the baseline listed {len(leaves)} of {size} ledgers"
-        leaves.sort()
-        step = max(1, len(leaves) // sample)
-        picked = leaves[::step][:sample]
-        started = time.perf_counter()
-        closed = 0
-        for path in picked:
-            data, _stat = client.get(path)
-            closed += decode_record(data).closed
-        read_s = time.perf_counter() - started
-    finally:
-        client.stop()
-        client.close()
-    per_ledger = read_s / len(picked)
-    total = list_s + per_ledger * size
-    return {
-        "list_s": list_s,
-        "list_calls": calls,
-        "sampled": len(picked),
-        "sample_read_s": read_s,
-        "per_ledger_ms": per_ledger * 1000,
-        "extrapolated": len(picked) < size,
-        "seconds": total,
-        "ledgers_per_s": size / total,
-        "closed": closed,
-    }
-
-
-# --- the server ---------------------------------------------------------------------------
-
-
-def _jvm(server: Any) -> Any:
-    """The ZooKeeper JVM (psutil), below its watchdog shell; None if not found."""
-    import psutil
-
-    proc = getattr(server, "_proc", None)
-    if proc is None:
-        return None
-    try:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            if child.name() == "java":
-                return child
-    except psutil.Error:
-        return None
-    return None
-
-
-def server_rss(server: Any) -> int:
-    """The resident memory of the ZooKeeper JVM."""
-    jvm = _jvm(server)
-    try:
-        return int(jvm.memory_info().rss) if jvm is not None else 0
-    except Exception:
-        return 0
-
-
-def jvm_times(server: Any) -> dict[str, float]:
-    """The ZooKeeper JVM's CPU seconds so far and, with ``jstat``, its GC seconds (GCT)."""
-    jvm = _jvm(server)
-    if jvm is None:
-        return {"cpu_s": 0.0}
-    times = jvm.cpu_times()
-    found = {"cpu_s": times.user + times.system}
-    if shutil.which("jstat"):
-        try:
-            out = subprocess.run(
-                ["jstat", "-gcutil", str(jvm.pid)],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            ).stdout.split("\n")
-            header, values = out[0].split(), out[1].split()
-            found["gc_s"] = float(values[header.index("GCT")])
-        except (subprocess.SubprocessError, OSError, ValueError, IndexError):
-            pass
-    return found
-
-
-def describe(got: dict[str, Any]) -> str:
-    """One survey's phases, CPU and memory, for its progress line."""
-    zk_gc = f", GC {got['zk_gc_s']:.1f}" if got.get("zk_gc_s") is not None else ""
+def describe(run: dict[str, Any]) -> str:
+    cost = run["cost"]
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in cost["seconds"].items() if v and k != "total")
     return (
-        f"{got['seconds']:.2f}s: references {got['references_s']:.2f} (ZooKeeper "
-        f"{got['references_zk_s']:.2f}), listing {got['listing_s']:.2f} (ZooKeeper "
-        f"{got['listing_zk_s']:.2f}), read {got['read_s']:.2f} (ZooKeeper "
-        f"{got['read_zk_s']:.2f}, decoding {got['read_s'] - got['read_zk_s']:.2f}), classify "
-        f"{got['classify_s']:.2f}, other {got['other_s']:.2f}; CPU: survey process "
-        f"{got['cpu_user_s'] + got['cpu_sys_s']:.1f}s, ZooKeeper {got['zk_cpu_s']:.1f}s"
-        f"{zk_gc}; Python GC {got['gc_s']:.2f}s ({got['gc_full']} full, "
-        f"{got['gc_full_s']:.2f}s); peak RSS {mib(got['peak_rss_bytes']):,.0f} MiB "
-        f"({mib(got['rss_before_bytes']):,.0f} before); load {got['load_before']:.1f}; "
-        "classes as planted"
+        f"{run['seconds']:.1f} s whole command (survey {run['survey_s']:.1f} s: {steps}); "
+        f"{cost['zk_reads']:,} znodes read by the survey, {run['zookeeper']['reads']:,} by "
+        f"the cycle (peak {run['zookeeper']['peak_per_second']:,}/s), "
+        f"{cost['records_read']:,} records read, {cost['records_cached']:,} from the cache; "
+        f"peak tree RSS {mib(run['peak_tree_rss_bytes']):,.0f} MiB; load {run['load_before']:.1f}"
     )
-
-
-def label(size: int) -> str:
-    if size % 1_000_000 == 0:
-        return f"{size // 1_000_000}M"
-    if size % 1000 == 0:
-        return f"{size // 1000}k"
-    return f"{size:,}"
-
-
-def print_profile(path: str) -> None:
-    import pstats
-
-    print(f"\n--- profile of the survey (all threads, cProfile; {path}) ---")
-    stats = pstats.Stats(path)
-    # Every thread is in it: the kazoo connection thread's waits (epoll) and the main
-    # thread's waits for answers (lock acquire) are idle time, not work.
-    stats.sort_stats("tottime").print_stats(25)
-    stats.sort_stats("cumulative").print_stats(r"ledger_gc|kazoo/protocol", 30)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES),
-        help="ledger counts, comma-separated (multiples of 100)",
-    )
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE:,} ledgers only")
-    parser.add_argument(
-        "--baseline-sample",
-        type=int,
-        default=20_000,
-        help="ledgers the sequential baseline reads per size (then extrapolated)",
-    )
+    parser.add_argument("--size", type=int, default=TARGET_SIZE, help="ledgers (x100)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE:,} ledgers")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="reads/s")
     parser.add_argument("--zk-heap", default="3g", help="-Xmx of the command's ZooKeeper")
-    parser.add_argument("--profile", help="profile the largest size's survey into this file")
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="surveys per size; the fastest is the figure"
-    )
     parser.add_argument("--keep", action="store_true", help="keep ZooKeeper's data dir")
-    parser.add_argument("--child-survey", help=argparse.SUPPRESS)
-    parser.add_argument("--child-profile", help=argparse.SUPPRESS)
-    parser.add_argument("--child-spark", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--driver-only",
-        action="store_true",
-        help="survey without Spark (one Python process); default: the cycle's way, the "
-        "shards read and classified on a local Spark session's executors",
-    )
+    parser.add_argument("--child-reader", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child_survey:
-        result = child_survey(args.child_survey, args.child_profile, args.child_spark)
-        print(json.dumps(result), flush=True)
+    if args.child_reader:
+        print(json.dumps(pipelined_reader(args.child_reader)), flush=True)
         return 0
-    SPARK_MODE[0] = not args.driver_only
-    if args.quick:
-        sizes = [QUICK_SIZE]
-        args.baseline_sample = min(args.baseline_sample, 5000)
-    else:
-        sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
-    if (
-        not sizes
-        or any(s < PER_ML or s % PER_ML for s in sizes)
-        or args.baseline_sample < 1
-        or args.repeat < 1
-    ):
-        print("bk_scan.py: --sizes must be multiples of 100 (e.g. 100000,300000)", file=sys.stderr)
+    size = QUICK_SIZE if args.quick else args.size
+    if size < PER_ML * 10 or size % PER_ML or args.budget < 1:
+        print("bk_scan.py: --size must be a multiple of 100, at least 1000", file=sys.stderr)
         return 2
+    heap = "1g" if args.quick else args.zk_heap
 
     from local_stack.zookeeper import ZooKeeperServer
 
     directory = _common.VAR / "bk-scan"
-    shutil.rmtree(directory / "zookeeper", ignore_errors=True)
-    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=args.zk_heap)
-    say(f"starting ZooKeeper (-Xmx{args.zk_heap}) in {directory / 'zookeeper'}")
+    shutil.rmtree(directory, ignore_errors=True)
+    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=heap)
+    say(f"starting ZooKeeper (-Xmx{heap}) in {directory / 'zookeeper'}")
     server.start()
-    runs: list[dict[str, Any]] = []
-    profile_path = None
+    runs: dict[str, dict[str, Any]] = {}
     try:
         chroot = f"/bench-bk-scan-{_common.run_tag()}"
-        settings = _common.Settings(
-            zk_address=f"{server.hosts}{chroot}", bucket="", state_dir=directory / "state"
-        )
+        settings = _common.Settings(zk_address=f"{server.hosts}{chroot}", bucket="")
+        hosts = settings.zk_hosts
         _common.create_chroot(settings)
         with _common.kazoo_client(settings) as client:
             import pulsar_cluster
@@ -601,187 +423,186 @@ def main() -> int:
             cluster = pulsar_cluster.PulsarCluster(client).init(idgen=False)
             cluster.namespace(NAMESPACE)
             client.ensure_path(f"/managed-ledgers/{NAMESPACE}/persistent")
-            built = 0
-            for size in sizes:
-                want = expected(size)
-                say(
-                    f"size {label(size)}: writing ledgers {built:,} .. {size - 1:,} "
-                    f"({want['managed_ledgers']:,} managed ledgers in all)"
-                )
-                build_s = build(client, built // PER_ML, size // PER_ML)
-                built = size
-                zk_rss = server_rss(server)
-                say(
-                    f"  built in {build_s:.1f}s; ZooKeeper JVM RSS {mib(zk_rss):,.0f} MiB; "
-                    "surveying (child process)"
-                )
-                surveys = []
-                for attempt in range(args.repeat):
-                    got = run_survey(settings.zk_hosts, server)
-                    check(got, want)
-                    surveys.append(got)
-                    say(f"  survey{'' if args.repeat == 1 else f' {attempt + 1}'}: {describe(got)}")
-                survey = min(surveys, key=lambda r: r["seconds"])
-                survey["all_seconds"] = [round(r["seconds"], 2) for r in surveys]
-                survey["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in surveys)
-                base = baseline(settings.zk_hosts, size, args.baseline_sample)
-                say(
-                    f"  sequential kazoo: listing {base['list_s']:.2f}s "
-                    f"({base['list_calls']} get_children), {base['sampled']:,} gets in "
-                    f"{base['sample_read_s']:.2f}s ({base['per_ledger_ms']:.3f} ms each)"
-                    + (
-                        f" -> {base['seconds']:.1f}s for {size:,} (extrapolated)"
-                        if base["extrapolated"]
-                        else ""
-                    )
-                )
-                runs.append(
-                    {
-                        "size": size,
-                        "build_s": build_s,
-                        "zk_rss_bytes": zk_rss,
-                        "survey": survey,
-                        "baseline": base,
-                        "expected": want,
-                    }
-                )
-            if args.profile:
-                profile_path = str(Path(args.profile).resolve())
-                say(f"profiling the survey of {label(sizes[-1])} (a second survey)")
-                profiled = run_survey(settings.zk_hosts, server, profile_path)
-                say(f"  profiled survey: {profiled['seconds']:.2f}s (cProfile overhead included)")
+            want = expected(size)
+            say(f"writing {size:,} ledgers, {want['managed_ledgers']:,} managed ledgers")
+            build_s = build(client, 0, size // PER_ML)
+            say(f"  built in {build_s:.1f} s; ZooKeeper JVM RSS {mib(server_rss(server)):,.0f} MiB")
+
+            say("the pipelined reader (kazoo get_async + decode), every ledger")
+            reader = run_reader(hosts)
+            say(
+                f"  {reader['seconds']:.1f} s ({reader['ledgers']:,} ledgers, listing "
+                f"{reader['listing_s']:.1f} s), peak RSS {mib(reader['peak_rss_bytes']):,.0f} MiB"
+            )
+            if reader["ledgers"] != size:
+                raise SystemExit(f"the reader listed {reader['ledgers']} of {size} ledgers")
+
+            say("the full read: ledgergc orphans --dry-run --json, record cache off")
+            runs["full"] = run_command(
+                hosts, directory / "state-full", "full", LEDGERGC_BK_RECORD_CACHE="false"
+            )
+            check(runs["full"], want)
+            say(f"  {describe(runs['full'])}")
+            say("the first survey: the same command, record cache on, empty state store")
+            runs["first"] = run_command(hosts, directory / "state", "first")
+            check(runs["first"], want)
+            say(f"  {describe(runs['first'])}")
+
+            next_id = size
+            new, deleted, next_id = churn(client, size, 0, next_id)
+            say(f"churn: {new:,} new ledgers, {deleted:,} deleted")
+            runs["second"] = run_command(hosts, directory / "state", "second")
+            check(runs["second"], want)
+            say(f"the second survey: {describe(runs['second'])}")
+
+            new, deleted, next_id = churn(client, size, 1, next_id)
+            say(f"churn: {new:,} new ledgers, {deleted:,} deleted; a budget of {args.budget:,}/s")
+            runs["budget"] = run_command(
+                hosts,
+                directory / "state",
+                "budget",
+                LEDGERGC_ZK_MAX_READS_PER_SECOND=str(args.budget),
+            )
+            check(runs["budget"], want)
+            say(f"under the budget: {describe(runs['budget'])}")
     finally:
         server.stop()
         if not args.keep:
             shutil.rmtree(directory / "zookeeper", ignore_errors=True)
+    return report(size, reader, runs, args.budget, args.quick)
 
-    # --- the curve ---
-    print()
-    print(
-        f"{'ledgers':>9}  {'survey':>8}  {'refs':>6}  {'listing':>7}  {'read':>7}  "
-        f"{'(ZK wait)':>9}  {'classify':>8}  {'other':>6}  {'ledgers/s':>9}  {'us/ledger':>9}  "
-        f"{'peak RSS':>9}  {'CPU py/ZK':>11}  {'seq. kazoo':>10}  {'ratio':>6}"
-    )
-    for run in runs:
-        s, b = run["survey"], run["baseline"]
-        cpu = f"{s['cpu_user_s'] + s['cpu_sys_s']:.0f}/{s['zk_cpu_s']:.0f} s"
-        print(
-            f"{label(run['size']):>9}  {s['seconds']:>7.2f}s  {s['references_s']:>5.2f}s  "
-            f"{s['listing_s']:>6.2f}s  {s['read_s']:>6.2f}s  {s['read_zk_s']:>8.2f}s  "
-            f"{s['classify_s']:>7.2f}s  {s['other_s']:>5.2f}s  "
-            f"{run['size'] / s['seconds']:>9,.0f}  {s['seconds'] / run['size'] * 1e6:>9.1f}  "
-            f"{mib(s['peak_rss_bytes']):>5,.0f} MiB  {cpu:>11}  {b['ledgers_per_s']:>8,.0f}/s  "
-            f"{ratio(b['seconds'], s['seconds']):>5.1f}x"
-        )
-    sampled = runs[-1]["baseline"]["sampled"]
-    print(
-        "(read: inside scan.read_ledgers; ZK wait: of that, in MetadataStore.get_many "
-        "(multiReads sent, ZooKeeper's answers awaited and parsed), the rest is record "
-        "decoding; classify: the rest of that loop; other: sessions, layout, sync, the "
-        "classifier's indexes, the missing-listed re-read, the id counter. CPU py/ZK: the "
-        "survey process's CPU seconds / the ZooKeeper JVM's meanwhile. seq. kazoo: "
-        "get_children level by level, then get + decode_record of "
-        + (
-            f"{sampled:,} ledgers spread over the tree, extrapolated to the size at that "
-            "per-ledger rate)"
-            if runs[-1]["baseline"]["extrapolated"]
-            else "every ledger)"
-        )
-    )
 
-    full = runs[-1]
-    size = full["size"]
-    survey = full["survey"]
-    base = full["baseline"]
-    survey_s = survey["seconds"]
-    peak = max(run["survey"]["peak_rss_bytes"] for run in runs)
-    speedup = ratio(base["seconds"], survey_s)
-    time_met = survey_s <= TARGET_SECONDS
-    rss_met = peak < TARGET_RSS_BYTES
-    print()
-    print(
-        f"scan+classify {label(size)}: {survey_s:.1f} s "
-        f"(target <= {TARGET_SECONDS:.0f} s: {'MET' if time_met else 'MISSED'})"
-    )
-    print(
-        f"driver peak RSS: {mib(peak):,.0f} MiB "
-        f"(target < {TARGET_RSS_BYTES // 2**20}: {'MET' if rss_met else 'MISSED'})"
-    )
-    extrapolated = f" (baseline extrapolated from {base['sampled']:,} gets)"
-    print(f"vs sequential kazoo: {speedup:.1f} x{extrapolated if base['extrapolated'] else ''}")
-    if size != TARGET_SIZE:
-        print(
-            f"(the targets are for {label(TARGET_SIZE)} ledgers; this run's largest: {label(size)})"
-        )
-    if profile_path:
-        print_profile(profile_path)
-
+def report(
+    size: int,
+    reader: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    budget: int,
+    quick: bool,
+) -> int:
+    full, first, second, bounded = runs["full"], runs["first"], runs["second"], runs["budget"]
+    speedup = ratio(reader["seconds"], first["seconds"])
+    first_reads = first["zookeeper"]["reads"]
+    second_share = second["zookeeper"]["reads"] / first_reads if first_reads else 1.0
+    peak = bounded["zookeeper"]["peak_per_second"]
+    over = peak / budget - 1
     rows = [
         (
-            f"survey of {size:,} ledgers",
-            fmt_s(survey_s),
-            fmt_s(base["seconds"]) + ("*" if base["extrapolated"] else ""),
-            f"{speedup:.1f}x",
+            f"first survey of {size:,} ledgers, whole command",
+            fmt_s(first["seconds"]),
+            fmt_s(reader["seconds"]),
+            f"{speedup:.2f}x",
         ),
-        ("  ledgers per second", fmt_rate(size / survey_s), fmt_rate(base["ledgers_per_s"]), ""),
-        ("  Pulsar references", fmt_s(survey["references_s"]), "", ""),
-        ("  listing", fmt_s(survey["listing_s"]), fmt_s(base["list_s"]), ""),
-        ("  reading (multiRead + decode)", fmt_s(survey["read_s"]), "", ""),
-        ("    of which in get_many (ZooKeeper)", fmt_s(survey["read_zk_s"]), "", ""),
-        ("  classifying", fmt_s(survey["classify_s"]), "", ""),
-        ("  other", fmt_s(survey["other_s"]), "", ""),
-        ("driver peak RSS (largest size)", f"{mib(survey['peak_rss_bytes']):,.0f} MiB", "", ""),
+        ("  its survey step", fmt_s(first["survey_s"]), "", ""),
+        ("  ledgers per second (command)", fmt_rate(size / first["seconds"]), "", ""),
         (
-            "CPU: survey process / ZooKeeper",
-            f"{survey['cpu_user_s'] + survey['cpu_sys_s']:.1f} s / {survey['zk_cpu_s']:.1f} s",
-            "",
+            "full read (cache off), whole command",
+            fmt_s(full["seconds"]),
+            fmt_s(reader["seconds"]),
+            f"{ratio(reader['seconds'], full['seconds']):.2f}x",
+        ),
+        ("  its survey step", fmt_s(full["survey_s"]), "", ""),
+        ("second survey (1 % new, 1 % deleted), command", fmt_s(second["seconds"]), "", ""),
+        ("  its survey step", fmt_s(second["survey_s"]), "", ""),
+        (
+            "  znodes read by the cycle, second / first",
+            f"{second['zookeeper']['reads']:,}",
+            f"{first_reads:,}",
+            f"{second_share:.1%}",
+        ),
+        (
+            "  ledger records read / from the cache",
+            f"{second['cost']['records_read']:,}",
+            f"{second['cost']['records_cached']:,}",
             "",
         ),
-        ("ZooKeeper JVM RSS", f"{mib(full['zk_rss_bytes']):,.0f} MiB", "", ""),
+        (
+            f"budget {budget:,}/s: peak reads in one second",
+            f"{peak:,}",
+            f"{budget:,}",
+            f"{over:+.1%}",
+        ),
+        ("  its command", fmt_s(bounded["seconds"]), "", ""),
+        (
+            "peak memory, process tree (first survey)",
+            f"{mib(first['peak_tree_rss_bytes']):,.0f} MiB",
+            f"{mib(reader['peak_rss_bytes']):,.0f} MiB",
+            "",
+        ),
     ]
     targets = [
-        (f"scan+classify of {size:,} ledgers <= {TARGET_SECONDS:.0f} s", time_met),
-        ("driver peak RSS < 2 GiB", rss_met),
+        (
+            f"first survey, whole command <= {TARGET_FIRST_S:.0f} s",
+            first["seconds"] <= TARGET_FIRST_S,
+        ),
+        (f"first survey >= {TARGET_RATIO:.0f}x the pipelined reader", speedup >= TARGET_RATIO),
+        (
+            f"second survey reads <= {TARGET_SECOND_READS:.0%} of the first's",
+            second_share <= TARGET_SECOND_READS,
+        ),
+        (
+            f"second survey, whole command <= {TARGET_SECOND_S:.0f} s",
+            second["seconds"] <= TARGET_SECOND_S,
+        ),
+        (
+            f"peak rate within {TARGET_BUDGET_OVER:.0%} of the budget",
+            peak <= budget * (1 + TARGET_BUDGET_OVER),
+        ),
     ]
+    if size != TARGET_SIZE:
+        print(f"(the targets are for {TARGET_SIZE:,} ledgers; this run: {size:,})")
+
+    def brief(run: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "seconds": round(run["seconds"], 2),
+            "survey_s": round(run["survey_s"], 2),
+            "cycle_zk_reads": run["zookeeper"]["reads"],
+            "cycle_zk_peak": run["zookeeper"]["peak_per_second"],
+            "survey_zk_reads": run["cost"]["zk_reads"],
+            "records_read": run["cost"]["records_read"],
+            "records_cached": run["cost"]["records_cached"],
+            "survey_seconds": run["cost"]["seconds"],
+            "peak_tree_rss_mib": mib(run["peak_tree_rss_bytes"]),
+            "peak_by_kind_mib": {k: mib(v) for k, v in run["peak_by_kind"].items()},
+            "load_before": round(run["load_before"], 2),
+        }
+
     _common.report(
         "bk_scan",
         rows,
         targets,
         {
             "items": size,
-            "quick": args.quick,
-            "survey_s": round(survey_s, 2),
-            "ledgers_per_s": round(size / survey_s),
-            "driver_peak_rss_mib": mib(peak),
-            "baseline_per_s": round(base["ledgers_per_s"]),
-            "baseline_s": round(base["seconds"], 1),
-            "baseline_extrapolated": base["extrapolated"],
-            "baseline_sample": base["sampled"],
+            "quick": quick,
+            "budget": budget,
+            "reader": {
+                "seconds": round(reader["seconds"], 2),
+                "listing_s": round(reader["listing_s"], 2),
+                "peak_rss_mib": mib(reader["peak_rss_bytes"]),
+                "window": READER_WINDOW,
+            },
             "ratio": speedup,
-            "zk_heap": args.zk_heap,
-            "repeat": args.repeat,
-            "curve": [
-                {
-                    "ledgers": run["size"],
-                    "build_s": round(run["build_s"], 1),
-                    "zk_rss_mib": mib(run["zk_rss_bytes"]),
-                    **{
-                        k: (round(v, 3) if isinstance(v, float) else v)
-                        for k, v in run["survey"].items()
-                        if k not in ("rss_before_bytes", "peak_rss_bytes", "ru_maxrss_bytes")
-                    },
-                    "rss_before_mib": mib(run["survey"]["rss_before_bytes"]),
-                    "peak_rss_mib": mib(run["survey"]["peak_rss_bytes"]),
-                    "baseline": {
-                        k: (round(v, 4) if isinstance(v, float) else v)
-                        for k, v in run["baseline"].items()
-                    },
-                }
-                for run in runs
-            ],
-            "profile": profile_path,
+            "second_read_share": round(second_share, 4),
+            "budget_peak": peak,
+            "runs": {name: brief(run) for name, run in runs.items()},
         },
     )
+    return 0
+
+
+# --- the server ---------------------------------------------------------------------------
+
+
+def server_rss(server: Any) -> int:
+    """The resident memory of the ZooKeeper JVM."""
+    import psutil
+
+    proc = getattr(server, "_proc", None)
+    try:
+        for child in psutil.Process(proc.pid).children(recursive=True) if proc else []:
+            if child.name() == "java":
+                return int(child.memory_info().rss)
+    except psutil.Error:
+        return 0
     return 0
 
 

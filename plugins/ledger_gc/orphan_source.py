@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ledger_gc.metadata.read_budget import Reads
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -87,6 +89,9 @@ class DeleteRequest:
     # ZooKeeper write sent with it is refused once the lock is lost
     # (``metadata/fencing.py``). None: no lock is held, so no ZooKeeper delete is sent.
     fence_for: Callable[[Settings], Fence] | None = None
+    # Znodes read on executors per second (a distributed delete adds its tasks' here;
+    # the driver's own are counted by the step): the cycle's cost to ZooKeeper.
+    executor_reads: Reads = field(default_factory=Reads)
 
 
 class OrphanSource(Protocol):

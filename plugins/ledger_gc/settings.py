@@ -33,6 +33,7 @@ from ledger_gc.setting_forms import (
     check_endpoint,
     check_ledgers_root,
     check_pulsar_clusters,
+    check_read_budget,
     check_region,
     check_zk_address,
 )
@@ -456,6 +457,44 @@ class Settings:
             FLAG,
             "`true`: other Pulsar clusters write to this BookKeeper; only ledgers this "
             "metadata names by id (`bk-offloaded-copy`) are deleted",
+        ),
+    )
+    # What a cycle costs ZooKeeper (DESIGN.md "Cost to ZooKeeper"): CLOSED ledgers'
+    # records kept between cycles (bookkeeper/record_cache.py), a full read every so
+    # many cycles, and a bound on the reads per second of the whole cycle.
+    bk_record_cache: bool = setting(
+        True,
+        SettingSpec(
+            "LEDGERGC_BK_RECORD_CACHE",
+            FLAG,
+            "keep CLOSED BookKeeper ledgers' records between cycles (in the state store, by "
+            "`<root>/INSTANCEID` and ledger id) and read again only what changed; `false` "
+            "reads every ledger's znode every cycle",
+        ),
+    )
+    bk_full_read_every: int = setting(
+        7,
+        SettingSpec(
+            "LEDGERGC_BK_FULL_READ_EVERY",
+            INTEGER,
+            "with the record cache on, every ledger's znode is read again at least every "
+            "this many cycles (a damaged cache heals); 1 reads all every cycle",
+            minimum=1,
+            unit="cycles",
+        ),
+    )
+    zk_max_reads_per_second: float = setting(
+        0.0,
+        SettingSpec(
+            "LEDGERGC_ZK_MAX_READS_PER_SECOND",
+            NUMBER,
+            "the most znodes a cycle reads from ZooKeeper per second, driver and Spark "
+            "executors together (every read of a multi-read counts); 0: no bound, else at "
+            "least 100",
+            minimum=0,
+            unit="reads/s",
+            check=check_read_budget,
+            default_doc="0 (no bound)",
         ),
     )
     # The Pulsar cluster names (pulsarClusterName) whose offloaded segments are this

@@ -69,3 +69,10 @@ def test_orphan_cycle_benchmark_prints_a_json_result(
 ) -> None:
     result = run_quick("orphan_cycle", local_stack, tmp_path, timeout=900)
     assert result["leaks_deleted"] > 0 and result["tasks"]
+
+
+@pytest.mark.spark
+def test_bk_scan_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    """Starts a ZooKeeper of its own; each of its commands is a whole `ledgergc orphans`."""
+    result = run_quick("bk_scan", None, tmp_path)
+    assert result["items"] > 0 and result["runs"]["second"]["records_cached"] > 0

@@ -221,6 +221,8 @@ def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
     one cycle), configured by the environment alone; the survey reads BookKeeper's three
     leaf directories on Spark's executors."""
     settings = secured.settings("bookkeeper")
+    # On the executors however small the tree (the settings must reach them).
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
     tls_files_before = _tls_files_in(Path(tempfile.gettempdir()))
 
     with caplog.at_level(logging.INFO, logger="ledger_gc.bookkeeper.survey"):

@@ -729,3 +729,64 @@ def test_module_exports() -> None:
     for module in (framing, records, markers):
         for name in module.__all__:
             assert hasattr(module, name), name
+
+
+# --- the fast proof that a record has no unknown field ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "none_unknown"),
+    [
+        (GOOD_RAW, True),
+        (f_bytes(1, LEDGER_7), True),
+        # an unknown field at the top, inside a LedgerInfo, inside its offload context
+        (GOOD_RAW + f_varint(99, 1), False),
+        (f_bytes(1, LEDGER_7 + f_bytes(100, b"opaque")), False),
+        (f_bytes(1, f_varint(1, 7) + f_bytes(5, OFFLOAD_CTX + f_varint(77, 1))), False),
+        # a declared field of the wrong wire type, deep inside (kept as unknown by protobuf)
+        (f_bytes(1, f_varint(1, 3) + f_varint(5, 1)), False),
+        # known fields encoded longer than protobuf's own (a padded varint): the walk decides
+        (f_bytes(1, tag(1, VARINT) + b"\x87\x80\x00"), False),
+    ],
+)
+def test_records_without_unknown_fields_are_told_cheaply(data: bytes, none_unknown: bool) -> None:
+    from ledger_gc.formats.records import _no_unknown_fields, _wire_type_clash
+
+    assert _no_unknown_fields(ManagedLedgerInfo, data) is none_unknown
+    if none_unknown:  # never says "none" where the exact walk finds one
+        parsed = ManagedLedgerInfo()
+        parsed.ParseFromString(data)
+        assert _wire_type_clash(parsed) is None and not unknown_fields(parsed)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2**63 - 1), st.integers(-1, 2**40), st.booleans()), max_size=8
+    ),
+    st.integers(0, 3),
+    st.binary(max_size=8),
+)
+def test_the_cheap_proof_never_misses_an_unknown_field(
+    ledgers: list[tuple[int, int, bool]], where: int, extra: bytes
+) -> None:
+    from ledger_gc.formats.records import _no_unknown_fields
+
+    body = b"".join(
+        f_bytes(1, f_varint(1, lid) + f_varint(2, entries) + (f_varint(3, 5) if sized else b""))
+        for lid, entries, sized in ledgers
+    )
+    unknown = f_bytes(120, extra)
+    data = (
+        body + unknown
+        if where == 0
+        else f_bytes(1, f_varint(1, 1) + unknown) + body
+        if where == 1
+        else body
+    )
+    parsed = ManagedLedgerInfo()
+    parsed.ParseFromString(data)
+    has_unknown = bool(unknown_fields(parsed)) or any(
+        unknown_fields(ledger) for ledger in parsed.ledgerInfo
+    )
+    if _no_unknown_fields(ManagedLedgerInfo, data):
+        assert not has_unknown

@@ -79,8 +79,49 @@ def bookkeeper_report(**overrides: Any) -> dict[str, Any]:
             "ledgergc restore --run <run id> re-creates deleted ledgers' metadata until the "
             "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
         ),
+        "cost": COST,
     }
     return report | overrides
+
+
+#: The survey's cost (``bookkeeper/cost.py``): a cycle that reused 12 records.
+COST = {
+    "zk_reads": 31,
+    "zk_peak_reads_per_second": 29,
+    "zk_max_reads_per_second": 5000,
+    "zk_reads_by_step": {"references": 20, "listing": 4, "cache": 3, "ledgers": 3},
+    "records_read": 3,
+    "records_cached": 12,
+    "directories": 2,
+    "directories_reused": {"unchanged": 1, "accounted": 1},
+    "seconds": {
+        "references": 0.5,
+        "listing": 0.25,
+        "cache": 0.125,
+        "ledgers": 1.5,
+        "cache_save": 0.25,
+        "checks": 0.125,
+        "total": 3.0,
+    },
+    "cache": {
+        "enabled": True,
+        "full_read": False,
+        "why": "records of CLOSED ledgers read by earlier cycles are reused where they stand",
+        "instance_id": "6e9e0a2c",
+        "cycles_since_full_read": 2,
+        "cversion_proven": True,
+    },
+}
+ZOOKEEPER = {
+    "reads": 80,
+    "peak_per_second": 40,
+    "max_reads_per_second": 5000,
+    "by_step": {
+        "snapshot": {"reads": 40, "peak_per_second": 40},
+        "bookkeeper": {"reads": 31, "peak_per_second": 29},
+        "delete": {"reads": 9, "peak_per_second": 9},
+    },
+}
 
 
 def bk_phase(**by_class: tuple[int, int]) -> dict[str, Any]:
@@ -96,6 +137,7 @@ def bk_phase(**by_class: tuple[int, int]) -> dict[str, Any]:
 def bk_cycle(run_id: str, finished_ms: int, bookkeeper: Any, **kw: Any) -> dict[str, Any]:
     cycle = orphan_cycle(run_id, finished_ms, **kw)
     cycle["bookkeeper"] = bookkeeper
+    cycle["zookeeper"] = ZOOKEEPER
     return cycle
 
 
@@ -318,6 +360,53 @@ def test_the_page_shows_the_bookkeeper_section_with_the_overviews_figures(bk_sta
     assert "ledgergc restore --run orphans-bk</code>" in html and "gcWaitTime" in html
     assert "BookKeeper looks shared" not in html
     assert sorted(parser.links) == ["#bookkeeper", "api/overview", "metrics"]
+    # What the cycle cost ZooKeeper, beside the bound.
+    cost = (*bk, "cost")
+    assert {
+        (*cost, "zk_reads"),
+        (*cost, "zk_peak_reads_per_second"),
+        (*cost, "records_read"),
+        (*cost, "records_cached"),
+        (*cost, "seconds", "ledgers"),
+        (*cost, "seconds", "total"),
+        (*cost, "cache", "cycles_since_full_read"),
+        ("orphans", "zookeeper", "reads"),
+        ("orphans", "zookeeper", "peak_per_second"),
+        ("orphans", "zookeeper", "max_reads_per_second"),
+    } <= shown
+    assert "Cost to ZooKeeper" in html and COST["cache"]["why"] in html
+
+
+def test_the_cost_to_zookeeper_is_in_the_metrics(bk_state):
+    samples = parse_metrics(render_metrics(build_overview(bk_state)))["samples"]
+    assert samples[("ledgergc_bookkeeper_survey_zk_reads", ())] == 31
+    assert samples[("ledgergc_bookkeeper_survey_records", (("source", "read"),))] == 3
+    assert samples[("ledgergc_bookkeeper_survey_records", (("source", "cache"),))] == 12
+    assert samples[("ledgergc_bookkeeper_survey_seconds", (("step", "total"),))] == 3.0
+    reads = {
+        labels: value
+        for (name, labels), value in samples.items()
+        if name == "ledgergc_orphan_cycle_zk_reads"
+    }
+    assert reads == {
+        (("step", "bookkeeper"),): 31,
+        (("step", "delete"),): 9,
+        (("step", "snapshot"),): 40,
+    }
+    assert samples[("ledgergc_orphan_cycle_zk_peak_reads_per_second", ())] == 40
+    assert samples[("ledgergc_zk_max_reads_per_second", ())] == 5000
+
+
+def test_a_summary_older_than_the_cost_figures_shows_none(tmp_path):
+    run_log.append_run(
+        tmp_path,
+        run_log.ORPHANS,
+        bk_cycle("old", T0, {k: v for k, v in bookkeeper_report().items() if k != "cost"}),
+    )
+    overview = build_overview(tmp_path)
+    assert overview["orphans"]["bookkeeper"]["cost"] is None
+    assert "Cost to ZooKeeper" not in render_page(overview)
+    assert "ledgergc_bookkeeper_survey_zk_reads" not in render_metrics(overview)
 
 
 def test_the_page_warns_when_bookkeeper_looks_shared_or_lacks_listed_ledgers(tmp_path):

@@ -215,6 +215,7 @@ def _one(
         return RecheckResult.of(entry, WOULD_DELETE, reason, objects=1, bytes=ledger.bytes)
     if should_stop():  # the last moment: nothing is audited or sent after a stop
         return _skipped(entry, STOPPED)
+    bk.reading(1)
     acls = guarded(
         f"reading the ACL of {znode}",
         bk.hosts,

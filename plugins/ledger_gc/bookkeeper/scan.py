@@ -1,8 +1,11 @@
 """BookKeeper's ledger metadata, listed and read from ZooKeeper.
 
 ``read_layout`` reads ``<root>/LAYOUT`` (which ledger manager names the znodes);
-``list_ledgers`` walks the tree level by level with pipelined ``get_children``;
-``read_ledgers`` reads the records, pipelined, and decodes each (``records``).
+``list_leaves`` walks the tree level by level with pipelined ``get_children`` and
+lists each leaf directory with its stat (``getChildren2``: what the record cache
+checks, ``rules/bookkeeper/record_cache.py``); ``read_ledgers`` reads the records,
+pipelined, and decodes each (``records``); ``ledger_of_record`` turns a record, read
+now or cached, into the ``BkLedger`` the classification judges.
 
 The listing fails closed: a lost session raises, never returns fewer ledgers. A znode
 that vanishes between the listing and the read was deleted meanwhile (a ledger deleted
@@ -13,15 +16,17 @@ counted (``Listing.not_ledgers``), never read as one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
-from ledger_gc.rules.bookkeeper.records import RecordError, decode_record
+from ledger_gc.rules.bookkeeper.record_cache import DirectoryState
+from ledger_gc.rules.bookkeeper.records import LedgerRecord, RecordError, decode_record
 from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -152,12 +157,6 @@ def top_directories(store: MetadataStore, root: str, layout: str) -> tuple[list[
     return tops, listing
 
 
-def list_tree(store: MetadataStore, root: str, layout: str, starts: Sequence[str]) -> Listing:
-    """Every ledger below some directories of a hierarchical layout (the top ones, or
-    the shards ``shard_directories`` found): the driver's listing."""
-    return list_subtrees(store, root, layout, starts)
-
-
 def shard_directories(
     store: MetadataStore, root: str, layout: str, tops: Sequence[str]
 ) -> tuple[list[str], Listing]:
@@ -177,69 +176,195 @@ def shard_directories(
     return shards, listing
 
 
-def list_subtrees(store: MetadataStore, root: str, layout: str, starts: Sequence[str]) -> Listing:
-    """Every ledger below some directories of a hierarchical layout (``starts``: paths
-    below the root, one or more levels deep), level by level with pipelined reads."""
-    listing = Listing()
+@dataclass
+class Leaf:
+    """One leaf directory of a hierarchical layout, as one ``getChildren2`` listed it."""
+
+    directory: str  # below the root, e.g. "00/0012"
+    state: DirectoryState
+    ledger_ids: list[int]  # sorted
+
+
+@dataclass
+class Leaves:
+    """Every leaf directory below some shards, and what was not a ledger there."""
+
+    leaves: list[Leaf] = field(default_factory=list)
+    odd: Listing = field(default_factory=Listing)
+
+    @property
+    def ledger_count(self) -> int:
+        return sum(len(leaf.ledger_ids) for leaf in self.leaves)
+
+
+def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[str]) -> Leaves:
+    """Every ledger below some directories of a hierarchical layout (``starts``: the
+    shards ``shard_directories`` found, or any directories one or more levels deep),
+    level by level with pipelined reads, each leaf directory listed with its stat in
+    one ``getChildren2`` (its ``czxid``, ``cversion`` and ``pzxid`` at that moment)."""
+    found = Leaves()
+    level: list[str] = []
     for start in starts:
-        parts = start.split("/")
-        tree = ledger_paths.tree_of_top(parts[0], layout)
-        if tree is None or len(parts) >= len(tree.widths):
-            listing.odd(start)
-            continue
-        level = [start]
-        for width in tree.widths[len(parts) : -1]:
-            children = store.children_of_many([f"{root}/{rel}" for rel in level])
-            nxt = []
-            for rel, names in zip(level, children, strict=True):
-                for name in sorted(names):
-                    if ledger_paths.is_directory_name(name, width):
-                        nxt.append(f"{rel}/{name}")
-                    else:
-                        listing.odd(f"{rel}/{name}")
-            level = nxt
-        children = store.children_of_many([f"{root}/{rel}" for rel in level])
-        for rel, names in zip(level, children, strict=True):
-            for name in names:
-                ledger_id = ledger_paths.ledger_id_of(f"{rel}/{name}", layout)
-                if ledger_id is None:
-                    listing.odd(f"{rel}/{name}")
+        tree = ledger_paths.tree_of_top(start.split("/")[0], layout)
+        if tree is None or len(start.split("/")) >= len(tree.widths):
+            found.odd.odd(start)
+        else:
+            level.append(start)
+    # Walk the directory levels down to the leaves (the short tree's shards are leaves).
+    while True:
+        deeper = [rel for rel in level if not _is_leaf(rel, layout)]
+        if not deeper:
+            break
+        leaves_now = [rel for rel in level if _is_leaf(rel, layout)]
+        children = store.children_of_many([f"{root}/{rel}" for rel in deeper])
+        level = leaves_now
+        for rel, names in zip(deeper, children, strict=True):
+            tree = ledger_paths.tree_of_top(rel.split("/")[0], layout)
+            assert tree is not None
+            width = tree.widths[len(rel.split("/"))]
+            for name in sorted(names):
+                if ledger_paths.is_directory_name(name, width):
+                    level.append(f"{rel}/{name}")
                 else:
-                    listing.ledger_ids.append(ledger_id)
-    listing.ledger_ids.sort()
-    return listing
+                    found.odd.odd(f"{rel}/{name}")
+    level.sort()
+    answers = store.children_with_stats([f"{root}/{rel}" for rel in level])
+    for rel, got in zip(level, answers, strict=True):
+        if got is None:
+            continue  # removed since its parent was listed: it has no ledgers now
+        names, stat = got
+        ids, odd = ledger_paths.leaf_ledger_ids(rel, names, layout)
+        for name in odd:
+            found.odd.odd(f"{rel}/{name}")
+        ids.sort()
+        state = DirectoryState(int(stat.czxid), int(stat.cversion), int(stat.pzxid))
+        found.leaves.append(Leaf(rel, state, ids))
+    return found
+
+
+def _is_leaf(relative: str, layout: str) -> bool:
+    """Whether a directory below the root holds ledgers (its tree's last level)."""
+    parts = relative.split("/")
+    tree = ledger_paths.tree_of_top(parts[0], layout)
+    return tree is not None and len(parts) == len(tree.widths) - 1
+
+
+def read_raw(
+    store: MetadataStore, root: str, layout: str, ledger_ids: Sequence[int]
+) -> Iterator[tuple[int, bytes, Any]]:
+    """Each ledger's znode: (id, data, ZnodeStat), pipelined; a znode deleted since the
+    listing is left out (a ledger Pulsar deleted meanwhile)."""
+    for offset in range(0, len(ledger_ids), READ_BATCH):
+        batch = ledger_ids[offset : offset + READ_BATCH]
+        znodes = [ledger_paths.ledger_path(root, lid, layout) for lid in batch]
+        for ledger_id, got in zip(batch, store.get_many(znodes), strict=True):
+            if got is not None:
+                yield ledger_id, got[0], got[1]
 
 
 def read_ledgers(
     store: MetadataStore, root: str, layout: str, ledger_ids: Sequence[int]
 ) -> Iterator[BkLedger]:
     """Each ledger's record, decoded (an undecodable one carries its error)."""
-    for offset in range(0, len(ledger_ids), READ_BATCH):
-        batch = ledger_ids[offset : offset + READ_BATCH]
-        znodes = [ledger_paths.ledger_path(root, lid, layout) for lid in batch]
-        for ledger_id, got in zip(batch, store.get_many(znodes), strict=True):
-            if got is None:
-                continue  # deleted since the listing
-            yield ledger_of(ledger_id, got[0], got[1].version, int(got[1].ctime))
+    for ledger_id, data, stat in read_raw(store, root, layout, ledger_ids):
+        yield ledger_of(ledger_id, data, stat.version, int(stat.ctime))
+
+
+class RecordInputs(Protocol):
+    """What the classification reads of a ledger's record: a decoded ``LedgerRecord``,
+    or the record cache's ``CachedRecord`` of one."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def format_version(self) -> int: ...
+    @property
+    def ctime_ms(self) -> int | None: ...
+    @property
+    def custom(self) -> Mapping[str, bytes]: ...
 
 
 def ledger_of(ledger_id: int, data: bytes, version: int, znode_ctime_ms: int) -> BkLedger:
-    """One ledger from its znode's data and stat.
+    """One ledger from its znode's data and stat (``ledger_of_record``); a record that
+    does not decode gives a ledger that carries its error."""
+    return decoded(ledger_id, data, version, znode_ctime_ms)[0]
+
+
+def decoded(
+    ledger_id: int, data: bytes, version: int, znode_ctime_ms: int
+) -> tuple[BkLedger, LedgerRecord | None]:
+    """``ledger_of``, and the decoded record (None: it did not decode)."""
+    try:
+        record = decode_record(data)
+    except RecordError as exc:
+        return BkLedger(ledger_id, version, znode_ctime_ms, error=str(exc)), None
+    return ledger_of_record(ledger_id, version, znode_ctime_ms, record), record
+
+
+_TAGS: dict[tuple[tuple[str, bytes], ...], PulsarTags] = {}
+#: Distinct custom-metadata maps remembered (a topic's ledgers all carry the same).
+_TAGS_KEPT = 4096
+
+
+def tags_of(custom: Mapping[str, bytes]) -> PulsarTags:
+    """``PulsarTags.of(custom)``, remembered: a survey decodes the same few maps a
+    million times."""
+    key = tuple(custom.items())
+    tags = _TAGS.get(key)
+    if tags is None:
+        if len(_TAGS) >= _TAGS_KEPT:
+            _TAGS.clear()
+        tags = _TAGS[key] = PulsarTags.of(custom)
+    return tags
+
+
+def ledger_of_record(
+    ledger_id: int,
+    version: int,
+    znode_ctime_ms: int,
+    record: RecordInputs,
+    tags: PulsarTags | None = None,
+) -> BkLedger:
+    """One ledger from its decoded record (read now, or the record cache's) and its
+    znode's version and ctime; ``tags``: ``PulsarTags.of(record.custom)``, if known.
 
     Its age counts from the later of the znode's ctime (ZooKeeper's clock, when the
     bookie client created it) and the record's ctime (the creating broker's clock): a
     broker clock days behind must not make a ledger ZooKeeper created seconds ago look
     old, and neither clock alone may make a ledger older than it is."""
-    try:
-        record = decode_record(data)
-    except RecordError as exc:
-        return BkLedger(ledger_id, version, znode_ctime_ms, error=str(exc))
+    return ledger_of_fields(
+        ledger_id,
+        version,
+        znode_ctime_ms,
+        record.state,
+        record.length,
+        record.format_version,
+        record.ctime_ms,
+        tags_of(record.custom) if tags is None else tags,
+    )
+
+
+def ledger_of_fields(
+    ledger_id: int,
+    version: int,
+    znode_ctime_ms: int,
+    state: str,
+    length: int,
+    format_version: int,
+    record_ctime_ms: int | None,
+    tags: PulsarTags,
+) -> BkLedger:
+    """``ledger_of_record`` from the record's fields one by one (the record cache's
+    columns): the one place a ledger's age is decided (see there)."""
+    # (Positional: a survey builds a million.)
     return BkLedger(
         ledger_id,
         version,
-        max(record.ctime_ms or 0, znode_ctime_ms),
-        state=record.state,
-        length=record.length,
-        format_version=record.format_version,
-        tags=PulsarTags.of(record.custom),
+        max(record_ctime_ms or 0, znode_ctime_ms),
+        state,
+        length,
+        format_version,
+        tags,
     )

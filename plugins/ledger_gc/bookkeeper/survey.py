@@ -18,15 +18,25 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 import uuid
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper import offloaded_copy, references, scan
+from ledger_gc.bookkeeper import offloaded_copy, record_cache, references, scan
+from ledger_gc.bookkeeper.cost import SurveyCost
+from ledger_gc.bookkeeper.directories import (
+    DirectoryDone,
+    DirectoryWork,
+    classify_directories,
+    split_works,
+)
+from ledger_gc.clock import now_ms
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
+from ledger_gc.metadata import read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import (
@@ -38,6 +48,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
+from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.settings import Settings
 
@@ -47,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 50
+#: Classes counted without samples (live ledgers, and the orphans: their candidates).
+_COUNTED_ONLY = frozenset((classify.BK_LIVE, *BK_ORPHAN_CLASSES))
 
 
 @dataclass
@@ -98,6 +111,8 @@ class BookKeeperSurvey:
     foreign_ids: set[int] = field(default_factory=set)
     gone_high: dict[str, int] = field(default_factory=dict)
     open_gone: set[str] = field(default_factory=set)
+    # What the survey cost ZooKeeper (reads, peak rate, the record cache, time per step).
+    cost: SurveyCost = field(default_factory=SurveyCost)
 
     @property
     def orphan_bytes(self) -> int:
@@ -109,13 +124,18 @@ class BookKeeperSurvey:
         self.bytes += size
         self.classes[verdict.ledger_class].add(size)
         namespace = classify.namespace_of(verdict.owner) or "(none)"
-        per_ns = self.namespaces.setdefault(namespace, {})
-        per_ns.setdefault(verdict.ledger_class, Totals()).add(size)
+        per_ns = self.namespaces.get(namespace)
+        if per_ns is None:
+            per_ns = self.namespaces[namespace] = {}
+        totals = per_ns.get(verdict.ledger_class)
+        if totals is None:  # (not setdefault: a million ledgers would build as many Totals)
+            totals = per_ns[verdict.ledger_class] = Totals()
+        totals.add(size)
         if verdict.hold is not None:
             self.held_reasons[verdict.hold] = self.held_reasons.get(verdict.hold, 0) + 1
         if ledger.tags.application == classify.PULSAR:
             self.pulsar_ledgers += 1
-        if verdict.ledger_class not in (classify.BK_LIVE, *BK_ORPHAN_CLASSES):
+        if verdict.ledger_class not in _COUNTED_ONLY:
             sample = self.samples.setdefault(verdict.ledger_class, [])
             if len(sample) < MAX_SAMPLES:
                 sample.append({"ledger_id": ledger.ledger_id, **verdict.to_dict()})
@@ -219,6 +239,7 @@ class BookKeeperSurvey:
             "registered_reasons": self.registered_reasons,
             "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
+            "cost": self.cost.to_dict(),
         }
 
 
@@ -300,12 +321,18 @@ def survey(
     """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
 
     ``registered``: the registry's entries by prefix (for the reasons of those this
-    survey does not find orphaned). With ``spark``, a tree of several shards is read and
-    classified on its executors (``_on_executors``), else here."""
+    survey does not find orphaned). The driver lists every leaf directory; with
+    ``spark``, a tree of several directories is read and classified on its executors
+    (``_on_executors``), else here. CLOSED ledgers' records read by earlier cycles stand
+    in for reads where the record cache shows their znodes unchanged
+    (``record_cache``, ``directories``); what it cost ZooKeeper is the result's
+    ``cost``."""
     if not enabled(settings):
         return None
     root = settings.bookkeeper_root
     where = f"{settings.bookkeeper_hosts}{root}"
+    cost = SurveyCost(budget_per_second=settings.zk_max_reads_per_second)
+    started = time.monotonic()
     with scan.sessions(settings) as (pulsar, bk):
         layout = scan.layout_of(bk, settings)
         if layout is None:
@@ -321,29 +348,75 @@ def survey(
                 )
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
+        with cost.step("cache"):
+            cache = record_cache.plan(settings, bk, layout)
+        if cache.full and spark is not None:
+            # Every record is read: a large tree will want the executors, and a session
+            # started now is ready by the time the listing is.
+            from ledger_gc.spark.session import start_early
+
+            start_early(spark)
         # Pulsar's references before BookKeeper's listing: a ledger created after this
-        # read has an id above every id it names (classify.py's horizon).
-        refs = references.read_references(pulsar)
+        # read has an id above every id it names (classify.py's horizon). Read in full
+        # every cycle: the cache keeps only the ledgers' own records.
+        with cost.step("references"):
+            refs = references.read_references(pulsar)
         result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
         classifier = classify.Classifier(refs, shared=settings.bk_shared)
         result.references_high = classifier.high
-        bk.sync(root)
-        tops, listing = scan.top_directories(bk, root, layout)
-        shards, odd = scan.shard_directories(bk, root, layout, tops)
-        result.not_ledgers = listing.not_ledger_count + odd.not_ledger_count
-        result.not_ledger_samples = (listing.not_ledgers + odd.not_ledgers)[:20]
-        if spark is not None and len(shards) >= MIN_SHARDS_FOR_SPARK:
-            log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(shards))
-            for part in _on_executors(spark, settings, root, layout, shards, refs, run_id):
-                result.merge(part)
-        else:
-            # The shards listed here (the flat layout's ledgers are the root's own).
-            tree = scan.list_tree(bk, root, layout, shards)
-            result.not_ledgers += tree.not_ledger_count
-            ids = sorted(listing.ledger_ids + tree.ledger_ids)
-            log.info("BookKeeper at %s (%s): %d ledger znodes", where, layout, len(ids))
-            scan_ledgers(bk, root, layout, ids, classifier, result)
+        with cost.step("listing"), record_cache.watching(bk) as watch:
+            bk.sync(root)
+            tops, listing = scan.top_directories(bk, root, layout)
+            shards, odd = scan.shard_directories(bk, root, layout, tops)
+            leaves = scan.list_leaves(bk, root, layout, shards)
+            # After the listing: the probe parent's mark then postdates it, so a
+            # ZooKeeper restored from before it shows next cycle (history_went_back).
+            probe = record_cache.probe_cversion(bk) if cache.enabled else None
+        # A session that lost its connection may have moved to a server that counts
+        # child changes otherwise: its listing proves nothing about cversion.
+        proven = probe is not None and not watch.moved
+        result.not_ledgers = (
+            listing.not_ledger_count + odd.not_ledger_count + leaves.odd.not_ledger_count
+        )
+        result.not_ledger_samples = (
+            listing.not_ledgers + odd.not_ledgers + leaves.odd.not_ledgers
+        )[:20]
+        works = _works(cache, leaves, proven, cost)
+        log.info(
+            "BookKeeper at %s (%s): %d ledger znodes in %d directories; record cache: %s",
+            where,
+            layout,
+            leaves.ledger_count + len(listing.ledger_ids),
+            len(works),
+            cache.why,
+        )
+        with cost.step("ledgers"):
+            if listing.ledger_ids:  # the flat layout's ledgers are the root's own
+                flat = scan.read_ledgers(bk, root, layout, listing.ledger_ids)
+                scan_ledgers(list(flat), classifier, result)
+                cost.records_read += len(listing.ledger_ids)
+            if spark is not None and _worth_executors(works):
+                log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
+                parts, done = _on_executors(
+                    spark, settings, root, layout, works, refs, cache.high, run_id, cost
+                )
+                for part in parts:
+                    result.merge(part)
+            else:
+                done = classify_directories(
+                    bk,
+                    root,
+                    layout,
+                    works,
+                    cache.high,
+                    lambda ledgers: scan_ledgers(ledgers, classifier, result),
+                )
+        for item in done:
+            cost.records_read += item.read
+            cost.records_cached += item.reused
+        with cost.step("cache_save"):
+            _save_cache(settings, cache, leaves, works, done, proven, probe)
         found = set(result.found)
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
@@ -366,10 +439,12 @@ def survey(
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
-        result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
-            pulsar, refs, found - result.foreign_ids
-        )
-    counter = _id_counter(settings)
+        with cost.step("checks"):
+            result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
+                pulsar, refs, found - result.foreign_ids
+            )
+    with cost.step("checks"):
+        counter = _id_counter(settings)
     result.id_counter = counter
     if counter is not None:
         result.above_counter = [
@@ -379,25 +454,104 @@ def survey(
     for prefix in registered or {}:
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
+    cost.cache = cache.to_dict() | {"cversion_proven": proven}
+    cost.total_seconds = time.monotonic() - started
+    result.cost = cost
     return result
 
 
-#: A cluster whose tree has at least this many second-level directories (each up to
-#: 10,000 ledgers) is scanned on Spark's executors when the cycle has a session.
+#: A cluster whose tree has at least this many leaf directories (each up to 10,000
+#: ledgers) is read and classified on Spark's executors when the cycle has a session,
+#: if that is more work for one Python process than ``SPARK_OVER_SECONDS``: a session
+#: and its workers cost seconds to start and to ship work to (measured on two cores,
+#: docs/BENCHMARKS.md figure 9, per ledger: its record read and decoded about 30 us, a
+#: cached one about 7 us; a million cached ledgers are classified here faster than a
+#: local session starts and takes them).
 MIN_SHARDS_FOR_SPARK = 2
+SPARK_OVER_SECONDS = 8.0
+_READ_SECONDS = 30e-6
+_CACHED_SECONDS = 7e-6
+
+
+def _worth_executors(works: list[DirectoryWork]) -> bool:
+    here = sum(len(w.ledger_ids) * (_CACHED_SECONDS if w.body else _READ_SECONDS) for w in works)
+    return len(works) >= MIN_SHARDS_FOR_SPARK and here >= SPARK_OVER_SECONDS
+
+
+def _works(
+    cache: record_cache.CachePlan, leaves: scan.Leaves, proven: bool, cost: SurveyCost
+) -> list[DirectoryWork]:
+    """Each leaf directory to classify, with the cached records that may stand for
+    reads (``record_cache.reusable``)."""
+    works = []
+    for leaf in leaves.leaves:
+        cached = None if cache.full else cache.rows.get(leaf.directory)
+        decision = reusable(
+            cached.row if cached else None, leaf.state, leaf.ledger_ids, proven=proven
+        )
+        if not cache.full:
+            cost.directories_reused[decision.why] = cost.directories_reused.get(decision.why, 0) + 1
+        works.append(
+            DirectoryWork(
+                leaf.directory,
+                leaf.state.pzxid,
+                leaf.ledger_ids,
+                cached.body if cached is not None and decision.reuse else None,
+                cache.enabled,
+            )
+        )
+    cost.directories = len(works)
+    return works
+
+
+def _save_cache(
+    settings: Settings,
+    cache: record_cache.CachePlan,
+    leaves: scan.Leaves,
+    works: list[DirectoryWork],
+    done: list[DirectoryDone],
+    proven: bool,
+    probe: list[int] | None,
+) -> None:
+    """This cycle's rows: each directory's listing and its records now."""
+    if not cache.enabled:
+        return
+    by_directory = {item.directory: item for item in done}
+    rows = []
+    high = None
+    for leaf in leaves.leaves:
+        if not leaf.ledger_ids:
+            # Nothing to keep (a row without records saves no read), and a directory
+            # that can hold no ledger of this layout (a stray long path of small ids in
+            # the hierarchical layout) has no row key of its own.
+            continue
+        item = by_directory[leaf.directory]
+        before = cache.rows.get(leaf.directory)
+        high = max(high or 0, leaf.ledger_ids[-1])
+        rows.append(
+            record_cache.NewRow(
+                leaf.directory,
+                leaf.state,
+                leaf.ledger_ids,
+                item.records,
+                item.body,
+                changed=before is None
+                or before.row.state != leaf.state
+                or before.body != item.body
+                or before.row.proven != proven,
+            )
+        )
+    record_cache.save(settings, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe)
 
 
 def scan_ledgers(
-    bk: MetadataStore,
-    root: str,
-    layout: str,
-    ids: list[int],
+    ledgers: Iterable[BkLedger],
     classifier: classify.Classifier,
     into: BookKeeperSurvey,
 ) -> None:
-    """Read, classify and count some ledgers into ``into`` (one shard, or all)."""
+    """Classify and count some ledgers into ``into`` (one directory, or all)."""
     owner_of = classifier.owner_of
-    for ledger in scan.read_ledgers(bk, root, layout, ids):
+    for ledger in ledgers:
         tagged = classifier.gone_topic(ledger.tags)
         if tagged is not None:
             into.gone_high[tagged] = max(into.gone_high.get(tagged, -1), ledger.ledger_id)
@@ -416,7 +570,7 @@ def scan_ledgers(
         verdict = classifier.classify(ledger)
         into.add(ledger, verdict)
         if verdict.ledger_class in BK_ORPHAN_CLASSES:
-            into.candidates.append(_candidate(root, layout, ledger, verdict))
+            into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
 
 
 def _on_executors(
@@ -424,43 +578,75 @@ def _on_executors(
     settings: Settings,
     root: str,
     layout: str,
-    shards: list[str],
+    works: list[DirectoryWork],
     refs: classify.PulsarReferences,
+    high: int | None,
     run_id: str,
-) -> list[BookKeeperSurvey]:
-    """Each shard listed, read and classified on an executor over its own session (the
-    references broadcast once); a shard that fails fails the job: a partial scan is a
-    refusal, never fewer ledgers."""
+    cost: SurveyCost,
+) -> tuple[list[BookKeeperSurvey], list[DirectoryDone]]:
+    """The directories read and classified on executors, each task over its own session
+    (the references broadcast once), each at its share of the read budget: the tasks
+    that run at once read no more than the budget together. A task that fails fails the
+    job: a partial scan is a refusal, never fewer ledgers."""
     from ledger_gc.spark.session import job_error, job_group, task_slices
 
-    bk_settings = settings.bookkeeper_settings()
-    shared = settings.bk_shared
-    context = spark.sparkContext
+    started = time.monotonic()
+    context = spark.sparkContext  # (a session still starting is waited for here)
+    cost.seconds["spark_wait"] = time.monotonic() - started
+    budget = settings.zk_max_reads_per_second
+    if budget > 0:
+        # As many tasks as can run at once: each reads at 1/tasks of the budget.
+        tasks = max(1, min(len(works), context.defaultParallelism))
+    else:
+        tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
+    groups = split_works(works, tasks)
+    bk_settings = settings.bookkeeper_settings().with_overrides(
+        zk_max_reads_per_second=read_budget.shared(budget, len(groups))
+    )
+    shared_bk = settings.bk_shared
     broadcast = context.broadcast(refs)
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
-    def survey_part(part: Iterable[str]) -> Iterable[BookKeeperSurvey]:
-        mine = list(part)
+    def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
+        mine = [work for group in part for work in group]
         into = BookKeeperSurvey("", root, layout)
+        done: list[DirectoryDone] = []
+        # (The meter by its module: a closure's globals are pickled, and it has a lock.)
+        mark = read_budget.METER.mark()
+        started = time.monotonic()
+        seconds = {}
         if mine:
-            classifier = _classifier_of(token, broadcast, shared)
+            classifier = _classifier_of(token, broadcast, shared_bk)
+            seconds["classifier"] = time.monotonic() - started
             with MetadataStore.open(bk_settings) as bk:
                 bk.sync(root)
-                listing = scan.list_subtrees(bk, root, layout, mine)
-                into.not_ledgers = listing.not_ledger_count
-                into.not_ledger_samples = listing.not_ledgers[:20]
-                scan_ledgers(bk, root, layout, listing.ledger_ids, classifier, into)
-        yield into
+                done = classify_directories(
+                    bk,
+                    root,
+                    layout,
+                    mine,
+                    high,
+                    lambda ledgers: scan_ledgers(ledgers, classifier, into),
+                )
+        seconds["task"] = time.monotonic() - started
+        yield into, done, read_budget.METER.since(mark), seconds
 
-    with job_group(spark, run_id, "bookkeeper", f"scan {len(shards)} BookKeeper shards"):
+    with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
         try:
-            slices = task_slices(len(shards), 1, spark)
-            parts = context.parallelize(shards, slices).mapPartitions(survey_part).collect()
+            parts = context.parallelize(groups, len(groups)).mapPartitions(survey_part).collect()
         except Exception as exc:
             raise job_error("the BookKeeper scan", exc) from exc
         finally:
             broadcast.unpersist()
-    return list(parts)
+    surveys = []
+    done_all: list[DirectoryDone] = []
+    for part, done, reads, seconds in parts:
+        surveys.append(part)
+        done_all += done
+        cost.add_remote("ledgers", reads)
+        for name, took in seconds.items():
+            cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
+    return surveys, done_all
 
 
 _CLASSIFIERS: dict[tuple[str, bool], classify.Classifier] = {}

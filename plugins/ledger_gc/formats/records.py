@@ -25,9 +25,11 @@ trim's deletable markers (``ledger_gc.formats.markers``) live.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Mapping
 from typing import TypeVar
 
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, EncodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -118,6 +120,40 @@ def _wire_type_clash(message: Message) -> str | None:
     return None
 
 
+def _no_unknown_fields(cls: type[_M], data: bytes) -> bool:
+    """Whether ``data`` (which parses as ``cls``) has no unknown field at any depth,
+    shown cheaply: parsed again with every unknown field discarded, it re-encodes to as
+    many bytes. Sound for messages without repeated scalar fields (``_canonical_is_least``):
+    then no encoding of their known fields is shorter than protobuf's own, so bytes left
+    out would be bytes of unknown fields. False: the slow, exact walk decides
+    (``_wire_type_clash``, a few hundred microseconds for a managed ledger of 100
+    ledgers: seconds for a cluster's ten thousand topics)."""
+    if not _canonical_is_least(cls.DESCRIPTOR):
+        return False
+    probe = cls()
+    probe.ParseFromString(data)
+    probe.DiscardUnknownFields()
+    return probe.ByteSize() == len(data)
+
+
+@functools.cache
+def _canonical_is_least(descriptor: Descriptor) -> bool:
+    """No repeated scalar field anywhere below ``descriptor`` (a packed one can be
+    shorter than protobuf's own unpacked proto2 encoding, or the other way round)."""
+    seen = {descriptor.full_name}
+    pending = [descriptor]
+    while pending:
+        for field in pending.pop().fields:
+            below = field.message_type
+            if below is None:
+                if field.is_repeated:
+                    return False
+            elif below.full_name not in seen:
+                seen.add(below.full_name)
+                pending.append(below)
+    return True
+
+
 def _parse_record(cls: type[_M], data: bytes, record: str, path: str, what: str) -> _M:
     """Parse ``data`` as a complete, well-formed ``cls`` or raise MetadataFormatError."""
     message = cls()
@@ -130,7 +166,7 @@ def _parse_record(cls: type[_M], data: bytes, record: str, path: str, what: str)
     if not message.IsInitialized():
         missing = ", ".join(message.FindInitializationErrors())
         raise record_format_error(record, path, f"{what} lacks required field(s): {missing}")
-    clash = _wire_type_clash(message)
+    clash = None if _no_unknown_fields(cls, data) else _wire_type_clash(message)
     if clash is not None:
         raise record_format_error(
             record, path, f"{what} has {clash}: it is not a {record} (corrupt, or another record)"

@@ -50,6 +50,7 @@ def read_id_counter(settings: Settings) -> int | None:
                 made = client.create(f"{SEQUENCE_PROBE_PATH}/n-", b"", sequence=True, makepath=True)
                 client.delete(made)
                 seqs.append(int(made.rsplit("-", 1)[1]))
+            store.reading(1)
             stat = client.exists(paths.LEDGER_IDGEN_PATH)
             if stat is None:
                 return None

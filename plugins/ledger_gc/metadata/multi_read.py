@@ -16,7 +16,7 @@ is on, checked against each znode's ACL. A server older than 3.6 answers UNIMPLE
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -86,21 +86,31 @@ class MultiRead(namedtuple("MultiRead", "operations")):
                 raise ValueError(f"multiRead answer has an operation of type {op_type}")
 
 
-def read_many(client: KazooClient, znodes: Sequence[str], op: type, timeout: float) -> list[Any]:
+def read_many(
+    client: KazooClient,
+    znodes: Sequence[str],
+    op: type,
+    timeout: float,
+    *,
+    before_request: Callable[[int], None] | None = None,
+    per_request: int | None = None,
+) -> list[Any]:
     """``op`` (GetData or GetChildren) of every znode, in order, in pipelined multiReads.
 
     Per-znode failures are returned as exception instances (the caller decides what a
     missing znode means); a failure of a whole request (session trouble, UNIMPLEMENTED)
-    raises.
+    raises. ``before_request(n)`` is called before each request of ``n`` reads is sent
+    (the read budget waits there), and ``per_request`` caps its operations.
     """
     chroot = client.chroot or ""
     results: list[Any] = []
-    batches = [
-        znodes[start : start + OPS_PER_REQUEST] for start in range(0, len(znodes), OPS_PER_REQUEST)
-    ]
+    size = max(1, min(OPS_PER_REQUEST, per_request or OPS_PER_REQUEST))
+    batches = [znodes[start : start + size] for start in range(0, len(znodes), size)]
     for window_start in range(0, len(batches), REQUESTS_IN_FLIGHT):
         pending = []
         for batch in batches[window_start : window_start + REQUESTS_IN_FLIGHT]:
+            if before_request is not None:
+                before_request(len(batch))
             request = MultiRead(
                 [op(chroot + path if path != "/" else chroot or "/", None) for path in batch]
             )

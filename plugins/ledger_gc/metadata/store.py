@@ -68,6 +68,7 @@ from ledger_gc.formats.records import (
     encode_for_znode,
 )
 from ledger_gc.metadata import multi_read, zk_access
+from ledger_gc.metadata.read_budget import METER, ReadBudget, budget_for
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import namespaces, paths
@@ -118,8 +119,12 @@ class MetadataStore:
         max_cas_attempts: int = 64,
         max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES,
         names: Names = PULSAR_NAMES,
+        budget: ReadBudget | None = None,
     ) -> None:
         self.client = client
+        # LEDGERGC_ZK_MAX_READS_PER_SECOND (read_budget.py): every znode read waits for
+        # it, and is counted in the process's read meter.
+        self.budget = budget
         self.hosts = hosts or str(getattr(client, "hosts", ""))
         # The variables of this session's TLS and SASL (Pulsar's or BookKeeper's), named
         # by a refusal's fix.
@@ -132,6 +137,13 @@ class MetadataStore:
         self.writes = 0
         self._local = threading.local()
         self._count_lock = threading.Lock()
+
+    def reading(self, reads: int) -> None:
+        """Before ``reads`` znodes are read: wait for the budget, then count them (every
+        read of this session goes through here, also a caller's own kazoo call)."""
+        if self.budget is not None:
+            self.budget.take(reads)
+        METER.count(reads)
 
     def _wrote(self) -> None:
         with self._count_lock:
@@ -151,6 +163,7 @@ class MetadataStore:
                 settings.zk_hosts,
                 max_record_bytes=settings.zk_max_record_bytes,
                 names=settings.zk_setting_names(),
+                budget=budget_for(settings.zk_max_reads_per_second),
             )
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
@@ -200,6 +213,7 @@ class MetadataStore:
         root = paths.MANAGED_LEDGERS_ROOT
         if sync:
             self.sync(root)
+        self.reading(1)
         if not self._call("reading the root", lambda: self.client.exists(root)):
             return namespaces.ManagedLedgerTree((), frozenset())
         tenants = self.children_of_many([root])[0]
@@ -295,6 +309,16 @@ class MetadataStore:
             return batched
         return self._pipelined(znodes, self.client.get_children_async, on_missing=list)
 
+    def children_with_stats(self, znodes: Sequence[str]) -> list[tuple[list[str], Any] | None]:
+        """``getChildren2`` of many znodes, pipelined: each one's children and its own
+        ``ZnodeStat`` from the same moment (ZooKeeper copies both under the node's lock;
+        a multiRead has no such operation), or None where missing."""
+        return self._pipelined(
+            znodes,
+            lambda path: self.client.get_children_async(path, include_data=True),
+            on_missing=lambda: None,
+        )
+
     def get_many_raw(self, znodes: Sequence[str]) -> list[tuple[bytes, int] | None]:
         """``get`` of many znodes, pipelined: (data, version), or None where missing."""
         return [None if r is None else (r[0], r[1].version) for r in self.get_many(znodes)]
@@ -315,7 +339,12 @@ class MetadataStore:
         def run() -> list | None:
             try:
                 got = multi_read.read_many(
-                    self.client, znodes, op, self.client._session_timeout / 1000
+                    self.client,
+                    znodes,
+                    op,
+                    self.client._session_timeout / 1000,
+                    before_request=self.reading,
+                    per_request=self.budget.batch_limit() if self.budget else None,
                 )
             except UnimplementedError:
                 log.info("ZooKeeper at %s has no multiRead (< 3.6); reading one by one", self.hosts)
@@ -346,8 +375,12 @@ class MetadataStore:
 
         def run() -> list:
             results: list = []
-            for offset in range(0, len(znodes), PIPELINE_WINDOW):
-                paths = znodes[offset : offset + PIPELINE_WINDOW]
+            window_size = min(
+                PIPELINE_WINDOW, self.budget.batch_limit() if self.budget else PIPELINE_WINDOW
+            )
+            for offset in range(0, len(znodes), window_size):
+                paths = znodes[offset : offset + window_size]
+                self.reading(len(paths))
                 window = [start(path) for path in paths]
                 for path, pending in zip(paths, window, strict=True):
                     try:
@@ -362,6 +395,7 @@ class MetadataStore:
 
     def managed_ledger_exists(self, name: str) -> bool:
         path = paths.managed_ledger_path(name)
+        self.reading(1)
         return self._call(f"checking {path}", lambda: self.client.exists(path)) is not None
 
     def get_managed_ledger(self, name: str) -> Versioned[ManagedLedgerInfo]:
@@ -369,6 +403,7 @@ class MetadataStore:
 
     def _get_managed_ledger_raw(self, name: str) -> tuple[Versioned[ManagedLedgerInfo], bytes]:
         path = paths.managed_ledger_path(name)
+        self.reading(1)
         try:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
@@ -429,6 +464,7 @@ class MetadataStore:
 
     def list_cursors(self, name: str) -> list[str]:
         path = paths.managed_ledger_path(name)
+        self.reading(1)
         try:
             return sorted(self._call(f"listing {path}", lambda: self.client.get_children(path)))
         except NoNodeError as exc:
@@ -436,6 +472,7 @@ class MetadataStore:
 
     def get_cursor(self, name: str, cursor: str) -> Versioned[ManagedCursorInfo]:
         path = paths.cursor_path(name, cursor)
+        self.reading(1)
         try:
             data, stat = self._call(f"reading {path}", lambda: self.client.get(path))
         except NoNodeError as exc:
@@ -636,6 +673,7 @@ class MetadataStore:
             name, record, framing, cursor_checks, cursor_writes
         )
         if record_czxid is not None:
+            self.reading(1)
             now = self._call(f"checking {ml_path}", lambda: self.client.exists(ml_path))
             if now is None or now.czxid != record_czxid:
                 return None  # deleted, or deleted and created again: read and decide again

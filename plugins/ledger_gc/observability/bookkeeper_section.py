@@ -155,6 +155,76 @@ def _restore(bk: Mapping[str, Any], run_id: str) -> str:
     return f'<p class="muted">Restoring: {escape(bk["restore"])}.</p>'
 
 
+_STEP_TITLES = {
+    "references": "Pulsar's references (read in full)",
+    "listing": "listing the ledger directories",
+    "cache": "loading the record cache",
+    "ledgers": "reading and classifying the ledgers",
+    "spark_wait": "… of which waiting for Spark's session to start",
+    "cache_save": "saving the record cache",
+    "checks": "re-reading what the guards check",
+    "total": "the whole survey",
+}
+
+
+def _cost(bk: Mapping[str, Any], zookeeper: Mapping[str, Any]) -> str:
+    """What the latest cycle cost ZooKeeper: the survey's reads and the cycle's, the
+    records the cache stood in for, and the time each step took."""
+    cost = bk.get("cost") or {}
+    if not cost:
+        return ""
+    key = (*_KEY, "cost")
+    bound = zookeeper.get("max_reads_per_second")
+    cache = cost["cache"]
+    cache_text = (
+        f"record cache: {escape(cache['why'])}"
+        if cache["enabled"]
+        else f"record cache off: {escape(cache['why'])}"
+    )
+    rows = [
+        [
+            "ZooKeeper reads (znodes) by the survey",
+            figure((*key, "zk_reads"), cost["zk_reads"]),
+        ],
+        [
+            "… at most in one second",
+            figure((*key, "zk_peak_reads_per_second"), cost["zk_peak_reads_per_second"]),
+        ],
+        [
+            "ZooKeeper reads by the whole cycle (and its peak)",
+            figure(("orphans", "zookeeper", "reads"), zookeeper.get("reads"))
+            + " ("
+            + figure(("orphans", "zookeeper", "peak_per_second"), zookeeper.get("peak_per_second"))
+            + "/s)",
+        ],
+        [
+            "bound (LEDGERGC_ZK_MAX_READS_PER_SECOND)",
+            figure(
+                ("orphans", "zookeeper", "max_reads_per_second"),
+                bound,
+                f"{bound:g}/s" if bound else "none",
+            ),
+        ],
+        ["ledger records read", figure((*key, "records_read"), cost["records_read"])],
+        [
+            "ledger records from the record cache (no read)",
+            figure((*key, "records_cached"), cost["records_cached"]),
+        ],
+    ]
+    steps = [
+        [escape(_STEP_TITLES.get(step, step)), figure((*key, "seconds", step), seconds)]
+        for step, seconds in cost["seconds"].items()
+    ]
+    since = figure((*key, "cache", "cycles_since_full_read"), cache["cycles_since_full_read"])
+    return (
+        "<h3>Cost to ZooKeeper (latest cycle)</h3>"
+        f'<p class="muted">{cache_text} (a full read every LEDGERGC_BK_FULL_READ_EVERY '
+        f"cycles; {since} cycle(s) since the last one before this cycle).</p>"
+        + table(["What", "Latest cycle"], rows, "")
+        + table(["Survey step", "Seconds"], steps, "")
+    )
+
+
 def bookkeeper_section(orphans: Mapping[str, Any]) -> str:
     """The section for the overview's ``orphans`` ("" when ``has_bookkeeper`` is false)."""
     if not has_bookkeeper(orphans):
@@ -179,4 +249,5 @@ def bookkeeper_section(orphans: Mapping[str, Any]) -> str:
         + _held(bk)
         + _phases(orphans)
         + _namespaces(bk)
+        + _cost(bk, orphans.get("zookeeper") or {})
     )

@@ -165,6 +165,58 @@ def _bookkeeper_lines(orphans: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for name, measure, help_text in _BOOKKEEPER_METRICS:
         lines += _family(name, "gauge", help_text, _bookkeeper_samples(bookkeeper, measure))
+    cost = bookkeeper.get("cost") or {}
+    if cost:
+        lines += _family(
+            "ledgergc_bookkeeper_survey_zk_reads",
+            "gauge",
+            "Znodes the latest BookKeeper survey read from ZooKeeper (driver and executors)",
+            [({}, int(cost["zk_reads"]))],
+        )
+        lines += _family(
+            "ledgergc_bookkeeper_survey_records",
+            "gauge",
+            "Ledger records the latest BookKeeper survey classified, by where they came from "
+            '(source="read": its znode read; "cache": the record cache, no read)',
+            [
+                ({"source": "read"}, int(cost["records_read"])),
+                ({"source": "cache"}, int(cost["records_cached"])),
+            ],
+        )
+        lines += _family(
+            "ledgergc_bookkeeper_survey_seconds",
+            "gauge",
+            "Seconds each step of the latest BookKeeper survey took",
+            [({"step": step}, seconds) for step, seconds in cost["seconds"].items()],
+        )
+    return lines
+
+
+def _zookeeper_lines(orphans: Mapping[str, Any]) -> list[str]:
+    """What the latest orphan cycle cost ZooKeeper (none before the first cycle)."""
+    zookeeper = orphans.get("zookeeper") or {}
+    if orphans.get("latest") is None or not zookeeper:
+        return []
+    lines = _family(
+        "ledgergc_orphan_cycle_zk_reads",
+        "gauge",
+        "Znodes the latest orphan cycle read from ZooKeeper, per step (every read of a "
+        "multi-read counts; driver and executors together)",
+        [({"step": step}, int(v["reads"])) for step, v in zookeeper["by_step"].items()],
+    )
+    lines += _family(
+        "ledgergc_orphan_cycle_zk_peak_reads_per_second",
+        "gauge",
+        "The most znodes the latest orphan cycle read in one second",
+        [({}, int(zookeeper["peak_per_second"]))],
+    )
+    if zookeeper.get("max_reads_per_second"):
+        lines += _family(
+            "ledgergc_zk_max_reads_per_second",
+            "gauge",
+            "The bound on the znodes a cycle reads per second (LEDGERGC_ZK_MAX_READS_PER_SECOND)",
+            [({}, float(zookeeper["max_reads_per_second"]))],
+        )
     return lines
 
 
@@ -178,6 +230,7 @@ def render_metrics(overview: Mapping[str, Any]) -> str:
     for name, cls, measure, help_text in _ORPHAN_METRICS:
         lines += _family(name, "gauge", help_text, _orphan_samples(orphans, cls, measure))
     lines += _bookkeeper_lines(orphans)
+    lines += _zookeeper_lines(orphans)
     refusals: dict[str, int] = {}
     latest_run = (orphans.get("latest") or {}).get("run_id")
     for refusal in orphans.get("refusals") or []:

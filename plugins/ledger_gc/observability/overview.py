@@ -19,7 +19,12 @@ Shape (every key always present; numbers are ints, times ms since the epoch)::
              classes {class: {ledgers, bytes}}, explanations {class: text},
              namespaces {ns: {class: {ledgers, bytes}}}, held_reasons {hold: n},
              missing_listed, missing_listed_samples, deleted, bytes_reclaimed,
-             live_elsewhere {topic: why}, restore})
+             live_elsewhere {topic: why}, restore, cost {zk_reads,
+             zk_peak_reads_per_second, records_read, records_cached, directories,
+             seconds {step: s}, cache {enabled, full_read, why,
+             cycles_since_full_read}}),
+             zookeeper {reads, peak_per_second, max_reads_per_second (None: no
+             bound), by_step {step: {reads, peak_per_second}}} (the latest cycle)
     trim:    latest (run header + totals | None), backlog {source, pending_markers,
              pending_bytes, oldest_marked_at_ms, oldest_age_seconds, live_error},
              last_errors [...], trend [{run_id, time_ms, ledgers_deleted,
@@ -129,6 +134,8 @@ def _orphans(cycles: list[dict[str, Any]]) -> dict[str, Any]:
         # The latest cycle's survey of BookKeeper: an older cycle's would show ledgers
         # that this one may have deleted, or a source since turned off.
         "bookkeeper": runs.bookkeeper_figures(latest) if latest else None,
+        # What the latest cycle cost the ZooKeeper it read (every source, every step).
+        "zookeeper": runs.zookeeper_figures(latest) if latest else runs.zookeeper_figures({}),
     }
 
 

@@ -311,4 +311,62 @@ def bookkeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None:
             str(name): str(why) for name, why in sorted(_mapping(bk.get("live_elsewhere")).items())
         },
         "restore": str(bk.get("restore") or DEFAULT_RESTORE),
+        "cost": survey_cost(bk.get("cost")),
+    }
+
+
+#: The BookKeeper survey's steps as its cost names them (``bookkeeper/cost.py``).
+SURVEY_STEPS = (
+    "references",
+    "listing",
+    "cache",
+    "ledgers",
+    "spark_wait",
+    "cache_save",
+    "checks",
+)
+
+
+def survey_cost(cost: Any) -> dict[str, Any] | None:
+    """What the survey cost ZooKeeper (``bookkeeper.cost``); None for a summary older
+    than those figures (nothing to show, not a survey that cost nothing)."""
+    if not isinstance(cost, Mapping):
+        return None
+    cache = _mapping(cost.get("cache"))
+    seconds = _mapping(cost.get("seconds"))
+    return {
+        "zk_reads": as_int(cost.get("zk_reads")),
+        "zk_peak_reads_per_second": as_int(cost.get("zk_peak_reads_per_second")),
+        "records_read": as_int(cost.get("records_read")),
+        "records_cached": as_int(cost.get("records_cached")),
+        "directories": as_int(cost.get("directories")),
+        "seconds": {
+            step: round(float(seconds.get(step) or 0.0), 3) for step in (*SURVEY_STEPS, "total")
+        },
+        "cache": {
+            "enabled": bool(cache.get("enabled")),
+            "full_read": bool(cache.get("full_read")),
+            "why": str(cache.get("why") or ""),
+            "cycles_since_full_read": as_int(cache.get("cycles_since_full_read")),
+        },
+    }
+
+
+def zookeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What an orphan cycle cost ZooKeeper (its ``zookeeper``): znodes read, the most in
+    one second, the bound set, per step (a summary older than these: zeros)."""
+    zk = _mapping(summary.get("zookeeper"))
+    bound = zk.get("max_reads_per_second")
+    return {
+        "reads": as_int(zk.get("reads")),
+        "peak_per_second": as_int(zk.get("peak_per_second")),
+        "max_reads_per_second": float(bound) if isinstance(bound, int | float) else None,
+        "by_step": {
+            str(step): {
+                "reads": as_int(_mapping(figures).get("reads")),
+                "peak_per_second": as_int(_mapping(figures).get("peak_per_second")),
+            }
+            for step, figures in _mapping(zk.get("by_step")).items()
+            if figures
+        },
     }

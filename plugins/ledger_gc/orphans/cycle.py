@@ -29,11 +29,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
 from ledger_gc.errors import LedgerGcError, MetadataError
+from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
+T = TypeVar("T")
 
 
 class DeleteLockLost(LedgerGcError):
@@ -101,7 +103,7 @@ def step_survey(
         run_id=run_id,
         spark=spark,
         clock=clock,
-        registered=OrphanRegistry(settings).entries,
+        registered=_once(OrphanRegistry(settings).entries),
         witness=witness,
         inventory=inventory,
         offload_inventory=offload_inventory,
@@ -120,6 +122,19 @@ def step_survey(
         "orphan_bytes": diff.orphan_bytes,
         "orphan_fraction": diff.orphan_fraction,
     }
+
+
+def _once(read: Callable[[], T]) -> Callable[[], T]:
+    """``read``, called at most once (every source asks for the registry as the survey
+    read it: one read of tens of thousands of rows, not one per source)."""
+    got: list[T] = []
+
+    def once() -> T:
+        if not got:
+            got.append(read())
+        return got[0]
+
+    return once
 
 
 # --- phases 1 and 2 --------------------------------------------------------------------
@@ -224,28 +239,20 @@ def _apply_scan(
         reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
         reasons.update(compared.held)
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
-        for entry in changes.added:
-            txn.upsert(entry)
-            txn.add_history(
-                entry,
-                phases.REGISTERED,
-                "first seen orphaned",
-                run_id=run_id,
-                scan=number,
-                time_ms=now,
-            )
-        for entry in changes.seen:
-            txn.upsert(entry)
-        for entry, reason in changes.restarted:
-            txn.upsert(entry)
-            txn.add_history(
-                entry, phases.CLOCK_RESTARTED, reason, run_id=run_id, scan=number, time_ms=now
-            )
-        for entry, reason in changes.corrected:
+        # In a few statements each (a large cluster's scan sees tens of thousands).
+        txn.upsert_many([*changes.added, *changes.seen, *(entry for entry, _ in changes.restarted)])
+        for entry, _ in changes.corrected:
             txn.remove(entry.prefix)
-            txn.add_history(
-                entry, phases.CORRECTED, reason, run_id=run_id, scan=number, time_ms=now
-            )
+        txn.add_history_many(
+            [
+                *((entry, phases.REGISTERED, "first seen orphaned") for entry in changes.added),
+                *((entry, phases.CLOCK_RESTARTED, why) for entry, why in changes.restarted),
+                *((entry, phases.CORRECTED, why) for entry, why in changes.corrected),
+            ],
+            run_id=run_id,
+            scan=number,
+            time_ms=now,
+        )
         applied = replace(
             result,
             applied=True,
@@ -425,9 +432,12 @@ def _delete_under_lock(
         ours=ours,
         fence_for=lock.fence_for,
     )
+    mark = read_budget.METER.mark()
     results = delete_by_source(request, list(plan.eligible))
+    reads = read_budget.Reads.merged([read_budget.METER.since(mark)])
+    reads.add(request.executor_reads.per_second)
     # Audited ahead by the delete path (deletion.Deleter).
-    result = replace(result, results=results)
+    result = replace(result, results=results, zk_reads=reads.to_dict())
     unavailable = [r for r in results if r.unavailable]
     if unavailable:
         result = record(replace(result, failed=unavailable[0].error))
@@ -562,9 +572,11 @@ def run_orphan_cycle(
     check_servers(settings)
     try:
         if spark is None:
-            from ledger_gc.spark.session import local_session
+            from ledger_gc.spark.session import LazySession, local_session
 
-            spark = local_session()
+            # Made when a step needs it (or starts it early): a Pulsar cluster's cycle
+            # whose ledgers' records are cached needs none.
+            spark = cast("SparkSession", LazySession(local_session))
         step_survey(
             settings,
             run_id,

@@ -92,6 +92,8 @@ class SnapshotRecord(StepRecord):
     sequence: int | None = None  # numbers the run (``step_phases``' stale-run check)
     instant: dict[str, Any] | None = None
     clock_warnings: list[str] = field(default_factory=list)
+    # What it cost ZooKeeper: {"reads", "peak_per_second"} (driver and executors)
+    zk_reads: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ class DeleteRecord(StepRecord):
     lock_busy: bool = False  # another cycle held the delete lock: the next run retries
     lock_lost: bool = False  # the lock was lost mid-way (its session expired)
     failed: str | None = None  # ZooKeeper went away mid-way: the step failed closed
+    # What the live re-checks cost ZooKeeper: {"reads", "peak_per_second"}
+    zk_reads: dict[str, int] | None = None
 
     @classmethod
     def _convert(cls, values: dict[str, Any]) -> dict[str, Any]:

@@ -69,6 +69,15 @@ deleted in a versioned bucket, which keeps them as noncurrent versions (not free
 "error"}]``. ``foreign``: ``{"objects", "bytes", "samples": [{"key", "reason"}]}``.
 ``registry``: ``{"entries", "bytes", "scan_number"}``.
 
+``zookeeper``: what the cycle cost the ZooKeeper ensemble(s) it read: ``{"reads",
+"peak_per_second", "max_reads_per_second", "by_step": {"snapshot", "bookkeeper",
+"delete"}}``, each step ``{"reads", "peak_per_second"}`` (null if it did not run):
+znodes read (every read of a multi-read counts), by the driver and the executors
+together, and the most in one second of the wall clock; ``max_reads_per_second`` is
+``LEDGERGC_ZK_MAX_READS_PER_SECOND`` (null: no bound). The BookKeeper survey's own
+figures (records read and served from its record cache, time per step) are in
+``bookkeeper.cost``.
+
 ``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
 "objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
 "foreign_objects", "deleted", "bytes_reclaimed", "other_cluster_segments",
@@ -182,7 +191,9 @@ class _PhaseTally:
         self.namespaces: dict[str, dict[str, Any]] = {}
 
     def add(self, phase: str, namespace: str, target_class: str, size: int) -> None:
-        per_ns = self.namespaces.setdefault(namespace, {n: _empty_phase() for n in PHASE_NAMES})
+        per_ns = self.namespaces.get(namespace)
+        if per_ns is None:  # (not setdefault: its default would be built every call)
+            per_ns = self.namespaces[namespace] = {n: _empty_phase() for n in PHASE_NAMES}
         for bucket in (self.total[phase], per_ns[phase]):
             bucket["count"] += 1
             bucket["bytes"] += size
@@ -425,10 +436,39 @@ def build_report(
             "bytes": sum(entry.bytes for entry in entries.values()),
             "scan_number": applied.scan_number if applied else None,
         },
+        "zookeeper": _zookeeper(settings, snapshot, diff, deleted),
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
         "bookkeeper": _bookkeeper(diff, applied, delete_results),
     }
     return CycleReport(run_id, status, data)
+
+
+def _zookeeper(
+    settings: Settings,
+    snapshot: SnapshotRecord | None,
+    diff: DiffRecord | None,
+    deleted: DeleteRecord | None,
+) -> dict[str, Any]:
+    """The reads each step made (steps run one after another: the cycle's peak is the
+    highest step's)."""
+    survey_cost = ((diff.bookkeeper if diff else None) or {}).get("cost") or {}
+    by_step: dict[str, dict[str, int] | None] = {
+        "snapshot": snapshot.zk_reads if snapshot else None,
+        "bookkeeper": {
+            "reads": survey_cost["zk_reads"],
+            "peak_per_second": survey_cost["zk_peak_reads_per_second"],
+        }
+        if survey_cost
+        else None,
+        "delete": deleted.zk_reads if deleted else None,
+    }
+    ran = [step for step in by_step.values() if step]
+    return {
+        "reads": sum(step["reads"] for step in ran),
+        "peak_per_second": max((step["peak_per_second"] for step in ran), default=0),
+        "max_reads_per_second": settings.zk_max_reads_per_second or None,
+        "by_step": by_step,
+    }
 
 
 def _tiered(
@@ -546,6 +586,15 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
         )
     for name, why in (bk.get("live_elsewhere") or {}).items():
         yield f"    BookKeeper looks shared: every ledger of {name} is held: {why}"
+    cost = bk.get("cost")
+    if cost:
+        seconds = ", ".join(f"{step} {s:.1f}" for step, s in cost["seconds"].items() if s)
+        yield (
+            f"    cost to ZooKeeper: {cost['zk_reads']} znodes read (peak "
+            f"{cost['zk_peak_reads_per_second']}/s), {cost['records_read']} ledger records "
+            f"read, {cost['records_cached']} from the record cache "
+            f"({cost['cache'].get('why', '')}); seconds: {seconds}"
+        )
     if bk["deleted"]:
         yield f"    {bk['restore']}"
 
@@ -561,7 +610,10 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
         forced = " (forced past)" if refusal.get("forced") else ""
         yield f"  refused by {refusal['guard']}{forced}: {refusal['reason']}"
     snap, scan = data["snapshot"], data["scan"]
-    if snap["managed_ledgers"] is not None:
+    if snap["managed_ledgers"] is not None and snap["listed_ledgers"] is None:
+        # No bucket to judge: the S3 source only counted the managed ledgers.
+        yield f"  snapshot: {snap['managed_ledgers']} managed ledgers (no bucket to scan)"
+    elif snap["managed_ledgers"] is not None:
         yield (
             f"  snapshot: {snap['managed_ledgers']} managed ledgers, {snap['listed_ledgers']} "
             f"ledgers, {snap['markers']} markers"
@@ -604,6 +656,14 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     for name in PHASE_NAMES:
         phase = data["phases"][name]
         yield f"    {name:<17} {phase['count']:>8} targets {_size(phase['bytes']):>10}"
+    zookeeper = data.get("zookeeper")
+    if zookeeper:
+        bound = zookeeper["max_reads_per_second"]
+        yield (
+            f"  ZooKeeper: {zookeeper['reads']} znodes read this cycle, at most "
+            f"{zookeeper['peak_per_second']} in one second "
+            f"({f'bound: {bound:g}/s' if bound else 'no bound set'})"
+        )
     for warning in data.get("warnings", []):
         yield f"  warning: {warning}"
     if data.get("pending"):

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
-from ledger_gc.metadata import id_counter
+from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
 from ledger_gc.orphans import run_steps
@@ -28,7 +28,7 @@ from ledger_gc.orphans.records import DiffRecord, ScanRecord, SnapshotRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps
 from ledger_gc.orphans.witness import ServerClocks, observe
-from ledger_gc.rules.orphans.classify import DiffResult
+from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES, DiffResult
 from ledger_gc.settings import Settings
 from ledger_gc.spark import session
 from ledger_gc.spark.diff import MAX_FOREIGN_SAMPLES, diff_blocks
@@ -58,6 +58,8 @@ def survey(request: SurveyRequest) -> Findings:
     S3 source's findings. What this application held is dropped at the end, whatever
     happened: the later steps read only the state store's records."""
     settings, run_id, spark = request.settings, request.run_id, request.spark
+    if nothing_to_scan(request):
+        return without_buckets(request)
     run = RunPaths(settings.state_dir, run_id)
     try:
         step_snapshot(settings, run_id, spark, clock=request.clock, witness=request.witness)
@@ -74,6 +76,66 @@ def survey(request: SurveyRequest) -> Findings:
     finally:
         release(run)
         run.remove()
+
+
+def nothing_to_scan(request: SurveyRequest) -> bool:
+    """Whether this source has nothing to survey: no block store, tiered storage off,
+    no inventory given, and none of its targets registered (a Pulsar cluster's cycle,
+    BookKeeper alone). Then its Spark jobs (reading every managed ledger again, the
+    scans, the diff) would find nothing, at the cost of seconds and a read of every
+    managed-ledger znode."""
+    settings = request.settings
+    return (
+        not settings.block_store
+        and not settings.offload_bucket
+        and not request.inventory
+        and not request.offload_inventory
+        and not any(e.target_class in ORPHAN_CLASSES for e in request.registered().values())
+    )
+
+
+def without_buckets(request: SurveyRequest) -> Findings:
+    """The records of a survey with nothing to scan (``nothing_to_scan``), as the full
+    survey would make them: the run's ZooKeeper sequence and the servers' times (the run
+    order and every grace window depend on them), the managed ledgers' count, no
+    objects, no candidates."""
+    settings, run_id, clock = request.settings, request.run_id, request.clock
+    steps = RunSteps(settings, run_id)
+    steps.start_step(run_steps.SNAPSHOT)
+    sequence, instant, warnings = observe(settings, run_id, request.witness, clock)
+    started = clock()
+    mark = read_budget.METER.mark()
+    with MetadataStore.open(settings) as store:
+        names = store.list_managed_ledgers(sync=True, include_v1=True)
+    snapshot = SnapshotRecord(
+        started_ms=started,
+        finished_ms=clock(),
+        managed_ledgers=len(names),
+        shards=0,
+        managed_ledgers_listed=len(names),
+        sequence=sequence,
+        instant=instant.to_dict(),
+        clock_warnings=warnings,
+        zk_reads=read_budget.Reads.merged([read_budget.METER.since(mark)]).to_dict(),
+    )
+    steps.write_record(run_steps.SNAPSHOT, snapshot)
+    steps.start_step(run_steps.SCAN)
+    scanned = clock()
+    _, instant, warnings = observe(settings, run_id, request.witness, clock)
+    scan = ScanRecord(
+        source="listing",
+        started_ms=scanned,
+        finished_ms=clock(),
+        objects=0,
+        bytes=0,
+        instant=instant.to_dict(),
+        clock_warnings=warnings,
+    )
+    steps.write_record(run_steps.SCAN, scan)
+    registered = sorted(request.registered())
+    facts = {"ml_high": {}, "ml_rows": [], "ledger_rows": [], "registered": registered}
+    result = DiffResult(managed_ledgers=len(names))
+    return Findings(_fields(result, snapshot, scan, facts, None), [])
 
 
 def step_snapshot(
@@ -93,6 +155,7 @@ def step_snapshot(
     steps.start_step(run_steps.SNAPSHOT)
     sequence, instant, warnings = observe(settings, run_id, witness, clock)
     started = clock()
+    mark = read_budget.METER.mark()
     with MetadataStore.open(settings) as store:
         # v1 topics (property/cluster/ns) too: their records name offloaded segments, and
         # a segment no record read names would look orphaned. (No block of the store is
@@ -101,6 +164,7 @@ def step_snapshot(
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
         read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)
+    reads = read_budget.Reads.merged([read_budget.METER.since(mark), read.zk_reads])
     record = SnapshotRecord(
         started_ms=started,
         finished_ms=clock(),
@@ -109,6 +173,7 @@ def step_snapshot(
         sequence=sequence,
         instant=instant.to_dict(),
         clock_warnings=warnings,
+        zk_reads=reads.to_dict(),
     )
     steps.write_record(run_steps.SNAPSHOT, record)
     return record
@@ -233,6 +298,18 @@ def classify(
         )
     registered = OrphanRegistry(settings).entries().values()
     facts = {"ml_high": blocks.ml_high, **registered_facts(snapshot, registered)}
+    fields = _fields(result, snapshot_record, scan_record, facts, metadata_max_ledger_id(snapshot))
+    return result, fields
+
+
+def _fields(
+    result: DiffResult,
+    snapshot_record: SnapshotRecord,
+    scan_record: ScanRecord,
+    facts: dict[str, Any],
+    metadata_max: int | None,
+) -> dict[str, Any]:
+    """This source's fields of the run's diff record."""
     fields = {
         **result.to_manifest(),
         "snapshot_started_ms": snapshot_record.started_ms,
@@ -244,8 +321,8 @@ def classify(
         "snapshot_sequence": snapshot_record.sequence,
         "snapshot_instant": snapshot_record.instant,
         "scan_instant": scan_record.instant,
-        "metadata_max_ledger_id": metadata_max_ledger_id(snapshot),
+        "metadata_max_ledger_id": metadata_max,
         "snapshot_facts": facts,
     }
     fields.pop("candidates")  # every source's count, the engine's to set
-    return result, fields
+    return fields

@@ -9,14 +9,17 @@ registry is the caller's (``cycle.step_delete``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ledger_gc.metadata import read_budget
 from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.s3_orphans.deleting import recheck_and_delete
-from ledger_gc.spark.session import job_error, job_group
+from ledger_gc.spark.session import ReadsParam, job_error, job_group, task_settings
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import SparkSession
 
     from ledger_gc.orphan_source import DeleteRequest
@@ -41,17 +44,29 @@ def distributed_delete(
     """
     if request.should_stop():
         return [skipped(entry, STOPPED) for entry in entries]
-    settings, run_id, now_ms = request.settings, request.run_id, request.now_ms
+    run_id, now_ms = request.run_id, request.now_ms
     deleting, ours = request.deleting, request.ours
     slices = max(1, -(-len(entries) // per_task))
-    rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(
-        lambda part: recheck_and_delete(
+    settings = task_settings(request.settings, slices)  # each task's share of the budget
+    reads: Accumulator[dict[int, int]] = spark.sparkContext.accumulator(
+        {},
+        ReadsParam(),  # type: ignore[arg-type]
+    )
+
+    def recheck(part: Iterable[RegistryEntry]) -> list[RecheckResult]:
+        mark = read_budget.METER.mark()
+        done = recheck_and_delete(
             settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
         )
-    )
+        reads.add(read_budget.METER.since(mark))
+        return done
+
+    rdd = spark.sparkContext.parallelize(entries, slices).mapPartitions(recheck)
     verb = "re-check and delete" if deleting else "re-check (dry run)"
     with job_group(spark, run_id, "delete", f"{verb} {len(entries)} registered orphans"):
         try:
-            return rdd.collect()
+            results = rdd.collect()
         except Exception as exc:
             raise job_error("the distributed delete", exc) from exc
+    request.executor_reads.add(reads.value)
+    return results

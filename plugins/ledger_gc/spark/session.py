@@ -15,15 +15,18 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
 from ledger_gc.library_zip import library_zip
+from ledger_gc.metadata.read_budget import shared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from ledger_gc.settings import Settings
 
 
 class SparkJobError(LedgerGcError):
@@ -78,6 +81,56 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
     return spark
 
 
+class LazySession:
+    """A session made when first needed (``local_session``), or started early in a
+    thread of its own (``start``) by a step that knows it will need it: the seconds a
+    JVM takes to start then pass while that step reads ZooKeeper. A cycle that never
+    needs Spark (a Pulsar cluster's, its ledgers' records cached) starts none at all.
+    Every attribute waits for the session; an error starting it is raised there, to
+    the step that needed it. (Started off the main thread, Spark leaves the process's
+    SIGINT handler alone: the cycle's own, ``termination``, stays in force.)"""
+
+    def __init__(self, make: Callable[[], SparkSession]) -> None:
+        self._make = make
+        self._made: list[SparkSession] = []
+        self._failed: list[BaseException] = []
+        self._done = threading.Event()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Begin making the session in the background (once)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="spark-start", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._made.append(self._make())
+        except BaseException as exc:  # handed to whoever needs the session
+            self._failed.append(exc)
+        finally:
+            self._done.set()
+
+    def session(self) -> SparkSession:
+        self.start()
+        self._done.wait()
+        if self._failed:
+            raise self._failed[0]
+        return self._made[0]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session(), name)
+
+
+def start_early(spark: SparkSession | None) -> None:
+    """Start a ``LazySession`` now, in the background (any other session: nothing)."""
+    if isinstance(spark, LazySession):
+        spark.start()
+
+
 def configure_session(spark: SparkSession) -> None:
     """What every session of a cycle needs, however it was made (``local_session``, or
     ``spark-submit`` of the apps with the task's conf).
@@ -118,6 +171,28 @@ def task_slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024
     core the application has (up to one item each), at most ``cap``."""
     wanted = -(-count // per_slice) if count else 1
     return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
+
+
+def task_settings(settings: Settings, tasks: int) -> Settings:
+    """The settings a job's tasks read ZooKeeper with: each gets its share of
+    ``LEDGERGC_ZK_MAX_READS_PER_SECOND``, so that ``tasks`` tasks running at once read
+    no more than the budget together (the driver reads nothing while they do)."""
+    return settings.with_overrides(
+        zk_max_reads_per_second=shared(settings.zk_max_reads_per_second, tasks)
+    )
+
+
+class ReadsParam:
+    """An accumulator of znodes read per wall-clock second (``read_budget.Reads``):
+    each task adds what its process read meanwhile, the driver adds them up by second."""
+
+    def zero(self, value: dict[int, int]) -> dict[int, int]:
+        return {}
+
+    def addInPlace(self, into: dict[int, int], more: dict[int, int]) -> dict[int, int]:
+        for second, count in more.items():
+            into[second] = into.get(second, 0) + count
+        return into
 
 
 _ERROR_LINE = re.compile(r"ledger_gc\.errors\.(\w+): (.+)")

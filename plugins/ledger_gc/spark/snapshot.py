@@ -12,11 +12,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.metadata import read_budget
 from ledger_gc.s3_orphans import reading
 from ledger_gc.settings import Settings
-from ledger_gc.spark.session import SparkJobError, checkpoint, job_error, task_slices
+from ledger_gc.spark.session import (
+    ReadsParam,
+    SparkJobError,
+    checkpoint,
+    job_error,
+    task_settings,
+    task_slices,
+)
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
 #: The snapshot's rows: one ``ml`` row per managed ledger, one per listed or marked ledger.
@@ -33,6 +42,7 @@ class SnapshotRead:
     frame: DataFrame
     counts: dict[str, int]
     shards: int
+    zk_reads: dict[int, int]  # znodes its tasks read, per second
 
     def manifest_counts(self) -> dict[str, int]:
         """The counts as the snapshot's record names them."""
@@ -57,10 +67,17 @@ def read_snapshot(
     # stays on an executor's own disk (scratch that is not shared storage) would make the
     # snapshot silently partial, and a partial snapshot turns live data into "orphans".
     produced = spark.sparkContext.accumulator(0)
+    reads: Accumulator[dict[int, int]] = spark.sparkContext.accumulator(
+        {},
+        ReadsParam(),  # type: ignore[arg-type]
+    )
+    mine = task_settings(settings, slices)  # each task's share of the read budget
 
     def read_shard(part: Iterable[str]) -> list[Any]:
-        rows = reading.read_managed_ledgers(settings, list(part))
+        mark = read_budget.METER.mark()
+        rows = reading.read_managed_ledgers(mine, list(part))
         produced.add(len(rows))
+        reads.add(read_budget.METER.since(mark))
         return rows
 
     rdd = spark.sparkContext.parallelize(names, slices).mapPartitions(read_shard)
@@ -79,4 +96,4 @@ def read_snapshot(
             "rows its executors read; a partial snapshot would make live data look "
             "orphaned, so nothing was decided"
         )
-    return SnapshotRead(kept, counts, slices)
+    return SnapshotRead(kept, counts, slices, dict(reads.value))

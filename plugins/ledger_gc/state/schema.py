@@ -16,6 +16,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -153,8 +154,48 @@ run_candidates = Table(
     Column("segment", Text),
 )
 
+# The BookKeeper record cache (bookkeeper/record_cache.py): CLOSED ledgers' records kept
+# between cycles, one row per leaf directory of ledger znodes (10,000 ledger ids from
+# ``first_ledger_id``), keyed by the BookKeeper's ``<root>/INSTANCEID`` and where it was
+# read (``location``: ensemble, chroot, root, layout). A row is one listing of its
+# directory: its stat then, every id listed, and the records read (packed, zlib;
+# ``rules/bookkeeper/record_cache.py``), always written together.
+bk_records = Table(
+    "ledgergc_bk_records",
+    metadata,
+    Column("instance_id", Text, primary_key=True),
+    Column("location", Text, primary_key=True),
+    Column("first_ledger_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("directory", Text, nullable=False),
+    Column("dir_czxid", BigInteger, nullable=False),
+    Column("dir_cversion", BigInteger, nullable=False),
+    Column("dir_pzxid", BigInteger, nullable=False),
+    Column("cversion_proven", Boolean, nullable=False),
+    Column("listed_ms", BigInteger, nullable=False),
+    Column("ledgers", Integer, nullable=False),
+    Column("records", Integer, nullable=False),
+    Column("listed", LargeBinary, nullable=False),  # every ledger id listed
+    Column("body", LargeBinary, nullable=False),  # the records
+)
+
+# One row per BookKeeper (as ``bk_records``): the cycles since its last full read, the
+# highest ledger id its last cycle listed, its id counters as then (a reset drops the
+# cache), and the format of its rows.
+bk_record_cycles = Table(
+    "ledgergc_bk_record_cycles",
+    metadata,
+    Column("instance_id", Text, primary_key=True),
+    Column("location", Text, primary_key=True),
+    Column("format", Integer, nullable=False),
+    Column("cycles_since_full", Integer, nullable=False),
+    Column("high_ledger_id", BigInteger),
+    Column("id_counters", Text, nullable=False),  # JSON
+    Column("updated_ms", BigInteger, nullable=False),
+    Column("full_read_ms", BigInteger, nullable=False),
+)
+
 VERSION_TABLE = "ledgergc_alembic_version"
 # The newest migration (``migrations/versions``), which these tables are. A store at this
 # revision is used without loading Alembic's scripts: a Spark executor gets the library
 # as a zip (``py_files``), where Alembic cannot read them (tests check the two agree).
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"

@@ -16,6 +16,8 @@ short-layout name for a long id) is *not a ledger* and is never deleted.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 HIERARCHICAL = "hierarchical"
@@ -83,6 +85,56 @@ def ledger_id_of(relative: str, layout: str) -> int | None:
         return ledger_id if relative_path(ledger_id, layout) == relative else None
     except ValueError:
         return None
+
+
+#: Ledgers per leaf directory of the hierarchical layouts (the leaf's 4 digits).
+LEAF_SPAN = 10_000
+#: A leaf directory's children, one per line, when every one is a ledger's name.
+_LEAF_NAMES = re.compile(r"(?:L[0-9]{4}\n)*L[0-9]{4}", re.ASCII)
+
+
+def leaf_ledger_ids(
+    directory: str, names: Iterable[str], layout: str
+) -> tuple[list[int], list[str]]:
+    """The ledger ids of a leaf directory's children (``directory`` below the root,
+    e.g. ``00/0012``), and the names that are not ledgers there: what ``ledger_id_of``
+    says of each ``<directory>/<name>``, the common case computed from the directory's
+    first id (a million names a survey)."""
+    digits = "".join(directory.split("/"))
+    ids: list[int] = []
+    odd: list[str] = []
+    if not (digits.isascii() and digits.isdigit()):
+        return ids, list(names)
+    base = int(digits) * LEAF_SPAN
+    last = base + LEAF_SPAN - 1
+    try:
+        # Which path an id takes depends only on its size, so when the first and the
+        # last id of the span both belong in this directory, every id of it does.
+        whole = (
+            last <= MAX_LEDGER_ID
+            and relative_path(base, layout).rpartition("/")[0] == directory
+            and relative_path(last, layout).rpartition("/")[0] == directory
+        )
+    except ValueError:
+        whole = False
+    names = list(names)
+    if whole and _LEAF_NAMES.fullmatch("\n".join(names)):
+        # Every name is ``L`` and four digits (the usual directory): checked in one pass.
+        return [base + int(name[1:]) for name in names], odd
+    for name in names:
+        if whole:
+            number = name[1:]
+            if len(name) == 5 and name[0] == "L" and number.isascii() and number.isdigit():
+                ids.append(base + int(number))
+                continue
+            odd.append(name)
+            continue
+        ledger_id = ledger_id_of(f"{directory}/{name}", layout)
+        if ledger_id is None:
+            odd.append(name)
+        else:
+            ids.append(ledger_id)
+    return ids, odd
 
 
 @dataclass(frozen=True)

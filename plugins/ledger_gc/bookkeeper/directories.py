@@ -1,0 +1,167 @@
+"""Each leaf directory's ledgers, as the survey classifies them: the record cache's
+records where they stand (``rules/bookkeeper/record_cache.py``), the rest read now.
+
+The driver lists every leaf directory (``scan.list_leaves``) and decides per directory
+whether its cached records may stand (``record_cache.reusable``); a ``DirectoryWork`` is
+that decision with the listing: the ids listed, and the packed records to reuse. Here
+(on an executor, or on the driver for a small tree) the cached records of ids still
+listed are taken, every other id is read (pipelined multiReads), everything is
+classified by the one classification (``classify``, the survey's), and the directory's
+new packed records are returned: those reused and the CLOSED ones just read whose
+znode is the one listed (``cacheable``).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ledger_gc.bookkeeper import scan
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.bookkeeper.classify import BkLedger
+from ledger_gc.rules.bookkeeper.record_cache import (
+    BodyError,
+    CachedRecord,
+    Packed,
+    cacheable,
+    decode_packed,
+    encode_records,
+)
+from ledger_gc.rules.bookkeeper.records import CLOSED
+
+log = logging.getLogger(__name__)
+
+#: A cached ledger's znode version is not known (it was not read this cycle).
+VERSION_NOT_READ = -1
+
+
+@dataclass(frozen=True)
+class DirectoryWork:
+    """One leaf directory to classify: what the driver listed and decided."""
+
+    directory: str
+    pzxid: int  # the listing's: a znode created after it is not the one listed
+    ledger_ids: Sequence[int]  # listed, sorted
+    body: bytes | None  # packed records that may stand (None: read every ledger)
+    keep: bool  # return the directory's new packed records (the cache is on)
+
+
+@dataclass(frozen=True)
+class DirectoryDone:
+    """What classifying one directory left for the cache and the figures."""
+
+    directory: str
+    reused: int  # ledgers classified from the cache
+    read: int  # ledger znodes read
+    records: int  # records in ``body``
+    body: bytes  # the directory's packed records now (b"" unless kept)
+
+
+def classify_directories(
+    bk: MetadataStore,
+    root: str,
+    layout: str,
+    works: Sequence[DirectoryWork],
+    high: int | None,
+    classify: Callable[[list[BkLedger]], None],
+) -> list[DirectoryDone]:
+    """Classify every ledger of ``works`` (``classify`` gets each directory's ledgers in
+    id order); ``high``: the previous cycle's highest listed id."""
+    with _cyclic_gc_paused():
+        return [_classify_directory(bk, root, layout, work, high, classify) for work in works]
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic collector off meanwhile: a million short-lived records (freed by
+    reference counting, none in a cycle) set it off thousands of times for nothing,
+    a fifth of the survey's CPU."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _classify_directory(
+    bk: MetadataStore,
+    root: str,
+    layout: str,
+    work: DirectoryWork,
+    high: int | None,
+    classify: Callable[[list[BkLedger]], None],
+) -> DirectoryDone:
+    """One directory: its cached records that stand, the rest read; all classified."""
+    ledgers: dict[int, BkLedger] = {}
+    packed = Packed()
+    keep: list[int] = []
+    if work.body:
+        try:
+            packed = decode_packed(work.body)
+            keep = packed.standing(set(work.ledger_ids), high)
+        except BodyError as exc:
+            log.warning("cached records of %s: %s; read again", work.directory, exc)
+    # Straight from the columns; each distinct custom-metadata map's tags once.
+    tags = [scan.tags_of(custom) for custom in packed.customs]
+    ids, tag_index, formats = packed.ledger_ids, packed.tag_index, packed.formats
+    znode_ctimes, lengths = packed.znode_ctimes, packed.lengths
+    for i in keep:
+        ledgers[ids[i]] = scan.ledger_of_fields(
+            ids[i],
+            VERSION_NOT_READ,
+            znode_ctimes[i],
+            CLOSED,
+            lengths[i],
+            formats[i],
+            packed.ctime(i),
+            tags[tag_index[i]],
+        )
+    reused = len(ledgers)
+    missing = [lid for lid in work.ledger_ids if lid not in ledgers]
+    read = 0
+    fresh: list[CachedRecord] = []
+    for ledger_id, data, stat in scan.read_raw(bk, root, layout, missing):
+        read += 1
+        ledger, decoded = scan.decoded(ledger_id, data, stat.version, int(stat.ctime))
+        ledgers[ledger_id] = ledger
+        if (
+            work.keep
+            and decoded is not None
+            and cacheable(decoded.state, None, int(stat.czxid), work.pzxid)
+        ):
+            fresh.append(
+                CachedRecord(
+                    ledger_id,
+                    int(stat.czxid),
+                    int(stat.ctime),
+                    decoded.ctime_ms,
+                    decoded.length,
+                    decoded.format_version,
+                    decoded.custom,
+                )
+            )
+    classify([ledgers[lid] for lid in sorted(ledgers)])
+    if not work.keep:
+        return DirectoryDone(work.directory, reused, read, 0, b"")
+    if not fresh and len(keep) == len(packed):
+        body = work.body or encode_records([])  # unchanged: the same bytes
+    else:
+        body = encode_records(fresh, packed.rows(keep))
+    return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body)
+
+
+def split_works(works: Sequence[DirectoryWork], tasks: int) -> list[list[DirectoryWork]]:
+    """``works`` in ``tasks`` groups of about the same number of ledgers (the largest
+    first, each to the lightest group), for as many executor tasks."""
+    groups: list[list[DirectoryWork]] = [[] for _ in range(max(1, min(tasks, len(works))))]
+    weights = [0] * len(groups)
+    for work in sorted(works, key=lambda w: -len(w.ledger_ids)):
+        lightest = weights.index(min(weights))
+        groups[lightest].append(work)
+        weights[lightest] += len(work.ledger_ids) + 1
+    return [sorted(group, key=lambda w: w.directory) for group in groups if group]

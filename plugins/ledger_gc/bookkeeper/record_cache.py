@@ -1,0 +1,415 @@
+"""The BookKeeper record cache: CLOSED ledgers' records kept between cycles, so that a
+cycle costs ZooKeeper about what changed since the last one (DESIGN.md "Cost to
+ZooKeeper"; the rules are ``rules/bookkeeper/record_cache.py``).
+
+Kept in the state store (every worker shares it; PostgreSQL in a deployment), one row
+per leaf directory of ledger znodes (``state.schema.bk_records``), keyed by the
+BookKeeper's ``<root>/INSTANCEID`` and where it was read (``location``: its ensemble,
+chroot, root and layout), and one row per BookKeeper with its cycles since the last
+full read (``bk_record_cycles``). What a cycle decides here (``plan``):
+
+* the cache is used only when ``LEDGERGC_BK_RECORD_CACHE`` is on, the root has an
+  ``INSTANCEID`` (without one a cache cannot tell this BookKeeper from another), the
+  rows are of this version's format, BookKeeper's id counters (``<root>/idgen``,
+  ``idgen-long``) were not reset since (created again, or counting from lower),
+  ZooKeeper's history did not go back since (``history_went_back``), and the last full
+  read is fewer than ``LEDGERGC_BK_FULL_READ_EVERY`` cycles ago; otherwise every ledger
+  is read, and the rows are written afresh;
+* ``cversion`` counts creates and deletes on the server this session is on
+  (``probe_cversion``: one child of ledger-gc's own created and deleted, under
+  ``/ledger-gc`` in BookKeeper's chroot); a session that lost its connection during the
+  listing may have moved to another server, and proves nothing (``ConnectionWatch``).
+
+Nothing here is read by the live re-check before a delete (``deleting.py``), which
+reads the znode itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
+
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.bookkeeper import ledger_paths
+from ledger_gc.rules.bookkeeper.record_cache import (
+    CACHE_FORMAT,
+    BodyError,
+    DirectoryRow,
+    DirectoryState,
+    decode_ids,
+    encode_ids,
+)
+from ledger_gc.settings import Settings
+from ledger_gc.state import schema
+from ledger_gc.state.stores import open_store
+
+log = logging.getLogger(__name__)
+
+INSTANCE_ID_ZNODE = "INSTANCEID"
+#: BookKeeper's id generators below the root (``ZkLedgerIdGenerator``,
+#: ``LongZkLedgerIdGenerator``): each id drawn is a sequential child of one of them.
+ID_COUNTERS = ("idgen", "idgen-long")
+#: Where ``probe_cversion`` creates and deletes its child (BookKeeper's chroot).
+PROBE_PARENT = "/ledger-gc/cversion-probe"
+#: The probe parent's stat after the last cycle's probe, beside the id counters' (JSON).
+HISTORY_KEY = "#probe"
+#: Rows written per statement.
+_ROWS_PER_INSERT = 50
+
+
+def location_of(settings: Settings, layout: str) -> str:
+    """Where a BookKeeper's records were read: its servers (sorted: the same ensemble
+    however the connect string lists them), chroot, ledgers root and layout."""
+    hosts, slash, chroot = settings.bookkeeper_hosts.partition("/")
+    servers = ",".join(sorted(h.strip() for h in hosts.split(",") if h.strip()))
+    return f"{servers}{slash}{chroot}|{settings.bookkeeper_root}|{layout}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which BookKeeper this is, as its root says now."""
+
+    instance_id: str | None
+    # counter name -> [its znode's czxid, its cversion]; absent: no such counter
+    id_counters: dict[str, list[int]]
+    # PROBE_PARENT's [czxid, cversion] before this cycle's probe; None: it is absent
+    probe: list[int] | None = None
+
+
+def read_identity(bk: MetadataStore, root: str) -> Identity:
+    """``<root>/INSTANCEID``, the id counters' stats and the probe parent's (four reads;
+    the probe parent's by ``exists``, which no ACL refuses)."""
+    names = [INSTANCE_ID_ZNODE, *ID_COUNTERS]
+    got = bk.get_many([f"{root}/{name}" for name in names])
+    bk.reading(1)
+    try:
+        probe = bk.client.exists(PROBE_PARENT)
+    except KazooException:
+        probe = None  # not known: as if gone (a full read, if the last cycle left a mark)
+    instance = None
+    if got[0] is not None:
+        text = bytes(got[0][0]).decode("utf-8", "replace").strip()
+        instance = text or None
+    counters = {
+        name: [int(answer[1].czxid), int(answer[1].cversion)]
+        for name, answer in zip(ID_COUNTERS, got[1:], strict=True)
+        if answer is not None
+    }
+    return Identity(instance, counters, None if probe is None else _mark(probe))
+
+
+def _mark(stat: Any) -> list[int]:
+    return [int(stat.czxid), int(stat.cversion)]
+
+
+def history_went_back(before: list[int] | None, now: list[int] | None) -> str | None:
+    """Why ZooKeeper's history looks rolled back since the last cycle (None: it does not).
+
+    ZooKeeper restored from a backup loses the ledgers created since, and BookKeeper
+    hands their ids out again; once the new history has created as many znodes, the id
+    counters and every directory's ``cversion`` and ``pzxid`` stand where the lost
+    history left them, and a reused id's new znode passes for the cached one. Only
+    ledger-gc changes its probe parent (two per probe, after each cycle's listing): a
+    restore from before a cycle's listing leaves it lower than that cycle saw it, or
+    gone, until ledger-gc itself probes again."""
+    if before is None:
+        return None
+    if now is None:
+        return f"{PROBE_PARENT} is gone"
+    if now[0] != before[0]:
+        return f"{PROBE_PARENT} was created again"
+    if now[1] < before[1]:
+        return f"{PROBE_PARENT} counts lower than the last cycle left it"
+    return None
+
+
+def counters_reset(before: Mapping[str, list[int]], now: Mapping[str, list[int]]) -> str | None:
+    """Why BookKeeper's id counters look reset since ``before`` (None: they do not): a
+    counter gone, created again, or counting from lower would hand out ids again."""
+    for name, (czxid, cversion) in before.items():
+        current = now.get(name)
+        if current is None:
+            return f"its id counter {name} is gone"
+        if current[0] != czxid:
+            return f"its id counter {name} was created again"
+        if current[1] < cversion:
+            return f"its id counter {name} counts from lower than before"
+    return None
+
+
+class ConnectionWatch:
+    """Whether a session kept its connection (and so its server) over a stretch."""
+
+    def __init__(self) -> None:
+        self.moved = False
+
+    def __call__(self, state: KazooState) -> None:
+        if state != KazooState.CONNECTED:
+            self.moved = True
+
+
+@contextmanager
+def watching(bk: MetadataStore) -> Iterator[ConnectionWatch]:
+    watch = ConnectionWatch()
+    bk.client.add_listener(watch)
+    try:
+        yield watch
+    finally:
+        bk.client.remove_listener(watch)
+
+
+def probe_cversion(bk: MetadataStore) -> list[int] | None:
+    """Whether the server this session is on counts a child's delete in its parent's
+    ``cversion`` as ZooKeeper documents ("the number of changes to the children"): an
+    ephemeral child of our own is created and deleted, and the parent's ``cversion``
+    must move by exactly two. If so, the parent's ``[czxid, cversion]`` after it (the
+    mark ``history_went_back`` compares next cycle); None when it cannot be shown (no
+    permission, another probe at the same time): the cache then reuses only
+    directories with no change."""
+    client = bk.client
+    child = f"{PROBE_PARENT}/{uuid.uuid4().hex}"
+    try:
+        bk.reading(2)
+        client.ensure_path(PROBE_PARENT)
+        before = client.exists(PROBE_PARENT)
+        client.create(child, b"", ephemeral=True)
+        client.delete(child)
+        bk.reading(1)
+        after = client.exists(PROBE_PARENT)
+    except KazooException as exc:
+        log.warning(
+            "cannot probe how ZooKeeper at %s counts child changes (%s): the BookKeeper "
+            "record cache reuses only directories that did not change",
+            bk.hosts,
+            type(exc).__name__,
+        )
+        return None
+    if before is None or after is None:
+        return None
+    if after.cversion - before.cversion == 2 and after.numChildren == before.numChildren:
+        return _mark(after)
+    return None
+
+
+@dataclass
+class CachedDirectory:
+    """A directory's row: what the rules compare, and its packed records."""
+
+    row: DirectoryRow
+    body: bytes
+
+
+@dataclass
+class CachePlan:
+    """What this cycle does with the record cache, and why."""
+
+    enabled: bool  # LEDGERGC_BK_RECORD_CACHE, and an INSTANCEID to key it by
+    full: bool  # every ledger is read this cycle
+    why: str
+    instance_id: str | None = None
+    location: str = ""
+    identity: Identity | None = None
+    layout: str = ""
+    cycles_since_full: int = 0  # before this cycle
+    high: int | None = None  # the previous cycle's highest listed id
+    full_read_ms: int = 0
+    rows: dict[str, CachedDirectory] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "full_read": self.full,
+            "why": self.why,
+            "instance_id": self.instance_id,
+            "cycles_since_full_read": self.cycles_since_full,
+        }
+
+
+def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
+    """Decide whether this cycle reads every ledger, and load the rows it may reuse."""
+    if not settings.bk_record_cache:
+        return CachePlan(False, True, "LEDGERGC_BK_RECORD_CACHE=false: every ledger is read")
+    if layout == ledger_paths.FLAT:
+        return CachePlan(False, True, "the flat layout has no ledger directories to check")
+    root = settings.bookkeeper_root
+    identity = read_identity(bk, root)
+    if identity.instance_id is None:
+        return CachePlan(
+            False,
+            True,
+            f"{root}/{INSTANCE_ID_ZNODE} does not exist: a cache could not tell this "
+            "BookKeeper from another; every ledger is read",
+        )
+    location = location_of(settings, layout)
+    base = CachePlan(True, True, "", identity.instance_id, location, identity, layout)
+    store = open_store(settings)
+    with store.read() as conn:
+        cycles = conn.execute(
+            schema.bk_record_cycles.select().where(
+                schema.bk_record_cycles.c.instance_id == identity.instance_id,
+                schema.bk_record_cycles.c.location == location,
+            )
+        ).first()
+    if cycles is None:
+        base.why = "the first cycle with the record cache here: every ledger is read"
+        return base
+    base.cycles_since_full = int(cycles.cycles_since_full)
+    base.full_read_ms = int(cycles.full_read_ms)
+    base.high = None if cycles.high_ledger_id is None else int(cycles.high_ledger_id)
+    if cycles.format != CACHE_FORMAT:
+        base.why = f"the cache's rows are of format {cycles.format}: every ledger is read"
+        return base
+    counters = json.loads(cycles.id_counters)
+    went_back = history_went_back(counters.pop(HISTORY_KEY, None), identity.probe)
+    if went_back is not None:
+        base.why = (
+            f"ZooKeeper's history went back ({went_back}: restored from a backup?): every "
+            "ledger is read, the cache starts again"
+        )
+        return base
+    reset = counters_reset(counters, identity.id_counters)
+    if reset is not None:
+        base.why = f"BookKeeper's {reset}: every ledger is read, the cache starts again"
+        return base
+    every = settings.bk_full_read_every
+    if base.cycles_since_full + 1 >= every:
+        base.why = (
+            f"a full read every {every} cycle(s) (LEDGERGC_BK_FULL_READ_EVERY): every "
+            "ledger is read, the cache starts again"
+        )
+        return base
+    base.full = False
+    base.why = "records of CLOSED ledgers read by earlier cycles are reused where they stand"
+    base.rows = dict(_load_rows(settings, identity.instance_id, location))
+    return base
+
+
+def _load_rows(
+    settings: Settings, instance_id: str, location: str
+) -> Iterator[tuple[str, CachedDirectory]]:
+    table = schema.bk_records
+    with open_store(settings).read() as conn:
+        rows = conn.execute(
+            table.select().where(table.c.instance_id == instance_id, table.c.location == location)
+        ).all()
+    for row in rows:
+        try:
+            listed = decode_ids(bytes(row.listed))
+        except BodyError as exc:
+            log.warning("record cache row %s does not decode (%s): read again", row.directory, exc)
+            continue
+        state = DirectoryState(int(row.dir_czxid), int(row.dir_cversion), int(row.dir_pzxid))
+        directory_row = DirectoryRow(row.directory, state, bool(row.cversion_proven), listed)
+        yield row.directory, CachedDirectory(directory_row, bytes(row.body))
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """One leaf directory as this cycle listed it, with its packed records."""
+
+    directory: str
+    state: DirectoryState
+    listed: list[int]
+    records: int
+    body: bytes
+    changed: bool  # differs from the row the cache has (else it is not written)
+
+
+def save(
+    settings: Settings,
+    cache: CachePlan,
+    rows: Iterable[NewRow],
+    *,
+    proven: bool,
+    high: int | None,
+    now_ms: int,
+    probe: list[int] | None = None,
+) -> None:
+    """Write this cycle's rows and cycle count in one transaction: rows of directories
+    gone from the listing leave, changed ones are replaced. ``probe``: the probe
+    parent's mark after this cycle's listing (``probe_cversion``)."""
+    if not cache.enabled or cache.instance_id is None or cache.identity is None:
+        return
+    table, cycles = schema.bk_records, schema.bk_record_cycles
+    mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
+    rows = list(rows)
+    keys = {_first_id(r.directory, cache.layout) for r in rows}
+    changed = [r for r in rows if r.changed or cache.full]
+    with open_store(settings).write() as conn:
+        existing = {
+            int(k)
+            for (k,) in conn.execute(
+                table.select().with_only_columns(table.c.first_ledger_id).where(mine)
+            )
+        }
+        gone = sorted(existing - keys)
+        renew = sorted({_first_id(r.directory, cache.layout) for r in changed} & existing)
+        for batch in _batches(gone + renew, 500):
+            conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(batch)))
+        values = [
+            {
+                "instance_id": cache.instance_id,
+                "location": cache.location,
+                "first_ledger_id": _first_id(r.directory, cache.layout),
+                "directory": r.directory,
+                "dir_czxid": r.state.czxid,
+                "dir_cversion": r.state.cversion,
+                "dir_pzxid": r.state.pzxid,
+                "cversion_proven": proven,
+                "listed_ms": now_ms,
+                "ledgers": len(r.listed),
+                "records": r.records,
+                "listed": encode_ids(r.listed),
+                "body": r.body,
+            }
+            for r in changed
+        ]
+        for batch in _batches(values, _ROWS_PER_INSERT):
+            conn.execute(table.insert(), batch)
+        conn.execute(
+            cycles.delete().where(
+                (cycles.c.instance_id == cache.instance_id) & (cycles.c.location == cache.location)
+            )
+        )
+        conn.execute(
+            cycles.insert().values(
+                instance_id=cache.instance_id,
+                location=cache.location,
+                format=CACHE_FORMAT,
+                cycles_since_full=0 if cache.full else cache.cycles_since_full + 1,
+                high_ledger_id=high,
+                id_counters=json.dumps(
+                    cache.identity.id_counters | ({HISTORY_KEY: probe} if probe else {}),
+                    sort_keys=True,
+                ),
+                updated_ms=now_ms,
+                full_read_ms=now_ms if cache.full else cache.full_read_ms,
+            )
+        )
+
+
+def _first_id(directory: str, layout: str) -> int:
+    """The lowest ledger id whose znode is in ``directory`` (its row's key). Not simply
+    its digits: in the hierarchical layout the first long directory
+    (``000/0000/0021/4748``) spans the same numbers as the last short one (``21/4748``),
+    and holds only the ids from 2^31-1 on (a cluster whose ids crossed it has both).
+    Unique among rows: only directories that list a ledger have one (``_save_cache``),
+    and two such directories hold disjoint ids."""
+    first = int("".join(directory.split("/"))) * ledger_paths.LEAF_SPAN
+    long_tree = len(directory.split("/")) == len(ledger_paths.LONG_TREE.widths) - 1
+    if layout == ledger_paths.HIERARCHICAL and long_tree:
+        first = max(first, ledger_paths.SHORT_ID_LIMIT)
+    return first
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,350 @@
+"""When a CLOSED ledger's record read by an earlier cycle may stand for a read (pure).
+
+Why it can: ledger ids come from one counter and are never handed out twice, and what
+the classification reads from a CLOSED ledger's record (its tags, state, length,
+format version, ctime) never changes after the close: an ensemble change rewrites the
+znode, not those fields. So the record of a znode read once stands while *that znode*
+exists. The listing says which ids exist; what it cannot say is whether the znode of
+an id is still the one that was read: a ``ledgergc restore``, BookKeeper's tools, an
+id counter reset or a ZooKeeper restored from a backup can delete a ledger's znode and
+create it again (same id, new ``czxid``).
+
+ZooKeeper answers that per directory, in the same read as the listing
+(``getChildren2``: the children and the parent's stat, atomically): the parent's
+``pzxid`` is the zxid of the last child created or deleted, and its ``cversion``
+counts the changes to its children (creates and deletes, ZooKeeper's "number of
+changes to the children"; the cycle proves that on its own session first, ``proven``).
+Between two listings of a directory (its ``czxid`` the same: not re-created) that
+show ``added`` and ``removed`` ids:
+
+* ``pzxid`` and ``cversion`` unchanged: no child was created or deleted since; every
+  id listed both times is the same znode;
+* otherwise, with both listings' ``cversion`` proven to count creates and deletes: a
+  ``cversion`` that moved by exactly ``added + removed`` leaves no room for any other
+  create, so no id listed both times was created again. Anything more (a ledger created
+  and deleted in between, or one created again) and no record of that directory is
+  reused: its ledgers are read again.
+
+A record enters the cache only if its znode is the one the listing saw (its ``czxid``
+not after the listing's ``pzxid``). OPEN and IN_RECOVERY ledgers, unreadable records
+and ids above the previous cycle's highest are never reused. The records are keyed by
+the BookKeeper's ``<root>/INSTANCEID`` and where it was read (``location``): another
+cluster's, another root's or another layout's never apply. Only the classification's
+*inputs* are kept: Pulsar's references are read in full every cycle, and the live
+re-check before a delete reads the znode itself (``bookkeeper/deleting.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ledger_gc.rules.bookkeeper.records import CLOSED
+
+#: What a row's body holds; a row of another format is read again, never guessed.
+CACHE_FORMAT = 1
+_MAGIC = b"LGC" + bytes([CACHE_FORMAT])
+_HEADER = struct.Struct("<4sII")  # magic, records, bytes of the tags (JSON)
+#: "No value" in an int64 column (a record without its own ctime).
+_NONE = -(2**63)
+
+
+@dataclass(frozen=True)
+class DirectoryState:
+    """A ledger directory's stat as one ``getChildren2`` answered it."""
+
+    czxid: int
+    cversion: int
+    pzxid: int
+
+
+class CachedRecord:
+    """One CLOSED ledger's classification inputs, as its record and znode had them.
+
+    Has the attributes ``scan.ledger_of_record`` reads of a decoded record (``state``,
+    ``length``, ``format_version``, ``ctime_ms``, ``custom``), so a cached ledger is
+    built by the same function as a freshly read one."""
+
+    __slots__ = (
+        "ctime_ms",
+        "custom",
+        "czxid",
+        "format_version",
+        "ledger_id",
+        "length",
+        "znode_ctime_ms",
+    )
+
+    state = CLOSED
+
+    def __init__(
+        self,
+        ledger_id: int,
+        czxid: int,
+        znode_ctime_ms: int,
+        ctime_ms: int | None,
+        length: int,
+        format_version: int,
+        custom: Mapping[str, bytes],
+    ) -> None:
+        self.ledger_id = ledger_id
+        self.czxid = czxid
+        self.znode_ctime_ms = znode_ctime_ms
+        self.ctime_ms = ctime_ms
+        self.length = length
+        self.format_version = format_version
+        self.custom = custom
+
+    def key(self) -> tuple[object, ...]:
+        return (
+            self.ledger_id,
+            self.czxid,
+            self.znode_ctime_ms,
+            self.ctime_ms,
+            self.length,
+            self.format_version,
+            tuple(sorted(self.custom.items())),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CachedRecord) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        return f"CachedRecord{self.key()!r}"
+
+
+def cacheable(state: str | None, error: str | None, czxid: int, listed_pzxid: int) -> bool:
+    """Whether a freshly read record may be kept: CLOSED, decoded, and of the znode the
+    listing saw (one created after the listing has a ``czxid`` above its ``pzxid``)."""
+    return error is None and state == CLOSED and czxid <= listed_pzxid
+
+
+@dataclass(frozen=True)
+class DirectoryRow:
+    """What the cache keeps of one leaf directory, as of one listing of it (its records
+    travel packed, ``encode_records``, to whoever reads that directory)."""
+
+    directory: str  # below the root, e.g. "00/0012"
+    state: DirectoryState
+    proven: bool  # its cversion counted creates and deletes on the server that listed it
+    listed: Sequence[int]  # every ledger id listed then
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Whether the cached records of a directory stand for reads this cycle, and why."""
+
+    reuse: bool
+    why: str  # "unchanged", "accounted", or why nothing is reused
+
+
+def reusable(
+    before: DirectoryRow | None, state: DirectoryState, listed: Iterable[int], *, proven: bool
+) -> Reuse:
+    """Whether the records of ``before`` stand for this listing of the same directory
+    (``state``, ``listed``): see the module docstring. ``proven``: this listing's
+    ``cversion`` counts creates and deletes (the cycle's probe on its session). Of a
+    reusable directory, only the records of ids listed now, and not above the previous
+    cycle's highest id, are used (``Packed.standing``)."""
+    if before is None:
+        return Reuse(False, "not cached")
+    if before.state.czxid != state.czxid:
+        return Reuse(False, "the directory was created again")
+    if state.pzxid < before.state.pzxid or state.cversion < before.state.cversion:
+        return Reuse(False, "the directory's stat went back (ZooKeeper restored?)")
+    now = set(listed)
+    was = set(before.listed)
+    added = len(now - was)
+    removed = len(was - now)
+    if state.pzxid == before.state.pzxid and state.cversion == before.state.cversion:
+        if added or removed:
+            return Reuse(False, "the listing changed but the directory's stat did not")
+        return Reuse(True, "unchanged")
+    if before.proven and proven and state.cversion - before.state.cversion == added + removed:
+        return Reuse(True, "accounted")
+    return Reuse(False, "children created or deleted beyond what the listings show")
+
+
+# --- packed columns, little-endian, zlib ---------------------------------------------------
+
+
+def _packed(values: array) -> bytes:
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _unpacked(typecode: str, data: bytes) -> array:
+    values = array(typecode)
+    values.frombytes(data)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
+class BodyError(ValueError):
+    """Packed ids or records that do not decode: the directory is read again."""
+
+
+def encode_ids(ids: Iterable[int]) -> bytes:
+    """Ledger ids, packed (a row's ``listed``)."""
+    return zlib.compress(_MAGIC + _packed(array("q", ids)), 1)
+
+
+def decode_ids(data: bytes) -> array:
+    """The ledger ids ``encode_ids`` packed; ``BodyError`` if they are not."""
+    try:
+        raw = zlib.decompress(data)
+    except zlib.error as exc:
+        raise BodyError(f"not packed ledger ids: {exc}") from None
+    if raw[:4] != _MAGIC or (len(raw) - 4) % 8:
+        raise BodyError("packed ledger ids of another format, or truncated")
+    return _unpacked("q", raw[4:])
+
+
+@dataclass
+class Packed:
+    """Records as they are packed: one column per field (``array``), and the distinct
+    custom-metadata maps the ``tag_index`` column points into. A survey classifies a
+    directory's cached records straight from the columns: no object per record unless
+    asked (``record``)."""
+
+    ledger_ids: array = field(default_factory=lambda: array("q"))
+    czxids: array = field(default_factory=lambda: array("q"))
+    znode_ctimes: array = field(default_factory=lambda: array("q"))
+    ctimes: array = field(default_factory=lambda: array("q"))  # _NONE: the record has none
+    lengths: array = field(default_factory=lambda: array("q"))
+    formats: array = field(default_factory=lambda: array("i"))
+    tag_index: array = field(default_factory=lambda: array("i"))
+    customs: list[Mapping[str, bytes]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ledger_ids)
+
+    def ctime(self, i: int) -> int | None:
+        value = self.ctimes[i]
+        return None if value == _NONE else value
+
+    def record(self, i: int) -> CachedRecord:
+        return CachedRecord(
+            self.ledger_ids[i],
+            self.czxids[i],
+            self.znode_ctimes[i],
+            self.ctime(i),
+            self.lengths[i],
+            self.formats[i],
+            self.customs[self.tag_index[i]],
+        )
+
+    def records(self) -> list[CachedRecord]:
+        return [self.record(i) for i in range(len(self))]
+
+    def standing(self, listed: Iterable[int], high: int | None) -> list[int]:
+        """The rows that stand for reads now (of a directory ``reusable`` said may be
+        reused): of ids listed now (a ledger gone from the listing leaves the cache),
+        none above ``high`` (the previous cycle's highest listed id: a newer ledger is
+        always read)."""
+        now = listed if isinstance(listed, set | frozenset) else set(listed)
+        ids = self.ledger_ids
+        if high is None:
+            return [i for i in range(len(ids)) if ids[i] in now]
+        return [i for i in range(len(ids)) if ids[i] in now and ids[i] <= high]
+
+    def rows(self, keep: Sequence[int]) -> Packed:
+        """These rows only (the maps kept whole: a map no row points at costs nothing)."""
+
+        def pick(column: array) -> array:
+            return array(column.typecode, [column[i] for i in keep])
+
+        return Packed(
+            pick(self.ledger_ids),
+            pick(self.czxids),
+            pick(self.znode_ctimes),
+            pick(self.ctimes),
+            pick(self.lengths),
+            pick(self.formats),
+            pick(self.tag_index),
+            list(self.customs),
+        )
+
+
+def encode_records(records: Sequence[CachedRecord], packed: Packed | None = None) -> bytes:
+    """``packed``'s rows (if any) and then ``records``, packed column by column, their
+    custom metadata once per distinct map."""
+    base = packed or Packed()
+    tags: dict[tuple[tuple[str, bytes], ...], int] = {}
+    remap = [tags.setdefault(tuple(sorted(m.items())), len(tags)) for m in base.customs]
+    by_map: dict[int, int] = {}  # the same map object (a directory's records share them)
+    indexes = [remap[i] for i in base.tag_index]
+    for record in records:
+        index = by_map.get(id(record.custom))
+        if index is None:
+            key = tuple(sorted(record.custom.items()))
+            index = by_map[id(record.custom)] = tags.setdefault(key, len(tags))
+        indexes.append(index)
+    tags_json = json.dumps(
+        [[[k, base64.b64encode(v).decode("ascii")] for k, v in key] for key in tags]
+    ).encode("utf-8")
+    columns = [
+        base.ledger_ids + array("q", [r.ledger_id for r in records]),
+        base.czxids + array("q", [r.czxid for r in records]),
+        base.znode_ctimes + array("q", [r.znode_ctime_ms for r in records]),
+        base.ctimes + array("q", [_NONE if r.ctime_ms is None else r.ctime_ms for r in records]),
+        base.lengths + array("q", [r.length for r in records]),
+        base.formats + array("i", [r.format_version for r in records]),
+        array("i", indexes),
+    ]
+    count = len(base) + len(records)
+    header = _HEADER.pack(_MAGIC, count, len(tags_json))
+    return zlib.compress(header + tags_json + b"".join(_packed(c) for c in columns), 1)
+
+
+def decode_records(body: bytes) -> list[CachedRecord]:
+    """The records ``encode_records`` packed (``decode_packed``), one object each."""
+    return decode_packed(body).records()
+
+
+def decode_packed(body: bytes) -> Packed:
+    """The columns ``encode_records`` packed; ``BodyError`` if they are not, whole.
+    Rows with the same custom metadata point at one map."""
+    try:
+        raw = zlib.decompress(body)
+        magic, count, tags_size = _HEADER.unpack_from(raw)
+    except (zlib.error, struct.error) as exc:
+        raise BodyError(f"not packed records: {exc}") from None
+    if magic != _MAGIC:
+        raise BodyError(f"packed records of another format ({magic!r})")
+    offset = _HEADER.size
+    try:
+        tags_list = json.loads(raw[offset : offset + tags_size])
+        customs: list[Mapping[str, bytes]] = [
+            {k: base64.b64decode(v) for k, v in pairs} for pairs in tags_list
+        ]
+    except (ValueError, TypeError) as exc:
+        raise BodyError(f"packed records' tags do not decode: {exc}") from None
+    offset += tags_size
+    columns = []
+    for typecode in ("q", "q", "q", "q", "q", "i", "i"):
+        width = array(typecode).itemsize * count
+        chunk = raw[offset : offset + width]
+        if len(chunk) != width:
+            raise BodyError("packed records truncated")
+        columns.append(_unpacked(typecode, chunk))
+        offset += width
+    if offset != len(raw):
+        raise BodyError(f"{len(raw) - offset} bytes after the packed records")
+    ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index = columns
+    packed = Packed(ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index, customs)
+    if packed.tag_index and not 0 <= min(packed.tag_index) <= max(packed.tag_index) < len(customs):
+        raise BodyError("packed records name tags they do not have")
+    return packed

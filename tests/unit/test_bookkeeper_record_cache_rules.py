@@ -1,0 +1,244 @@
+"""The record cache's rules (rules/bookkeeper/record_cache.py): when a cached record may
+stand for a read, and that a cached ledger is exactly the ledger a read gives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledger_gc.bookkeeper import scan
+from ledger_gc.bookkeeper.directories import VERSION_NOT_READ, DirectoryWork, split_works
+from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
+from ledger_gc.rules.bookkeeper import ledger_paths, records
+from ledger_gc.rules.bookkeeper.record_cache import (
+    BodyError,
+    CachedRecord,
+    DirectoryRow,
+    DirectoryState,
+    cacheable,
+    decode_ids,
+    decode_packed,
+    decode_records,
+    encode_ids,
+    encode_records,
+    reusable,
+)
+from pulsar_cluster import cursor_tags, ledger_record, ml_tags, schema_tags
+
+ROW = DirectoryRow("00/0001", DirectoryState(czxid=7, cversion=20, pzxid=100), True, [1, 2, 3])
+
+
+def test_an_unchanged_directory_is_reused() -> None:
+    assert reusable(ROW, ROW.state, [1, 2, 3], proven=True).reuse
+    assert reusable(ROW, ROW.state, [1, 2, 3], proven=False).why == "unchanged"
+
+
+def test_changes_the_listings_account_for_are_reused_only_when_proven() -> None:
+    # 4 created, 2 deleted: cversion +2 and pzxid moved.
+    moved = DirectoryState(7, 22, 130)
+    assert reusable(ROW, moved, [1, 3, 4], proven=True).why == "accounted"
+    assert not reusable(ROW, moved, [1, 3, 4], proven=False).reuse
+    unproven_row = DirectoryRow(ROW.directory, ROW.state, False, ROW.listed)
+    assert not reusable(unproven_row, moved, [1, 3, 4], proven=True).reuse
+
+
+@pytest.mark.parametrize(
+    ("state", "listed", "why"),
+    [
+        # 2 deleted and created again: cversion +2, listing the same
+        (DirectoryState(7, 22, 130), [1, 2, 3], "beyond what the listings show"),
+        # a ledger created and deleted in between, beside one new
+        (DirectoryState(7, 23, 130), [1, 2, 3, 4], "beyond what the listings show"),
+        (DirectoryState(8, 20, 100), [1, 2, 3], "created again"),
+        (DirectoryState(7, 19, 100), [1, 2, 3], "went back"),
+        (DirectoryState(7, 20, 99), [1, 2, 3], "went back"),
+        (DirectoryState(7, 20, 100), [1, 2], "the listing changed but"),
+    ],
+)
+def test_anything_else_is_read_again(state: DirectoryState, listed: list[int], why: str) -> None:
+    decision = reusable(ROW, state, listed, proven=True)
+    assert not decision.reuse and why in decision.why
+
+
+def test_nothing_cached_nothing_reused() -> None:
+    assert not reusable(None, ROW.state, [1], proven=True).reuse
+
+
+def record(lid: int, custom: dict[str, bytes] | None = None) -> CachedRecord:
+    tags = custom or ml_tags("t/n/persistent/a")
+    return CachedRecord(lid, 1000 + lid, 5_000, None, 1024, 3, tags)
+
+
+def test_only_ids_still_listed_and_not_above_the_last_high_stand() -> None:
+    packed = decode_packed(encode_records([record(1), record(2), record(3), record(9)]))
+    kept = packed.standing([1, 3, 9], high=8)
+    assert [packed.ledger_ids[i] for i in kept] == [1, 3]
+    assert packed.standing({1, 3, 9}, high=None) == [0, 2, 3]
+
+
+def test_kept_rows_and_new_records_pack_together() -> None:
+    """The rows of a directory that stand, with the records read now, in one body;
+    each record keeps its own custom metadata (maps merged by content)."""
+    other = ml_tags("t/n/persistent/b")
+    packed = decode_packed(encode_records([record(1), record(2, other), record(3)]))
+    fresh = [record(7, dict(other)), record(8, {"application": b"x"})]
+    body = encode_records(fresh, packed.rows([0, 1]))
+    assert decode_records(body) == [record(1), record(2, other), *fresh]
+    assert len(decode_packed(body).customs) == 3
+
+
+def test_only_closed_decoded_records_of_the_listed_znode_are_kept() -> None:
+    assert cacheable(records.CLOSED, None, czxid=50, listed_pzxid=60)
+    assert cacheable(records.CLOSED, None, czxid=60, listed_pzxid=60)
+    assert not cacheable(records.CLOSED, None, czxid=61, listed_pzxid=60)  # created after
+    assert not cacheable(records.OPEN, None, czxid=5, listed_pzxid=60)
+    assert not cacheable(records.IN_RECOVERY, None, czxid=5, listed_pzxid=60)
+    assert not cacheable(None, "does not parse", czxid=5, listed_pzxid=60)
+
+
+customs = st.dictionaries(st.text(max_size=20), st.binary(max_size=30), max_size=4)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**63 - 1),
+            st.integers(0, 2**63 - 1),
+            st.integers(0, 2**62),
+            st.one_of(st.none(), st.integers(1, 2**62)),
+            st.integers(0, 2**62),
+            st.sampled_from([1, 2, 3]),
+            customs,
+        ),
+        max_size=30,
+    )
+)
+def test_records_round_trip(fields: list[tuple]) -> None:  # type: ignore[type-arg]
+    rows = [CachedRecord(*f) for f in fields]
+    assert decode_records(encode_records(rows)) == rows
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), max_size=50))
+def test_ids_round_trip(ids: list[int]) -> None:
+    assert list(decode_ids(encode_ids(ids))) == ids
+
+
+@pytest.mark.parametrize("body", [b"", b"garbage", encode_records([record(1)])[:-3]])
+def test_a_damaged_body_is_refused(body: bytes) -> None:
+    with pytest.raises(BodyError):
+        decode_records(body)
+    with pytest.raises(BodyError):
+        decode_ids(body)
+
+
+RECORDS = [
+    ledger_record(ml_tags("t/n/persistent/a")),
+    ledger_record(ml_tags("t/n/persistent/a"), ctime_ms=1_700_000_000_000),
+    ledger_record(ml_tags("t/n/persistent/a"), ctime_ms=1_900_000_000_000, length=0),
+    ledger_record(cursor_tags("t/n/persistent/a", "sub"), fmt=2),
+    ledger_record(schema_tags("t/n/a"), length=7),
+    ledger_record({}),
+    ledger_record({"application": b"pulsar", "component": b"\xff\xfe"}),
+    records.HEADER + b"1\n2\n3\n4096\n0\tbookie-1:3181\tbookie-2:3181\n9\tCLOSED\n",
+]
+
+
+@pytest.mark.parametrize("data", RECORDS)
+def test_a_cached_ledger_is_the_ledger_a_read_gives(data: bytes) -> None:
+    """What the cache keeps of a record is everything the classification reads: a
+    ledger built from it equals a fresh read's, whatever fields a record has (a field
+    that ``ledger_of`` starts reading and the cache does not keep fails here)."""
+    znode_ctime, czxid = 1_800_000_000_000, 77
+    read = scan.ledger_of(42, data, 3, znode_ctime)
+    decoded = records.decode_record(data)
+    kept = decode_records(
+        encode_records(
+            [
+                CachedRecord(
+                    42,
+                    czxid,
+                    znode_ctime,
+                    decoded.ctime_ms,
+                    decoded.length,
+                    decoded.format_version,
+                    decoded.custom,
+                )
+            ]
+        )
+    )[0]
+    cached = scan.ledger_of_record(42, VERSION_NOT_READ, kept.znode_ctime_ms, kept)
+    assert cached == replace(read, version=VERSION_NOT_READ)
+
+
+def test_the_record_fields_the_cache_keeps_are_those_a_ledger_is_built_from() -> None:
+    """``ledger_of_record`` reads exactly what ``CachedRecord`` has: a record with only
+    those attributes builds the same ledger as the decoded record."""
+    decoded = records.decode_record(ledger_record(ml_tags("t/n/persistent/a"), ctime_ms=5))
+    only = SimpleNamespace(
+        state=decoded.state,
+        length=decoded.length,
+        format_version=decoded.format_version,
+        ctime_ms=decoded.ctime_ms,
+        custom=decoded.custom,
+    )
+    assert scan.ledger_of_record(1, 2, 3, only) == scan.ledger_of_record(1, 2, 3, decoded)
+    assert set(LedgerMetadataFormat.DESCRIPTOR.fields_by_name) >= {"customMetadata", "ctime"}
+
+
+@given(
+    st.sampled_from(["00/0000", "00/0012", "21/4748", "99/9999", "000/0000/0021/4748"]),
+    st.lists(
+        st.one_of(
+            st.from_regex(r"L[0-9]{4}", fullmatch=True),
+            st.from_regex(r"L[0-9]{1,6}", fullmatch=True),
+            st.text(max_size=6),
+        ),
+        max_size=20,
+    ),
+    st.sampled_from(ledger_paths.LAYOUTS),
+)
+def test_leaf_ids_are_what_ledger_id_of_says(directory: str, names: list[str], layout: str) -> None:
+    ids, odd = ledger_paths.leaf_ledger_ids(directory, names, layout)
+    expected = [ledger_paths.ledger_id_of(f"{directory}/{n}", layout) for n in names]
+    assert ids == [i for i in expected if i is not None]
+    assert odd == [n for n, i in zip(names, expected, strict=True) if i is None]
+
+
+def test_works_are_split_evenly_by_ledgers() -> None:
+    works = [
+        DirectoryWork(f"00/{i:04d}", 0, list(range(size)), None, True)
+        for i, size in enumerate([10_000, 10_000, 5_000, 5_000, 10, 10])
+    ]
+    groups = split_works(works, 2)
+    assert sorted(sum(len(w.ledger_ids) for w in g) for g in groups) == [15_010, 15_010]
+    assert split_works(works[:1], 4) == [works[:1]]
+
+
+def test_a_cached_million_is_classified_here_a_read_million_on_executors() -> None:
+    from ledger_gc.bookkeeper.survey import _worth_executors
+
+    def works(cached: bool) -> list[DirectoryWork]:
+        body = b"packed" if cached else None
+        return [
+            DirectoryWork(f"00/{i:04d}", 0, range(10_000), body, True)  # type: ignore[arg-type]
+            for i in range(100)
+        ]
+
+    assert _worth_executors(works(cached=False))
+    assert not _worth_executors(works(cached=True))
+    assert not _worth_executors(works(cached=False)[:1])  # one directory: nothing to share
+
+
+def test_a_probe_mark_gone_created_again_or_lower_is_a_history_gone_back() -> None:
+    from ledger_gc.bookkeeper.record_cache import history_went_back
+
+    assert history_went_back(None, [5, 10]) is None  # no mark left: nothing to compare
+    assert history_went_back([5, 10], [5, 10]) is None
+    assert history_went_back([5, 10], [5, 14]) is None  # probes since (any cycle's)
+    assert "is gone" in (history_went_back([5, 10], None) or "")
+    assert "created again" in (history_went_back([5, 10], [6, 12]) or "")
+    assert "counts lower" in (history_went_back([5, 10], [5, 8]) or "")
