@@ -70,22 +70,6 @@ def check_bucket(name: str, bucket: str) -> None:
         )
 
 
-#: The lowest ZooKeeper read budget that bounds a cycle without stalling it: a token bucket
-#: holds at least one read, so a task's share of a few reads per second overshoots it by a
-#: fifth, and a budget near zero would leave a cycle waiting for days.
-MIN_READS_PER_SECOND = 100
-
-
-def check_read_budget(name: str, per_second: float) -> None:
-    """0 (no bound) or at least ``MIN_READS_PER_SECOND``."""
-    if 0 < per_second < MIN_READS_PER_SECOND:
-        raise ConfigError(
-            f"{name}={per_second:g} is too low to finish a cycle; set 0 (no bound) or "
-            f"{MIN_READS_PER_SECOND} reads/s or more (a million ledgers' first survey at "
-            f"{MIN_READS_PER_SECOND}/s reads for about three hours)"
-        )
-
-
 def check_digest(name: str, digest: str) -> None:
     """``user:password`` (ZooKeeper digest auth)."""
     if ":" not in digest:

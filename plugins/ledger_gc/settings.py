@@ -33,7 +33,6 @@ from ledger_gc.setting_forms import (
     check_endpoint,
     check_ledgers_root,
     check_pulsar_clusters,
-    check_read_budget,
     check_region,
     check_zk_address,
 )
@@ -489,11 +488,9 @@ class Settings:
             "LEDGERGC_ZK_MAX_READS_PER_SECOND",
             NUMBER,
             "the most znodes a cycle reads from ZooKeeper per second, driver and Spark "
-            "executors together (every read of a multi-read counts); 0: no bound, else at "
-            "least 100",
+            "executors together (every read of a multi-read counts); 0: no bound",
             minimum=0,
             unit="reads/s",
-            check=check_read_budget,
             default_doc="0 (no bound)",
         ),
     )

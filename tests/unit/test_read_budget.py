@@ -76,17 +76,3 @@ def test_the_meter_adds_processes_by_second() -> None:
     assert mine == {1000: 3, 1001: 4}
     both = Reads.merged([mine, {1001: 10, 1002: 1}])
     assert both.total == 18 and both.peak == 14
-
-
-def test_a_budget_is_none_or_enough_to_finish_a_cycle() -> None:
-    from ledger_gc.errors import ConfigError
-    from ledger_gc.settings import Settings
-
-    variable = "LEDGERGC_ZK_MAX_READS_PER_SECOND"
-    assert Settings.from_env({}).zk_max_reads_per_second == 0
-    assert Settings.from_env({variable: "0"}).zk_max_reads_per_second == 0
-    assert Settings.from_env({variable: "100"}).zk_max_reads_per_second == 100
-    for bad in ("1e-9", "5", "99.5", "-1", "nan", "inf", "many"):
-        with pytest.raises(ConfigError, match=variable) as refused:
-            Settings.from_env({variable: bad})
-        assert "\n" not in str(refused.value)
