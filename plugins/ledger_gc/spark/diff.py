@@ -155,17 +155,24 @@ def _typed(groups: DataFrame) -> DataFrame:
 
     directory = F.col("directory")
     ledger_text = F.substring_index(directory, "/", -1)
-    is_block = F.coalesce(
-        F.col("entry_ok")
-        & directory.rlike(classify.LEDGER_DIR_RE_JAVA)
-        & (ledger_text <= _MAX_ID_TEXT),
-        F.lit(False),
+    # A column of its own, which the expressions below read: written into each of them,
+    # the long pattern would be matched once per use (Spark keeps an expensive column
+    # referenced several times in a projection of its own rather than repeat it).
+    typed = groups.withColumn(
+        "is_block",
+        F.coalesce(
+            F.col("entry_ok")
+            & directory.rlike(classify.LEDGER_DIR_RE_JAVA)
+            & (ledger_text <= _MAX_ID_TEXT),
+            F.lit(False),
+        ),
     )
+    is_block = F.col("is_block")
     # A foreign key's namespace: the pattern needs only its first four segments, which
     # its directory (its first six) holds.
     ns_hint = F.regexp_extract(directory, classify.NAMESPACE_RE_JAVA, 1)
-    return groups.select(
-        is_block.alias("is_block"),
+    return typed.select(
+        is_block,
         F.when(is_block, F.substring_index(directory, "/", 2))
         .when(directory.isNotNull() & (ns_hint != ""), ns_hint)
         .otherwise(NO_NAMESPACE)
