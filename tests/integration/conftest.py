@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.marking import mark_deletable
@@ -26,6 +27,7 @@ from ledger_gc.storage.s3 import LedgerStorage
 from local_stack.server_process import LocalStackError
 from local_stack.spark_cluster import SparkStandaloneCluster
 from local_stack.zookeeper import ZooKeeperEnsemble
+from pulsar_cluster import PulsarCluster
 
 #: JVM options for short test jobs: the quick JIT tier only, and the serial collector,
 #: start and warm up several seconds faster (production keeps the JVM's defaults).
@@ -167,3 +169,37 @@ def later() -> Callable[[float], dict[str, Any]]:
         }
 
     return make
+
+
+# --- a Pulsar cluster on BookKeeper, for the BookKeeper source's tests ----------------------
+# A test file whose cluster needs other settings (no tiered storage, a namespace made up
+# front, other grace or retention) defines its own ``pulsar`` and ``cluster``, which pytest
+# uses instead of these.
+
+
+@pytest.fixture
+def pulsar(settings: Settings, s3_client: Any) -> Settings:
+    """A Pulsar cluster's settings: no block store, tiered storage on (its own bucket),
+    deletion on, a day's grace, no retention and no byte-fraction limit."""
+    offload = f"{settings.bucket}-offload"
+    s3_client.create_bucket(Bucket=offload)
+    return settings.with_overrides(
+        bucket="",
+        offload_bucket=offload,
+        offload_prefix="offloaded",
+        delete_enabled=True,
+        grace_seconds=24 * 3600,
+        retention_seconds=0,
+        orphan_max_fraction=1.0,
+    )
+
+
+@pytest.fixture
+def cluster(zk_client: KazooClient, s3_client: Any, pulsar: Settings) -> PulsarCluster:
+    """The cluster; its offloader writes to the tiered-storage bucket of ``pulsar``."""
+    return PulsarCluster(
+        zk_client,
+        s3=s3_client,
+        offload_bucket=pulsar.offload_bucket,
+        offload_prefix=pulsar.offload_prefix,
+    ).init()

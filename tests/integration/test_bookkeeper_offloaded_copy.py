@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from ledger_gc.formats.records import decode_managed_ledger_info, encode_managed_ledger_info
 from ledger_gc.orphans import cycle
@@ -30,31 +29,6 @@ pytestmark = pytest.mark.spark
 NS = "public/default"
 TOPIC = f"{NS}/persistent/orders"
 DAY_H = 24.0
-
-
-@pytest.fixture
-def pulsar(settings: Settings, s3_client: Any) -> Settings:
-    offload = f"{settings.bucket}-offload"
-    s3_client.create_bucket(Bucket=offload)
-    return settings.with_overrides(
-        bucket="",
-        offload_bucket=offload,
-        offload_prefix="offloaded",
-        delete_enabled=True,
-        grace_seconds=int(DAY_H * 3600),
-        retention_seconds=0,
-        orphan_max_fraction=1.0,
-    )
-
-
-@pytest.fixture
-def cluster(zk_client: KazooClient, s3_client: Any, pulsar: Settings) -> PulsarCluster:
-    return PulsarCluster(
-        zk_client,
-        s3=s3_client,
-        offload_bucket=pulsar.offload_bucket,
-        offload_prefix=pulsar.offload_prefix,
-    ).init()
 
 
 def exists(c: PulsarCluster, ledger_id: int) -> bool:

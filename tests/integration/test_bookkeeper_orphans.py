@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.orphans import cycle
@@ -62,35 +61,6 @@ EXPECTED = {
     "deleted-topic-compacted": bk.BK_ORPHAN_COMPACTED_LEDGER,
     "offloaded-copy": bk.BK_OFFLOADED_COPY,
 }
-
-
-@pytest.fixture
-def pulsar(settings: Settings, s3_client: Any) -> Settings:
-    """A Pulsar cluster's settings: no block store, tiered storage on (its own bucket),
-    deletion on, no grace or retention limits but the ones a test sets, no byte-fraction
-    limit."""
-    offload = f"{settings.bucket}-offload"
-    s3_client.create_bucket(Bucket=offload)
-    return settings.with_overrides(
-        bucket="",
-        offload_bucket=offload,
-        offload_prefix="offloaded",
-        delete_enabled=True,
-        grace_seconds=int(DAY_H * 3600),
-        retention_seconds=0,
-        orphan_max_fraction=1.0,
-    )
-
-
-@pytest.fixture
-def cluster(zk_client: KazooClient, s3_client: Any, pulsar: Settings) -> PulsarCluster:
-    """The cluster; its offloader writes to the tiered-storage bucket of ``pulsar``."""
-    return PulsarCluster(
-        zk_client,
-        s3=s3_client,
-        offload_bucket=pulsar.offload_bucket,
-        offload_prefix=pulsar.offload_prefix,
-    ).init()
 
 
 def plant(c: PulsarCluster) -> Planted:
