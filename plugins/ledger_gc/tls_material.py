@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ledger_gc.errors import ConfigError
 
 if TYPE_CHECKING:
+    from cryptography import x509
     from cryptography.hazmat.primitives.serialization.pkcs12 import PKCS12KeyAndCertificates
 
 PEM_MARK = "-----BEGIN"
@@ -96,16 +97,12 @@ def _password(password: str | None) -> bytes | None:
 
 def load_ca(value: str, password: str | None, names: Names) -> bytes:
     """The certificates to trust (PEM): a PEM bundle, or a PKCS12 truststore's certs."""
-    from cryptography import x509
     from cryptography.hazmat.primitives.serialization import Encoding
 
     name = names("tls_ca")
     data = read_source(value, name)
     if PEM_MARK.encode() in data:
-        try:
-            certs = x509.load_pem_x509_certificates(data)
-        except ValueError as exc:
-            raise ConfigError(f"{name}={_shown(value)} holds no PEM certificate ({exc})") from None
+        certs = _pem_certificates(data, value, name)
         return b"".join(cert.public_bytes(Encoding.PEM) for cert in certs)
     _refuse_jks(data, value, name)
     store = _pkcs12(data, value, password, name, names("tls_truststore_password"))
@@ -122,7 +119,6 @@ def load_client(
 ) -> ClientCertificate:
     """The client certificate and key: PEM (the key in the cert's file, or its own), or a
     PKCS12 keystore holding both."""
-    from cryptography import x509
     from cryptography.hazmat.primitives.serialization import (
         Encoding,
         NoEncryption,
@@ -135,12 +131,7 @@ def load_client(
     password_name = names("tls_keystore_password")
     data = read_source(cert_value, cert_name)
     if PEM_MARK.encode() in data:
-        try:
-            chain = x509.load_pem_x509_certificates(data)
-        except ValueError as exc:
-            raise ConfigError(
-                f"{cert_name}={_shown(cert_value)} holds no PEM certificate ({exc})"
-            ) from None
+        chain = _pem_certificates(data, cert_value, cert_name)
         key_data = read_source(key_value, key_name) if key_value else data
         if b"PRIVATE KEY" not in key_data:
             raise ConfigError(
@@ -200,6 +191,16 @@ def _pkcs12(
             f"{name}={value} is neither PEM nor a PKCS12 store it can open ({password_name} "
             f"{state})"
         ) from None
+
+
+def _pem_certificates(data: bytes, value: str, name: str) -> list[x509.Certificate]:
+    """The certificates of a PEM text, or one line naming the setting."""
+    from cryptography import x509
+
+    try:
+        return x509.load_pem_x509_certificates(data)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={_shown(value)} holds no PEM certificate ({exc})") from None
 
 
 def _shown(value: str) -> str:
