@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
 
-from ledger_gc.settings import Settings  # noqa: E402
+from ledger_gc.config.settings import Settings  # noqa: E402
 
 # Generated data and state; BENCH_DATA_DIR moves it (the smoke test uses a temp dir).
 VAR = Path(os.environ.get("BENCH_DATA_DIR") or ROOT / "var" / "bench")

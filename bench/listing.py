@@ -153,7 +153,7 @@ def main() -> int:
     say(f"starting SeaweedFS on {directory / 'seaweedfs'} ({'cached' if cached else 'new'})")
     server.start()
     try:
-        from ledger_gc.settings import Settings
+        from ledger_gc.config.settings import Settings
 
         settings = Settings(
             s3_endpoint=server.endpoint, bucket=BUCKET, prefix=PREFIX, state_dir=directory

@@ -261,12 +261,12 @@ def generate(directory: Path, p: dict[str, Any]) -> dict[str, Any]:
 
 def child_spark(directory: Path) -> dict[str, Any]:
     """Runs in the child: the scan (inventory) and diff steps of the orphan cycle."""
+    from ledger_gc.config.settings import Settings
     from ledger_gc.metadata import id_counter
     from ledger_gc.orphans import survey_steps, witness
     from ledger_gc.orphans.layout import SNAPSHOT, RunPaths
     from ledger_gc.rules.orphans.classify import FOREIGN, ORPHAN_LEDGER, ORPHAN_PARTITION
     from ledger_gc.rules.orphans.timekeeping import Instant
-    from ledger_gc.settings import Settings
     from ledger_gc.spark.session import local_session
 
     settings = Settings(bucket=BUCKET, prefix=PREFIX, state_dir=directory / "state")

@@ -30,11 +30,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 LEGACY_ML = "public/default/persistent/legacy-leaks"

@@ -17,12 +17,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.storage.offload_keys import segment_keys
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 

@@ -41,12 +41,12 @@ from demo_leaks import plant_leaks
 from demo_store import OFFLOADED_TOPIC, write_demo_store
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.observability.status import collect_status
 from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
-from ledger_gc.settings import Settings
 from ledger_gc.state.stores import open_store
-from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,10 +27,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPBearer
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.observability.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.state_reads import AuditTally
-from ledger_gc.settings import Settings
 
 URL_PREFIX = "/ledger-gc"
 URL_ROUTE = "ledger-gc"

@@ -7,7 +7,7 @@ result in the state store (LEDGERGC_STATE_URL).
     LEDGERGC_...=... spark-submit --master local[*] --py-files ledger_gc.zip \\
         spark_apps/orphan_delete.py --run-id RUN [--dry-run] [--force]
 
-ledger_gc comes with --py-files (the DAG builds the zip: ledger_gc.library_zip).
+ledger_gc comes with --py-files (the DAG builds the zip: ledger_gc.spark.library_zip).
 """
 
 import sys

@@ -85,7 +85,7 @@ import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
-from ledger_gc.settings import Settings  # noqa: E402
+from ledger_gc.config.settings import Settings  # noqa: E402
 from local_stack.postgres import PostgresServer  # noqa: E402
 from local_stack.server_process import LocalStackError  # noqa: E402
 from local_stack.stack import LocalStack  # noqa: E402

@@ -16,15 +16,15 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
+from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.metrics import render_metrics
+from ledger_gc.observability.status import collect_status
 from ledger_gc.observability.status_section import SECTION as STATUS_SECTION
 from ledger_gc.observability.status_section import add_overview, describe_overview
-from ledger_gc.settings import Settings
 from ledger_gc.state.stores import existing_store
-from ledger_gc.status import collect_status
 from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger("ledger_gc")

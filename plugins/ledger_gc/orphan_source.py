@@ -26,6 +26,7 @@ from ledger_gc.metadata.read_budget import Reads
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ledger_gc.config.settings import Settings
     from ledger_gc.metadata.fencing import Fence
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.orphans.witness import ServerClocks
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
-    from ledger_gc.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from kazoo.client import KazooClient
 from playwright.sync_api import Page, sync_playwright
 
 from ledger_gc import marking
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.run_log import read_runs
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 # Airflow, two spark-submits and the local stack: more than the default 300 s when the

@@ -275,8 +275,8 @@ def test_the_live_backlog_comes_from_the_configured_zookeeper_and_is_cached(
 
 
 def test_the_registered_orphans_are_listed_as_ledgergc_orphans_list_says(api, state_dir):
+    from ledger_gc.config.settings import Settings
     from ledger_gc.observability.registered import registered_orphans
-    from ledger_gc.settings import Settings
 
     cookies = {"_token": sign_in(api)}
 

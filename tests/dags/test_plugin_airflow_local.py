@@ -13,7 +13,7 @@ import pytest
 
 from airflow_local import StoreLocation, load_settings_yaml, write_import_files
 from ledger_gc.airflow.settings_hook import apply_mapping, s3_overrides, zookeeper_overrides
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 
 
 def connection(conn_id: str, entry: dict) -> object:

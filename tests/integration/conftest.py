@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.marking import mark_deletable
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 from local_stack.server_process import LocalStackError
 from local_stack.spark_cluster import SparkStandaloneCluster

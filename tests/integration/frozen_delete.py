@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from ledger_gc.audit import DELETING, AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.settings import Settings
 
 
 def main(run_id: str, offset_ms: int, session_file: str) -> int:

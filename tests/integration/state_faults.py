@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import text
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from ledger_gc.state.stores import open_store
 
 _SQLITE = [

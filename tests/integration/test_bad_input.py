@@ -9,6 +9,7 @@ import pytest
 from test_status_command import run_ledgergc
 
 from ledger_gc import run_log
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import (
     BucketNotFoundError,
     ConfigError,
@@ -17,7 +18,6 @@ from ledger_gc.errors import (
 )
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata.paths import managed_ledger_path
-from ledger_gc.settings import Settings
 from ledger_gc.state.stores import open_store
 from ledger_gc.storage.s3 import LedgerStorage
 

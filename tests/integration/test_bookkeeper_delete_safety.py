@@ -19,9 +19,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.restore.restoring import restore_run
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
 pytestmark = pytest.mark.spark

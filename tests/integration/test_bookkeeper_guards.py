@@ -17,11 +17,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper import references, scan
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import ledger_paths
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
 pytestmark = pytest.mark.spark

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags, schema_tags
 
 pytestmark = pytest.mark.spark

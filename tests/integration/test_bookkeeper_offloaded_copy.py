@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.formats.records import decode_managed_ledger_info, encode_managed_ledger_info
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, ml_tags
 
 pytestmark = pytest.mark.spark

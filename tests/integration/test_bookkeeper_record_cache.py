@@ -21,12 +21,12 @@ from kazoo.client import KazooClient
 from ledger_gc.bookkeeper import directories, record_cache
 from ledger_gc.bookkeeper import survey as survey_module
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import record_cache as rules
-from ledger_gc.settings import Settings
 from ledger_gc.state import schema
 from ledger_gc.state.stores import open_store
 from pulsar_cluster import PulsarCluster, ledger_record, ml_tags

@@ -28,10 +28,10 @@ from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.bookkeeper import deleting as bk_deleting
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.records import DeleteRecord
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, ml_tags
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from local_stack.seaweedfs import SeaweedS3Server
 from local_stack.server_process import LocalStackError
 from local_stack.spark_cluster import SparkStandaloneCluster

@@ -18,11 +18,11 @@ from test_status_command import run_ledgergc
 from demo_leaks import plant_leaks
 from ledger_gc import marking
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.runs import CLASSES, PHASES
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.run_log import TRIM, read_runs
-from ledger_gc.settings import Settings
 from ledger_gc.trim.run import run_trim
 
 SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(\{[^}]*\})? (\S+)$")

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

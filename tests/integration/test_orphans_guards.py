@@ -13,11 +13,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
 from ledger_gc.run_log import read_runs
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

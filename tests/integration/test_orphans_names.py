@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.rules.storage.keys import block_key, ledger_dir
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

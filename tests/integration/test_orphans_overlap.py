@@ -16,11 +16,11 @@ from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, survey_steps
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.s3_orphans import deleting
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

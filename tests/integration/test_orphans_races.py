@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_orphan_ledgers
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans import cycle, survey_steps
@@ -22,7 +23,6 @@ from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.orphans import phases
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 pytestmark = pytest.mark.spark

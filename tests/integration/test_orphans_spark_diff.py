@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import survey_steps
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
 from ledger_gc.orphans.records import DiffRecord
@@ -19,7 +20,6 @@ from ledger_gc.orphans.run_steps import RunSteps
 from ledger_gc.rules.orphans.classify import StoredObject, diff_objects
 from ledger_gc.rules.storage.keys import block_key, ledger_dir
 from ledger_gc.s3_orphans.reading import LISTED_ROW, MARKED_ROW, ML_ROW, snapshot_from_rows
-from ledger_gc.settings import Settings
 from ledger_gc.spark.inventory import read_inventory
 from ledger_gc.spark.scan import OBJECT_SCHEMA
 from ledger_gc.spark.session import configure_session

@@ -17,13 +17,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_orphan_ledgers
+from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.storage.keys import ledger_dir
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 pytestmark = pytest.mark.spark

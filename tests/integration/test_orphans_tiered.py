@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.orphans import cycle, survey_steps
@@ -25,7 +26,6 @@ from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

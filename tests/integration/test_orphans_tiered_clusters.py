@@ -21,11 +21,11 @@ import pytest
 from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.orphans import cycle, survey_steps
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.settings import Settings
 
 pytestmark = pytest.mark.spark
 

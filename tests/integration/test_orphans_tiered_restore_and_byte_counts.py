@@ -10,13 +10,13 @@ import pytest
 from pulsar_records import put_segment
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.classify import segment_target
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.s3_orphans import deleting
-from ledger_gc.settings import Settings
 
 PREFIX = "tiered"
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.orphan_source import SurveyRequest
 from ledger_gc.orphans import run_steps, survey_steps
 from ledger_gc.orphans.records import ScanRecord, SnapshotRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.orphans.phases import RegistryEntry
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, ml_tags
 
 pytestmark = pytest.mark.spark

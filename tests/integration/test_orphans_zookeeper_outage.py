@@ -13,11 +13,11 @@ import pytest
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.s3_orphans import deleting
-from ledger_gc.settings import Settings
 from local_stack.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.spark

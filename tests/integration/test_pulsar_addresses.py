@@ -20,7 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
 LEDGERGC = Path(sys.executable).parent / "ledgergc"

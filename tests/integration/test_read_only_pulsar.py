@@ -19,9 +19,9 @@ from kazoo.client import KazooClient, TransactionRequest
 from pulsar_records import Ledger, store_of
 from test_orphans_tiered import PREFIX, offloaded_store
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import SafetyRefusalError
 from ledger_gc.orphans.cycle import run_orphan_cycle
-from ledger_gc.settings import Settings
 from ledger_gc.trim.run import run_trim
 
 PULSAR_ROOTS = ("/managed-ledgers", "/ledgers")

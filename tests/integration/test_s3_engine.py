@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 
 
 def _error(call: Callable[[], Any]) -> tuple[str, int]:

@@ -11,8 +11,8 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import StorageError
-from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.s3 import LedgerStorage
 

@@ -13,7 +13,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 # Topic names that sort around "t" differently in byte order ('-' '.' '%' '+' < '/') and

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
 from ledger_gc.rules.storage.blocks import encode_block
 from ledger_gc.rules.storage.keys import block_key, ledger_dir, ml_dir
-from ledger_gc.settings import Settings
 from ledger_gc.storage import bulk_delete, ledger_blocks, s3_bucket
 from ledger_gc.storage.bulk_delete import DeleteResult, RetryPolicy
 from ledger_gc.storage.ledger_blocks import BlockExistsError

@@ -48,13 +48,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.records import DeleteRecord
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, RunSteps
 from ledger_gc.orphans.witness import TICKS_PATH
 from ledger_gc.rules.orphans.outcomes import WOULD_DELETE
 from ledger_gc.run_log import read_runs
-from ledger_gc.settings import Settings
 from local_stack.spark_cluster import SparkStandaloneCluster
 from local_stack.stack import LocalStack
 from local_stack.zookeeper import EnsembleMember, ZooKeeperEnsemble

@@ -18,10 +18,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper.survey import survey
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.rules.bookkeeper import ledger_paths
-from ledger_gc.settings import Settings
 from pulsar_cluster import PulsarCluster, ledger_record, ml_tags
 
 pytestmark = pytest.mark.spark

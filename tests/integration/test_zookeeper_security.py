@@ -33,12 +33,12 @@ from zk_pki import PASSWORD, Pki, make_pki
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError, MetadataAccessError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.registry import OrphanRegistry
-from ledger_gc.settings import Settings
-from ledger_gc.zk_security import ZkSecurity
 from local_stack.server_process import LocalStackError
 from local_stack.zookeeper import ZooKeeperSecurity, ZooKeeperServer
 from pulsar_cluster import PulsarCluster, ml_tags

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from ledger_gc.storage.s3_bucket import build_client
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger_gc.broker_conf import ConfValue, read_broker_conf, settings_of
+from ledger_gc.config.broker_conf import ConfValue, read_broker_conf, settings_of
+from ledger_gc.config.java_properties import parse_properties
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.java_properties import parse_properties
-from ledger_gc.settings import Settings
 
 # --- java.util.Properties.load's rules -------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import demo_pulsar
 from ledger_gc import run_log
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from run_demo import STATE_DIR, pulsar_settings, runs_of
 
 

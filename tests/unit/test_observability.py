@@ -17,12 +17,12 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.config.settings import Settings
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.page import render_page
 from ledger_gc.observability.runs import CLASSES, MAIN_PHASES, PHASE_CLASSES, PHASES
 from ledger_gc.observability.status_section import add_overview, describe_overview
-from ledger_gc.settings import Settings
 from ledger_gc.trim.report import run_summary
 
 T0 = 1_700_000_000_000

@@ -16,13 +16,13 @@ import pytest
 from test_observability import FigureParser, lookup, orphan_cycle, parse_metrics, phase
 
 from ledger_gc import run_log
+from ledger_gc.config.settings import Settings
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.page import render_page
 from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.status_section import add_overview, describe_overview
 from ledger_gc.rules.bookkeeper.classify import BK_CLASSES, BK_ORPHAN_CLASSES, EXPLANATIONS
-from ledger_gc.settings import Settings
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000

@@ -10,11 +10,11 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import DELETING, AuditLog, AuditRecord
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.observability.charts import Series, axis_maximum, line_chart
 from ledger_gc.observability.live import LiveStatusCache
 from ledger_gc.observability.state_reads import AuditTally, recent_audit_records
-from ledger_gc.settings import Settings
 
 
 def record(operation: str, size: int, run_id: str = "r") -> AuditRecord:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.layout import run_dir_name
 from ledger_gc.orphans.records import DiffRecord
 from ledger_gc.orphans.registry import OrphanRegistry, RegistryError, registry_path
@@ -19,7 +20,6 @@ from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER, ORPHAN_PARTITION, Candidate
 from ledger_gc.rules.orphans.phases import REGISTERED, RegistryEntry
 from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.settings import Settings
 
 
 def _entry(prefix: str = "ledgers/a/b/persistent/c/ledgers/00000000000000000005/") -> RegistryEntry:

@@ -15,8 +15,8 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from ledger_gc.airflow import orphan_tasks, settings_hook
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
@@ -308,7 +308,7 @@ SECRETS = ("digest-secret", "sasl-secret", "db-secret", "s3-secret-key")
 def secret_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
     """Settings with a secret in every kind of place: digest auth, a SASL login, the state
     store's URL, an S3-compatible store's static keys."""
-    from ledger_gc.zk_security import ZkSecurity
+    from ledger_gc.config.zk_security import ZkSecurity
 
     stub = Settings(
         zk_digest="gc:digest-secret",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.s3_orphans.reading import storage_for
-from ledger_gc.settings import Settings
 
 
 def test_the_same_settings_share_a_client_and_other_credentials_do_not() -> None:

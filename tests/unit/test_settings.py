@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.settings import Settings
 
 
 def test_defaults_follow_the_design():
@@ -50,8 +50,8 @@ def test_an_empty_prefix_means_the_bucket_root():
 
 
 def test_the_orphan_delete_lock_wait_is_a_setting() -> None:
+    from ledger_gc.config.settings import Settings
     from ledger_gc.errors import ConfigError
-    from ledger_gc.settings import Settings
 
     assert Settings.from_env({}).orphan_lock_wait_seconds == 300.0
     settings = Settings.from_env({"LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS": "7.5"})

@@ -15,12 +15,12 @@ import pytest
 from pki import CA, CLIENT
 
 from ledger_gc.airflow.settings_hook import apply_mapping
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.settings_schema import declared, default_of
+from ledger_gc.config.settings_table import render_settings_table, replace_table, table_in
+from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.settings import Settings
-from ledger_gc.settings_schema import declared, default_of
-from ledger_gc.settings_table import render_settings_table, replace_table, table_in
-from ledger_gc.zk_security import ZkSecurity
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 JAAS = Path(__file__).resolve().parent / "zk_security_files" / "broker_jaas.conf"
@@ -168,7 +168,7 @@ def test_the_secrets_are_every_secret_setting_and_never_shown() -> None:
 
 
 def test_the_readme_table_is_the_declared_settings() -> None:
-    """Regenerate with ``python -m ledger_gc.settings_table README.md``."""
+    """Regenerate with ``python -m ledger_gc.config.settings_table README.md``."""
     table = render_settings_table()
     assert table_in(README.read_text(encoding="utf-8")) == table
     for spec in declared(Settings):
@@ -176,7 +176,7 @@ def test_the_readme_table_is_the_declared_settings() -> None:
 
 
 def test_the_table_generator_rewrites_only_its_block() -> None:
-    from ledger_gc.settings_table import BEGIN_MARKER, END_MARKER
+    from ledger_gc.config.settings_table import BEGIN_MARKER, END_MARKER
 
     text = f"before\n{BEGIN_MARKER}\n| old |\n{END_MARKER}\nafter\n"
     rewritten = replace_table(text, render_settings_table())

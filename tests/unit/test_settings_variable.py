@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ledger_gc.airflow.settings_hook import apply_mapping
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
 
 
 def test_quoted_numbers_and_flags_are_converted() -> None:

@@ -17,10 +17,10 @@ from sqlalchemy import func, select
 
 from ledger_gc import cli, run_log
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import AuditUnavailableError, ConfigError
 from ledger_gc.orphans.registry import OrphanRegistry, registry_path
 from ledger_gc.rules.orphans.phases import RegistryEntry
-from ledger_gc.settings import Settings
 from ledger_gc.state import schema
 from ledger_gc.state.legacy_import import LEGACY_AUDIT, LEGACY_RUNS
 from ledger_gc.state.store import StateStore, StateUnavailableError

@@ -1,7 +1,7 @@
 """ZooKeeper addresses in Pulsar's and BookKeeper's forms, read into kazoo's one form.
 
 Every form an operator can copy from a broker.conf or a bookie's configuration means what
-Pulsar or BookKeeper make of it (``ledger_gc.zk_addresses``' docstring names their
+Pulsar or BookKeeper make of it (``ledger_gc.config.zk_addresses``' docstring names their
 parsers); every other one is one line naming the setting, never a traceback.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_addresses import parse_zk_address
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
-from ledger_gc.zk_addresses import parse_zk_address
 
 # given -> (kazoo's hosts, the BookKeeper ledgers root it names, the manager it names)
 VALID = {

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from pki import CA, CLIENT, OTHER, issue, truststore
 
-from ledger_gc import jaas
+from ledger_gc.config import jaas
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
-from ledger_gc.zk_security import ZkSecurity
 
 FILES = Path(__file__).resolve().parent / "zk_security_files"
 BROKER_JAAS = FILES / "broker_jaas.conf"

@@ -43,8 +43,8 @@ from urllib.parse import urlsplit
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 

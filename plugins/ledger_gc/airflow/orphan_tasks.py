@@ -41,8 +41,8 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from ledger_gc.airflow.settings_hook import settings_for, spark_settings
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ class OrphanSparkSubmitOperator(SparkSubmitOperator):
         """Render the templates, then fill in what this run submits (after rendering, so
         that no value of the settings is ever read as a template)."""
         super().render_template_fields(context, jinja_env)
-        from ledger_gc.library_zip import library_zip
+        from ledger_gc.spark.library_zip import library_zip
 
         conn = spark_connection(self.spark_conn_id)
         local = conn is None or spark_master(conn).startswith("local")

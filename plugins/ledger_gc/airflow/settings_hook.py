@@ -39,9 +39,9 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_addresses import is_bookkeeper_url
 from ledger_gc.errors import ConfigError
-from ledger_gc.settings import Settings
-from ledger_gc.zk_addresses import is_bookkeeper_url
 
 ZK_CONN_ID = "ledgergc_zookeeper"
 S3_CONN_ID = "ledgergc_s3"

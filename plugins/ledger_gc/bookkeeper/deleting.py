@@ -41,6 +41,7 @@ from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -63,7 +64,6 @@ from ledger_gc.rules.orphans.outcomes import (
 )
 from ledger_gc.rules.orphans.outcomes import skipped as _skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry, iso
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ledger_gc.bookkeeper import references
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper.offloaded_copy import (
     INDEX_HEADER_BYTES,
@@ -26,7 +27,6 @@ from ledger_gc.rules.bookkeeper.offloaded_copy import (
     why_unverifiable,
 )
 from ledger_gc.rules.storage import offload_keys
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import OffloadStorage
 
 log = logging.getLogger(__name__)

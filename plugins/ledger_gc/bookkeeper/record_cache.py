@@ -37,6 +37,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.record_cache import (
@@ -47,7 +48,6 @@ from ledger_gc.rules.bookkeeper.record_cache import (
     decode_ids,
     encode_ids,
 )
-from ledger_gc.settings import Settings
 from ledger_gc.state import schema
 from ledger_gc.state.stores import open_store
 

@@ -30,12 +30,12 @@ from typing import Any
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 

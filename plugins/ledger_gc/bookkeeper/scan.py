@@ -21,13 +21,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
 from ledger_gc.rules.bookkeeper.record_cache import DirectoryState
 from ledger_gc.rules.bookkeeper.records import LedgerRecord, RecordError, decode_record
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -34,6 +34,7 @@ from ledger_gc.bookkeeper.directories import (
     split_works,
 )
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
@@ -50,7 +51,6 @@ from ledger_gc.rules.bookkeeper.classify import (
 )
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
-from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

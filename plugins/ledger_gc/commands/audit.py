@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_OK, human_bytes, print_json
 from ledger_gc.deletion import OFFLOADED_LEDGER
 from ledger_gc.errors import ConfigError
 from ledger_gc.marking import LEDGER
 from ledger_gc.observability.timefmt import fmt_time
 from ledger_gc.rules.orphans.classify import TARGET_CLASSES
-from ledger_gc.settings import Settings
 
 _AGE = re.compile(r"(\d+)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.options import FORCE_HELP
 from ledger_gc.orphans.records import CycleStatus
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.report import CycleReport, render_text
-from ledger_gc.settings import Settings
 from ledger_gc.state.store import RESET_CONSEQUENCE
 from ledger_gc.state.stores import open_store
 from ledger_gc.termination import stop_on_signals

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ import argparse
 import time
 from typing import Any
 
-from ledger_gc.settings import Settings
+from ledger_gc.config.settings import Settings
 from ledger_gc.termination import stop_on_signals
 
 

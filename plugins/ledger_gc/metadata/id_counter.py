@@ -7,10 +7,10 @@ ids at or above it). Its own module, in the metadata layer, so both read it alik
 
 from __future__ import annotations
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.rules.metadata import paths
-from ledger_gc.settings import Settings
 
 #: A parent of our own on which ``read_id_counter`` learns how this ZooKeeper numbers
 #: sequential children (below the chroot, beside the other ledger-gc znodes).

@@ -9,8 +9,8 @@ metadata: the trim refuses, orphan and segment removal (which only read metadata
 
 from __future__ import annotations
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.settings import Settings
 
 BROKERS_PATH = "/loadbalance/brokers"
 

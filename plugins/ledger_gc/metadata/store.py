@@ -52,6 +52,8 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.serialization import GetChildren, GetData
 
+from ledger_gc.config.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
+from ledger_gc.config.zk_security import PULSAR_NAMES, Names
 from ledger_gc.errors import (
     AlreadyExistsError,
     ConcurrentUpdateError,
@@ -72,8 +74,6 @@ from ledger_gc.metadata.read_budget import METER, ReadBudget, budget_for
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import namespaces, paths
-from ledger_gc.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
-from ledger_gc.zk_security import PULSAR_NAMES, Names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

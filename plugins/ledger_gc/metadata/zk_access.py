@@ -27,8 +27,8 @@ from kazoo.client import KazooClient
 from kazoo.protocol.serialization import int_struct, read_string
 from kazoo.security import ACL, Permissions
 
+from ledger_gc.config.zk_security import PULSAR_NAMES, Names
 from ledger_gc.errors import MetadataAccessError
-from ledger_gc.zk_security import PULSAR_NAMES, Names
 
 log = logging.getLogger(__name__)
 

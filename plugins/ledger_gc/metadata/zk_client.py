@@ -1,7 +1,7 @@
 """A kazoo session built from Settings: TLS, SASL, digest auth, ACLs, clear errors.
 
 ``connect`` is the one place a session is opened, for the CLI, every DAG task and every
-Spark executor alike. It says to kazoo what the settings say (``ledger_gc.zk_security``):
+Spark executor alike. It says to kazoo what the settings say (``ledger_gc.config.zk_security``):
 
 * TLS (``LEDGERGC_ZK_TLS``): the server's certificate verified against the configured
   CAs alone (else the system's) and its host name checked, a client certificate when
@@ -41,17 +41,17 @@ from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import make_digest_acl
 
+from ledger_gc.config.jaas import GSSAPI, ZooKeeperLogin
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_security import Names, ZkSecurity
 from ledger_gc.errors import (
     ConfigError,
     MetadataAccessError,
     MetadataError,
     MetadataUnavailableError,
 )
-from ledger_gc.jaas import GSSAPI, ZooKeeperLogin
 from ledger_gc.metadata.zk_diagnose import diagnose, servers
 from ledger_gc.metadata.zk_tls import TlsHandler, tls_context
-from ledger_gc.settings import Settings
-from ledger_gc.zk_security import Names, ZkSecurity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -25,8 +25,8 @@ import struct
 
 from kazoo.hosts import collect_hosts
 
+from ledger_gc.config.zk_security import Names, ZkSecurity
 from ledger_gc.errors import ConfigError
-from ledger_gc.zk_security import Names, ZkSecurity
 
 PROBE_SECONDS = 3.0
 #: A ZooKeeper ConnectRequest (protocol 0, no session): a TLS server's first answer to it

@@ -33,8 +33,8 @@ from typing import Any
 
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from ledger_gc.tls_material import ClientCertificate
-from ledger_gc.zk_security import Names, ZkSecurity
+from ledger_gc.config.tls_material import ClientCertificate
+from ledger_gc.config.zk_security import Names, ZkSecurity
 
 #: The prefix of the private directory the client's material passes through.
 SCRATCH_PREFIX = "ledgergc-zk-tls-"

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.store import MetadataStore
-from ledger_gc.settings import Settings
-from ledger_gc.status import collect_status
+from ledger_gc.observability.status import collect_status
 
 DEFAULT_TTL_SECONDS = 30.0
 # A web request waits at most this long for ZooKeeper (Settings' default is 15 s).

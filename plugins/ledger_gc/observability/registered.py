@@ -18,7 +18,7 @@ from ledger_gc.rules.orphans import schedule
 from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
 
 #: The DAG whose runs the page links to (run ids of command-line cycles start ``cli-``).
 ORPHAN_DAG_ID = "orphan_removal"

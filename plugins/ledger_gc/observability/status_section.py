@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.observability.overview import build_overview
 from ledger_gc.observability.runs import MAIN_PHASES, PHASE_TITLES
 from ledger_gc.observability.timefmt import fmt_time
 from ledger_gc.rules.bookkeeper.classify import BK_LIVE
 from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
-from ledger_gc.settings import Settings
 
 SECTION = "overview"
 # Deletions listed by the plain ``ledgergc status`` (``--json`` has more).

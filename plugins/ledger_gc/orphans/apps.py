@@ -17,8 +17,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.settings import Settings
 from ledger_gc.termination import stop_on_signals
 
 SURVEY = "survey"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
@@ -56,7 +57,6 @@ from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.timekeeping import Instant
-from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

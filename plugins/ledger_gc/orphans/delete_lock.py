@@ -39,10 +39,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError
 from ledger_gc.metadata.fencing import Fence
 from ledger_gc.metadata.zk_client import guarded, session
-from ledger_gc.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ledger_gc.rules.orphans.guards import FORCEABLE, METADATA_READ, STALE_RUN
 
 if TYPE_CHECKING:
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
 
 #: What ``force`` does: ``ledgergc orphans --force``'s help and the DAG's ``force`` param.
 FORCE_HELP = (

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ledger_gc.bookkeeper.survey import check_layout
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import MetadataAccessError, MetadataError, MetadataUnavailableError
 from ledger_gc.metadata.zk_client import session
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 

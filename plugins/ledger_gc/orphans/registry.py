@@ -363,7 +363,7 @@ def _scan(row: RowMapping) -> ScanRecord:
 
 
 def _url_of(location: Any) -> str:
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
     from ledger_gc.state.url import default_state_url
 
     if isinstance(location, StateStore):

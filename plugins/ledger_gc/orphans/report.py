@@ -102,6 +102,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.bookkeeper.survey import with_later_holds
+from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import layout, run_steps
 from ledger_gc.orphans.records import (
     CycleStatus,
@@ -129,7 +130,6 @@ from ledger_gc.rules.orphans.classify import (
 from ledger_gc.rules.orphans.guards import METADATA_READ
 from ledger_gc.rules.orphans.outcomes import RecheckResult
 from ledger_gc.rules.orphans.timekeeping import Instant
-from ledger_gc.settings import Settings
 
 if TYPE_CHECKING:
     from ledger_gc.orphans.options import CycleOptions

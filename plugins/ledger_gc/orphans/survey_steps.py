@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
@@ -29,7 +30,6 @@ from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import MissingStepOutputError, RunSteps
 from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES, DiffResult
-from ledger_gc.settings import Settings
 from ledger_gc.spark import session
 from ledger_gc.spark.diff import MAX_FOREIGN_SAMPLES, diff_blocks
 from ledger_gc.spark.inventory import read_inventory

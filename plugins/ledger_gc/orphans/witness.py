@@ -18,10 +18,10 @@ from email.utils import parsedate_to_datetime
 
 from kazoo.exceptions import NoNodeError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger(__name__)

@@ -47,10 +47,10 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
-from ledger_gc.settings import Settings
 from ledger_gc.storage.gc_bucket import ObjectVersion
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.versioning import OFF

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.rules.orphans.segments import CLUSTER_METADATA
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import OffloadStorage
 
 log = logging.getLogger(__name__)

@@ -44,6 +44,7 @@ from typing import Any
 
 from ledger_gc import termination
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.formats.markers import deletable_markers
@@ -69,7 +70,6 @@ from ledger_gc.rules.orphans.phases import Decision, ListingState, LiveState, Re
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.rules.storage.keys import ledger_dir, parse_key
 from ledger_gc.s3_orphans import cluster_tags
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 log = logging.getLogger(__name__)

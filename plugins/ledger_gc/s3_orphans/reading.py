@@ -15,13 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import LedgerInfo, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
-from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.s3_bucket import ObjectInfo

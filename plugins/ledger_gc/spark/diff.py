@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans import classify
 from ledger_gc.rules.orphans.classify import (
@@ -32,7 +33,6 @@ from ledger_gc.rules.orphans.classify import (
 )
 from ledger_gc.rules.storage import keys
 from ledger_gc.s3_orphans import reading
-from ledger_gc.settings import Settings
 from ledger_gc.spark.session import job_error
 
 if TYPE_CHECKING:

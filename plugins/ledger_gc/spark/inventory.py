@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, StorageError
-from ledger_gc.settings import Settings
 from ledger_gc.spark.session import job_error
 
 if TYPE_CHECKING:

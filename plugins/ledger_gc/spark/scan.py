@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, StorageError
 from ledger_gc.s3_orphans import reading
-from ledger_gc.settings import Settings
 from ledger_gc.spark.inventory import read_inventory
 from ledger_gc.spark.session import checkpoint, job_error, task_slices
 from ledger_gc.storage.s3 import offload_settings

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans import classify, segments
 from ledger_gc.rules.orphans.classify import (
@@ -23,7 +24,6 @@ from ledger_gc.rules.orphans.classify import (
 )
 from ledger_gc.rules.storage import keys
 from ledger_gc.s3_orphans import cluster_tags, reading
-from ledger_gc.settings import Settings
 from ledger_gc.spark.diff import MAX_FOREIGN_SAMPLES
 from ledger_gc.spark.session import job_error
 from ledger_gc.storage.s3 import offload_settings

@@ -20,13 +20,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
-from ledger_gc.library_zip import library_zip
 from ledger_gc.metadata.read_budget import shared
+from ledger_gc.spark.library_zip import library_zip
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
 
 
 class SparkJobError(LedgerGcError):

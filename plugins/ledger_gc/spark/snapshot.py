@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import read_budget
 from ledger_gc.s3_orphans import reading
-from ledger_gc.settings import Settings
 from ledger_gc.spark.session import (
     ReadsParam,
     SparkJobError,

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Connection, Engine
 
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
 
     # Any of these names a store: the store itself, a run's settings (their state URL, and
     # their state dir for the one-time import), a state dir (its embedded SQLite) or a URL.

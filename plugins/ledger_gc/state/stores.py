@@ -18,7 +18,7 @@ from ledger_gc.state.store import StateMissingError, StateStore
 from ledger_gc.state.url import default_state_url
 
 if TYPE_CHECKING:
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
     from ledger_gc.state.store import StateLocation
 
 _stores: dict[tuple[int, str], StateStore] = {}

@@ -19,9 +19,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import StorageError
 from ledger_gc.rules.storage import keys
-from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.bulk_delete import BulkDelete, DeleteResult, RetryPolicy
 from ledger_gc.storage.s3_bucket import ObjectInfo, S3Bucket

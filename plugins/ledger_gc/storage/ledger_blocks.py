@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import BlockFormatError, StorageError
 from ledger_gc.rules.storage import keys
 from ledger_gc.rules.storage.blocks import (
@@ -33,7 +34,6 @@ from ledger_gc.rules.storage.blocks import (
     parse_index,
     parse_trailer,
 )
-from ledger_gc.settings import Settings
 from ledger_gc.storage.bulk_delete import error_details
 from ledger_gc.storage.s3_bucket import S3Bucket
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.rules.storage import offload_keys
-from ledger_gc.settings import Settings
 from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.gc_bucket import GcBucket
 from ledger_gc.storage.ledger_blocks import INDEX_CACHE_SIZE, LedgerBlocks

@@ -22,8 +22,8 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.errors import BucketNotFoundError, ConfigError, StorageError
-from ledger_gc.settings import Settings
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.bulk_delete import TRANSPORT_ERRORS, error_details
 

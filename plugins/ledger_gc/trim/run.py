@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.clock import now_ms
+from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
     AuditUnavailableError,
@@ -32,7 +33,6 @@ from ledger_gc.errors import (
 from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.storage.keys import validate_ml_name
-from ledger_gc.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.termination import NEVER
 from ledger_gc.trim.clocks import trim_clocks

@@ -70,6 +70,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
     ConcurrentUpdateError,
@@ -92,7 +93,6 @@ from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerIn
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position, ledger_stats
 from ledger_gc.rules.trim.eligibility import TrimDecision, decide_trim, moved_mark_delete
-from ledger_gc.settings import Settings
 from ledger_gc.trim.purge import MarkedLedgerPurge
 from ledger_gc.trim.report import ManagedLedgerTrim, MarkerState, PlannedLedger
 from ledger_gc.trim.states import CursorState, LedgerState

@@ -57,16 +57,15 @@ from ledger_gc.rules.orphans.classify import (
     segment_target,
 )
 from ledger_gc.rules.storage import offload_keys
-from ledger_gc.setting_forms import UNTAGGED_CLUSTER
 
 #: The user-metadata key of Pulsar's cluster name on an offloaded object, as S3 returns
 #: it (lower case; ``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME`` is "pulsarClusterName").
 CLUSTER_METADATA = "pulsarclustername"
 #: How the setting and the report name "no cluster name" (Pulsar before the tag).
 if TYPE_CHECKING:
-    from ledger_gc.settings import Settings
+    from ledger_gc.config.settings import Settings
 
-UNTAGGED = UNTAGGED_CLUSTER
+UNTAGGED = offload_keys.UNTAGGED_CLUSTER
 #: Live segments whose data objects are read (HEAD) to learn this store's cluster names.
 MAX_LIVE_SAMPLE = 16
 #: Other clusters' segments listed in the report (all are counted).

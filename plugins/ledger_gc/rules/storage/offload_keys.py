@@ -17,6 +17,9 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # Java prints a long in decimal with no leading zeros; ids are never negative.
 _SEGMENT = re.compile(rf"({_UUID})-ledger-(0|[1-9][0-9]{{0,18}})(-index)?", re.ASCII)
 MAX_ID = 2**63 - 1
+#: How LEDGERGC_PULSAR_CLUSTER and the report name an offloaded object with no cluster
+#: name (Pulsar before the tag): listed there, such objects are this store's too.
+UNTAGGED_CLUSTER = "(untagged)"
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ environment only. Now each field is declared once, with its variable, its kind o
 its bounds, whether it is secret and a line for the docs (``setting``), and every reader
 and writer loops over the declarations (``declared``): reading the environment, writing
 it for a child process, accepting a JSON value, checking bounds, masking secrets and
-rendering the README's table (``ledger_gc.settings_table``).
+rendering the README's table (``ledger_gc.config.settings_table``).
 
-Pure: no I/O and no import of ``ledger_gc.settings`` (which declares its fields with this).
+Pure: no I/O and no import of ``ledger_gc.config.settings`` (which declares its fields with this).
 """
 
 from __future__ import annotations

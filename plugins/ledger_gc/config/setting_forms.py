@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from ledger_gc.config.zk_addresses import ZkAddress, parse_zk_address
 from ledger_gc.errors import ConfigError
-from ledger_gc.zk_addresses import ZkAddress, parse_zk_address
+from ledger_gc.rules.storage.offload_keys import UNTAGGED_CLUSTER
 
 # botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
 # (legacy names included), so a bucket that S3 has is never refused here.
@@ -20,13 +21,11 @@ _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 _BUCKET = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
 # A Pulsar cluster name as Pulsar accepts it (NamedEntity: letters, digits, "-=:._").
 _PULSAR_CLUSTER = re.compile(r"[A-Za-z0-9=:._-]+")
-#: In LEDGERGC_PULSAR_CLUSTER: offloaded objects with no cluster name are this store's too.
-UNTAGGED_CLUSTER = "(untagged)"
 
 
 def check_zk_address(name: str, address: str | ZkAddress) -> None:
     """A ZooKeeper address in kazoo's, Pulsar's or BookKeeper's form
-    (``ledger_gc.zk_addresses``), each port 1-65535; no other metadata store."""
+    (``ledger_gc.config.zk_addresses``), each port 1-65535; no other metadata store."""
     if not isinstance(address, ZkAddress):
         parse_zk_address(name, address)
 

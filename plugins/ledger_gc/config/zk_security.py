@@ -35,11 +35,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ledger_gc import tls_material
+from ledger_gc.config import tls_material
+from ledger_gc.config.jaas import DIGEST_MD5, GSSAPI, ZooKeeperLogin, zookeeper_login
+from ledger_gc.config.settings_schema import FLAG, SECRET_WHOLE, TEXT, SettingSpec
+from ledger_gc.config.tls_material import ClientCertificate
 from ledger_gc.errors import ConfigError
-from ledger_gc.jaas import DIGEST_MD5, GSSAPI, ZooKeeperLogin, zookeeper_login
-from ledger_gc.settings_schema import FLAG, SECRET_WHOLE, TEXT, SettingSpec
-from ledger_gc.tls_material import ClientCertificate
 
 MECHANISMS = (DIGEST_MD5, GSSAPI)
 #: ``LEDGERGC_*_SASL_MECHANISM`` ``none`` (or, for BookKeeper's, empty): no SASL.

@@ -5,11 +5,11 @@ connections and variables (``ledger_gc.airflow.settings_hook.LedgerGcHook``), an
 down. No other module reads the environment: that keeps the library testable and makes
 every run's configuration visible in one place.
 
-Each field is declared with its ``SettingSpec`` (``ledger_gc.settings_schema``): the
+Each field is declared with its ``SettingSpec`` (``ledger_gc.config.settings_schema``): the
 ``LEDGERGC_*`` variable, the kind of value, bounds, secrecy and a line for the README.
 ``from_env``, ``to_env``, ``with_values`` (the ``ledgergc_settings`` variable and run
 params), the checks in ``__post_init__``, ``secrets`` (what Airflow masks) and the README's
-table (``ledger_gc.settings_table``) all loop over those declarations, so a new setting is
+table (``ledger_gc.config.settings_table``) all loop over those declarations, so a new setting is
 one field here and nothing else can forget it.
 """
 
@@ -23,10 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ledger_gc import broker_conf
-from ledger_gc.errors import ConfigError
-from ledger_gc.rules.trim.eligibility import TrimRetention
-from ledger_gc.setting_forms import (
+from ledger_gc.config import broker_conf
+from ledger_gc.config.setting_forms import (
     as_zk_address,
     check_bucket,
     check_digest,
@@ -36,7 +34,7 @@ from ledger_gc.setting_forms import (
     check_region,
     check_zk_address,
 )
-from ledger_gc.settings_schema import (
+from ledger_gc.config.settings_schema import (
     FLAG,
     INTEGER,
     NAMES,
@@ -55,15 +53,17 @@ from ledger_gc.settings_schema import (
     setting,
     setting_factory,
 )
-from ledger_gc.zk_addresses import DEFAULT_LEDGERS_ROOT, ZkAddress, parse_zk_address
-from ledger_gc.zk_security import (
+from ledger_gc.config.zk_addresses import DEFAULT_LEDGERS_ROOT, ZkAddress, parse_zk_address
+from ledger_gc.config.zk_security import (
     BOOKKEEPER_PREFIX,
     PULSAR_NAMES,
     PULSAR_PREFIX,
     ZkSecurity,
     names_for,
 )
-from ledger_gc.zk_security import specs as zk_security_specs
+from ledger_gc.config.zk_security import specs as zk_security_specs
+from ledger_gc.errors import ConfigError
+from ledger_gc.rules.trim.eligibility import TrimRetention
 
 DAY = 24 * 3600
 
@@ -72,7 +72,7 @@ DAY = 24 * 3600
 # this, leaving headroom for the request's own framing and a multi's other operations.
 DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
-#: A ZooKeeper address (``ledger_gc.zk_addresses``): text in any of Pulsar's and
+#: A ZooKeeper address (``ledger_gc.config.zk_addresses``): text in any of Pulsar's and
 #: BookKeeper's forms, kept as a ``ZkAddress``, written back as its one spelling that
 #: reads the same (a ``zk+…://`` URL keeps its ledgers root and manager in a child).
 ZK_ADDRESS = Kind(
@@ -137,7 +137,7 @@ class Settings:
             unit="seconds",
         ),
     )
-    # TLS and SASL of ZooKeeper sessions (ledger_gc.zk_security): a composite of
+    # TLS and SASL of ZooKeeper sessions (ledger_gc.config.zk_security): a composite of
     # LEDGERGC_ZK_TLS*, LEDGERGC_ZK_SASL_* and LEDGERGC_ZK_JAAS, each part None while unset.
     zk_security: ZkSecurity = setting(ZkSecurity(), *zk_security_specs(PULSAR_PREFIX))
     s3_endpoint: str | None = setting(
@@ -814,7 +814,7 @@ class Settings:
 
     def with_broker_conf(self) -> Settings:
         """These settings with every one still at its default read from the broker.conf
-        that ``LEDGERGC_PULSAR_CONF`` names (``ledger_gc.broker_conf``): an explicit
+        that ``LEDGERGC_PULSAR_CONF`` names (``ledger_gc.config.broker_conf``): an explicit
         value (environment, connection, variable, params, a caller's) wins."""
         if self.pulsar_conf is None:
             return self

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger_gc.config.java_properties import parse_properties
 from ledger_gc.errors import ConfigError
-from ledger_gc.java_properties import parse_properties
 from ledger_gc.rules.bookkeeper.offloaded_copy import S3_DRIVERS
 
 PULSAR_CONF = "LEDGERGC_PULSAR_CONF"

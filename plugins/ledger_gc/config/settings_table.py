@@ -1,12 +1,12 @@
 """The README's settings table, rendered from the settings' declarations.
 
 The table lists every ``LEDGERGC_*`` setting with its default and meaning, as each
-``Settings`` field declares them (``ledger_gc.settings_schema``); boto3's own variables are
+``Settings`` field declares them (``ledger_gc.config.settings_schema``); boto3's own variables are
 described beside it, not in it. The README holds the rendered table between two markers
 and a unit test compares the two, so a setting cannot be added, renamed or re-defaulted
 without the docs following. Regenerate it with::
 
-    python -m ledger_gc.settings_table README.md
+    python -m ledger_gc.config.settings_table README.md
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ledger_gc.settings import Settings
-from ledger_gc.settings_schema import SettingSpec, declared, default_of
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.settings_schema import SettingSpec, declared, default_of
 
 BEGIN_MARKER = (
-    "<!-- settings table: generated from plugins/ledger_gc/settings.py by "
-    "`python -m ledger_gc.settings_table README.md`; edit the declarations, not this -->"
+    "<!-- settings table: generated from plugins/ledger_gc/config/settings.py by "
+    "`python -m ledger_gc.config.settings_table README.md`; edit the declarations, not this -->"
 )
 END_MARKER = "<!-- end of settings table -->"
 _PREFIX = "LEDGERGC_"
