@@ -273,8 +273,8 @@ def child_spark(directory: Path) -> dict[str, Any]:
     # This figure is the diff over an inventory: there is no ZooKeeper and no S3, so no
     # ledger-id counter to read (the scan then has only the managed ledgers' own lists
     # as evidence) and no server clock (the host's stands in; nothing is deleted here).
-    id_counter.read_id_counter = lambda _settings: None
-    witness.ServerClocks.observe = lambda _self, _settings, clock: witness.Observation(  # type: ignore[method-assign]
+    id_counter.read_id_counter = lambda _zk: None
+    witness.ServerClocks.observe = lambda _self, _zk, clock, _storage=None: witness.Observation(  # type: ignore[method-assign]
         1, Instant(clock(), clock(), clock())
     )
     started = time.perf_counter()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.managed_ledger import ManagedLedger
@@ -150,7 +151,7 @@ def plant_leaks(
     existing one, or ``LEGACY_ML`` (created and written) when the store has none.
     """
     storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         if ml_name is None:
             existing = store.list_managed_ledgers()
             ml_name = existing[0] if existing else LEGACY_ML

@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -52,7 +53,7 @@ def write_demo_store(settings: Settings) -> list[str]:
     """Write the demo topics; return their managed-ledger names."""
     storage = LedgerStorage(settings)
     config = ManagedLedgerConfig(max_entries_per_ledger=ENTRIES_PER_LEDGER)
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         for topic in TOPICS:
             ml = ManagedLedger.open(topic.name, store, storage, config)
             cursors = {name: ml.open_cursor(name, "earliest") for name in topic.consumers}
@@ -117,7 +118,7 @@ def offload_ledgers(settings: Settings, name: str, count: int) -> dict[int, str]
     """Offload the first ``count`` ledgers of ``name``; return ledger id -> uuid."""
     offload = OffloadStorage(settings)
     done: dict[int, str] = {}
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         ledgers = list(store.get_managed_ledger(name).value.ledgerInfo)[:count]
         for ledger in ledgers:
             value = uuid.uuid4()

@@ -41,6 +41,7 @@ from demo_leaks import plant_leaks
 from demo_store import OFFLOADED_TOPIC, write_demo_store
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
@@ -143,7 +144,7 @@ def run_dag(env: dict[str, str], dag_id: str, conf: dict[str, Any], log_name: st
 
 
 def print_store(settings: Settings, title: str) -> dict[str, Any]:
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         status = collect_status(store, LedgerStorage(settings))
     data = status.to_dict()
     totals = data["totals"]
@@ -177,7 +178,7 @@ def verify_live_data(settings: Settings) -> int:
     storage = LedgerStorage(settings)
     tiered = offload_bucket_keys(settings)
     read = 0
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         for name in store.list_managed_ledgers():
             for ledger in store.get_managed_ledger(name).value.ledgerInfo:
                 offload_uuid = offload_uuid_of(ledger)

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.edge import zk_endpoint
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -384,7 +386,7 @@ def store(settings: Settings) -> Iterator[Any]:
     """A MetadataStore on the test's chroot (its own session, closed after the test)."""
     from ledger_gc.metadata.store import MetadataStore
 
-    with MetadataStore.open(settings) as opened:
+    with MetadataStore.open(zk_endpoint(settings)) as opened:
         yield opened
 
 

@@ -35,6 +35,7 @@ from kazoo.client import KazooClient
 from playwright.sync_api import Page, sync_playwright
 
 from ledger_gc import marking
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -99,7 +100,7 @@ def leave_a_failed_marker(settings: Settings) -> None:
     """A consumed ledger that a trim marked and could not delete (S3 said SlowDown), as
     the next trim would find it: the page's backlog and last error."""
     storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         ml = ManagedLedger.open(
             FAILED_MARKER_TOPIC, store, storage, ManagedLedgerConfig(max_entries_per_ledger=10)
         )
@@ -134,7 +135,7 @@ def run_demo(settings: Settings) -> None:
     run_orphan_cycle(settings.with_overrides(orphan_max_fraction=0.0001))
     run_orphan_cycle(settings)  # registers the leaks
     ml_name = leaks["orphan_ledgers"][0]["ml_name"]
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         # Two of different sizes: the page's table of registered orphans sorts them.
         for entries in (5, 50):
             plant_orphan_ledgers(settings, store, LedgerStorage(settings), ml_name, 1, entries)

@@ -19,6 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
+from ledger_gc.config.edge import bookkeeper_endpoint, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.restore.restoring import restore_run
@@ -170,7 +171,7 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
     split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk")
     pulsar_side = PulsarCluster(zk_client)
     pulsar_side.namespace(NS)
-    with session(split.bookkeeper_settings()) as bk_client:
+    with session(bookkeeper_endpoint(split).zk) as bk_client:
         bk = PulsarCluster(bk_client).init()
         leaked = [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         pulsar_side.managed_ledger(TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)])
@@ -183,8 +184,10 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
         assert bk_client.get_children(BOOKKEEPER_LOCK_PATH) == []
         assert restore_run(split, run.run_id).to_dict()["objects_restored"] == 2
 
-        with delete_lock(split, "a", 10, bookkeeper=split.bookkeeper_settings()) as lock:
-            fence = lock.fence_for(split.bookkeeper_settings())
+        with delete_lock(
+            zk_endpoint(split), "a", 10, bookkeeper=bookkeeper_endpoint(split).zk
+        ) as lock:
+            fence = lock.fence_for(bookkeeper_endpoint(split).zk)
             assert fence.path.startswith(BOOKKEEPER_LOCK_PATH + "/")
             version = bk_client.exists(bk.path(leaked[0])).version
             expire_and_reconnect(fence.client, split.bk_zk_hosts or "")
@@ -219,7 +222,7 @@ def test_a_fenced_delete_sent_on_kazoos_new_session_is_refused(
 
     leaked = cluster.ledger(ml_tags(TOPIC))
     version = cluster.client.exists(cluster.path(leaked)).version
-    with delete_lock(pulsar, "a", 10) as lock:
+    with delete_lock(zk_endpoint(pulsar), "a", 10) as lock:
         expire_and_reconnect(lock.fence.client, pulsar.zk_hosts)
         assert lock.fence.delete(cluster.path(leaked), version) is FencedOutcome.FENCE_LOST
         assert lock.should_stop()
@@ -315,14 +318,14 @@ def test_a_busy_bookkeeper_lock_leaves_the_work_pending_and_deletes_nothing(
     zk_client.ensure_path("/bk")
     split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk", orphan_lock_wait_seconds=1)
     PulsarCluster(zk_client).namespace(NS)
-    with session(split.bookkeeper_settings()) as bk_client:
+    with session(bookkeeper_endpoint(split).zk) as bk_client:
         bk = PulsarCluster(bk_client).init()
         leaked = bk.ledger(ml_tags(TOPIC))
         PulsarCluster(zk_client).managed_ledger(
             TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         )
         run_orphan_cycle(split, spark=spark, **later(0))
-        with delete_lock(split.bookkeeper_settings(), "other", 5, path=BOOKKEEPER_LOCK_PATH):
+        with delete_lock(bookkeeper_endpoint(split).zk, "other", 5, path=BOOKKEEPER_LOCK_PATH):
             report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1)).to_dict()
         assert report["status"] == "ok" and report["pending"], report["delete_skipped"]
         assert BOOKKEEPER_LOCK_PATH in report["delete_skipped"]

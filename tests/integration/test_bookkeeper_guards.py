@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper import references, scan
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -105,7 +106,7 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     bk_settings = pulsar.with_overrides(zk_address=pulsar.zk_hosts + "/bk")
     from ledger_gc.metadata.zk_client import session
 
-    with session(bk_settings) as bk_client:
+    with session(zk_endpoint(bk_settings)) as bk_client:
         live = PulsarCluster(bk_client).init()
         for _ in range(20):
             live.next_id()  # the live cluster went on creating ledgers
@@ -120,7 +121,7 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     report = run_orphan_cycle(stale, spark=spark, **later(DAY_H))
     assert "bookkeeper-stale-metadata" in guards_of(report)
     assert OrphanRegistry(stale).entries() == {}
-    with session(bk_settings) as bk_client:
+    with session(zk_endpoint(bk_settings)) as bk_client:
         assert bk_client.exists(PulsarCluster(bk_client).path(gone))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -148,7 +149,7 @@ def test_a_v1_namespace_named_persistent_is_read_by_its_levels(
     c.cursor(V1_TOPIC, "sub", v1_cursor)
     c.managed_ledger(f"{NS}/persistent/orders", orders)
 
-    with MetadataStore.open(pulsar) as store:
+    with MetadataStore.open(zk_endpoint(pulsar)) as store:
         assert store.list_managed_ledgers() == [f"{NS}/persistent/orders"]
         assert store.list_managed_ledgers(include_v1=True) == [V1_TOPIC, f"{NS}/persistent/orders"]
     first = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()

@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from ledger_gc.bookkeeper import directories, record_cache
 from ledger_gc.bookkeeper import survey as survey_module
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
+from ledger_gc.config.edge import bookkeeper_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -403,7 +404,7 @@ def test_rows_are_keyed_by_instance_and_location(pulsar: Settings, cluster: Puls
         rows = conn.execute(schema.bk_records.select()).all()
         cycles = conn.execute(schema.bk_record_cycles.select()).all()
     assert {(r.instance_id, r.location) for r in rows} == {
-        ("6e9e0a2c-demo", record_cache.location_of(pulsar, "hierarchical"))
+        ("6e9e0a2c-demo", record_cache.location_of(bookkeeper_endpoint(pulsar), "hierarchical"))
     }
     assert len(cycles) == 1 and json.loads(cycles[0].id_counters)["idgen"]
 

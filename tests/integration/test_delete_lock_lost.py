@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.bookkeeper import deleting as bk_deleting
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -206,7 +207,7 @@ def test_a_delete_queued_by_a_cycle_frozen_past_its_lock_session_is_refused_by_z
         twin.start(timeout=15)
         twin.stop()
         twin.close()
-        with delete_lock.delete_lock(pulsar, "b", 60):  # another cycle takes the lock
+        with delete_lock.delete_lock(zk_endpoint(pulsar), "b", 60):  # another cycle takes the lock
             c.managed_ledger(TOPIC, [leaked, *live])  # and the topic lists the ledger again
             os.kill(child.pid, signal.SIGCONT)
             out, err = child.communicate(timeout=120)

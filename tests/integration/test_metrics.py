@@ -18,6 +18,7 @@ from test_status_command import run_ledgergc
 from demo_leaks import plant_leaks
 from ledger_gc import marking
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.runs import CLASSES, PHASES
@@ -43,7 +44,7 @@ def samples(text: str) -> dict[str, float]:
 def fail_a_marker(settings: Settings, name: str) -> int:
     """Mark the first ledger of ``name`` and record a failed delete (the trim's phase one,
     then S3 refusing); return its size."""
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         first = store.get_managed_ledger(name).value.ledgerInfo[0]
 
         def mutate(info: Any) -> bool:

@@ -13,6 +13,7 @@ from state_faults import audit_refused
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.errors import AuditUnavailableError
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.phases import ORPHAN_LEDGER, RegistryEntry
@@ -62,7 +63,9 @@ def test_an_orphan_whose_deletion_cannot_be_audited_is_not_deleted(orphaned):
     entry = orphan_entry(settings, storage, 1)
 
     with audit_refused(settings), pytest.raises(AuditUnavailableError, match="audit log"):
-        deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62, deleting=True)
+        deleting.recheck_and_delete(
+            settings, zk_endpoint(settings), [entry], run_id="r1", now_ms=2**62, deleting=True
+        )
 
     assert 1 in ledgers_with_data(storage, ML), "deleted without an audit record"
 
@@ -72,7 +75,7 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
     entry = orphan_entry(settings, storage, 1)
 
     [result] = deleting.recheck_and_delete(
-        settings, [entry], run_id="r1", now_ms=2**62, deleting=True
+        settings, zk_endpoint(settings), [entry], run_id="r1", now_ms=2**62, deleting=True
     )
 
     assert result.action == outcomes.DELETED and 1 not in ledgers_with_data(storage, ML)
@@ -112,7 +115,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     monkeypatch.setattr(deleting, "LedgerStorage", lambda _settings: signalled)
     with stop_on_signals() as stop:
         results = deleting.recheck_and_delete(
-            settings, entries, run_id="r1", now_ms=2**62, deleting=True
+            settings, zk_endpoint(settings), entries, run_id="r1", now_ms=2**62, deleting=True
         )
 
     assert stop() and batches == [10], "nothing new started after the signal"
@@ -127,6 +130,8 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
 
     monkeypatch.setattr(deleting, "LedgerStorage", LedgerStorage)
     rest = [e for e in entries if e.ledger_id in stopped]
-    finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62, deleting=True)
+    finished = deleting.recheck_and_delete(
+        settings, zk_endpoint(settings), rest, run_id="r2", now_ms=2**62, deleting=True
+    )
     assert {r.action for r in finished} == {outcomes.DELETED}
     assert ledgers_with_data(storage, ML) == {50}

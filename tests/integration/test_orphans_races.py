@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_orphan_ledgers
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
@@ -38,7 +39,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
     store_kit.managed_ledger(ML, entries=40, size=4000)
     storage = LedgerStorage(settings)
     run_id = "race"
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         writer = ManagedLedger.open(ML, store, storage)
         writer.add_entry(b"before the snapshot")
         survey_steps.step_snapshot(settings, run_id, spark)
@@ -82,7 +83,7 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
     settings: Settings, store_kit: Any, spark: Any
 ) -> None:
     store_kit.managed_ledger(ML, entries=40, size=4000)
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         [leak] = plant_orphan_ledgers(settings, store, LedgerStorage(settings), ML, 1, 3)
     enabled = settings.with_overrides(delete_enabled=True)  # default grace: a day
 
@@ -98,7 +99,7 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
         info.ledgerInfo.extend(li for _, li in ordered)
         return True
 
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         store.update_managed_ledger(ML, relist)
 
     second = run_orphan_cycle(enabled, spark=spark).to_dict()
@@ -116,7 +117,7 @@ def test_new_data_in_a_registered_orphan_corrects_it_and_restarts_its_clock(
 ) -> None:
     store_kit.managed_ledger(ML, entries=40, size=4000)
     storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         [leak] = plant_orphan_ledgers(settings, store, storage, ML, 1, 3)
     run_orphan_cycle(settings, spark=spark)
     storage.write_block(ML, leak["ledger_id"], 3, [b"someone is still writing"])

@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
@@ -370,5 +371,5 @@ def test_a_v1_topics_offloaded_segments_are_live(
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.s3_orphans.deleting import read_segment_carriers
 
-    with MetadataStore.open(eager) as store:
+    with MetadataStore.open(zk_endpoint(eager)) as store:
         assert read_segment_carriers(store, set(), 30, v1_uuid[2]) == {V1}

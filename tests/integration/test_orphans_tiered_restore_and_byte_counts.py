@@ -10,6 +10,7 @@ import pytest
 from pulsar_records import put_segment
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.restore.restoring import restore_run
@@ -87,7 +88,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     later = entry.newest_ms + 60_000
 
     [result] = deleting.recheck_and_delete(
-        tiered, [entry], run_id="orphans-1", now_ms=later, deleting=True
+        tiered, zk_endpoint(tiered), [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
     for key in decoy:
         s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.orphan_source import SurveyRequest
@@ -29,6 +30,7 @@ MOMENTS = ("snapshot_started_ms", "scan_started_ms", "snapshot_instant", "scan_i
 def request(settings: Settings, spark: Any, run_id: str) -> SurveyRequest:
     return SurveyRequest(
         settings=settings,
+        endpoints=resolve(settings),
         run_id=run_id,
         spark=spark,
         clock=lambda: int(time.time() * 1000),

@@ -6,6 +6,7 @@ import json
 
 from ledger_gc import cli, run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -66,7 +67,7 @@ def test_consumed_ledgers_are_marked_deleted_and_unmarked_in_two_writes(store, s
     cursor.mark_delete(Position(ids[1], 2))  # ledgers 0 and 1 consumed, 2 and 3 not
 
     trim_store_writes = []
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         report = run_trim(settings, store=trim_store)
         trim_store_writes.append(trim_store.writes)
 
@@ -104,7 +105,7 @@ def test_a_second_trim_with_nothing_to_do_writes_nothing(store, storage, setting
     ml = write_ledgers(store, storage, ledgers=2)
     ml.open_cursor("sub", "latest")
     run_trim(settings)
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         report = run_trim(settings, store=trim_store)
         assert trim_store.writes == 0
     assert report.totals()["ledgers_marked"] == 0 and report.exit_code == 0

@@ -22,6 +22,7 @@ import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -92,7 +93,10 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
     reports = []
     stop = threading.Event()
 
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         ml = ManagedLedger.open(
             ML, writer_store, storage, ManagedLedgerConfig(max_entries_per_ledger=3)
         )
@@ -183,7 +187,10 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
     writer rolls over and the consumer acks. The mark's multi fails on the versions, and
     the trim decides again from what is there now."""
     storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         ml = ManagedLedger.open(
             ML, writer_store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)
         )
@@ -243,7 +250,10 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
         cold[name] = position
     stop = threading.Event()
     reports = []
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         config = ManagedLedgerConfig(max_entries_per_ledger=3)
         mls = [ManagedLedger.open(name, writer_store, storage, config) for name in HOT]
         sequences = [[0] for _ in mls]

@@ -11,6 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.deletion import Deleter
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -46,7 +47,7 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
     both_listed = threading.Barrier(2)
 
     def trim_once() -> object:
-        with MetadataStore.open(settings) as own_store:
+        with MetadataStore.open(zk_endpoint(settings)) as own_store:
             own_storage = LedgerStorage(settings)
             real = own_storage.delete_keys
 
@@ -123,7 +124,7 @@ def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
     together = threading.Barrier(2)
 
     def shard(name: str) -> object:
-        with MetadataStore.open(settings) as own_store:
+        with MetadataStore.open(zk_endpoint(settings)) as own_store:
             own_storage = LedgerStorage(settings)
             real = own_storage.delete_keys
 

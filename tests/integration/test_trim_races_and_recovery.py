@@ -22,6 +22,7 @@ from pulsar_records import (
 )
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.errors import SafetyRefusalError, StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import encode_managed_cursor_info
@@ -54,7 +55,7 @@ def test_a_subscription_created_between_listing_cursors_and_reading_the_record_i
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))  # 0..2 consumed
     ml_path = paths.managed_ledger_path(ML)
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.children_of_many
         done = []
 
@@ -196,7 +197,7 @@ def test_the_cursor_guard_keeps_data_when_a_cursor_moved_to_a_cursor_ledger(
     old, consumed position) lets the trim delete data the cursor may need again."""
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def mark_then_broker_switches_cursor(*args, **kwargs):
@@ -318,7 +319,7 @@ def test_a_broker_registering_during_the_run_stops_the_marks(store, storage, set
             [Ledger(1), Ledger(2), Ledger(3, entries=0)],
             cursors={"sub": (2, 1)},
         )
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.children_of_many
         started = []
 
@@ -361,7 +362,7 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
     back in the list (a CAS), not only keep its data."""
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def raw_create_then_commit(*args, **kwargs):
@@ -374,7 +375,7 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
     ml.close()
 
     assert ledgers_with_data(storage, ML) >= set(ids[:3]), "the guard kept the data"
-    with MetadataStore.open(settings) as reader_store:
+    with MetadataStore.open(zk_endpoint(settings)) as reader_store:
         reader = ManagedLedger.open(
             ML, reader_store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)
         )
@@ -401,7 +402,7 @@ def test_a_broker_registering_between_two_marks_of_a_batch_stops_the_next_mark(
             [Ledger(1), Ledger(2), Ledger(3, entries=0)],
             cursors={"sub": (2, 1)},
         )
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
         commits = []
 

@@ -32,6 +32,7 @@ from state_faults import block_audit, unblock_audit
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.formats.framing import Framing
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import (
@@ -84,7 +85,7 @@ def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
         else:  # a tool that writes the cursor znode itself
             write_cursor(zk_client, ML, "sub", ids[0], -1)
 
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         run_just_before_the_mark(trim_store, reset)
         report = run_trim(settings, store=trim_store)
 
@@ -99,7 +100,7 @@ def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
 def test_a_new_subscription_at_earliest_during_the_trim_keeps_its_data(store, storage, settings):
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         run_just_before_the_mark(trim_store, lambda: ml.open_cursor("late", "earliest"))
         report = run_trim(settings, store=trim_store)
 
@@ -115,7 +116,7 @@ def test_a_reset_into_marked_data_puts_it_back_and_keeps_the_cursor_where_it_is(
 ):
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def mark_then_reset_by_hand(*args, **kwargs):
@@ -315,7 +316,7 @@ def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
         monkeypatch.setattr("ledger_gc.formats.records.PREFERRED_COMPRESSION", ())
         settings = settings.with_overrides(zk_max_record_bytes=400_000)
 
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         sizes = max_write_sizes(trim_store)
         report = run_trim(settings, store=trim_store)
 

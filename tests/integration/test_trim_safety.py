@@ -13,6 +13,7 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.formats.markers import deletable_markers, encode_marker_value, marker_key
 from ledger_gc.formats.records import set_property
 from ledger_gc.ledger.cursor import mark_delete_of
@@ -102,7 +103,7 @@ def test_a_crash_anywhere_after_the_mark_is_finished_by_the_next_trim(
     ml, ids = populated(store, storage)
     consumed = ids[:3]  # the cursor is at the end of ledger ids[2]
 
-    with MetadataStore.open(settings) as dying_store:
+    with MetadataStore.open(zk_endpoint(settings)) as dying_store:
         dying_storage = LedgerStorage(settings)
         crash(dying_store, dying_storage)
         with pytest.raises(Crash):
@@ -299,7 +300,7 @@ def test_zookeeper_lost_mid_run_stops_the_run_and_keeps_what_was_done(store, sto
     )
     other.add_entries([b"y" * 10] * 4)
     other.close()
-    with MetadataStore.open(settings) as flaky:
+    with MetadataStore.open(zk_endpoint(settings)) as flaky:
         real = flaky.update_managed_ledger
 
         def session_lost_on_the_second_managed_ledger(name, mutate):
@@ -323,7 +324,7 @@ def test_zookeeper_down_at_the_start_is_exit_2_and_touches_nothing(
     from ledger_gc import cli
 
     storage = LedgerStorage(private_settings)
-    with MetadataStore.open(private_settings) as store:
+    with MetadataStore.open(zk_endpoint(private_settings)) as store:
         ml, _ = populated(store, storage, ledgers=2)
         ml.close()
     before = sorted(o.key for o in storage.iter_objects(private_settings.key_prefix))

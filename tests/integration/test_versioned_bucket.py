@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
@@ -233,7 +234,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     later = listed.last_modified + (settings.retention_seconds + 60) * 1000
 
     [result] = deleting.recheck_and_delete(
-        settings, [entry], run_id="orphans-1", now_ms=later, deleting=True
+        settings, zk_endpoint(settings), [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
 
     assert result.action == outcomes.DELETED and result.recoverable is True

@@ -33,6 +33,7 @@ from zk_pki import PASSWORD, Pki, make_pki
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import bookkeeper_endpoint, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError, MetadataAccessError
@@ -308,10 +309,13 @@ def test_an_identity_that_cannot_read_the_ledgers_is_refused_in_one_line(
 
 def test_no_identity_at_all_is_named_as_anonymous(secured: Secured) -> None:
     anonymous = secured.settings(None)
-    with MetadataStore.open(anonymous) as store, pytest.raises(MetadataAccessError) as err:
+    with (
+        MetadataStore.open(zk_endpoint(anonymous)) as store,
+        pytest.raises(MetadataAccessError) as err,
+    ):
         store.get_many([secured.cluster.path(5), secured.cluster.path(6)])
     assert "x509:CN=ledger-gc lacks READ" in str(err.value)
-    with MetadataStore.open(anonymous) as store:
+    with MetadataStore.open(zk_endpoint(anonymous)) as store:
         assert zk_access.describe(zk_access.who_am_i(store.client)) == "x509:CN=ledger-gc"
     assert zk_access.describe([("ip", "127.0.0.1")]) == zk_access.ANONYMOUS
 
@@ -349,7 +353,7 @@ def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
     if change.get("plain_port"):
         settings = replace(settings, zk_address=secured.zookeeper.server.hosts + secured.chroot)
     started = time.monotonic()
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     assert time.monotonic() - started < 10
     message = str(err.value)
@@ -400,7 +404,7 @@ def test_a_brokers_pkcs12_keystore_and_keytool_truststore_connect(secured: Secur
         tls_key=None,
         tls_keystore_password=PASSWORD,
     )
-    with MetadataStore.open(stores.bookkeeper_settings()) as store:
+    with MetadataStore.open(bookkeeper_endpoint(stores).zk) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
         assert ("sasl", "bookkeeper") in (zk_access.who_am_i(store.client) or [])
 
@@ -421,7 +425,7 @@ def test_an_executor_connects_with_what_it_receives_not_the_drivers_files(
     shipped = pickle.dumps(on_driver)
     shutil.rmtree(driver_files)
     on_executor = pickle.loads(shipped)
-    with MetadataStore.open(on_executor) as store:
+    with MetadataStore.open(zk_endpoint(on_executor)) as store:
         assert sorted(store.children_of_many(["/ledgers/00"])[0]) == ["0000", "0001", "0002"]
 
 
@@ -528,12 +532,12 @@ def test_the_configured_ca_is_the_only_one_trusted(
     pki = secured.zookeeper.pki
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))  # the server's CA: "a public CA"
     pinned = secured.settings("bookkeeper", tls_ca=str(pki.rogue_ca))
-    with pytest.raises(ConfigError) as err, MetadataStore.open(pinned):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(pinned)):
         pass
     assert "certificate is not trusted" in str(err.value), err.value
     assert "LEDGERGC_ZK_TLS_CA" in str(err.value)
     # No CA named: the system's store (here, the server's CA) is trusted.
-    with MetadataStore.open(secured.settings("bookkeeper", tls_ca=None)) as store:
+    with MetadataStore.open(zk_endpoint(secured.settings("bookkeeper", tls_ca=None))) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
 
 
@@ -546,7 +550,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
     (it names 127.0.0.1 and localhost)."""
     port = secured.zookeeper.server.secure_hosts.rpartition(":")[2]
     settings = replace(secured.settings("bookkeeper"), zk_address=f"127.1:{port}{secured.chroot}")
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     message = str(err.value)
     assert "does not name 127.1" in message, message
@@ -555,7 +559,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
     unchecked = replace(
         settings, zk_security=replace(settings.zk_security, tls_verify_hostname=False)
     )
-    with MetadataStore.open(unchecked) as store:
+    with MetadataStore.open(zk_endpoint(unchecked)) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
 
 
@@ -588,7 +592,7 @@ def test_a_session_leaves_no_tls_material_on_disk(
         ),
         pickle.loads(pickle.dumps(secured.settings("bookkeeper"))),  # PEM text, as shipped
     ):
-        with MetadataStore.open(settings) as store:
+        with MetadataStore.open(zk_endpoint(settings)) as store:
             assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
             assert keys_on_disk() == []
         assert keys_on_disk() == []
@@ -611,7 +615,7 @@ def test_no_private_key_is_left_on_disk_by_a_process_that_ends_like_a_pyspark_wo
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        input=pickle.dumps(secured.settings("bookkeeper")),
+        input=pickle.dumps(zk_endpoint(secured.settings("bookkeeper"))),
         env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True,
         timeout=120,
@@ -653,7 +657,7 @@ def test_a_session_reads_its_tls_material_and_jaas_file_once(
     _opened = []
     try:
         settings = Settings.from_env(environ)
-        with MetadataStore.open(settings.bookkeeper_settings()) as store:
+        with MetadataStore.open(bookkeeper_endpoint(settings).zk) as store:
             assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
         opened, _opened = _opened, None
     finally:

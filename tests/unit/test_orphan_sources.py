@@ -138,6 +138,7 @@ def test_a_distributed_delete_asked_to_stop_sends_no_job() -> None:
     )
     request = DeleteRequest(
         settings=None,  # type: ignore[arg-type]
+        endpoints=None,  # type: ignore[arg-type]
         run_id="r",
         now_ms=0,
         deleting=True,

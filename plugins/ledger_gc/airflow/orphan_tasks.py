@@ -374,11 +374,15 @@ def delete(params: dict[str, Any], run_id: str) -> dict[str, Any]:
 
     SIGTERM (a task timeout, a worker's shutdown): the delete batch under way finishes
     and is audited, nothing new starts (``termination.stop_on_signals``)."""
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans.cycle import step_delete
     from ledger_gc.termination import stop_on_signals
 
+    settings = settings_for(params)  # the edge: resolved once, for the step below
     with stop_on_signals():
-        result = step_delete(settings_for(params), run_id, options=options_for(params))
+        result = step_delete(
+            settings, run_id, options=options_for(params), endpoints=resolve(settings)
+        )
     return result.summary()
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger_gc.airflow.settings_hook import settings_for
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.errors import LedgerGcError
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
     params = params or {}
     settings = settings_for(params)
     scope = TrimScope.parse(params.get("namespace"))
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         names = scope.resolve(store)
     max_shards = int(params.get("max_shards") or DEFAULT_MAX_SHARDS)
     shards = shard(names, max_shards)

@@ -41,6 +41,7 @@ from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
@@ -68,22 +69,23 @@ from ledger_gc.rules.orphans.phases import RegistryEntry, iso
 log = logging.getLogger(__name__)
 
 
-def restore_hint(settings: Settings) -> str:
+def restore_hint(bookkeeper: BookKeeperEndpoint) -> str:
     return (
         "ledgergc restore --run <run> re-creates it until the bookies' next garbage "
-        f"collection (gcWaitTime, 10 minutes by default) at {settings.bookkeeper_hosts}"
+        f"collection (gcWaitTime, 10 minutes by default) at {bookkeeper.hosts}"
     )
 
 
 def recheck_and_delete(
     settings: Settings,
+    endpoints: Endpoints,
     entries: Iterable[RegistryEntry],
     *,
     run_id: str,
     now_ms: int,
     deleting: bool,
     should_stop: Callable[[], bool] = termination.requested,
-    fence_for: Callable[[Settings], Fence] | None = None,
+    fence_for: Callable[[ZkEndpoint], Fence] | None = None,
 ) -> list[RecheckResult]:
     """Re-check and delete (or, when not ``deleting``, only report) BookKeeper entries.
 
@@ -95,18 +97,19 @@ def recheck_and_delete(
     if not items:
         return []
     audit = AuditLog(settings)
+    bookkeeper = endpoints.bookkeeper
     results: list[RecheckResult] = []
     fence: Fence | None = None
     with ExitStack() as stack:
         try:
-            pulsar, bk = stack.enter_context(scan.sessions(settings))
-            layout = scan.layout_of(bk, settings)
+            pulsar, bk = stack.enter_context(scan.sessions(endpoints.zk, bookkeeper))
+            layout = scan.layout_of(bk, bookkeeper)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
         if deleting:
             if fence_for is None:
                 raise ValueError("a BookKeeper delete needs the delete lock's fence")
-            fence = fence_for(settings.bookkeeper_settings())
+            fence = fence_for(bookkeeper.zk)
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -118,6 +121,7 @@ def recheck_and_delete(
                 results.append(
                     _one(
                         settings,
+                        bookkeeper,
                         pulsar,
                         bk,
                         layout,
@@ -146,6 +150,7 @@ def _failed(entry: RegistryEntry, why: str) -> RecheckResult:
 
 def _one(
     settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     pulsar: MetadataStore,
     bk: MetadataStore,
     layout: str | None,
@@ -157,10 +162,10 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
-    root = settings.bookkeeper_root
+    root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
     if layout is None:
-        return _failed(entry, f"{settings.bookkeeper_hosts}{root}/LAYOUT is gone; kept")
+        return _failed(entry, f"{bookkeeper.where}/LAYOUT is gone; kept")
     if (
         znode is None
         or entry.ledger_id is None
@@ -223,7 +228,7 @@ def _one(
         refused=lambda: bk.refusal(f"reading the ACL of {znode}", zk_access.READ, znode),
     )
     return _delete(
-        settings,
+        bookkeeper,
         bk,
         fence,
         audit,
@@ -248,7 +253,7 @@ def _live_verdict(settings: Settings, pulsar: MetadataStore, ledger: BkLedger) -
 
 
 def _delete(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     bk: MetadataStore,
     fence: Fence,
     audit: AuditLog,
@@ -277,14 +282,14 @@ def _delete(
             run_id=run_id,
             status=status,
             extra={
-                "bookkeeper_hosts": settings.bookkeeper_hosts,
+                "bookkeeper_hosts": bookkeeper.hosts,
                 "znode": znode,
                 "znode_version": version,
                 "record_base64": base64.b64encode(data).decode("ascii"),
                 # Restore re-creates it with these: ledger-gc's own (digest) ACL would
                 # lock the bookies and brokers out of it.
                 "znode_acl": [[a.perms, a.id.scheme, a.id.id] for a in acls],
-                "restore": restore_hint(settings),
+                "restore": restore_hint(bookkeeper),
             },
         )
 
@@ -326,12 +331,12 @@ def _delete(
         return RecheckResult.of(
             entry,
             DELETED,
-            f"{reason}; {restore_hint(settings)}",
+            f"{reason}; {restore_hint(bookkeeper)}",
             objects=1,
             bytes=ledger.bytes,
             deleted_ledgers=[{"znode": znode, "version": version, "bytes": ledger.bytes}],
         )
-    refused = _refusal(settings, fence, entry, znode, version, outcome)
+    refused = _refusal(bookkeeper, fence, entry, znode, version, outcome)
     return _refused(audit, record, entry, refused, refused.reason)
 
 
@@ -354,7 +359,7 @@ def _never_applied(bk: MetadataStore, fence: Fence, znode: str, stat: Any) -> bo
 
 
 def _refusal(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     fence: Fence,
     entry: RegistryEntry,
     znode: str,
@@ -385,12 +390,12 @@ def _refusal(
     # zkEnableSecurity: its bookies' identity, never a digest).
     refused = zk_access.refusal(
         fence.client,
-        settings.bookkeeper_hosts,
+        bookkeeper.hosts,
         what=f"the delete of {znode}",
         permission=zk_access.DELETE,
         znode=znode,
         checked=znode.rsplit("/", 1)[0] or "/",
-        names=settings.bookkeeper_settings().zk_setting_names(),
+        names=bookkeeper.zk.names,
     )
     return _failed(entry, f"{refused}; kept")
 

@@ -37,6 +37,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
+from ledger_gc.config.endpoints import BookKeeperEndpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
@@ -65,12 +66,12 @@ HISTORY_KEY = "#probe"
 _ROWS_PER_INSERT = 50
 
 
-def location_of(settings: Settings, layout: str) -> str:
+def location_of(bookkeeper: BookKeeperEndpoint, layout: str) -> str:
     """Where a BookKeeper's records were read: its servers (sorted: the same ensemble
     however the connect string lists them), chroot, ledgers root and layout."""
-    hosts, slash, chroot = settings.bookkeeper_hosts.partition("/")
+    hosts, slash, chroot = bookkeeper.hosts.partition("/")
     servers = ",".join(sorted(h.strip() for h in hosts.split(",") if h.strip()))
-    return f"{servers}{slash}{chroot}|{settings.bookkeeper_root}|{layout}"
+    return f"{servers}{slash}{chroot}|{bookkeeper.root}|{layout}"
 
 
 @dataclass(frozen=True)
@@ -233,13 +234,15 @@ class CachePlan:
         }
 
 
-def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
+def plan(
+    settings: Settings, bookkeeper: BookKeeperEndpoint, bk: MetadataStore, layout: str
+) -> CachePlan:
     """Decide whether this cycle reads every ledger, and load the rows it may reuse."""
     if not settings.bk_record_cache:
         return CachePlan(False, True, "LEDGERGC_BK_RECORD_CACHE=false: every ledger is read")
     if layout == ledger_paths.FLAT:
         return CachePlan(False, True, "the flat layout has no ledger directories to check")
-    root = settings.bookkeeper_root
+    root = bookkeeper.root
     identity = read_identity(bk, root)
     if identity.instance_id is None:
         return CachePlan(
@@ -248,7 +251,7 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
             f"{root}/{INSTANCE_ID_ZNODE} does not exist: a cache could not tell this "
             "BookKeeper from another; every ledger is read",
         )
-    location = location_of(settings, layout)
+    location = location_of(bookkeeper, layout)
     base = CachePlan(True, True, "", identity.instance_id, location, identity, layout)
     store = open_store(settings)
     with store.read() as conn:

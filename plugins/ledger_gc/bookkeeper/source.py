@@ -37,7 +37,13 @@ class BookKeeperSource:
         from ledger_gc.bookkeeper.survey import survey
 
         settings, run_id = request.settings, request.run_id
-        found = survey(settings, request.registered(), spark=request.spark, run_id=run_id)
+        found = survey(
+            settings,
+            request.registered(),
+            spark=request.spark,
+            run_id=run_id,
+            endpoints=request.endpoints,
+        )
         if found is None:
             return Findings({"bookkeeper": None})
         log.info(
@@ -110,6 +116,7 @@ class BookKeeperSource:
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         return deleting.recheck_and_delete(
             request.settings,
+            request.endpoints,
             entries,
             run_id=request.run_id,
             now_ms=request.now_ms,

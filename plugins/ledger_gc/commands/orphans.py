@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.options import FORCE_HELP
@@ -162,6 +163,7 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
                 force=args.force,
                 inventory=args.inventory,
                 offload_inventory=args.offload_inventory,
+                endpoints=resolve(settings),  # the edge: resolved once, for the cycle
             )
     except OrphanCycleError as exc:
         _print(exc.report, args.json)

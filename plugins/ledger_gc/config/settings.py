@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_gc.config import broker_conf
+from ledger_gc.config.endpoints import BOOKKEEPER, DEFAULT_ZK_MAX_RECORD_BYTES, PULSAR
 from ledger_gc.config.setting_forms import (
     as_zk_address,
     check_bucket,
@@ -67,10 +68,6 @@ from ledger_gc.rules.trim.eligibility import TrimRetention
 
 DAY = 24 * 3600
 
-# ZooKeeper refuses a request over its jute.maxbuffer (default 0xfffff, 1 MiB less one
-# byte) by dropping the connection. ledger-gc keeps every write request it sends below
-# this, leaving headroom for the request's own framing and a multi's other operations.
-DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
 #: A ZooKeeper address (``ledger_gc.config.zk_addresses``): text in any of Pulsar's and
 #: BookKeeper's forms, kept as a ``ZkAddress``, written back as its one spelling that
@@ -81,8 +78,6 @@ ZK_ADDRESS = Kind(
     lambda value: value if isinstance(value, ZkAddress) else TEXT.accept(value),
     lambda address: address.text,
 )
-#: Whose ZooKeeper sessions a ``Settings`` opens (``Settings.ensemble``).
-PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
 
 
 #: Pulsar's defaults (DESIGN.md): consumed ledgers go at once.

@@ -60,6 +60,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession
 
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans import cycle
     from ledger_gc.spark.session import configure_session
 
@@ -67,6 +68,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     try:
         configure_session(spark)
         settings = Settings.from_env()
+        endpoints = resolve(settings)  # the edge of a spark-submit'ed step
         if step == SURVEY:
             result = cycle.step_survey(
                 settings,
@@ -74,6 +76,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
                 spark,
                 inventory=args.inventory,
                 offload_inventory=args.offload_inventory,
+                endpoints=endpoints,
             )
         else:
             options = cycle.CycleOptions(dry_run=args.dry_run or None, force=args.force)
@@ -81,7 +84,9 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # batch under way finishes and is audited, nothing new starts. A SIGKILL still
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
-                deleted = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+                deleted = cycle.step_delete(
+                    settings, args.run_id, options=options, spark=spark, endpoints=endpoints
+                )
             result = deleted.summary()
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import resolve
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.metadata import read_budget
@@ -53,6 +55,7 @@ from ledger_gc.orphans.sources import (
     survey_refusals,
     survey_sources,
 )
+from ledger_gc.orphans.survey_steps import clock_store
 from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
 from ledger_gc.rules.orphans.classify import Candidate
@@ -92,14 +95,16 @@ def step_survey(
     offload_inventory: str | None = None,
     clock: Clock = now_ms,
     witness: ServerClocks | None = None,
+    endpoints: Endpoints | None = None,
 ) -> dict[str, Any]:
     """Every source's survey in one Spark application (one JVM start-up): the S3 store's
     snapshot, scan and diff, then BookKeeper's (orphans/sources.py). Their findings are
     the run's diff record and candidates, recorded in one transaction; a re-run
     overwrites them. Returns a short summary (the app prints it; the record holds the
-    rest)."""
+    rest). ``endpoints``: what the caller (the edge) resolved ``settings`` to."""
     request = SurveyRequest(
         settings=settings,
+        endpoints=endpoints or resolve(settings),
         run_id=run_id,
         spark=spark,
         clock=clock,
@@ -307,6 +312,7 @@ def step_delete(
     distribute_over: int | None = None,
     lock_wait_seconds: float | None = None,
     witness: ServerClocks | None = None,
+    endpoints: Endpoints | None = None,
 ) -> DeleteRecord:
     """Phase 3: re-check and delete (or report) what is due; one registry transaction.
 
@@ -314,7 +320,8 @@ def step_delete(
     and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
     defaults to ``settings.orphan_lock_wait_seconds``; more eligible entries than
     ``distribute_over`` (default ``settings.orphan_delete_spark_over``) go to ``spark``'s
-    executors."""
+    executors. ``endpoints``: what the caller (the edge) resolved ``settings`` to."""
+    endpoints = endpoints or resolve(settings)
     steps = RunSteps(settings, run_id)
     applied = steps.read_record(PHASES, PhasesRecord) or PhasesRecord()
     # What an earlier attempt of this step deleted (Airflow's retry of the task, same
@@ -335,11 +342,12 @@ def step_delete(
         distribute_over = settings.orphan_delete_spark_over
     # BookKeeper's znode deletes are fenced by a lock of its ensemble's when its sessions
     # are not Pulsar's: both are taken before anything is read or sent.
-    bookkeeper = settings.bookkeeper_settings() if settings.bookkeeper != "false" else None
+    bookkeeper = endpoints.bookkeeper.zk if endpoints.bookkeeper_on else None
     try:
-        with delete_lock(settings, run_id, wait, bookkeeper=bookkeeper) as lock:
+        with delete_lock(endpoints.zk, run_id, wait, bookkeeper=bookkeeper) as lock:
             return _delete_under_lock(
                 settings,
+                endpoints,
                 record,
                 result,
                 spark,
@@ -376,6 +384,7 @@ def delete_needs_spark(settings: Settings) -> bool:
 
 def _delete_under_lock(
     settings: Settings,
+    endpoints: Endpoints,
     record: _DeleteRecorder,
     result: DeleteRecord,
     spark: SparkSession | None,
@@ -399,7 +408,7 @@ def _delete_under_lock(
         return record(result)
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
-    _, instant, warnings = observe(settings, run_id, witness, clock)
+    _, instant, warnings = observe(endpoints.zk, clock_store(settings), run_id, witness, clock)
     now = instant.now_ms()
     result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
     entries = registry.entries()
@@ -423,6 +432,7 @@ def _delete_under_lock(
     # a time.
     request = DeleteRequest(
         settings=settings,
+        endpoints=endpoints,
         run_id=run_id,
         now_ms=now,
         deleting=result.deleting,
@@ -548,6 +558,7 @@ def run_orphan_cycle(
     spark: SparkSession | None = None,
     clock: Clock | None = None,
     witness: ServerClocks | None = None,
+    endpoints: Endpoints | None = None,
 ) -> report.CycleReport:
     """Run one full cycle in this process and return its report (also in the run log).
 
@@ -555,8 +566,10 @@ def run_orphan_cycle(
     is this host's clock (tests give it a wrong one); ``witness`` reads the servers'
     clocks (tests: ``ServerClocks(offset_ms=...)`` for time that passed). Raises
     ``OrphanCycleError`` (with the failed run's report) when a step fails: nothing is
-    deleted after a failure.
+    deleted after a failure. ``endpoints``: what the caller (the edge) resolved
+    ``settings`` to.
     """
+    endpoints = endpoints or resolve(settings)
     clock = clock or now_ms
     # A damaged registry stops the cycle here, before Spark starts or anything is read:
     # one error naming the file and the fix, and no failed-run report that would need
@@ -569,7 +582,7 @@ def run_orphan_cycle(
     started = clock()
     # The servers before Spark starts: one that cannot be reached (or a BookKeeper
     # layout that cannot be read) is one line, exit 2, and no run in the run log.
-    check_servers(settings)
+    check_servers(settings, endpoints)
     try:
         if spark is None:
             from ledger_gc.spark.session import LazySession, local_session
@@ -585,9 +598,18 @@ def run_orphan_cycle(
             offload_inventory=offload_inventory,
             clock=clock,
             witness=witness,
+            endpoints=endpoints,
         )
         step_phases(settings, run_id, force=force, clock=clock)
-        step_delete(settings, run_id, options=options, spark=spark, clock=clock, witness=witness)
+        step_delete(
+            settings,
+            run_id,
+            options=options,
+            spark=spark,
+            clock=clock,
+            witness=witness,
+            endpoints=endpoints,
+        )
     except Exception as exc:
         failed = step_report(
             settings, run_id, options=options, clock=clock, started_ms=started, error=exc

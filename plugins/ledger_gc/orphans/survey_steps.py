@@ -19,6 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import resolve
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
@@ -37,9 +39,16 @@ from ledger_gc.spark.scan import scan_offload, scan_store
 from ledger_gc.spark.segment_diff import diff_segments
 from ledger_gc.spark.snapshot import NAMES_PER_SHARD, read_snapshot
 from ledger_gc.spark.snapshot_facts import metadata_max_ledger_id, registered_facts
+from ledger_gc.storage.s3 import LedgerStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+def clock_store(settings: Settings) -> LedgerStorage | None:
+    """The block store whose clock (S3's ``Date``) the witness reads; None without one
+    (ZooKeeper's clock alone: BookKeeper's ages are its too)."""
+    return LedgerStorage(settings) if settings.block_store else None
 
 
 def hold(run: RunPaths, step: str, frame: DataFrame) -> DataFrame:
@@ -62,7 +71,14 @@ def survey(request: SurveyRequest) -> Findings:
         return without_buckets(request)
     run = RunPaths(settings.state_dir, run_id)
     try:
-        step_snapshot(settings, run_id, spark, clock=request.clock, witness=request.witness)
+        step_snapshot(
+            settings,
+            run_id,
+            spark,
+            clock=request.clock,
+            witness=request.witness,
+            endpoints=request.endpoints,
+        )
         step_scan(
             settings,
             run_id,
@@ -71,6 +87,7 @@ def survey(request: SurveyRequest) -> Findings:
             offload_inventory=request.offload_inventory,
             clock=request.clock,
             witness=request.witness,
+            endpoints=request.endpoints,
         )
         return diff_job(spark, settings, run)
     finally:
@@ -100,12 +117,13 @@ def without_buckets(request: SurveyRequest) -> Findings:
     order and every grace window depend on them), the managed ledgers' count, no
     objects, no candidates."""
     settings, run_id, clock = request.settings, request.run_id, request.clock
+    zk = request.endpoints.zk
     steps = RunSteps(settings, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(settings, run_id, request.witness, clock)
+    sequence, instant, warnings = observe(zk, clock_store(settings), run_id, request.witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         names = store.list_managed_ledgers(sync=True, include_v1=True)
     snapshot = SnapshotRecord(
         started_ms=started,
@@ -121,7 +139,7 @@ def without_buckets(request: SurveyRequest) -> Findings:
     steps.write_record(run_steps.SNAPSHOT, snapshot)
     steps.start_step(run_steps.SCAN)
     scanned = clock()
-    _, instant, warnings = observe(settings, run_id, request.witness, clock)
+    _, instant, warnings = observe(zk, clock_store(settings), run_id, request.witness, clock)
     scan = ScanRecord(
         source="listing",
         started_ms=scanned,
@@ -146,23 +164,26 @@ def step_snapshot(
     clock: Callable[[], int] = now_ms,
     witness: ServerClocks | None = None,
     names_per_shard: int = NAMES_PER_SHARD,
+    endpoints: Endpoints | None = None,
 ) -> SnapshotRecord:
     """Read every managed ledger (listed by the driver after ``sync``) on executors,
     numbered first by a ZooKeeper sequence: runs are ordered by that number
     (``step_phases``' stale-run check), never by a host's clock. Any read error fails
-    the step and no record is written."""
+    the step and no record is written. ``endpoints``: what the edge resolved
+    ``settings`` to."""
+    zk = (endpoints or resolve(settings)).zk
     steps = RunSteps(settings, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(settings, run_id, witness, clock)
+    sequence, instant, warnings = observe(zk, clock_store(settings), run_id, witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         # v1 topics (property/cluster/ns) too: their records name offloaded segments, and
         # a segment no record read names would look orphaned. (No block of the store is
         # ever a v1 name's: its keys are foreign to the layout.)
         names = store.list_managed_ledgers(sync=True, include_v1=True)
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
-        read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
+        read = read_snapshot(spark, zk, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)
     reads = read_budget.Reads.merged([read_budget.METER.since(mark), read.zk_reads])
     record = SnapshotRecord(
@@ -188,11 +209,14 @@ def step_scan(
     offload_inventory: str | None = None,
     clock: Callable[[], int] = now_ms,
     witness: ServerClocks | None = None,
+    endpoints: Endpoints | None = None,
 ) -> ScanRecord:
     """Every object under the prefix (and the offload bucket's with tiered storage on),
     with its totals and the ledger-id counter read after it. The servers' time read
     after it is the scan's time, from which the grace window of every orphan it
-    registers runs (timekeeping.py)."""
+    registers runs (timekeeping.py). ``endpoints``: what the edge resolved ``settings``
+    to."""
+    zk = (endpoints or resolve(settings)).zk
     what = f"inventory {inventory}" if inventory else f"list bucket {settings.bucket}"
     with session.job_group(spark, run_id, "scan", what):
         steps = RunSteps(settings, run_id)
@@ -216,9 +240,9 @@ def step_scan(
             # Read after the listing: every ledger with a block listed above was allocated
             # before this read, so its id is below the counter in a store whose metadata
             # is current (horizon.py; issue 11).
-            id_counter=id_counter.read_id_counter(settings),
+            id_counter=id_counter.read_id_counter(zk),
         )
-    _, instant, warnings = observe(settings, run_id, witness, clock)
+    _, instant, warnings = observe(zk, clock_store(settings), run_id, witness, clock)
     record = replace(record, instant=instant.to_dict(), clock_warnings=warnings)
     steps.write_record(run_steps.SCAN, record)
     return record

@@ -15,14 +15,17 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
-from ledger_gc.storage.s3 import LedgerStorage
+
+if TYPE_CHECKING:  # what the witness is given: it only asks its client for the time
+    from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +44,15 @@ class ServerClocks:
 
     offset_ms: int = 0
 
-    def observe(self, settings: Settings, clock: Callable[[], int]) -> Observation:
-        with session(settings) as client:
+    def observe(
+        self,
+        zk: ZkEndpoint,
+        clock: Callable[[], int],
+        storage: LedgerStorage | None = None,
+    ) -> Observation:
+        """ZooKeeper's sequence and time (a session to ``zk``), this host's, and S3's
+        (``storage``'s bucket; None: no block store, ZooKeeper's clock alone)."""
+        with session(zk) as client:
 
             def tick() -> tuple[str, int]:
                 path, stat = client.create(
@@ -52,9 +62,9 @@ class ServerClocks:
                     client.delete(path)
                 return path, int(stat.ctime)
 
-            path, zk_ms = guarded("reading ZooKeeper's clock", settings.zk_hosts, tick)
+            path, zk_ms = guarded("reading ZooKeeper's clock", zk.hosts, tick)
         host_ms = clock()
-        s3_ms = _s3_time(settings)
+        s3_ms = None if storage is None else _s3_time(storage)
         return Observation(
             int(path.rsplit("-", 1)[1]),
             Instant(
@@ -65,13 +75,10 @@ class ServerClocks:
         )
 
 
-def _s3_time(settings: Settings) -> int | None:
+def _s3_time(storage: LedgerStorage) -> int | None:
     """S3's clock (the ``Date`` header, second precision); None if it sends none."""
-    if not settings.block_store:
-        return None  # no block store: ZooKeeper's clock alone (BookKeeper ages are its too)
-    storage = LedgerStorage(settings)
     try:
-        response = storage.client.head_bucket(Bucket=settings.bucket)
+        response = storage.client.head_bucket(Bucket=storage.bucket)
         header = response["ResponseMetadata"]["HTTPHeaders"].get("date")
         return int(parsedate_to_datetime(header).timestamp() * 1000) if header else None
     except Exception as exc:  # no S3 time is no evidence, never a guess
@@ -80,14 +87,17 @@ def _s3_time(settings: Settings) -> int | None:
 
 
 def observe(
-    settings: Settings,
+    zk: ZkEndpoint,
+    storage: LedgerStorage | None,
     run_id: str,
     witness: ServerClocks | None,
     clock: Callable[[], int],
 ) -> tuple[int, Instant, list[str]]:
     """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's
-    (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs)."""
-    seen = (witness or ServerClocks()).observe(settings, clock)
+    (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs).
+    ``storage``: the block store's bucket (None without one: BookKeeper's ages are
+    ZooKeeper's too)."""
+    seen = (witness or ServerClocks()).observe(zk, clock, storage)
     warnings = timekeeping.clock_warnings(seen.instant)
     for warning in warnings:
         log.warning("orphan cycle %s: %s", run_id, warning)

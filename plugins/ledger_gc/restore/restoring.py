@@ -47,6 +47,8 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import resolve
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
@@ -130,12 +132,13 @@ def restore_run(
     storage: LedgerStorage | None = None,
     audit: AuditLog | None = None,
     clock: Callable[[], int] = now_ms,
+    endpoints: Endpoints | None = None,
 ) -> RestoreReport:
     """Remove the delete markers that run ``run_id`` left in a versioned bucket.
 
     Raises SafetyRefusalError (nothing changed) for a bucket known to be unversioned, a
     run id with no ``deleted`` records in the audit log, or a run that deleted nothing
-    recoverable.
+    recoverable. ``endpoints``: what the edge resolved ``settings`` to.
     """
     audit = audit or AuditLog(settings)
     records = [r for r in audit.read() if r.get("run_id") == run_id]
@@ -146,7 +149,9 @@ def restore_run(
     # rest of the run, if any of it is recoverable, from the bucket.
     ledgers = _bookkeeper_records(records)
     if ledgers is not None:
-        restored = _restore_bookkeeper(settings, audit, run_id, dry_run, clock)
+        restored = _restore_bookkeeper(
+            settings, endpoints or resolve(settings), audit, run_id, dry_run, clock
+        )
         records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
         if not any(r.get("recoverable") for r in records):
             return restored
@@ -242,6 +247,7 @@ def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] |
 
 def _restore_bookkeeper(
     settings: Settings,
+    endpoints: Endpoints,
     audit: AuditLog,
     run_id: str,
     dry_run: bool,
@@ -253,7 +259,8 @@ def _restore_bookkeeper(
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
     from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 
-    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
+    bookkeeper = endpoints.bookkeeper
+    where = bookkeeper.where
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )
@@ -264,20 +271,20 @@ def _restore_bookkeeper(
             try:
                 lock = stack.enter_context(
                     delete_lock(
-                        settings,
+                        endpoints.zk,
                         report.run_id,
                         settings.orphan_lock_wait_seconds,
-                        bookkeeper=settings.bookkeeper_settings(),
+                        bookkeeper=bookkeeper.zk,
                         what="run the restore again at once: the bookies drop a deleted "
                         "ledger's data at their next garbage collection",
                     )
                 )
             except DeleteLockBusy as exc:
                 raise SafetyRefusalError(str(exc)) from None
-            fence = lock.fence_for(settings.bookkeeper_settings())
+            fence = lock.fence_for(bookkeeper.zk)
         records = _bookkeeper_records(audit.read(run_id=run_id)) or []
         results = restore_ledgers(
-            settings, audit, report.run_id, records, dry_run=dry_run, fence=fence
+            bookkeeper, audit, report.run_id, records, dry_run=dry_run, fence=fence
         )
     for result in results:
         item = RestoredPrefix(

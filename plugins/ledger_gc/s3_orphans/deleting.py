@@ -44,6 +44,7 @@ from typing import Any
 
 from ledger_gc import termination
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
@@ -187,6 +188,7 @@ def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
 
 def recheck_and_delete(
     settings: Settings,
+    zk: ZkEndpoint,
     entries: Iterable[RegistryEntry],
     *,
     run_id: str,
@@ -234,7 +236,7 @@ def recheck_and_delete(
     )
     with ExitStack() as stack:
         try:
-            store = stack.enter_context(MetadataStore.open(settings))
+            store = stack.enter_context(MetadataStore.open(zk))
         except MetadataUnavailableError as exc:
             return [skipped(entry, str(exc)) for entry in items]
         unavailable: str | None = None

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
@@ -35,7 +36,7 @@ SnapshotRow = tuple[str, str, int | None, str | None]
 ObjectRow = tuple[str, int, int]
 
 
-def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[SnapshotRow]:
+def read_managed_ledgers(zk: ZkEndpoint, names: Sequence[str]) -> list[SnapshotRow]:
     """Snapshot rows of some managed ledgers: one ``ml`` row each, plus one row per
     listed and per marked ledger id, with the offload uuid it carries (the listed
     LedgerInfo's ``offloadContext``, set before an offload uploads anything; the
@@ -48,7 +49,7 @@ def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[Snaps
     if not names:
         return []
     ml_paths = [paths.managed_ledger_path(name) for name in names]
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         # This session may be on another server of the ensemble than the driver's listing.
         store.sync(paths.MANAGED_LEDGERS_ROOT)
         raws = store.get_many_raw(ml_paths)

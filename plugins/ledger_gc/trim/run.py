@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
@@ -216,11 +217,11 @@ def run_trim(
     AuditLog(settings).check()  # the audit log must be writable before the first mark
     with ExitStack() as stack:
         if store is None:
-            store = stack.enter_context(MetadataStore.open(settings))
+            store = stack.enter_context(MetadataStore.open(zk_endpoint(settings)))
         if storage is None:
             storage = LedgerStorage(settings)
         if not dry_run:
-            read_only, why = metadata_is_read_only(store, settings)
+            read_only, why = metadata_is_read_only(store, settings.metadata_read_only)
             if read_only:
                 raise SafetyRefusalError(
                     f"the trim writes metadata and the metadata is read-only ({why}); nothing "

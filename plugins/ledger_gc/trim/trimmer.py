@@ -305,7 +305,7 @@ class ManagedLedgerTrimmer:
         asks ``_writable_now`` first, which costs no request."""
         if self.settings.metadata_read_only == "auto":
             self._watch_brokers()
-        read_only, why = metadata_is_read_only(self.store, self.settings)
+        read_only, why = metadata_is_read_only(self.store, self.settings.metadata_read_only)
         if read_only:
             raise SafetyRefusalError(
                 f"the metadata became read-only during the run ({why}); the trim stopped "

@@ -1,0 +1,147 @@
+"""Settings resolved once, at the edge, into the endpoints the library talks to.
+
+A CLI command and an Airflow task hold a ``Settings``; everything below them (the
+engines, the sources, the locks, the Spark jobs) is given what this module makes of it:
+typed, immutable endpoints, as Airflow's hooks and kazoo's client take a connection
+rather than a configuration. ``edge.resolve`` is the one function that reads the
+settings for them; a layer below that read a setting itself, built its own TLS context
+or picked a login would repeat the edge.
+
+* ``ZkEndpoint``: one ZooKeeper ensemble as ledger-gc opens sessions to it (Pulsar's
+  local store, or BookKeeper's): its servers and chroot, the TLS material and login
+  (read once, from the settings' checks), the digest identity whose ACL ledger-gc's own
+  znodes are created with, the session timeout, the read budget and the largest record
+  a write may send; and which ensemble it is, so that an error names the variable that
+  set each part (``names``). ``metadata.zk_client.connect`` is the one place a session
+  to it opens.
+* ``BookKeeperEndpoint``: BookKeeper's metadata: its ensemble's ``ZkEndpoint``, the
+  ledgers root and the ledger manager an address names.
+
+An endpoint that crosses a process boundary (a Spark closure) is pickled with
+``portable`` security (PEM text, a JAAS login as username and password): a path on the
+driver may not exist on an executor. Its ``repr`` shows no secret.
+
+``ledger_gc.config.edge.resolve`` makes them from a ``Settings``; this module does not
+import the settings, so that a layer given endpoints cannot reach them through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ledger_gc.config.jaas import ZooKeeperLogin
+from ledger_gc.config.zk_addresses import ZkAddress
+from ledger_gc.config.zk_security import PULSAR_NAMES, ZkSecurity
+
+#: Whose ensemble an endpoint is (``ZkEndpoint.ensemble``).
+PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
+# ZooKeeper refuses a request over its jute.maxbuffer (default 0xfffff, 1 MiB less one
+# byte) by dropping the connection. ledger-gc keeps every write request it sends below
+# this, leaving headroom for the request's own framing and a multi's other operations.
+DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class ZkEndpoint:
+    """One ZooKeeper ensemble and chroot, and how ledger-gc's sessions to it are made."""
+
+    address: ZkAddress
+    #: TLS and SASL (``ZkSecurity``: what its files held is read once and kept with it).
+    security: ZkSecurity = field(default_factory=ZkSecurity, repr=False)
+    #: ``user:password`` of ZooKeeper digest auth (``LEDGERGC_ZK_DIGEST``): added to every
+    #: session, and the identity of the ACL ledger-gc's own znodes are created with.
+    digest: str | None = field(default=None, repr=False)
+    timeout_seconds: float = 15.0
+    #: Znodes read per second (``LEDGERGC_ZK_MAX_READS_PER_SECOND``; 0: no bound). A
+    #: Spark task's endpoint carries its share (``share``).
+    max_reads_per_second: float = 0.0
+    #: The largest record a write sends (``LEDGERGC_ZK_MAX_RECORD_BYTES``).
+    max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES
+    #: Whose ensemble this is (``PULSAR`` or ``BOOKKEEPER``); not part of its identity.
+    ensemble: str = field(default=PULSAR, compare=False)
+    #: The variable that set each part of ``security`` (``names``), for errors.
+    variables: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    #: The variable that named the servers (``LEDGERGC_ZK_HOSTS``/``LEDGERGC_BK_ZK_HOSTS``).
+    hosts_variable: str = field(default="LEDGERGC_ZK_HOSTS", compare=False, repr=False)
+
+    @property
+    def hosts(self) -> str:
+        """kazoo's connect string, the chroot included: ``h1:2181,h2:2181/chroot``."""
+        return self.address.hosts
+
+    @property
+    def chroot(self) -> str:
+        return self.address.chroot
+
+    def names(self, part: str) -> str:
+        """The variable that set ``part`` of the security (a ``Names``), for errors."""
+        for known, variable in self.variables:
+            if known == part:
+                return variable
+        return PULSAR_NAMES(part)
+
+    def login(self) -> ZooKeeperLogin | None:
+        """The SASL login (None: no SASL), read once."""
+        return self.security.login(self.names)
+
+    def share(self, tasks: int) -> ZkEndpoint:
+        """This endpoint for one of ``tasks`` Spark tasks reading at once: its share of
+        the read budget, so that together they read no more than it."""
+        if self.max_reads_per_second <= 0:
+            return self
+        return replace(self, max_reads_per_second=self.max_reads_per_second / max(1, tasks))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled copy (a Spark closure) needs no file of this host: its TLS material as
+        PEM text, a JAAS login as its username and password (``ZkSecurity.portable``)."""
+        return {**self.__dict__, "security": self.security.portable(self.names)}
+
+    def __repr__(self) -> str:
+        security = self.security
+        parts = [self.ensemble, repr(self.hosts)]
+        if security.uses_tls:
+            parts.append("tls")
+        if security.uses_sasl:
+            parts.append(f"sasl={security.sasl_mechanism or 'jaas'}")
+        if self.digest:
+            parts.append("digest")
+        return f"ZkEndpoint({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class BookKeeperEndpoint:
+    """BookKeeper's ledger metadata: its ensemble, its ledgers root and ledger manager."""
+
+    zk: ZkEndpoint
+    #: The ledgers root below the chroot (``zkLedgersRootPath``).
+    root: str = "/ledgers"
+    #: The ledger manager a ``zk+<manager>://`` address names (None: ``LAYOUT`` decides).
+    manager: str | None = None
+    #: The address's variable and its value as written, for the error of a manager that
+    #: ``LAYOUT`` contradicts.
+    address_given: str = field(default="", compare=False, repr=False)
+
+    @property
+    def hosts(self) -> str:
+        return self.zk.hosts
+
+    @property
+    def where(self) -> str:
+        """``hosts`` and root, as messages name the tree: ``h1:2181/chroot/ledgers``."""
+        return f"{self.zk.hosts}{self.root}"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """What one command or task talks to, resolved once from its settings."""
+
+    zk: ZkEndpoint
+    bookkeeper: BookKeeperEndpoint
+    #: ``LEDGERGC_BOOKKEEPER``: ``auto`` (BookKeeper's metadata surveyed, and its orphans
+    #: deleted, when its ``LAYOUT`` is there), ``true`` (refused without one), ``false``.
+    bookkeeper_mode: str = "auto"
+
+    @property
+    def bookkeeper_on(self) -> bool:
+        return self.bookkeeper_mode != "false"
