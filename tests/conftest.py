@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -395,7 +395,7 @@ def storage(settings: Settings) -> Any:
     """A LedgerStorage on the test's bucket."""
     from ledger_gc.storage.s3 import LedgerStorage
 
-    return LedgerStorage(settings)
+    return LedgerStorage(block_store(settings))
 
 
 @pytest.fixture(scope="session")

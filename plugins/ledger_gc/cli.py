@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
 from ledger_gc.errors import LedgerGcError
@@ -59,7 +59,7 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         store = stack.enter_context(MetadataStore.open(zk_endpoint(settings)))
         # The metrics use metadata and state files only: no bucket listing per scrape.
         no_blocks = args.metadata_only or args.metrics or not settings.block_store
-        storage = None if no_blocks else LedgerStorage(settings)
+        storage = None if no_blocks else LedgerStorage(block_store(settings))
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
-    from ledger_gc.config.settings import Settings
     from ledger_gc.metadata.fencing import Fence
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.orphans.witness import ServerClocks
@@ -42,8 +41,7 @@ if TYPE_CHECKING:
 class SurveyRequest:
     """What every source's survey is given: one run, in one Spark application."""
 
-    settings: Settings
-    endpoints: Endpoints  # what the settings resolved to, at the edge
+    endpoints: Endpoints  # what the edge resolved the settings to (and its policy)
     run_id: str
     spark: SparkSession
     clock: Callable[[], int]  # this host's clock, epoch ms (tests give a wrong one)
@@ -79,8 +77,7 @@ class Comparison:
 class DeleteRequest:
     """What every source's delete is given by the engine, holding the delete lock."""
 
-    settings: Settings
-    endpoints: Endpoints  # what the settings resolved to, at the edge
+    endpoints: Endpoints  # what the edge resolved the settings to (and its policy)
     run_id: str
     now_ms: int
     deleting: bool  # False: re-check and report only (a dry run)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.marking import mark_deletable
@@ -98,7 +98,7 @@ class StoreKit:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.storage = LedgerStorage(settings)
+        self.storage = LedgerStorage(block_store(settings))
 
     def managed_ledger(
         self, name: str, entries: int = 20, size: int = 2000, per_ledger: int | None = None

@@ -9,7 +9,7 @@ import pytest
 from test_status_command import run_ledgergc
 
 from ledger_gc import run_log
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import (
     BucketNotFoundError,
@@ -53,7 +53,7 @@ def test_corrupt_cursor_bytes_name_the_cursor(settings, zk_client):
 
 
 def test_missing_bucket_is_named(settings):
-    storage = LedgerStorage(settings.with_overrides(bucket="no-such-bucket-here"))
+    storage = LedgerStorage(block_store(settings.with_overrides(bucket="no-such-bucket-here")))
     with pytest.raises(BucketNotFoundError, match="no-such-bucket-here"):
         storage.check_bucket()
 

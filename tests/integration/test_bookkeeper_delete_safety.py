@@ -19,7 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
-from ledger_gc.config.edge import bookkeeper_endpoint, zk_endpoint
+from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.restore.restoring import restore_run
@@ -62,14 +62,14 @@ def test_a_broker_clock_days_behind_does_not_age_a_ledger_zookeeper_just_created
     live = [cluster.ledger(ml_tags(TOPIC), ctime_ms=behind) for _ in range(2)]
     cluster.managed_ledger(TOPIC, live)
 
-    report = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()
-    report = run_orphan_cycle(pulsar, spark=spark, **later(0.1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0.1)).to_dict()
 
     assert report["deleted"] == []
     for lid in (young_cursor_ledger, young_leak, *live):
         assert cluster.client.exists(cluster.path(lid)), lid
     # A day on, on ZooKeeper's clock too, they are old enough.
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {young_cursor_ledger, young_leak}
 
 
@@ -87,7 +87,7 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
 
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     real = references.read_live_references
 
     def and_rewrite(store: Any, ml_name: str | None, schema_id: str | None) -> Any:
@@ -96,7 +96,7 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
         return refs
 
     monkeypatch.setattr(references, "read_live_references", and_rewrite)
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     monkeypatch.undo()
     assert cluster.client.exists(cluster.path(leaked))
     assert run.to_dict()["deleted"] == []
@@ -119,8 +119,8 @@ def test_restore_run_twice_is_done_the_second_time(
     leaked = [cluster.ledger(ml_tags(TOPIC)) for _ in range(3)]
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
     before = {lid: cluster.client.get(cluster.path(lid))[0] for lid in leaked}
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).run_id
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).run_id
     assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
 
     first = restore_run(pulsar, run)
@@ -147,8 +147,8 @@ def test_a_deleted_record_stays_audited_as_deleted(
     """The plain path, for contrast: deleting, then deleted, nothing closed twice."""
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     statuses = [r["status"] for r in AuditLog(pulsar).read(run_id=run.run_id)]
     assert statuses == [DELETING, DELETED]
     assert not cluster.client.exists(cluster.path(leaked))
@@ -175,8 +175,8 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
         bk = PulsarCluster(bk_client).init()
         leaked = [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         pulsar_side.managed_ledger(TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)])
-        run_orphan_cycle(split, spark=spark, **later(0))
-        run = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1))
+        run_orphan_cycle(resolve(split), spark=spark, **later(0))
+        run = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 1))
         assert {d["ledger_id"] for d in run.to_dict()["deleted"]} == set(leaked)
         assert not any(bk_client.exists(bk.path(lid)) for lid in leaked)
         # Its lock was taken in BookKeeper's chroot, and released with the cycle's.
@@ -277,10 +277,10 @@ def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
     quick = pulsar.with_overrides(orphan_lock_wait_seconds=30)
     leaked = [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)]
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(quick, spark=spark, **later(0))
+    run_orphan_cycle(resolve(quick), spark=spark, **later(0))
     world = later(DAY_H + 1)
-    cycle.step_survey(quick, "r", spark, **world)
-    cycle.step_phases(quick, "r", clock=world["clock"])
+    cycle.step_survey(resolve(quick), "r", spark, **world)
+    cycle.step_phases(resolve(quick), "r", clock=world["clock"])
 
     def lose_the_lock_at_the_second(n: int) -> None:
         if n == 2:
@@ -288,15 +288,17 @@ def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
 
     locks = _announcing(monkeypatch, lose_the_lock_at_the_second)
     with pytest.raises(cycle.DeleteLockLost):
-        cycle.step_delete(quick, "r", **world)
+        cycle.step_delete(resolve(quick), "r", **world)
     monkeypatch.undo()
     assert sum(1 for lid in leaked if cluster.client.exists(cluster.path(lid))) == 1
-    cycle.step_delete(quick, "r", **world)  # Airflow's retry
+    cycle.step_delete(resolve(quick), "r", **world)  # Airflow's retry
     assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
 
     statuses = [r["status"] for r in AuditLog(quick).read(run_id="r")]
     assert statuses == [DELETING, DELETED, DELETING, NOT_DELETED, DELETING, DELETED], statuses
-    report = build_report(quick, "r", options=CycleOptions(), now_ms=world["clock"]()).to_dict()
+    report = build_report(
+        resolve(quick), "r", options=CycleOptions(), now_ms=world["clock"]()
+    ).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == set(leaked)
     assert report["bookkeeper"]["deleted"] == 2 and report["bytes_reclaimed"] == 2 * 1024
     dry = restore_run(quick, "r", dry_run=True).to_dict()
@@ -324,14 +326,14 @@ def test_a_busy_bookkeeper_lock_leaves_the_work_pending_and_deletes_nothing(
         PulsarCluster(zk_client).managed_ledger(
             TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         )
-        run_orphan_cycle(split, spark=spark, **later(0))
+        run_orphan_cycle(resolve(split), spark=spark, **later(0))
         with delete_lock(bookkeeper_endpoint(split).zk, "other", 5, path=BOOKKEEPER_LOCK_PATH):
-            report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1)).to_dict()
+            report = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 1)).to_dict()
         assert report["status"] == "ok" and report["pending"], report["delete_skipped"]
         assert BOOKKEEPER_LOCK_PATH in report["delete_skipped"]
         assert report["deleted"] == []
         assert bk_client.exists(bk.path(leaked))
-        report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 2)).to_dict()
+        report = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 2)).to_dict()
         assert [d["ledger_id"] for d in report["deleted"]] == [leaked]
 
 
@@ -353,10 +355,10 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     quick = pulsar.with_overrides(orphan_lock_wait_seconds=60)
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(quick, spark=spark, **later(0))
+    run_orphan_cycle(resolve(quick), spark=spark, **later(0))
     world = later(DAY_H + 1)
-    cycle.step_survey(quick, "r", spark, **world)
-    cycle.step_phases(quick, "r", clock=world["clock"])
+    cycle.step_survey(resolve(quick), "r", spark, **world)
+    cycle.step_phases(resolve(quick), "r", clock=world["clock"])
     restoring, done = threading.Event(), threading.Event()
     restored: dict[str, Any] = {}
 
@@ -375,7 +377,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
         cluster.client.delete(cluster.path(leaked))  # Pulsar's own LedgerDeleteOp
 
     _announcing(monkeypatch, restore_meanwhile)
-    cycle.step_delete(quick, "r", **world)
+    cycle.step_delete(resolve(quick), "r", **world)
     monkeypatch.undo()
     assert done.wait(60)
     assert "exception" not in restored, restored

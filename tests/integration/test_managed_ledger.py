@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.errors import (
     InvalidPositionError,
     ManagedLedgerClosedError,
@@ -114,7 +114,7 @@ def test_second_writer_is_refused_and_lost_session_fences(settings, store, stora
         MetadataStore.open(zk_endpoint(settings)) as other,
         pytest.raises(ManagedLedgerFencedError),
     ):
-        ManagedLedger.open(ML, other, LedgerStorage(settings))
+        ManagedLedger.open(ML, other, LedgerStorage(block_store(settings)))
     ml._ownership._on_state("SUSPENDED")  # what kazoo reports when the session is in doubt
     with pytest.raises(ManagedLedgerFencedError):
         ml.add_entry(b"late")
@@ -156,7 +156,7 @@ def test_cursor_reads_acks_folds_and_recovers(store, storage, settings):
     ml.close()
 
     with MetadataStore.open(zk_endpoint(settings)) as store2:
-        reopened = ManagedLedger.open(ML, store2, LedgerStorage(settings))
+        reopened = ManagedLedger.open(ML, store2, LedgerStorage(block_store(settings)))
         cursor = reopened.open_cursor("sub")
         assert cursor.mark_delete_position == positions[5]
         # One (lower, upper] range covering exactly entry 8, the first of its ledger.

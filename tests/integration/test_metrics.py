@@ -18,7 +18,7 @@ from test_status_command import run_ledgergc
 from demo_leaks import plant_leaks
 from ledger_gc import marking
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.runs import CLASSES, PHASES
@@ -104,7 +104,7 @@ def test_a_real_orphan_cycle_is_read_phase_by_phase(settings, store_kit, spark):
     # Enough live data that the leaks stay under the orphan-fraction guard's 10 %.
     store_kit.managed_ledger("public/default/persistent/orders", entries=50, size=2000)
     plant_leaks(settings, ml_name="public/default/persistent/orders")
-    cycle = run_orphan_cycle(settings, spark=spark).to_dict()
+    cycle = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
 
     metrics = run_ledgergc(settings, "status", "--metrics")
     overview = json.loads(run_ledgergc(settings, "status", "--json").stdout)["overview"]

@@ -22,7 +22,7 @@ import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -88,7 +88,7 @@ def consume(cursor: ManagedCursor, expected: list[int], batch: int, individual: 
     ids=["a-lagging-consumer-bounds-the-trim", "consumers-caught-up-with-the-writer"],
 )
 def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     written: dict[Position, int] = {}
     reports = []
     stop = threading.Event()
@@ -186,7 +186,7 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
     """Deterministic version of the race: between the trim's read and its mark, the
     writer rolls over and the consumer acks. The mark's multi fails on the versions, and
     the trim decides again from what is there now."""
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     with (
         MetadataStore.open(zk_endpoint(settings)) as writer_store,
         MetadataStore.open(zk_endpoint(settings)) as trim_store,
@@ -235,7 +235,7 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
     writers roll over, all in tight loops, while back-to-back trims run over 200 quiet
     managed ledgers and 3 busy ones. Every consumer reads the entries after its position
     without a gap at every moment; no trim errs."""
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     cold = {}
     for index in range(COLD):
         name = f"acme/cold/persistent/t-{index:03d}"

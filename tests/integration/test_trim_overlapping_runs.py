@@ -11,7 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.deletion import Deleter
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -48,7 +48,7 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
 
     def trim_once() -> object:
         with MetadataStore.open(zk_endpoint(settings)) as own_store:
-            own_storage = LedgerStorage(settings)
+            own_storage = LedgerStorage(block_store(settings))
             real = own_storage.delete_keys
 
             def delete_after_the_other_listed(keys):
@@ -125,7 +125,7 @@ def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
 
     def shard(name: str) -> object:
         with MetadataStore.open(zk_endpoint(settings)) as own_store:
-            own_storage = LedgerStorage(settings)
+            own_storage = LedgerStorage(block_store(settings))
             real = own_storage.delete_keys
 
             def delete_when_both_are_in(keys):
@@ -164,7 +164,9 @@ def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a
     ml.add_entries([f"entry-{i}".encode() * 20 for i in range(6)])
     ml.open_cursor("sub", "earliest").mark_delete(ml.last_confirmed())  # all consumed
     ids = [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
-    failing = LedgerStorage(settings, retry=RetryPolicy(max_attempts=1, base_delay=0.001))
+    failing = LedgerStorage(
+        block_store(settings), retry=RetryPolicy(max_attempts=1, base_delay=0.001)
+    )
     S3Fault(failing)
     first = run_trim(settings, storage=failing)
     consumed = ids[:-1]

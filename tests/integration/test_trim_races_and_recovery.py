@@ -22,7 +22,7 @@ from pulsar_records import (
 )
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.errors import SafetyRefusalError, StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import encode_managed_cursor_info
@@ -94,7 +94,7 @@ def test_a_failed_confirmation_listing_after_the_delete_is_reported_not_a_crash(
     left unfinished and the report is lost."""
     ledgers = [Ledger(1), Ledger(2), Ledger(3, entries=0)]
     store_of(zk_client, storage, ML, ledgers, cursors={"sub": (2, 1)})
-    trim_storage = LedgerStorage(settings)
+    trim_storage = LedgerStorage(block_store(settings))
     real_delete, real_iter = trim_storage.delete_keys, trim_storage.iter_objects
     deleted = []
 
@@ -134,7 +134,7 @@ def test_a_prefix_holding_another_clusters_copy_of_the_topic_does_not_clear_mark
     ours = [Ledger(1), Ledger(2), Ledger(3), Ledger(4, entries=0)]
     store_of(zk_client, storage, ML, ours, cursors={"sub": (3, 1)})  # 1..3 consumed
     wrong = dataclasses.replace(settings, prefix="ledgers-b")
-    sibling = LedgerStorage(wrong)
+    sibling = LedgerStorage(block_store(wrong))
     for ledger_id in (101, 102, 103):  # the other cluster's ledgers of the same topic
         sibling.write_block(ML, ledger_id, 0, [b"y" * 50] * 2)
 

@@ -32,7 +32,7 @@ from state_faults import block_audit, unblock_audit
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.formats.framing import Framing
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import (
@@ -340,7 +340,7 @@ def test_a_raw_record_that_would_not_fit_is_written_compressed(zk_client, storag
         list(pool.map(lambda ledger: write_data(storage, ML, [ledger]), ledgers))
     small = settings.with_overrides(zk_max_record_bytes=60_000)
     # Every delete fails, so all 1,499 markers stay in the record: it must grow.
-    failing = LedgerStorage(small)
+    failing = LedgerStorage(block_store(small))
     failing.delete_keys = lambda keys: DeleteResult(failed=dict.fromkeys(keys, "S3 down"))
 
     report = run_trim(small, storage=failing)
@@ -542,7 +542,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
         store_of(
             zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)), Ledger(41, entries=0)]
         )
-    signalled = LedgerStorage(settings)
+    signalled = LedgerStorage(block_store(settings))
     real_delete = signalled.delete_keys
     batches = []
 

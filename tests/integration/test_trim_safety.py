@@ -13,7 +13,7 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers, encode_marker_value, marker_key
 from ledger_gc.formats.records import set_property
 from ledger_gc.ledger.cursor import mark_delete_of
@@ -44,7 +44,7 @@ def populated(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int
 
 def data_ledgers(storage) -> set[int]:
     ids = set()
-    for obj in storage.iter_objects(storage.settings.key_prefix):
+    for obj in storage.iter_objects(storage.store.key_prefix):
         parsed = parse_key(storage.prefix, obj.key)
         assert parsed.is_block, f"unexpected key {obj.key}"
         ids.add(parsed.ledger_id)
@@ -104,7 +104,7 @@ def test_a_crash_anywhere_after_the_mark_is_finished_by_the_next_trim(
     consumed = ids[:3]  # the cursor is at the end of ledger ids[2]
 
     with MetadataStore.open(zk_endpoint(settings)) as dying_store:
-        dying_storage = LedgerStorage(settings)
+        dying_storage = LedgerStorage(block_store(settings))
         crash(dying_store, dying_storage)
         with pytest.raises(Crash):
             run_trim(settings, store=dying_store, storage=dying_storage)
@@ -157,7 +157,9 @@ class S3Fault:
 
 @pytest.fixture
 def faulty_storage(settings):
-    storage = LedgerStorage(settings, retry=RetryPolicy(max_attempts=2, base_delay=0.001))
+    storage = LedgerStorage(
+        block_store(settings), retry=RetryPolicy(max_attempts=2, base_delay=0.001)
+    )
     return storage, S3Fault(storage)
 
 
@@ -323,7 +325,7 @@ def test_zookeeper_down_at_the_start_is_exit_2_and_touches_nothing(
 ):
     from ledger_gc import cli
 
-    storage = LedgerStorage(private_settings)
+    storage = LedgerStorage(block_store(private_settings))
     with MetadataStore.open(zk_endpoint(private_settings)) as store:
         ml, _ = populated(store, storage, ledgers=2)
         ml.close()

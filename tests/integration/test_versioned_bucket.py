@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import resolve
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
@@ -234,7 +234,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     later = listed.last_modified + (settings.retention_seconds + 60) * 1000
 
     [result] = deleting.recheck_and_delete(
-        settings, zk_endpoint(settings), [entry], run_id="orphans-1", now_ms=later, deleting=True
+        resolve(settings), [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
 
     assert result.action == outcomes.DELETED and result.recoverable is True
@@ -253,7 +253,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     RunSteps(settings, "orphans-1").write_manifest(
         DELETE, {"deleting": True, "results": [result.to_dict()]}
     )
-    report = build_report(settings, "orphans-1", options=CycleOptions(), now_ms=later)
+    report = build_report(resolve(settings), "orphans-1", options=CycleOptions(), now_ms=later)
     assert report.to_dict()["bytes_recoverable"] == block.size
     assert report.to_dict()["bytes_reclaimed"] == 0
     assert any("recoverable, not reclaimed" in line for line in render_text(report))

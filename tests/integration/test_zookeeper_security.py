@@ -33,7 +33,7 @@ from zk_pki import PASSWORD, Pki, make_pki
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import bookkeeper_endpoint, zk_endpoint
+from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError, MetadataAccessError
@@ -443,7 +443,7 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
         bk_zk_address=server.secure_hosts + secured.chroot,
         bk_zk_security=secure.zk_security,
     )
-    found = survey(Settings.from_env(mixed.to_env()))
+    found = survey(resolve(Settings.from_env(mixed.to_env())))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
 
@@ -679,13 +679,13 @@ def test_bookkeeper_on_a_plain_port_beside_pulsars_tls(secured: Secured) -> None
         "LEDGERGC_BK_ZK_HOSTS": secured.zookeeper.server.hosts + secured.chroot,
         "LEDGERGC_BK_ZK_TLS": "false",
     }
-    found = survey(Settings.from_env(environ))
+    found = survey(resolve(Settings.from_env(environ)))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
 
     anonymous = Settings.from_env({**environ, "LEDGERGC_BK_ZK_SASL_MECHANISM": "none"})
     with pytest.raises(MetadataAccessError) as err:
-        survey(anonymous)
+        survey(resolve(anonymous))
     assert "no identity (anonymous) lacks READ" in str(err.value), err.value
 
 

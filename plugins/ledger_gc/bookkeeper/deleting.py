@@ -42,7 +42,6 @@ from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
-from ledger_gc.config.settings import Settings
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -77,7 +76,6 @@ def restore_hint(bookkeeper: BookKeeperEndpoint) -> str:
 
 
 def recheck_and_delete(
-    settings: Settings,
     endpoints: Endpoints,
     entries: Iterable[RegistryEntry],
     *,
@@ -96,7 +94,7 @@ def recheck_and_delete(
     items = list(entries)
     if not items:
         return []
-    audit = AuditLog(settings)
+    audit = AuditLog(endpoints.state)
     bookkeeper = endpoints.bookkeeper
     results: list[RecheckResult] = []
     fence: Fence | None = None
@@ -120,8 +118,7 @@ def recheck_and_delete(
             try:
                 results.append(
                     _one(
-                        settings,
-                        bookkeeper,
+                        endpoints,
                         pulsar,
                         bk,
                         layout,
@@ -149,8 +146,7 @@ def _failed(entry: RegistryEntry, why: str) -> RecheckResult:
 
 
 def _one(
-    settings: Settings,
-    bookkeeper: BookKeeperEndpoint,
+    endpoints: Endpoints,
     pulsar: MetadataStore,
     bk: MetadataStore,
     layout: str | None,
@@ -162,6 +158,7 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
+    bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
     root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
     if layout is None:
@@ -184,14 +181,14 @@ def _one(
     ledger = scan.ledger_of(entry.ledger_id, data, stat.version, int(stat.ctime))
     if ledger.error is not None:
         return _failed(entry, f"its record does not decode any more ({ledger.error}); kept")
-    if settings.bk_shared and entry.target_class in BK_NAME_JUDGED:
+    if policy.bk_shared and entry.target_class in BK_NAME_JUDGED:
         return RecheckResult.of(
             entry,
             HELD,
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(settings, pulsar, ledger)
+    verdict = _live_verdict(policy.bk_shared, pulsar, ledger)
     if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
         return RecheckResult.of(
             entry,
@@ -199,7 +196,7 @@ def _one(
             f"live re-check: {verdict.ledger_class} ({verdict.reason}), no longer "
             f"{entry.target_class} of {entry.ml_name}",
         )
-    until = ledger.ctime_ms + settings.retention_seconds * 1000
+    until = ledger.ctime_ms + policy.retention_seconds * 1000
     if now_ms < until:
         return RecheckResult.of(
             entry,
@@ -208,7 +205,9 @@ def _one(
             until_ms=until,
         )
     if verdict.ledger_class == classify.BK_OFFLOADED_COPY:  # the copy may be the last
-        why = offloaded_copy.live_hold_reason(settings, pulsar, entry.ml_name, entry.ledger_id)
+        why = offloaded_copy.live_hold_reason(
+            endpoints.offload, pulsar, entry.ml_name, entry.ledger_id
+        )
         if why is not None:
             return RecheckResult.of(entry, HELD, why)
     reason = (
@@ -244,12 +243,12 @@ def _one(
     )
 
 
-def _live_verdict(settings: Settings, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
+def _live_verdict(shared: bool, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
     refs = references.read_live_references(pulsar, ml_name, schema_id)
-    return classify.Classifier(refs, shared=settings.bk_shared, horizon=False).classify(ledger)
+    return classify.Classifier(refs, shared=shared, horizon=False).classify(ledger)
 
 
 def _delete(

@@ -37,8 +37,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
-from ledger_gc.config.endpoints import BookKeeperEndpoint
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, StateEndpoint
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.record_cache import (
@@ -234,11 +233,10 @@ class CachePlan:
         }
 
 
-def plan(
-    settings: Settings, bookkeeper: BookKeeperEndpoint, bk: MetadataStore, layout: str
-) -> CachePlan:
+def plan(endpoints: Endpoints, bk: MetadataStore, layout: str) -> CachePlan:
     """Decide whether this cycle reads every ledger, and load the rows it may reuse."""
-    if not settings.bk_record_cache:
+    bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
+    if not policy.bk_record_cache:
         return CachePlan(False, True, "LEDGERGC_BK_RECORD_CACHE=false: every ledger is read")
     if layout == ledger_paths.FLAT:
         return CachePlan(False, True, "the flat layout has no ledger directories to check")
@@ -253,7 +251,7 @@ def plan(
         )
     location = location_of(bookkeeper, layout)
     base = CachePlan(True, True, "", identity.instance_id, location, identity, layout)
-    store = open_store(settings)
+    store = open_store(endpoints.state)
     with store.read() as conn:
         cycles = conn.execute(
             schema.bk_record_cycles.select().where(
@@ -282,7 +280,7 @@ def plan(
     if reset is not None:
         base.why = f"BookKeeper's {reset}: every ledger is read, the cache starts again"
         return base
-    every = settings.bk_full_read_every
+    every = policy.bk_full_read_every
     if base.cycles_since_full + 1 >= every:
         base.why = (
             f"a full read every {every} cycle(s) (LEDGERGC_BK_FULL_READ_EVERY): every "
@@ -291,15 +289,15 @@ def plan(
         return base
     base.full = False
     base.why = "records of CLOSED ledgers read by earlier cycles are reused where they stand"
-    base.rows = dict(_load_rows(settings, identity.instance_id, location))
+    base.rows = dict(_load_rows(endpoints.state, identity.instance_id, location))
     return base
 
 
 def _load_rows(
-    settings: Settings, instance_id: str, location: str
+    state_store: StateEndpoint, instance_id: str, location: str
 ) -> Iterator[tuple[str, CachedDirectory]]:
     table = schema.bk_records
-    with open_store(settings).read() as conn:
+    with open_store(state_store).read() as conn:
         rows = conn.execute(
             table.select().where(table.c.instance_id == instance_id, table.c.location == location)
         ).all()
@@ -327,7 +325,7 @@ class NewRow:
 
 
 def save(
-    settings: Settings,
+    state: StateEndpoint,
     cache: CachePlan,
     rows: Iterable[NewRow],
     *,
@@ -346,7 +344,7 @@ def save(
     rows = list(rows)
     keys = {_first_id(r.directory, cache.layout) for r in rows}
     changed = [r for r in rows if r.changed or cache.full]
-    with open_store(settings).write() as conn:
+    with open_store(state).write() as conn:
         existing = {
             int(k)
             for (k,) in conn.execute(

@@ -34,9 +34,7 @@ from ledger_gc.bookkeeper.directories import (
     split_works,
 )
 from ledger_gc.clock import now_ms
-from ledger_gc.config.edge import resolve
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
-from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
@@ -309,12 +307,11 @@ def check_layout(endpoints: Endpoints) -> str | None:
 
 
 def survey(
-    settings: Settings,
+    endpoints: Endpoints,
     registered: Mapping[str, Any] | None = None,
     *,
     spark: SparkSession | None = None,
     run_id: str = "bookkeeper",
-    endpoints: Endpoints | None = None,
 ) -> BookKeeperSurvey | None:
     """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
 
@@ -324,8 +321,7 @@ def survey(
     (``_on_executors``), else here. CLOSED ledgers' records read by earlier cycles stand
     in for reads where the record cache shows their znodes unchanged
     (``record_cache``, ``directories``); what it cost ZooKeeper is the result's
-    ``cost``. ``endpoints``: what the edge resolved ``settings`` to."""
-    endpoints = endpoints or resolve(settings)
+    ``cost``."""
     if not endpoints.bookkeeper_on:
         return None
     bookkeeper = endpoints.bookkeeper
@@ -338,7 +334,7 @@ def survey(
         if layout is None:
             if endpoints.bookkeeper_mode == "true":
                 raise _no_layout(bookkeeper)
-            if not settings.block_store:
+            if not endpoints.blocks.configured:
                 # No block store and no BookKeeper: very likely a wrong root or chroot.
                 log.warning(
                     "LEDGERGC_BUCKET is empty and %s/LAYOUT does not exist: the cycle has "
@@ -349,7 +345,7 @@ def survey(
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
         with cost.step("cache"):
-            cache = record_cache.plan(settings, bookkeeper, bk, layout)
+            cache = record_cache.plan(endpoints, bk, layout)
         if cache.full and spark is not None:
             # Every record is read: a large tree will want the executors, and a session
             # started now is ready by the time the listing is.
@@ -363,7 +359,7 @@ def survey(
             refs = references.read_references(pulsar)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
-        classifier = classify.Classifier(refs, shared=settings.bk_shared)
+        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared)
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
             bk.sync(root)
@@ -399,7 +395,7 @@ def survey(
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
-                    spark, settings, bookkeeper, layout, works, refs, cache.high, run_id, cost
+                    spark, endpoints, layout, works, refs, cache.high, run_id, cost
                 )
                 for part in parts:
                     result.merge(part)
@@ -416,7 +412,7 @@ def survey(
             cost.records_read += item.read
             cost.records_cached += item.reused
         with cost.step("cache_save"):
-            _save_cache(settings, cache, leaves, works, done, proven, probe)
+            _save_cache(endpoints, cache, leaves, works, done, proven, probe)
         found = set(result.found)
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
@@ -435,7 +431,8 @@ def survey(
             if c["target_class"] == classify.BK_OFFLOADED_COPY
         }
         result.hold_ledgers(
-            offloaded_copy.hold_reasons(settings, copies), classify.HOLD_OFFLOAD_UNCONFIRMED
+            offloaded_copy.hold_reasons(endpoints.offload, copies),
+            classify.HOLD_OFFLOAD_UNCONFIRMED,
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
@@ -505,7 +502,7 @@ def _works(
 
 
 def _save_cache(
-    settings: Settings,
+    endpoints: Endpoints,
     cache: record_cache.CachePlan,
     leaves: scan.Leaves,
     works: list[DirectoryWork],
@@ -541,7 +538,9 @@ def _save_cache(
                 or before.row.proven != proven,
             )
         )
-    record_cache.save(settings, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe)
+    record_cache.save(
+        endpoints.state, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe
+    )
 
 
 def scan_ledgers(
@@ -575,8 +574,7 @@ def scan_ledgers(
 
 def _on_executors(
     spark: SparkSession,
-    settings: Settings,
-    bookkeeper: BookKeeperEndpoint,
+    endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
     refs: classify.PulsarReferences,
@@ -593,6 +591,7 @@ def _on_executors(
     started = time.monotonic()
     context = spark.sparkContext  # (a session still starting is waited for here)
     cost.seconds["spark_wait"] = time.monotonic() - started
+    bookkeeper = endpoints.bookkeeper
     root = bookkeeper.root
     budget = bookkeeper.zk.max_reads_per_second
     if budget > 0:
@@ -602,7 +601,7 @@ def _on_executors(
         tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
     groups = split_works(works, tasks)
     bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
-    shared_bk = settings.bk_shared
+    shared_bk = endpoints.policy.bk_shared
     broadcast = context.broadcast(refs)
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 

@@ -158,12 +158,11 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
         # SIGTERM: the delete batch under way finishes and is audited, the rest waits.
         with stop_on_signals():
             report = run_orphan_cycle(
-                settings,
+                resolve(settings),  # the edge: resolved once, for the whole cycle
                 dry_run=True if args.dry_run else None,
                 force=args.force,
                 inventory=args.inventory,
                 offload_inventory=args.offload_inventory,
-                endpoints=resolve(settings),  # the edge: resolved once, for the cycle
             )
     except OrphanCycleError as exc:
         _print(exc.report, args.json)

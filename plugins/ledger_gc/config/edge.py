@@ -13,11 +13,14 @@ from ledger_gc.config.endpoints import (
     BOOKKEEPER,
     BookKeeperEndpoint,
     Endpoints,
+    ObjectStore,
+    StateEndpoint,
     ZkEndpoint,
 )
+from ledger_gc.config.policy import Policy
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_addresses import ZkAddress
-from ledger_gc.config.zk_security import PARTS, Names, ZkSecurity
+from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, PARTS, Names, ZkSecurity, names_for
 
 
 def resolve(settings: Settings) -> Endpoints:
@@ -25,7 +28,55 @@ def resolve(settings: Settings) -> Endpoints:
     return Endpoints(
         zk_endpoint(settings),
         bookkeeper_endpoint(settings),
+        block_store(settings),
+        offload_store(settings),
+        StateEndpoint(settings.state_dir, settings.state_url),
+        policy(settings),
         settings.bookkeeper,
+    )
+
+
+def policy(settings: Settings) -> Policy:
+    """What the engines decide by (``config/policy.py``), from ``settings``."""
+    return Policy(
+        delete_enabled=settings.delete_enabled,
+        grace_seconds=settings.grace_seconds,
+        retention_seconds=settings.retention_seconds,
+        orphan_max_fraction=settings.orphan_max_fraction,
+        orphan_lock_wait_seconds=settings.orphan_lock_wait_seconds,
+        orphan_delete_spark_over=settings.orphan_delete_spark_over,
+        bk_shared=settings.bk_shared,
+        bk_record_cache=settings.bk_record_cache,
+        bk_full_read_every=settings.bk_full_read_every,
+        pulsar_clusters=settings.pulsar_clusters,
+        metadata_read_only=settings.metadata_read_only,
+    )
+
+
+def block_store(settings: Settings) -> ObjectStore:
+    """The bucket of ledger blocks (``LEDGERGC_BUCKET``, ``_PREFIX``, ``_S3_*``)."""
+    return ObjectStore(
+        settings.bucket,
+        settings.prefix,
+        settings.s3_endpoint,
+        settings.s3_region,
+        settings.s3_access_key_id,
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
+    )
+
+
+def offload_store(settings: Settings) -> ObjectStore:
+    """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``; its endpoint and region,
+    unset, the block store's; the same credentials)."""
+    return ObjectStore(
+        settings.offload_bucket,
+        settings.offload_prefix,
+        settings.offload_s3_endpoint or settings.s3_endpoint,
+        settings.offload_s3_region or settings.s3_region,
+        settings.s3_access_key_id,
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
     )
 
 
@@ -47,13 +98,13 @@ def zk_endpoint(settings: Settings) -> ZkEndpoint:
 
 def bookkeeper_endpoint(settings: Settings) -> BookKeeperEndpoint:
     """BookKeeper's metadata (``LEDGERGC_BK_ZK_*``, each unset part Pulsar's)."""
-    bk = settings.bookkeeper_settings()
     zk = _endpoint(
         settings,
         settings.bookkeeper_address,
         settings.bookkeeper_security,
         BOOKKEEPER,
-        bk.zk_setting_names(),
+        # Its own LEDGERGC_BK_ZK_* where set, else the Pulsar variable it falls back to.
+        names_for(BOOKKEEPER_PREFIX, settings.bk_zk_security),
         settings.bookkeeper_env,
     )
     env = settings.bookkeeper_env

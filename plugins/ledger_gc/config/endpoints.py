@@ -28,9 +28,11 @@ import the settings, so that a layer given endpoints cannot reach them through i
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ledger_gc.config.jaas import ZooKeeperLogin
+from ledger_gc.config.policy import Policy
 from ledger_gc.config.zk_addresses import ZkAddress
 from ledger_gc.config.zk_security import PULSAR_NAMES, ZkSecurity
 
@@ -133,11 +135,54 @@ class BookKeeperEndpoint:
 
 
 @dataclass(frozen=True)
+class ObjectStore:
+    """One bucket of an S3 store under a prefix, and how to reach it: the block store
+    (``LEDGERGC_BUCKET``) or Pulsar's tiered storage (``LEDGERGC_OFFLOAD_*``). An empty
+    ``bucket``: that store is off. Its credentials (None: boto3's default chain) stay
+    out of its ``repr``."""
+
+    bucket: str
+    prefix: str = ""
+    #: The endpoint URL (None: AWS).
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def key_prefix(self) -> str:
+        """What every key of the store starts with ("" or "prefix/")."""
+        return f"{self.prefix}/" if self.prefix else ""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.bucket)
+
+
+@dataclass(frozen=True)
+class StateEndpoint:
+    """The state store: ``state_url`` (None: the embedded SQLite file in ``state_dir``)
+    and the state dir (its legacy files imported once). The state layer reads both by
+    attribute (``state.stores.open_store``). Its ``repr`` leaves the URL out (it may
+    hold a password)."""
+
+    state_dir: Path
+    state_url: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class Endpoints:
-    """What one command or task talks to, resolved once from its settings."""
+    """What one command or task talks to, and the policy it decides by, resolved once
+    from its settings (``edge.resolve``)."""
 
     zk: ZkEndpoint
     bookkeeper: BookKeeperEndpoint
+    #: The block store (``LEDGERGC_BUCKET``; empty: none) and tiered storage.
+    blocks: ObjectStore = field(default_factory=lambda: ObjectStore(""))
+    offload: ObjectStore = field(default_factory=lambda: ObjectStore(""))
+    state: StateEndpoint = field(default_factory=lambda: StateEndpoint(Path("var/state")))
+    policy: Policy = field(default_factory=Policy)
     #: ``LEDGERGC_BOOKKEEPER``: ``auto`` (BookKeeper's metadata surveyed, and its orphans
     #: deleted, when its ``LAYOUT`` is there), ``true`` (refused without one), ``false``.
     bookkeeper_mode: str = "auto"

@@ -10,9 +10,10 @@ return whether to write. They are re-run on every retry, so they must decide fro
 record they are given, never from state captured before the read.
 
 Every write keeps the record's own framing (raw, or Pulsar's compression frame with its
-codec) and is checked against ``Settings.zk_max_record_bytes`` before it is sent: a
-request over the server's ``jute.maxbuffer`` makes ZooKeeper drop the connection, which
-would stop the whole run on every retry (``encode_for_znode``).
+codec) and is checked against the endpoint's ``max_record_bytes``
+(``LEDGERGC_ZK_MAX_RECORD_BYTES``) before it is sent: a request over the server's
+``jute.maxbuffer`` makes ZooKeeper drop the connection, which would stop the whole run
+on every retry (``encode_for_znode``).
 
 Two changes span several znodes and go in one ZooKeeper ``multi``, so that they are
 decided and applied against one consistent state:

@@ -67,16 +67,14 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
     try:
         configure_session(spark)
-        settings = Settings.from_env()
-        endpoints = resolve(settings)  # the edge of a spark-submit'ed step
+        endpoints = resolve(Settings.from_env())  # the edge of a spark-submit'ed step
         if step == SURVEY:
             result = cycle.step_survey(
-                settings,
+                endpoints,
                 args.run_id,
                 spark,
                 inventory=args.inventory,
                 offload_inventory=args.offload_inventory,
-                endpoints=endpoints,
             )
         else:
             options = cycle.CycleOptions(dry_run=args.dry_run or None, force=args.force)
@@ -84,9 +82,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # batch under way finishes and is audited, nothing new starts. A SIGKILL still
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
-                deleted = cycle.step_delete(
-                    settings, args.run_id, options=options, spark=spark, endpoints=endpoints
-                )
+                deleted = cycle.step_delete(endpoints, args.run_id, options=options, spark=spark)
             result = deleted.summary()
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")

@@ -8,7 +8,7 @@ kazoo's ``Lock`` recipe at ``/ledger-gc/locks/orphan-delete`` below the chroot (
 worker reaches ZooKeeper; a crashed holder's ephemeral node goes with its session), and
 the cycle that gets the lock re-reads the registry before it plans anything.
 
-A lock that cannot be had within ``Settings.orphan_lock_wait_seconds`` is not an error:
+A lock that cannot be had within ``LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS`` is not an error:
 the cycle deletes nothing, says who holds the lock, and the next run retries.
 
 **A lock can be lost while it is held.** Its ephemeral node lives as long as the

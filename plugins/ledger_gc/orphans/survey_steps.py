@@ -19,9 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
-from ledger_gc.config.edge import resolve
-from ledger_gc.config.endpoints import Endpoints
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints, ObjectStore
 from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
@@ -39,16 +37,9 @@ from ledger_gc.spark.scan import scan_offload, scan_store
 from ledger_gc.spark.segment_diff import diff_segments
 from ledger_gc.spark.snapshot import NAMES_PER_SHARD, read_snapshot
 from ledger_gc.spark.snapshot_facts import metadata_max_ledger_id, registered_facts
-from ledger_gc.storage.s3 import LedgerStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def clock_store(settings: Settings) -> LedgerStorage | None:
-    """The block store whose clock (S3's ``Date``) the witness reads; None without one
-    (ZooKeeper's clock alone: BookKeeper's ages are its too)."""
-    return LedgerStorage(settings) if settings.block_store else None
 
 
 def hold(run: RunPaths, step: str, frame: DataFrame) -> DataFrame:
@@ -66,30 +57,22 @@ def survey(request: SurveyRequest) -> Findings:
     """Snapshot, scan and diff in ``request.spark`` (one JVM start-up, not three): the
     S3 source's findings. What this application held is dropped at the end, whatever
     happened: the later steps read only the state store's records."""
-    settings, run_id, spark = request.settings, request.run_id, request.spark
+    endpoints, run_id, spark = request.endpoints, request.run_id, request.spark
     if nothing_to_scan(request):
         return without_buckets(request)
-    run = RunPaths(settings.state_dir, run_id)
+    run = RunPaths(endpoints.state.state_dir, run_id)
     try:
-        step_snapshot(
-            settings,
-            run_id,
-            spark,
-            clock=request.clock,
-            witness=request.witness,
-            endpoints=request.endpoints,
-        )
+        step_snapshot(endpoints, run_id, spark, clock=request.clock, witness=request.witness)
         step_scan(
-            settings,
+            endpoints,
             run_id,
             spark,
             inventory=request.inventory,
             offload_inventory=request.offload_inventory,
             clock=request.clock,
             witness=request.witness,
-            endpoints=request.endpoints,
         )
-        return diff_job(spark, settings, run)
+        return diff_job(spark, endpoints, run)
     finally:
         release(run)
         run.remove()
@@ -101,10 +84,10 @@ def nothing_to_scan(request: SurveyRequest) -> bool:
     BookKeeper alone). Then its Spark jobs (reading every managed ledger again, the
     scans, the diff) would find nothing, at the cost of seconds and a read of every
     managed-ledger znode."""
-    settings = request.settings
+    endpoints = request.endpoints
     return (
-        not settings.block_store
-        and not settings.offload_bucket
+        not endpoints.blocks.configured
+        and not endpoints.offload.configured
         and not request.inventory
         and not request.offload_inventory
         and not any(e.target_class in ORPHAN_CLASSES for e in request.registered().values())
@@ -116,11 +99,11 @@ def without_buckets(request: SurveyRequest) -> Findings:
     survey would make them: the run's ZooKeeper sequence and the servers' times (the run
     order and every grace window depend on them), the managed ledgers' count, no
     objects, no candidates."""
-    settings, run_id, clock = request.settings, request.run_id, request.clock
-    zk = request.endpoints.zk
-    steps = RunSteps(settings, run_id)
+    endpoints, run_id, clock = request.endpoints, request.run_id, request.clock
+    zk = endpoints.zk
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(zk, clock_store(settings), run_id, request.witness, clock)
+    sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, request.witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
     with MetadataStore.open(zk) as store:
@@ -139,7 +122,7 @@ def without_buckets(request: SurveyRequest) -> Findings:
     steps.write_record(run_steps.SNAPSHOT, snapshot)
     steps.start_step(run_steps.SCAN)
     scanned = clock()
-    _, instant, warnings = observe(zk, clock_store(settings), run_id, request.witness, clock)
+    _, instant, warnings = observe(zk, endpoints.blocks, run_id, request.witness, clock)
     scan = ScanRecord(
         source="listing",
         started_ms=scanned,
@@ -157,24 +140,22 @@ def without_buckets(request: SurveyRequest) -> Findings:
 
 
 def step_snapshot(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     spark: SparkSession,
     *,
     clock: Callable[[], int] = now_ms,
     witness: ServerClocks | None = None,
     names_per_shard: int = NAMES_PER_SHARD,
-    endpoints: Endpoints | None = None,
 ) -> SnapshotRecord:
     """Read every managed ledger (listed by the driver after ``sync``) on executors,
     numbered first by a ZooKeeper sequence: runs are ordered by that number
     (``step_phases``' stale-run check), never by a host's clock. Any read error fails
-    the step and no record is written. ``endpoints``: what the edge resolved
-    ``settings`` to."""
-    zk = (endpoints or resolve(settings)).zk
-    steps = RunSteps(settings, run_id)
+    the step and no record is written."""
+    zk = endpoints.zk
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(zk, clock_store(settings), run_id, witness, clock)
+    sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
     with MetadataStore.open(zk) as store:
@@ -201,7 +182,7 @@ def step_snapshot(
 
 
 def step_scan(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     spark: SparkSession,
     *,
@@ -209,25 +190,23 @@ def step_scan(
     offload_inventory: str | None = None,
     clock: Callable[[], int] = now_ms,
     witness: ServerClocks | None = None,
-    endpoints: Endpoints | None = None,
 ) -> ScanRecord:
     """Every object under the prefix (and the offload bucket's with tiered storage on),
     with its totals and the ledger-id counter read after it. The servers' time read
     after it is the scan's time, from which the grace window of every orphan it
-    registers runs (timekeeping.py). ``endpoints``: what the edge resolved ``settings``
-    to."""
-    zk = (endpoints or resolve(settings)).zk
-    what = f"inventory {inventory}" if inventory else f"list bucket {settings.bucket}"
+    registers runs (timekeeping.py)."""
+    zk = endpoints.zk
+    what = f"inventory {inventory}" if inventory else f"list bucket {endpoints.blocks.bucket}"
     with session.job_group(spark, run_id, "scan", what):
-        steps = RunSteps(settings, run_id)
+        steps = RunSteps(endpoints.state, run_id)
         steps.start_step(run_steps.SCAN)
         started = clock()
-        store = scan_store(spark, settings, inventory)
+        store = scan_store(spark, endpoints.blocks, inventory)
         if store.described["source"] == "listing":
             session.hold(run_id, SCAN, store.frame)
         offload = None
-        if settings.offload_bucket:
-            offloaded = scan_offload(spark, settings, offload_inventory)
+        if endpoints.offload.configured:
+            offloaded = scan_offload(spark, endpoints.offload, offload_inventory)
             session.hold(run_id, OFFLOAD_SCAN, offloaded.frame)
             offload = offloaded.described
         record = ScanRecord(
@@ -242,25 +221,25 @@ def step_scan(
             # is current (horizon.py; issue 11).
             id_counter=id_counter.read_id_counter(zk),
         )
-    _, instant, warnings = observe(zk, clock_store(settings), run_id, witness, clock)
+    _, instant, warnings = observe(zk, endpoints.blocks, run_id, witness, clock)
     record = replace(record, instant=instant.to_dict(), clock_warnings=warnings)
     steps.write_record(run_steps.SCAN, record)
     return record
 
 
-def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> DiffRecord:
+def step_diff(endpoints: Endpoints, run_id: str, spark: SparkSession) -> DiffRecord:
     """The diff on its own: this source's findings recorded as the run's whole diff (no
     other source surveyed in this run: its part of the record says it was off)."""
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.DIFF)  # a failed re-run leaves no output, not the last one's
-    findings = diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
+    findings = diff_job(spark, endpoints, RunPaths(endpoints.state.state_dir, run_id))
     record = DiffRecord.from_dict(findings.record | {"candidates": len(findings.candidates)})
-    steps.write_diff(record, findings.candidates, settings.prefix)
+    steps.write_diff(record, findings.candidates, endpoints.blocks.prefix)
     return record
 
 
 def _scan_objects(
-    spark: SparkSession, settings: Settings, run: RunPaths, scan: ScanRecord
+    spark: SparkSession, store: ObjectStore, run: RunPaths, scan: ScanRecord
 ) -> DataFrame:
     """The scan's objects, whatever its source: an inventory's pinned files read again,
     or the listing this application holds."""
@@ -270,14 +249,14 @@ def _scan_objects(
             raise MissingStepOutputError(
                 f"the scan of run {run.run_id} names no inventory files; run the scan again"
             )
-        frame, _, _ = read_inventory(spark, settings, scan.inventory, files=scan.inventory_files)
+        frame, _, _ = read_inventory(spark, store, scan.inventory, files=scan.inventory_files)
         return frame
     return session.held(run.run_id, SCAN)
 
 
 def diff_job(
     spark: SparkSession,
-    settings: Settings,
+    endpoints: Endpoints,
     run: RunPaths,
     *,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
@@ -286,27 +265,30 @@ def diff_job(
     fields of this source (with the snapshot's facts about registered targets that the
     phases step needs) and its candidates. Records nothing."""
     with session.job_group(spark, run.run_id, "diff", "classify the scan against the snapshot"):
-        result, fields = classify(spark, settings, run, max_foreign_samples)
+        result, fields = classify(spark, endpoints, run, max_foreign_samples)
     return Findings(fields, result.candidates)
 
 
 def classify(
-    spark: SparkSession, settings: Settings, run: RunPaths, max_foreign_samples: int
+    spark: SparkSession,
+    endpoints: Endpoints,
+    run: RunPaths,
+    max_foreign_samples: int,
 ) -> tuple[DiffResult, dict[str, Any]]:
     """``diff_job``'s work: the classification itself, and the record's fields."""
     from pyspark.sql import functions as F
 
-    steps = RunSteps(settings, run.run_id)
+    steps = RunSteps(endpoints.state, run.run_id)
     snapshot_record = steps.read_record(run_steps.SNAPSHOT, SnapshotRecord) or SnapshotRecord()
     scan_record = steps.read_record(run_steps.SCAN, ScanRecord) or ScanRecord()
     snapshot = session.held(run.run_id, SNAPSHOT)
-    objects = _scan_objects(spark, settings, run, scan_record)
+    objects = _scan_objects(spark, endpoints.blocks, run, scan_record)
     if "offload_uuid" not in snapshot.columns:  # a snapshot of an older ledger-gc
         snapshot = snapshot.withColumn("offload_uuid", F.lit(None).cast("string"))
     blocks = diff_blocks(
         snapshot,
         objects,
-        settings,
+        endpoints.blocks,
         managed_ledgers=int(snapshot_record.managed_ledgers or 0),
         max_foreign_samples=max_foreign_samples,
     )
@@ -315,12 +297,13 @@ def classify(
         diff_segments(
             snapshot,
             session.held(run.run_id, OFFLOAD_SCAN),
-            settings,
+            (endpoints.blocks, endpoints.offload),
+            endpoints.policy.pulsar_clusters,
             result,
             scan_record.offload,
             max_foreign_samples=max_foreign_samples,
         )
-    registered = OrphanRegistry(settings).entries().values()
+    registered = OrphanRegistry(endpoints.state).entries().values()
     facts = {"ml_high": blocks.ml_high, **registered_facts(snapshot, registered)}
     fields = _fields(result, snapshot_record, scan_record, facts, metadata_max_ledger_id(snapshot))
     return result, fields

@@ -15,17 +15,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc.config.endpoints import ZkEndpoint
+from ledger_gc.config.endpoints import ObjectStore, ZkEndpoint
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
-
-if TYPE_CHECKING:  # what the witness is given: it only asks its client for the time
-    from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +45,10 @@ class ServerClocks:
         self,
         zk: ZkEndpoint,
         clock: Callable[[], int],
-        storage: LedgerStorage | None = None,
+        blocks: ObjectStore | None = None,
     ) -> Observation:
         """ZooKeeper's sequence and time (a session to ``zk``), this host's, and S3's
-        (``storage``'s bucket; None: no block store, ZooKeeper's clock alone)."""
+        (the block store's; none configured: ZooKeeper's clock alone)."""
         with session(zk) as client:
 
             def tick() -> tuple[str, int]:
@@ -64,7 +61,7 @@ class ServerClocks:
 
             path, zk_ms = guarded("reading ZooKeeper's clock", zk.hosts, tick)
         host_ms = clock()
-        s3_ms = None if storage is None else _s3_time(storage)
+        s3_ms = _s3_time(blocks) if blocks is not None and blocks.configured else None
         return Observation(
             int(path.rsplit("-", 1)[1]),
             Instant(
@@ -75,8 +72,9 @@ class ServerClocks:
         )
 
 
-def _s3_time(storage: LedgerStorage) -> int | None:
+def _s3_time(blocks: ObjectStore) -> int | None:
     """S3's clock (the ``Date`` header, second precision); None if it sends none."""
+    storage = LedgerStorage(blocks)
     try:
         response = storage.client.head_bucket(Bucket=storage.bucket)
         header = response["ResponseMetadata"]["HTTPHeaders"].get("date")
@@ -88,16 +86,16 @@ def _s3_time(storage: LedgerStorage) -> int | None:
 
 def observe(
     zk: ZkEndpoint,
-    storage: LedgerStorage | None,
+    blocks: ObjectStore | None,
     run_id: str,
     witness: ServerClocks | None,
     clock: Callable[[], int],
 ) -> tuple[int, Instant, list[str]]:
     """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's
     (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs).
-    ``storage``: the block store's bucket (None without one: BookKeeper's ages are
-    ZooKeeper's too)."""
-    seen = (witness or ServerClocks()).observe(zk, clock, storage)
+    ``blocks``: the block store, whose clock S3's is (none configured: BookKeeper's
+    ages are ZooKeeper's too)."""
+    seen = (witness or ServerClocks()).observe(zk, clock, blocks)
     warnings = timekeeping.clock_warnings(seen.instant)
     for warning in warnings:
         log.warning("orphan cycle %s: %s", run_id, warning)

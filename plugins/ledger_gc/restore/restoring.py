@@ -47,7 +47,7 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.clock import now_ms
-from ledger_gc.config.edge import resolve
+from ledger_gc.config.edge import block_store, offload_store, resolve
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import SEGMENT_TARGETS
@@ -408,7 +408,7 @@ class _Storages:
                 "that run)"
             )
         if segment:
-            self.offload = self.offload or OffloadStorage(self.settings)
+            self.offload = self.offload or OffloadStorage(offload_store(self.settings))
             return self.offload
-        self.ledger = self.ledger or LedgerStorage(self.settings)
+        self.ledger = self.ledger or LedgerStorage(block_store(self.settings))
         return self.ledger

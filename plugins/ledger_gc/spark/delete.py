@@ -10,6 +10,7 @@ registry is the caller's (``cycle.step_delete``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ledger_gc.metadata import read_budget
@@ -47,8 +48,9 @@ def distributed_delete(
     run_id, now_ms = request.run_id, request.now_ms
     deleting, ours = request.deleting, request.ours
     slices = max(1, -(-len(entries) // per_task))
-    settings = request.settings
-    zk = request.endpoints.zk.share(slices)  # each task's share of the read budget
+    endpoints = request.endpoints
+    # Each task's share of the read budget, pickled with it.
+    endpoints = replace(endpoints, zk=endpoints.zk.share(slices))
     reads: Accumulator[dict[int, int]] = spark.sparkContext.accumulator(
         {},
         ReadsParam(),  # type: ignore[arg-type]
@@ -57,7 +59,12 @@ def distributed_delete(
     def recheck(part: Iterable[RegistryEntry]) -> list[RecheckResult]:
         mark = read_budget.METER.mark()
         done = recheck_and_delete(
-            settings, zk, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
+            endpoints,
+            list(part),
+            run_id=run_id,
+            now_ms=now_ms,
+            deleting=deleting,
+            ours=ours,
         )
         reads.add(read_budget.METER.since(mark))
         return done

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.clock import now_ms
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import block_store, offload_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
@@ -219,7 +219,7 @@ def run_trim(
         if store is None:
             store = stack.enter_context(MetadataStore.open(zk_endpoint(settings)))
         if storage is None:
-            storage = LedgerStorage(settings)
+            storage = LedgerStorage(block_store(settings))
         if not dry_run:
             read_only, why = metadata_is_read_only(store, settings.metadata_read_only)
             if read_only:
@@ -249,7 +249,7 @@ def run_trim(
         )
         offload = (
             Deleter(
-                OffloadStorage(settings),
+                OffloadStorage(offload_store(settings)),
                 deleter.audit,
                 run_id,
                 dry_run=dry_run,

@@ -242,7 +242,7 @@ class ManagedLedgerTrimmer:
         if samples:
             raise SafetyRefusalError(
                 f"none of {len(samples)} managed ledgers whose metadata lists closed ledgers "
-                f"has any data in s3://{storage.bucket}/{storage.settings.key_prefix} (e.g. "
+                f"has any data in s3://{storage.bucket}/{storage.store.key_prefix} (e.g. "
                 f"{samples[0][0]}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. Nothing was "
                 "marked or deleted"
             )
