@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.security import CREATOR_ALL_ACL, make_acl
-from zk_pki import PASSWORD, Pki, dated_server_keystore, make_pki
+from zk_pki import PASSWORD, Pki, dated_certificate, dated_server_keystore, make_pki
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
@@ -910,3 +910,33 @@ def test_an_out_of_date_server_certificate_is_named_with_its_dates(
     for date in (other.not_before, other.not_after):
         assert f"{date:%Y-%m-%d %H:%M:%S} UTC" in message, message
     assert "TLS_CA" not in message and "not trusted" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("valid", "words"),
+    [
+        ((timedelta(days=-30), timedelta(days=-1)), ["client certificate", "expired on"]),
+        ((timedelta(days=1), timedelta(days=30)), ["client certificate", "is not valid until"]),
+    ],
+)
+def test_an_out_of_date_client_certificate_is_named_with_its_dates(
+    secured: Secured, valid: tuple[timedelta, timedelta], words: list[str]
+) -> None:
+    """The server refuses a client certificate of its own CA that is out of date (Java
+    says only "certificate unknown"): the error is its dates and the setting to renew,
+    not a truststore to fix."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    not_before, not_after = now + valid[0], now + valid[1]
+    name = f"client-{uuid.uuid4().hex[:6]}"
+    cert, key = dated_certificate(
+        secured.zookeeper.pki, name, "ledger-gc", not_before, not_after, san=False
+    )
+    settings = secured.settings("bookkeeper", tls_cert=str(cert), tls_key=str(key))
+    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+        pass
+    message = str(err.value)
+    for word in [*words, "LEDGERGC_ZK_TLS_CERT"]:
+        assert word in message, message
+    for date in (not_before, not_after):
+        assert f"{date:%Y-%m-%d %H:%M:%S} UTC" in message, message
+    assert "truststore" not in message, message

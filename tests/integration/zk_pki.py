@@ -8,10 +8,10 @@ PKCS12 files read as empty in Java). The client's material exists in every form 
 takes: PEM files, a PKCS12 keystore, the truststore. A second CA, which nobody trusts,
 signs the certificates of the tests that must be refused.
 
-``dated_server_keystore`` makes a server keystore whose certificate the right CA signed
-but whose validity is elsewhere in time (expired, or not valid yet), with ``openssl ca``
-and its ``-startdate``/``-enddate``, as a forgotten renewal or a clock that is off leaves
-a server.
+``dated_certificate`` (and ``dated_server_keystore``, a server's keystore of one) makes
+a certificate the right CA signed whose validity is elsewhere in time (expired, or not
+valid yet), with ``openssl ca`` and its ``-startdate``/``-enddate``, as a forgotten
+renewal or a clock that is off leaves a server or a client.
 """
 
 from __future__ import annotations
@@ -130,10 +130,12 @@ commonName = supplied
 """
 
 
-def dated_server_keystore(pki: Pki, name: str, not_before: datetime, not_after: datetime) -> Path:
-    """A PKCS12 server keystore (``<name>.p12``, alias ``zookeeper``) for 127.0.0.1 and
-    localhost, signed by ``pki``'s CA, valid from ``not_before`` to ``not_after`` (UTC):
-    a certificate that is trusted, names the host, and is out of date."""
+def dated_certificate(
+    pki: Pki, name: str, subject: str, not_before: datetime, not_after: datetime, *, san: bool
+) -> tuple[Path, Path]:
+    """``<name>.pem`` and ``<name>.key``: a certificate for ``subject`` (with ``san``, for
+    127.0.0.1 and localhost) that ``pki``'s CA signed, valid from ``not_before`` to
+    ``not_after`` (UTC): trusted, and out of date."""
     directory = pki.directory
     (directory / "ca-config.cnf").write_text(_CA_CONFIG)
     (directory / "ca-index.txt").touch()
@@ -142,10 +144,10 @@ def dated_server_keystore(pki: Pki, name: str, not_before: datetime, not_after: 
         serial.write_text("1000\n")
     _run(
         "openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-        "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", "/CN=zookeeper",
+        "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={subject}",
         cwd=directory,
     )  # fmt: skip
-    (directory / f"{name}.ext").write_text(_SAN + "\n")
+    (directory / f"{name}.ext").write_text(_SAN + "\n" if san else "basicConstraints=CA:FALSE\n")
     _run(
         "openssl", "ca", "-batch", "-notext", "-config", "ca-config.cnf", "-cert", "ca.pem",
         "-keyfile", "ca.key", "-in", f"{name}.csr", "-out", f"{name}.pem",
@@ -153,5 +155,13 @@ def dated_server_keystore(pki: Pki, name: str, not_before: datetime, not_after: 
         "-enddate", f"{not_after:%Y%m%d%H%M%S}Z",
         cwd=directory,
     )  # fmt: skip
-    _pkcs12(directory, name, "zookeeper")
-    return directory / f"{name}.p12"
+    return directory / f"{name}.pem", directory / f"{name}.key"
+
+
+def dated_server_keystore(pki: Pki, name: str, not_before: datetime, not_after: datetime) -> Path:
+    """A PKCS12 server keystore (``<name>.p12``, alias ``zookeeper``) for 127.0.0.1 and
+    localhost (``dated_certificate``): a certificate that is trusted, names the host, and
+    is out of date."""
+    dated_certificate(pki, name, "zookeeper", not_before, not_after, san=True)
+    _pkcs12(pki.directory, name, "zookeeper")
+    return pki.directory / f"{name}.p12"

@@ -9,8 +9,8 @@ speaking as the settings say, and names what it finds:
   is not trusted (``LEDGERGC_ZK_TLS_CA``), has expired or is not valid yet (its dates:
   no setting fixes that), does not name the host (the fix is the address, or the
   certificate's names: never turning the check off), the server wants a client
-  certificate (``LEDGERGC_ZK_TLS_CERT``/``_KEY``) or refuses ours, or the port does not
-  speak TLS at all (a plain ``clientPort``);
+  certificate (``LEDGERGC_ZK_TLS_CERT``/``_KEY``) or refuses ours (out of date: its
+  dates), or the port does not speak TLS at all (a plain ``clientPort``);
 * TLS not configured: the port speaks TLS (a ``secureClientPort``: a ZooKeeper client that
   does not drops there with no answer, as Netty's TLS handler closes the connection).
 
@@ -40,7 +40,13 @@ PROBE_SECONDS = 3.0
 _CONNECT = struct.pack(">iqiqi16sB", 0, 0, 30000, 0, 16, b"\x00" * 16, 0)
 _CONNECT_REQUEST = struct.pack(">i", len(_CONNECT)) + _CONNECT
 _NOT_TLS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF", "RECORD_LAYER_FAILURE", "HTTP_REQUEST")
-_CLIENT_CERT_REFUSED = ("BAD_CERTIFICATE", "UNKNOWN_CA", "CERTIFICATE_UNKNOWN", "DECRYPT_ERROR")
+_CLIENT_CERT_REFUSED = (
+    "BAD_CERTIFICATE",
+    "UNKNOWN_CA",
+    "CERTIFICATE_UNKNOWN",
+    "CERTIFICATE_EXPIRED",
+    "DECRYPT_ERROR",
+)
 _CLIENT_CERT_WANTED = ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE")
 #: OpenSSL's X509_V_ERR_CERT_HAS_EXPIRED and X509_V_ERR_CERT_NOT_YET_VALID.
 _EXPIRED = 10
@@ -114,6 +120,9 @@ def _tls_problem(
         ):
             return _wants_cert(where, names, taken)
         if any(mark in reason for mark in _CLIENT_CERT_REFUSED) and has_cert:
+            stale = _client_out_of_date(where, security, names, taken)
+            if stale is not None:
+                return stale
             return ConfigError(
                 f"{where} refused ledger-gc's client certificate ({reason}); its truststore "
                 f"must hold the CA of {names.own('tls_cert')}{taken}"
@@ -183,6 +192,35 @@ def _out_of_date(
     return ConfigError(
         f"{where}: a CA certificate of its chain {state} (its own is {valid}); the "
         f"servers need a chain valid now, and {names.own('tls_ca')} its CA{taken}"
+    )
+
+
+def _client_out_of_date(
+    where: str, security: ZkSecurity, names: Names, taken: str
+) -> ConfigError | None:
+    """ledger-gc's client certificate, when it is out of date (None: it is not). A Java
+    server says only "certificate unknown" of an expired one, which would read as a
+    truststore without its CA."""
+    from cryptography import x509
+
+    client = security.client_certificate(names)
+    if client is None:
+        return None
+    leaf = x509.load_pem_x509_certificates(client.chain)[0]
+    now = datetime.now(UTC)
+    not_before, not_after = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+    if not_before <= now <= not_after:
+        return None
+    valid = f"valid from {_utc(not_before)} to {_utc(not_after)}; now {_utc(now)}"
+    state = (
+        f"expired on {_utc(not_after)}"
+        if now > not_after
+        else (f"is not valid until {_utc(not_before)}")
+    )
+    return ConfigError(
+        f"{where} refused ledger-gc's client certificate, which {state} ({valid}); set "
+        f"{names.own('tls_cert')} and {names.own('tls_key')} to a certificate valid now"
+        f"{taken}"
     )
 
 
