@@ -495,9 +495,14 @@ class Names:
     def __init__(
         self, prefix: str, set_here: ZkSecurity | None = None, hosts: str | None = None
     ) -> None:
-        #: ``set_here``: BookKeeper's own parts (None: Pulsar's ensemble, whose are all own).
+        #: ``set_here``: BookKeeper's own parts (None: Pulsar's ensemble, whose are all
+        #: own); only which parts it sets is kept, none of their values.
         self.prefix = prefix
-        self.set_here = set_here
+        self.own_parts = (
+            None
+            if set_here is None
+            else frozenset(p for p in PARTS if getattr(set_here, p) is not None)
+        )
         self.hosts = hosts or prefix + _SUFFIXES["hosts"]
 
     @property
@@ -516,7 +521,7 @@ class Names:
 
     def falls_back(self, part: str) -> bool:
         """Whether this ensemble takes ``part`` from Pulsar's (it does not set it)."""
-        return self.set_here is not None and getattr(self.set_here, part) is None
+        return self.own_parts is not None and part not in self.own_parts
 
     def at(self, hosts: str) -> str:
         """ "ZooKeeper at <hosts>", with "(BookKeeper's ensemble)" on BookKeeper's."""
