@@ -524,7 +524,7 @@ class Names:
         return self.own_parts is not None and part not in self.own_parts
 
     def at(self, hosts: str) -> str:
-        """ "ZooKeeper at <hosts>", with "(BookKeeper's ensemble)" on BookKeeper's."""
+        """The words "ZooKeeper at <hosts>", and "(BookKeeper's ensemble)" on BookKeeper's."""
         return f"ZooKeeper at {hosts}" + (" (BookKeeper's ensemble)" if self.bookkeeper else "")
 
     def taken(self, security: ZkSecurity, parts: tuple[str, ...]) -> str:
