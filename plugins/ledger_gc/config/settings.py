@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from ledger_gc.config.zk_security import (
     BOOKKEEPER_PREFIX,
     PULSAR_NAMES,
     PULSAR_PREFIX,
+    Names,
     ZkSecurity,
     names_for,
 )
@@ -582,8 +583,8 @@ class Settings:
             "ledgers root; unset LEDGERGC_BK_LEDGERS_ROOT or make the two agree"
         )
 
-    def _bookkeeper_names(self) -> Callable[[str], str]:
-        return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security)
+    def _bookkeeper_names(self) -> Names:
+        return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security, self.bookkeeper_env)
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled copy carries (a Spark closure or broadcast, the one way
@@ -708,7 +709,7 @@ class Settings:
             ensemble=BOOKKEEPER,
         )
 
-    def zk_setting_names(self) -> Callable[[str], str]:
+    def zk_setting_names(self) -> Names:
         """The variable that sets each part of ``zk_security``, for error messages:
         Pulsar's ``LEDGERGC_ZK_*``, or on BookKeeper's sessions (``bookkeeper_settings``)
         its ``LEDGERGC_BK_ZK_*`` where set, else the Pulsar one it falls back to."""

@@ -111,26 +111,27 @@ def holder(acl: ACL) -> str:
 
 
 def _fix(holders: list[str], permission: str, names: Names) -> str:
-    """What to set so that ledger-gc connects as one who has the permission."""
+    """What to set so that ledger-gc connects as one who has the permission: the
+    ensemble's own settings (``LEDGERGC_BK_ZK_*`` on BookKeeper's)."""
     for who in holders:
         scheme, _, ident = who.partition(":")
         if scheme == "sasl":
             return (
-                f"connect as {ident} with SASL ({names('sasl_username')}, or "
-                f"{names('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
+                f"connect as {ident} with SASL ({names.own('sasl_username')}, or "
+                f"{names.own('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
                 "zkEnableSecurity=true gives ledger znodes and their parents to the bookies' "
                 "SASL identity"
             )
         if scheme == "digest":
             return f"set LEDGERGC_ZK_DIGEST to {ident}'s user:password"
         if scheme == "x509":
-            return f"connect with {ident}'s client certificate ({names('tls_cert')})"
+            return f"connect with {ident}'s client certificate ({names.own('tls_cert')})"
         if scheme == "ip":
             return f"run ledger-gc from {ident}"
     return (
         f"connect as an identity that has {permission} there: for BookKeeper with "
-        f"zkEnableSecurity=true, the bookies' SASL identity ({names('sasl_username')} or "
-        f"{names('jaas')}); else grant it to ledger-gc's (setAcl)"
+        f"zkEnableSecurity=true, the bookies' SASL identity ({names.own('sasl_username')} or "
+        f"{names.own('jaas')}); else grant it to ledger-gc's (setAcl)"
     )
 
 
@@ -149,7 +150,7 @@ def refusal(
     checked = checked or znode
     identity = describe(who_am_i(client))
     where = checked if checked == znode else f"{checked}, the parent of {znode}"
-    text = f"ZooKeeper at {hosts} refused {what}: {identity} lacks {permission} on {where}"
+    text = f"{names.at(hosts)} refused {what}: {identity} lacks {permission} on {where}"
     acl = _acl(client, checked)
     holders: list[str] = []
     if acl is None:

@@ -9,7 +9,8 @@ Spark executor alike. It says to kazoo what the settings say (``ledger_gc.config
   through ``zk_tls.TlsHandler``;
 * SASL (``LEDGERGC_ZK_SASL_*`` or a JAAS file): DIGEST-MD5 or GSSAPI through
   ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
-  error rather than a refused session;
+  error rather than a refused session; a server that does not speak SASL ends the login
+  at its first (empty) answer (``zk_sasl``), not at the session's expiry;
 * digest auth (``LEDGERGC_ZK_DIGEST``), whose identity also owns what ledger-gc creates.
 
 A session that does not start fails within seconds, not at the time out: a state
@@ -17,6 +18,9 @@ listener sees kazoo give up, and ``zk_diagnose`` names the cause it can (a plain
 on a TLS port, an untrusted certificate, a missing client certificate). SASL completes
 after the session is connected, so a first request shows whether the server accepted
 the login.
+
+Errors name the ensemble's own settings (``Names.own``): ``LEDGERGC_BK_ZK_*`` on
+BookKeeper's sessions, whichever of Pulsar's values they take.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from ledger_gc.errors import (
     MetadataError,
     MetadataUnavailableError,
 )
+from ledger_gc.metadata import zk_sasl
 from ledger_gc.metadata.zk_diagnose import diagnose, servers
 from ledger_gc.metadata.zk_tls import TlsHandler, tls_context
 
@@ -103,15 +108,15 @@ def connect(settings: Settings) -> KazooClient:
         handler=TlsHandler(context) if context is not None else None,
         use_ssl=context is not None,
     )
+    sasl = zk_sasl.guard(client) if login is not None else None
     started = _started(client, settings.zk_timeout_seconds)
-    quiet.starting = False
     if not started:
         found = diagnose(settings.zk_hosts, security, context, names)
         if found is not None:
             raise found
         raise MetadataUnavailableError(
-            f"ZooKeeper at {settings.zk_hosts} unreachable; no metadata read, nothing "
-            "deleted. Check LEDGERGC_ZK_HOSTS and that the ensemble is up."
+            f"{names.at(settings.zk_hosts)} unreachable; no metadata read, nothing "
+            f"deleted. Check {names('hosts')} and that the ensemble is up."
         )
     try:
         # The first request: it waits for the SASL login, which follows the connection.
@@ -120,10 +125,14 @@ def connect(settings: Settings) -> KazooClient:
         _close(client)
         if login is None:
             raise MetadataUnavailableError(
-                f"ZooKeeper at {settings.zk_hosts} closed the session as it started "
+                f"{names.at(settings.zk_hosts)} closed the session as it started "
                 f"({type(exc).__name__}); no metadata read, nothing deleted"
             ) from exc
-        raise _login_refused(settings.zk_hosts, login, names) from exc
+        if sasl is not None and sasl.empty_challenge:
+            raise zk_sasl.not_spoken(settings.zk_hosts, login, security, names) from exc
+        raise zk_sasl.refused(settings.zk_hosts, login, security, names) from exc
+    # kazoo's warnings until now (a refused login among them) are summed up above.
+    quiet.starting = False
     chroot = settings.zk_chroot
     if chroot and root is None:
         _close(client)
@@ -187,21 +196,6 @@ def _close(client: KazooClient) -> None:
         client.close()
 
 
-def _login_refused(hosts: str, login: ZooKeeperLogin, names: Names) -> ConfigError:
-    who = f"as {login.username!r}" if login.username else "with the keytab's principal"
-    if login.mechanism == GSSAPI:
-        fix = f"check KRB5_CLIENT_KTNAME, {names('sasl_username')} and {names('sasl_service')}"
-    else:
-        fix = (
-            f"check {names('sasl_username')} and {names('sasl_password')} (or the Client "
-            f"section of {names('jaas')}) against the servers' JAAS Server section"
-        )
-    return ConfigError(
-        f"ZooKeeper at {hosts} refused the SASL {login.mechanism} login {who}; {fix}. "
-        "Nothing was read or deleted"
-    )
-
-
 def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, names: Names) -> None:
     """Get a service ticket for the first server before kazoo does: pure-sasl's GSSAPI
     failure reaches kazoo's connection thread only as "AUTH_FAILED", without why."""
@@ -228,7 +222,7 @@ def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, nam
         raise ConfigError(
             f"GSSAPI: no Kerberos ticket for {security.service}/{host} ({_gss_text(exc)}); "
             f"set {keytab} (and KRB5_CONFIG when the realm is not in /etc/krb5.conf), or "
-            f"{names('sasl_service')} to the servers' service"
+            f"{names.own('sasl_service')} to the servers' service"
         ) from None
     finally:
         if context is not None:
