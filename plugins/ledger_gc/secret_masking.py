@@ -104,8 +104,8 @@ class SecretMasker(logging.Filter):
     def mask_record(self, record: logging.LogRecord) -> None:
         """Mask ``record`` in place, once: its message (formatted with its args, which are
         then dropped), its traceback's text and its stack."""
-        if getattr(record, _MARK, False):
-            return
+        if record.args is None and getattr(record, _MARK, None) is record.msg:
+            return  # masked as made, unchanged since (``makeLogRecord`` changes it after)
         try:
             message = record.getMessage()
         except Exception:  # a bad format: what a handler's error report would print
@@ -117,7 +117,7 @@ class SecretMasker(logging.Filter):
             record.exc_text = self.mask(record.exc_text)
         if record.stack_info:
             record.stack_info = self.mask(record.stack_info)
-        setattr(record, _MARK, True)
+        setattr(record, _MARK, record.msg)
 
     def filter(self, record: logging.LogRecord) -> bool:
         self.mask_record(record)

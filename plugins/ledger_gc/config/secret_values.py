@@ -20,15 +20,33 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ledger_gc.errors import ConfigError
 from ledger_gc.secret_masking import install_secret_masking
 from ledger_gc.state.url import password
 
 if TYPE_CHECKING:
-    from ledger_gc.config.settings import Settings
     from ledger_gc.config.zk_security import ZkSecurity
+
+
+class Settings(Protocol):
+    """What of ``config.settings.Settings`` this reads (by attribute: the settings module
+    calls it when a copy is unpickled, so it cannot import that module back)."""
+
+    @property
+    def state_url(self) -> str | None: ...
+
+    @property
+    def zk_digest(self) -> str | None: ...
+
+    @property
+    def zk_security(self) -> ZkSecurity: ...
+
+    @property
+    def bookkeeper_security(self) -> ZkSecurity: ...
+
+    def secrets(self) -> list[str]: ...
 
 
 def zookeeper_digest(user: str, secret: str) -> str:
