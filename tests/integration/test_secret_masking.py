@@ -23,6 +23,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -208,3 +209,31 @@ def test_credentials_sts_returns_to_botocore_itself_are_in_no_log_line(
         assert shown and set(shown) == {"***"}, (tag, shown)
     tokens = re.findall(r"(?i)x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?([^'\"\s,&}]+)", log)
     assert tokens and set(tokens) == {"***"}, tokens
+
+
+def test_a_spark_executor_masks_the_secrets_its_settings_carry(spark: Any) -> None:
+    """Settings reach an executor in a task's closure: the Python worker that unpickles
+    them masks their secrets in every log record from then on (nothing else sets up its
+    logging). The task logs through a handler of its own, added after, and returns what
+    it wrote."""
+    settings = Settings(zk_address="127.0.0.1:2181/x", zk_digest=f"gc:{DIGEST_PASSWORD}")
+
+    def log_on_executor(part: Iterator[int]) -> Iterator[str]:
+        import io
+        import logging
+
+        written = io.StringIO()
+        handler = logging.StreamHandler(written)
+        logger = logging.getLogger("kazoo.client")
+        logger.addHandler(handler)
+        try:
+            for _ in part:
+                logger.warning("auth %s", settings.zk_digest)
+        finally:
+            logger.removeHandler(handler)
+        yield written.getvalue()
+
+    lines = spark.sparkContext.parallelize(range(4), 2).mapPartitions(log_on_executor).collect()
+
+    assert lines and all(line.startswith("auth gc:***") for line in lines), lines
+    assert not any(DIGEST_PASSWORD in line for line in lines)
