@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="INFO",
         help="DEBUG, INFO, WARNING (progress goes to stderr; DEBUG also shows the "
-        "ZooKeeper and S3 clients' own logs)",
+        "ZooKeeper and S3 clients' own logs; secrets are *** in every log line)",
     )
     parser.add_argument(
         "--verbose",
