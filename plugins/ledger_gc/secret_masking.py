@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 MASK = "***"
@@ -106,11 +106,18 @@ class SecretMasker(logging.Filter):
         then dropped), its traceback's text and its stack."""
         if record.args is None and getattr(record, _MARK, None) is record.msg:
             return  # masked as made, unchanged since (``makeLogRecord`` changes it after)
-        try:
-            message = record.getMessage()
-        except Exception:  # a bad format: what a handler's error report would print
-            message = f"{record.msg!s} {record.args!r}"
-        record.msg, record.args = self.mask(message), None
+        if isinstance(record.msg, Mapping) and not record.args:
+            # An event as structured loggers hand it (structlog's): kept a mapping.
+            record.msg = {
+                key: self.mask(value) if isinstance(value, str) else value
+                for key, value in record.msg.items()
+            }
+        else:
+            try:
+                message = record.getMessage()
+            except Exception:  # a bad format: what a handler's error report would print
+                message = f"{record.msg!s} {record.args!r}"
+            record.msg, record.args = self.mask(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -50,6 +50,7 @@ def test_every_logger_and_every_way_of_logging_is_masked() -> None:
         except ValueError:
             logging.getLogger("a").exception("failed")
         logging.getLogger("a").info("stack", stack_info=True, extra={{"x": secret}})
+        logging.getLogger("a").info({{"event": "structured", "value": secret}})
         alone = logging.getLogger("py4j.alone")
         alone.propagate = False
         late = logging.StreamHandler(sys.stderr)
@@ -62,7 +63,8 @@ def test_every_logger_and_every_way_of_logging_is_masked() -> None:
         """
     )
     assert SECRET not in log and repr(SECRET)[1:-1] not in log, log
-    for seen in ("args ***", "boom ***", "late handler ***", "by hand ***", "last resort ***"):
+    seen_all = ("args ***", "boom ***", "'value': '***'", "late handler ***", "by hand ***")
+    for seen in (*seen_all, "last resort ***"):
         assert seen in log, log
     assert "Traceback" in log and 'File "<string>"' in log, log
 
