@@ -597,6 +597,14 @@ class Settings:
             state["bk_zk_security"] = self.bookkeeper_security.portable(self._bookkeeper_names())
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy arrives (on a Spark executor, the one way settings reach one): its
+        secrets are masked in that process's logs from now on, as its edge's are."""
+        self.__dict__.update(state)
+        from ledger_gc.config.secret_values import install_for
+
+        install_for(self)
+
     def _value_of(self, spec: SettingSpec) -> Any:
         value = getattr(self, spec.field)
         return getattr(value, spec.part) if spec.part else value

@@ -17,8 +17,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
+from ledger_gc.secret_masking import install_secret_masking
 from ledger_gc.termination import stop_on_signals
 
 SURVEY = "survey"
@@ -58,6 +60,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    install_secret_masking()  # every logger's records, py4j's and kazoo's included
     from pyspark.sql import SparkSession
 
     from ledger_gc.orphans import cycle
@@ -67,6 +70,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     try:
         configure_session(spark)
         settings = Settings.from_env()
+        install_for(settings)
         if step == SURVEY:
             result = cycle.step_survey(
                 settings,
