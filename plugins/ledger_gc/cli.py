@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
+from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
@@ -25,7 +26,6 @@ from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.status import collect_status
 from ledger_gc.observability.status_section import SECTION as STATUS_SECTION
 from ledger_gc.observability.status_section import add_overview, describe_overview
-from ledger_gc.secret_masking import install_secret_masking
 from ledger_gc.state.stores import existing_store
 from ledger_gc.storage.s3 import LedgerStorage
 

@@ -1,4 +1,4 @@
-"""The one log filter (``ledger_gc.secret_masking``) and who installs it.
+"""The one log filter (``ledger_gc.config.secret_masking``) and who installs it.
 
 Each case runs in a Python process of its own, as an edge (the command, a task, an
 executor) is one: the masker is the process's record factory, which a test process must
@@ -40,7 +40,7 @@ def test_every_logger_and_every_way_of_logging_is_masked() -> None:
     log = run(
         f"""
         import logging, sys
-        from ledger_gc.secret_masking import install_secret_masking
+        from ledger_gc.config.secret_masking import install_secret_masking
         secret = {SECRET!r}
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
         install_secret_masking([secret])
@@ -70,7 +70,7 @@ def test_every_logger_and_every_way_of_logging_is_masked() -> None:
 
 
 def test_the_forms_clients_derive_are_masked_without_being_told() -> None:
-    from ledger_gc.secret_masking import SecretMasker
+    from ledger_gc.config.secret_masking import SecretMasker
 
     masker = SecretMasker()
     lines = {

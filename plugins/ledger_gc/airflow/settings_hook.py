@@ -255,8 +255,8 @@ def masked(settings: Settings) -> Settings:
     own masker (the task log, the Rendered view, the supervisor's log)."""
     from airflow.sdk.log import mask_secret
 
+    from ledger_gc.config.secret_masking import install_secret_masking
     from ledger_gc.config.secret_values import secret_values
-    from ledger_gc.secret_masking import install_secret_masking
 
     secrets = secret_values(settings)
     install_secret_masking(secrets)

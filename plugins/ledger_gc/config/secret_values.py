@@ -12,7 +12,7 @@ holds as such; they are secrets too:
   settings hold the file's path).
 
 ``install_for(settings)`` hands them all to the process's log masker
-(``ledger_gc.secret_masking``): what the command, a task and a Spark application call
+(``ledger_gc.config.secret_masking``): what the command, a task and a Spark application call
 once they have their settings.
 """
 
@@ -22,8 +22,9 @@ import base64
 import hashlib
 from typing import TYPE_CHECKING, Protocol
 
+from ledger_gc.config.secret_masking import install_secret_masking
+from ledger_gc.config.zk_security import PULSAR_PREFIX, Names
 from ledger_gc.errors import ConfigError
-from ledger_gc.secret_masking import install_secret_masking
 from ledger_gc.state.url import password
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def _login_password(security: ZkSecurity) -> str | None:
     """The DIGEST-MD5 password of an ensemble's login (its settings' or its JAAS
     file's, read once when the settings were checked)."""
     try:
-        login = security.login(lambda part: part)
+        login = security.login(Names(PULSAR_PREFIX))
     except ConfigError:  # refused when the settings were made; nothing to mask
         return None
     return login.password if login is not None else None

@@ -17,10 +17,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.secret_masking import install_secret_masking
 from ledger_gc.termination import stop_on_signals
 
 SURVEY = "survey"
