@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import CREATOR_ALL_ACL, make_acl
 from test_zookeeper_security import (  # noqa: F401 (fixtures)
-    GONE,
+    ORDERS,
     USERS,
     Secured,
     cli_in_process,
@@ -87,7 +87,8 @@ def test_own_znodes_carry_the_sessions_identity_and_an_anonymous_squatter_is_ref
         anonymous.stop()
         anonymous.close()
 
-    leaked = secured.cluster.ledger(ml_tags(GONE), ledger_id=10_007)
+    # A ledger of the live topic that its managed ledger does not list: leaked.
+    leaked = secured.cluster.ledger(ml_tags(ORDERS), ledger_id=10_007)
     status, second = cli_in_process(settings, monkeypatch, capsys, "orphans")
     assert status == 0 and {d["ledger_id"] for d in second["deleted"]} == {leaked}, (
         second["delete_skipped"],

@@ -26,8 +26,10 @@ from collections.abc import Iterator
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
-from ledger_gc.errors import LedgerGcError
+from ledger_gc.errors import LedgerGcError, MetadataAccessError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.zk_client import guarded
+from ledger_gc.metadata.znode_text import quoted
 
 TRIM_LOCK_PATH = "/ledger-gc/locks/trim"
 TRIM_GATE_PATH = "/ledger-gc/locks/trim-gate"
@@ -47,8 +49,10 @@ def _other_runs(client: KazooClient, run_id: str) -> list[str]:
     for child in client.get_children(TRIM_LOCK_PATH):
         with contextlib.suppress(NoNodeError):  # a holder that finished meanwhile
             data, _ = client.get(f"{TRIM_LOCK_PATH}/{child}")
-            if data.decode("utf-8", "replace") != run_id:
-                others.append(data.decode("utf-8", "replace"))
+            holder = data.decode("utf-8", "replace")
+            if holder != run_id:
+                # Whoever may create a node there wrote it: quoted (``znode_text``).
+                others.append(quoted(holder))
     return others
 
 
@@ -76,11 +80,18 @@ def trim_lock(
         finally:
             gate.release()
 
+    def refused() -> MetadataAccessError:
+        return zk_access.own_refusal(
+            client, hosts, what=f"taking the trim lock {TRIM_LOCK_PATH}", znode=TRIM_LOCK_PATH
+        )
+
     mine: str | None = None
     others: list[str] = []
     while mine is None:
         try:
-            mine, others = guarded(f"taking the trim lock {TRIM_LOCK_PATH}", hosts, register)
+            mine, others = guarded(
+                f"taking the trim lock {TRIM_LOCK_PATH}", hosts, register, refused=refused
+            )
         except LockTimeout:
             others = others or ["unknown"]
         if mine is None:
