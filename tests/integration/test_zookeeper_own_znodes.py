@@ -29,7 +29,9 @@ from test_zookeeper_security import (  # noqa: F401 (fixtures)
     secured,
 )
 
+from ledger_gc.metadata.zk_client import session
 from ledger_gc.orphans.delete_lock import DELETE_LOCK_PATH
+from ledger_gc.orphans.witness import TICKS_PATH, ServerClocks
 from pulsar_cluster import ml_tags
 
 pytestmark = pytest.mark.spark
@@ -188,3 +190,24 @@ def test_a_ledger_gc_znode_it_cannot_read_is_named_with_the_identity(secured: Se
     assert "reading ZooKeeper's clock (NoAuth)" not in line, line
     assert "sasl:bookkeeper (also x509:CN=ledger-gc) lacks CREATE on /ledger-gc" in line, line
     assert "whose ACL it cannot read either" in line, line
+
+
+def test_a_client_certificate_alone_owns_ledger_gcs_znodes(secured: Secured) -> None:
+    """TLS with a client certificate and no SASL login: the server's x509 identity is
+    the session's, and ledger-gc's znodes are its alone."""
+    ServerClocks().observe(secured.settings(None), lambda: 0)
+
+    with session(secured.settings(None)) as client:
+        acls = _acls_under(client, "/ledger-gc")
+    assert acls.keys() == {"/ledger-gc", TICKS_PATH}
+    assert all(acl == [(31, "x509", "CN=ledger-gc")] for acl in acls.values()), acls
+    anonymous = KazooClient(hosts=secured.zookeeper.server.hosts + secured.chroot, timeout=10)
+    anonymous.start(timeout=30)
+    try:
+        with pytest.raises(NoAuthError):
+            anonymous.create(f"{TICKS_PATH}/squat", b"")
+        with pytest.raises(NoAuthError):
+            anonymous.get_acls(TICKS_PATH)
+    finally:
+        anonymous.stop()
+        anonymous.close()

@@ -204,7 +204,7 @@ def own_refusal(
         fix=(
             f"{at} is ledger-gc's and carries the identity of the run that created it: every "
             "ledger-gc run of a cluster must connect as one identity (the README's "
-            '"ZooKeeper ACLs"), so connect as the one its ACL names, or have an operator '
+            '"ZooKeeper ACLs"), so connect as the identity that created it, or have an operator '
             f"give this identity READ, CREATE and DELETE on {at} and below (setAcl). Nothing "
             "was deleted"
         ),
