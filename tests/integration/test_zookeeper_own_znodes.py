@@ -211,3 +211,34 @@ def test_a_client_certificate_alone_owns_ledger_gcs_znodes(secured: Secured) -> 
     finally:
         anonymous.stop()
         anonymous.close()
+
+
+def test_znodes_an_older_ledger_gc_left_open_are_given_to_the_identity(
+    secured: Secured,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An upgrade: the ledger-gc before issue 33 made ``/ledger-gc`` and its locks
+    ``world:anyone`` ALL under SASL, and creating new nodes right does not change theirs.
+    A run with a login takes them back (setAcl, which that open ACL lets it do) before
+    it uses them, so the squat is refused from the first run on."""
+    anonymous = KazooClient(hosts=secured.zookeeper.server.hosts + secured.chroot, timeout=10)
+    anonymous.start(timeout=30)
+    try:
+        for path in (DELETE_LOCK_PATH, TICKS_PATH):
+            anonymous.create(path, b"", makepath=True)  # kazoo's default: world:anyone ALL
+        status, report = cli_in_process(
+            secured.settings("bookkeeper"), monkeypatch, capsys, "orphans"
+        )
+        assert status == 0, report
+        with pytest.raises(NoAuthError):
+            anonymous.create(f"{DELETE_LOCK_PATH}/squatter__lock__0000000000", b"squat")
+    finally:
+        anonymous.stop()
+        anonymous.close()
+    with session(secured.settings("bookkeeper")) as client:
+        acls = _acls_under(client, "/ledger-gc")
+    own = [(31, "sasl", "bookkeeper"), (31, "x509", "CN=ledger-gc")]
+    for path in ("/ledger-gc", "/ledger-gc/locks", DELETE_LOCK_PATH, TICKS_PATH):
+        assert sorted(acls[path]) == own, (path, acls[path])
