@@ -43,6 +43,7 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.metadata.znode_text import quoted
 
@@ -129,6 +130,7 @@ class DeleteLock:
             except LockTimeout:
                 return False
 
+        reclaim(self._client, self._hosts, self._path)  # an older version's open ACL
         with self._mutex:
             self._held = True  # a suspension while it is being taken counts as a loss
         got = guarded(

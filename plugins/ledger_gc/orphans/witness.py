@@ -21,6 +21,7 @@ from kazoo.exceptions import NoNodeError
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import MetadataAccessError
 from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
@@ -45,6 +46,7 @@ class ServerClocks:
 
     def observe(self, settings: Settings, clock: Callable[[], int]) -> Observation:
         with session(settings) as client:
+            reclaim(client, settings.zk_hosts, TICKS_PATH)  # an older version's open ACL
 
             def tick() -> tuple[str, int]:
                 path, stat = client.create(

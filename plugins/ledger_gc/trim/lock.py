@@ -28,6 +28,7 @@ from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 from ledger_gc.errors import LedgerGcError, MetadataAccessError
 from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.metadata.znode_text import quoted
 
@@ -61,6 +62,8 @@ def trim_lock(
     client: KazooClient, hosts: str, run_id: str, wait_seconds: float = TRIM_LOCK_WAIT_SECONDS
 ) -> Iterator[None]:
     """Be a holder of the trim lock for the ``with`` block, or raise ``TrimLockBusy``."""
+    for path in (TRIM_GATE_PATH, TRIM_LOCK_PATH):
+        reclaim(client, hosts, path)  # an older version's open ACL
     gate = client.Lock(TRIM_GATE_PATH, identifier=run_id)
     deadline = time.monotonic() + wait_seconds
 
