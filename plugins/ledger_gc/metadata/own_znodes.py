@@ -5,9 +5,11 @@ ZooKeeper's open ACL (``world:anyone`` ALL); a session now creates them with its
 identity's (``zk_client.own_acl``), but ZooKeeper keeps the ACL a znode was created with,
 so on an upgraded cluster anyone could still park a lock node. So before a lock or the
 clock's tick is used, ``reclaim`` looks at that znode and its parents up to
-``/ledger-gc``: one that anyone may change is given the session's ACL (``setAcl``, which
-its open ACL allows). A session without a login (no ACL of its own) changes nothing.
-Nodes already parked below are not removed: one may be a live holder's.
+``/ledger-gc``: one whose ACL is exactly the open one an older ledger-gc gave it is given
+the session's ACL (``setAcl``, which its open ACL allows). An ACL with any other entry is
+an operator's choice (the README's "ZooKeeper ACLs": runs of several identities) and is
+left alone. A session without a login (no ACL of its own) changes nothing. Nodes already
+parked below are not removed: one may be a live holder's.
 """
 
 from __future__ import annotations
@@ -16,18 +18,18 @@ import logging
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.security import ACL, Permissions
+from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
 log = logging.getLogger(__name__)
 
 ROOT = "/ledger-gc"
-#: What anyone may do to one of ledger-gc's znodes with no harm: read it.
-_HARMLESS = Permissions.READ
+#: The ACL an older ledger-gc gave its znodes under SASL: ZooKeeper's open one.
+_OLD_OPEN = [(a.perms, a.id.scheme, a.id.id) for a in OPEN_ACL_UNSAFE]
 
 
 def reclaim(client: KazooClient, hosts: str, path: str) -> list[str]:
     """Give ``path`` and its parents below ``ROOT`` (``ROOT`` included) the session's
-    ACL where anyone may change them; returns the znodes changed. Best effort: a znode
+    ACL where theirs is exactly the old open one; returns the znodes changed. Best effort: a znode
     it may not read or change is left as it is (the use that follows says why)."""
     own: list[ACL] | None = client.default_acl
     if not own or not (path == ROOT or path.startswith(ROOT + "/")):
@@ -40,7 +42,7 @@ def reclaim(client: KazooClient, hosts: str, path: str) -> list[str]:
             acl, stat = client.get_acls(znode)
         except KazooException:  # not there yet (it will be created right), or not ours
             continue
-        if not any(_open(entry) for entry in acl):
+        if [(a.perms, a.id.scheme, a.id.id) for a in acl] != _OLD_OPEN:
             continue
         try:
             client.set_acls(znode, own, version=stat.aversion)
@@ -55,8 +57,3 @@ def reclaim(client: KazooClient, hosts: str, path: str) -> list[str]:
         )
         changed.append(znode)
     return changed
-
-
-def _open(entry: ACL) -> bool:
-    """An entry that lets anyone do more than read."""
-    return (entry.id.scheme, entry.id.id) == ("world", "anyone") and bool(entry.perms & ~_HARMLESS)
