@@ -440,6 +440,19 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
         bk_zk_address=server.secure_hosts + secured.chroot,
         bk_zk_security=secure.zk_security,
     )
+    # One chroot, two identities: BookKeeper's session creates ledger-gc's own znodes
+    # (its cversion probe) as sasl:bookkeeper, Pulsar's anonymous one then may not add
+    # its own beside them (README: "ZooKeeper ACLs"); said naming the znode and its ACL.
+    with pytest.raises(MetadataAccessError) as refused:
+        survey(Settings.from_env(mixed.to_env()))
+    assert "no identity (anonymous) lacks CREATE on /ledger-gc, the parent of " in str(
+        refused.value
+    ), refused.value
+    assert "whose ACL it cannot read either" in str(refused.value)
+    # The operator's way: an ACL on /ledger-gc that admits both.
+    secured.cluster.bk.set_acls(
+        "/ledger-gc", [*CREATOR_ALL_ACL, make_acl("world", "anyone", all=True)]
+    )
     found = survey(Settings.from_env(mixed.to_env()))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans

@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from kazoo.protocol.serialization import int_struct, read_string
 from kazoo.security import ACL, Permissions
 
@@ -144,9 +145,11 @@ def refusal(
     znode: str,
     checked: str | None = None,
     names: Names = PULSAR_NAMES,
+    fix: str | None = None,
 ) -> MetadataAccessError:
     """The error of one refused operation: ``permission`` on ``checked`` (``znode``
-    itself, or its parent for a delete or create), the identity, who has it, the fix."""
+    itself, or its parent for a delete or create), the identity, who has it, the fix
+    (``fix``, else the one for BookKeeper's and Pulsar's znodes)."""
     checked = checked or znode
     identity = describe(who_am_i(client))
     where = checked if checked == znode else f"{checked}, the parent of {znode}"
@@ -159,8 +162,73 @@ def refusal(
         holders = [holder(entry) for entry in acl if entry.perms & _BITS[permission]]
         given = ", ".join(holders) if holders else "no one"
         text += f", whose ACL gives it to {given}"
-    text += f"; {_fix(holders, permission, names)}"
+    text += f"; {fix or _fix(holders, permission, names)}"
     return MetadataAccessError(text, identity=identity, permission=permission, znode=checked)
+
+
+def own_refusal(
+    client: KazooClient,
+    hosts: str,
+    *,
+    what: str,
+    znode: str,
+    names: Names = PULSAR_NAMES,
+) -> MetadataAccessError:
+    """The error of a refused operation on one of ledger-gc's own znodes (``znode``: a
+    lock's path, ``/ledger-gc/ticks``), which it creates with ``makepath``, lists, and
+    creates children in.
+
+    Which check failed is found out: the deepest of ``znode`` and its parents that
+    exists (``exists`` needs no permission) is where the refusal was. Below it a znode
+    was to be created: CREATE on it. At ``znode`` itself: READ if it cannot be listed,
+    else CREATE (a child). Its ACL is named where it can be read. These znodes carry
+    their creator's identity (``zk_client.own_acl``), so the fix is to connect as that
+    identity, or to change their ACL by hand."""
+    at = znode
+    while at != "/" and _exists(client, at) is False:
+        at = at.rsplit("/", 1)[0] or "/"
+    if at != znode:
+        below = znode[len(at.rstrip("/")) + 1 :].split("/", 1)[0]
+        permission, target = CREATE, f"{at.rstrip('/')}/{below}"
+    elif _listable(client, at):
+        permission, target = CREATE, f"{at}/<a node of its own>"
+    else:
+        permission, target = READ, at
+    return refusal(
+        client,
+        hosts,
+        what=what,
+        permission=permission,
+        znode=target,
+        checked=at,
+        names=names,
+        fix=(
+            f"{at} is ledger-gc's and carries the identity of the run that created it: every "
+            "ledger-gc run of a cluster must connect as one identity (the README's "
+            '"ZooKeeper ACLs"), so connect as the identity that created it, or have an operator '
+            f"give this identity READ, CREATE and DELETE on {at} and below (setAcl). Nothing "
+            "was deleted"
+        ),
+    )
+
+
+def _exists(client: KazooClient, znode: str) -> bool | None:
+    """Whether ``znode`` exists (None: the session cannot say)."""
+    try:
+        return client.exists(znode) is not None
+    except Exception:  # a message depends on it, nothing else
+        return None
+
+
+def _listable(client: KazooClient, znode: str) -> bool:
+    """Whether this session may list ``znode`` (READ)."""
+    try:
+        client.get_children(znode)
+        return True
+    except NoAuthError:
+        return False
+    except Exception:  # a message depends on it, nothing else
+        return True
 
 
 def _acl(client: KazooClient, znode: str) -> list[ACL] | None:

@@ -11,7 +11,9 @@ Spark executor alike. It says to kazoo what the settings say (``ledger_gc.config
   ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
   error rather than a refused session; a server that does not speak SASL ends the login
   at its first (empty) answer (``zk_sasl``), not at the session's expiry;
-* digest auth (``LEDGERGC_ZK_DIGEST``), whose identity also owns what ledger-gc creates.
+* digest auth (``LEDGERGC_ZK_DIGEST``);
+* the ACL of what ledger-gc creates (``own_acl``): the session's identity's, whatever
+  the login, never ``world:anyone`` ALL where one is configured.
 
 A session that does not start fails within seconds, not at the time out: a state
 listener sees kazoo give up, and ``zk_diagnose`` names the cause it can (a plain client
@@ -36,6 +38,7 @@ from kazoo.exceptions import (
     AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
+    InvalidACLError,
     NoAuthError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -43,7 +46,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
-from kazoo.security import make_digest_acl
+from kazoo.security import ACL, CREATOR_ALL_ACL
 
 from ledger_gc.config.jaas import GSSAPI, ZooKeeperLogin
 from ledger_gc.config.settings import Settings
@@ -81,16 +84,19 @@ def connect(settings: Settings) -> KazooClient:
     for an ensemble that does not answer."""
     security = settings.zk_security
     names = settings.zk_setting_names()
-    acl = None
     auth_data = None
     if settings.zk_digest:
-        user, sep, password = settings.zk_digest.partition(":")
+        _, sep, _ = settings.zk_digest.partition(":")
         if not sep:
             raise MetadataError("LEDGERGC_ZK_DIGEST must be user:password")
         auth_data = [("digest", settings.zk_digest)]
-        acl = [make_digest_acl(user, password, all=True)]
     context = tls_context(security, names) if security.uses_tls else None
     login = security.login(names)
+    acl = own_acl(
+        digest=settings.zk_digest,
+        login=login,
+        client_certificate=security.uses_tls and bool(security.tls_cert),
+    )
     if login is not None and login.mechanism == GSSAPI:
         _check_kerberos(settings.zk_hosts, security, login, names)
     quiet = _StartingLog()
@@ -138,6 +144,24 @@ def connect(settings: Settings) -> KazooClient:
         _close(client)
         raise MetadataError(f"ZooKeeper chroot {chroot} does not exist")
     return client
+
+
+def own_acl(
+    *, digest: str | None, login: ZooKeeperLogin | None, client_certificate: bool
+) -> list[ACL] | None:
+    """The ACL of every znode ledger-gc creates (its locks, its clock's ticks, its probes
+    under ``/ledger-gc``): the session's default, so no create can forget it.
+
+    With a login (``LEDGERGC_ZK_DIGEST``, SASL, a TLS client certificate) it is
+    ZooKeeper's CREATOR_ALL: ALL for each identity the session authenticated as
+    (``digest:``, ``sasl:`` after the server's principal stripping, ``x509:``), worked
+    out by the server, so GSSAPI's principal need not be guessed here. Every ledger-gc
+    run of a cluster must then connect as the same identity (the README's "ZooKeeper
+    ACLs"). Without one: None, kazoo's ``world:anyone`` ALL, the only ACL an anonymous
+    session may set (CREATOR_ALL needs an authenticated identity)."""
+    if digest or login is not None or client_certificate:
+        return list(CREATOR_ALL_ACL)
+    return None
 
 
 class _StartingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -267,6 +291,15 @@ def guarded(
         raise MetadataUnavailableError(
             f"ZooKeeper at {hosts} unavailable while {what} ({type(exc).__name__}); "
             "the operation stopped and nothing was deleted"
+        ) from exc
+    except InvalidACLError as exc:
+        # ``own_acl``'s CREATOR_ALL with no identity the server authenticated: a client
+        # certificate it does not check (no ssl.clientAuth), and no SASL or digest login.
+        raise MetadataAccessError(
+            f"ZooKeeper at {hosts} refused the ACL of {what}: ledger-gc gives what it "
+            "creates to the identity its session authenticated as, and the server saw none; "
+            "configure SASL or LEDGERGC_ZK_DIGEST, or have the servers authenticate client "
+            "certificates (ssl.clientAuth=need). Nothing was deleted"
         ) from exc
     except NoAuthError as exc:
         if refused is not None:

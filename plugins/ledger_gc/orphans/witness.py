@@ -19,6 +19,9 @@ from email.utils import parsedate_to_datetime
 from kazoo.exceptions import NoNodeError
 
 from ledger_gc.config.settings import Settings
+from ledger_gc.errors import MetadataAccessError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
@@ -43,6 +46,7 @@ class ServerClocks:
 
     def observe(self, settings: Settings, clock: Callable[[], int]) -> Observation:
         with session(settings) as client:
+            reclaim(client, settings.zk_hosts, TICKS_PATH)  # an older version's open ACL
 
             def tick() -> tuple[str, int]:
                 path, stat = client.create(
@@ -52,7 +56,18 @@ class ServerClocks:
                     client.delete(path)
                 return path, int(stat.ctime)
 
-            path, zk_ms = guarded("reading ZooKeeper's clock", settings.zk_hosts, tick)
+            def refused() -> MetadataAccessError:
+                return zk_access.own_refusal(
+                    client,
+                    settings.zk_hosts,
+                    what=f"reading ZooKeeper's clock (a tick under {TICKS_PATH})",
+                    znode=TICKS_PATH,
+                    names=settings.zk_setting_names(),
+                )
+
+            path, zk_ms = guarded(
+                "reading ZooKeeper's clock", settings.zk_hosts, tick, refused=refused
+            )
         host_ms = clock()
         s3_ms = _s3_time(settings)
         return Observation(
