@@ -62,12 +62,13 @@ def settings_in_api_server() -> Settings:
     ``LedgerGcHook`` asks the Task SDK, which outside a running task sees neither the
     metadata DB's connections nor its variables; here the core models read them
     (environment, secrets backends, then the DB). The S3 connection's identity is not
-    resolved (no role is assumed for a page that reads no bucket).
+    resolved (no role is assumed for a page that reads no bucket). Their secrets are
+    masked in the API server's logs from then on, as a task's are (``masked``).
     """
-    from ledger_gc.airflow.settings_hook import assemble_settings
+    from ledger_gc.airflow.settings_hook import assemble_settings, masked
 
-    return assemble_settings(
-        _connection_in_api_server, _variable_in_api_server, s3_credentials=False
+    return masked(
+        assemble_settings(_connection_in_api_server, _variable_in_api_server, s3_credentials=False)
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from ledger_gc import __version__
 from ledger_gc.config.edge import block_store, zk_endpoint
+from ledger_gc.config.secret_masking import install_secret_masking
+from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
 from ledger_gc.errors import LedgerGcError
@@ -131,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="INFO",
         help="DEBUG, INFO, WARNING (progress goes to stderr; DEBUG also shows the "
-        "ZooKeeper and S3 clients' own logs)",
+        "ZooKeeper and S3 clients' own logs; secrets are *** in every log line)",
     )
     parser.add_argument(
         "--verbose",
@@ -175,8 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     quiet_clients(level, verbose=args.verbose)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration is not news
+    # Every log record of every logger masked from here on: the derived forms at once,
+    # the settings' secrets as soon as they are known.
+    install_secret_masking()
     try:
         settings = Settings.from_env()
+        install_for(settings)
         # A subcommand that only reads the state store (audit, restore, orphans --list)
         # says so: a mistyped state dir is no empty store, it is refused. Status refuses
         # it itself, after the servers' errors.

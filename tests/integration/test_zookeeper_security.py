@@ -23,13 +23,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.security import CREATOR_ALL_ACL, make_acl
-from zk_pki import PASSWORD, Pki, make_pki
+from zk_pki import PASSWORD, Pki, dated_certificate, dated_server_keystore, make_pki
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
@@ -443,6 +444,19 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
         bk_zk_address=server.secure_hosts + secured.chroot,
         bk_zk_security=secure.zk_security,
     )
+    # One chroot, two identities: BookKeeper's session creates ledger-gc's own znodes
+    # (its cversion probe) as sasl:bookkeeper, Pulsar's anonymous one then may not add
+    # its own beside them (README: "ZooKeeper ACLs"); said naming the znode and its ACL.
+    with pytest.raises(MetadataAccessError) as refused:
+        survey(resolve(Settings.from_env(mixed.to_env())))
+    assert "no identity (anonymous) lacks CREATE on /ledger-gc, the parent of " in str(
+        refused.value
+    ), refused.value
+    assert "whose ACL it cannot read either" in str(refused.value)
+    # The operator's way: an ACL on /ledger-gc that admits both.
+    secured.cluster.bk.set_acls(
+        "/ledger-gc", [*CREATOR_ALL_ACL, make_acl("world", "anyone", all=True)]
+    )
     found = survey(resolve(Settings.from_env(mixed.to_env())))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
@@ -699,3 +713,247 @@ def test_a_jaas_file_that_is_not_utf8_exits_2_in_one_line(secured: Secured, tmp_
     assert done.returncode == 2, done.stderr
     line = one_line(done)
     assert f"LEDGERGC_ZK_JAAS={jaas} is not UTF-8" in line, line
+
+
+# --- issue 33: an ensemble that is not what its settings say -------------------------
+
+
+@dataclass
+class OtherZooKeeper:
+    """A server beside the secure one: TLS with a certificate of the right CA, for the
+    right host, but out of date (``not_before``..``not_after``); its plain port has no
+    SASL, or SASL logins for others only (``sasl_users``)."""
+
+    server: ZooKeeperServer
+    not_before: datetime
+    not_after: datetime
+
+    def sasl_errors(self) -> int:
+        """The server's log lines for a SASL packet it cannot take (ZooKeeper logs one
+        ERROR per packet when it has no SASL provider)."""
+        text = self.server.log_path.read_text(errors="replace")
+        return sum(1 for line in text.splitlines() if "saslServer is null" in line)
+
+
+def _other_zookeeper(
+    secure_zookeeper: SecureZooKeeper,
+    base: Path,
+    name: str,
+    valid: tuple[timedelta, timedelta],
+    sasl_users: dict[str, str],
+) -> Iterator[OtherZooKeeper]:
+    now = datetime.now(UTC).replace(microsecond=0)
+    not_before, not_after = now + valid[0], now + valid[1]
+    pki = secure_zookeeper.pki
+    keystore = dated_server_keystore(pki, name, not_before, not_after)
+    server = ZooKeeperServer(
+        base / "zookeeper",
+        log_dir=base / "logs",
+        security=ZooKeeperSecurity(
+            keystore=keystore,
+            keystore_password=PASSWORD,
+            truststore=pki.truststore,
+            truststore_password=PASSWORD,
+            client_auth="need",
+            sasl_users=sasl_users,
+        ),
+    )
+    server.start()
+    try:
+        yield OtherZooKeeper(server, not_before, not_after)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def expired_zookeeper(
+    secure_zookeeper: SecureZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OtherZooKeeper]:
+    """Its certificate expired yesterday; no SASL at all."""
+    yield from _other_zookeeper(
+        secure_zookeeper,
+        tmp_path_factory.mktemp("expired-zookeeper"),
+        "server-expired",
+        (timedelta(days=-30), timedelta(days=-1)),
+        {},
+    )
+
+
+@pytest.fixture(scope="module")
+def future_zookeeper(
+    secure_zookeeper: SecureZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OtherZooKeeper]:
+    """Its certificate is valid from tomorrow; SASL for another login than ours."""
+    yield from _other_zookeeper(
+        secure_zookeeper,
+        tmp_path_factory.mktemp("future-zookeeper"),
+        "server-future",
+        (timedelta(days=1), timedelta(days=30)),
+        {"someone-else": "their-secret"},
+    )
+
+
+def test_sasl_to_bookkeepers_ensemble_without_sasl_stops_at_the_first_empty_challenge(
+    secured: Secured, expired_zookeeper: OtherZooKeeper
+) -> None:
+    """Issue 33, defect 1: BookKeeper's metadata on an ensemble without SASL, its sessions
+    taking Pulsar's login (``LEDGERGC_BK_ZK_SASL_MECHANISM`` not set). The server answers
+    a SASL packet with an empty token; kazoo and pure-sasl answered that with another
+    packet, tens of thousands until the session expired (each an ERROR in the server's
+    log), then blamed the login. One packet, a quick exit 2, the setting that turns SASL
+    off for BookKeeper's ensemble."""
+    other = expired_zookeeper
+    settings = replace(
+        secured.settings("bookkeeper"),
+        bk_zk_address=other.server.hosts,
+        bk_zk_security=ZkSecurity(tls=False),
+        zk_timeout_seconds=30.0,
+    )
+    before = other.sasl_errors()
+    started = time.monotonic()
+    done = run_cli(settings, "orphans", "--dry-run")
+    took = time.monotonic() - started
+    packets = other.sasl_errors() - before
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = one_line(done)
+    assert packets <= 2, f"{packets} SASL packets reached a server without SASL"
+    assert took < 15, f"{took:.1f} s: a session time out, not a refusal"
+    assert f"ZooKeeper at {other.server.hosts} (BookKeeper's ensemble) does not speak SASL" in (
+        line
+    ), line
+    assert "LEDGERGC_BK_ZK_SASL_MECHANISM=none" in line, line
+    assert "refused" not in line, line
+
+
+def test_sasl_to_pulsars_ensemble_without_sasl_names_pulsars_setting(
+    secured: Secured, expired_zookeeper: OtherZooKeeper
+) -> None:
+    other = expired_zookeeper
+    settings = replace(
+        secured.settings("bookkeeper"),
+        zk_address=other.server.hosts,
+        zk_security=ZkSecurity(
+            sasl_mechanism="DIGEST-MD5", sasl_username="bookkeeper", sasl_password="bk-secret"
+        ),
+        zk_timeout_seconds=30.0,
+    )
+    before = other.sasl_errors()
+    started = time.monotonic()
+    done = run_cli(settings, "orphans", "--dry-run")
+    took = time.monotonic() - started
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = one_line(done)
+    assert other.sasl_errors() - before <= 2
+    assert took < 15, f"{took:.1f} s"
+    assert f"ZooKeeper at {other.server.hosts} does not speak SASL" in line, line
+    assert "LEDGERGC_ZK_SASL_MECHANISM" in line and "LEDGERGC_BK_ZK" not in line, line
+
+
+def test_tls_to_bookkeepers_plain_port_names_bookkeepers_settings(secured: Secured) -> None:
+    """Issue 33, defect 5: BookKeeper's sessions take Pulsar's TLS; pointed at a plain
+    port, the fix is BookKeeper's (``LEDGERGC_BK_ZK_TLS=false``), not turning TLS off for
+    Pulsar's ensemble."""
+    settings = replace(
+        secured.settings("bookkeeper"),
+        bk_zk_address=secured.zookeeper.server.hosts + secured.chroot,
+    )
+    with pytest.raises(ConfigError) as err, MetadataStore.open(bookkeeper_endpoint(settings).zk):
+        pass
+    message = str(err.value)
+    assert "does not speak TLS" in message, message
+    assert "LEDGERGC_BK_ZK_TLS=false" in message and "LEDGERGC_ZK_TLS=false" not in message
+    assert "LEDGERGC_BK_ZK_HOSTS" in message, message
+
+
+def test_a_login_bookkeepers_ensemble_refuses_names_bookkeepers_settings(
+    secured: Secured, future_zookeeper: OtherZooKeeper
+) -> None:
+    settings = replace(
+        secured.settings("bookkeeper"),
+        bk_zk_address=future_zookeeper.server.hosts,
+        bk_zk_security=ZkSecurity(tls=False),
+    )
+    with pytest.raises(ConfigError) as err, MetadataStore.open(bookkeeper_endpoint(settings).zk):
+        pass
+    message = str(err.value)
+    assert "(BookKeeper's ensemble) refused the SASL DIGEST-MD5 login as 'bookkeeper'" in (
+        message
+    ), message
+    for name in ("SASL_USERNAME", "SASL_PASSWORD", "JAAS"):
+        assert f"LEDGERGC_BK_ZK_{name}" in message, message
+
+
+def test_a_refusal_on_bookkeepers_ensemble_names_bookkeepers_settings(secured: Secured) -> None:
+    """No login on BookKeeper's ensemble (``LEDGERGC_BK_ZK_SASL_MECHANISM=none``): the
+    bookies' ledgers are refused, and the login to give is BookKeeper's."""
+    from ledger_gc.bookkeeper.survey import check_layout
+
+    settings = replace(
+        secured.settings("bookkeeper"),
+        bk_zk_address=secured.zookeeper.server.hosts + secured.chroot,
+        bk_zk_security=ZkSecurity(tls=False, sasl_mechanism="none"),
+    )
+    with pytest.raises(MetadataAccessError) as err:
+        check_layout(resolve(settings))
+    message = str(err.value)
+    assert "no identity (anonymous) lacks READ" in message, message
+    assert "LEDGERGC_BK_ZK_SASL_USERNAME" in message, message
+    assert "LEDGERGC_ZK_SASL" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("which", "words"),
+    [
+        ("expired_zookeeper", ["its certificate expired on"]),
+        ("future_zookeeper", ["its certificate is not valid until"]),
+    ],
+)
+def test_an_out_of_date_server_certificate_is_named_with_its_dates(
+    secured: Secured, request: pytest.FixtureRequest, which: str, words: list[str]
+) -> None:
+    """Issue 33, defect 5: a server certificate of the right CA, for the right host, out
+    of date, is not a CA to set: the error says what is wrong with it, and when it is
+    (or was) valid."""
+    other: OtherZooKeeper = request.getfixturevalue(which)
+    settings = replace(secured.settings("bookkeeper"), zk_address=other.server.secure_hosts)
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
+        pass
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+    for date in (other.not_before, other.not_after):
+        assert f"{date:%Y-%m-%d %H:%M:%S} UTC" in message, message
+    assert "TLS_CA" not in message and "not trusted" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("valid", "words"),
+    [
+        ((timedelta(days=-30), timedelta(days=-1)), ["client certificate", "expired on"]),
+        ((timedelta(days=1), timedelta(days=30)), ["client certificate", "is not valid until"]),
+    ],
+)
+def test_an_out_of_date_client_certificate_is_named_with_its_dates(
+    secured: Secured, valid: tuple[timedelta, timedelta], words: list[str]
+) -> None:
+    """The server refuses a client certificate of its own CA that is out of date (Java
+    says only "certificate unknown"): the error is its dates and the setting to renew,
+    not a truststore to fix."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    not_before, not_after = now + valid[0], now + valid[1]
+    name = f"client-{uuid.uuid4().hex[:6]}"
+    cert, key = dated_certificate(
+        secured.zookeeper.pki, name, "ledger-gc", not_before, not_after, san=False
+    )
+    settings = secured.settings("bookkeeper", tls_cert=str(cert), tls_key=str(key))
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
+        pass
+    message = str(err.value)
+    for word in [*words, "LEDGERGC_ZK_TLS_CERT"]:
+        assert word in message, message
+    for date in (not_before, not_after):
+        assert f"{date:%Y-%m-%d %H:%M:%S} UTC" in message, message
+    assert "truststore" not in message, message

@@ -7,6 +7,11 @@ reads) and a truststore made by ``keytool -importcert`` (OpenSSL 3's certificate
 PKCS12 files read as empty in Java). The client's material exists in every form ledger-gc
 takes: PEM files, a PKCS12 keystore, the truststore. A second CA, which nobody trusts,
 signs the certificates of the tests that must be refused.
+
+``dated_certificate`` (and ``dated_server_keystore``, a server's keystore of one) makes
+a certificate the right CA signed whose validity is elsewhere in time (expired, or not
+valid yet), with ``openssl ca`` and its ``-startdate``/``-enddate``, as a forgotten
+renewal or a clock that is off leaves a server or a client.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 PASSWORD = "changeit"
@@ -106,3 +112,56 @@ def make_pki(directory: Path) -> Pki:
     _ca(directory, "rogue-ca", "nobody's CA")
     _signed(directory, "rogue-client", "mallory", "rogue-ca", san=False)
     return Pki(directory)
+
+
+#: A minimal ``openssl ca`` set-up: any subject, the extensions of the request's file.
+_CA_CONFIG = """\
+[ca]
+default_ca = test_ca
+[test_ca]
+database = ca-index.txt
+new_certs_dir = .
+serial = ca-serial
+default_md = sha256
+policy = any_subject
+unique_subject = no
+[any_subject]
+commonName = supplied
+"""
+
+
+def dated_certificate(
+    pki: Pki, name: str, subject: str, not_before: datetime, not_after: datetime, *, san: bool
+) -> tuple[Path, Path]:
+    """``<name>.pem`` and ``<name>.key``: a certificate for ``subject`` (with ``san``, for
+    127.0.0.1 and localhost) that ``pki``'s CA signed, valid from ``not_before`` to
+    ``not_after`` (UTC): trusted, and out of date."""
+    directory = pki.directory
+    (directory / "ca-config.cnf").write_text(_CA_CONFIG)
+    (directory / "ca-index.txt").touch()
+    serial = directory / "ca-serial"
+    if not serial.exists():
+        serial.write_text("1000\n")
+    _run(
+        "openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={subject}",
+        cwd=directory,
+    )  # fmt: skip
+    (directory / f"{name}.ext").write_text(_SAN + "\n" if san else "basicConstraints=CA:FALSE\n")
+    _run(
+        "openssl", "ca", "-batch", "-notext", "-config", "ca-config.cnf", "-cert", "ca.pem",
+        "-keyfile", "ca.key", "-in", f"{name}.csr", "-out", f"{name}.pem",
+        "-extfile", f"{name}.ext", "-startdate", f"{not_before:%Y%m%d%H%M%S}Z",
+        "-enddate", f"{not_after:%Y%m%d%H%M%S}Z",
+        cwd=directory,
+    )  # fmt: skip
+    return directory / f"{name}.pem", directory / f"{name}.key"
+
+
+def dated_server_keystore(pki: Pki, name: str, not_before: datetime, not_after: datetime) -> Path:
+    """A PKCS12 server keystore (``<name>.p12``, alias ``zookeeper``) for 127.0.0.1 and
+    localhost (``dated_certificate``): a certificate that is trusted, names the host, and
+    is out of date."""
+    dated_certificate(pki, name, "zookeeper", not_before, not_after, san=True)
+    _pkcs12(pki.directory, name, "zookeeper")
+    return pki.directory / f"{name}.p12"

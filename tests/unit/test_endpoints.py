@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from ledger_gc.config.edge import resolve
@@ -81,3 +85,40 @@ def test_endpoints_cross_a_process_boundary_whole(tmp_path: Path) -> None:
     assert again == endpoints
     assert again.zk.names("sasl_username") == "LEDGERGC_ZK_SASL_USERNAME"
     assert again.policy.grace_seconds == 60 and again.policy.delete_enabled
+
+
+def test_an_executor_masks_what_its_endpoints_carry_once_unpickled(tmp_path: Path) -> None:
+    """A Spark task's closure carries endpoints, not settings (a snapshot shard, a
+    BookKeeper directory, a delete batch): unpickling them is where their secrets enter
+    the executor, so that is where they are masked, as a Settings' are. In a process of
+    its own: the masker is the process's."""
+    endpoints = resolve(
+        Settings(
+            zk_digest="gc:digest-pw-endpoint",
+            s3_secret_access_key="s3-key-endpoint",
+            state_url="postgresql+psycopg://gc:state-pw-endpoint@db:5432/gc",
+            state_dir=tmp_path,
+        )
+    )
+    code = textwrap.dedent(
+        """
+        import logging, pickle, sys
+        endpoints = pickle.loads(sys.stdin.buffer.read())
+        log = logging.getLogger("kazoo.client")
+        log.warning("auth %s", endpoints.zk.digest)
+        log.warning("key %s", endpoints.blocks.secret_access_key)
+        log.warning("url %s", endpoints.state.state_url)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(endpoints),
+        capture_output=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    log = done.stderr.decode()
+    for secret in ("digest-pw-endpoint", "s3-key-endpoint", "state-pw-endpoint"):
+        assert secret not in log, log
+    assert "auth gc:***" in log, log

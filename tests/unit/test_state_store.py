@@ -261,10 +261,67 @@ def test_an_old_state_dir_is_imported_once(state_url: str | None, tmp_path: Path
             "orphans-2",
         ]
         with open_store(settings).read() as conn:
-            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 4
+            # A record per file, and one for the step (done_marker).
+            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 5
     # The next scan continues the imported numbering.
     with OrphanRegistry(settings).transaction() as txn:
         assert txn.record_scan("o-3", 3, {}) == 3
+
+
+def _looks_in(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every file-system look (``is_file``, ``exists``) at ``state_dir`` or below from now."""
+    looked: list[Path] = []
+    for name in ("is_file", "exists"):
+        original = getattr(Path, name)
+
+        def spy(path: Path, *args: Any, original: Any = original, **kwargs: Any) -> Any:
+            if path == state_dir or state_dir in path.parents:
+                looked.append(path)
+            return original(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, name, spy)
+    return looked
+
+
+@pytest.mark.state_backends
+def test_the_old_state_dir_import_is_a_one_time_step(
+    state_url: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: the import is a migration step, done once per store and state dir: a
+    later open by another process reads one record, and neither looks at the dir's files
+    again nor takes the store's write lock for them (a DAG task's open used to queue
+    behind a running cycle's writes on PostgreSQL's advisory lock, once per old file)."""
+    state_dir = tmp_path / "old-state"
+    _old_state_dir(state_dir)
+    settings = Settings(state_dir=state_dir, state_url=state_url)
+    forget_stores()
+    assert [r["run_id"] for r in run_log.read_runs(settings, run_log.TRIM)] == ["trim-1", "trim-2"]
+
+    _another_process()
+    store = open_store(Settings(state_dir=state_dir, state_url=state_url))
+    store.ready()  # the schema check every open does anyway
+    _another_process()
+    looked = _looks_in(state_dir, monkeypatch)
+    writes: list[str] = []
+    monkeypatch.setattr(StateStore, "write", _counting(StateStore.write, writes))
+    store = open_store(Settings(state_dir=state_dir, state_url=state_url))
+
+    assert looked == [] and writes == []
+    assert [r["run_id"] for r in run_log.read_runs(settings, run_log.TRIM)] == ["trim-1", "trim-2"]
+    assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
+
+
+def _another_process() -> None:
+    """Forget what this process opened and imported, as a new process starts."""
+    forget_stores()
+
+
+def _counting(method: Any, calls: list[str]) -> Any:
+    def counted(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        calls.append(method.__name__)
+        return method(self, *args, **kwargs)
+
+    return counted
 
 
 # --- stores that cannot be used ---------------------------------------------------------

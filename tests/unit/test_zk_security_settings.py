@@ -85,9 +85,9 @@ def test_a_kerberos_client_section_is_gssapi_with_its_principal_and_keytab() -> 
     ("text", "words"),
     [
         ("Server { a.B required; };", ["no Client section", "Server"]),
-        ("Client { a.B sometimes; };", ["line 1", "'sometimes'", "not a login module flag"]),
+        ("Client { a.B sometimes; };", ["line 1, column 14", "not a login module flag"]),
         ('Client { a.B required x="unterminated; };', ["unterminated"]),
-        ("Client { a.B required x=; };", ["word or quoted expected", "';'"]),
+        ("Client { a.B required x=; };", ["an option value expected", "';'"]),
         ("Client {\n a.B required\n x=1", ["ends where", "expected"]),
         ('Client { a.B required x="${user.home}"; };', ["system property"]),
         ("Client { com.example.Custom required; };", ["cannot run", "DigestLoginModule"]),
@@ -497,3 +497,38 @@ def test_the_diagnosis_probes_the_servers_kazoo_tried() -> None:
         ("zk-1", 2282),
         ("zk-2", 2181),
     ]
+
+
+def test_bookkeepers_names_offer_its_own_variables_and_say_what_it_takes() -> None:
+    """Issue 33: an error about BookKeeper's ensemble offers ``LEDGERGC_BK_ZK_*`` (its
+    own: what changes it alone), while a value it takes from Pulsar's is still named by
+    the variable that holds it, and said to apply."""
+    settings = Settings.from_env(
+        env(
+            zk_hosts="zk1:2181",
+            zk_sasl_mechanism="DIGEST-MD5",
+            zk_sasl_username="bookkeeper",
+            zk_sasl_password="secret",
+            bk_zk_hosts="bk1:2181",
+            bk_zk_sasl_service="zk",
+        )
+    )
+    pulsar = settings.zk_setting_names()
+    bookkeeper = settings.bookkeeper_settings()
+    names = bookkeeper.zk_setting_names()
+
+    assert pulsar.own("sasl_username") == pulsar("sasl_username") == "LEDGERGC_ZK_SASL_USERNAME"
+    assert pulsar.taken(settings.zk_security, ("sasl_username",)) == ""
+    assert pulsar.at("zk1:2181") == "ZooKeeper at zk1:2181"
+    assert names("sasl_username") == "LEDGERGC_ZK_SASL_USERNAME"
+    assert names.own("sasl_username") == "LEDGERGC_BK_ZK_SASL_USERNAME"
+    assert names("sasl_service") == names.own("sasl_service") == "LEDGERGC_BK_ZK_SASL_SERVICE"
+    assert (names("hosts"), names.own("hosts")) == ("LEDGERGC_BK_ZK_HOSTS",) * 2
+    assert names.at("bk1:2181") == "ZooKeeper at bk1:2181 (BookKeeper's ensemble)"
+    taken = names.taken(bookkeeper.zk_security, ("sasl_mechanism", "sasl_service", "jaas"))
+    assert taken == (
+        "; LEDGERGC_ZK_SASL_MECHANISM applies to BookKeeper's ensemble too, its own being unset"
+    )
+    # On Pulsar's ensemble, BookKeeper's address unset: its variable names it.
+    shared = Settings.from_env(env(zk_hosts="zk1:2181")).bookkeeper_settings()
+    assert shared.zk_setting_names()("hosts") == "LEDGERGC_ZK_HOSTS"

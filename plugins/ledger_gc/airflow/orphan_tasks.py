@@ -103,14 +103,11 @@ def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
     """The environment of the spark-submit process: the settings (``LEDGERGC_*`` and
     boto3's credential variables: temporary ones, or none, on a cluster:
     ``settings_hook.spark_settings``), and which Python runs the driver (and, with a local
-    master, the executors). The secrets are registered with Airflow's masker, so the
-    task log and the Rendered view show them as ``***``."""
-    from airflow.sdk.log import mask_secret
-
+    master, the executors). Their secrets are masked (``spark_settings``: this process's
+    log filter and Airflow's masker), so the task log and the Rendered view show them as
+    ``***``."""
     settings = spark_settings(settings, local_master=local_master)
     env = settings.to_env()
-    for secret in settings.secrets():
-        mask_secret(secret)
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if local_master:
         env["PYSPARK_PYTHON"] = sys.executable

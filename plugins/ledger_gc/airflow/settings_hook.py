@@ -230,12 +230,14 @@ class LedgerGcHook(BaseHook):
         """The effective settings (``assemble_settings``) through the Task SDK: env,
         connections, the variable, then ``params`` (``settings_for`` picks them from a
         run's)."""
-        return assemble_settings(
-            _connection,
-            _variable,
-            params,
-            zookeeper_conn_id=self.zookeeper_conn_id,
-            s3_conn_id=self.s3_conn_id,
+        return masked(
+            assemble_settings(
+                _connection,
+                _variable,
+                params,
+                zookeeper_conn_id=self.zookeeper_conn_id,
+                s3_conn_id=self.s3_conn_id,
+            )
         )
 
 
@@ -244,7 +246,23 @@ def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
     cluster (``aws_credentials.for_spark``)."""
     from ledger_gc.airflow.aws_credentials import for_spark
 
-    return for_spark(settings, _connection(S3_CONN_ID), local_master=local_master)
+    return masked(for_spark(settings, _connection(S3_CONN_ID), local_master=local_master))
+
+
+def masked(settings: Settings) -> Settings:
+    """``settings``, their secrets (declared and derived: ``config.secret_values``) masked
+    from now on in every log record of this process (``secret_masking``) and by Airflow's
+    own masker (the task log, the Rendered view, the supervisor's log)."""
+    from airflow.sdk.log import mask_secret
+
+    from ledger_gc.config.secret_masking import install_secret_masking
+    from ledger_gc.config.secret_values import secret_values
+
+    secrets = secret_values(settings)
+    install_secret_masking(secrets)
+    for secret in secrets:
+        mask_secret(secret)
+    return settings
 
 
 def settings_for(params: Mapping[str, Any] | None) -> Settings:

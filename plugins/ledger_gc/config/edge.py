@@ -20,7 +20,7 @@ from ledger_gc.config.endpoints import (
 from ledger_gc.config.policy import Policy
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_addresses import ZkAddress
-from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, PARTS, Names, ZkSecurity, names_for
+from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, Names, ZkSecurity, names_for
 
 
 def resolve(settings: Settings) -> Endpoints:
@@ -80,10 +80,6 @@ def offload_store(settings: Settings) -> ObjectStore:
     )
 
 
-def _variables(names: Names) -> tuple[tuple[str, str], ...]:
-    return tuple((part, names(part)) for part in PARTS)
-
-
 def zk_endpoint(settings: Settings) -> ZkEndpoint:
     """Pulsar's local metadata store as ledger-gc opens sessions to it."""
     return _endpoint(
@@ -104,7 +100,7 @@ def bookkeeper_endpoint(settings: Settings) -> BookKeeperEndpoint:
         settings.bookkeeper_security,
         BOOKKEEPER,
         # Its own LEDGERGC_BK_ZK_* where set, else the Pulsar variable it falls back to.
-        names_for(BOOKKEEPER_PREFIX, settings.bk_zk_security),
+        names_for(BOOKKEEPER_PREFIX, settings.bk_zk_security, settings.bookkeeper_env),
         settings.bookkeeper_env,
     )
     env = settings.bookkeeper_env
@@ -132,6 +128,6 @@ def _endpoint(
         settings.zk_max_reads_per_second,
         settings.zk_max_record_bytes,
         ensemble,
-        _variables(names),
+        names,
         hosts_variable,
     )

@@ -33,8 +33,13 @@ from typing import Any
 
 from ledger_gc.config.jaas import ZooKeeperLogin
 from ledger_gc.config.policy import Policy
+from ledger_gc.config.secret_masking import install_secret_masking
+from ledger_gc.config.secret_values import zookeeper_digest
 from ledger_gc.config.zk_addresses import ZkAddress
-from ledger_gc.config.zk_security import PULSAR_NAMES, ZkSecurity
+from ledger_gc.config.zk_security import PULSAR_NAMES, PULSAR_PREFIX, Names, ZkSecurity
+from ledger_gc.config.zk_security import specs as security_specs
+from ledger_gc.errors import ConfigError
+from ledger_gc.state.url import password, written_password
 
 #: Whose ensemble an endpoint is (``ZkEndpoint.ensemble``).
 PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
@@ -62,8 +67,9 @@ class ZkEndpoint:
     max_record_bytes: int = DEFAULT_ZK_MAX_RECORD_BYTES
     #: Whose ensemble this is (``PULSAR`` or ``BOOKKEEPER``); not part of its identity.
     ensemble: str = field(default=PULSAR, compare=False)
-    #: The variable that set each part of ``security`` (``names``), for errors.
-    variables: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    #: The variable of each part of ``security`` and of the servers, for errors
+    #: (``LEDGERGC_BK_ZK_*`` on BookKeeper's ensemble); no value travels with it.
+    names: Names = field(default=PULSAR_NAMES, compare=False, repr=False)
     #: The variable that named the servers (``LEDGERGC_ZK_HOSTS``/``LEDGERGC_BK_ZK_HOSTS``).
     hosts_variable: str = field(default="LEDGERGC_ZK_HOSTS", compare=False, repr=False)
 
@@ -75,13 +81,6 @@ class ZkEndpoint:
     @property
     def chroot(self) -> str:
         return self.address.chroot
-
-    def names(self, part: str) -> str:
-        """The variable that set ``part`` of the security (a ``Names``), for errors."""
-        for known, variable in self.variables:
-            if known == part:
-                return variable
-        return PULSAR_NAMES(part)
 
     def login(self) -> ZooKeeperLogin | None:
         """The SASL login (None: no SASL), read once."""
@@ -98,6 +97,25 @@ class ZkEndpoint:
         """A pickled copy (a Spark closure) needs no file of this host: its TLS material as
         PEM text, a JAAS login as its username and password (``ZkSecurity.portable``)."""
         return {**self.__dict__, "security": self.security.portable(self.names)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _arrived(self, state)
+
+    def secrets(self) -> list[str]:
+        """What of this endpoint a log must never show: the digest's password and the
+        digest ZooKeeper derives from it, the TLS key and its stores' passwords, the SASL
+        password (a JAAS file's too)."""
+        security = self.security
+        found = [spec.secret_of(getattr(security, str(spec.part))) for spec in _SECURITY_SPECS]
+        if self.digest and ":" in self.digest:
+            user, _, secret = self.digest.partition(":")
+            found += [secret, zookeeper_digest(user, secret)]
+        try:
+            login = security.login(self.names)
+        except ConfigError:  # refused when the settings were made: nothing to mask
+            login = None
+        found.append(login.password if login is not None else None)
+        return [value for value in found if value]
 
     def __repr__(self) -> str:
         security = self.security
@@ -155,6 +173,12 @@ class ObjectStore:
         """What every key of the store starts with ("" or "prefix/")."""
         return f"{self.prefix}/" if self.prefix else ""
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _arrived(self, state)
+
+    def secrets(self) -> list[str]:
+        return [value for value in (self.secret_access_key, self.session_token) if value]
+
     @property
     def configured(self) -> bool:
         return bool(self.bucket)
@@ -169,6 +193,16 @@ class StateEndpoint:
 
     state_dir: Path
     state_url: str | None = field(default=None, repr=False)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _arrived(self, state)
+
+    def secrets(self) -> list[str]:
+        """The URL's password as written and as the database gets it (unescaped)."""
+        if not self.state_url:
+            return []
+        found = (written_password(self.state_url), password(self.state_url))
+        return [value for value in found if value]
 
 
 @dataclass(frozen=True)
@@ -190,3 +224,16 @@ class Endpoints:
     @property
     def bookkeeper_on(self) -> bool:
         return self.bookkeeper_mode != "false"
+
+
+#: The declarations of a ``ZkSecurity``'s parts: which of them hold a secret.
+_SECURITY_SPECS = security_specs(PULSAR_PREFIX)
+
+
+def _arrived(endpoint: ZkEndpoint | ObjectStore | StateEndpoint, state: dict[str, Any]) -> None:
+    """A pickled endpoint arrives (on a Spark executor, the one way one reaches another
+    process): its fields, and its secrets masked in that process's logs from now on,
+    as its edge's are (``config.secret_masking``)."""
+    for name, value in state.items():
+        object.__setattr__(endpoint, name, value)
+    install_secret_masking(endpoint.secrets())

@@ -17,7 +17,8 @@ module class, a flag (``required``, ``requisite``, ``sufficient``, ``optional``)
 escapes) or bare; ``//`` and ``/* */`` comments. A ``${property}`` value (a JVM system
 property the JVM would expand) cannot be expanded outside the JVM and is refused.
 
-Pure: text in, values out; every error is one ``ConfigError`` naming the file and line.
+Pure: text in, values out; every error is one ``ConfigError`` naming the file, the line
+and column and the kind of token, never its text (a slip can put the password anywhere).
 """
 
 from __future__ import annotations
@@ -76,28 +77,50 @@ class _Token:
     kind: str  # "word", "quoted" or the punctuation itself
     text: str
     line: int
+    column: int  # 1-based, in characters
+
+    def where(self) -> str:
+        return f"line {self.line}, column {self.column}"
+
+    def described(self) -> str:
+        """What the token is, never what it says: a slip can put a password anywhere,
+        so an error names a word or a quoted value by its kind and position alone (the
+        grammar's punctuation is no one's secret)."""
+        if self.kind == "word":
+            return "a word"
+        if self.kind == "quoted":
+            return "a quoted value"
+        return repr(self.text)
+
+
+#: What each place of the grammar expects, as an error says it.
+_WHAT = {"word": "a word", "quoted": "a quoted value"}
 
 
 def _tokens(text: str, where: str) -> list[_Token]:
     tokens: list[_Token] = []
-    line = 1
+    line, line_start = 1, 0
     position = 0
     while position < len(text):
         match = _TOKEN.match(text, position)
+        column = position - line_start + 1
         if match is None:  # an unterminated quote or comment
             raise ConfigError(
-                f"{where} line {line}: unterminated quote or comment; it is not a JAAS "
-                "login configuration"
+                f"{where} line {line}, column {column}: unterminated quote or comment; it "
+                "is not a JAAS login configuration"
             )
         kind = match.lastgroup or ""
         token = match.group()
         if kind == "quoted":
-            tokens.append(_Token("quoted", _unquote(token[1:-1]), line))
+            tokens.append(_Token("quoted", _unquote(token[1:-1]), line, column))
         elif kind == "punct":
-            tokens.append(_Token(token, token, line))
+            tokens.append(_Token(token, token, line, column))
         elif kind == "word":
-            tokens.append(_Token("word", token, line))
-        line += token.count("\n")
+            tokens.append(_Token("word", token, line, column))
+        newlines = token.count("\n")
+        if newlines:
+            line += newlines
+            line_start = position + token.rindex("\n") + 1
         position = match.end()
     return tokens
 
@@ -107,49 +130,54 @@ def _unquote(body: str) -> str:
 
 
 def parse(text: str, where: str = "the JAAS file") -> dict[str, list[LoginModule]]:
-    """Every section of a JAAS file: name -> its login modules, in order."""
+    """Every section of a JAAS file: name -> its login modules, in order.
+
+    An error names the file, the line and column, what was expected and the kind of
+    token found (a word, a quoted value, a punctuation mark), never a word's or a
+    value's text: a misplaced password is one of them."""
     tokens = _tokens(text, where)
     sections: dict[str, list[LoginModule]] = {}
     position = 0
 
-    def expect(*kinds: str) -> _Token:
+    def expect(*kinds: str, what: str | None = None) -> _Token:
         nonlocal position
+        wanted = what or " or ".join(_WHAT.get(kind, repr(kind)) for kind in kinds)
         if position >= len(tokens):
             last = tokens[-1].line if tokens else 1
             raise ConfigError(
-                f"{where} line {last}: the file ends where {' or '.join(kinds)} was expected; "
-                "it is not a complete JAAS login configuration"
+                f"{where} line {last}: the file ends where {wanted} was expected; it is "
+                "not a complete JAAS login configuration"
             )
         token = tokens[position]
         if token.kind not in kinds:
             raise ConfigError(
-                f"{where} line {token.line}: {' or '.join(kinds)} expected, found "
-                f"{token.text!r}; a section is Name {{ module flag key=value ...; }};"
+                f"{where} {token.where()}: {wanted} expected, found {token.described()}; "
+                "a section is Name { module flag key=value ...; };"
             )
         position += 1
         return token
 
     while position < len(tokens):
-        name = expect("word").text
+        name = expect("word", what="a section name").text
         expect("{")
         modules: list[LoginModule] = []
         while position < len(tokens) and tokens[position].kind != "}":
-            module = expect("word")
-            flag = expect("word")
+            module = expect("word", what="a login module's class")
+            flag = expect("word", what="a login module flag")
             if flag.text.lower() not in FLAGS:
                 raise ConfigError(
-                    f"{where} line {flag.line}: {flag.text!r} after {module.text} is not a "
-                    f"login module flag ({', '.join(FLAGS)})"
+                    f"{where} {flag.where()}: the word after the login module's class is "
+                    f"not a login module flag ({', '.join(FLAGS)})"
                 )
             options: dict[str, str] = {}
             while position < len(tokens) and tokens[position].kind != ";":
-                key = expect("word")
+                key = expect("word", what="an option name")
                 expect("=")
-                value = expect("word", "quoted")
+                value = expect("word", "quoted", what="an option value")
                 if "${" in value.text:
                     # The value is not shown: it may be a password that holds a "${".
                     raise ConfigError(
-                        f"{where} line {value.line}: the value of {key.text} names a JVM "
+                        f"{where} {value.where()}: the value of {key.text} names a JVM "
                         "system property (${...}), which only the JVM expands; write the "
                         "value itself"
                     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from ledger_gc.config.zk_security import (
     BOOKKEEPER_PREFIX,
     PULSAR_NAMES,
     PULSAR_PREFIX,
+    Names,
     ZkSecurity,
     names_for,
 )
@@ -577,8 +578,8 @@ class Settings:
             "ledgers root; unset LEDGERGC_BK_LEDGERS_ROOT or make the two agree"
         )
 
-    def _bookkeeper_names(self) -> Callable[[str], str]:
-        return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security)
+    def _bookkeeper_names(self) -> Names:
+        return names_for(BOOKKEEPER_PREFIX, self.bk_zk_security, self.bookkeeper_env)
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled copy carries (a Spark closure or broadcast, the one way
@@ -590,6 +591,14 @@ class Settings:
         if not self.bk_zk_security.is_empty():
             state["bk_zk_security"] = self.bookkeeper_security.portable(self._bookkeeper_names())
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy arrives (on a Spark executor, the one way settings reach one): its
+        secrets are masked in that process's logs from now on, as its edge's are."""
+        self.__dict__.update(state)
+        from ledger_gc.config.secret_values import install_for
+
+        install_for(self)
 
     def _value_of(self, spec: SettingSpec) -> Any:
         value = getattr(self, spec.field)
@@ -703,7 +712,7 @@ class Settings:
             ensemble=BOOKKEEPER,
         )
 
-    def zk_setting_names(self) -> Callable[[str], str]:
+    def zk_setting_names(self) -> Names:
         """The variable that sets each part of ``zk_security``, for error messages:
         Pulsar's ``LEDGERGC_ZK_*``, or on BookKeeper's sessions (``bookkeeper_settings``)
         its ``LEDGERGC_BK_ZK_*`` where set, else the Pulsar one it falls back to."""

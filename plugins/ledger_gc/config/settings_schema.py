@@ -155,10 +155,11 @@ def _after_colon(value: Any) -> str | None:
 
 
 def _url_password(value: Any) -> str | None:
-    """A URL's password (``postgresql+psycopg://user:password@host/db``)."""
-    from urllib.parse import urlsplit
+    """A URL's password as written in it (``postgresql+psycopg://user:password@host/db``),
+    found where SQLAlchemy finds it (``state.url``): it may hold ``/`` and ``+``."""
+    from ledger_gc.state.url import written_password
 
-    return urlsplit(str(value)).password
+    return written_password(str(value))
 
 
 #: What of a secret setting's value is hidden: all of it, the password of ``user:password``,

@@ -47,8 +47,6 @@ NO_SASL = "NONE"
 DEFAULT_SERVICE = "zookeeper"
 PULSAR_PREFIX = "LEDGERGC_ZK_"
 BOOKKEEPER_PREFIX = "LEDGERGC_BK_ZK_"
-#: A part of ``ZkSecurity`` -> the variable that set it.
-Names = Callable[[str], str]
 T = TypeVar("T")
 #: The TLS parts, which ``LEDGERGC_BK_ZK_TLS=false`` stops BookKeeper taking from Pulsar's.
 TLS_PARTS = (
@@ -473,17 +471,81 @@ def specs(prefix: str) -> tuple[SettingSpec, ...]:
     return tuple(made)
 
 
-def names_for(prefix: str, set_here: ZkSecurity | None = None) -> Names:
+_SUFFIXES = {part: suffix for part, suffix, _ in _PARTS} | {"hosts": "HOSTS"}
+
+
+class Names:
+    """The variables of one ensemble's settings, for its errors (DESIGN.md: errors about
+    BookKeeper's ensemble name ``LEDGERGC_BK_ZK_*``).
+
+    On BookKeeper's ensemble a part it does not set is Pulsar's, so two questions have
+    different answers there (issue 33: TLS to BookKeeper's plain port advised
+    ``LEDGERGC_ZK_TLS=false``, which turns TLS off for Pulsar's ensemble):
+
+    * ``names(part)``: the variable that holds the value in use (``LEDGERGC_ZK_TLS_CA``
+      while ``LEDGERGC_BK_ZK_TLS_CA`` is unset), for an error about that value (a file
+      that cannot be read);
+    * ``names.own(part)``: the variable that changes it for this ensemble alone
+      (``LEDGERGC_BK_ZK_TLS_CA``, set or not), for the fix an error offers; ``taken``
+      then says which of Pulsar's values apply.
+
+    ``hosts`` is a part too: the variable that names the ensemble's servers.
+    """
+
+    def __init__(
+        self, prefix: str, set_here: ZkSecurity | None = None, hosts: str | None = None
+    ) -> None:
+        #: ``set_here``: BookKeeper's own parts (None: Pulsar's ensemble, whose are all
+        #: own); only which parts it sets is kept, none of their values.
+        self.prefix = prefix
+        self.own_parts = (
+            None
+            if set_here is None
+            else frozenset(p for p in PARTS if getattr(set_here, p) is not None)
+        )
+        self.hosts = hosts or prefix + _SUFFIXES["hosts"]
+
+    @property
+    def bookkeeper(self) -> bool:
+        return self.prefix == BOOKKEEPER_PREFIX
+
+    def __call__(self, part: str) -> str:
+        if part == "hosts":
+            return self.hosts
+        if self.falls_back(part):
+            return PULSAR_PREFIX + _SUFFIXES[part]
+        return self.own(part)
+
+    def own(self, part: str) -> str:
+        return self.prefix + _SUFFIXES[part]
+
+    def falls_back(self, part: str) -> bool:
+        """Whether this ensemble takes ``part`` from Pulsar's (it does not set it)."""
+        return self.own_parts is not None and part not in self.own_parts
+
+    def at(self, hosts: str) -> str:
+        """The words "ZooKeeper at <hosts>", and "(BookKeeper's ensemble)" on BookKeeper's."""
+        return f"ZooKeeper at {hosts}" + (" (BookKeeper's ensemble)" if self.bookkeeper else "")
+
+    def taken(self, security: ZkSecurity, parts: tuple[str, ...]) -> str:
+        """ "; <Pulsar's variables> apply to BookKeeper's ensemble too, its own being
+        unset" for those of ``parts`` that ``security`` (this ensemble's, Pulsar's filled
+        in) takes from Pulsar's; "" when none (always on Pulsar's ensemble)."""
+        taken = [self(p) for p in parts if self.falls_back(p) and getattr(security, p) is not None]
+        if not taken:
+            return ""
+        verb = "applies" if len(taken) == 1 else "apply"
+        return f"; {', '.join(taken)} {verb} to BookKeeper's ensemble too, its own being unset"
+
+    def __repr__(self) -> str:
+        return f"Names({self.prefix!r})"
+
+
+def names_for(prefix: str, set_here: ZkSecurity | None = None, hosts: str | None = None) -> Names:
     """The variable of each part: ``<prefix><suffix>``; with ``set_here`` (BookKeeper's
-    own parts), a part it does not set is named by Pulsar's variable it falls back to."""
-    suffixes = {part: suffix for part, suffix, _ in _PARTS}
-
-    def name(part: str) -> str:
-        if set_here is not None and getattr(set_here, part) is None:
-            return PULSAR_PREFIX + suffixes[part]
-        return prefix + suffixes[part]
-
-    return name
+    own parts), a part it does not set is named by Pulsar's variable it falls back to
+    (``Names.own``: its own all the same)."""
+    return Names(prefix, set_here, hosts)
 
 
 PULSAR_NAMES = names_for(PULSAR_PREFIX)

@@ -8,6 +8,8 @@ ids at or above it). Its own module, in the metadata layer, so both read it alik
 from __future__ import annotations
 
 from ledger_gc.config.endpoints import ZkEndpoint
+from ledger_gc.errors import MetadataAccessError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.rules.metadata import paths
@@ -58,4 +60,14 @@ def read_id_counter(endpoint: ZkEndpoint) -> int | None:
                 stat.cversion, stat.numChildren, deletes_advance=seqs[1] - seqs[0] > 1
             )
 
-        return guarded(what, store.hosts, read)
+        def refused() -> MetadataAccessError:
+            # Its one create is on ledger-gc's own probe parent.
+            return zk_access.own_refusal(
+                client,
+                store.hosts,
+                what=f"{what} (a probe under {SEQUENCE_PROBE_PATH})",
+                znode=SEQUENCE_PROBE_PATH,
+                names=endpoint.names,
+            )
+
+        return guarded(what, store.hosts, read, refused=refused)

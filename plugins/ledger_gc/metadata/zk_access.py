@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from kazoo.protocol.serialization import int_struct, read_string
 from kazoo.security import ACL, Permissions
 
@@ -111,26 +112,27 @@ def holder(acl: ACL) -> str:
 
 
 def _fix(holders: list[str], permission: str, names: Names) -> str:
-    """What to set so that ledger-gc connects as one who has the permission."""
+    """What to set so that ledger-gc connects as one who has the permission: the
+    ensemble's own settings (``LEDGERGC_BK_ZK_*`` on BookKeeper's)."""
     for who in holders:
         scheme, _, ident = who.partition(":")
         if scheme == "sasl":
             return (
-                f"connect as {ident} with SASL ({names('sasl_username')}, or "
-                f"{names('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
+                f"connect as {ident} with SASL ({names.own('sasl_username')}, or "
+                f"{names.own('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
                 "zkEnableSecurity=true gives ledger znodes and their parents to the bookies' "
                 "SASL identity"
             )
         if scheme == "digest":
             return f"set LEDGERGC_ZK_DIGEST to {ident}'s user:password"
         if scheme == "x509":
-            return f"connect with {ident}'s client certificate ({names('tls_cert')})"
+            return f"connect with {ident}'s client certificate ({names.own('tls_cert')})"
         if scheme == "ip":
             return f"run ledger-gc from {ident}"
     return (
         f"connect as an identity that has {permission} there: for BookKeeper with "
-        f"zkEnableSecurity=true, the bookies' SASL identity ({names('sasl_username')} or "
-        f"{names('jaas')}); else grant it to ledger-gc's (setAcl)"
+        f"zkEnableSecurity=true, the bookies' SASL identity ({names.own('sasl_username')} or "
+        f"{names.own('jaas')}); else grant it to ledger-gc's (setAcl)"
     )
 
 
@@ -143,13 +145,15 @@ def refusal(
     znode: str,
     checked: str | None = None,
     names: Names = PULSAR_NAMES,
+    fix: str | None = None,
 ) -> MetadataAccessError:
     """The error of one refused operation: ``permission`` on ``checked`` (``znode``
-    itself, or its parent for a delete or create), the identity, who has it, the fix."""
+    itself, or its parent for a delete or create), the identity, who has it, the fix
+    (``fix``, else the one for BookKeeper's and Pulsar's znodes)."""
     checked = checked or znode
     identity = describe(who_am_i(client))
     where = checked if checked == znode else f"{checked}, the parent of {znode}"
-    text = f"ZooKeeper at {hosts} refused {what}: {identity} lacks {permission} on {where}"
+    text = f"{names.at(hosts)} refused {what}: {identity} lacks {permission} on {where}"
     acl = _acl(client, checked)
     holders: list[str] = []
     if acl is None:
@@ -158,8 +162,73 @@ def refusal(
         holders = [holder(entry) for entry in acl if entry.perms & _BITS[permission]]
         given = ", ".join(holders) if holders else "no one"
         text += f", whose ACL gives it to {given}"
-    text += f"; {_fix(holders, permission, names)}"
+    text += f"; {fix or _fix(holders, permission, names)}"
     return MetadataAccessError(text, identity=identity, permission=permission, znode=checked)
+
+
+def own_refusal(
+    client: KazooClient,
+    hosts: str,
+    *,
+    what: str,
+    znode: str,
+    names: Names = PULSAR_NAMES,
+) -> MetadataAccessError:
+    """The error of a refused operation on one of ledger-gc's own znodes (``znode``: a
+    lock's path, ``/ledger-gc/ticks``), which it creates with ``makepath``, lists, and
+    creates children in.
+
+    Which check failed is found out: the deepest of ``znode`` and its parents that
+    exists (``exists`` needs no permission) is where the refusal was. Below it a znode
+    was to be created: CREATE on it. At ``znode`` itself: READ if it cannot be listed,
+    else CREATE (a child). Its ACL is named where it can be read. These znodes carry
+    their creator's identity (``zk_client.own_acl``), so the fix is to connect as that
+    identity, or to change their ACL by hand."""
+    at = znode
+    while at != "/" and _exists(client, at) is False:
+        at = at.rsplit("/", 1)[0] or "/"
+    if at != znode:
+        below = znode[len(at.rstrip("/")) + 1 :].split("/", 1)[0]
+        permission, target = CREATE, f"{at.rstrip('/')}/{below}"
+    elif _listable(client, at):
+        permission, target = CREATE, f"{at}/<a node of its own>"
+    else:
+        permission, target = READ, at
+    return refusal(
+        client,
+        hosts,
+        what=what,
+        permission=permission,
+        znode=target,
+        checked=at,
+        names=names,
+        fix=(
+            f"{at} is ledger-gc's and carries the identity of the run that created it: every "
+            "ledger-gc run of a cluster must connect as one identity (the README's "
+            '"ZooKeeper ACLs"), so connect as the identity that created it, or have an operator '
+            f"give this identity READ, CREATE and DELETE on {at} and below (setAcl). Nothing "
+            "was deleted"
+        ),
+    )
+
+
+def _exists(client: KazooClient, znode: str) -> bool | None:
+    """Whether ``znode`` exists (None: the session cannot say)."""
+    try:
+        return client.exists(znode) is not None
+    except Exception:  # a message depends on it, nothing else
+        return None
+
+
+def _listable(client: KazooClient, znode: str) -> bool:
+    """Whether this session may list ``znode`` (READ)."""
+    try:
+        client.get_children(znode)
+        return True
+    except NoAuthError:
+        return False
+    except Exception:  # a message depends on it, nothing else
+        return True
 
 
 def _acl(client: KazooClient, znode: str) -> list[ACL] | None:

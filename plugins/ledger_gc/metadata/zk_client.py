@@ -6,18 +6,24 @@ from the settings (``ledger_gc.config.endpoints``, ``ledger_gc.config.zk_securit
 
 * TLS (``LEDGERGC_ZK_TLS``): the server's certificate verified against the configured
   CAs alone (else the system's) and its host name checked, a client certificate when
-  set: one ``SSLContext`` per endpoint and process (``zk_tls``), which kazoo's connections use
-  through ``zk_tls.TlsHandler``;
+  set: one ``SSLContext`` per set of TLS material and process (``zk_tls``), which
+  kazoo's connections use through ``zk_tls.TlsHandler``;
 * SASL (``LEDGERGC_ZK_SASL_*`` or a JAAS file): DIGEST-MD5 or GSSAPI through
   ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
-  error rather than a refused session;
-* digest auth (``LEDGERGC_ZK_DIGEST``), whose identity also owns what ledger-gc creates.
+  error rather than a refused session; a server that does not speak SASL ends the login
+  at its first (empty) answer (``zk_sasl``), not at the session's expiry;
+* digest auth (``LEDGERGC_ZK_DIGEST``);
+* the ACL of what ledger-gc creates (``own_acl``): the session's identity's, whatever
+  the login, never ``world:anyone`` ALL where one is configured.
 
 A session that does not start fails within seconds, not at the time out: a state
 listener sees kazoo give up, and ``zk_diagnose`` names the cause it can (a plain client
 on a TLS port, an untrusted certificate, a missing client certificate). SASL completes
 after the session is connected, so a first request shows whether the server accepted
 the login.
+
+Errors name the ensemble's own settings (``Names.own``): ``LEDGERGC_BK_ZK_*`` on
+BookKeeper's sessions, whichever of Pulsar's values they take.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from kazoo.exceptions import (
     AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
+    InvalidACLError,
     NoAuthError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -42,7 +49,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
-from kazoo.security import make_digest_acl
+from kazoo.security import ACL, CREATOR_ALL_ACL
 
 from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.config.jaas import GSSAPI, ZooKeeperLogin
@@ -53,6 +60,7 @@ from ledger_gc.errors import (
     MetadataError,
     MetadataUnavailableError,
 )
+from ledger_gc.metadata import zk_sasl
 from ledger_gc.metadata.zk_diagnose import diagnose, servers
 from ledger_gc.metadata.zk_tls import TlsHandler, tls_context
 
@@ -80,16 +88,19 @@ def connect(endpoint: ZkEndpoint) -> KazooClient:
     security = endpoint.security
     names = endpoint.names
     hosts = endpoint.hosts
-    acl = None
     auth_data = None
     if endpoint.digest:
-        user, sep, password = endpoint.digest.partition(":")
+        _, sep, _ = endpoint.digest.partition(":")
         if not sep:
             raise MetadataError("LEDGERGC_ZK_DIGEST must be user:password")
         auth_data = [("digest", endpoint.digest)]
-        acl = [make_digest_acl(user, password, all=True)]
     context = _context(endpoint) if security.uses_tls else None
     login = endpoint.login()
+    acl = own_acl(
+        digest=endpoint.digest,
+        login=login,
+        client_certificate=security.uses_tls and bool(security.tls_cert),
+    )
     if login is not None and login.mechanism == GSSAPI:
         _check_kerberos(hosts, security, login, names)
     quiet = _StartingLog()
@@ -107,15 +118,15 @@ def connect(endpoint: ZkEndpoint) -> KazooClient:
         handler=TlsHandler(context) if context is not None else None,
         use_ssl=context is not None,
     )
+    sasl = zk_sasl.guard(client) if login is not None else None
     started = _started(client, endpoint.timeout_seconds)
-    quiet.starting = False
     if not started:
         found = diagnose(hosts, security, context, names)
         if found is not None:
             raise found
         raise MetadataUnavailableError(
-            f"ZooKeeper at {hosts} unreachable; no metadata read, nothing "
-            "deleted. Check LEDGERGC_ZK_HOSTS and that the ensemble is up."
+            f"{names.at(hosts)} unreachable; no metadata read, nothing "
+            f"deleted. Check {names('hosts')} and that the ensemble is up."
         )
     try:
         # The first request: it waits for the SASL login, which follows the connection.
@@ -124,10 +135,14 @@ def connect(endpoint: ZkEndpoint) -> KazooClient:
         _close(client)
         if login is None:
             raise MetadataUnavailableError(
-                f"ZooKeeper at {hosts} closed the session as it started "
+                f"{names.at(hosts)} closed the session as it started "
                 f"({type(exc).__name__}); no metadata read, nothing deleted"
             ) from exc
-        raise _login_refused(hosts, login, names) from exc
+        if sasl is not None and sasl.empty_challenge:
+            raise zk_sasl.not_spoken(hosts, login, security, names) from exc
+        raise zk_sasl.refused(hosts, login, security, names) from exc
+    # kazoo's warnings until now (a refused login among them) are summed up above.
+    quiet.starting = False
     chroot = endpoint.chroot
     if chroot and root is None:
         _close(client)
@@ -157,6 +172,24 @@ def _context(endpoint: ZkEndpoint) -> ssl.SSLContext:
         if context is None:
             context = _CONTEXTS[key] = tls_context(security, names)
         return context
+
+
+def own_acl(
+    *, digest: str | None, login: ZooKeeperLogin | None, client_certificate: bool
+) -> list[ACL] | None:
+    """The ACL of every znode ledger-gc creates (its locks, its clock's ticks, its probes
+    under ``/ledger-gc``): the session's default, so no create can forget it.
+
+    With a login (``LEDGERGC_ZK_DIGEST``, SASL, a TLS client certificate) it is
+    ZooKeeper's CREATOR_ALL: ALL for each identity the session authenticated as
+    (``digest:``, ``sasl:`` after the server's principal stripping, ``x509:``), worked
+    out by the server, so GSSAPI's principal need not be guessed here. Every ledger-gc
+    run of a cluster must then connect as the same identity (the README's "ZooKeeper
+    ACLs"). Without one: None, kazoo's ``world:anyone`` ALL, the only ACL an anonymous
+    session may set (CREATOR_ALL needs an authenticated identity)."""
+    if digest or login is not None or client_certificate:
+        return list(CREATOR_ALL_ACL)
+    return None
 
 
 class _StartingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -215,21 +248,6 @@ def _close(client: KazooClient) -> None:
         client.close()
 
 
-def _login_refused(hosts: str, login: ZooKeeperLogin, names: Names) -> ConfigError:
-    who = f"as {login.username!r}" if login.username else "with the keytab's principal"
-    if login.mechanism == GSSAPI:
-        fix = f"check KRB5_CLIENT_KTNAME, {names('sasl_username')} and {names('sasl_service')}"
-    else:
-        fix = (
-            f"check {names('sasl_username')} and {names('sasl_password')} (or the Client "
-            f"section of {names('jaas')}) against the servers' JAAS Server section"
-        )
-    return ConfigError(
-        f"ZooKeeper at {hosts} refused the SASL {login.mechanism} login {who}; {fix}. "
-        "Nothing was read or deleted"
-    )
-
-
 def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, names: Names) -> None:
     """Get a service ticket for the first server before kazoo does: pure-sasl's GSSAPI
     failure reaches kazoo's connection thread only as "AUTH_FAILED", without why."""
@@ -256,7 +274,7 @@ def _check_kerberos(hosts: str, security: ZkSecurity, login: ZooKeeperLogin, nam
         raise ConfigError(
             f"GSSAPI: no Kerberos ticket for {security.service}/{host} ({_gss_text(exc)}); "
             f"set {keytab} (and KRB5_CONFIG when the realm is not in /etc/krb5.conf), or "
-            f"{names('sasl_service')} to the servers' service"
+            f"{names.own('sasl_service')} to the servers' service"
         ) from None
     finally:
         if context is not None:
@@ -301,6 +319,15 @@ def guarded(
         raise MetadataUnavailableError(
             f"ZooKeeper at {hosts} unavailable while {what} ({type(exc).__name__}); "
             "the operation stopped and nothing was deleted"
+        ) from exc
+    except InvalidACLError as exc:
+        # ``own_acl``'s CREATOR_ALL with no identity the server authenticated: a client
+        # certificate it does not check (no ssl.clientAuth), and no SASL or digest login.
+        raise MetadataAccessError(
+            f"ZooKeeper at {hosts} refused the ACL of {what}: ledger-gc gives what it "
+            "creates to the identity its session authenticated as, and the server saw none; "
+            "configure SASL or LEDGERGC_ZK_DIGEST, or have the servers authenticate client "
+            "certificates (ssl.clientAuth=need). Nothing was deleted"
         ) from exc
     except NoAuthError as exc:
         if refused is not None:

@@ -17,6 +17,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from ledger_gc.config.secret_masking import install_secret_masking
+from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.termination import stop_on_signals
@@ -58,6 +60,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    install_secret_masking()  # every logger's records, py4j's and kazoo's included
     from pyspark.sql import SparkSession
 
     from ledger_gc.config.edge import resolve
@@ -67,7 +70,9 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
     try:
         configure_session(spark)
-        endpoints = resolve(Settings.from_env())  # the edge of a spark-submit'ed step
+        settings = Settings.from_env()
+        install_for(settings)
+        endpoints = resolve(settings)  # the edge of a spark-submit'ed step
         if step == SURVEY:
             result = cycle.step_survey(
                 endpoints,

@@ -40,9 +40,12 @@ from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
 
 from ledger_gc.config.endpoints import ZkEndpoint
-from ledger_gc.errors import LedgerGcError, MetadataUnavailableError
+from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded, session
+from ledger_gc.metadata.znode_text import quoted
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +130,12 @@ class DeleteLock:
             except LockTimeout:
                 return False
 
+        reclaim(self._client, self._hosts, self._path)  # an older version's open ACL
         with self._mutex:
             self._held = True  # a suspension while it is being taken counts as a loss
-        got = guarded(f"taking the delete lock {self._path}", self._hosts, take)
+        got = guarded(
+            f"taking the delete lock {self._path}", self._hosts, take, refused=self._refused
+        )
         if got:
             node = f"{self._lock.path}/{self._lock.node}"
             stat = guarded("reading the lock node", self._hosts, lambda: self._client.exists(node))
@@ -162,8 +168,28 @@ class DeleteLock:
         )
 
     def holder(self) -> str:
-        holders = guarded("reading the lock", self._hosts, self._lock.contenders)
-        return str(holders[0]) if holders else "unknown"
+        """The first contender's identifier, quoted: whoever may create a node there
+        writes it (``znode_text``)."""
+        try:
+            holders = guarded(
+                f"reading the lock {self._path}",
+                self._hosts,
+                self._lock.contenders,
+                refused=self._refused,
+            )
+        except UnicodeDecodeError:  # kazoo decodes each node's data as UTF-8
+            return "a node whose text is not UTF-8"
+        return quoted(str(holders[0])) if holders else "unknown"
+
+    def _refused(self) -> MetadataAccessError:
+        """A ``NoAuth`` on the lock's znodes: which one, whose ACL, and who this is."""
+        return zk_access.own_refusal(
+            self._client,
+            self._hosts,
+            what=f"taking the delete lock {self._path}",
+            znode=self._path,
+            names=self._endpoint.names,
+        )
 
     def release(self) -> None:
         with self._mutex:

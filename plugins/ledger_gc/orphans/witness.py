@@ -19,6 +19,9 @@ from email.utils import parsedate_to_datetime
 from kazoo.exceptions import NoNodeError
 
 from ledger_gc.config.endpoints import ObjectStore, ZkEndpoint
+from ledger_gc.errors import MetadataAccessError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.rules.orphans import timekeeping
 from ledger_gc.rules.orphans.timekeeping import Instant
@@ -50,6 +53,7 @@ class ServerClocks:
         """ZooKeeper's sequence and time (a session to ``zk``), this host's, and S3's
         (the block store's; none configured: ZooKeeper's clock alone)."""
         with session(zk) as client:
+            reclaim(client, zk.hosts, TICKS_PATH)  # an older version's open ACL
 
             def tick() -> tuple[str, int]:
                 path, stat = client.create(
@@ -59,7 +63,16 @@ class ServerClocks:
                     client.delete(path)
                 return path, int(stat.ctime)
 
-            path, zk_ms = guarded("reading ZooKeeper's clock", zk.hosts, tick)
+            def refused() -> MetadataAccessError:
+                return zk_access.own_refusal(
+                    client,
+                    zk.hosts,
+                    what=f"reading ZooKeeper's clock (a tick under {TICKS_PATH})",
+                    znode=TICKS_PATH,
+                    names=zk.names,
+                )
+
+            path, zk_ms = guarded("reading ZooKeeper's clock", zk.hosts, tick, refused=refused)
         host_ms = clock()
         s3_ms = _s3_time(blocks) if blocks is not None and blocks.configured else None
         return Observation(
@@ -76,7 +89,7 @@ def _s3_time(blocks: ObjectStore) -> int | None:
     """S3's clock (the ``Date`` header, second precision); None if it sends none."""
     storage = LedgerStorage(blocks)
     try:
-        response = storage.client.head_bucket(Bucket=storage.bucket)
+        response = storage.client.head_bucket(Bucket=blocks.bucket)
         header = response["ResponseMetadata"]["HTTPHeaders"].get("date")
         return int(parsedate_to_datetime(header).timestamp() * 1000) if header else None
     except Exception as exc:  # no S3 time is no evidence, never a guess

@@ -5,7 +5,9 @@ Such a dir holds ``orphans/registry.sqlite`` (the registry, schema version 1),
 is imported in one transaction that also records it in ``ledgergc_imports``; a file
 recorded there is never read again, so the import happens once even when several
 processes open the store at the same moment (the transaction is serialised and checks the
-record first). The files are left where they are: an operator can still read them, and
+record first). Once every file is in, the step itself is recorded there for the dir
+(``done_marker``): later opens read that record alone, and look at no file of the dir
+(``import_state_dir_once``). The files are left where they are: an operator can still read them, and
 an older ledger-gc rolled back to still finds them (what it appends then is not imported).
 
 A registry file that is not a readable SQLite database stops the import with the one-line
@@ -41,6 +43,7 @@ LEGACY_RUNS = {"trim": Path("trim") / "runs.jsonl", "orphans": Path("orphans") /
 LEGACY_REGISTRY_VERSION = 1
 _AUDIT_COLUMNS = {c.name for c in schema.audit.columns} - {"id", "extra"}
 
+# The imports this process has seen done: (store URL, ``done_marker``).
 _done: set[tuple[str, str]] = set()
 _done_lock = threading.Lock()
 
@@ -52,15 +55,68 @@ def legacy_files(state_dir: Path) -> list[Path]:
 
 
 def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
-    """Import ``state_dir``'s old files into ``store`` unless this process already has."""
-    key = (store.url, str(state_dir.resolve()))
+    """Import ``state_dir``'s old files into ``store``: a one-time migration step.
+
+    The first open of a store with a state dir looks at the dir's files, imports those
+    not imported yet (each with its own record), then records the step as done for that
+    dir (``done_marker``). Every later open, in any process, reads that one record and
+    neither looks at the dir again nor takes the store's write lock; within a process,
+    not even the record is read twice. A step that failed (a damaged registry file) is
+    not recorded, so the next open tries again. An older ledger-gc's files that appear
+    in the dir after the step (a rollback's appends) are not imported, as before. The
+    record names the dir's path, not the host: with a shared store (PostgreSQL), the
+    first open with that path on any host is the step, so an upgrade opens it first
+    where the old ledger-gc ran."""
+    marker = done_marker(state_dir)
+    key = (store.url, marker)
     with _done_lock:
         if key in _done:
             return
-    if legacy_files(state_dir):
-        import_state_dir(store, state_dir)
+    if not _recorded(store, marker):
+        imported = import_state_dir(store, state_dir)
+        _record_done(store, marker, sum(imported.values()))
     with _done_lock:
         _done.add(key)
+
+
+def done_marker(state_dir: Path) -> str:
+    """The ``ledgergc_imports`` source that says ``state_dir``'s import step is done (a
+    file's source is its path, which never starts so)."""
+    return f"state-dir:{state_dir.resolve()}"
+
+
+def forget_done() -> None:
+    """Forget which imports this process has seen done (tests: a new process)."""
+    with _done_lock:
+        _done.clear()
+
+
+def _recorded(store: StateStore, source: str) -> bool:
+    from sqlalchemy import select
+
+    with store.read() as conn:
+        found = conn.execute(
+            select(schema.imports.c.source).where(schema.imports.c.source == source)
+        ).first()
+    return found is not None
+
+
+def _record_done(store: StateStore, marker: str, rows: int) -> None:
+    from sqlalchemy import select
+
+    with store.write() as conn:
+        if conn.execute(
+            select(schema.imports.c.source).where(schema.imports.c.source == marker)
+        ).first():
+            return  # another process finished the step meanwhile
+        conn.execute(
+            schema.imports.insert().values(
+                source=marker,
+                imported_ms=int(time.time() * 1000),
+                rows=rows,
+                note="the state dir's one-time import step is done: later opens skip it",
+            )
+        )
 
 
 def import_state_dir(store: StateStore, state_dir: Path) -> dict[str, int]:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger_gc.state.legacy_import import import_state_dir_once, legacy_files
+from ledger_gc.state.legacy_import import forget_done, import_state_dir_once, legacy_files
 from ledger_gc.state.store import StateMissingError, StateStore
 from ledger_gc.state.url import default_state_url
 
@@ -91,14 +91,17 @@ def _store_of(
 
 
 def ensure_state(store: StateStore, state_dir: Path) -> None:
-    """Bring ``store`` up to date with ``state_dir``: its old files imported, once."""
+    """Bring ``store`` up to date with ``state_dir``: its old files imported, a one-time
+    step recorded in the store (later opens read the record, not the dir)."""
     import_state_dir_once(store, state_dir)
 
 
 def forget_stores() -> None:
-    """Dispose of every store this process opened (tests that move files under them)."""
+    """Dispose of every store this process opened, and forget the imports it saw done
+    (tests that move files under them, or play a new process)."""
     with _stores_lock:
         stores = list(_stores.values())
         _stores.clear()
     for store in stores:
         store.dispose()
+    forget_done()

@@ -4,12 +4,20 @@
 ``<LEDGERGC_STATE_DIR>/state.sqlite``. ``postgresql://`` means the psycopg 3 driver (the
 one ledger-gc installs), not SQLAlchemy's default psycopg2. A URL's password never
 appears in a message or a page: ``masked`` replaces it with ``***``.
+
+The password is found where SQLAlchemy finds it (``sqlalchemy.engine.url.make_url``):
+after ``dialect://``, the user runs up to a ``:`` (or a ``/``, then there is none) and
+the password from that ``:`` up to the first ``@``, so it may hold ``/``, ``:``, ``+``,
+``=``, ``?`` or ``#`` as written; ``@`` and ``%`` come escaped (``%40``, ``%25``), and
+SQLAlchemy unescapes it. ``urlsplit`` ends the authority at the first ``/`` instead: a
+mask that read the URL its way left a base64 password (``/`` and ``+``) in clear.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ledger_gc.errors import ConfigError
 
@@ -21,6 +29,24 @@ _EXAMPLE = (
 )
 
 
+#: The credentials of a URL as SQLAlchemy reads them: ``dialect://user:password@``.
+_CREDENTIALS = re.compile(r"[\w+]+://[^:/]*:(?P<password>[^@]*)@")
+
+
+def written_password(url: str) -> str | None:
+    """The URL's password as written in it (escapes and all), or None: what a mask hides
+    in the URL's text."""
+    found = _CREDENTIALS.match(url)
+    return (found.group("password") or None) if found else None
+
+
+def password(url: str) -> str | None:
+    """The URL's password as the database receives it (SQLAlchemy unescapes it), or None:
+    what a mask hides in any other text (a driver's message, a log line)."""
+    written = written_password(url)
+    return unquote(written) if written else None
+
+
 def default_state_url(state_dir: Path | str) -> str:
     """The embedded store of a state dir: an absolute SQLite file URL."""
     return f"sqlite:///{(Path(state_dir) / STATE_FILE).resolve()}"
@@ -29,10 +55,12 @@ def default_state_url(state_dir: Path | str) -> str:
 def check_state_url(raw: str) -> str:
     """The URL as the store will use it, or ``ConfigError`` naming the setting and the fix.
 
-    Checked here by its form only (``urllib``, not SQLAlchemy: settings stay importable by
-    the pure rule modules); the store parses it again when it connects."""
+    Checked here by its form only (``urllib`` on the URL with its password masked, which
+    then has nothing ``urlsplit`` reads otherwise than SQLAlchemy; not SQLAlchemy itself:
+    settings stay importable by the pure rule modules); the store parses it again when it
+    connects."""
     text = raw.strip()
-    parts = urlsplit(text)
+    parts = urlsplit(masked(text))
     if not parts.scheme or "://" not in text:
         raise ConfigError(
             f"LEDGERGC_STATE_URL={masked(text)!r} is not a SQLAlchemy URL "
@@ -62,13 +90,8 @@ def check_state_url(raw: str) -> str:
 
 
 def masked(url: str) -> str:
-    """The URL with its password replaced by ``***``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    """The URL with its password (as SQLAlchemy reads it) replaced by ``***``."""
+    found = _CREDENTIALS.match(url)
+    if found is None or not found.group("password"):
         return url
-    authority, slash, tail = rest.partition("/")
-    credentials, at, host = authority.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}{slash}{tail}"
+    return f"{url[: found.start('password')]}***{url[found.end('password') :]}"

@@ -26,8 +26,11 @@ from collections.abc import Iterator
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
-from ledger_gc.errors import LedgerGcError
+from ledger_gc.errors import LedgerGcError, MetadataAccessError
+from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.own_znodes import reclaim
 from ledger_gc.metadata.zk_client import guarded
+from ledger_gc.metadata.znode_text import quoted
 
 TRIM_LOCK_PATH = "/ledger-gc/locks/trim"
 TRIM_GATE_PATH = "/ledger-gc/locks/trim-gate"
@@ -47,8 +50,10 @@ def _other_runs(client: KazooClient, run_id: str) -> list[str]:
     for child in client.get_children(TRIM_LOCK_PATH):
         with contextlib.suppress(NoNodeError):  # a holder that finished meanwhile
             data, _ = client.get(f"{TRIM_LOCK_PATH}/{child}")
-            if data.decode("utf-8", "replace") != run_id:
-                others.append(data.decode("utf-8", "replace"))
+            holder = data.decode("utf-8", "replace")
+            if holder != run_id:
+                # Whoever may create a node there wrote it: quoted (``znode_text``).
+                others.append(quoted(holder))
     return others
 
 
@@ -57,6 +62,8 @@ def trim_lock(
     client: KazooClient, hosts: str, run_id: str, wait_seconds: float = TRIM_LOCK_WAIT_SECONDS
 ) -> Iterator[None]:
     """Be a holder of the trim lock for the ``with`` block, or raise ``TrimLockBusy``."""
+    for path in (TRIM_GATE_PATH, TRIM_LOCK_PATH):
+        reclaim(client, hosts, path)  # an older version's open ACL
     gate = client.Lock(TRIM_GATE_PATH, identifier=run_id)
     deadline = time.monotonic() + wait_seconds
 
@@ -76,11 +83,18 @@ def trim_lock(
         finally:
             gate.release()
 
+    def refused() -> MetadataAccessError:
+        return zk_access.own_refusal(
+            client, hosts, what=f"taking the trim lock {TRIM_LOCK_PATH}", znode=TRIM_LOCK_PATH
+        )
+
     mine: str | None = None
     others: list[str] = []
     while mine is None:
         try:
-            mine, others = guarded(f"taking the trim lock {TRIM_LOCK_PATH}", hosts, register)
+            mine, others = guarded(
+                f"taking the trim lock {TRIM_LOCK_PATH}", hosts, register, refused=refused
+            )
         except LockTimeout:
             others = others or ["unknown"]
         if mine is None:
