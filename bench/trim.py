@@ -38,7 +38,7 @@ from typing import Any
 import _common
 from _common import fmt_s, ratio, say
 
-from ledger_gc.config.edge import block_store
+from ledger_gc.config.edge import block_store, policy, resolve
 
 TARGET_SECONDS = 60.0
 TARGET_WRITES_PER_ML = 2
@@ -158,7 +158,7 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
 
     deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
-        store, deleter, settings, dry_run=False, clock=lambda: int(time.time() * 1000)
+        store, deleter, policy(settings), dry_run=False, clock=lambda: int(time.time() * 1000)
     )
     counts = {"marked": 0, "deleted": 0}
     for start in range(0, len(names), BATCH_SIZE):
@@ -360,7 +360,7 @@ def main() -> int:
     def library_trim(settings: Any, store: Any, storage: Any, names: list[str]) -> Any:
         def run() -> Any:
             return run_trim(
-                settings,
+                resolve(settings),
                 scope=TrimScope.all(),
                 store=store,
                 storage=storage,

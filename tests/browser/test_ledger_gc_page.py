@@ -128,9 +128,9 @@ def run_demo(settings: Settings) -> None:
     from ledger_gc.trim.run import run_trim
 
     write_demo_store(settings)
-    run_trim(settings, source="demo")
+    run_trim(resolve(settings), source="demo")
     leaks = plant_leaks(settings)
-    run_trim(settings, source="demo")
+    run_trim(resolve(settings), source="demo")
     # Refused: with a limit of 0.01 % the leaks are "too many orphans to be true".
     run_orphan_cycle(resolve(settings.with_overrides(orphan_max_fraction=0.0001)))
     run_orphan_cycle(resolve(settings))  # registers the leaks

@@ -59,7 +59,7 @@ def fail_a_marker(settings: Settings, name: str) -> int:
 
 def test_metrics_and_overview_after_a_trim_and_a_failed_delete(settings, store_kit):
     store_kit.managed_ledger("acme/prod/persistent/a", entries=30, size=100, per_ledger=10)
-    report = run_trim(settings, source="test")
+    report = run_trim(resolve(settings), source="test")
     store_kit.managed_ledger("acme/prod/persistent/b", entries=20, size=50, per_ledger=10)
     pending_bytes = fail_a_marker(settings, "acme/prod/persistent/b")
 

@@ -118,7 +118,7 @@ def test_the_trim_under_live_brokers_refuses_and_sends_no_write(
     writes.clear()
 
     with pytest.raises(SafetyRefusalError, match=r"read-only .*brokers are registered"):
-        run_trim(settings.with_overrides(metadata_read_only="auto"))
+        run_trim(resolve(settings.with_overrides(metadata_read_only="auto")))
 
     assert writes == []
     assert pulsar_znodes(zk_client) == before

@@ -22,7 +22,7 @@ import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.edge import block_store, zk_endpoint
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -124,7 +124,9 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
             time.sleep(0.03 if lagging else 0.002)
 
         def trim() -> None:
-            report = run_trim(settings, store=trim_store, storage=storage, record_run=False)
+            report = run_trim(
+                resolve(settings), store=trim_store, storage=storage, record_run=False
+            )
             reports.append(report)
             [result] = report.managed_ledgers
             assert result.error is None, result.error
@@ -164,7 +166,7 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
         assert with_data <= listed | marked
 
         # A last trim leaves no marker, and the audit accounts for every ledger that left.
-        assert run_trim(settings, store=trim_store, storage=storage).exit_code == 0
+        assert run_trim(resolve(settings), store=trim_store, storage=storage).exit_code == 0
         info = writer_store.get_managed_ledger(ML).value
         listed = {li.ledgerId for li in info.ledgerInfo}
         assert deletable_markers(info) == {}
@@ -210,7 +212,7 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
             return real_commit(name, record, *args, **kwargs)
 
         trim_store.commit_trim = racing_commit
-        report = run_trim(settings, store=trim_store, storage=storage)
+        report = run_trim(resolve(settings), store=trim_store, storage=storage)
 
         [result] = report.managed_ledgers
         assert len(commits) == 2, "the failed multi made the trim decide again"
@@ -289,7 +291,9 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
             return step
 
         def trim() -> None:
-            report = run_trim(settings, store=trim_store, storage=storage, record_run=False)
+            report = run_trim(
+                resolve(settings), store=trim_store, storage=storage, record_run=False
+            )
             reports.append(report)
             for result in report.managed_ledgers:
                 assert result.error is None, (result.name, result.error)

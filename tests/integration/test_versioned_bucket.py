@@ -89,7 +89,7 @@ def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
     version(s3_client, settings.bucket)
     ml, ids, blocks = consumed_ledgers(store, storage)
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     data = report.to_dict()
     totals = data["totals"]
@@ -121,7 +121,7 @@ def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
 def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings):
     ml, _, blocks = consumed_ledgers(store, storage)
 
-    totals = run_trim(settings).to_dict()["totals"]
+    totals = run_trim(resolve(settings)).to_dict()["totals"]
 
     assert totals["bytes_reclaimed"] == sum(blocks.values()) and totals["bytes_recoverable"] == 0
     assert all(r["recoverable"] is False for r in AuditLog(settings).deletions())
@@ -139,7 +139,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
     expire_noncurrent(s3_client, settings.bucket, 7)
     ml, _, _ = consumed_ledgers(store, storage)
 
-    data = run_trim(settings).to_dict()
+    data = run_trim(resolve(settings)).to_dict()
 
     assert data["bucket"]["noncurrent_expiration_days"] == 7
     assert "7 days" in data["bucket"]["note"]
@@ -155,7 +155,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
 def test_restore_brings_a_trimmed_ledger_back_and_is_audited(store, storage, settings, s3_client):
     version(s3_client, settings.bucket)
     ml, ids, blocks = consumed_ledgers(store, storage)
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
     assert report.totals()["bytes_recoverable"] > 0
     for key in blocks:
         with pytest.raises(s3_client.exceptions.NoSuchKey):
@@ -190,7 +190,7 @@ def test_restore_refuses_an_unversioned_bucket_and_an_unknown_run(
     store, storage, settings, s3_client
 ):
     ml, _, _ = consumed_ledgers(store, storage)
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     refused = run_ledgergc(settings, "restore", "--run", report.run_id)
     assert refused.returncode == 2

@@ -79,6 +79,7 @@ def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
 def trim_shard(
     names: Sequence[str], params: Mapping[str, Any] | None, run_id: str
 ) -> dict[str, Any]:
+    from ledger_gc.config.edge import resolve
     from ledger_gc.termination import stop_on_signals
     from ledger_gc.trim.run import TrimScope, run_trim
 
@@ -87,7 +88,7 @@ def trim_shard(
     # finishes and is audited, then the shard stops and fails (a retry goes on).
     with stop_on_signals() as stop:
         report = run_trim(
-            settings_for(params),
+            resolve(settings_for(params)),  # the edge: resolved once, for the shard
             scope=TrimScope.of(names),
             dry_run=bool(params.get("dry_run")),
             run_id=run_id,

@@ -50,6 +50,8 @@ def policy(settings: Settings) -> Policy:
         bk_full_read_every=settings.bk_full_read_every,
         pulsar_clusters=settings.pulsar_clusters,
         metadata_read_only=settings.metadata_read_only,
+        trim_retention=settings.trim_retention,
+        trim_retention_overrides=dict(settings.trim_retention_overrides),
     )
 
 

@@ -27,6 +27,7 @@ import the settings, so that a layer given endpoints cannot reach them through i
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,32 @@ class ObjectStore:
         return bool(self.bucket)
 
 
+def check_state_dir(path: Path) -> Path:
+    """Make sure the state dir exists and is writable, before anything runs.
+
+    The audit log lives there, and a deletion that cannot be audited is not made: a
+    state dir that is a file, or read-only, must stop a run before its first mark, not
+    after its first delete.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"LEDGERGC_STATE_DIR={path} is a file, not a directory; point it at a "
+            "directory (it is created if missing)"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"LEDGERGC_STATE_DIR={path} cannot be created ({exc.strerror}); point it at "
+            "a writable directory"
+        ) from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"LEDGERGC_STATE_DIR={path} is not writable; point it at a writable directory"
+        )
+    return path
+
+
 @dataclass(frozen=True)
 class StateEndpoint:
     """The state store: ``state_url`` (None: the embedded SQLite file in ``state_dir``)
@@ -196,6 +223,10 @@ class StateEndpoint:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         _arrived(self, state)
+
+    def check_dir(self) -> Path:
+        """The state dir, there and writable, before anything runs (``check_state_dir``)."""
+        return check_state_dir(Path(self.state_dir))
 
     def secrets(self) -> list[str]:
         """The URL's password as written and as the database gets it (unescaped)."""

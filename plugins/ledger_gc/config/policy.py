@@ -8,7 +8,10 @@ task as it is), never the ``Settings`` it came from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ledger_gc.rules.trim.eligibility import TrimRetention
 
 
 @dataclass(frozen=True)
@@ -36,3 +39,11 @@ class Policy:
     pulsar_clusters: tuple[str, ...] = ()
     #: ``LEDGERGC_METADATA_READ_ONLY``: ``auto``, ``true`` or ``false``.
     metadata_read_only: str = "auto"
+    #: ``LEDGERGC_TRIM_RETENTION_*`` and its overrides by namespace (the trim's).
+    trim_retention: TrimRetention = field(default_factory=TrimRetention)
+    trim_retention_overrides: Mapping[str, TrimRetention] = field(default_factory=dict)
+
+    def retention_for(self, ml_name: str) -> TrimRetention:
+        """The trim retention of a managed ledger: its namespace's override, or the default."""
+        namespace = "/".join(ml_name.split("/")[:2])
+        return self.trim_retention_overrides.get(namespace, self.trim_retention)
