@@ -105,10 +105,10 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
     closing = AuditLog(pulsar).read(run_id=run.run_id)[-1]
     assert "version" in closing["reason"] and closing["ledger_id"] == leaked
 
-    dry = restore_run(pulsar, run.run_id, dry_run=True).to_dict()
+    dry = restore_run(resolve(pulsar), run.run_id, dry_run=True).to_dict()
     assert dry["prefixes"] == [] and dry["errors"] == 0, dry
     cluster.client.delete(cluster.path(leaked))  # an operator's bookkeeper shell, later
-    done = restore_run(pulsar, run.run_id).to_dict()
+    done = restore_run(resolve(pulsar), run.run_id).to_dict()
     assert done["objects_restored"] == 0 and done["errors"] == 0, done
     assert not cluster.client.exists(cluster.path(leaked))
 
@@ -123,9 +123,9 @@ def test_restore_run_twice_is_done_the_second_time(
     run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).run_id
     assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
 
-    first = restore_run(pulsar, run)
+    first = restore_run(resolve(pulsar), run)
     assert first.to_dict()["objects_restored"] == 3 and first.exit_code == 0
-    second = restore_run(pulsar, run)
+    second = restore_run(resolve(pulsar), run)
     assert second.exit_code == 0, second.to_dict()
     again = second.to_dict()
     assert again["objects_restored"] == 0 and again["already_restored"] == 3, again
@@ -136,7 +136,7 @@ def test_restore_run_twice_is_done_the_second_time(
 
     # A znode of that path holding other bytes is not this run's ledger: never replaced.
     cluster.client.set(cluster.path(leaked[0]), b"BookieMetadataFormatVersion\t3\n\x00")
-    third = restore_run(pulsar, run)
+    third = restore_run(resolve(pulsar), run)
     assert third.exit_code == 1
     assert third.to_dict()["errors"] == 1
 
@@ -182,7 +182,7 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
         # Its lock was taken in BookKeeper's chroot, and released with the cycle's.
         assert bk_client.exists(BOOKKEEPER_LOCK_PATH) is not None
         assert bk_client.get_children(BOOKKEEPER_LOCK_PATH) == []
-        assert restore_run(split, run.run_id).to_dict()["objects_restored"] == 2
+        assert restore_run(resolve(split), run.run_id).to_dict()["objects_restored"] == 2
 
         with delete_lock(
             zk_endpoint(split), "a", 10, bookkeeper=bookkeeper_endpoint(split).zk
@@ -301,7 +301,7 @@ def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
     ).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == set(leaked)
     assert report["bookkeeper"]["deleted"] == 2 and report["bytes_reclaimed"] == 2 * 1024
-    dry = restore_run(quick, "r", dry_run=True).to_dict()
+    dry = restore_run(resolve(quick), "r", dry_run=True).to_dict()
     assert sorted(p["ledger_id"] for p in dry["prefixes"]) == sorted(leaked), dry
 
 
@@ -365,7 +365,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     def operator() -> None:
         restoring.set()
         try:
-            restored.update(restore_run(quick, "r").to_dict())
+            restored.update(restore_run(resolve(quick), "r").to_dict())
         except Exception as exc:
             restored["exception"] = repr(exc)
         done.set()

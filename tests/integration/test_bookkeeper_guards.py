@@ -355,7 +355,7 @@ def test_a_delete_whose_answer_is_lost_is_reported_and_can_be_restored(
     monkeypatch.undo()
     assert not zk_client.exists(c.path(leaked))
     assert "may have been applied" in str(failed.value.report.to_dict()["error"])
-    restored = restore_run(pulsar, failed.value.report.run_id).to_dict()
+    restored = restore_run(resolve(pulsar), failed.value.report.run_id).to_dict()
     assert restored["objects_restored"] == 1, restored
     assert zk_client.get(c.path(leaked))[0] == record
 
@@ -379,7 +379,7 @@ def test_a_restored_znode_gets_the_acl_it_had_not_ledger_gcs(
     run_orphan_cycle(resolve(with_digest), spark=spark, **later(0))
     run = run_orphan_cycle(resolve(with_digest), spark=spark, **later(DAY_H + 1)).run_id
     assert not zk_client.exists(c.path(leaked))
-    assert restore_run(with_digest, run).to_dict()["objects_restored"] == 1
+    assert restore_run(resolve(with_digest), run).to_dict()["objects_restored"] == 1
     assert zk_client.get_acls(c.path(leaked))[0] == before
 
 

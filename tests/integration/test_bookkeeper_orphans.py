@@ -283,9 +283,9 @@ def test_restore_puts_back_exactly_the_records_a_run_deleted(
     run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).run_id
     assert not any(exists(cluster, lid) for lid in before)
 
-    dry = restore_run(pulsar, run, dry_run=True).to_dict()
+    dry = restore_run(resolve(pulsar), run, dry_run=True).to_dict()
     assert dry["errors"] == 0 and not any(exists(cluster, lid) for lid in before)
-    done = restore_run(pulsar, run).to_dict()
+    done = restore_run(resolve(pulsar), run).to_dict()
     assert done["objects_restored"] == len(before) and done["errors"] == 0
     assert "gcWaitTime" in done["note"]
     after = {lid: cluster.client.get(cluster.path(lid))[0] for lid in before}
@@ -294,6 +294,6 @@ def test_restore_puts_back_exactly_the_records_a_run_deleted(
     assert statuses.count("restoring") == statuses.count("restored") == len(before)
     # Run again: each znode already holds its audited record, so it is restored already
     # (never replaced, nothing audited again, not an error).
-    again = restore_run(pulsar, run).to_dict()
+    again = restore_run(resolve(pulsar), run).to_dict()
     assert again["objects_restored"] == 0 and again["errors"] == 0
     assert again["already_restored"] == len(before)

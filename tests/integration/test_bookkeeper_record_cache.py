@@ -187,7 +187,7 @@ def test_ledgergc_restore_recreates_a_znode_that_is_read_again(
     run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     deleting = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     assert {d["ledger_id"] for d in deleting.to_dict()["deleted"]} == {victim}
-    restore_run(pulsar, deleting.run_id)
+    restore_run(resolve(pulsar), deleting.run_id)
     restored_ctime = cluster.client.exists(cluster.path(victim)).ctime
     found = cached_survey(pulsar)
     candidate = next(c for c in found.candidates if c["ledger_id"] == victim)

@@ -97,7 +97,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     records = AuditLog(tiered).deletions()
     assert [r["bucket"] for r in records] == [tiered.offload_bucket]
 
-    report = restore_run(tiered, "orphans-1").to_dict()
+    report = restore_run(resolve(tiered), "orphans-1").to_dict()
 
     assert report["objects_restored"] == 2 and report["errors"] == 0
     for key in (data_key, f"{data_key}-index"):

@@ -248,12 +248,12 @@ def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
     # account may not: ZooKeeper wants CREATE on the parent.
     from ledger_gc.restore.restoring import restore_run
 
-    refused = restore_run(secured.settings("gc"), report["run_id"]).to_dict()
+    refused = restore_run(resolve(secured.settings("gc")), report["run_id"]).to_dict()
     assert refused["objects_restored"] == 0 and refused["errors"] == len(secured.orphans)
     why = refused["prefixes"][0]["error"]
     assert "sasl:gc (also x509:CN=ledger-gc) lacks CREATE on /ledgers/00/" in why, why
     assert "whose ACL gives it to sasl:bookkeeper" in why
-    restored = restore_run(settings, report["run_id"]).to_dict()
+    restored = restore_run(resolve(settings), report["run_id"]).to_dict()
     assert restored["objects_restored"] == len(secured.orphans), restored
     for lid in secured.orphans:
         acl, _ = secured.cluster.bk.get_acls(secured.cluster.path(lid))
