@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import AuditUnavailableError
@@ -195,7 +195,9 @@ class AuditLog:
 
 
 def _row(record: AuditRecord) -> dict[str, Any]:
-    row = asdict(record)
+    # Flat fields (``extra`` becomes JSON below): asdict's recursive deep copy cost 5x
+    # as much, two rows (deleting, deleted) per ledger a trim deletes.
+    row = dict(vars(record))
     row["time_ms"] = record.time_ms or int(time.time() * 1000)
     row["extra"] = json.dumps(record.extra, sort_keys=True) if record.extra else None
     return row

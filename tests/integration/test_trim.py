@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 
 from ledger_gc import cli, run_log
@@ -11,6 +12,7 @@ from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.positions import Position
 from ledger_gc.rules.storage.keys import ledger_dir, ml_dir
 from ledger_gc.rules.trim.eligibility import TrimRetention
@@ -99,6 +101,37 @@ def test_consumed_ledgers_are_marked_deleted_and_unmarked_in_two_writes(store, s
         f"{ML}-2-2".encode() * 10,
     ]
     ml.close()
+
+
+def test_each_managed_ledger_costs_three_requests_on_its_record(
+    store, storage, settings, monkeypatch
+):
+    """The czxid check, the mark's multi and the unmark's CAS; the records the unmarks
+    start from are read for the whole batch after its deletes, not one get each."""
+    names = [f"acme/prod/persistent/t{i}" for i in range(6)]
+    for name in names:
+        ml = write_ledgers(store, storage, name=name, ledgers=3)
+        ml.open_cursor("sub", "latest")
+        ml.close()
+    records = {paths.managed_ledger_path(name) for name in names}
+    requests: collections.Counter[str] = collections.Counter()
+    with MetadataStore.open(settings) as trim_store:
+        submit = trim_store.client._call
+
+        def counted(request, async_object):
+            ops = getattr(request, "operations", None)
+            path = ops[-1].path if ops else getattr(request, "path", "")
+            batched = type(request).__name__ in ("MultiRead", "Sync")  # per batch, not ML
+            if not batched and (path or "").removeprefix(trim_store.client.chroot or "") in records:
+                requests[type(request).__name__] += 1
+            return submit(request, async_object)
+
+        monkeypatch.setattr(trim_store.client, "_call", counted)
+        report = run_trim(settings, store=trim_store)
+
+    assert report.totals()["ledgers_deleted"] == 3 * len(names) and report.exit_code == 0
+    assert all(markers(store, name) == {} for name in names)
+    assert requests == {"Exists": 6, "Transaction": 6, "SetData": 6}, requests
 
 
 def test_a_second_trim_with_nothing_to_do_writes_nothing(store, storage, settings):

@@ -36,7 +36,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -138,6 +138,8 @@ class MetadataStore:
         self.writes = 0
         self._local = threading.local()
         self._count_lock = threading.Lock()
+        # Records read ahead for the next update of their managed ledger (``reading_ahead``).
+        self._read_ahead: dict[str, Versioned[ManagedLedgerInfo]] = {}
 
     def reading(self, reads: int) -> None:
         """Before ``reads`` znodes are read: wait for the budget, then count them (every
@@ -442,9 +444,50 @@ class MetadataStore:
         """Apply ``mutate`` with compare-and-set until it sticks; return what was written.
 
         When ``mutate`` returns False nothing is written and the record read is returned.
+        The first attempt starts from the record read ahead for it (``reading_ahead``),
+        if any, instead of reading; a conflict reads again as always.
         """
         path = paths.managed_ledger_path(name)
-        return self._update(path, read=lambda: self.get_managed_ledger(name), mutate=mutate)
+        return self._update(
+            path,
+            read=lambda: self.get_managed_ledger(name),
+            mutate=mutate,
+            first=self._read_ahead.pop(name, None),
+        )
+
+    @contextmanager
+    def reading_ahead(self, records: Mapping[str, Versioned[ManagedLedgerInfo]]) -> Iterator[None]:
+        """Within the block, the next ``update_managed_ledger`` of each named managed
+        ledger starts from the record given (read by the caller for many at once:
+        ``read_managed_ledgers``, each decoded for that update alone) instead of one read
+        of its own. What the block did not use is dropped at its end: a record read
+        ahead is never used long after it was read."""
+        self._read_ahead.update(records)
+        try:
+            yield
+        finally:
+            for name in records:
+                self._read_ahead.pop(name, None)
+
+    def read_managed_ledgers(
+        self, names: Sequence[str]
+    ) -> list[tuple[Versioned[ManagedLedgerInfo], int] | None]:
+        """Many records at once (batched reads), each with its creation zxid; None where
+        a record is missing or does not decode (its own read then says why)."""
+        ml_paths = [paths.managed_ledger_path(name) for name in names]
+        records: list[tuple[Versioned[ManagedLedgerInfo], int] | None] = []
+        for path, got in zip(ml_paths, self.get_many(ml_paths), strict=True):
+            if got is None:
+                records.append(None)
+                continue
+            data, stat = got
+            try:
+                info, framing = decode_managed_ledger_info_framed(data, path=path, allow_empty=True)
+            except MetadataFormatError:
+                records.append(None)
+                continue
+            records.append((Versioned(info, stat.version, framing), stat.czxid))
+        return records
 
     def delete_managed_ledger_node(self, name: str, version: int) -> None:
         """Remove the managed ledger's znode, only at ``version`` (cursors go first)."""
@@ -721,9 +764,10 @@ class MetadataStore:
         path: str,
         read: Callable[[], Versioned[T]],
         mutate: Callable[[T], bool],
+        first: Versioned[T] | None = None,
     ) -> Versioned[T]:
         for attempt in range(self.max_cas_attempts):
-            current = read()
+            current = first if first is not None and attempt == 0 else read()
             if not mutate(current.value):
                 return current
             data, framing = encode_for_znode(

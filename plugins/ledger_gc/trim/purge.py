@@ -26,7 +26,12 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ledger_gc.deletion import OFFLOADED_LEDGER, Deleter, TargetOutcome
-from ledger_gc.errors import LedgerGcError, ManagedLedgerNotFoundError, SafetyRefusalError
+from ledger_gc.errors import (
+    LedgerGcError,
+    ManagedLedgerNotFoundError,
+    MetadataError,
+    SafetyRefusalError,
+)
 from ledger_gc.formats.markers import deletable_markers, marker_key
 from ledger_gc.formats.records import get_property, remove_properties
 from ledger_gc.ledger.delete import DELETING_PROPERTY
@@ -40,7 +45,7 @@ from ledger_gc.marking import (
     list_ledger_blocks,
     plan_purge,
 )
-from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.metadata.store import MetadataStore, Versioned
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.storage.keys import parse_key
@@ -278,6 +283,26 @@ class MarkedLedgerPurge:
             audited=self.audited,
         )
 
+    def _read_after_deletes(
+        self, names: Sequence[str], fresh: Sequence[LedgerState | LedgerGcError | None]
+    ) -> dict[str, Versioned[ManagedLedgerInfo]]:
+        """The batch's records as they stand after its deletes, read together, for the
+        first attempt of each one's unmark CAS (``MetadataStore.reading_ahead``): one
+        batched read instead of one read per managed ledger before its CAS. A record is
+        used only if it is the very znode the batch marked (its creation zxid, as
+        ``reread`` found it): a topic deleted and created again starts its versions
+        again, and its unmark then reads it itself. On any error reading them, every
+        unmark reads its own, and reports its own error, as before."""
+        try:
+            records = self.store.read_managed_ledgers(names)
+        except MetadataError:
+            return {}
+        return {
+            name: got[0]
+            for name, got, state in zip(names, records, fresh, strict=True)
+            if got is not None and isinstance(state, LedgerState) and got[1] == state.czxid
+        }
+
     def purge_one(
         self, result: ManagedLedgerTrim, info: ManagedLedgerInfo, *, store_verified: bool
     ) -> None:
@@ -355,6 +380,9 @@ class MarkedLedgerPurge:
             )
             for r, info, plan in plans
         ]
+        read_ahead = self._read_after_deletes(
+            [r.name for r, _, _ in plans], [fresh_by_id[id(r)] for r, _, _ in plans]
+        )
 
         def finish_one(
             item: tuple[
@@ -373,7 +401,8 @@ class MarkedLedgerPurge:
             )
             return result
 
-        finished, fatal = each(pool, finish_one, split)
+        with self.store.reading_ahead(read_ahead):
+            finished, fatal = each(pool, finish_one, split)
         if fatal is None:
             return {}
         return {
