@@ -115,7 +115,7 @@ def test_each_managed_ledger_costs_three_requests_on_its_record(
         ml.close()
     records = {paths.managed_ledger_path(name) for name in names}
     requests: collections.Counter[str] = collections.Counter()
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         submit = trim_store.client._call
 
         def counted(request, async_object):
@@ -127,7 +127,7 @@ def test_each_managed_ledger_costs_three_requests_on_its_record(
             return submit(request, async_object)
 
         monkeypatch.setattr(trim_store.client, "_call", counted)
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     assert report.totals()["ledgers_deleted"] == 3 * len(names) and report.exit_code == 0
     assert all(markers(store, name) == {} for name in names)
