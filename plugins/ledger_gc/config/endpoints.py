@@ -9,9 +9,10 @@ or picked a login would repeat the edge.
 
 * ``ZkEndpoint``: one ZooKeeper ensemble as ledger-gc opens sessions to it (Pulsar's
   local store, or BookKeeper's): its servers and chroot, the TLS material and login
-  (read once, from the settings' checks), the digest identity whose ACL ledger-gc's own
-  znodes are created with, the session timeout, the read budget and the largest record
-  a write may send; and which ensemble it is, so that an error names the variable that
+  (read once, from the settings' checks), the digest auth (with the login and a client
+  certificate, the identities ledger-gc's own znodes are created for:
+  ``zk_client.own_acl``), the session timeout, the read budget and the largest record a
+  write may send; and which ensemble it is, so that an error names the variable that
   set each part (``names``). ``metadata.zk_client.connect`` is the one place a session
   to it opens.
 * ``BookKeeperEndpoint``: BookKeeper's metadata: its ensemble's ``ZkEndpoint``, the
@@ -58,7 +59,7 @@ class ZkEndpoint:
     #: TLS and SASL (``ZkSecurity``: what its files held is read once and kept with it).
     security: ZkSecurity = field(default_factory=ZkSecurity, repr=False)
     #: ``user:password`` of ZooKeeper digest auth (``LEDGERGC_ZK_DIGEST``): added to every
-    #: session, and the identity of the ACL ledger-gc's own znodes are created with.
+    #: session, one of the identities ledger-gc's own znodes are created for.
     digest: str | None = field(default=None, repr=False)
     timeout_seconds: float = 15.0
     #: Znodes read per second (``LEDGERGC_ZK_MAX_READS_PER_SECOND``; 0: no bound). A
