@@ -1,0 +1,69 @@
+"""The log masker under hostile input (issue 33's review): text that a client or a peer
+chooses must neither stall a log call nor make one raise.
+
+Each log-call case runs in a Python process of its own: the masker is the process's
+record factory, which a test process must not keep.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+from ledger_gc.config.secret_masking import SecretMasker
+
+SECRET = "S3cret-pw"
+
+
+def test_a_long_unbroken_token_is_masked_in_linear_time() -> None:
+    """A message with a long run of word characters (a hex or base64 blob, as kazoo's
+    and botocore's debug logs print packets and bodies) costs a log call time in
+    proportion to its length, not its square: 64k characters in well under a second
+    (the URL-password pattern took ~1 s at 16k, ~16 s at 64k)."""
+    masker = SecretMasker()
+    masker.add([SECRET])
+    for text in ("a" * 65536, "x://u:" + "b" * 65536, "0123456789abcdef" * 4096):
+        started = time.perf_counter()
+        masker.mask(text)
+        assert time.perf_counter() - started < 0.5, text[:12]
+    # Still masked where it must be.
+    assert masker.mask("postgresql://gc:" + "p" * 5000 + "@db/x") == "postgresql://gc:***@db/x"
+
+
+def test_a_log_call_whose_arguments_cannot_be_printed_does_not_raise() -> None:
+    """Logging swallows a message it cannot format (``--- Logging error ---`` on stderr)
+    and the caller goes on; with the masker installed the log call must not raise instead
+    (a py4j object's repr after the JVM is gone, a half-built object's), and what it
+    writes in its place still has no secret."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import logging, sys
+                from ledger_gc.config.secret_masking import install_secret_masking
+                logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+                install_secret_masking([{SECRET!r}])
+
+                class Gone:
+                    def __repr__(self):
+                        raise RuntimeError("the gateway is gone")
+                    __str__ = __repr__
+
+                log = logging.getLogger("py4j.java_gateway")
+                log.debug("answer for %r with {SECRET}", Gone())
+                log.debug(Gone())
+                print("the caller went on")
+                """
+            ),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    out = (done.stderr + done.stdout).decode()
+    assert done.returncode == 0, out
+    assert "the caller went on" in out
+    assert SECRET not in out
