@@ -57,7 +57,10 @@ DERIVED: tuple[re.Pattern[str], ...] = (
     # ZooKeeper digest auth and a digest ACL's id: user:password, user:base64(sha1(...)).
     re.compile(r"(scheme='digest', (?:auth|id)='[^':]*:)[^']+"),
     # a URL's password: scheme://user:password@ (as SQLAlchemy reads it, up to the @).
-    re.compile(r"([\w+.-]+://[^:/@\s]*:)[^@\s]+(?=@)"),
+    # Bounded, and a scheme only where a word starts: unbounded, a long run of word
+    # characters (a hex or base64 blob in a debug log) was tried from each of its
+    # characters, a log call quadratic in its length (seconds at 16k characters).
+    re.compile(r"(?<![\w+.-])([A-Za-z][\w+.-]{0,31}://[^:/@\s]{0,256}:)[^@\s]{1,1024}(?=@)"),
 )
 _MARK = "_ledgergc_masked"
 
@@ -116,7 +119,7 @@ class SecretMasker(logging.Filter):
             try:
                 message = record.getMessage()
             except Exception:  # a bad format: what a handler's error report would print
-                message = f"{record.msg!s} {record.args!r}"
+                message = _unformatted(record)
             record.msg, record.args = self.mask(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -129,6 +132,26 @@ class SecretMasker(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         self.mask_record(record)
         return True
+
+
+def _unformatted(record: logging.LogRecord) -> str:
+    """A record's message and args as text when they do not format, without raising: a
+    log call must not fail because of what it logs (logging itself only reports a
+    message it cannot format), and an object's ``str`` or ``repr`` may raise (a py4j
+    object once the JVM is gone, a half-built object)."""
+
+    def text(value: object, show: Callable[[object], str]) -> str:
+        try:
+            return show(value)
+        except Exception as exc:
+            return f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+
+    args = record.args if isinstance(record.args, tuple) else (record.args,)
+    message = text(record.msg, str)
+    if not args or args == ((),):
+        return message
+    shown = ", ".join(text(arg, repr) for arg in args)
+    return f"{message} (log arguments that do not fit it: {shown})"
 
 
 #: The process's one masker.
