@@ -12,19 +12,19 @@ import json
 from urllib.parse import quote
 
 import pytest
+from test_state_url_secrets import (
+    PASSWORD,
+    airflow_env,  # noqa: F401  # a fixture
+    leaks,
+    ledgergc,
+    rendered_survey,
+    role_and_database,
+)
 
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
 from ledger_gc.state.stores import open_store
 from local_stack.postgres import PostgresServer
-from test_state_url_secrets import (
-    PASSWORD,
-    airflow_env,  # noqa: F401  # a fixture
-    ledgergc,
-    leaks,
-    rendered_survey,
-    role_and_database,
-)
 
 
 def test_a_password_in_the_urls_query_is_in_no_output_or_command_line(
@@ -60,9 +60,7 @@ def test_a_password_in_the_urls_query_is_in_no_output_or_command_line(
         "sqlite://gc:{pw}@/",
     ],
 )
-def test_a_mistyped_state_url_is_refused_without_its_password(
-    settings: Settings, url: str
-) -> None:
+def test_a_mistyped_state_url_is_refused_without_its_password(settings: Settings, url: str) -> None:
     mine = {**settings.to_env(), "LEDGERGC_STATE_URL": url.format(pw=quote(PASSWORD, safe=""))}
     with pytest.raises(ConfigError) as err:
         Settings.from_env(mine)
