@@ -128,6 +128,7 @@ def test_a_lock_holders_text_reaches_the_report_bounded_and_escaped(
             text.encode(),
             makepath=True,
             acl=CREATOR_ALL_ACL,
+            ephemeral=True,  # a live holder's (a persistent one is cleared as a squat)
         )
         status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")
     finally:
