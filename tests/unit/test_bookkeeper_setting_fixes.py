@@ -1,0 +1,45 @@
+"""A bad setting of BookKeeper's ensemble offers a fix in BookKeeper's own variables
+(DESIGN.md: errors about BookKeeper's ensemble name ``LEDGERGC_BK_ZK_*``; issue 33's
+review). Its unset parts fall back to Pulsar's, but setting Pulsar's variable to fix
+BookKeeper's ensemble turns TLS or SASL on (or off) for Pulsar's as well."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_gc.config.settings import Settings
+from ledger_gc.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("environ", "fix", "not_offered"),
+    [
+        (
+            {"LEDGERGC_BK_ZK_TLS_CA": "/etc/ssl/ca.pem"},
+            "set LEDGERGC_BK_ZK_TLS=true",
+            "set LEDGERGC_ZK_TLS=true",
+        ),
+        (
+            {"LEDGERGC_BK_ZK_TLS": "true", "LEDGERGC_BK_ZK_TLS_KEY": "/etc/ssl/key.pem"},
+            "LEDGERGC_BK_ZK_TLS_CERT is not",
+            "LEDGERGC_ZK_TLS_CERT is not",
+        ),
+        (
+            {"LEDGERGC_BK_ZK_SASL_USERNAME": "bookkeeper"},
+            "LEDGERGC_BK_ZK_SASL_MECHANISM is not: set it",
+            "LEDGERGC_ZK_SASL_MECHANISM is not: set it",
+        ),
+        (
+            {"LEDGERGC_BK_ZK_SASL_MECHANISM": "DIGEST-MD5", "LEDGERGC_BK_ZK_SASL_USERNAME": "bk"},
+            "needs LEDGERGC_BK_ZK_SASL_PASSWORD (or LEDGERGC_BK_ZK_JAAS",
+            "needs LEDGERGC_ZK_SASL_PASSWORD",
+        ),
+    ],
+)
+def test_a_bookkeeper_setting_error_offers_bookkeepers_own_variable(
+    environ: dict[str, str], fix: str, not_offered: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({"LEDGERGC_ZK_HOSTS": "127.0.0.1:2181", **environ})
+    message = str(err.value)
+    assert fix in message and not_offered not in message, message
