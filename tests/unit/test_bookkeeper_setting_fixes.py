@@ -21,13 +21,13 @@ from ledger_gc.errors import ConfigError
         ),
         (
             {"LEDGERGC_BK_ZK_TLS": "true", "LEDGERGC_BK_ZK_TLS_KEY": "/etc/ssl/key.pem"},
-            "LEDGERGC_BK_ZK_TLS_CERT is not",
-            "LEDGERGC_ZK_TLS_CERT is not",
+            "set both (LEDGERGC_BK_ZK_TLS_CERT and LEDGERGC_BK_ZK_TLS_KEY",
+            "set both (LEDGERGC_ZK_TLS_CERT",
         ),
         (
             {"LEDGERGC_BK_ZK_SASL_USERNAME": "bookkeeper"},
-            "LEDGERGC_BK_ZK_SASL_MECHANISM is not: set it",
-            "LEDGERGC_ZK_SASL_MECHANISM is not: set it",
+            "set LEDGERGC_BK_ZK_SASL_MECHANISM to DIGEST-MD5",
+            "set LEDGERGC_ZK_SASL_MECHANISM to",
         ),
         (
             {"LEDGERGC_BK_ZK_SASL_MECHANISM": "DIGEST-MD5", "LEDGERGC_BK_ZK_SASL_USERNAME": "bk"},
