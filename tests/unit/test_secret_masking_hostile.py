@@ -67,3 +67,32 @@ def test_a_log_call_whose_arguments_cannot_be_printed_does_not_raise() -> None:
     assert done.returncode == 0, out
     assert "the caller went on" in out
     assert SECRET not in out
+
+
+def test_a_structured_events_nested_values_are_masked() -> None:
+    """A mapping as the record's message (structlog's event, or any ``log.info(dict)``)
+    stays a mapping, but every value in it is masked, however deep and whatever its type
+    (a nested mapping, a list, bytes): a formatter prints the whole of it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import logging, sys
+                from ledger_gc.config.secret_masking import install_secret_masking
+                logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+                install_secret_masking([{SECRET!r}])
+                log = logging.getLogger("structured")
+                log.info({{"event": "connect", "auth": {{"password": {SECRET!r}}}}})
+                log.info({{"event": "call", "args": [{SECRET!r}], "token": {SECRET!r}.encode()}})
+                """
+            ),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    out = (done.stderr + done.stdout).decode()
+    assert done.returncode == 0, out
+    assert "'event': 'connect'" in out and "'event': 'call'" in out, out
+    assert SECRET not in out, out
