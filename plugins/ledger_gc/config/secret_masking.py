@@ -111,10 +111,7 @@ class SecretMasker(logging.Filter):
             return  # masked as made, unchanged since (``makeLogRecord`` changes it after)
         if isinstance(record.msg, Mapping) and not record.args:
             # An event as structured loggers hand it (structlog's): kept a mapping.
-            record.msg = {
-                key: self.mask(value) if isinstance(value, str) else value
-                for key, value in record.msg.items()
-            }
+            record.msg = self._mask_value(record.msg)
         else:
             try:
                 message = record.getMessage()
@@ -128,6 +125,26 @@ class SecretMasker(logging.Filter):
         if record.stack_info:
             record.stack_info = self.mask(record.stack_info)
         setattr(record, _MARK, record.msg)
+
+    def _mask_value(self, value: Any, depth: int = 0) -> Any:
+        """A structured event's value masked, its shape kept: a mapping, a list or a
+        tuple value by value (a formatter prints all of it, nested or not); text
+        masked; anything else that prints a secret (bytes, an object) replaced by its
+        masked text; deeper than a few levels, the masked text of the rest."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, bool | int | float) or value is None:
+            return value
+        if depth < 8 and isinstance(value, Mapping):
+            return {key: self._mask_value(item, depth + 1) for key, item in value.items()}
+        if depth < 8 and type(value) in (list, tuple):  # a namedtuple: its repr below
+            return type(value)(self._mask_value(item, depth + 1) for item in value)
+        try:
+            shown = repr(value)
+        except Exception:  # an object that cannot print itself prints no secret either
+            return value
+        masked = self.mask(shown)
+        return value if masked == shown else masked
 
     def filter(self, record: logging.LogRecord) -> bool:
         self.mask_record(record)
