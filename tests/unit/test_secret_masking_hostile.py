@@ -96,3 +96,22 @@ def test_a_structured_events_nested_values_are_masked() -> None:
     assert done.returncode == 0, out
     assert "'event': 'connect'" in out and "'event': 'call'" in out, out
     assert SECRET not in out, out
+
+
+def test_a_secret_is_masked_in_its_bytes_and_json_forms() -> None:
+    """A non-ASCII secret (or one with a quote, a backslash or a newline) is written
+    otherwise in a bytes repr (``b'p\\xc3\\xa4'``: a client logging what it sends) and in
+    JSON (``"p\\u00e4"``: a mapping dumped as JSON in a log line)."""
+    import json
+
+    secret = 'Pä"ss\\wörd\n-7q'
+    masker = SecretMasker()
+    masker.add([secret])
+    for shown in (
+        repr(secret.encode()),
+        json.dumps({"password": secret}),
+        json.dumps({"password": secret}, ensure_ascii=False),
+        repr({"password": secret}),
+    ):
+        masked = masker.mask(f"sending {shown} now")
+        assert "ss" not in masked and "rd" not in masked, (shown, masked)
