@@ -28,6 +28,7 @@ A leaf: it imports nothing of ledger-gc, so every layer (and an executor) may us
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -80,14 +81,19 @@ class SecretMasker(logging.Filter):
         return self._secrets
 
     def add(self, secrets: Iterable[str | None]) -> None:
-        """Mask these values too (and their ``repr`` forms: a log of a mapping or bytes
-        shows a quote or a backslash escaped). Empty values are ignored."""
+        """Mask these values too, and the forms a log line may write them in: ``repr``
+        (a log of a mapping shows a quote or a backslash escaped), a bytes repr (a client
+        logging what it sends: ``\xc3\xa4`` for ``ä``), JSON (``\u00e4``, ``\"``).
+        Empty values are ignored."""
         new = set()
         for secret in secrets:
             if not secret or not secret.strip():
                 continue
             new.add(secret)
             new.add(repr(secret)[1:-1])
+            new.add(repr(secret.encode("utf-8", "surrogateescape"))[2:-1])
+            new.add(json.dumps(secret)[1:-1])
+            new.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         with self._lock:
             if new <= self._secrets:
                 return
