@@ -393,3 +393,25 @@ def test_a_moved_state_dir_is_not_imported_again(state_url: str | None, tmp_path
 
     assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
     assert [r["run_id"] for r in run_log.read_runs(settings, run_log.TRIM)] == ["trim-1", "trim-2"]
+
+
+@pytest.mark.state_backends
+def test_old_files_put_in_a_state_dir_opened_before_are_imported(
+    state_url: str | None, tmp_path: Path
+) -> None:
+    """Issue 33's review: the upgrade as an operator may do it: the new version opens
+    its state dir first (``ledgergc status`` to check the settings, the API server
+    starting), then the old version's files are copied in. That first open found no old
+    file, yet recorded the one-time step as done: the copied registry, audit log and run
+    summaries were never imported, and nothing said so."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    forget_stores()
+    settings = Settings(state_dir=state_dir, state_url=state_url)
+    assert AuditLog(settings).read() == []  # the first open: nothing to import yet
+
+    _old_state_dir(state_dir)  # the old version's files, copied in
+    _another_process()
+
+    assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
+    assert list(OrphanRegistry(settings).entries()) == ["p/7/"]
