@@ -63,6 +63,18 @@ DERIVED: tuple[re.Pattern[str], ...] = (
     # characters, a log call quadratic in its length (seconds at 16k characters).
     re.compile(r"(?<![\w+.-])([A-Za-z][\w+.-]{0,31}://[^:/@\s]{0,256}:)[^@\s]{1,1024}(?=@)"),
 )
+#: What the (case-folded) text holds wherever the ``DERIVED`` pattern of the same place
+#: can match: a text without any of them is not searched with it. Most log lines hold
+#: none, and the patterns were most of what masking a record cost (3x a record's cost).
+_NEEDLES: tuple[tuple[str, ...], ...] = (
+    ("token", "secret"),
+    ("secretaccesskey", "sessiontoken"),
+    ("signature",),
+    ("response=", "rspauth="),
+    ("session_passwd",),
+    ("scheme='digest'",),
+    ("://",),
+)
 _MARK = "_ledgergc_masked"
 
 
@@ -106,8 +118,10 @@ class SecretMasker(logging.Filter):
         known = self._known
         if known is not None:
             text = known.sub(MASK, text)
-        for pattern in DERIVED:
-            text = pattern.sub(rf"\g<1>{MASK}", text)
+        folded = text.casefold()
+        for pattern, needles in zip(DERIVED, _NEEDLES, strict=True):
+            if any(needle in folded for needle in needles):
+                text = pattern.sub(rf"\g<1>{MASK}", text)
         return text
 
     def mask_record(self, record: logging.LogRecord) -> None:
