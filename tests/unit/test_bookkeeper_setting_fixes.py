@@ -43,3 +43,20 @@ def test_a_bookkeeper_setting_error_offers_bookkeepers_own_variable(
         Settings.from_env({"LEDGERGC_ZK_HOSTS": "127.0.0.1:2181", **environ})
     message = str(err.value)
     assert fix in message and not_offered not in message, message
+
+
+def test_an_ensembles_security_settings_print_no_secret() -> None:
+    """Issue 33's review: ``Settings`` prints no secret, but its ensembles' TLS and SASL
+    part printed the SASL password, the stores' passwords and an inline PEM key (an
+    exception's args, a debugger, a test's failure report show a repr)."""
+    from ledger_gc.config.zk_security import ZkSecurity
+
+    security = ZkSecurity(
+        tls_key="-----BEGIN PRIVATE KEY-----\nMIIEvQSeKrit-0\n-----END PRIVATE KEY-----",
+        tls_keystore_password="SeKrit-1",
+        tls_truststore_password="SeKrit-2",
+        sasl_mechanism="DIGEST-MD5",
+        sasl_username="bookkeeper",
+        sasl_password="SeKrit-3",
+    )
+    assert "SeKrit" not in repr(security) and "bookkeeper" in repr(security), repr(security)
