@@ -103,13 +103,14 @@ class ZkSecurity:
     tls: bool | None = None
     tls_ca: str | None = None
     tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_keystore_password: str | None = None
-    tls_truststore_password: str | None = None
+    # The secret parts (a key may be its PEM text) print as nothing, as Settings' do.
+    tls_key: str | None = field(default=None, repr=False)
+    tls_keystore_password: str | None = field(default=None, repr=False)
+    tls_truststore_password: str | None = field(default=None, repr=False)
     tls_verify_hostname: bool | None = None
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
     jaas: str | None = None
     sasl_service: str | None = None
     #: What the files of the parts held, by the parts read (``_read``). Made on the first
