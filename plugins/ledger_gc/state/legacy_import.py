@@ -59,7 +59,8 @@ def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
 
     The first open of a store with a state dir looks at the dir's files, imports those
     not imported yet (each with its own record), then records the step as done for that
-    dir (``done_marker``). Every later open, in any process, reads that one record and
+    dir (``done_marker``); a dir without old files records nothing (its files may be
+    copied in later). Every later open, in any process, reads that one record and
     neither looks at the dir again nor takes the store's write lock; within a process,
     not even the record is read twice. A step that failed (a damaged registry file) is
     not recorded, so the next open tries again. An older ledger-gc's files that appear
@@ -72,7 +73,10 @@ def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
     with _done_lock:
         if key in _done:
             return
-    if not _recorded(store, marker):
+    # A dir with no old file yet is not a step done: the old version's files may be
+    # copied in after the new version first opened it (a settings check, the API
+    # server starting); until they come, an open looks at a few paths and writes nothing.
+    if not _recorded(store, marker) and legacy_files(state_dir):
         imported = import_state_dir(store, state_dir)
         _record_done(store, marker, sum(imported.values()))
     with _done_lock:
