@@ -261,8 +261,8 @@ def test_an_old_state_dir_is_imported_once(state_url: str | None, tmp_path: Path
             "orphans-2",
         ]
         with open_store(settings).read() as conn:
-            # A record per file, and one for the step (done_marker).
-            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 5
+            # Two records per file (its path, its content: content_key), one for the step.
+            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 9
     # The next scan continues the imported numbering.
     with OrphanRegistry(settings).transaction() as txn:
         assert txn.record_scan("o-3", 3, {}) == 3
@@ -369,11 +369,6 @@ def test_state_urls_are_checked_as_settings(tmp_path: Path) -> None:
 
 
 @pytest.mark.state_backends
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33 review, not fixed: the import's records name absolute paths; what "
-    "identifies a state dir across a move (for a shared store too) is a design choice",
-)
 def test_a_moved_state_dir_is_not_imported_again(state_url: str | None, tmp_path: Path) -> None:
     """Issue 33's review: the one-time step after the state dir moved (a new disk, a
     new mount path; with the default SQLite store, the store moves with it). The step's

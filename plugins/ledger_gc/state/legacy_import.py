@@ -18,6 +18,7 @@ registries cannot be merged (otherwise it is recorded as skipped, and logged).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sqlite3
@@ -126,18 +127,13 @@ def _record_done(store: StateStore, marker: str, rows: int) -> None:
 def import_state_dir(store: StateStore, state_dir: Path) -> dict[str, int]:
     """Import every old file not imported yet; returns rows imported per file."""
     imported: dict[str, int] = {}
-    registry = state_dir / LEGACY_REGISTRY
-    if registry.is_file():
-        imported[str(registry)] = _import_file(store, registry, _registry_rows)
-    audit = state_dir / LEGACY_AUDIT
-    if audit.is_file():
-        imported[str(audit)] = _import_file(store, audit, _audit_rows)
+    files: list[tuple[Path, Any]] = [(LEGACY_REGISTRY, _registry_rows), (LEGACY_AUDIT, _audit_rows)]
     for kind, relative in LEGACY_RUNS.items():
+        files.append((relative, lambda conn, p, kind=kind: _run_rows(conn, p, kind)))
+    for relative, rows_of in files:
         path = state_dir / relative
         if path.is_file():
-            imported[str(path)] = _import_file(
-                store, path, lambda conn, p, kind=kind: _run_rows(conn, p, kind)
-            )
+            imported[str(path)] = _import_file(store, path, relative, rows_of)
     return {k: v for k, v in imported.items() if v}
 
 
@@ -145,20 +141,42 @@ def source_key(path: Path) -> str:
     return str(path.resolve())
 
 
-def _import_file(store: StateStore, path: Path, rows_of: Any) -> int:
+def content_key(path: Path, relative: Path) -> str | None:
+    """What names an old file wherever its dir is: its place in the dir and a digest, of
+    the first line for a JSON-lines file (append-only: an old version's appends keep it,
+    and were never imported), of the whole file for the registry (a database, rewritten
+    in place). A state dir moved to another disk or mount path keeps it, so its files are
+    not imported twice (the path key alone made a moved dir's audit records and run
+    summaries come in a second time). None: an empty file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        if relative == LEGACY_REGISTRY:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        else:
+            digest.update(handle.readline(1 << 16))
+    if path.stat().st_size == 0:
+        return None
+    return f"content:{relative.as_posix()}:{digest.hexdigest()}"
+
+
+def _import_file(store: StateStore, path: Path, relative: Path, rows_of: Any) -> int:
     from sqlalchemy import select
 
-    source = source_key(path)
+    keys = [source_key(path)]
+    content = content_key(path, relative)
+    if content is not None:
+        keys.append(content)
     with store.write() as conn:
         if conn.execute(
-            select(schema.imports.c.source).where(schema.imports.c.source == source)
+            select(schema.imports.c.source).where(schema.imports.c.source.in_(keys))
         ).first():
             return 0
         count, note = rows_of(conn, path)
+        now = int(time.time() * 1000)
         conn.execute(
-            schema.imports.insert().values(
-                source=source, imported_ms=int(time.time() * 1000), rows=count, note=note
-            )
+            schema.imports.insert(),
+            [dict(source=key, imported_ms=now, rows=count, note=note) for key in keys],
         )
     log.info("imported %d rows of %s into the state store %s", count, path, store.display_url)
     return count
