@@ -321,16 +321,24 @@ def private_settings(
 
 # --- the order of the files --------------------------------------------------------------
 
-#: Files that take minutes, longest first (measured: per-file CPU and wall time with
-#: ``--durations=0``, issue 33). bin/test runs two test processes, each taking the next
-#: file when it is free (pytest-xdist, --dist loadfile): the longest start at once, and
-#: the seconds-long unit files at the end fill whichever process ends first, so that both
-#: end together rather than one running a long file alone at the end.
+#: Files that take minutes, collected first (measured alone, issue 33: wall time with
+#: ``--durations=0``). bin/test runs two test processes, each taking the next file when
+#: it is free (pytest-xdist, --dist loadfile), so the longest start at once, and the
+#: seconds-long unit files at the end fill whichever process ends first: both end
+#: together rather than one running a long file alone at the end.
+#:
+#: xdist also hands a process a second file up front while its first has two tests or
+#: fewer: the first two files go one to each process and the third to the first's. So
+#: test_local_stack.py is third, on the process that runs test_scale_out.py, and reuses
+#: its ZooKeeper ensemble and Spark cluster (six JVMs the other process need not start).
 LONGEST_FIRST = (
-    "tests/integration/test_scale_out.py",
-    "tests/bench/test_bench_smoke.py",
-    "tests/browser/test_ledger_gc_page.py",
-    "tests/dags/test_orphan_removal_dag.py",
+    "tests/integration/test_scale_out.py",  # ~11 min alone on a busy machine, 264 s CPU
+    "tests/browser/test_ledger_gc_page.py",  # ~3 min: Airflow standalone starts
+    "tests/integration/test_local_stack.py",  # ~1.5 min
+    "tests/bench/test_bench_smoke.py",  # ~3 min: each benchmark a process of its own
+    "tests/integration/test_zookeeper_security.py",  # ~1.5 min
+    "tests/integration/test_orphans_zookeeper_outage.py",  # ~1.5 min
+    "tests/dags/test_orphan_removal_dag.py",  # ~1.2 min: airflow dags test
 )
 #: Then: files with a test that runs Airflow, Chromium or Spark (a JVM per run or a
 #: session to start), then the other files that use servers, then the unit tests. A new
