@@ -22,6 +22,7 @@ from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
 from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
+from ledger_gc.orphans.delete_lock import DELETE_LOCK_PATH
 from ledger_gc.restore.restoring import restore_run
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
@@ -361,6 +362,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     cycle.step_phases(resolve(quick), "r", clock=world["clock"])
     restoring, done = threading.Event(), threading.Event()
     restored: dict[str, Any] = {}
+    waiting: list[str] = []  # the lock's contenders while the restore waits
 
     def operator() -> None:
         restoring.set()
@@ -373,7 +375,13 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     def restore_meanwhile(n: int) -> None:
         threading.Thread(target=operator, daemon=True).start()
         assert restoring.wait(10)
-        time.sleep(1)  # the restore has read the log and waits for the lock
+        # The restore waits for the lock: its contender node (named by the restore's id)
+        # is queued behind the run's (seen, not slept on).
+        contenders = cluster.client.Lock(DELETE_LOCK_PATH).contenders
+        deadline = time.monotonic() + 30
+        while len(contenders()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        waiting.extend(contenders())
         cluster.client.delete(cluster.path(leaked))  # Pulsar's own LedgerDeleteOp
 
     _announcing(monkeypatch, restore_meanwhile)
@@ -381,6 +389,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     monkeypatch.undo()
     assert done.wait(60)
     assert "exception" not in restored, restored
+    assert len(waiting) == 2 and waiting[0] == "r" and waiting[1] == restored["run_id"]
     statuses = [r["status"] for r in AuditLog(quick).read(run_id="r")]
     assert statuses == [DELETING, NOT_DELETED], statuses
     assert restored["objects_restored"] == 0 and restored["errors"] == 0, restored

@@ -113,7 +113,12 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     cycle.step_phases(resolve(pulsar), "b", clock=world["clock"])
     second = threading.Thread(target=delete, args=("b",), name="cycle-b")
     second.start()
-    time.sleep(1)
+    # B waits for the lock: its contender node is queued behind A's (seen, not slept on).
+    contenders = zk_client.Lock(delete_lock.DELETE_LOCK_PATH).contenders
+    deadline = time.monotonic() + 30
+    while len(contenders()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert contenders() == ["a", "b"]
     assert "b" not in outcome  # waiting for the lock
     expire(locks["a"]._client, pulsar.zk_hosts)
     second.join(120)

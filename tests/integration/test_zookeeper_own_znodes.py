@@ -129,6 +129,7 @@ def test_a_lock_holders_text_reaches_the_report_bounded_and_escaped(
             text.encode(),
             makepath=True,
             acl=CREATOR_ALL_ACL,
+            ephemeral=True,  # a live holder's (a persistent one is cleared as a squat)
         )
         status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")
     finally:
@@ -243,3 +244,32 @@ def test_znodes_an_older_ledger_gc_left_open_are_given_to_the_identity(
     own = [(31, "sasl", "bookkeeper"), (31, "x509", "CN=ledger-gc")]
     for path in ("/ledger-gc", "/ledger-gc/locks", DELETE_LOCK_PATH, TICKS_PATH):
         assert sorted(acls[path]) == own, (path, acls[path])
+
+
+def test_a_lock_node_parked_before_the_upgrade_does_not_hold_the_lock_after_it(
+    secured: Secured,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 33's review: the squat made while an older ledger-gc's lock dir was open
+    (``world:anyone`` ALL), before the upgrade. Taking the dir back does not remove the
+    node already parked in it, and it is persistent: no session of ledger-gc's ever made
+    it (its lock nodes are ephemeral), no session's end removes it, and every cycle after
+    the upgrade found the lock held "by another run" (the squatter's text) for good."""
+    anonymous = KazooClient(hosts=secured.zookeeper.server.hosts + secured.chroot, timeout=10)
+    anonymous.start(timeout=30)
+    try:
+        anonymous.create(DELETE_LOCK_PATH, b"", makepath=True)  # the older ledger-gc's
+        anonymous.create(
+            f"{DELETE_LOCK_PATH}/squatter__lock__0000000000", b"ledger-gc run scheduled__x"
+        )
+    finally:
+        anonymous.stop()
+        anonymous.close()
+
+    settings = replace(secured.settings("bookkeeper"), orphan_lock_wait_seconds=2.0)
+    status, report = cli_in_process(settings, monkeypatch, capsys, "orphans")
+
+    assert status == 0, report.get("delete_skipped")
+    assert {d["ledger_id"] for d in report["deleted"]} == secured.orphans, report

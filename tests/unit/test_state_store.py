@@ -261,8 +261,8 @@ def test_an_old_state_dir_is_imported_once(state_url: str | None, tmp_path: Path
             "orphans-2",
         ]
         with open_store(settings).read() as conn:
-            # A record per file, and one for the step (done_marker).
-            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 5
+            # Two records per file (its path, its content: content_key), one for the step.
+            assert conn.execute(select(func.count()).select_from(schema.imports)).scalar() == 9
     # The next scan continues the imported numbering.
     with OrphanRegistry(settings).transaction() as txn:
         assert txn.record_scan("o-3", 3, {}) == 3
@@ -366,3 +366,47 @@ def test_state_urls_are_checked_as_settings(tmp_path: Path) -> None:
         assert says in str(failure.value) and "secret" not in str(failure.value)
     settings = Settings(state_url="postgresql://u:p@db/gc", state_dir=tmp_path)
     assert Settings.from_env(settings.to_env()) == settings
+
+
+@pytest.mark.state_backends
+def test_a_moved_state_dir_is_not_imported_again(state_url: str | None, tmp_path: Path) -> None:
+    """Issue 33's review: the one-time step after the state dir moved (a new disk, a
+    new mount path; with the default SQLite store, the store moves with it). The step's
+    record and each file's named the dir's absolute path, so the moved dir looked new and
+    every old audit record and run summary was imported a second time."""
+    state_dir = tmp_path / "old-state"
+    _old_state_dir(state_dir)
+    forget_stores()
+    settings = Settings(state_dir=state_dir, state_url=state_url)
+    assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
+
+    moved = tmp_path / "new-disk" / "state"
+    moved.parent.mkdir()
+    state_dir.rename(moved)
+    _another_process()
+    settings = Settings(state_dir=moved, state_url=state_url)
+
+    assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
+    assert [r["run_id"] for r in run_log.read_runs(settings, run_log.TRIM)] == ["trim-1", "trim-2"]
+
+
+@pytest.mark.state_backends
+def test_old_files_put_in_a_state_dir_opened_before_are_imported(
+    state_url: str | None, tmp_path: Path
+) -> None:
+    """Issue 33's review: the upgrade as an operator may do it: the new version opens
+    its state dir first (``ledgergc status`` to check the settings, the API server
+    starting), then the old version's files are copied in. That first open found no old
+    file, yet recorded the one-time step as done: the copied registry, audit log and run
+    summaries were never imported, and nothing said so."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    forget_stores()
+    settings = Settings(state_dir=state_dir, state_url=state_url)
+    assert AuditLog(settings).read() == []  # the first open: nothing to import yet
+
+    _old_state_dir(state_dir)  # the old version's files, copied in
+    _another_process()
+
+    assert [r["run_id"] for r in AuditLog(settings).read()] == ["t-1", "t-2"]
+    assert list(OrphanRegistry(settings).entries()) == ["p/7/"]

@@ -28,6 +28,7 @@ A leaf: it imports nothing of ledger-gc, so every layer (and an executor) may us
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -57,7 +58,22 @@ DERIVED: tuple[re.Pattern[str], ...] = (
     # ZooKeeper digest auth and a digest ACL's id: user:password, user:base64(sha1(...)).
     re.compile(r"(scheme='digest', (?:auth|id)='[^':]*:)[^']+"),
     # a URL's password: scheme://user:password@ (as SQLAlchemy reads it, up to the @).
-    re.compile(r"([\w+.-]+://[^:/@\s]*:)[^@\s]+(?=@)"),
+    # Bounded, and a scheme only where a word starts: unbounded, a long run of word
+    # characters (a hex or base64 blob in a debug log) was tried from each of its
+    # characters, a log call quadratic in its length (seconds at 16k characters).
+    re.compile(r"(?<![\w+.-])([A-Za-z][\w+.-]{0,31}://[^:/@\s]{0,256}:)[^@\s]{1,1024}(?=@)"),
+)
+#: What the (case-folded) text holds wherever the ``DERIVED`` pattern of the same place
+#: can match: a text without any of them is not searched with it. Most log lines hold
+#: none, and the patterns were most of what masking a record cost (3x a record's cost).
+_NEEDLES: tuple[tuple[str, ...], ...] = (
+    ("token", "secret"),
+    ("secretaccesskey", "sessiontoken"),
+    ("signature",),
+    ("response=", "rspauth="),
+    ("session_passwd",),
+    ("scheme='digest'",),
+    ("://",),
 )
 _MARK = "_ledgergc_masked"
 
@@ -77,14 +93,19 @@ class SecretMasker(logging.Filter):
         return self._secrets
 
     def add(self, secrets: Iterable[str | None]) -> None:
-        """Mask these values too (and their ``repr`` forms: a log of a mapping or bytes
-        shows a quote or a backslash escaped). Empty values are ignored."""
+        """Mask these values too, and the forms a log line may write them in: ``repr``
+        (a log of a mapping shows a quote or a backslash escaped), a bytes repr (a client
+        logging what it sends: ``\xc3\xa4`` for ``ä``), JSON (``\u00e4``, ``\"``).
+        Empty values are ignored."""
         new = set()
         for secret in secrets:
             if not secret or not secret.strip():
                 continue
             new.add(secret)
             new.add(repr(secret)[1:-1])
+            new.add(repr(secret.encode("utf-8", "surrogateescape"))[2:-1])
+            new.add(json.dumps(secret)[1:-1])
+            new.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         with self._lock:
             if new <= self._secrets:
                 return
@@ -97,8 +118,10 @@ class SecretMasker(logging.Filter):
         known = self._known
         if known is not None:
             text = known.sub(MASK, text)
-        for pattern in DERIVED:
-            text = pattern.sub(rf"\g<1>{MASK}", text)
+        folded = text.casefold()
+        for pattern, needles in zip(DERIVED, _NEEDLES, strict=True):
+            if any(needle in folded for needle in needles):
+                text = pattern.sub(rf"\g<1>{MASK}", text)
         return text
 
     def mask_record(self, record: logging.LogRecord) -> None:
@@ -108,15 +131,12 @@ class SecretMasker(logging.Filter):
             return  # masked as made, unchanged since (``makeLogRecord`` changes it after)
         if isinstance(record.msg, Mapping) and not record.args:
             # An event as structured loggers hand it (structlog's): kept a mapping.
-            record.msg = {
-                key: self.mask(value) if isinstance(value, str) else value
-                for key, value in record.msg.items()
-            }
+            record.msg = self._mask_value(record.msg)
         else:
             try:
                 message = record.getMessage()
             except Exception:  # a bad format: what a handler's error report would print
-                message = f"{record.msg!s} {record.args!r}"
+                message = _unformatted(record)
             record.msg, record.args = self.mask(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -126,9 +146,49 @@ class SecretMasker(logging.Filter):
             record.stack_info = self.mask(record.stack_info)
         setattr(record, _MARK, record.msg)
 
+    def _mask_value(self, value: Any, depth: int = 0) -> Any:
+        """A structured event's value masked, its shape kept: a mapping, a list or a
+        tuple value by value (a formatter prints all of it, nested or not); text
+        masked; anything else that prints a secret (bytes, an object) replaced by its
+        masked text; deeper than a few levels, the masked text of the rest."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, bool | int | float) or value is None:
+            return value
+        if depth < 8 and isinstance(value, Mapping):
+            return {key: self._mask_value(item, depth + 1) for key, item in value.items()}
+        if depth < 8 and type(value) in (list, tuple):  # a namedtuple: its repr below
+            return type(value)(self._mask_value(item, depth + 1) for item in value)
+        try:
+            shown = repr(value)
+        except Exception:  # an object that cannot print itself prints no secret either
+            return value
+        masked = self.mask(shown)
+        return value if masked == shown else masked
+
     def filter(self, record: logging.LogRecord) -> bool:
         self.mask_record(record)
         return True
+
+
+def _unformatted(record: logging.LogRecord) -> str:
+    """A record's message and args as text when they do not format, without raising: a
+    log call must not fail because of what it logs (logging itself only reports a
+    message it cannot format), and an object's ``str`` or ``repr`` may raise (a py4j
+    object once the JVM is gone, a half-built object)."""
+
+    def text(value: object, show: Callable[[object], str]) -> str:
+        try:
+            return show(value)
+        except Exception as exc:
+            return f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+
+    args = record.args if isinstance(record.args, tuple) else (record.args,)
+    message = text(record.msg, str)
+    if not args or args == ((),):
+        return message
+    shown = ", ".join(text(arg, repr) for arg in args)
+    return f"{message} (log arguments that do not fit it: {shown})"
 
 
 #: The process's one masker.

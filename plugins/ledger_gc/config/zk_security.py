@@ -103,13 +103,14 @@ class ZkSecurity:
     tls: bool | None = None
     tls_ca: str | None = None
     tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_keystore_password: str | None = None
-    tls_truststore_password: str | None = None
+    # The secret parts (a key may be its PEM text) print as nothing, as Settings' do.
+    tls_key: str | None = field(default=None, repr=False)
+    tls_keystore_password: str | None = field(default=None, repr=False)
+    tls_truststore_password: str | None = field(default=None, repr=False)
     tls_verify_hostname: bool | None = None
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
     jaas: str | None = None
     sasl_service: str | None = None
     #: What the files of the parts held, by the parts read (``_read``). Made on the first
@@ -247,7 +248,8 @@ class ZkSecurity:
             if given:
                 raise ConfigError(
                     f"{names(given[0])} is set but {names('tls')} is not true: set "
-                    f"{names('tls')}=true to connect with TLS (the servers' secureClientPort),"
+                    f"{names.own('tls')}=true to connect with TLS (the servers' "
+                    "secureClientPort),"
                     " or unset it"
                 )
             return
@@ -256,8 +258,9 @@ class ZkSecurity:
             self.client_certificate(names)
         elif self.tls_key:
             raise ConfigError(
-                f"{names('tls_key')} is set but {names('tls_cert')} is not: set both (the "
-                "client certificate and its key), or neither"
+                f"{names('tls_key')} is set but {names('tls_cert')} is not: set both "
+                f"({names.own('tls_cert')} and {names.own('tls_key')}: the client certificate "
+                "and its key), or neither"
             )
 
     def _check_sasl(self, names: Names) -> None:
@@ -272,8 +275,8 @@ class ZkSecurity:
                 state = "none" if self.sasl_mechanism == NO_SASL else "not"
                 raise ConfigError(
                     f"{names(given[0])} is set but {names('sasl_mechanism')} is {state}: set "
-                    f"it to {DIGEST_MD5} (username and password) or {GSSAPI} "
-                    "(Kerberos), or use LEDGERGC_ZK_DIGEST for digest auth"
+                    f"{names.own('sasl_mechanism')} to {DIGEST_MD5} (username and password) "
+                    f"or {GSSAPI} (Kerberos), or use LEDGERGC_ZK_DIGEST for digest auth"
                 )
             return
         login = self.login(names)
@@ -282,8 +285,8 @@ class ZkSecurity:
             if not login.username or not login.password:
                 missing = "sasl_username" if not login.username else "sasl_password"
                 raise ConfigError(
-                    f"{names('sasl_mechanism')}={DIGEST_MD5} needs {names(missing)} "
-                    f"(or {names('jaas')}, a JAAS file with a Client section)"
+                    f"{names('sasl_mechanism')}={DIGEST_MD5} needs {names.own(missing)} "
+                    f"(or {names.own('jaas')}, a JAAS file with a Client section)"
                 )
             return
         if self.sasl_password:

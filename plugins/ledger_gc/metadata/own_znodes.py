@@ -8,8 +8,13 @@ clock's tick is used, ``reclaim`` looks at that znode and its parents up to
 ``/ledger-gc``: one whose ACL is exactly the open one an older ledger-gc gave it is given
 the session's ACL (``setAcl``, which its open ACL allows). An ACL with any other entry is
 an operator's choice (the README's "ZooKeeper ACLs": runs of several identities) and is
-left alone. A session without a login (no ACL of its own) changes nothing. Nodes already
-parked below are not removed: one may be a live holder's.
+left alone. A session without a login (no ACL of its own) changes nothing.
+
+A node parked in a lock's dir while it was open stays there once the dir is taken back.
+A live holder's is ephemeral (kazoo's lock and the trim's holders are), and goes with its
+session; a persistent one is no ledger-gc run's and would hold the lock for good, with
+whatever text its maker chose: ``clear_parked`` removes those (the dir's DELETE, which
+its ACL gives the session, is what ZooKeeper checks).
 """
 
 from __future__ import annotations
@@ -57,3 +62,32 @@ def reclaim(client: KazooClient, hosts: str, path: str) -> list[str]:
         )
         changed.append(znode)
     return changed
+
+
+def clear_parked(client: KazooClient, hosts: str, lock_dir: str) -> list[str]:
+    """Remove the persistent nodes in ``lock_dir`` (a lock's dir, whose holders are all
+    ephemeral), which no session's end removes; returns them. Best effort, as
+    ``reclaim``: a node it may not remove is left (the lock then says who holds it)."""
+    try:
+        children = client.get_children(lock_dir)
+    except KazooException:
+        return []
+    removed = []
+    for child in children:
+        node = f"{lock_dir}/{child}"
+        try:
+            stat = client.exists(node)
+            if stat is None or stat.ephemeralOwner != 0:
+                continue
+            client.delete(node, version=stat.version)
+        except KazooException as exc:
+            log.warning("could not remove %s at %s (%s)", node, hosts, type(exc).__name__)
+            continue
+        log.warning(
+            "%s at %s was a persistent node in a lock's dir, which no ledger-gc run makes "
+            "(a lock's holders are ephemeral): removed, as it would hold the lock for good",
+            node,
+            hosts,
+        )
+        removed.append(node)
+    return removed

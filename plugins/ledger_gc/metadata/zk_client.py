@@ -320,6 +320,16 @@ def guarded(
             f"ZooKeeper at {hosts} unavailable while {what} ({type(exc).__name__}); "
             "the operation stopped and nothing was deleted"
         ) from exc
+    except AuthFailedError as exc:
+        # The login refused as kazoo reconnected (to another member, or a restarted
+        # server): it stops the session and fails what is in flight. ``connect`` names
+        # a first login's refusal; this is one that had been accepted before.
+        raise MetadataUnavailableError(
+            f"ZooKeeper at {hosts} refused the session's login while {what}, on "
+            "reconnecting (AuthFailed: a server of the ensemble without the SASL "
+            "authProvider, or a login the servers no longer accept); the operation "
+            "stopped and nothing was deleted"
+        ) from exc
     except InvalidACLError as exc:
         # ``own_acl``'s CREATOR_ALL with no identity the server authenticated: a client
         # certificate it does not check (no ssl.clientAuth), and no SASL or digest login.

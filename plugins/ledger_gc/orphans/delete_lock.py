@@ -43,7 +43,7 @@ from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence
-from ledger_gc.metadata.own_znodes import reclaim
+from ledger_gc.metadata.own_znodes import clear_parked, reclaim
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.metadata.znode_text import quoted
 
@@ -131,6 +131,7 @@ class DeleteLock:
                 return False
 
         reclaim(self._client, self._hosts, self._path)  # an older version's open ACL
+        clear_parked(self._client, self._hosts, self._path)  # a squat made while open
         with self._mutex:
             self._held = True  # a suspension while it is being taken counts as a loss
         got = guarded(

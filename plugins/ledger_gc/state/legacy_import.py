@@ -18,6 +18,7 @@ registries cannot be merged (otherwise it is recorded as skipped, and logged).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sqlite3
@@ -59,7 +60,8 @@ def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
 
     The first open of a store with a state dir looks at the dir's files, imports those
     not imported yet (each with its own record), then records the step as done for that
-    dir (``done_marker``). Every later open, in any process, reads that one record and
+    dir (``done_marker``); a dir without old files records nothing (its files may be
+    copied in later). Every later open, in any process, reads that one record and
     neither looks at the dir again nor takes the store's write lock; within a process,
     not even the record is read twice. A step that failed (a damaged registry file) is
     not recorded, so the next open tries again. An older ledger-gc's files that appear
@@ -72,7 +74,10 @@ def import_state_dir_once(store: StateStore, state_dir: Path) -> None:
     with _done_lock:
         if key in _done:
             return
-    if not _recorded(store, marker):
+    # A dir with no old file yet is not a step done: the old version's files may be
+    # copied in after the new version first opened it (a settings check, the API
+    # server starting); until they come, an open looks at a few paths and writes nothing.
+    if not _recorded(store, marker) and legacy_files(state_dir):
         imported = import_state_dir(store, state_dir)
         _record_done(store, marker, sum(imported.values()))
     with _done_lock:
@@ -122,18 +127,13 @@ def _record_done(store: StateStore, marker: str, rows: int) -> None:
 def import_state_dir(store: StateStore, state_dir: Path) -> dict[str, int]:
     """Import every old file not imported yet; returns rows imported per file."""
     imported: dict[str, int] = {}
-    registry = state_dir / LEGACY_REGISTRY
-    if registry.is_file():
-        imported[str(registry)] = _import_file(store, registry, _registry_rows)
-    audit = state_dir / LEGACY_AUDIT
-    if audit.is_file():
-        imported[str(audit)] = _import_file(store, audit, _audit_rows)
+    files: list[tuple[Path, Any]] = [(LEGACY_REGISTRY, _registry_rows), (LEGACY_AUDIT, _audit_rows)]
     for kind, relative in LEGACY_RUNS.items():
+        files.append((relative, lambda conn, p, kind=kind: _run_rows(conn, p, kind)))
+    for relative, rows_of in files:
         path = state_dir / relative
         if path.is_file():
-            imported[str(path)] = _import_file(
-                store, path, lambda conn, p, kind=kind: _run_rows(conn, p, kind)
-            )
+            imported[str(path)] = _import_file(store, path, relative, rows_of)
     return {k: v for k, v in imported.items() if v}
 
 
@@ -141,20 +141,42 @@ def source_key(path: Path) -> str:
     return str(path.resolve())
 
 
-def _import_file(store: StateStore, path: Path, rows_of: Any) -> int:
+def content_key(path: Path, relative: Path) -> str | None:
+    """What names an old file wherever its dir is: its place in the dir and a digest, of
+    the first line for a JSON-lines file (append-only: an old version's appends keep it,
+    and were never imported), of the whole file for the registry (a database, rewritten
+    in place). A state dir moved to another disk or mount path keeps it, so its files are
+    not imported twice (the path key alone made a moved dir's audit records and run
+    summaries come in a second time). None: an empty file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        if relative == LEGACY_REGISTRY:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        else:
+            digest.update(handle.readline(1 << 16))
+    if path.stat().st_size == 0:
+        return None
+    return f"content:{relative.as_posix()}:{digest.hexdigest()}"
+
+
+def _import_file(store: StateStore, path: Path, relative: Path, rows_of: Any) -> int:
     from sqlalchemy import select
 
-    source = source_key(path)
+    keys = [source_key(path)]
+    content = content_key(path, relative)
+    if content is not None:
+        keys.append(content)
     with store.write() as conn:
         if conn.execute(
-            select(schema.imports.c.source).where(schema.imports.c.source == source)
+            select(schema.imports.c.source).where(schema.imports.c.source.in_(keys))
         ).first():
             return 0
         count, note = rows_of(conn, path)
+        now = int(time.time() * 1000)
         conn.execute(
-            schema.imports.insert().values(
-                source=source, imported_ms=int(time.time() * 1000), rows=count, note=note
-            )
+            schema.imports.insert(),
+            [dict(source=key, imported_ms=now, rows=count, note=note) for key in keys],
         )
     log.info("imported %d rows of %s into the state store %s", count, path, store.display_url)
     return count

@@ -10,14 +10,16 @@ after ``dialect://``, the user runs up to a ``:`` (or a ``/``, then there is non
 the password from that ``:`` up to the first ``@``, so it may hold ``/``, ``:``, ``+``,
 ``=``, ``?`` or ``#`` as written; ``@`` and ``%`` come escaped (``%40``, ``%25``), and
 SQLAlchemy unescapes it. ``urlsplit`` ends the authority at the first ``/`` instead: a
-mask that read the URL its way left a base64 password (``/`` and ``+``) in clear.
+mask that read the URL its way left a base64 password (``/`` and ``+``) in clear. A URL
+without one may carry it in its query (``?password=...``): SQLAlchemy hands the query to
+the driver, and psycopg logs in with it; that one is a password too.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from ledger_gc.errors import ConfigError
 
@@ -31,20 +33,30 @@ _EXAMPLE = (
 
 #: The credentials of a URL as SQLAlchemy reads them: ``dialect://user:password@``.
 _CREDENTIALS = re.compile(r"[\w+]+://[^:/]*:(?P<password>[^@]*)@")
+#: A password among the query's parameters, which SQLAlchemy passes to the driver.
+_QUERY_PASSWORD = re.compile(r"[?&]password=(?P<password>[^&#]*)")
 
 
 def written_password(url: str) -> str | None:
     """The URL's password as written in it (escapes and all), or None: what a mask hides
-    in the URL's text."""
+    in the URL's text. The one before the ``@``, else the query's."""
     found = _CREDENTIALS.match(url)
+    if found is not None and found.group("password"):
+        return found.group("password")
+    found = _QUERY_PASSWORD.search(url)
     return (found.group("password") or None) if found else None
 
 
 def password(url: str) -> str | None:
-    """The URL's password as the database receives it (SQLAlchemy unescapes it), or None:
-    what a mask hides in any other text (a driver's message, a log line)."""
+    """The URL's password as the database receives it (SQLAlchemy unescapes it, a query's
+    as a query), or None: what a mask hides in any other text (a driver's message, a log
+    line)."""
     written = written_password(url)
-    return unquote(written) if written else None
+    if not written:
+        return None
+    credentials = _CREDENTIALS.match(url)
+    in_query = credentials is None or not credentials.group("password")
+    return unquote_plus(written) if in_query else unquote(written)
 
 
 def default_state_url(state_dir: Path | str) -> str:
@@ -62,9 +74,10 @@ def check_state_url(raw: str) -> str:
     text = raw.strip()
     parts = urlsplit(masked(text))
     if not parts.scheme or "://" not in text:
+        # Not in the form the mask reads: a password in it would show; so not quoted.
         raise ConfigError(
-            f"LEDGERGC_STATE_URL={masked(text)!r} is not a SQLAlchemy URL "
-            f"(dialect://...); {_EXAMPLE}"
+            f"LEDGERGC_STATE_URL is not a SQLAlchemy URL (dialect://...; its value is not "
+            f"shown, as it may hold a password); {_EXAMPLE}"
         )
     backend, _, driver = parts.scheme.partition("+")
     if backend not in SUPPORTED:
@@ -79,7 +92,7 @@ def check_state_url(raw: str) -> str:
         )
     if backend == "sqlite" and parts.path in ("", "/", "/:memory:"):
         raise ConfigError(
-            f"LEDGERGC_STATE_URL={text!r} names no file (an in-memory SQLite is not shared "
+            f"LEDGERGC_STATE_URL={masked(text)!r} names no file (an in-memory SQLite is not shared "
             "by the tasks); use sqlite:////absolute/path/state.sqlite"
         )
     if backend == "postgresql" and not parts.hostname:
@@ -90,7 +103,9 @@ def check_state_url(raw: str) -> str:
 
 
 def masked(url: str) -> str:
-    """The URL with its password (as SQLAlchemy reads it) replaced by ``***``."""
+    """The URL with its password (as SQLAlchemy reads it) and its query's replaced by
+    ``***``."""
+    url = _QUERY_PASSWORD.sub(lambda found: found.group().split("=", 1)[0] + "=***", url)
     found = _CREDENTIALS.match(url)
     if found is None or not found.group("password"):
         return url

@@ -28,7 +28,7 @@ from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 from ledger_gc.errors import LedgerGcError, MetadataAccessError
 from ledger_gc.metadata import zk_access
-from ledger_gc.metadata.own_znodes import reclaim
+from ledger_gc.metadata.own_znodes import clear_parked, reclaim
 from ledger_gc.metadata.zk_client import guarded
 from ledger_gc.metadata.znode_text import quoted
 
@@ -64,6 +64,7 @@ def trim_lock(
     """Be a holder of the trim lock for the ``with`` block, or raise ``TrimLockBusy``."""
     for path in (TRIM_GATE_PATH, TRIM_LOCK_PATH):
         reclaim(client, hosts, path)  # an older version's open ACL
+        clear_parked(client, hosts, path)  # a squat made while open
     gate = client.Lock(TRIM_GATE_PATH, identifier=run_id)
     deadline = time.monotonic() + wait_seconds
 
