@@ -117,6 +117,10 @@ def connect(settings: Settings) -> KazooClient:
     sasl = zk_sasl.guard(client) if login is not None else None
     started = _started(client, settings.zk_timeout_seconds)
     if not started:
+        # The login may end before kazoo reports the session connected (its state goes
+        # from connecting straight to auth-failed): the guard still saw why.
+        if login is not None and sasl is not None and sasl.empty_challenge:
+            raise zk_sasl.not_spoken(settings.zk_hosts, login, security, names)
         found = diagnose(settings.zk_hosts, security, context, names)
         if found is not None:
             raise found
