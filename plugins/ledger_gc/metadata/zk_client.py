@@ -121,6 +121,10 @@ def connect(endpoint: ZkEndpoint) -> KazooClient:
     sasl = zk_sasl.guard(client) if login is not None else None
     started = _started(client, endpoint.timeout_seconds)
     if not started:
+        # The login may end before kazoo reports the session connected (its state goes
+        # from connecting straight to auth-failed): the guard still saw why.
+        if login is not None and sasl is not None and sasl.empty_challenge:
+            raise zk_sasl.not_spoken(hosts, login, security, names)
         found = diagnose(hosts, security, context, names)
         if found is not None:
             raise found
