@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ledger_gc.config.edge import zk_endpoint
+
 ROOT = Path(__file__).resolve().parent.parent
 # The commands run with the project's venv python; the library lives under plugins/.
 if str(ROOT / "plugins") not in sys.path:
@@ -92,7 +94,7 @@ def kazoo_client(settings: Settings) -> Iterator[Any]:
     """A started kazoo client on the settings' hosts (chroot included)."""
     from ledger_gc.metadata.zk_client import session
 
-    with session(settings) as client:
+    with session(zk_endpoint(settings)) as client:
         yield client
 
 

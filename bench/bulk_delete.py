@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import _common
 from _common import fmt_rate, fmt_s, ratio, say
 
+from ledger_gc.config.edge import block_store
+
 TARGET_RATIO = 10.0
 
 
@@ -74,9 +76,9 @@ def main() -> int:
     from ledger_gc.storage.s3_bucket import build_client
 
     settings = _common.bench_settings(bucket=f"bench-bulk-{_common.run_tag()}")
-    client = build_client(settings)
+    client = build_client(block_store(settings))
     client.create_bucket(Bucket=settings.bucket)
-    storage = LedgerStorage(settings, client=client)
+    storage = LedgerStorage(block_store(settings), client=client)
     names = block_keys(settings.prefix, args.objects)
     say(f"S3 {settings.s3_endpoint}, bucket {settings.bucket}: {args.objects:,} objects")
     try:

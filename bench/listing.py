@@ -38,6 +38,8 @@ from typing import Any
 import _common
 from _common import fmt_rate, fmt_s, ratio, say
 
+from ledger_gc.config.edge import block_store
+
 sys.path.insert(0, str(_common.ROOT / "include"))
 
 TARGET_RATIO = 2.0
@@ -81,7 +83,7 @@ def sequential(settings: Any) -> int:
     its parse of every page, as ``aws s3 ls --recursive`` does (its client made already)."""
     from ledger_gc.s3_orphans import reading
 
-    client = reading.storage_for(settings).client
+    client = reading.storage_for(block_store(settings)).client
     paginator = client.get_paginator("list_objects_v2")
     return sum(
         len(page.get("Contents", ()))
@@ -95,20 +97,20 @@ def _init_lister(settings: Any) -> None:
 
     global _settings
     _settings = settings
-    reading.storage_for(settings)
+    reading.storage_for(block_store(settings))
 
 
 def _list_shard(shard: str) -> int:
     from ledger_gc.s3_orphans import reading
 
-    return sum(1 for _ in reading.list_prefixes(_settings, [shard]))
+    return sum(1 for _ in reading.list_prefixes(block_store(_settings), [shard]))
 
 
 def concurrent(settings: Any, pool: Any) -> tuple[int, int]:
     """The scan's listing: split into namespaces, then listed by the pool's processes."""
     from ledger_gc.s3_orphans import reading
 
-    shards, loose = reading.discover_shards(settings)
+    shards, loose = reading.discover_shards(block_store(settings))
     return sum(pool.imap_unordered(_list_shard, shards)) + len(loose), len(shards)
 
 
@@ -215,7 +217,9 @@ def measure(settings: Any, listers: list[int], objects: int) -> dict[str, Any]:
     say("sequential lister: one pagination over the whole prefix")
     from ledger_gc.s3_orphans import reading
 
-    reading.storage_for(settings)  # each side's clients are made before its clock starts
+    reading.storage_for(
+        block_store(settings)
+    )  # each side's clients are made before its clock starts
     started = time.perf_counter()
     count = sequential(settings)
     seconds = time.perf_counter() - started

@@ -33,6 +33,8 @@ from typing import Any
 import _common
 from _common import fmt_s, say
 
+from ledger_gc.config.edge import block_store
+
 sys.path.insert(0, str(_common.ROOT / "include"))
 
 DAG_ID = "orphan_removal"
@@ -79,7 +81,7 @@ def main() -> int:
         delete_enabled=True,
     )
     _common.create_chroot(settings)
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     storage.client.create_bucket(Bucket=settings.bucket)
     started = time.perf_counter()
     names = write_demo_store(settings)

@@ -44,6 +44,8 @@ from typing import Any
 import _common
 from _common import fmt_s, mib, ratio, say
 
+from ledger_gc.config.edge import resolve
+
 TARGET_SECONDS = 30.0
 TARGET_RATIO = 2.0
 TARGET_DRIVER_BYTES = 2 * 2**30
@@ -273,8 +275,8 @@ def child_spark(directory: Path) -> dict[str, Any]:
     # This figure is the diff over an inventory: there is no ZooKeeper and no S3, so no
     # ledger-id counter to read (the scan then has only the managed ledgers' own lists
     # as evidence) and no server clock (the host's stands in; nothing is deleted here).
-    id_counter.read_id_counter = lambda _settings: None
-    witness.ServerClocks.observe = lambda _self, _settings, clock: witness.Observation(  # type: ignore[method-assign]
+    id_counter.read_id_counter = lambda _zk: None
+    witness.ServerClocks.observe = lambda _self, _zk, clock, _blocks=None: witness.Observation(  # type: ignore[method-assign]
         1, Instant(clock(), clock(), clock())
     )
     started = time.perf_counter()
@@ -287,11 +289,11 @@ def child_spark(directory: Path) -> dict[str, Any]:
         survey_steps.hold(run, SNAPSHOT, spark.read.parquet(run.data_uri(SNAPSHOT)))
         started = time.perf_counter()
         scan = survey_steps.step_scan(
-            settings, RUN_ID, spark, inventory=str(directory / "inventory")
+            resolve(settings), RUN_ID, spark, inventory=str(directory / "inventory")
         )
         scan_s = time.perf_counter() - started
         started, cpu = time.perf_counter(), _common.tree_cpu_seconds()
-        diff = survey_steps.step_diff(settings, RUN_ID, spark)
+        diff = survey_steps.step_diff(resolve(settings), RUN_ID, spark)
         diff_s = time.perf_counter() - started
         diff_cpu_s = _common.tree_cpu_seconds() - cpu
         conf = spark.sparkContext.getConf()

@@ -26,6 +26,8 @@ import time
 import _common
 from _common import fmt_rate, fmt_s, ratio, say
 
+from ledger_gc.config.edge import zk_endpoint
+
 TARGET_RATE = 5000.0
 TARGET_RATIO = 3.0
 
@@ -96,7 +98,9 @@ def main() -> int:
             rows = 0
             for start in range(0, len(listed), NAMES_PER_SHARD):
                 rows += len(
-                    reading.read_managed_ledgers(settings, listed[start : start + NAMES_PER_SHARD])
+                    reading.read_managed_ledgers(
+                        zk_endpoint(settings), listed[start : start + NAMES_PER_SHARD]
+                    )
                 )
             snapshot_s = time.perf_counter() - started
             say(f"snapshot path: {args.mls:,} znodes in {snapshot_s:.2f}s ({rows:,} rows)")

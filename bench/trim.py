@@ -38,6 +38,8 @@ from typing import Any
 import _common
 from _common import fmt_s, ratio, say
 
+from ledger_gc.config.edge import block_store, policy, resolve
+
 TARGET_SECONDS = 60.0
 TARGET_WRITES_PER_ML = 2
 
@@ -127,7 +129,7 @@ def populate(settings: Any, names: list[str], ledgers: int, client: Any, threads
         ops.append(("create", f"{path}/sub", encode_managed_cursor_info(cursor)))
     _common.ensure_parents(client, [path for op, path, _ in ops[::2]])
     _common.multi_ops(client, ops)
-    s3 = build_client(settings)
+    s3 = build_client(block_store(settings))
     s3.create_bucket(Bucket=settings.bucket)
     body = b"\0" * 1024
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench-put") as pool:
@@ -156,7 +158,7 @@ def per_ledger_trim(settings: Any, store: Any, storage: Any, names: list[str]) -
 
     deleter = Deleter(storage, AuditLog(settings), "bench-per-ledger")
     reader = ManagedLedgerTrimmer(
-        store, deleter, settings, dry_run=False, clock=lambda: int(time.time() * 1000)
+        store, deleter, policy(settings), dry_run=False, clock=lambda: int(time.time() * 1000)
     )
     counts = {"marked": 0, "deleted": 0}
     for start in range(0, len(names), BATCH_SIZE):
@@ -266,7 +268,7 @@ def run_case(
         )
         counter = CountingClient(client)
         store = MetadataStore(client, settings.zk_hosts)
-        storage = LedgerStorage(settings)
+        storage = LedgerStorage(block_store(settings))
         s3_calls: collections.Counter[str] = collections.Counter()
         storage.client.meta.events.register(
             "before-call.s3", lambda model, **_: s3_calls.update([model.name])
@@ -358,7 +360,7 @@ def main() -> int:
     def library_trim(settings: Any, store: Any, storage: Any, names: list[str]) -> Any:
         def run() -> Any:
             return run_trim(
-                settings,
+                resolve(settings),
                 scope=TrimScope.all(),
                 store=store,
                 storage=storage,

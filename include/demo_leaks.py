@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ledger_gc.config.edge import block_store, offload_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.ids import LedgerIdAllocator
 from ledger_gc.ledger.managed_ledger import ManagedLedger
@@ -90,7 +91,7 @@ def plant_deleted_topic(
         # Offloaded before the topic was deleted (its ledger id is store-allocated).
         from demo_store import put_segment
 
-        offload = OffloadStorage(settings)
+        offload = OffloadStorage(offload_store(settings))
         for ledger in store.get_managed_ledger(ml_name).value.ledgerInfo:
             segments += put_segment(
                 offload, ml_name, str(uuid.uuid4()), ledger.ledgerId, max(ledger.size, 512)
@@ -114,7 +115,7 @@ def plant_stale_offload(settings: Settings, store: MetadataStore, ml_name: str) 
     streaming-offloader objects."""
     from demo_store import put_segment
 
-    offload = OffloadStorage(settings)
+    offload = OffloadStorage(offload_store(settings))
     listed = list(store.get_managed_ledger(ml_name).value.ledgerInfo)
     offloaded = [li for li in listed if li.HasField("offloadContext")]
     ledger = (offloaded or listed)[-1]
@@ -122,8 +123,8 @@ def plant_stale_offload(settings: Settings, store: MetadataStore, ml_name: str) 
     keys = put_segment(offload, ml_name, stale, ledger.ledgerId, max(ledger.size, 512))
     streaming = str(uuid.uuid4())
     foreign = [
-        f"{offload.settings.key_prefix}{streaming}",
-        f"{offload.settings.key_prefix}{streaming}-index",
+        f"{offload.store.key_prefix}{streaming}",
+        f"{offload.store.key_prefix}{streaming}-index",
     ]
     for key in foreign:
         offload.client.put_object(Bucket=offload.bucket, Key=key, Body=b"streaming offload")
@@ -149,8 +150,8 @@ def plant_leaks(
     ``ml_name`` is the managed ledger that gets the orphan ledgers: by default the first
     existing one, or ``LEGACY_ML`` (created and written) when the store has none.
     """
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    storage = LedgerStorage(block_store(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         if ml_name is None:
             existing = store.list_managed_ledgers()
             ml_name = existing[0] if existing else LEGACY_ML

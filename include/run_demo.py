@@ -41,6 +41,7 @@ from demo_leaks import plant_leaks
 from demo_store import OFFLOADED_TOPIC, write_demo_store
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, offload_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
@@ -143,8 +144,8 @@ def run_dag(env: dict[str, str], dag_id: str, conf: dict[str, Any], log_name: st
 
 
 def print_store(settings: Settings, title: str) -> dict[str, Any]:
-    with MetadataStore.open(settings) as store:
-        status = collect_status(store, LedgerStorage(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
+        status = collect_status(store, LedgerStorage(block_store(settings)))
     data = status.to_dict()
     totals = data["totals"]
     heading(title)
@@ -164,8 +165,8 @@ def print_store(settings: Settings, title: str) -> dict[str, Any]:
 
 
 def offload_bucket_keys(settings: Settings) -> dict[str, int]:
-    offload = OffloadStorage(settings)
-    return {obj.key: obj.size for obj in offload.iter_objects(offload.settings.key_prefix)}
+    offload = OffloadStorage(offload_store(settings))
+    return {obj.key: obj.size for obj in offload.iter_objects(offload.store.key_prefix)}
 
 
 def verify_live_data(settings: Settings) -> int:
@@ -174,10 +175,10 @@ def verify_live_data(settings: Settings) -> int:
     from ledger_gc.rules.storage.offload_keys import segment_keys
     from ledger_gc.s3_orphans.reading import offload_uuid_of
 
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     tiered = offload_bucket_keys(settings)
     read = 0
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         for name in store.list_managed_ledgers():
             for ledger in store.get_managed_ledger(name).value.ledgerInfo:
                 offload_uuid = offload_uuid_of(ledger)

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.edge import block_store, zk_endpoint
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -422,7 +424,7 @@ def store(settings: Settings) -> Iterator[Any]:
     """A MetadataStore on the test's chroot (its own session, closed after the test)."""
     from ledger_gc.metadata.store import MetadataStore
 
-    with MetadataStore.open(settings) as opened:
+    with MetadataStore.open(zk_endpoint(settings)) as opened:
         yield opened
 
 
@@ -431,7 +433,7 @@ def storage(settings: Settings) -> Any:
     """A LedgerStorage on the test's bucket."""
     from ledger_gc.storage.s3 import LedgerStorage
 
-    return LedgerStorage(settings)
+    return LedgerStorage(block_store(settings))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
@@ -57,10 +58,10 @@ def add_status_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     with ExitStack() as stack:
-        store = stack.enter_context(MetadataStore.open(settings))
+        store = stack.enter_context(MetadataStore.open(zk_endpoint(settings)))
         # The metrics use metadata and state files only: no bucket listing per scrape.
         no_blocks = args.metadata_only or args.metrics or not settings.block_store
-        storage = None if no_blocks else LedgerStorage(settings)
+        storage = None if no_blocks else LedgerStorage(block_store(settings))
         if storage is not None:
             storage.check_bucket()
         status = collect_status(store, storage, ml_filter=args.ml)

@@ -26,7 +26,7 @@ from ledger_gc.metadata.read_budget import Reads
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ledger_gc.config.settings import Settings
+    from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
     from ledger_gc.metadata.fencing import Fence
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.orphans.witness import ServerClocks
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 class SurveyRequest:
     """What every source's survey is given: one run, in one Spark application."""
 
-    settings: Settings
+    endpoints: Endpoints  # what the edge resolved the settings to (and its policy)
     run_id: str
     spark: SparkSession
     clock: Callable[[], int]  # this host's clock, epoch ms (tests give a wrong one)
@@ -77,7 +77,7 @@ class Comparison:
 class DeleteRequest:
     """What every source's delete is given by the engine, holding the delete lock."""
 
-    settings: Settings
+    endpoints: Endpoints  # what the edge resolved the settings to (and its policy)
     run_id: str
     now_ms: int
     deleting: bool  # False: re-check and report only (a dry run)
@@ -85,10 +85,10 @@ class DeleteRequest:
     spark: SparkSession | None = None
     distribute_over: int = 0  # more entries than this go to Spark's executors, if any
     ours: dict[str, Any] = field(default_factory=dict)  # our Pulsar clusters (segments)
-    # The delete lock's fence for the sessions of some settings (BookKeeper's): a
+    # The delete lock's fence for the sessions to an endpoint (BookKeeper's): a
     # ZooKeeper write sent with it is refused once the lock is lost
     # (``metadata/fencing.py``). None: no lock is held, so no ZooKeeper delete is sent.
-    fence_for: Callable[[Settings], Fence] | None = None
+    fence_for: Callable[[ZkEndpoint], Fence] | None = None
     # Znodes read on executors per second (a distributed delete adds its tasks' here;
     # the driver's own are counted by the step): the cycle's cost to ZooKeeper.
     executor_reads: Reads = field(default_factory=Reads)

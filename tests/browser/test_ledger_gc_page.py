@@ -35,6 +35,7 @@ from kazoo.client import KazooClient
 from playwright.sync_api import Page, sync_playwright
 
 from ledger_gc import marking
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -98,8 +99,8 @@ def new_store(local_stack: Any, s3_client: Any, state_dir: Path) -> Settings:
 def leave_a_failed_marker(settings: Settings) -> None:
     """A consumed ledger that a trim marked and could not delete (S3 said SlowDown), as
     the next trim would find it: the page's backlog and last error."""
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    storage = LedgerStorage(block_store(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         ml = ManagedLedger.open(
             FAILED_MARKER_TOPIC, store, storage, ManagedLedgerConfig(max_entries_per_ledger=10)
         )
@@ -127,21 +128,23 @@ def run_demo(settings: Settings) -> None:
     from ledger_gc.trim.run import run_trim
 
     write_demo_store(settings)
-    run_trim(settings, source="demo")
+    run_trim(resolve(settings), source="demo")
     leaks = plant_leaks(settings)
-    run_trim(settings, source="demo")
+    run_trim(resolve(settings), source="demo")
     # Refused: with a limit of 0.01 % the leaks are "too many orphans to be true".
-    run_orphan_cycle(settings.with_overrides(orphan_max_fraction=0.0001))
-    run_orphan_cycle(settings)  # registers the leaks
+    run_orphan_cycle(resolve(settings.with_overrides(orphan_max_fraction=0.0001)))
+    run_orphan_cycle(resolve(settings))  # registers the leaks
     ml_name = leaks["orphan_ledgers"][0]["ml_name"]
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         # Two of different sizes: the page's table of registered orphans sorts them.
         for entries in (5, 50):
-            plant_orphan_ledgers(settings, store, LedgerStorage(settings), ml_name, 1, entries)
+            plant_orphan_ledgers(
+                settings, store, LedgerStorage(block_store(settings)), ml_name, 1, entries
+            )
     # An hour later: grace and retention are over for the first leaks (deleted after a
     # live re-check); the ledgers planted since are registered and wait in grace.
     run_orphan_cycle(
-        settings,
+        resolve(settings),
         clock=lambda: int(time.time() * 1000) + HOUR_MS,
         witness=ServerClocks(offset_ms=HOUR_MS),  # the servers' clocks an hour on too
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_gc import run_log
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
@@ -55,8 +56,8 @@ def test_the_dag_is_wired_as_the_issue_asks(trim_dag):
 
 
 def test_a_dag_run_trims_every_managed_ledger_and_records_the_run(trim_dag, settings):
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    storage = LedgerStorage(block_store(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         for name in NAMES:
             ml = ManagedLedger.open(
                 name, store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
@@ -57,8 +58,8 @@ def _tail(path: Path, lines: int = 60) -> str:
 def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     airflow_home: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    storage = LedgerStorage(block_store(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         ml = ManagedLedger.open(LIVE_ML, store, storage)
         ml.add_entries([b"live" * 4000] * 20)
         ml.close()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.marking import mark_deletable
@@ -97,14 +98,14 @@ class StoreKit:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.storage = LedgerStorage(settings)
+        self.storage = LedgerStorage(block_store(settings))
 
     def managed_ledger(
         self, name: str, entries: int = 20, size: int = 2000, per_ledger: int | None = None
     ) -> list[int]:
         """Create and write a managed ledger; return its listed ledger ids."""
         config = ManagedLedgerConfig(max_entries_per_ledger=per_ledger or 50_000)
-        with MetadataStore.open(self.settings) as store:
+        with MetadataStore.open(zk_endpoint(self.settings)) as store:
             ml = ManagedLedger.open(name, store, self.storage, config)
             try:
                 for _ in range(entries):
@@ -120,7 +121,7 @@ class StoreKit:
             mark_deletable(info, ledger_ids, int(time.time() * 1000))
             return True
 
-        with MetadataStore.open(self.settings) as store:
+        with MetadataStore.open(zk_endpoint(self.settings)) as store:
             store.update_managed_ledger(name, mutate)
 
     def keys(self, prefix: str | None = None) -> set[str]:

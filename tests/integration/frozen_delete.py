@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from ledger_gc.audit import DELETING, AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.witness import ServerClocks
@@ -48,7 +49,7 @@ def main(run_id: str, offset_ms: int, session_file: str) -> int:
     AuditLog.append = append  # type: ignore[method-assign]
     try:
         record = cycle.step_delete(
-            Settings.from_env(),
+            resolve(Settings.from_env()),
             run_id,
             clock=lambda: int(time.time() * 1000) + offset_ms,
             witness=ServerClocks(offset_ms=offset_ms),

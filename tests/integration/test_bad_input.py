@@ -9,6 +9,7 @@ import pytest
 from test_status_command import run_ledgergc
 
 from ledger_gc import run_log
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import (
     BucketNotFoundError,
@@ -32,7 +33,10 @@ def free_port() -> int:
 
 def test_corrupt_znode_bytes_name_the_znode(settings, zk_client):
     zk_client.create(managed_ledger_path(ML), b"\xff\x00garbage", makepath=True)
-    with MetadataStore.open(settings) as store, pytest.raises(MetadataFormatError) as err:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as store,
+        pytest.raises(MetadataFormatError) as err,
+    ):
         store.get_managed_ledger(ML)
     assert managed_ledger_path(ML) in str(err.value)
 
@@ -40,13 +44,16 @@ def test_corrupt_znode_bytes_name_the_znode(settings, zk_client):
 def test_corrupt_cursor_bytes_name_the_cursor(settings, zk_client):
     zk_client.create(managed_ledger_path(ML), b"", makepath=True)
     zk_client.create(managed_ledger_path(ML) + "/sub", b"\x08")  # truncated varint
-    with MetadataStore.open(settings) as store, pytest.raises(MetadataFormatError) as err:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as store,
+        pytest.raises(MetadataFormatError) as err,
+    ):
         store.get_cursor(ML, "sub")
     assert "sub" in str(err.value)
 
 
 def test_missing_bucket_is_named(settings):
-    storage = LedgerStorage(settings.with_overrides(bucket="no-such-bucket-here"))
+    storage = LedgerStorage(block_store(settings.with_overrides(bucket="no-such-bucket-here")))
     with pytest.raises(BucketNotFoundError, match="no-such-bucket-here"):
         storage.check_bucket()
 
@@ -54,7 +61,7 @@ def test_missing_bucket_is_named(settings):
 def test_unreachable_zookeeper_fails_fast_and_says_nothing_was_deleted(settings):
     dead = settings.with_overrides(zk_address=f"127.0.0.1:{free_port()}", zk_timeout_seconds=2.0)
     started = time.monotonic()
-    with pytest.raises(MetadataUnavailableError) as err, MetadataStore.open(dead):
+    with pytest.raises(MetadataUnavailableError) as err, MetadataStore.open(zk_endpoint(dead)):
         pass
     assert time.monotonic() - started < 20
     assert "unreachable" in str(err.value) and "nothing deleted" in str(err.value)
@@ -63,7 +70,9 @@ def test_unreachable_zookeeper_fails_fast_and_says_nothing_was_deleted(settings)
 def test_zookeeper_lost_mid_read_is_an_error_not_an_empty_store(
     private_settings, private_zookeeper
 ):
-    with MetadataStore.open(private_settings.with_overrides(zk_timeout_seconds=3.0)) as store:
+    with MetadataStore.open(
+        zk_endpoint(private_settings.with_overrides(zk_timeout_seconds=3.0))
+    ) as store:
         store.create_managed_ledger(ML)
         assert store.list_managed_ledgers() == [ML]
         private_zookeeper.stop()

@@ -19,6 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
+from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.delete_lock import DELETE_LOCK_PATH
@@ -62,14 +63,14 @@ def test_a_broker_clock_days_behind_does_not_age_a_ledger_zookeeper_just_created
     live = [cluster.ledger(ml_tags(TOPIC), ctime_ms=behind) for _ in range(2)]
     cluster.managed_ledger(TOPIC, live)
 
-    report = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()
-    report = run_orphan_cycle(pulsar, spark=spark, **later(0.1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0.1)).to_dict()
 
     assert report["deleted"] == []
     for lid in (young_cursor_ledger, young_leak, *live):
         assert cluster.client.exists(cluster.path(lid)), lid
     # A day on, on ZooKeeper's clock too, they are old enough.
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {young_cursor_ledger, young_leak}
 
 
@@ -87,7 +88,7 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
 
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     real = references.read_live_references
 
     def and_rewrite(store: Any, ml_name: str | None, schema_id: str | None) -> Any:
@@ -96,7 +97,7 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
         return refs
 
     monkeypatch.setattr(references, "read_live_references", and_rewrite)
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     monkeypatch.undo()
     assert cluster.client.exists(cluster.path(leaked))
     assert run.to_dict()["deleted"] == []
@@ -105,10 +106,10 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
     closing = AuditLog(pulsar).read(run_id=run.run_id)[-1]
     assert "version" in closing["reason"] and closing["ledger_id"] == leaked
 
-    dry = restore_run(pulsar, run.run_id, dry_run=True).to_dict()
+    dry = restore_run(resolve(pulsar), run.run_id, dry_run=True).to_dict()
     assert dry["prefixes"] == [] and dry["errors"] == 0, dry
     cluster.client.delete(cluster.path(leaked))  # an operator's bookkeeper shell, later
-    done = restore_run(pulsar, run.run_id).to_dict()
+    done = restore_run(resolve(pulsar), run.run_id).to_dict()
     assert done["objects_restored"] == 0 and done["errors"] == 0, done
     assert not cluster.client.exists(cluster.path(leaked))
 
@@ -119,13 +120,13 @@ def test_restore_run_twice_is_done_the_second_time(
     leaked = [cluster.ledger(ml_tags(TOPIC)) for _ in range(3)]
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
     before = {lid: cluster.client.get(cluster.path(lid))[0] for lid in leaked}
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).run_id
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).run_id
     assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
 
-    first = restore_run(pulsar, run)
+    first = restore_run(resolve(pulsar), run)
     assert first.to_dict()["objects_restored"] == 3 and first.exit_code == 0
-    second = restore_run(pulsar, run)
+    second = restore_run(resolve(pulsar), run)
     assert second.exit_code == 0, second.to_dict()
     again = second.to_dict()
     assert again["objects_restored"] == 0 and again["already_restored"] == 3, again
@@ -136,7 +137,7 @@ def test_restore_run_twice_is_done_the_second_time(
 
     # A znode of that path holding other bytes is not this run's ledger: never replaced.
     cluster.client.set(cluster.path(leaked[0]), b"BookieMetadataFormatVersion\t3\n\x00")
-    third = restore_run(pulsar, run)
+    third = restore_run(resolve(pulsar), run)
     assert third.exit_code == 1
     assert third.to_dict()["errors"] == 1
 
@@ -147,8 +148,8 @@ def test_a_deleted_record_stays_audited_as_deleted(
     """The plain path, for contrast: deleting, then deleted, nothing closed twice."""
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     statuses = [r["status"] for r in AuditLog(pulsar).read(run_id=run.run_id)]
     assert statuses == [DELETING, DELETED]
     assert not cluster.client.exists(cluster.path(leaked))
@@ -171,21 +172,23 @@ def test_bookkeeper_metadata_in_its_own_chroot_is_fenced_by_a_lock_there(
     split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk")
     pulsar_side = PulsarCluster(zk_client)
     pulsar_side.namespace(NS)
-    with session(split.bookkeeper_settings()) as bk_client:
+    with session(bookkeeper_endpoint(split).zk) as bk_client:
         bk = PulsarCluster(bk_client).init()
         leaked = [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         pulsar_side.managed_ledger(TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)])
-        run_orphan_cycle(split, spark=spark, **later(0))
-        run = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1))
+        run_orphan_cycle(resolve(split), spark=spark, **later(0))
+        run = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 1))
         assert {d["ledger_id"] for d in run.to_dict()["deleted"]} == set(leaked)
         assert not any(bk_client.exists(bk.path(lid)) for lid in leaked)
         # Its lock was taken in BookKeeper's chroot, and released with the cycle's.
         assert bk_client.exists(BOOKKEEPER_LOCK_PATH) is not None
         assert bk_client.get_children(BOOKKEEPER_LOCK_PATH) == []
-        assert restore_run(split, run.run_id).to_dict()["objects_restored"] == 2
+        assert restore_run(resolve(split), run.run_id).to_dict()["objects_restored"] == 2
 
-        with delete_lock(split, "a", 10, bookkeeper=split.bookkeeper_settings()) as lock:
-            fence = lock.fence_for(split.bookkeeper_settings())
+        with delete_lock(
+            zk_endpoint(split), "a", 10, bookkeeper=bookkeeper_endpoint(split).zk
+        ) as lock:
+            fence = lock.fence_for(bookkeeper_endpoint(split).zk)
             assert fence.path.startswith(BOOKKEEPER_LOCK_PATH + "/")
             version = bk_client.exists(bk.path(leaked[0])).version
             expire_and_reconnect(fence.client, split.bk_zk_hosts or "")
@@ -220,7 +223,7 @@ def test_a_fenced_delete_sent_on_kazoos_new_session_is_refused(
 
     leaked = cluster.ledger(ml_tags(TOPIC))
     version = cluster.client.exists(cluster.path(leaked)).version
-    with delete_lock(pulsar, "a", 10) as lock:
+    with delete_lock(zk_endpoint(pulsar), "a", 10) as lock:
         expire_and_reconnect(lock.fence.client, pulsar.zk_hosts)
         assert lock.fence.delete(cluster.path(leaked), version) is FencedOutcome.FENCE_LOST
         assert lock.should_stop()
@@ -275,10 +278,10 @@ def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
     quick = pulsar.with_overrides(orphan_lock_wait_seconds=30)
     leaked = [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)]
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(quick, spark=spark, **later(0))
+    run_orphan_cycle(resolve(quick), spark=spark, **later(0))
     world = later(DAY_H + 1)
-    cycle.step_survey(quick, "r", spark, **world)
-    cycle.step_phases(quick, "r", clock=world["clock"])
+    cycle.step_survey(resolve(quick), "r", spark, **world)
+    cycle.step_phases(resolve(quick), "r", clock=world["clock"])
 
     def lose_the_lock_at_the_second(n: int) -> None:
         if n == 2:
@@ -286,18 +289,20 @@ def test_a_retried_delete_step_counts_and_restores_what_the_run_deleted(
 
     locks = _announcing(monkeypatch, lose_the_lock_at_the_second)
     with pytest.raises(cycle.DeleteLockLost):
-        cycle.step_delete(quick, "r", **world)
+        cycle.step_delete(resolve(quick), "r", **world)
     monkeypatch.undo()
     assert sum(1 for lid in leaked if cluster.client.exists(cluster.path(lid))) == 1
-    cycle.step_delete(quick, "r", **world)  # Airflow's retry
+    cycle.step_delete(resolve(quick), "r", **world)  # Airflow's retry
     assert not any(cluster.client.exists(cluster.path(lid)) for lid in leaked)
 
     statuses = [r["status"] for r in AuditLog(quick).read(run_id="r")]
     assert statuses == [DELETING, DELETED, DELETING, NOT_DELETED, DELETING, DELETED], statuses
-    report = build_report(quick, "r", options=CycleOptions(), now_ms=world["clock"]()).to_dict()
+    report = build_report(
+        resolve(quick), "r", options=CycleOptions(), now_ms=world["clock"]()
+    ).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == set(leaked)
     assert report["bookkeeper"]["deleted"] == 2 and report["bytes_reclaimed"] == 2 * 1024
-    dry = restore_run(quick, "r", dry_run=True).to_dict()
+    dry = restore_run(resolve(quick), "r", dry_run=True).to_dict()
     assert sorted(p["ledger_id"] for p in dry["prefixes"]) == sorted(leaked), dry
 
 
@@ -316,20 +321,20 @@ def test_a_busy_bookkeeper_lock_leaves_the_work_pending_and_deletes_nothing(
     zk_client.ensure_path("/bk")
     split = pulsar.with_overrides(bk_zk_address=pulsar.zk_hosts + "/bk", orphan_lock_wait_seconds=1)
     PulsarCluster(zk_client).namespace(NS)
-    with session(split.bookkeeper_settings()) as bk_client:
+    with session(bookkeeper_endpoint(split).zk) as bk_client:
         bk = PulsarCluster(bk_client).init()
         leaked = bk.ledger(ml_tags(TOPIC))
         PulsarCluster(zk_client).managed_ledger(
             TOPIC, [bk.ledger(ml_tags(TOPIC)) for _ in range(2)]
         )
-        run_orphan_cycle(split, spark=spark, **later(0))
-        with delete_lock(split.bookkeeper_settings(), "other", 5, path=BOOKKEEPER_LOCK_PATH):
-            report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 1)).to_dict()
+        run_orphan_cycle(resolve(split), spark=spark, **later(0))
+        with delete_lock(bookkeeper_endpoint(split).zk, "other", 5, path=BOOKKEEPER_LOCK_PATH):
+            report = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 1)).to_dict()
         assert report["status"] == "ok" and report["pending"], report["delete_skipped"]
         assert BOOKKEEPER_LOCK_PATH in report["delete_skipped"]
         assert report["deleted"] == []
         assert bk_client.exists(bk.path(leaked))
-        report = run_orphan_cycle(split, spark=spark, **later(DAY_H + 2)).to_dict()
+        report = run_orphan_cycle(resolve(split), spark=spark, **later(DAY_H + 2)).to_dict()
         assert [d["ledger_id"] for d in report["deleted"]] == [leaked]
 
 
@@ -351,10 +356,10 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     quick = pulsar.with_overrides(orphan_lock_wait_seconds=60)
     leaked = cluster.ledger(ml_tags(TOPIC))
     cluster.managed_ledger(TOPIC, [cluster.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(quick, spark=spark, **later(0))
+    run_orphan_cycle(resolve(quick), spark=spark, **later(0))
     world = later(DAY_H + 1)
-    cycle.step_survey(quick, "r", spark, **world)
-    cycle.step_phases(quick, "r", clock=world["clock"])
+    cycle.step_survey(resolve(quick), "r", spark, **world)
+    cycle.step_phases(resolve(quick), "r", clock=world["clock"])
     restoring, done = threading.Event(), threading.Event()
     restored: dict[str, Any] = {}
     waiting: list[str] = []  # the lock's contenders while the restore waits
@@ -362,7 +367,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
     def operator() -> None:
         restoring.set()
         try:
-            restored.update(restore_run(quick, "r").to_dict())
+            restored.update(restore_run(resolve(quick), "r").to_dict())
         except Exception as exc:
             restored["exception"] = repr(exc)
         done.set()
@@ -380,7 +385,7 @@ def test_a_restore_beside_a_cycle_acts_on_the_records_as_they_are_once_it_has_th
         cluster.client.delete(cluster.path(leaked))  # Pulsar's own LedgerDeleteOp
 
     _announcing(monkeypatch, restore_meanwhile)
-    cycle.step_delete(quick, "r", **world)
+    cycle.step_delete(resolve(quick), "r", **world)
     monkeypatch.undo()
     assert done.wait(60)
     assert "exception" not in restored, restored

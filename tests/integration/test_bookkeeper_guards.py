@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper import references, scan
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -77,7 +78,7 @@ def test_a_root_that_lacks_the_listed_ledgers_is_refused(
         other.ledger(ml_tags(GONE))
     before = all_znodes(zk_client, "/other-bk")
     wrong = pulsar.with_overrides(bk_ledgers_root="/other-bk", grace_seconds=0)
-    report = run_orphan_cycle(wrong, spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(resolve(wrong), spark=spark, **later(DAY_H))
     assert report.status == "refused"
     assert "bookkeeper-root-mismatch" in guards_of(report), report.to_dict()["refusals"]
     assert OrphanRegistry(wrong).entries() == {}
@@ -91,7 +92,9 @@ def test_no_topics_beside_pulsar_ledgers_is_refused(
     c.namespace(NS)
     for _ in range(4):
         c.ledger(ml_tags(GONE))
-    report = run_orphan_cycle(pulsar.with_overrides(grace_seconds=0), spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(
+        resolve(pulsar.with_overrides(grace_seconds=0)), spark=spark, **later(DAY_H)
+    )
     assert "bookkeeper-zero-managed-ledgers" in guards_of(report)
     assert report.status == "refused"
 
@@ -105,7 +108,7 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     bk_settings = pulsar.with_overrides(zk_address=pulsar.zk_hosts + "/bk")
     from ledger_gc.metadata.zk_client import session
 
-    with session(bk_settings) as bk_client:
+    with session(zk_endpoint(bk_settings)) as bk_client:
         live = PulsarCluster(bk_client).init()
         for _ in range(20):
             live.next_id()  # the live cluster went on creating ledgers
@@ -117,10 +120,10 @@ def test_pulsar_metadata_older_than_bookkeeper_is_refused(
     copy.namespace(NS)
     copy.managed_ledger(TOPIC, ids)
     stale = pulsar.with_overrides(bk_zk_address=bk_settings.zk_hosts, grace_seconds=0)
-    report = run_orphan_cycle(stale, spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(resolve(stale), spark=spark, **later(DAY_H))
     assert "bookkeeper-stale-metadata" in guards_of(report)
     assert OrphanRegistry(stale).entries() == {}
-    with session(bk_settings) as bk_client:
+    with session(zk_endpoint(bk_settings)) as bk_client:
         assert bk_client.exists(PulsarCluster(bk_client).path(gone))
 
 
@@ -167,7 +170,9 @@ def test_a_ledger_created_during_the_scan_is_never_registered(
         return refs
 
     monkeypatch.setattr(references, "read_references", then_create)
-    report = run_orphan_cycle(pulsar.with_overrides(grace_seconds=0), spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(
+        resolve(pulsar.with_overrides(grace_seconds=0)), spark=spark, **later(DAY_H)
+    )
     assert OrphanRegistry(pulsar).entries() == {}
     held = {s["ledger_id"]: s["hold"] for s in report.to_dict()["bookkeeper"]["samples"]["bk-held"]}
     assert held == {lid: bk.HOLD_NEWER for lid in made}
@@ -196,7 +201,9 @@ def test_a_ledger_deleted_while_listing_and_unreadable_records_are_handled(
         return listing
 
     monkeypatch.setattr(scan, "list_leaves", then_delete)
-    report = run_orphan_cycle(pulsar.with_overrides(grace_seconds=0), spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(
+        resolve(pulsar.with_overrides(grace_seconds=0)), spark=spark, **later(DAY_H)
+    )
     survey = report.to_dict()["bookkeeper"]
     unreadable = {s["ledger_id"] for s in survey["samples"]["bk-unreadable"]}
     assert unreadable == {empty, garbage}
@@ -219,9 +226,9 @@ def test_flat_layout_and_long_ids_delete_exactly_the_leaf(
             c.ledger(ml_tags(TOPIC), ledger_id=lid)
         c.managed_ledger(TOPIC, live)
         settings = pulsar.with_overrides(bk_ledgers_root=c.root)
-        run_orphan_cycle(settings, spark=spark, **later(0))
+        run_orphan_cycle(resolve(settings), spark=spark, **later(0))
         before = all_znodes(zk_client, c.root)
-        report = run_orphan_cycle(settings, spark=spark, **later(DAY_H + 1)).to_dict()
+        report = run_orphan_cycle(resolve(settings), spark=spark, **later(DAY_H + 1)).to_dict()
         assert {d["ledger_id"] for d in report["deleted"]} == set(orphan_ids), report["bookkeeper"]
         gone = {c.path(lid) for lid in orphan_ids}
         assert all_znodes(zk_client, c.root) == before - gone  # no parent removed
@@ -241,7 +248,9 @@ def test_a_full_leaf_of_ten_thousand_ledgers(
         op.get(timeout=30)
     orphans = {17, 4_242, 9_999}  # 9999 is above every listed id: a rollover, held
     c.managed_ledger(TOPIC, [lid for lid in range(10_000) if lid not in orphans])
-    report = run_orphan_cycle(pulsar.with_overrides(grace_seconds=0), spark=spark, **later(DAY_H))
+    report = run_orphan_cycle(
+        resolve(pulsar.with_overrides(grace_seconds=0)), spark=spark, **later(DAY_H)
+    )
     survey = report.to_dict()["bookkeeper"]
     assert survey["ledgers"] == 10_000
     assert survey["classes"]["bk-live"]["ledgers"] == 10_000 - len(orphans)
@@ -261,13 +270,13 @@ def test_another_clusters_topic_in_an_undeclared_shared_bookkeeper_is_held(
     c.namespace(NS)
     theirs = [c.ledger(ml_tags(GONE)) for _ in range(2)]
     live_topic(c)  # created after: the highest listed id is above theirs
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     assert {e.ledger_id for e in OrphanRegistry(pulsar).entries().values()} == set(theirs)
     theirs.append(c.ledger(ml_tags(TOPIC)))  # our topic rolls over: ids move on
     c.managed_ledger(TOPIC, [*live_ids(c), theirs[-1]])
     theirs[-1] = c.ledger(ml_tags(GONE))  # their topic rolls over too
     for hours in (DAY_H + 1, 2 * DAY_H + 2, 3 * DAY_H + 3):
-        report = run_orphan_cycle(pulsar, spark=spark, **later(hours)).to_dict()
+        report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(hours)).to_dict()
         assert report["deleted"] == []
         assert all(c.client.exists(c.path(lid)) for lid in theirs)
     shared = report["bookkeeper"]["live_elsewhere"]
@@ -301,7 +310,7 @@ def test_an_idle_topic_of_another_cluster_with_an_open_ledger_is_never_registere
     theirs.append(c.ledger(ml_tags(GONE), closed=False))  # its current ledger
     live_topic(c)
     for hours in (0.0, DAY_H + 1):
-        report = run_orphan_cycle(pulsar, spark=spark, **later(hours)).to_dict()
+        report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(hours)).to_dict()
         assert report["deleted"] == []
     assert OrphanRegistry(pulsar).entries() == {}
     assert report["bookkeeper"]["held_reasons"][bk.HOLD_OPEN_WRITER] == len(theirs)
@@ -331,7 +340,7 @@ def test_a_delete_whose_answer_is_lost_is_reported_and_can_be_restored(
     leaked = c.ledger(ml_tags(TOPIC))
     live_topic(c)
     record = zk_client.get(c.path(leaked))[0]
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     real_commit = TransactionRequest.commit
 
     def applied_then_lost(self: TransactionRequest) -> Any:
@@ -342,11 +351,11 @@ def test_a_delete_whose_answer_is_lost_is_reported_and_can_be_restored(
 
     monkeypatch.setattr(TransactionRequest, "commit", applied_then_lost)
     with pytest.raises(OrphanCycleError) as failed:
-        run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+        run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     monkeypatch.undo()
     assert not zk_client.exists(c.path(leaked))
     assert "may have been applied" in str(failed.value.report.to_dict()["error"])
-    restored = restore_run(pulsar, failed.value.report.run_id).to_dict()
+    restored = restore_run(resolve(pulsar), failed.value.report.run_id).to_dict()
     assert restored["objects_restored"] == 1, restored
     assert zk_client.get(c.path(leaked))[0] == record
 
@@ -367,10 +376,10 @@ def test_a_restored_znode_gets_the_acl_it_had_not_ledger_gcs(
     live_topic(c)
     before = zk_client.get_acls(c.path(leaked))[0]
     with_digest = pulsar.with_overrides(zk_digest="ledgergc:secret")
-    run_orphan_cycle(with_digest, spark=spark, **later(0))
-    run = run_orphan_cycle(with_digest, spark=spark, **later(DAY_H + 1)).run_id
+    run_orphan_cycle(resolve(with_digest), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(with_digest), spark=spark, **later(DAY_H + 1)).run_id
     assert not zk_client.exists(c.path(leaked))
-    assert restore_run(with_digest, run).to_dict()["objects_restored"] == 1
+    assert restore_run(resolve(with_digest), run).to_dict()["objects_restored"] == 1
     assert zk_client.get_acls(c.path(leaked))[0] == before
 
 
@@ -392,8 +401,8 @@ def test_the_scan_on_spark_executors_finds_what_the_driver_finds(
     c.ledger({}, ledger_id=60_001)  # foreign
     c.managed_ledger(TOPIC, [*live, 2**40])
     c.ledger(ml_tags(TOPIC), ledger_id=2**40)
-    local = survey(pulsar)
-    distributed = survey(pulsar, spark=spark)
+    local = survey(resolve(pulsar))
+    distributed = survey(resolve(pulsar), spark=spark)
     assert local is not None and distributed is not None
     # The same findings; what each cost ZooKeeper differs (the second reuses records).
     assert _findings(distributed.to_manifest()) == _findings(local.to_manifest())

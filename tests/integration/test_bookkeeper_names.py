@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -78,7 +79,7 @@ def test_a_schema_without_a_managed_ledger_that_gains_a_version_is_not_another_c
     data = {name: [c.ledger(ml_tags(name))] for name in partitions}
     for name, ids in data.items():
         c.managed_ledger(name, ids)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     assert registered(pulsar) == {
         leaked: bk.BK_ORPHAN_SCHEMA_LEDGER,
         np_leaked: bk.BK_ORPHAN_SCHEMA_LEDGER,
@@ -93,7 +94,7 @@ def test_a_schema_without_a_managed_ledger_that_gains_a_version_is_not_another_c
         ids.append(c.ledger(ml_tags(name)))
         c.managed_ledger(name, ids)
 
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert report["bookkeeper"]["live_elsewhere"] == {}, report["bookkeeper"]["live_elsewhere"]
     assert {d["ledger_id"] for d in report["deleted"]} == {leaked, np_leaked}
     assert not exists(c, leaked) and not exists(c, np_leaked)
@@ -112,12 +113,12 @@ def test_a_gone_topics_schema_that_gains_a_version_is_still_held(
     first = c.ledger(schema_tags(theirs))
     ours = [c.ledger(ml_tags(f"{NS}/persistent/ours"))]
     c.managed_ledger(f"{NS}/persistent/ours", ours)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     assert registered(pulsar) == {first: bk.BK_ORPHAN_SCHEMA_LEDGER}
     second = c.ledger(schema_tags(theirs))
     ours.append(c.ledger(ml_tags(f"{NS}/persistent/ours")))
     c.managed_ledger(f"{NS}/persistent/ours", ours)
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert report["deleted"] == []
     assert f"{NS}/persistent/theirs" in report["bookkeeper"]["live_elsewhere"]
     assert exists(c, first) and exists(c, second)
@@ -148,10 +149,10 @@ def test_a_v1_namespace_named_persistent_is_read_by_its_levels(
     c.cursor(V1_TOPIC, "sub", v1_cursor)
     c.managed_ledger(f"{NS}/persistent/orders", orders)
 
-    with MetadataStore.open(pulsar) as store:
+    with MetadataStore.open(zk_endpoint(pulsar)) as store:
         assert store.list_managed_ledgers() == [f"{NS}/persistent/orders"]
         assert store.list_managed_ledgers(include_v1=True) == [V1_TOPIC, f"{NS}/persistent/orders"]
-    first = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
     assert registered(pulsar) == {leaked: bk.BK_ORPHAN_LEDGER}
     survey = first["bookkeeper"]
     assert survey["managed_ledgers"] == 2
@@ -159,7 +160,7 @@ def test_a_v1_namespace_named_persistent_is_read_by_its_levels(
     assert held == {not_ours: bk.HOLD_OTHER_CLUSTER}
     foreign = {s["ledger_id"] for s in survey["samples"]["bk-foreign"]}
     assert foreign == {v1_unlisted}
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {leaked}
     for lid in (*v1_ledgers, v1_cursor, v1_unlisted, not_ours, *orders):
         assert exists(c, lid)
@@ -184,10 +185,10 @@ def test_a_cursors_first_ledger_while_it_still_says_minus_one_is_held(
     newer = c.ledger(ml_tags(other))  # another topic's ledger: ids moved on
     c.managed_ledger(other, [newer])
 
-    first = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
     assert registered(pulsar) == {left_by_close: bk.BK_ORPHAN_CURSOR_LEDGER}
     held = {s["ledger_id"]: s["hold"] for s in first["bookkeeper"]["samples"]["bk-held"]}
     assert held == {first_ledger: bk.HOLD_CURSOR_SWITCH}
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {left_by_close}
     assert exists(c, first_ledger)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.records import decode_managed_ledger_info, encode_managed_ledger_info
 from ledger_gc.orphans import cycle
@@ -75,7 +76,7 @@ def test_an_offloaded_copy_goes_only_when_both_objects_of_the_written_size_are_t
     later: Callable[[float], dict[str, Any]],
 ) -> None:
     ids = plant(cluster, s3_client)
-    first = run_orphan_cycle(pulsar, spark=spark, **later(0)).to_dict()
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
     survey = first["bookkeeper"]
     held = {s["ledger_id"]: s for s in survey["samples"]["bk-held"]}
     unconfirmed = {lid for lid, s in held.items() if s["hold"] == bk.HOLD_OFFLOAD_UNCONFIRMED}
@@ -89,7 +90,7 @@ def test_an_offloaded_copy_goes_only_when_both_objects_of_the_written_size_are_t
     registered = {e.ledger_id for e in OrphanRegistry(pulsar).entries().values()}
     assert registered == {ids["whole"]}
 
-    second = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    second = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in second["deleted"]} == {ids["whole"]}
     assert not exists(cluster, ids["whole"])
     for role, lid in ids.items():
@@ -107,14 +108,14 @@ def test_the_live_recheck_holds_a_copy_whose_objects_went_after_the_scan(
     the delete: the re-check just before it reads the objects again and holds it."""
     ids = plant(cluster, s3_client)
     whole = ids["whole"]
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     world = later(DAY_H + 1)
     run_id = "bk-offload-recheck"
-    cycle.step_survey(pulsar, run_id, spark, **world)
-    cycle.step_phases(pulsar, run_id, clock=world["clock"])
+    cycle.step_survey(resolve(pulsar), run_id, spark, **world)
+    cycle.step_phases(resolve(pulsar), run_id, clock=world["clock"])
     data_key, _ = cluster.offload_keys(whole)
     s3_client.delete_object(Bucket=pulsar.offload_bucket, Key=data_key)
-    result = cycle.step_delete(pulsar, run_id, **world)
+    result = cycle.step_delete(resolve(pulsar), run_id, **world)
     [action] = [r for r in result.results if r.ledger_id == whole]
     assert action.action == "held" and "does not exist" in action.reason
     assert exists(cluster, whole)
@@ -129,10 +130,10 @@ def test_without_tiered_storage_an_offloaded_copy_is_held_and_says_why(
 ) -> None:
     ids = plant(cluster, s3_client)
     off = pulsar.with_overrides(offload_bucket="")
-    first = run_orphan_cycle(off, spark=spark, **later(0)).to_dict()
+    first = run_orphan_cycle(resolve(off), spark=spark, **later(0)).to_dict()
     held = {s["ledger_id"]: s for s in first["bookkeeper"]["samples"]["bk-held"]}
     assert held[ids["whole"]]["hold"] == bk.HOLD_OFFLOAD_UNCONFIRMED
     assert "LEDGERGC_OFFLOAD_BUCKET is empty" in held[ids["whole"]]["reason"]
-    second = run_orphan_cycle(off, spark=spark, **later(DAY_H + 1)).to_dict()
+    second = run_orphan_cycle(resolve(off), spark=spark, **later(DAY_H + 1)).to_dict()
     assert second["deleted"] == []
     assert all(exists(cluster, lid) for lid in ids.values())

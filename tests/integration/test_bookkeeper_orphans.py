@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -132,7 +133,7 @@ def test_every_class_is_found_registered_and_deleted_after_grace_and_nothing_els
     pulsar: Settings, cluster: PulsarCluster, spark: Any, later: Callable[[float], dict[str, Any]]
 ) -> None:
     planted = plant(cluster)
-    first = run_orphan_cycle(pulsar, spark=spark, **later(0))
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     survey = first.to_dict()["bookkeeper"]
     assert survey["layout"] == "hierarchical"
     registered = OrphanRegistry(pulsar).entries()
@@ -149,7 +150,7 @@ def test_every_class_is_found_registered_and_deleted_after_grace_and_nothing_els
     assert {planted.kept["untagged"], planted.kept["other-application"]} <= foreign
     assert first.to_dict()["deleted"] == []  # the scan that registers never deletes
 
-    second = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    second = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     deleted = {d["ledger_id"] for d in second.to_dict()["deleted"]}
     assert deleted == set(planted.orphans.values())
     for lid in planted.orphans.values():
@@ -173,7 +174,7 @@ def test_a_ledger_referenced_again_during_the_grace_window_is_not_deleted(
     pulsar: Settings, cluster: PulsarCluster, spark: Any, later: Callable[[float], dict[str, Any]]
 ) -> None:
     planted = plant(cluster)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     leaked = planted.orphans["leaked-ledger"]
     old_cursor = planted.orphans["old-cursor-ledger"]
     old_schema = planted.orphans["old-schema-ledger"]
@@ -185,7 +186,7 @@ def test_a_ledger_referenced_again_during_the_grace_window_is_not_deleted(
     )
     cluster.cursor(ORDERS, "sub", old_cursor)
     cluster.schema(f"{NS}/orders", [(0, old_schema), (1, planted.live["schema"])])
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     for lid in (leaked, old_cursor, old_schema):
         assert exists(cluster, lid)
     deleted = {d["ledger_id"] for d in report["deleted"]}
@@ -198,11 +199,11 @@ def test_the_live_recheck_keeps_a_ledger_referenced_after_the_last_scan(
     pulsar: Settings, cluster: PulsarCluster, spark: Any, later: Callable[[float], dict[str, Any]]
 ) -> None:
     planted = plant(cluster)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     world = later(DAY_H + 1)
     run_id = "bk-recheck"
-    cycle.step_survey(pulsar, run_id, spark, **world)
-    cycle.step_phases(pulsar, run_id, clock=world["clock"])
+    cycle.step_survey(resolve(pulsar), run_id, spark, **world)
+    cycle.step_phases(resolve(pulsar), run_id, clock=world["clock"])
     # Between the scan and the delete: the deleted topic is re-created with its ledger,
     # and the leaked ledger is listed again.
     leaked = planted.orphans["leaked-ledger"]
@@ -213,7 +214,7 @@ def test_the_live_recheck_keeps_a_ledger_referenced_after_the_last_scan(
         [planted.orphans["offloaded-copy"], planted.live["first"], leaked, planted.live["current"]],
         offloaded_deleted=[planted.orphans["offloaded-copy"]],
     )
-    result = cycle.step_delete(pulsar, run_id, **world)
+    result = cycle.step_delete(resolve(pulsar), run_id, **world)
     actions = {r.ledger_id: r.action for r in result.results}
     assert actions[leaked] == "corrected"
     assert actions[gone] == "corrected"
@@ -232,7 +233,7 @@ def test_a_record_written_between_the_recheck_and_the_delete_is_not_deleted(
     from ledger_gc.bookkeeper import references
 
     planted = plant(cluster)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     leaked = planted.orphans["leaked-ledger"]
     real = references.read_live_references
 
@@ -243,7 +244,7 @@ def test_a_record_written_between_the_recheck_and_the_delete_is_not_deleted(
         return refs
 
     monkeypatch.setattr(references, "read_live_references", and_rewrite)
-    report = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).to_dict()
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert exists(cluster, leaked)
     assert leaked not in {d["ledger_id"] for d in report["deleted"]}
 
@@ -253,8 +254,8 @@ def test_dry_run_and_deletion_off_remove_nothing(
 ) -> None:
     planted = plant(cluster)
     off = pulsar.with_overrides(delete_enabled=False)
-    run_orphan_cycle(off, spark=spark, **later(0))
-    report = run_orphan_cycle(off, spark=spark, **later(DAY_H + 1)).to_dict()
+    run_orphan_cycle(resolve(off), spark=spark, **later(0))
+    report = run_orphan_cycle(resolve(off), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {w["ledger_id"] for w in report["would_delete"]} == set(planted.orphans.values())
     assert all(exists(cluster, lid) for lid in planted.orphans.values())
 
@@ -264,8 +265,8 @@ def test_a_declared_shared_bookkeeper_deletes_only_what_this_metadata_names_by_i
 ) -> None:
     planted = plant(cluster)
     shared = pulsar.with_overrides(bk_shared=True)
-    run_orphan_cycle(shared, spark=spark, **later(0))
-    report = run_orphan_cycle(shared, spark=spark, **later(DAY_H + 1)).to_dict()
+    run_orphan_cycle(resolve(shared), spark=spark, **later(0))
+    report = run_orphan_cycle(resolve(shared), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {planted.orphans["offloaded-copy"]}
     for role, lid in planted.orphans.items():
         assert exists(cluster, lid) == (role != "offloaded-copy")
@@ -278,13 +279,13 @@ def test_restore_puts_back_exactly_the_records_a_run_deleted(
 
     planted = plant(cluster)
     before = {lid: cluster.client.get(cluster.path(lid))[0] for lid in planted.orphans.values()}
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    run = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1)).run_id
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    run = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).run_id
     assert not any(exists(cluster, lid) for lid in before)
 
-    dry = restore_run(pulsar, run, dry_run=True).to_dict()
+    dry = restore_run(resolve(pulsar), run, dry_run=True).to_dict()
     assert dry["errors"] == 0 and not any(exists(cluster, lid) for lid in before)
-    done = restore_run(pulsar, run).to_dict()
+    done = restore_run(resolve(pulsar), run).to_dict()
     assert done["objects_restored"] == len(before) and done["errors"] == 0
     assert "gcWaitTime" in done["note"]
     after = {lid: cluster.client.get(cluster.path(lid))[0] for lid in before}
@@ -293,6 +294,6 @@ def test_restore_puts_back_exactly_the_records_a_run_deleted(
     assert statuses.count("restoring") == statuses.count("restored") == len(before)
     # Run again: each znode already holds its audited record, so it is restored already
     # (never replaced, nothing audited again, not an error).
-    again = restore_run(pulsar, run).to_dict()
+    again = restore_run(resolve(pulsar), run).to_dict()
     assert again["objects_restored"] == 0 and again["errors"] == 0
     assert again["already_restored"] == len(before)

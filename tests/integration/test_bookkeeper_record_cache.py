@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from ledger_gc.bookkeeper import directories, record_cache
 from ledger_gc.bookkeeper import survey as survey_module
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
+from ledger_gc.config.edge import bookkeeper_endpoint, resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -74,11 +75,11 @@ def verdicts(found: BookKeeperSurvey | None) -> dict[int, str]:
 
 def fresh(settings: Settings) -> dict[int, str]:
     """What a survey with the cache off finds (it neither reads nor writes the cache)."""
-    return verdicts(survey(settings.with_overrides(bk_record_cache=False)))
+    return verdicts(survey(resolve(settings.with_overrides(bk_record_cache=False))))
 
 
 def cached_survey(settings: Settings) -> BookKeeperSurvey:
-    found = survey(settings)
+    found = survey(resolve(settings))
     assert found is not None
     return found
 
@@ -183,10 +184,10 @@ def test_ledgergc_restore_recreates_a_znode_that_is_read_again(
 
     victim = cluster.ledger(ml_tags(GONE))
     topic(cluster, ORDERS)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
-    deleting = run_orphan_cycle(pulsar, spark=spark, **later(DAY_H + 1))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
+    deleting = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1))
     assert {d["ledger_id"] for d in deleting.to_dict()["deleted"]} == {victim}
-    restore_run(pulsar, deleting.run_id)
+    restore_run(resolve(pulsar), deleting.run_id)
     restored_ctime = cluster.client.exists(cluster.path(victim)).ctime
     found = cached_survey(pulsar)
     candidate = next(c for c in found.candidates if c["ledger_id"] == victim)
@@ -257,7 +258,7 @@ def test_another_root_or_chroot_never_uses_the_cache(
     topic(cluster, ORDERS)
     assert verdicts(cached_survey(pulsar))[victim] == bk.BK_ORPHAN_PARTITION
     copy = PulsarCluster(zk_client, root="/copy-ledgers").init()
-    for lid in verdicts(survey(pulsar)):
+    for lid in verdicts(survey(resolve(pulsar))):
         data = ledger_record({}) if lid == victim else zk_client.get(cluster.path(lid))[0]
         zk_client.create(copy.path(lid), data, makepath=True)
     elsewhere = cached_survey(pulsar.with_overrides(bk_ledgers_root=copy.root))
@@ -319,10 +320,10 @@ def test_the_executors_reuse_what_the_driver_would(
         cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
     victim = cluster.ledger(ml_tags(GONE), ledger_id=20_007)
     cluster.managed_ledger(ORDERS, ids[:-1])
-    survey(pulsar, spark=spark)
+    survey(resolve(pulsar), spark=spark)
     cluster.client.delete(cluster.path(victim))
     cluster.client.create(cluster.path(victim), ledger_record({}))
-    second = survey(pulsar, spark=spark)
+    second = survey(resolve(pulsar), spark=spark)
     assert second is not None
     # The re-created one's directory (20_005 and it) is read again; the rest is cached.
     assert second.cost.records_read == 2 and second.cost.records_cached == 4
@@ -368,9 +369,9 @@ def test_the_live_recheck_never_uses_the_cache(
     cache (every way into it fails the step if called)."""
     untagged = cluster.ledger({})
     topic(cluster, ORDERS)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     _lie_in_the_cache(pulsar, cluster, untagged, ml_tags(GONE))
-    run_orphan_cycle(pulsar, spark=spark, **later(1))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(1))
     registered = {e.ledger_id: e.target_class for e in OrphanRegistry(pulsar).entries().values()}
     assert registered == {untagged: bk.BK_ORPHAN_PARTITION}  # the lie, registered
 
@@ -379,8 +380,8 @@ def test_the_live_recheck_never_uses_the_cache(
 
     world = later(DAY_H + 2)
     run_id = "cache-lie"
-    cycle.step_survey(pulsar, run_id, spark, **world)
-    cycle.step_phases(pulsar, run_id, clock=world["clock"])  # the lie, seen again
+    cycle.step_survey(resolve(pulsar), run_id, spark, **world)
+    cycle.step_phases(resolve(pulsar), run_id, clock=world["clock"])  # the lie, seen again
     ways_in = {
         record_cache: ("plan", "save", "read_identity"),
         rules: ("decode_packed", "decode_records", "decode_ids", "reusable"),
@@ -390,7 +391,7 @@ def test_the_live_recheck_never_uses_the_cache(
     for module, names in ways_in.items():
         for name in names:
             monkeypatch.setattr(module, name, never)
-    done = cycle.step_delete(pulsar, run_id, spark=spark, **world)
+    done = cycle.step_delete(resolve(pulsar), run_id, spark=spark, **world)
     assert cluster.client.exists(cluster.path(untagged))
     results = {r.ledger_id: r.action for r in done.results}
     assert results == {untagged: "corrected"}
@@ -403,7 +404,7 @@ def test_rows_are_keyed_by_instance_and_location(pulsar: Settings, cluster: Puls
         rows = conn.execute(schema.bk_records.select()).all()
         cycles = conn.execute(schema.bk_record_cycles.select()).all()
     assert {(r.instance_id, r.location) for r in rows} == {
-        ("6e9e0a2c-demo", record_cache.location_of(pulsar, "hierarchical"))
+        ("6e9e0a2c-demo", record_cache.location_of(bookkeeper_endpoint(pulsar), "hierarchical"))
     }
     assert len(cycles) == 1 and json.loads(cycles[0].id_counters)["idgen"]
 
@@ -426,7 +427,7 @@ def test_many_directories_and_topics_classify_as_a_fresh_read(
     first = cached_survey(pulsar)
     second = cached_survey(pulsar)
     assert second.cost.records_cached == 240 and second.cost.records_read == 0
-    fresh_survey = survey(pulsar.with_overrides(bk_record_cache=False))
+    fresh_survey = survey(resolve(pulsar.with_overrides(bk_record_cache=False)))
     assert fresh_survey is not None
     for found in (first, second):
         assert found.to_manifest() | {"cost": None} == fresh_survey.to_manifest() | {"cost": None}

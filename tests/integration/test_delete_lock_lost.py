@@ -28,6 +28,8 @@ from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
 from ledger_gc.bookkeeper import deleting as bk_deleting
+from ledger_gc.config.edge import resolve, zk_endpoint
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -66,16 +68,16 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     c.namespace("public/default")
     leaked = [c.ledger(ml_tags(TOPIC)) for _ in range(5)]
     c.managed_ledger(TOPIC, [c.ledger(ml_tags(TOPIC)) for _ in range(2)])
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     world = later(DAY_H + 1)
 
     locks: dict[str, delete_lock.DeleteLock] = {}
     real_init = delete_lock.DeleteLock.__init__
 
     def remember(
-        self: delete_lock.DeleteLock, client: KazooClient, settings: Settings, run: str, **kw: Any
+        self: delete_lock.DeleteLock, client: KazooClient, zk: ZkEndpoint, run: str, **kw: Any
     ) -> None:
-        real_init(self, client, settings, run, **kw)
+        real_init(self, client, zk, run, **kw)
         locks[run] = self
 
     monkeypatch.setattr(delete_lock.DeleteLock, "__init__", remember)
@@ -83,8 +85,8 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     real_verdict = bk_deleting._live_verdict
     calls = Counter[str]()
 
-    def freeze_after_first(settings: Settings, pulsar_store: Any, ledger: Any) -> Any:
-        verdict = real_verdict(settings, pulsar_store, ledger)
+    def freeze_after_first(shared: bool, pulsar_store: Any, ledger: Any) -> Any:
+        verdict = real_verdict(shared, pulsar_store, ledger)
         name = threading.current_thread().name
         calls[name] += 1
         if name == "cycle-a" and calls[name] == 2:
@@ -97,18 +99,18 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
 
     def delete(run: str) -> None:
         try:
-            outcome[run] = cycle.step_delete(pulsar, run, **world)
+            outcome[run] = cycle.step_delete(resolve(pulsar), run, **world)
         except Exception as exc:
             outcome[run] = exc
 
-    cycle.step_survey(pulsar, "a", spark, **world)
-    cycle.step_phases(pulsar, "a", clock=world["clock"])
+    cycle.step_survey(resolve(pulsar), "a", spark, **world)
+    cycle.step_phases(resolve(pulsar), "a", clock=world["clock"])
     first = threading.Thread(target=delete, args=("a",), name="cycle-a")
     first.start()
     assert frozen.wait(60), outcome
     # Cycle B scans while A is frozen, then waits for the lock A holds.
-    cycle.step_survey(pulsar, "b", spark, **world)
-    cycle.step_phases(pulsar, "b", clock=world["clock"])
+    cycle.step_survey(resolve(pulsar), "b", spark, **world)
+    cycle.step_phases(resolve(pulsar), "b", clock=world["clock"])
     second = threading.Thread(target=delete, args=("b",), name="cycle-b")
     second.start()
     # B waits for the lock: its contender node is queued behind A's (seen, not slept on).
@@ -144,7 +146,7 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
 
     mine = {r["ledger_id"] for r in records if r["status"] == "deleted" and r["run_id"] == "a"}
     report = build_report(
-        pulsar, "a", options=CycleOptions(), now_ms=world["clock"](), error=outcome["a"]
+        resolve(pulsar), "a", options=CycleOptions(), now_ms=world["clock"](), error=outcome["a"]
     ).to_dict()
     assert mine and {d["ledger_id"] for d in report["deleted"]} == mine
     assert report["bytes_reclaimed"] == 1024 * len(mine)
@@ -183,10 +185,10 @@ def test_a_delete_queued_by_a_cycle_frozen_past_its_lock_session_is_refused_by_z
     leaked = c.ledger(ml_tags(TOPIC))
     live = [c.ledger(ml_tags(TOPIC)) for _ in range(2)]
     c.managed_ledger(TOPIC, live)
-    run_orphan_cycle(pulsar, spark=spark, **later(0))
+    run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     world = later(DAY_H + 1)
-    cycle.step_survey(pulsar, "a", spark, **world)
-    cycle.step_phases(pulsar, "a", clock=world["clock"])
+    cycle.step_survey(resolve(pulsar), "a", spark, **world)
+    cycle.step_phases(resolve(pulsar), "a", clock=world["clock"])
 
     session_file = tmp_path / "lock-session.json"
     script = Path(__file__).with_name("frozen_delete.py")
@@ -211,7 +213,7 @@ def test_a_delete_queued_by_a_cycle_frozen_past_its_lock_session_is_refused_by_z
         twin.start(timeout=15)
         twin.stop()
         twin.close()
-        with delete_lock.delete_lock(pulsar, "b", 60):  # another cycle takes the lock
+        with delete_lock.delete_lock(zk_endpoint(pulsar), "b", 60):  # another cycle takes the lock
             c.managed_ledger(TOPIC, [leaked, *live])  # and the topic lists the ledger again
             os.kill(child.pid, signal.SIGCONT)
             out, err = child.communicate(timeout=120)

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.errors import (
     InvalidPositionError,
     ManagedLedgerClosedError,
@@ -91,11 +92,11 @@ def test_a_new_ledger_is_registered_before_any_of_its_blocks(store, storage, set
 
 
 def test_crashed_writer_is_recovered_from_its_blocks(settings, storage):
-    with MetadataStore.open(settings) as crashed_store:
+    with MetadataStore.open(zk_endpoint(settings)) as crashed_store:
         ml = ManagedLedger.open(ML, crashed_store, storage)
         written = ml.add_entries(payloads(5))
         # The process dies: no close, no counts in metadata. Its session ends with it.
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         info = store.get_managed_ledger(ML).value
         assert info.ledgerInfo[-1].entries == 0
         recovered = ManagedLedger.open(ML, store, storage)
@@ -109,8 +110,11 @@ def test_crashed_writer_is_recovered_from_its_blocks(settings, storage):
 
 def test_second_writer_is_refused_and_lost_session_fences(settings, store, storage):
     ml = open_ml(store, storage)
-    with MetadataStore.open(settings) as other, pytest.raises(ManagedLedgerFencedError):
-        ManagedLedger.open(ML, other, LedgerStorage(settings))
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as other,
+        pytest.raises(ManagedLedgerFencedError),
+    ):
+        ManagedLedger.open(ML, other, LedgerStorage(block_store(settings)))
     ml._ownership._on_state("SUSPENDED")  # what kazoo reports when the session is in doubt
     with pytest.raises(ManagedLedgerFencedError):
         ml.add_entry(b"late")
@@ -151,8 +155,8 @@ def test_cursor_reads_acks_folds_and_recovers(store, storage, settings):
         earliest.mark_delete(Position(positions[-1].ledger_id, 99))
     ml.close()
 
-    with MetadataStore.open(settings) as store2:
-        reopened = ManagedLedger.open(ML, store2, LedgerStorage(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store2:
+        reopened = ManagedLedger.open(ML, store2, LedgerStorage(block_store(settings)))
         cursor = reopened.open_cursor("sub")
         assert cursor.mark_delete_position == positions[5]
         # One (lower, upper] range covering exactly entry 8, the first of its ledger.
@@ -169,7 +173,7 @@ def test_cas_conflicts_between_two_writers_lose_nothing(settings, store):
     rounds = 25
 
     def writer(tag: str) -> None:
-        with MetadataStore.open(settings) as own:
+        with MetadataStore.open(zk_endpoint(settings)) as own:
             for i in range(rounds):
 
                 def mutate(info, i=i):

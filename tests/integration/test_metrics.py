@@ -18,6 +18,7 @@ from test_status_command import run_ledgergc
 from demo_leaks import plant_leaks
 from ledger_gc import marking
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.runs import CLASSES, PHASES
@@ -43,7 +44,7 @@ def samples(text: str) -> dict[str, float]:
 def fail_a_marker(settings: Settings, name: str) -> int:
     """Mark the first ledger of ``name`` and record a failed delete (the trim's phase one,
     then S3 refusing); return its size."""
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         first = store.get_managed_ledger(name).value.ledgerInfo[0]
 
         def mutate(info: Any) -> bool:
@@ -58,7 +59,7 @@ def fail_a_marker(settings: Settings, name: str) -> int:
 
 def test_metrics_and_overview_after_a_trim_and_a_failed_delete(settings, store_kit):
     store_kit.managed_ledger("acme/prod/persistent/a", entries=30, size=100, per_ledger=10)
-    report = run_trim(settings, source="test")
+    report = run_trim(resolve(settings), source="test")
     store_kit.managed_ledger("acme/prod/persistent/b", entries=20, size=50, per_ledger=10)
     pending_bytes = fail_a_marker(settings, "acme/prod/persistent/b")
 
@@ -103,7 +104,7 @@ def test_a_real_orphan_cycle_is_read_phase_by_phase(settings, store_kit, spark):
     # Enough live data that the leaks stay under the orphan-fraction guard's 10 %.
     store_kit.managed_ledger("public/default/persistent/orders", entries=50, size=2000)
     plant_leaks(settings, ml_name="public/default/persistent/orders")
-    cycle = run_orphan_cycle(settings, spark=spark).to_dict()
+    cycle = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
 
     metrics = run_ledgergc(settings, "status", "--metrics")
     overview = json.loads(run_ledgergc(settings, "status", "--json").stdout)["overview"]

@@ -13,6 +13,7 @@ from state_faults import audit_refused
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve
 from ledger_gc.errors import AuditUnavailableError
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.phases import ORPHAN_LEDGER, RegistryEntry
@@ -48,7 +49,7 @@ def orphan_entry(settings, storage, ledger_id: int) -> RegistryEntry:
 @pytest.fixture
 def orphaned(zk_client, settings):
     """Ledgers 5 and 6 listed; ledger 1's data left behind (an orphan ledger)."""
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     store_of(zk_client, storage, ML, [Ledger(5), Ledger(6, entries=0)])
     storage.write_block(ML, 1, 0, [b"x" * 50] * 2)
     return settings.with_overrides(retention_seconds=0), storage
@@ -62,7 +63,9 @@ def test_an_orphan_whose_deletion_cannot_be_audited_is_not_deleted(orphaned):
     entry = orphan_entry(settings, storage, 1)
 
     with audit_refused(settings), pytest.raises(AuditUnavailableError, match="audit log"):
-        deleting.recheck_and_delete(settings, [entry], run_id="r1", now_ms=2**62, deleting=True)
+        deleting.recheck_and_delete(
+            resolve(settings), [entry], run_id="r1", now_ms=2**62, deleting=True
+        )
 
     assert 1 in ledgers_with_data(storage, ML), "deleted without an audit record"
 
@@ -72,7 +75,7 @@ def test_an_orphan_deletion_is_announced_before_and_recorded_after(orphaned):
     entry = orphan_entry(settings, storage, 1)
 
     [result] = deleting.recheck_and_delete(
-        settings, [entry], run_id="r1", now_ms=2**62, deleting=True
+        resolve(settings), [entry], run_id="r1", now_ms=2**62, deleting=True
     )
 
     assert result.action == outcomes.DELETED and 1 not in ledgers_with_data(storage, ML)
@@ -92,13 +95,13 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     before, ``deleted`` after), nothing new starts, the rest stays registered (its result
     says it was not attempted), and the next run deletes it."""
     monkeypatch.setattr(deletion, "MAX_KEYS_PER_DELETE", 10)
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     store_of(zk_client, storage, ML, [Ledger(50), Ledger(51, entries=0)])
     for ledger_id in range(1, 31):  # 30 orphan ledgers of one block each
         storage.write_block(ML, ledger_id, 0, [b"x" * 20])
     settings = settings.with_overrides(retention_seconds=0)
     entries = [orphan_entry(settings, storage, ledger_id) for ledger_id in range(1, 31)]
-    signalled = LedgerStorage(settings)
+    signalled = LedgerStorage(block_store(settings))
     real_delete = signalled.delete_keys
     batches: list[int] = []
 
@@ -109,10 +112,10 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
         return real_delete(keys)
 
     signalled.delete_keys = delete_then_signal
-    monkeypatch.setattr(deleting, "LedgerStorage", lambda _settings: signalled)
+    monkeypatch.setattr(deleting, "LedgerStorage", lambda _store: signalled)
     with stop_on_signals() as stop:
         results = deleting.recheck_and_delete(
-            settings, entries, run_id="r1", now_ms=2**62, deleting=True
+            resolve(settings), entries, run_id="r1", now_ms=2**62, deleting=True
         )
 
     assert stop() and batches == [10], "nothing new started after the signal"
@@ -127,6 +130,8 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
 
     monkeypatch.setattr(deleting, "LedgerStorage", LedgerStorage)
     rest = [e for e in entries if e.ledger_id in stopped]
-    finished = deleting.recheck_and_delete(settings, rest, run_id="r2", now_ms=2**62, deleting=True)
+    finished = deleting.recheck_and_delete(
+        resolve(settings), rest, run_id="r2", now_ms=2**62, deleting=True
+    )
     assert {r.action for r in finished} == {outcomes.DELETED}
     assert ledgers_with_data(storage, ML) == {50}

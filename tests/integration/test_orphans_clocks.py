@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 
@@ -39,8 +40,8 @@ def test_a_slow_clock_at_registration_does_not_shorten_the_grace_window(
     plant_leaks(enabled, ml_name=ML)
     before = store_kit.keys()
 
-    slow = run_orphan_cycle(enabled, spark=spark, clock=_off(-2 * DAY_MS)).to_dict()
-    correct = run_orphan_cycle(enabled, spark=spark).to_dict()
+    slow = run_orphan_cycle(resolve(enabled), spark=spark, clock=_off(-2 * DAY_MS)).to_dict()
+    correct = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
 
     assert slow["phases"]["new"]["count"] == 3
     assert any("behind" in w for w in slow["warnings"]), slow["warnings"]
@@ -59,15 +60,15 @@ def test_a_fast_clock_neither_blocks_later_cycles_nor_removal(
     planted = plant_leaks(enabled, ml_name=ML)
     leaks = {leak["prefix"] for leak in planted["orphan_ledgers"] + planted["orphan_partitions"]}
 
-    fast = run_orphan_cycle(enabled, spark=spark, clock=_off(10 * DAY_MS)).to_dict()
-    next_cycle = run_orphan_cycle(enabled, spark=spark).to_dict()
+    fast = run_orphan_cycle(resolve(enabled), spark=spark, clock=_off(10 * DAY_MS)).to_dict()
+    next_cycle = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
 
     assert fast["status"] == "ok" and fast["deleted"] == []  # not past retention either
     assert any("ahead" in w for w in fast["warnings"]), fast["warnings"]
     assert next_cycle["status"] == "ok", next_cycle["refusals"]
     assert next_cycle["refusals"] == [] and next_cycle["deleted"] == []
 
-    two_hours_on = run_orphan_cycle(enabled, spark=spark, **later(2)).to_dict()
+    two_hours_on = run_orphan_cycle(resolve(enabled), spark=spark, **later(2)).to_dict()
 
     assert two_hours_on["status"] == "ok", two_hours_on["refusals"]
     assert {d["prefix"] for d in two_hours_on["deleted"]} == leaks
@@ -87,10 +88,10 @@ def test_a_reset_run_sequence_does_not_make_every_later_cycle_stale(
     plant_leaks(settings, ml_name=ML)
     for _ in range(30):  # a store with some history: the counter is well on
         zk_client.delete(zk_client.create(f"{TICKS_PATH}/t-", b"", sequence=True, makepath=True))
-    first = run_orphan_cycle(settings, spark=spark).to_dict()
+    first = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
     zk_client.delete(TICKS_PATH)  # the counter starts again
 
-    after = run_orphan_cycle(settings, spark=spark).to_dict()
+    after = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
 
     assert first["status"] == "ok" and first["phases"]["new"]["count"] == 3
     assert after["refusals"] == [], after["refusals"]
@@ -107,12 +108,12 @@ def test_a_scan_older_than_the_one_applied_is_still_refused(
 
     store_kit.managed_ledger(ML, entries=60, size=4000)
     plant_leaks(settings, ml_name=ML)
-    survey_steps.step_snapshot(settings, "delayed", spark)
-    survey_steps.step_scan(settings, "delayed", spark)
-    survey_steps.step_diff(settings, "delayed", spark)
-    newer = run_orphan_cycle(settings, spark=spark).to_dict()
+    survey_steps.step_snapshot(resolve(settings), "delayed", spark)
+    survey_steps.step_scan(resolve(settings), "delayed", spark)
+    survey_steps.step_diff(resolve(settings), "delayed", spark)
+    newer = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
 
-    late = cycle.step_phases(settings, "delayed")
+    late = cycle.step_phases(resolve(settings), "delayed")
 
     assert newer["status"] == "ok" and newer["refusals"] == []
     assert late.applied is False

@@ -16,6 +16,7 @@ import pytest
 from demo_leaks import plant_leaks
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, survey_steps
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -46,7 +47,7 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
     )
     planted, keep, leaks = _store(settings, store_kit)
 
-    first = run_orphan_cycle(enabled, spark=spark).to_dict()
+    first = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
 
     assert first["status"] == "ok" and first["dry_run"] is False
     assert first["classes"]["marked"]["units"] == 1
@@ -61,7 +62,7 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
     assert first["namespaces"]["public/default"]["phases"]["registered"]["count"] == 3
     assert store_kit.keys() >= keep | set(planted["foreign_keys"])
 
-    second = run_orphan_cycle(enabled, spark=spark, **later(2)).to_dict()
+    second = run_orphan_cycle(resolve(enabled), spark=spark, **later(2)).to_dict()
 
     assert second["status"] == "ok"
     assert {d["prefix"] for d in second["deleted"]} == leaks
@@ -75,7 +76,7 @@ def test_orphans_are_registered_wait_out_grace_and_only_they_are_deleted(
     assert {r["operation"] for r in audited} == {"orphan-removal"}
     assert [run["status"] for run in read_runs(settings, "orphans")] == ["ok", "ok"]
 
-    third = run_orphan_cycle(enabled, spark=spark, **later(3)).to_dict()
+    third = run_orphan_cycle(resolve(enabled), spark=spark, **later(3)).to_dict()
     assert third["phases"]["new"]["count"] == 0 and third["deleted"] == []
 
 
@@ -86,7 +87,7 @@ def test_a_dry_run_rechecks_and_reports_but_deletes_nothing(
     _, _, leaks = _store(settings, store_kit)
     before = store_kit.keys()
 
-    report = run_orphan_cycle(settings, spark=spark).to_dict()  # deletion not enabled
+    report = run_orphan_cycle(resolve(settings), spark=spark).to_dict()  # deletion not enabled
 
     assert report["dry_run"] is True
     assert {item["prefix"] for item in report["would_delete"]} == leaks
@@ -102,12 +103,12 @@ def test_many_entries_are_rechecked_and_deleted_on_the_executors(
     settings = settings.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=0)
     _, keep, leaks = _store(settings, store_kit)
     run_id = "distributed"
-    survey_steps.step_snapshot(settings, run_id, spark)
-    survey_steps.step_scan(settings, run_id, spark)
-    survey_steps.step_diff(settings, run_id, spark)
-    cycle.step_phases(settings, run_id)
+    survey_steps.step_snapshot(resolve(settings), run_id, spark)
+    survey_steps.step_scan(resolve(settings), run_id, spark)
+    survey_steps.step_diff(resolve(settings), run_id, spark)
+    cycle.step_phases(resolve(settings), run_id)
 
-    result = cycle.step_delete(settings, run_id, spark=spark, distribute_over=0)
+    result = cycle.step_delete(resolve(settings), run_id, spark=spark, distribute_over=0)
 
     assert {r.prefix for r in result.results if r.action == "deleted"} == leaks
     assert store_kit.keys() == keep | {settings.key_prefix + "_operator-notes/README.txt"}

@@ -13,6 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -49,7 +50,7 @@ def test_an_empty_chroot_beside_a_full_bucket_is_refused(
     before = store_kit.keys()
     wrong = _other_chroot(eager, create=True)
 
-    report = run_orphan_cycle(wrong, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(wrong), spark=spark).to_dict()
 
     assert report["status"] == "refused"
     # Everything looks orphaned, so the fraction guard trips too.
@@ -69,7 +70,7 @@ def test_a_chroot_that_does_not_exist_fails_with_its_name(
     wrong = _other_chroot(eager, create=False)
 
     with pytest.raises(OrphanCycleError, match="chroot") as failure:
-        run_orphan_cycle(wrong, spark=spark)
+        run_orphan_cycle(resolve(wrong), spark=spark)
 
     report = failure.value.report.to_dict()
     assert report["status"] == "failed"
@@ -85,14 +86,14 @@ def test_orphans_above_the_byte_fraction_are_refused_unless_forced(
     planted = plant_leaks(eager, ml_name=ML, entries=40)
     before = store_kit.keys()
 
-    refused = run_orphan_cycle(eager, spark=spark).to_dict()
+    refused = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert refused["status"] == "refused"
     assert refused["orphan_fraction"] > 0.1
     assert [r["guard"] for r in refused["refusals"]] == ["orphan-fraction"]
     assert store_kit.keys() == before
 
-    forced = run_orphan_cycle(eager, spark=spark, force=True).to_dict()
+    forced = run_orphan_cycle(resolve(eager), spark=spark, force=True).to_dict()
 
     assert forced["status"] == "ok"
     assert forced["refusals"][0]["forced"] is True
@@ -118,7 +119,7 @@ def test_foreign_keys_are_reported_and_never_deleted(
         store_kit.put(f"{ledger_dir(prefix, ML, 999)}nested/00000000000000000000.blk"),
     }
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "ok"
     assert len(report["deleted"]) == 3

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.rules.storage.keys import block_key, ledger_dir
@@ -37,8 +38,8 @@ def test_live_topics_with_pulsar_names_are_not_orphans_and_their_leaks_go(
     leak_dir = ledger_dir(store_kit.storage.prefix, NAMES[-1], leaked)
     store_kit.put(block_key(store_kit.storage.prefix, NAMES[-1], leaked, 0), b"x" * 100)
 
-    first = run_orphan_cycle(enabled, spark=spark).to_dict()
-    second = run_orphan_cycle(enabled, spark=spark, **later(2)).to_dict()
+    first = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
+    second = run_orphan_cycle(resolve(enabled), spark=spark, **later(2)).to_dict()
 
     assert first["status"] == "ok", first
     assert first["phases"]["new"]["count"] == 1, first["waiting"]

@@ -16,6 +16,8 @@ from kazoo.client import KazooClient
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, survey_steps
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -36,36 +38,36 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     planted = plant_leaks(eager, ml_name=ML)
     leaks = planted["orphan_ledgers"] + planted["orphan_partitions"]
     for step in (survey_steps.step_snapshot, survey_steps.step_scan):
-        step(eager, "first", spark)
-        step(eager, "second", spark)
-    survey_steps.step_diff(eager, "first", spark)
-    survey_steps.step_diff(eager, "second", spark)
-    cycle.step_phases(eager, "first")
+        step(resolve(eager), "first", spark)
+        step(resolve(eager), "second", spark)
+    survey_steps.step_diff(resolve(eager), "first", spark)
+    survey_steps.step_diff(resolve(eager), "second", spark)
+    cycle.step_phases(resolve(eager), "first")
 
     first_deleting = threading.Event()
     second_applied = threading.Event()
     second_rechecking = threading.Event()
     real = deleting.recheck_and_delete
 
-    def slow_first(settings: Settings, entries: Any, *, run_id: str, **kwargs: Any) -> Any:
+    def slow_first(endpoints: Endpoints, entries: Any, *, run_id: str, **kwargs: Any) -> Any:
         if run_id == "first":  # a long delete: the second cycle catches up meanwhile
             first_deleting.set()
             second_applied.wait(60)
             second_rechecking.wait(5)
         else:
             second_rechecking.set()
-        return real(settings, entries, run_id=run_id, **kwargs)
+        return real(endpoints, entries, run_id=run_id, **kwargs)
 
     monkeypatch.setattr(deleting, "recheck_and_delete", slow_first)
     results: dict[str, Any] = {}
 
     def delete(run_id: str) -> None:
-        results[run_id] = cycle.step_delete(eager, run_id)
+        results[run_id] = cycle.step_delete(resolve(eager), run_id)
 
     first = threading.Thread(target=delete, args=("first",))
     first.start()
     assert first_deleting.wait(60)
-    assert cycle.step_phases(eager, "second").applied  # passes the latest-run check
+    assert cycle.step_phases(resolve(eager), "second").applied  # passes the latest-run check
     second_applied.set()
     second = threading.Thread(target=delete, args=("second",))
     second.start()
@@ -81,7 +83,7 @@ def test_overlapping_cycles_delete_and_audit_each_orphan_once(
     assert sum(r["bytes"] for r in audited) == sum(leak["bytes"] for leak in leaks)
     assert {r["run_id"] for r in audited} == {"first"}
     assert OrphanRegistry(eager).entries() == {}
-    second_report = cycle.step_report(eager, "second").to_dict()
+    second_report = cycle.step_report(resolve(eager), "second").to_dict()
     assert second_report["deleted"] == [] and second_report["phases"]["deleted"]["count"] == 0
 
 
@@ -96,7 +98,7 @@ def test_a_delete_lock_held_elsewhere_deletes_nothing_and_says_why(
     assert holder.acquire(timeout=10)
     try:
         report = run_orphan_cycle(
-            eager.with_overrides(orphan_lock_wait_seconds=1), spark=spark
+            resolve(eager.with_overrides(orphan_lock_wait_seconds=1)), spark=spark
         ).to_dict()
     finally:
         holder.release()

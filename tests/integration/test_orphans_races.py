@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_orphan_ledgers
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
@@ -36,12 +37,12 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
 ) -> None:
     settings = settings.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=0)
     store_kit.managed_ledger(ML, entries=40, size=4000)
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     run_id = "race"
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         writer = ManagedLedger.open(ML, store, storage)
         writer.add_entry(b"before the snapshot")
-        survey_steps.step_snapshot(settings, run_id, spark)
+        survey_steps.step_snapshot(resolve(settings), run_id, spark)
         # After the snapshot: a rollover registers a new ledger, a new topic appears;
         # both are written before the listing.
         writer.roll_over()
@@ -49,14 +50,14 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
         writer.add_entries([b"after the snapshot"] * 3)
         other = ManagedLedger.open(NEW_ML, store, storage)
         other.add_entries([b"a new topic"] * 3)
-        survey_steps.step_scan(settings, run_id, spark)
-        survey_steps.step_diff(settings, run_id, spark)
-        cycle.step_phases(settings, run_id, force=True)
+        survey_steps.step_scan(resolve(settings), run_id, spark)
+        survey_steps.step_diff(resolve(settings), run_id, spark)
+        cycle.step_phases(resolve(settings), run_id, force=True)
         raced = {ledger_dir(settings.prefix, ML, new_ledger), ml_dir(settings.prefix, NEW_ML)}
         assert set(OrphanRegistry(settings).entries()) == raced
         before = store_kit.keys()
 
-        result = cycle.step_delete(settings, run_id, spark=spark)
+        result = cycle.step_delete(resolve(settings), run_id, spark=spark)
 
         assert {r.prefix: r.action for r in result.results} == dict.fromkeys(raced, "corrected")
         assert store_kit.keys() == before
@@ -69,7 +70,7 @@ def test_a_writer_between_snapshot_and_listing_is_registered_then_corrected_neve
         )
         # The writers keep going; the next cycle sees them as live.
         writer.add_entry(b"still writing")
-        report = run_orphan_cycle(settings, spark=spark, force=True).to_dict()
+        report = run_orphan_cycle(resolve(settings), spark=spark, force=True).to_dict()
         writer.close()
         other.close()
     assert report["phases"]["new"]["count"] == 0
@@ -82,11 +83,13 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
     settings: Settings, store_kit: Any, spark: Any
 ) -> None:
     store_kit.managed_ledger(ML, entries=40, size=4000)
-    with MetadataStore.open(settings) as store:
-        [leak] = plant_orphan_ledgers(settings, store, LedgerStorage(settings), ML, 1, 3)
+    with MetadataStore.open(zk_endpoint(settings)) as store:
+        [leak] = plant_orphan_ledgers(
+            settings, store, LedgerStorage(block_store(settings)), ML, 1, 3
+        )
     enabled = settings.with_overrides(delete_enabled=True)  # default grace: a day
 
-    first = run_orphan_cycle(enabled, spark=spark).to_dict()
+    first = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
     assert [w["prefix"] for w in first["waiting"]] == [leak["prefix"]]
 
     def relist(info: ManagedLedgerInfo) -> bool:
@@ -98,10 +101,10 @@ def test_an_orphan_listed_again_inside_the_grace_window_leaves_the_registry(
         info.ledgerInfo.extend(li for _, li in ordered)
         return True
 
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         store.update_managed_ledger(ML, relist)
 
-    second = run_orphan_cycle(enabled, spark=spark).to_dict()
+    second = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
 
     assert [(c["prefix"], c["reason"]) for c in second["corrected"]] == [
         (leak["prefix"], f"ledger {leak['ledger_id']} is listed again by {ML}")
@@ -115,18 +118,18 @@ def test_new_data_in_a_registered_orphan_corrects_it_and_restarts_its_clock(
     settings: Settings, store_kit: Any, spark: Any, later: Callable[[float], Any]
 ) -> None:
     store_kit.managed_ledger(ML, entries=40, size=4000)
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as store:
+    storage = LedgerStorage(block_store(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         [leak] = plant_orphan_ledgers(settings, store, storage, ML, 1, 3)
-    run_orphan_cycle(settings, spark=spark)
+    run_orphan_cycle(resolve(settings), spark=spark)
     storage.write_block(ML, leak["ledger_id"], 3, [b"someone is still writing"])
 
-    second = run_orphan_cycle(settings, spark=spark).to_dict()
+    second = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
 
     [corrected] = second["corrected"]
     assert corrected["prefix"] == leak["prefix"]
     assert corrected["reason"].startswith("new data arrived")
-    third = run_orphan_cycle(settings, spark=spark, **later(0.5)).to_dict()
+    third = run_orphan_cycle(resolve(settings), spark=spark, **later(0.5)).to_dict()
     [entry] = OrphanRegistry(settings).entries().values()
     assert third["phases"]["new"]["count"] == 1
     assert entry.first_seen_ms > second["started_ms"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from demo_leaks import plant_leaks
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
@@ -30,8 +31,8 @@ def test_young_orphans_wait_for_retention_then_go(
     planted = plant_leaks(settings, ml_name=ML)
     leaks = {leak["prefix"] for leak in planted["orphan_ledgers"] + planted["orphan_partitions"]}
 
-    now = run_orphan_cycle(settings, spark=spark).to_dict()
-    in_an_hour = run_orphan_cycle(settings, spark=spark, **later(1)).to_dict()
+    now = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
+    in_an_hour = run_orphan_cycle(resolve(settings), spark=spark, **later(1)).to_dict()
 
     for report in (now, in_an_hour):
         assert report["deleted"] == []
@@ -42,7 +43,7 @@ def test_young_orphans_wait_for_retention_then_go(
     )
     assert all(store_kit.keys(prefix) for prefix in leaks)
 
-    in_three_hours = run_orphan_cycle(settings, spark=spark, **later(3)).to_dict()
+    in_three_hours = run_orphan_cycle(resolve(settings), spark=spark, **later(3)).to_dict()
 
     assert {d["prefix"] for d in in_three_hours["deleted"]} == leaks
     assert not any(store_kit.keys(prefix) for prefix in leaks)

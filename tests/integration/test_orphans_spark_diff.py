@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ledger_gc.config.edge import block_store, resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import survey_steps
 from ledger_gc.orphans.layout import SCAN, SNAPSHOT, RunPaths
@@ -113,7 +114,7 @@ def prefixed(settings: Settings) -> Settings:
 def test_the_spark_diff_of_a_listing_matches_the_reference(prefixed: Settings, spark: Any) -> None:
     run = _prepare_run(spark, prefixed, "listing", listed=True)
 
-    record = survey_steps.step_diff(prefixed, run.run_id, spark)
+    record = survey_steps.step_diff(resolve(prefixed), run.run_id, spark)
 
     _assert_same_as_reference(record, prefixed, run.run_id)
 
@@ -145,8 +146,8 @@ def test_an_inventory_in_parquet_gives_the_same_diff(
     (path.parent / "manifest.json").write_text('{"fileFormat": "Parquet"}')  # as S3 writes
     run = _prepare_run(spark, prefixed, "parquet-inventory", listed=False)
 
-    scan = survey_steps.step_scan(prefixed, run.run_id, spark, inventory=str(path.parent))
-    record = survey_steps.step_diff(prefixed, run.run_id, spark)
+    scan = survey_steps.step_scan(resolve(prefixed), run.run_id, spark, inventory=str(path.parent))
+    record = survey_steps.step_diff(resolve(prefixed), run.run_id, spark)
 
     assert (scan.source, scan.inventory_format) == ("inventory", "parquet")
     assert scan.objects == len(OBJECTS)
@@ -165,8 +166,8 @@ def test_an_s3_inventory_csv_with_url_encoded_keys_gives_the_same_diff(
     path.write_text("\n".join(lines) + "\n")
     run = _prepare_run(spark, prefixed, "csv-inventory", listed=False)
 
-    scan = survey_steps.step_scan(prefixed, run.run_id, spark, inventory=str(path))
-    record = survey_steps.step_diff(prefixed, run.run_id, spark)
+    scan = survey_steps.step_scan(resolve(prefixed), run.run_id, spark, inventory=str(path))
+    record = survey_steps.step_diff(resolve(prefixed), run.run_id, spark)
 
     assert scan.inventory_format == "csv"
     _assert_same_as_reference(record, prefixed, run.run_id)
@@ -189,7 +190,7 @@ def test_a_zone_less_inventory_time_is_utc_whatever_zone_the_session_started_in(
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
         configure_session(spark)
-        frame, _, _ = read_inventory(spark, prefixed, str(path))
+        frame, _, _ = read_inventory(spark, block_store(prefixed), str(path))
         [row] = frame.collect()
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     finally:

@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from demo_leaks import plant_orphan_ledgers
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.ledger.managed_ledger import ManagedLedger
 from ledger_gc.metadata.store import MetadataStore
@@ -52,7 +53,7 @@ def _stale_copy(live: Settings) -> Settings:
     for source in _client(live.zk_hosts):
         for target in _client(replica.zk_hosts):
             names: list[str] = []
-            with MetadataStore.open(live) as store:
+            with MetadataStore.open(zk_endpoint(live)) as store:
                 names = store.list_managed_ledgers()
             for name in names:
                 path = paths.managed_ledger_path(name)
@@ -75,8 +76,8 @@ def test_a_stale_metadata_copy_refuses_and_keeps_the_newest_ledger(
     replica = _stale_copy(eager)
     # After the copy was taken, the quiet topic is loaded again: a new current ledger,
     # registered (in the live chroot only) and written.
-    with MetadataStore.open(eager) as store:
-        ml = ManagedLedger.open(QUIET, store, LedgerStorage(eager))
+    with MetadataStore.open(zk_endpoint(eager)) as store:
+        ml = ManagedLedger.open(QUIET, store, LedgerStorage(block_store(eager)))
         ml.add_entries([b"the newest, live data"] * 3)
         newest = ml.current_ledger_id
         ml.close()
@@ -84,7 +85,7 @@ def test_a_stale_metadata_copy_refuses_and_keeps_the_newest_ledger(
     newest_prefix = ledger_dir(eager.prefix, QUIET, newest)
     assert store_kit.keys(newest_prefix)
 
-    refused = run_orphan_cycle(replica, spark=spark).to_dict()
+    refused = run_orphan_cycle(resolve(replica), spark=spark).to_dict()
 
     assert store_kit.keys() == before, "live data of a quiet topic was deleted"
     assert refused["status"] == "refused"
@@ -95,7 +96,7 @@ def test_a_stale_metadata_copy_refuses_and_keeps_the_newest_ledger(
     assert [h["prefix"] for h in refused["held"]] == [newest_prefix]
     assert OrphanRegistry(replica).entries() == {}
 
-    forced = run_orphan_cycle(replica, spark=spark, force=True).to_dict()
+    forced = run_orphan_cycle(resolve(replica), spark=spark, force=True).to_dict()
 
     assert forced["status"] == "ok" and forced["refusals"][0]["forced"] is True
     assert forced["deleted"] == [] and [h["prefix"] for h in forced["held"]] == [newest_prefix]
@@ -108,8 +109,8 @@ def test_orphans_below_what_the_metadata_knows_are_still_removed(
 ) -> None:
     eager = settings.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=0)
     store_kit.managed_ledger(BUSY, entries=60, size=4000)
-    storage = LedgerStorage(eager)
-    with MetadataStore.open(eager) as store:
+    storage = LedgerStorage(block_store(eager))
+    with MetadataStore.open(zk_endpoint(eager)) as store:
         # A legacy delete's leak: below the ledgers its managed ledger lists since.
         [below] = plant_orphan_ledgers(eager, store, storage, BUSY, 1, 3)
         ml = ManagedLedger.open(BUSY, store, storage)
@@ -119,7 +120,7 @@ def test_orphans_below_what_the_metadata_knows_are_still_removed(
         # A leak above the listed ledgers but allocated by this chroot's id counter.
         [above] = plant_orphan_ledgers(eager, store, storage, BUSY, 1, 3)
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "ok" and report["refusals"] == [] and report["held"] == []
     assert {d["prefix"] for d in report["deleted"]} == {below["prefix"], above["prefix"]}

@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import encode_marker_value, java_uuid, marker_key
 from ledger_gc.formats.records import decode_managed_ledger_info
@@ -135,7 +136,7 @@ def test_each_segment_is_classified_and_only_orphan_segments_are_deleted(
     write_data(storage, A, built["ledger_data"])
     orphan_keys = {k for keys in built["orphans"].values() for k in keys}
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "ok", report["refusals"]
     classes = report["classes"]
@@ -162,7 +163,7 @@ def test_each_segment_is_classified_and_only_orphan_segments_are_deleted(
     assert [r["status"] for r in segment_records].count("deleting") == 4
     assert [r["status"] for r in segment_records].count("deleted") == 4
 
-    again = run_orphan_cycle(eager, spark=spark).to_dict()
+    again = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
     assert again["deleted"] == [] and again["classes"]["orphan-segment"]["units"] == 0
     assert bucket_keys(s3_client, eager.offload_bucket) == left
 
@@ -204,7 +205,7 @@ def test_a_segment_re_listed_or_whose_offload_starts_in_the_grace_window_is_kept
     enabled = tiered.with_overrides(
         delete_enabled=True, retention_seconds=0, orphan_max_fraction=1.0
     )  # default grace: a day
-    first = run_orphan_cycle(enabled, spark=spark).to_dict()
+    first = run_orphan_cycle(resolve(enabled), spark=spark).to_dict()
     assert first["phases"]["new"]["by_class"]["orphan-segment"]["count"] == 4
     u = built["uuids"]
     # An offload of ledger 4 starts again under the old uuid (written before the upload);
@@ -212,7 +213,7 @@ def test_a_segment_re_listed_or_whose_offload_starts_in_the_grace_window_is_kept
     _relist(zk_client, A, 4, *u[40][:2])
     _relist(zk_client, GONE, 7, *u[7][:2], complete=True)
 
-    second = run_orphan_cycle(enabled, spark=spark, **later(25)).to_dict()
+    second = run_orphan_cycle(resolve(enabled), spark=spark, **later(25)).to_dict()
 
     corrected = {c["ledger_id"]: c["reason"] for c in second["corrected"]}
     assert set(corrected) == {4, 7}
@@ -236,14 +237,14 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
         s3_client, eager.offload_bucket, PREFIX, uuid, 7, ml_name=GONE if with_metadata else None
     )
     run_id = f"recheck-{with_metadata}"
-    survey_steps.step_snapshot(eager, run_id, spark)
-    survey_steps.step_scan(eager, run_id, spark)
-    survey_steps.step_diff(eager, run_id, spark)
-    applied = cycle.step_phases(eager, run_id)
+    survey_steps.step_snapshot(resolve(eager), run_id, spark)
+    survey_steps.step_scan(resolve(eager), run_id, spark)
+    survey_steps.step_diff(resolve(eager), run_id, spark)
+    applied = cycle.step_phases(resolve(eager), run_id)
     assert applied.added == 1
     _relist(zk_client, GONE, 7, msb, lsb, complete=True)
 
-    result = cycle.step_delete(eager, run_id)
+    result = cycle.step_delete(resolve(eager), run_id)
 
     [outcome] = result.results
     assert outcome.action == "corrected"
@@ -260,7 +261,7 @@ def test_an_offload_bucket_with_no_live_segment_is_refused(
     write_record(zk_client, A, record([Ledger(10), Ledger(20)]))
     theirs = put_segment(s3_client, eager.offload_bucket, PREFIX, _uuid(3)[2], 3, size=10)
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "refused"
     [refusal] = report["refusals"]
@@ -286,7 +287,7 @@ def test_empty_metadata_or_a_wrong_chroot_beside_a_full_offload_bucket_deletes_n
         zk_address=hosts + other, delete_enabled=True, grace_seconds=0, retention_seconds=0
     )
 
-    report = run_orphan_cycle(wrong, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(wrong), spark=spark).to_dict()
 
     assert report["status"] == "refused"
     guards = {r["guard"]: r["reason"] for r in report["refusals"]}
@@ -304,7 +305,7 @@ def test_the_byte_fraction_guard_counts_the_offload_bucket(
     before = bucket_keys(s3_client, tiered.offload_bucket)
     eager = tiered.with_overrides(delete_enabled=True, grace_seconds=0, retention_seconds=0)
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "refused"
     [refusal] = report["refusals"]
@@ -326,7 +327,7 @@ def test_a_segment_newer_than_the_metadata_is_held_never_registered(
         zk_client.delete(made)
     keys = put_segment(s3_client, eager.offload_bucket, PREFIX, _uuid(5)[2], 500, ml_name=A)
 
-    report = run_orphan_cycle(eager, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert report["status"] == "refused"
     assert [r["guard"] for r in report["refusals"]] == ["stale-metadata"]
@@ -361,7 +362,7 @@ def test_a_v1_topics_offloaded_segments_are_live(
     live += put_segment(s3_client, bucket, PREFIX, _uuid(39)[2], 39, ml_name=A)
     gone = put_segment(s3_client, bucket, PREFIX, _uuid(35)[2], 35, ml_name=GONE)
     for _ in range(2):
-        run_orphan_cycle(eager, spark=spark)
+        run_orphan_cycle(resolve(eager), spark=spark)
     keys = bucket_keys(s3_client, bucket)
     assert set(live) <= keys, "a v1 topic's offloaded segment was deleted"
     assert not set(gone) & keys  # the cycle did run and delete a real orphan segment
@@ -370,5 +371,5 @@ def test_a_v1_topics_offloaded_segments_are_live(
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.s3_orphans.deleting import read_segment_carriers
 
-    with MetadataStore.open(eager) as store:
+    with MetadataStore.open(zk_endpoint(eager)) as store:
         assert read_segment_carriers(store, set(), 30, v1_uuid[2]) == {V1}

@@ -21,6 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 from pulsar_records import Ledger, offload, put_segment, record, write_data, write_record
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.orphans import cycle, survey_steps
@@ -106,7 +107,7 @@ def test_another_clusters_segments_in_a_shared_bucket_are_held_and_ours_deleted(
     }
     assert sum(sizes[k] for k in built["theirs"]) / sum(sizes.values()) > 0.10
 
-    report = run_orphan_cycle(shared, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(shared), spark=spark).to_dict()
 
     assert report["status"] == "ok", report["refusals"]
     assert {(d["ledger_id"], d["target_class"]) for d in report["deleted"]} == {
@@ -128,7 +129,7 @@ def test_another_clusters_segments_in_a_shared_bucket_are_held_and_ours_deleted(
     assert report["phases"]["new"]["count"] == 2  # B's are never registered
     assert any(f"pulsarClusterName={THEIRS}" in item["reason"] for item in tiered["held"])
 
-    again = run_orphan_cycle(shared, spark=spark).to_dict()
+    again = run_orphan_cycle(resolve(shared), spark=spark).to_dict()
     assert again["status"] == "ok" and again["deleted"] == []
     assert bucket_keys(s3_client, shared.offload_bucket) == left
 
@@ -152,17 +153,17 @@ def test_the_live_re_check_holds_another_clusters_segment_the_diff_could_not_rea
     monkeypatch.setattr(
         cluster_tags,
         "read_segment_tags",
-        lambda settings, keys: {} if len(keys) > 2 else real(settings, keys),
+        lambda offload, keys: {} if len(keys) > 2 else real(offload, keys),
     )
     run_id = "shared-recheck"
-    survey_steps.step_snapshot(eager, run_id, spark)
-    survey_steps.step_scan(eager, run_id, spark)
-    survey_steps.step_diff(eager, run_id, spark)
+    survey_steps.step_snapshot(resolve(eager), run_id, spark)
+    survey_steps.step_scan(resolve(eager), run_id, spark)
+    survey_steps.step_diff(resolve(eager), run_id, spark)
     monkeypatch.setattr(cluster_tags, "read_segment_tags", real)
-    assert cycle.step_phases(eager, run_id).added == 5
+    assert cycle.step_phases(resolve(eager), run_id).added == 5
 
-    result = cycle.step_delete(eager, run_id)
-    report = cycle.step_report(eager, run_id).to_dict()
+    result = cycle.step_delete(resolve(eager), run_id)
+    report = cycle.step_report(resolve(eager), run_id).to_dict()
 
     actions = {(r.ledger_id, r.action) for r in result.results}
     assert actions == {(7, "deleted"), (10, "deleted"), (10, "held"), (11, "held"), (3, "held")}
@@ -195,7 +196,7 @@ def test_the_setting_names_our_cluster_when_our_live_segments_carry_no_tag(
         pulsar_clusters=Settings.from_env({"LEDGERGC_PULSAR_CLUSTER": setting}).pulsar_clusters
     )
 
-    report = run_orphan_cycle(named, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(named), spark=spark).to_dict()
 
     assert report["status"] == "ok", report["refusals"]
     deleted = {d["ledger_id"] for d in report["deleted"]}

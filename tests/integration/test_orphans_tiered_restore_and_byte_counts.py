@@ -10,6 +10,7 @@ import pytest
 from pulsar_records import put_segment
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
 from ledger_gc.restore.restoring import restore_run
@@ -87,7 +88,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     later = entry.newest_ms + 60_000
 
     [result] = deleting.recheck_and_delete(
-        tiered, [entry], run_id="orphans-1", now_ms=later, deleting=True
+        resolve(tiered), [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
     for key in decoy:
         s3_client.delete_object(Bucket=tiered.offload_bucket, Key=key)
@@ -96,7 +97,7 @@ def test_restore_brings_orphan_segments_back_in_the_offload_bucket(
     records = AuditLog(tiered).deletions()
     assert [r["bucket"] for r in records] == [tiered.offload_bucket]
 
-    report = restore_run(tiered, "orphans-1").to_dict()
+    report = restore_run(resolve(tiered), "orphans-1").to_dict()
 
     assert report["objects_restored"] == 2 and report["errors"] == 0
     for key in (data_key, f"{data_key}-index"):
@@ -147,7 +148,7 @@ def test_a_shared_bucket_counts_each_object_once_in_the_byte_fraction(
     # The orphan segment is above the 40% limit of what the bucket really holds.
     assert orphan_bytes / sum(every.values()) > 0.40
 
-    report = run_orphan_cycle(shared, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(shared), spark=spark).to_dict()
 
     assert report["orphan_bytes"] == orphan_bytes
     assert report["orphan_fraction"] == pytest.approx(orphan_bytes / sum(every.values()))

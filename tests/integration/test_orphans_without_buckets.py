@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.orphan_source import SurveyRequest
@@ -28,7 +29,7 @@ MOMENTS = ("snapshot_started_ms", "scan_started_ms", "snapshot_instant", "scan_i
 
 def request(settings: Settings, spark: Any, run_id: str) -> SurveyRequest:
     return SurveyRequest(
-        settings=settings,
+        endpoints=resolve(settings),
         run_id=run_id,
         spark=spark,
         clock=lambda: int(time.time() * 1000),
@@ -54,7 +55,9 @@ def test_nothing_to_scan_records_what_the_spark_jobs_would(
     mark = METER.mark()
     skipped = survey_steps.survey(skipped_request)
     reads = sum(METER.since(mark).values())
-    full = survey_steps.diff_job(spark, no_buckets, _full_survey(no_buckets, spark, "full"))
+    full = survey_steps.diff_job(
+        spark, resolve(no_buckets), _full_survey(no_buckets, spark, "full")
+    )
     assert skipped.candidates == full.candidates == []
     same = {k: v for k, v in skipped.record.items() if k not in MOMENTS}
     assert same == {k: v for k, v in full.record.items() if k not in MOMENTS} | {
@@ -75,8 +78,8 @@ def _full_survey(settings: Settings, spark: Any, run_id: str) -> Any:
     """The snapshot and scan as the Spark jobs make them (the diff reads them back)."""
     from ledger_gc.orphans.layout import RunPaths
 
-    survey_steps.step_snapshot(settings, run_id, spark)
-    survey_steps.step_scan(settings, run_id, spark)
+    survey_steps.step_snapshot(resolve(settings), run_id, spark)
+    survey_steps.step_scan(resolve(settings), run_id, spark)
     return RunPaths(settings.state_dir, run_id)
 
 

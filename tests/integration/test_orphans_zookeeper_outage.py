@@ -13,6 +13,7 @@ import pytest
 
 from demo_leaks import plant_leaks
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
@@ -57,7 +58,7 @@ def test_zookeeper_lost_during_the_snapshot_fails_closed_and_the_next_run_comple
     monkeypatch.setattr(MetadataStore, "list_managed_ledgers", list_then_lose_zookeeper)
 
     with pytest.raises(OrphanCycleError, match="ZooKeeper") as failure:
-        run_orphan_cycle(eager, spark=spark)
+        run_orphan_cycle(resolve(eager), spark=spark)
 
     report = failure.value.report.to_dict()
     assert report["status"] == "failed"
@@ -68,7 +69,7 @@ def test_zookeeper_lost_during_the_snapshot_fails_closed_and_the_next_run_comple
 
     monkeypatch.undo()
     private_zookeeper.start()
-    again = run_orphan_cycle(eager, spark=spark).to_dict()
+    again = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
     assert again["status"] == "ok"
     assert {d["prefix"] for d in again["deleted"]} == leaks
 
@@ -93,7 +94,7 @@ def test_zookeeper_lost_during_the_deletion_stops_it_and_the_next_run_finishes(
     monkeypatch.setattr(deleting, "read_live_state", recheck_then_lose_zookeeper)
 
     with pytest.raises(OrphanCycleError, match="ZooKeeper became unavailable"):
-        run_orphan_cycle(eager, spark=spark)
+        run_orphan_cycle(resolve(eager), spark=spark)
 
     registry = OrphanRegistry(eager)
     # The registry still holds all three (the delete step's transaction never ran). The
@@ -109,7 +110,7 @@ def test_zookeeper_lost_during_the_deletion_stops_it_and_the_next_run_finishes(
 
     monkeypatch.undo()
     private_zookeeper.start()
-    again = run_orphan_cycle(eager, spark=spark).to_dict()
+    again = run_orphan_cycle(resolve(eager), spark=spark).to_dict()
 
     assert again["status"] == "ok"
     assert {d["prefix"] for d in again["deleted"]} == leaks - deleted_first

@@ -20,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags
 
@@ -279,7 +280,7 @@ def test_a_spark_app_surveys_the_bookkeeper_root_its_task_names(
     in_spark_app = Settings.from_env(submit_env(in_task, local_master=True))
     assert in_spark_app.bookkeeper_root == in_task.bookkeeper_root
 
-    found = survey(in_spark_app)
+    found = survey(resolve(in_spark_app))
     assert found is not None
     assert foreign not in {candidate["ledger_id"] for candidate in found.candidates}
     assert found.root == in_task.bookkeeper_root

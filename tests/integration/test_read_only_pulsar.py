@@ -19,6 +19,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from pulsar_records import Ledger, store_of
 from test_orphans_tiered import PREFIX, offloaded_store
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import SafetyRefusalError
 from ledger_gc.orphans.cycle import run_orphan_cycle
@@ -91,7 +92,7 @@ def test_the_orphan_cycle_under_live_brokers_writes_only_its_own_znodes(
     before = pulsar_znodes(zk_client)
     writes.clear()
 
-    report = run_orphan_cycle(tiered, spark=spark).to_dict()
+    report = run_orphan_cycle(resolve(tiered), spark=spark).to_dict()
 
     assert report["status"] == "ok"
     assert {d["ledger_id"] for d in report["deleted"]} == {4, 5, 7, 8}  # segment removal ran
@@ -117,7 +118,7 @@ def test_the_trim_under_live_brokers_refuses_and_sends_no_write(
     writes.clear()
 
     with pytest.raises(SafetyRefusalError, match=r"read-only .*brokers are registered"):
-        run_trim(settings.with_overrides(metadata_read_only="auto"))
+        run_trim(resolve(settings.with_overrides(metadata_read_only="auto")))
 
     assert writes == []
     assert pulsar_znodes(zk_client) == before

@@ -11,6 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import StorageError
 from ledger_gc.storage import list_pages
@@ -43,7 +44,7 @@ def test_the_fast_parse_lists_exactly_what_botocore_lists(
                 keys,
             )
         )
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
 
     for prefix in ("", "ledgers/", f"{ODD}/", "ledgers/t/"):
         fast = [(o.key, o.size, o.last_modified) for o in storage.iter_objects(prefix)]
@@ -80,7 +81,7 @@ def test_the_hook_acts_only_inside_parsing_here(settings: Settings, local_stack:
 
 
 def test_a_truncated_page_without_a_new_token_fails_the_listing(settings: Settings) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     page = {"IsTruncated": True, "KeyCount": 0, "Contents": []}
     with Stubber(storage.client) as stub:
         stub.add_response("list_objects_v2", page)
@@ -108,6 +109,6 @@ def test_the_store_lists_with_the_fast_parse(
         parsed.append(len(customized_response_dict.get(list_pages.OBJECTS, ())))
 
     monkeypatch.setattr(list_pages, "_take_contents", counting)
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     assert [o.key for o in storage.iter_objects("ledgers/")] == ["ledgers/a/b.blk"]
     assert parsed == [1]

@@ -13,6 +13,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.storage.s3 import LedgerStorage
 
@@ -27,7 +28,7 @@ def _put(client: Any, bucket: str, keys: list[str]) -> None:
 
 
 def _counting(settings: Settings) -> tuple[LedgerStorage, Counter[str]]:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     calls: Counter[str] = Counter()
     storage.client.meta.events.register(
         "before-call.s3", lambda model, **_: calls.update([model.name])

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import BlockFormatError, BucketNotFoundError, DeleteFailedError, StorageError
 from ledger_gc.rules.storage.blocks import encode_block
@@ -118,20 +119,22 @@ def _all_keys(client: Any, bucket: str) -> list[str]:
 
 def _storage(settings: Settings, *, botocore_attempts: int = 1, **kwargs: Any) -> LedgerStorage:
     """Storage whose only retry is our own loop (botocore's would hide the injected faults)."""
-    client = build_client(settings, max_attempts=botocore_attempts)
-    return LedgerStorage(settings, client, retry=kwargs.pop("retry", FAST_RETRY), **kwargs)
+    client = build_client(block_store(settings), max_attempts=botocore_attempts)
+    return LedgerStorage(
+        block_store(settings), client, retry=kwargs.pop("retry", FAST_RETRY), **kwargs
+    )
 
 
 # --- bucket checks --------------------------------------------------------------------
 
 
 def test_check_bucket_accepts_an_existing_bucket(settings: Settings) -> None:
-    LedgerStorage(settings).check_bucket()
+    LedgerStorage(block_store(settings)).check_bucket()
 
 
 def test_missing_bucket_is_named_with_the_fix(settings: Settings) -> None:
     missing = settings.with_overrides(bucket="lgc-no-such-bucket")
-    storage = LedgerStorage(missing)
+    storage = LedgerStorage(block_store(missing))
     expected = (
         f"bucket 'lgc-no-such-bucket' not found at {settings.s3_endpoint}; create it or set "
         "LEDGERGC_BUCKET"
@@ -191,7 +194,7 @@ def test_retry_delays_are_bounded_full_jitter() -> None:
 
 
 def test_client_is_built_from_settings(settings: Settings) -> None:
-    client = LedgerStorage(settings).client
+    client = LedgerStorage(block_store(settings)).client
     assert client.meta.endpoint_url == settings.s3_endpoint
     assert client.meta.region_name == settings.s3_region
     config = client.meta.config
@@ -212,7 +215,7 @@ def _write_three_blocks(storage: LedgerStorage) -> list[list[bytes]]:
 
 
 def test_write_list_and_read_blocks(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     before = int(time.time() * 1000) - 2000
     blocks = _write_three_blocks(storage)
     # a block of another ledger and one of another topic must not appear
@@ -236,8 +239,8 @@ def test_write_list_and_read_blocks(settings: Settings, s3_client: Any) -> None:
 
 
 def test_ranged_read_of_a_middle_entry(settings: Settings) -> None:
-    blocks = _write_three_blocks(LedgerStorage(settings))
-    reader = LedgerStorage(settings)  # a fresh reader: no index cached from the writes
+    blocks = _write_three_blocks(LedgerStorage(block_store(settings)))
+    reader = LedgerStorage(block_store(settings))  # a fresh reader: no index cached from the writes
     gets = _count(reader.client, "before-parameter-build.s3.GetObject")
     middle = reader.list_blocks(ML, 7)[1]  # entries 5..9
 
@@ -259,16 +262,16 @@ def test_a_large_index_is_read_with_a_second_get(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     payloads = [bytes([i]) * 3 for i in range(50)]
-    ref = LedgerStorage(settings).write_block(ML, 3, 100, payloads)
+    ref = LedgerStorage(block_store(settings)).write_block(ML, 3, 100, payloads)
     monkeypatch.setattr(ledger_blocks, "TAIL_READ_SIZE", 64)  # smaller than the 400-byte index
-    reader = LedgerStorage(settings)
+    reader = LedgerStorage(block_store(settings))
     gets = _count(reader.client, "before-parameter-build.s3.GetObject")
     assert reader.read_entries(ML, 3, ref, 120, 122) == payloads[20:23]
     assert len(gets) == 3
 
 
 def test_read_entries_outside_the_block_is_refused(settings: Settings) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     ref = storage.write_block(ML, 3, 10, [b"a", b"b"])
     with pytest.raises(ValueError, match="not inside block"):
         storage.read_entries(ML, 3, ref, 11, 12)
@@ -279,13 +282,13 @@ def test_read_entries_outside_the_block_is_refused(settings: Settings) -> None:
 
 
 def test_a_block_is_never_overwritten(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     ref = storage.write_block(ML, 5, 0, [b"first writer"])
     with pytest.raises(BlockExistsError, match=r"block .* exists in bucket .*never overwritten"):
         storage.write_block(ML, 5, 0, [b"second writer"])
     body = s3_client.get_object(Bucket=settings.bucket, Key=ref.key)["Body"].read()
     assert body == encode_block(5, 0, [b"first writer"])
-    assert LedgerStorage(settings).read_entries(ML, 5, ref, 0, 0) == [b"first writer"]
+    assert LedgerStorage(block_store(settings)).read_entries(ML, 5, ref, 0, 0) == [b"first writer"]
 
 
 def test_a_put_whose_response_was_lost_is_not_reported_as_a_conflict(
@@ -317,7 +320,7 @@ def test_a_put_whose_response_was_lost_is_not_reported_as_a_conflict(
 
 
 def test_list_blocks_skips_foreign_objects(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     ref = storage.write_block(ML, 4, 0, [b"x"])
     directory = ledger_dir("ledgers", ML, 4)
     for name in (f"{0:020d}.blk.tmp", "notes.txt", f"{1:019d}.blk", "sub/x.blk"):
@@ -330,7 +333,7 @@ def test_list_blocks_skips_foreign_objects(settings: Settings, s3_client: Any) -
 
 
 def test_corrupt_and_missing_blocks(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     key = block_key("ledgers", ML, 6, 0)
     good = encode_block(6, 0, [b"aaaa", b"bbbb"])
     s3_client.put_object(Bucket=settings.bucket, Key=key, Body=good.replace(b"bbbb", b"bbbX"))
@@ -351,14 +354,14 @@ def test_corrupt_and_missing_blocks(settings: Settings, s3_client: Any) -> None:
     with pytest.raises(StorageError, match="not found in bucket"):
         storage.read_block(ML, 6, ref)
     with pytest.raises(StorageError, match="not found in bucket"):
-        LedgerStorage(settings).read_entries(ML, 6, ref, 0, 0)
+        LedgerStorage(block_store(settings)).read_entries(ML, 6, ref, 0, 0)
 
 
 # --- listing ------------------------------------------------------------------------------
 
 
 def test_iter_objects_paginates_and_prefix_is_empty(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     keys = _block_keys(1200)
     _put_keys(s3_client, settings.bucket, [*keys, "elsewhere/readme"])
     listed = list(storage.iter_objects(ml_dir("ledgers", ML)))
@@ -373,7 +376,7 @@ def test_iter_objects_paginates_and_prefix_is_empty(settings: Settings, s3_clien
 
 
 def test_bulk_delete_of_2500_keys_takes_three_requests(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     keys = _block_keys(2500)
     _put_keys(s3_client, settings.bucket, keys)
     calls = _count(storage.client, "before-parameter-build.s3.DeleteObjects")
@@ -399,7 +402,7 @@ def test_bulk_delete_with_workers(
     settings: Settings, s3_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bulk_delete, "MAX_KEYS_PER_DELETE", 10)  # 35 keys: 4 batches
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     keys = _block_keys(35)
     _put_keys(s3_client, settings.bucket, keys)
     threads: set[str] = set()
@@ -430,7 +433,9 @@ def test_throttling_is_retried_with_backoff(settings: Settings, s3_client: Any) 
 
 
 def test_botocore_absorbs_a_single_throttle(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)  # the default client: botocore's standard retries
+    storage = LedgerStorage(
+        block_store(settings)
+    )  # the default client: botocore's standard retries
     keys = _block_keys(10)
     _put_keys(s3_client, settings.bucket, keys)
     storage.client.meta.events.register("before-send.s3.DeleteObjects", _fail_first_sends(1))
@@ -510,7 +515,7 @@ def test_per_key_errors_are_reported_and_transient_ones_retried(
 
 
 def test_foreign_keys_are_refused(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     block = block_key("ledgers", ML, 1, 0)
     tmp = ledger_dir("ledgers", ML, 1) + "upload.tmp"
     outside = f"other/{ML}/ledgers/{1:020d}/{0:020d}.blk"
@@ -529,7 +534,7 @@ def test_foreign_keys_are_refused(settings: Settings, s3_client: Any) -> None:
 
 
 def test_delete_prefix_data(settings: Settings, s3_client: Any) -> None:
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     for first in range(0, 30, 10):
         storage.write_block(ML, 2, first, [b"x"] * 10)
     storage.write_block(ML, 3, 0, [b"keep"])

@@ -13,6 +13,7 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog, AuditRecord
+from ledger_gc.config.edge import block_store, zk_endpoint
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.state.stores import open_store
@@ -38,8 +39,8 @@ def run_ledgergc(settings, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_status_json_lists_managed_ledgers_ledgers_cursors_and_bytes(settings):
-    with MetadataStore.open(settings) as store:
-        storage = LedgerStorage(settings)
+    with MetadataStore.open(zk_endpoint(settings)) as store:
+        storage = LedgerStorage(block_store(settings))
         for topic, count in (("a", 5), ("b", 2)):
             ml = ManagedLedger.open(
                 f"acme/prod/persistent/{topic}",

@@ -7,6 +7,7 @@ import json
 
 from ledger_gc import cli, run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import mark_delete_of
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -68,8 +69,8 @@ def test_consumed_ledgers_are_marked_deleted_and_unmarked_in_two_writes(store, s
     cursor.mark_delete(Position(ids[1], 2))  # ledgers 0 and 1 consumed, 2 and 3 not
 
     trim_store_writes = []
-    with MetadataStore.open(settings) as trim_store:
-        report = run_trim(settings, store=trim_store)
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
+        report = run_trim(resolve(settings), store=trim_store)
         trim_store_writes.append(trim_store.writes)
 
     [result] = report.managed_ledgers
@@ -114,7 +115,7 @@ def test_each_managed_ledger_costs_three_requests_on_its_record(
         ml.close()
     records = {paths.managed_ledger_path(name) for name in names}
     requests: collections.Counter[str] = collections.Counter()
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         submit = trim_store.client._call
 
         def counted(request, async_object):
@@ -126,7 +127,7 @@ def test_each_managed_ledger_costs_three_requests_on_its_record(
             return submit(request, async_object)
 
         monkeypatch.setattr(trim_store.client, "_call", counted)
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     assert report.totals()["ledgers_deleted"] == 3 * len(names) and report.exit_code == 0
     assert all(markers(store, name) == {} for name in names)
@@ -136,9 +137,9 @@ def test_each_managed_ledger_costs_three_requests_on_its_record(
 def test_a_second_trim_with_nothing_to_do_writes_nothing(store, storage, settings):
     ml = write_ledgers(store, storage, ledgers=2)
     ml.open_cursor("sub", "latest")
-    run_trim(settings)
-    with MetadataStore.open(settings) as trim_store:
-        report = run_trim(settings, store=trim_store)
+    run_trim(resolve(settings))
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
+        report = run_trim(resolve(settings), store=trim_store)
         assert trim_store.writes == 0
     assert report.totals()["ledgers_marked"] == 0 and report.exit_code == 0
     ml.close()
@@ -149,7 +150,7 @@ def test_a_dry_run_reports_the_plan_and_changes_nothing(store, storage, settings
     ids = listed(store)
     before = store.get_managed_ledger(ML)
 
-    report = run_trim(settings, dry_run=True)
+    report = run_trim(resolve(settings), dry_run=True)
 
     data = report.to_dict()
     [result] = data["managed_ledgers"]
@@ -173,7 +174,7 @@ def test_retention_time_keeps_young_ledgers(store, storage, settings):
     kept = settings.with_overrides(trim_retention=TrimRetention(seconds=150, bytes=-1))
     assert clock.now - store.get_managed_ledger(ML).value.ledgerInfo[2].timestamp == 150_000
 
-    report = run_trim(kept, clock=clock)
+    report = run_trim(resolve(kept), clock=clock)
 
     assert report.managed_ledgers[0].marked == ids[:2]
     assert listed(store) == ids[2:]
@@ -187,15 +188,15 @@ def test_namespace_overrides_and_scopes(store, storage, settings):
         trim_retention_overrides={"acme/dev": TrimRetention(seconds=-1, bytes=-1)}
     )
 
-    only_prod = run_trim(keep_dev, scope=TrimScope(namespace="acme/prod"))
+    only_prod = run_trim(resolve(keep_dev), scope=TrimScope(namespace="acme/prod"))
     assert [ml.name for ml in only_prod.managed_ledgers] == [ML]
-    everything = run_trim(keep_dev, scope="all")
+    everything = run_trim(resolve(keep_dev), scope="all")
     by_name = {ml.name: ml for ml in everything.managed_ledgers}
     assert by_name[OTHER].marked == [] and by_name[OTHER].stop_reason == "retention keeps the rest"
     assert by_name[OTHER].retention == TrimRetention(-1, -1)
     assert len(listed(store, ML)) == 1 and len(listed(store, OTHER)) == 3
 
-    missing = run_trim(settings, scope=TrimScope.of(["acme/prod/persistent/nope"]))
+    missing = run_trim(resolve(settings), scope=TrimScope.of(["acme/prod/persistent/nope"]))
     assert missing.managed_ledgers[0].missing and missing.exit_code == 0
     a.close()
     b.close()
@@ -211,12 +212,12 @@ def test_markers_left_by_an_earlier_run_are_deleted_by_the_next(store, storage, 
         return bool(mark_deletable(info, [ids[0]], 1))
 
     store.update_managed_ledger(ML, mark_first)
-    report = run_trim(settings, dry_run=True)
+    report = run_trim(resolve(settings), dry_run=True)
     [result] = report.managed_ledgers
     assert [m.ledger_id for m in result.already_marked] == [ids[0]]
     assert [p.ledger_id for p in result.to_mark] == [ids[1]]
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
     assert [d.ledger_id for d in report.managed_ledgers[0].deleted] == ids[:2]
     assert ledgers_with_data(storage) == set()  # the current ledger holds no entries
     assert markers(store) == {}
@@ -258,7 +259,7 @@ def test_the_trim_leaves_foreign_keys_alone_and_still_unmarks(store, storage, se
     foreign = ledger_dir(settings.prefix, ML, ids[0]) + "README.txt"
     s3_client.put_object(Bucket=settings.bucket, Key=foreign, Body=b"not ours")
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     assert report.exit_code == 0 and markers(store) == {}
     keys = [o.key for o in storage.iter_objects(ml_dir(settings.prefix, ML))]

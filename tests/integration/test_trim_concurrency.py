@@ -22,6 +22,7 @@ import pytest
 from pulsar_records import Ledger, ledgers_with_data, store_of
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.cursor import ManagedCursor
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -87,12 +88,15 @@ def consume(cursor: ManagedCursor, expected: list[int], batch: int, individual: 
     ids=["a-lagging-consumer-bounds-the-trim", "consumers-caught-up-with-the-writer"],
 )
 def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     written: dict[Position, int] = {}
     reports = []
     stop = threading.Event()
 
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         ml = ManagedLedger.open(
             ML, writer_store, storage, ManagedLedgerConfig(max_entries_per_ledger=3)
         )
@@ -120,7 +124,9 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
             time.sleep(0.03 if lagging else 0.002)
 
         def trim() -> None:
-            report = run_trim(settings, store=trim_store, storage=storage, record_run=False)
+            report = run_trim(
+                resolve(settings), store=trim_store, storage=storage, record_run=False
+            )
             reports.append(report)
             [result] = report.managed_ledgers
             assert result.error is None, result.error
@@ -160,7 +166,7 @@ def test_trim_racing_a_writer_and_consumers_loses_nothing(settings, lagging):
         assert with_data <= listed | marked
 
         # A last trim leaves no marker, and the audit accounts for every ledger that left.
-        assert run_trim(settings, store=trim_store, storage=storage).exit_code == 0
+        assert run_trim(resolve(settings), store=trim_store, storage=storage).exit_code == 0
         info = writer_store.get_managed_ledger(ML).value
         listed = {li.ledgerId for li in info.ledgerInfo}
         assert deletable_markers(info) == {}
@@ -182,8 +188,11 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
     """Deterministic version of the race: between the trim's read and its mark, the
     writer rolls over and the consumer acks. The mark's multi fails on the versions, and
     the trim decides again from what is there now."""
-    storage = LedgerStorage(settings)
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    storage = LedgerStorage(block_store(settings))
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         ml = ManagedLedger.open(
             ML, writer_store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)
         )
@@ -203,7 +212,7 @@ def test_a_rollover_and_an_ack_during_the_mark_make_it_decide_again(settings):
             return real_commit(name, record, *args, **kwargs)
 
         trim_store.commit_trim = racing_commit
-        report = run_trim(settings, store=trim_store, storage=storage)
+        report = run_trim(resolve(settings), store=trim_store, storage=storage)
 
         [result] = report.managed_ledgers
         assert len(commits) == 2, "the failed multi made the trim decide again"
@@ -228,7 +237,7 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
     writers roll over, all in tight loops, while back-to-back trims run over 200 quiet
     managed ledgers and 3 busy ones. Every consumer reads the entries after its position
     without a gap at every moment; no trim errs."""
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(block_store(settings))
     cold = {}
     for index in range(COLD):
         name = f"acme/cold/persistent/t-{index:03d}"
@@ -243,7 +252,10 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
         cold[name] = position
     stop = threading.Event()
     reports = []
-    with MetadataStore.open(settings) as writer_store, MetadataStore.open(settings) as trim_store:
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as writer_store,
+        MetadataStore.open(zk_endpoint(settings)) as trim_store,
+    ):
         config = ManagedLedgerConfig(max_entries_per_ledger=3)
         mls = [ManagedLedger.open(name, writer_store, storage, config) for name in HOT]
         sequences = [[0] for _ in mls]
@@ -279,7 +291,9 @@ def test_resets_acks_and_rollovers_during_trims_of_hundreds_of_ledgers_lose_noth
             return step
 
         def trim() -> None:
-            report = run_trim(settings, store=trim_store, storage=storage, record_run=False)
+            report = run_trim(
+                resolve(settings), store=trim_store, storage=storage, record_run=False
+            )
             reports.append(report)
             for result in report.managed_ledgers:
                 assert result.error is None, (result.name, result.error)

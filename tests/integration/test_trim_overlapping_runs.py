@@ -11,6 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.deletion import Deleter
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
@@ -46,8 +47,8 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
     both_listed = threading.Barrier(2)
 
     def trim_once() -> object:
-        with MetadataStore.open(settings) as own_store:
-            own_storage = LedgerStorage(settings)
+        with MetadataStore.open(zk_endpoint(settings)) as own_store:
+            own_storage = LedgerStorage(block_store(settings))
             real = own_storage.delete_keys
 
             def delete_after_the_other_listed(keys):
@@ -58,7 +59,7 @@ def test_two_overlapping_trims_delete_and_audit_each_ledger_once(store, storage,
                 return real(keys)
 
             own_storage.delete_keys = delete_after_the_other_listed
-            return run_trim(settings, store=own_store, storage=own_storage)
+            return run_trim(resolve(settings), store=own_store, storage=own_storage)
 
     reports: list[object] = []
     threads = [threading.Thread(target=lambda: reports.append(trim_once())) for _ in range(2)]
@@ -84,7 +85,7 @@ def test_a_fast_host_clock_does_not_expire_what_time_retention_keeps(store, stor
     settings = dataclasses.replace(settings, trim_retention=TrimRetention(86_400, -1))
     ten_days_fast = lambda: int(time.time() * 1000) + 10 * DAY_MS  # noqa: E731
 
-    report = run_trim(settings, clock=ten_days_fast)
+    report = run_trim(resolve(settings), clock=ten_days_fast)
 
     [result] = report.managed_ledgers
     assert result.marked == [] and result.deleted == []
@@ -101,14 +102,14 @@ def test_a_trim_lock_held_elsewhere_marks_and_deletes_nothing_and_says_why(
         f"{TRIM_LOCK_PATH}/holder-", b"trim-elsewhere", ephemeral=True, sequence=True, makepath=True
     )
     try:
-        report = run_trim(settings, lock_wait_seconds=0.5)
+        report = run_trim(resolve(settings), lock_wait_seconds=0.5)
     finally:
         zk_client.delete(other)
 
     assert report.exit_code == 2 and "trim-elsewhere" in (report.error or "")
     assert [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo] == ids
     assert AuditLog(settings).read() == []
-    assert run_trim(settings).managed_ledgers[0].marked == ids[:3]  # once it is free
+    assert run_trim(resolve(settings)).managed_ledgers[0].marked == ids[:3]  # once it is free
     ml.close()
 
 
@@ -123,8 +124,8 @@ def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
     together = threading.Barrier(2)
 
     def shard(name: str) -> object:
-        with MetadataStore.open(settings) as own_store:
-            own_storage = LedgerStorage(settings)
+        with MetadataStore.open(zk_endpoint(settings)) as own_store:
+            own_storage = LedgerStorage(block_store(settings))
             real = own_storage.delete_keys
 
             def delete_when_both_are_in(keys):
@@ -133,7 +134,7 @@ def test_the_shards_of_one_run_trim_side_by_side(store, storage, settings):
 
             own_storage.delete_keys = delete_when_both_are_in
             return run_trim(
-                settings,
+                resolve(settings),
                 scope=TrimScope.of([name]),
                 run_id="dag-run-1",
                 store=own_store,
@@ -163,14 +164,16 @@ def test_a_failed_delete_announced_under_the_right_prefix_is_no_evidence_under_a
     ml.add_entries([f"entry-{i}".encode() * 20 for i in range(6)])
     ml.open_cursor("sub", "earliest").mark_delete(ml.last_confirmed())  # all consumed
     ids = [li.ledgerId for li in store.get_managed_ledger(ML).value.ledgerInfo]
-    failing = LedgerStorage(settings, retry=RetryPolicy(max_attempts=1, base_delay=0.001))
+    failing = LedgerStorage(
+        block_store(settings), retry=RetryPolicy(max_attempts=1, base_delay=0.001)
+    )
     S3Fault(failing)
-    first = run_trim(settings, storage=failing)
+    first = run_trim(resolve(settings), storage=failing)
     consumed = ids[:-1]
     assert [m.ledger_id for m in first.managed_ledgers[0].pending] == consumed
 
     typo = dataclasses.replace(settings, prefix="ledgrs")
-    report = run_trim(typo)
+    report = run_trim(resolve(typo))
 
     [result] = report.managed_ledgers
     assert result.cleared == [] and result.deleted == []
@@ -219,7 +222,7 @@ def test_a_topic_deleted_and_recreated_during_the_trim_keeps_its_new_record(
         return states
 
     monkeypatch.setattr(ManagedLedgerTrimmer, "read_states", read_then_recreate)
-    run_trim(settings)
+    run_trim(resolve(settings))
 
     info = store.get_managed_ledger(ML).value
     known = {li.ledgerId for li in info.ledgerInfo} | set(deletable_markers(info))

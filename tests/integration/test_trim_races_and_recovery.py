@@ -22,6 +22,7 @@ from pulsar_records import (
 )
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.errors import SafetyRefusalError, StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import encode_managed_cursor_info
@@ -54,7 +55,7 @@ def test_a_subscription_created_between_listing_cursors_and_reading_the_record_i
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))  # 0..2 consumed
     ml_path = paths.managed_ledger_path(ML)
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.children_of_many
         done = []
 
@@ -66,7 +67,7 @@ def test_a_subscription_created_between_listing_cursors_and_reading_the_record_i
             return children
 
         trim_store.children_of_many = children_then_subscribe
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     assert done, "the race window was not hit"
     [result] = report.managed_ledgers
@@ -93,7 +94,7 @@ def test_a_failed_confirmation_listing_after_the_delete_is_reported_not_a_crash(
     left unfinished and the report is lost."""
     ledgers = [Ledger(1), Ledger(2), Ledger(3, entries=0)]
     store_of(zk_client, storage, ML, ledgers, cursors={"sub": (2, 1)})
-    trim_storage = LedgerStorage(settings)
+    trim_storage = LedgerStorage(block_store(settings))
     real_delete, real_iter = trim_storage.delete_keys, trim_storage.iter_objects
     deleted = []
 
@@ -108,7 +109,7 @@ def test_a_failed_confirmation_listing_after_the_delete_is_reported_not_a_crash(
 
     trim_storage.delete_keys = delete_keys
     trim_storage.iter_objects = iter_objects
-    report = run_trim(settings, store=store, storage=trim_storage)  # must not raise
+    report = run_trim(resolve(settings), store=store, storage=trim_storage)  # must not raise
 
     [result] = report.managed_ledgers
     assert sorted(p.ledger_id for p in result.pending) == [1, 2]
@@ -133,14 +134,14 @@ def test_a_prefix_holding_another_clusters_copy_of_the_topic_does_not_clear_mark
     ours = [Ledger(1), Ledger(2), Ledger(3), Ledger(4, entries=0)]
     store_of(zk_client, storage, ML, ours, cursors={"sub": (3, 1)})  # 1..3 consumed
     wrong = dataclasses.replace(settings, prefix="ledgers-b")
-    sibling = LedgerStorage(wrong)
+    sibling = LedgerStorage(block_store(wrong))
     for ledger_id in (101, 102, 103):  # the other cluster's ledgers of the same topic
         sibling.write_block(ML, ledger_id, 0, [b"y" * 50] * 2)
 
     # The probe asks for blocks of the ledgers the record lists, not for anything under
     # the topic's name: the sibling's copy does not verify the prefix, so the run refuses.
     with pytest.raises(SafetyRefusalError, match="LEDGERGC_PREFIX"):
-        run_trim(wrong, store=store, storage=sibling)
+        run_trim(resolve(wrong), store=store, storage=sibling)
 
     listed, markers = listed_and_marked(store)
     assert listed == [1, 2, 3, 4] and markers == {}
@@ -168,7 +169,7 @@ def test_markers_of_data_deleted_before_a_crash_are_cleared_by_the_next_run(
         raise RuntimeError("killed between the delete and the unmark (injected)")
 
     monkeypatch.setattr(marking, "_unmark", crash)
-    first = run_trim(settings, store=store)
+    first = run_trim(resolve(settings), store=store)
     monkeypatch.undo()
     assert first.managed_ledgers[0].marked == [1, 2]
     assert ledgers_with_data(storage, ML) == set()
@@ -176,7 +177,7 @@ def test_markers_of_data_deleted_before_a_crash_are_cleared_by_the_next_run(
     assert {1, 2} <= audited
 
     for _ in range(2):
-        report = run_trim(settings, store=store)
+        report = run_trim(resolve(settings), store=store)
     [result] = report.managed_ledgers
     assert listed_and_marked(store)[1] == {}, "markers stuck: " + "; ".join(
         f"{p.ledger_id}: {p.last_error}" for p in result.pending
@@ -196,7 +197,7 @@ def test_the_cursor_guard_keeps_data_when_a_cursor_moved_to_a_cursor_ledger(
     old, consumed position) lets the trim delete data the cursor may need again."""
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def mark_then_broker_switches_cursor(*args, **kwargs):
@@ -208,7 +209,7 @@ def test_the_cursor_guard_keeps_data_when_a_cursor_moved_to_a_cursor_ledger(
             return written
 
         trim_store.commit_trim = mark_then_broker_switches_cursor
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     [result] = report.managed_ledgers
     assert result.marked == ids[:3]
@@ -293,7 +294,8 @@ def test_topics_whose_closed_ledgers_live_only_in_tiered_storage_do_not_stop_eve
     store_of(zk_client, storage, other, [Ledger(7), Ledger(8, entries=0)], cursors={"sub": (7, 1)})
     tiered = settings.with_overrides(offload_bucket=offload_bucket, offload_prefix="tiered")
 
-    report = run_trim(tiered)  # refuses: SafetyRefusalError "none of 16 managed ledgers ..."
+    # refuses: SafetyRefusalError "none of 16 managed ledgers ..."
+    report = run_trim(resolve(tiered))
 
     by_name = {r.name: r for r in report.managed_ledgers}
     assert by_name[archive[0]].marked == [1, 2]
@@ -318,7 +320,7 @@ def test_a_broker_registering_during_the_run_stops_the_marks(store, storage, set
             [Ledger(1), Ledger(2), Ledger(3, entries=0)],
             cursors={"sub": (2, 1)},
         )
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.children_of_many
         started = []
 
@@ -336,7 +338,7 @@ def test_a_broker_registering_during_the_run_stops_the_marks(store, storage, set
 
         trim_store.children_of_many = broker_starts_after_the_run_began
         with pytest.raises(SafetyRefusalError, match="read-only during the run"):
-            run_trim(settings.with_overrides(metadata_read_only="auto"), store=trim_store)
+            run_trim(resolve(settings.with_overrides(metadata_read_only="auto")), store=trim_store)
 
     assert started
     for name in names:
@@ -361,7 +363,7 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
     back in the list (a CAS), not only keep its data."""
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def raw_create_then_commit(*args, **kwargs):
@@ -370,11 +372,11 @@ def test_a_cursor_created_outside_the_library_during_the_trim_can_still_read_its
             return real(*args, **kwargs)
 
         trim_store.commit_trim = raw_create_then_commit
-        run_trim(settings, store=trim_store)
+        run_trim(resolve(settings), store=trim_store)
     ml.close()
 
     assert ledgers_with_data(storage, ML) >= set(ids[:3]), "the guard kept the data"
-    with MetadataStore.open(settings) as reader_store:
+    with MetadataStore.open(zk_endpoint(settings)) as reader_store:
         reader = ManagedLedger.open(
             ML, reader_store, storage, ManagedLedgerConfig(max_entries_per_ledger=2)
         )
@@ -401,7 +403,7 @@ def test_a_broker_registering_between_two_marks_of_a_batch_stops_the_next_mark(
             [Ledger(1), Ledger(2), Ledger(3, entries=0)],
             cursors={"sub": (2, 1)},
         )
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
         commits = []
 
@@ -421,7 +423,9 @@ def test_a_broker_registering_between_two_marks_of_a_batch_stops_the_next_mark(
         monkeypatch.setattr(
             trim_run, "ManagedLedgerTrimmer", functools.partial(ManagedLedgerTrimmer, workers=1)
         )
-        report = run_trim(settings.with_overrides(metadata_read_only="auto"), store=trim_store)
+        report = run_trim(
+            resolve(settings.with_overrides(metadata_read_only="auto")), store=trim_store
+        )
     assert "registered under /loadbalance/brokers" in (report.error or "")
     assert len(commits) == 1
     marked = [n for n in names if deletable_markers(store.get_managed_ledger(n).value)]

@@ -32,6 +32,7 @@ from state_faults import block_audit, unblock_audit
 
 from ledger_gc import deletion
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.formats.framing import Framing
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import (
@@ -84,9 +85,9 @@ def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
         else:  # a tool that writes the cursor znode itself
             write_cursor(zk_client, ML, "sub", ids[0], -1)
 
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         run_just_before_the_mark(trim_store, reset)
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     [result] = report.managed_ledgers
     assert result.marked == [] and result.deleted == [], "the reset data must stay"
@@ -99,9 +100,9 @@ def test_a_cursor_reset_back_between_the_read_and_the_mark_is_honoured(
 def test_a_new_subscription_at_earliest_during_the_trim_keeps_its_data(store, storage, settings):
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         run_just_before_the_mark(trim_store, lambda: ml.open_cursor("late", "earliest"))
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     [result] = report.managed_ledgers
     assert result.marked == [] and result.deleted == []
@@ -115,7 +116,7 @@ def test_a_reset_into_marked_data_puts_it_back_and_keeps_the_cursor_where_it_is(
 ):
     ml, ids = writer(store, storage)
     ml.open_cursor("sub", "earliest").mark_delete(Position(ids[2], 1))
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         real = trim_store.commit_trim
 
         def mark_then_reset_by_hand(*args, **kwargs):
@@ -125,7 +126,7 @@ def test_a_reset_into_marked_data_puts_it_back_and_keeps_the_cursor_where_it_is(
             return written
 
         trim_store.commit_trim = mark_then_reset_by_hand
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     [result] = report.managed_ledgers
     assert result.marked == ids[:3] and result.deleted == []
@@ -135,7 +136,7 @@ def test_a_reset_into_marked_data_puts_it_back_and_keeps_the_cursor_where_it_is(
     assert ledgers_with_data(storage, ML) >= set(ids[:3])
     # The next trims neither move the cursor forward (undoing the reset) nor delete.
     for _ in range(2):
-        again = run_trim(settings)
+        again = run_trim(resolve(settings))
         assert again.exit_code == 0 and again.managed_ledgers[0].marked == []
     assert mark_delete_of(store.get_cursor(ML, "sub").value) == Position(ids[0], 0)
     assert ledgers_with_data(storage, ML) >= set(ids[:3])
@@ -149,7 +150,7 @@ def test_a_cursor_whose_position_is_in_a_cursor_ledger_stops_the_trim_of_its_led
     info = ManagedCursorInfo(cursorsLedgerId=77, markDeleteLedgerId=3, markDeleteEntryId=-1)
     zk_client.create(paths.cursor_path(ML, "sub"), encode_managed_cursor_info(info))
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     [result] = report.managed_ledgers
     assert "cursor ledger 77" in result.error and result.marked == []
@@ -164,7 +165,7 @@ def test_an_unsorted_ledger_list_is_trimmed_in_ledger_id_order(store, storage, z
     ledgers = [Ledger(3), Ledger(1), Ledger(5), Ledger(7, entries=0)]
     store_of(zk_client, storage, ML, ledgers, cursors={"sub": (1, 1)})
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     [result] = report.managed_ledgers
     assert result.marked == [1] and [d.ledger_id for d in result.deleted] == [1]
@@ -180,7 +181,7 @@ def test_a_ledger_without_timestamp_is_kept_by_time_retention(zk_client, storage
     store_of(zk_client, storage, ML, [Ledger(1, timestamp=0), Ledger(2, entries=0)])
     keep_an_hour = settings.with_overrides(trim_retention=TrimRetention(3600, -1))
 
-    report = run_trim(keep_an_hour)
+    report = run_trim(resolve(keep_an_hour))
 
     assert report.managed_ledgers[0].marked == []
     assert ledgers_with_data(storage, ML) == {1}
@@ -193,7 +194,7 @@ def test_size_retention_counts_the_open_ledgers_bytes(zk_client, storage, settin
     write_data(storage, ML, [Ledger(2, entries=2, payload=60)])
     keep_100_bytes = settings.with_overrides(trim_retention=TrimRetention(-1, 100))
 
-    report = run_trim(keep_100_bytes)
+    report = run_trim(resolve(keep_100_bytes))
 
     assert report.managed_ledgers[0].marked == [1]
     assert ledgers_with_data(storage, ML) == {2}
@@ -213,7 +214,7 @@ def test_every_name_pulsar_produces_is_trimmed_and_reported(zk_client, storage, 
     for name in PULSAR_NAMES:
         store_of(zk_client, storage, name, [Ledger(1), Ledger(2), Ledger(3, entries=0)])
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     assert report.exit_code == 0, report.to_dict()
     assert {r.name: r.marked for r in report.managed_ledgers} == {n: [1, 2] for n in PULSAR_NAMES}
@@ -236,7 +237,7 @@ def test_one_failing_managed_ledger_never_stops_the_others(zk_client, storage, s
     )
     write_record(zk_client, "aab/ns/persistent/bad name", record([Ledger(1), Ledger(2)]))
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     by_name = {r.name: r for r in report.managed_ledgers}
     assert by_name[good].marked == [1] and [d.ledger_id for d in by_name[good].deleted] == [1]
@@ -264,7 +265,7 @@ def test_a_compressed_record_is_written_back_with_its_own_codec(
     store_of(zk_client, storage, ML, ledgers, framing=framing)
     write_cursor(zk_client, ML, "sub", 20, 0)  # ledger 20 is half read
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     assert report.managed_ledgers[0].marked == list(range(1, 20))
     info, written, raw = read_record(zk_client, ML)
@@ -315,9 +316,9 @@ def test_ten_thousand_consumed_ledgers_are_trimmed_in_one_run(
         monkeypatch.setattr("ledger_gc.formats.records.PREFERRED_COMPRESSION", ())
         settings = settings.with_overrides(zk_max_record_bytes=400_000)
 
-    with MetadataStore.open(settings) as trim_store:
+    with MetadataStore.open(zk_endpoint(settings)) as trim_store:
         sizes = max_write_sizes(trim_store)
-        report = run_trim(settings, store=trim_store)
+        report = run_trim(resolve(settings), store=trim_store)
 
     [result] = report.managed_ledgers
     assert report.error is None and result.error is None, result.error
@@ -339,10 +340,10 @@ def test_a_raw_record_that_would_not_fit_is_written_compressed(zk_client, storag
         list(pool.map(lambda ledger: write_data(storage, ML, [ledger]), ledgers))
     small = settings.with_overrides(zk_max_record_bytes=60_000)
     # Every delete fails, so all 1,499 markers stay in the record: it must grow.
-    failing = LedgerStorage(small)
+    failing = LedgerStorage(block_store(small))
     failing.delete_keys = lambda keys: DeleteResult(failed=dict.fromkeys(keys, "S3 down"))
 
-    report = run_trim(small, storage=failing)
+    report = run_trim(resolve(small), storage=failing)
 
     info, framing, raw = read_record(zk_client, ML)
     assert framing.framed and framing.compression in (CompressionType.ZSTD, CompressionType.ZLIB)
@@ -380,7 +381,7 @@ def test_markers_whose_data_cannot_be_located_are_kept_not_reported_deleted(
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
 
-    typo = run_trim(settings.with_overrides(prefix="ledgerz"))
+    typo = run_trim(resolve(settings.with_overrides(prefix="ledgerz")))
 
     [result] = typo.managed_ledgers
     assert result.deleted == [] and result.cleared == []
@@ -388,7 +389,7 @@ def test_markers_whose_data_cannot_be_located_are_kept_not_reported_deleted(
     assert all("LEDGERGC_PREFIX" in p.last_error for p in result.pending)
     assert sorted(listed_and_marked(store)[1]) == [1, 2]
 
-    right = run_trim(settings)
+    right = run_trim(resolve(settings))
     assert sorted(d.ledger_id for d in right.managed_ledgers[0].deleted) == [1, 2]
     assert ledgers_with_data(storage, ML) == set()
 
@@ -455,13 +456,13 @@ def test_a_deletion_that_cannot_be_audited_is_not_made(zk_client, storage, store
     store_of(zk_client, storage, ML, [Ledger(1), Ledger(2, entries=0)])
     block_audit(settings)  # the store answers, but refuses every audit record
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     assert report.error and "audit log" in report.error
     assert ledgers_with_data(storage, ML) == {1}, "deleted without an audit record"
     assert sorted(listed_and_marked(store)[1]) == [1], "the marker stays for the next run"
     unblock_audit(settings)
-    again = run_trim(settings)
+    again = run_trim(resolve(settings))
     assert [d.ledger_id for d in again.managed_ledgers[0].deleted] == [1]
     statuses = [r["status"] for r in AuditLog(settings).read()]
     assert statuses == ["deleting", "deleted"]
@@ -484,7 +485,7 @@ def test_a_marked_offloaded_ledger_keeps_its_offload_context(zk_client, storage,
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     [result] = report.managed_ledgers
     assert result.marked == [1, 2] and ledgers_with_data(storage, ML) == set()
@@ -521,7 +522,7 @@ def test_every_write_keeps_the_offload_context_of_the_ledgers_it_leaves_listed(
     write_cursor(zk_client, ML, "sub", 1, 1)  # ledger 1 consumed: marked, the rest listed
     write_data(storage, ML, [Ledger(1), Ledger(2), Ledger(3)])
 
-    run_trim(settings)
+    run_trim(resolve(settings))
 
     after, _, _ = read_record(zk_client, ML)
     kept = {li.ledgerId: li.SerializeToString() for li in after.ledgerInfo}
@@ -541,7 +542,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
         store_of(
             zk_client, storage, name, [*(Ledger(i) for i in range(1, 41)), Ledger(41, entries=0)]
         )
-    signalled = LedgerStorage(settings)
+    signalled = LedgerStorage(block_store(settings))
     real_delete = signalled.delete_keys
     batches = []
 
@@ -553,7 +554,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
 
     signalled.delete_keys = delete_then_signal
     with stop_on_signals() as stop:
-        report = run_trim(settings, storage=signalled, should_stop=stop)
+        report = run_trim(resolve(settings), storage=signalled, should_stop=stop)
 
     assert stop() and "stopped on request" in (report.error or "")
     assert len(batches) == 1, "nothing new started after the signal"
@@ -567,7 +568,7 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
     left = sum(len(r.pending) for r in report.managed_ledgers)
     assert left == 8 * 40 - len(deleted) and report.exit_code == 2
 
-    finished = run_trim(settings)
+    finished = run_trim(resolve(settings))
     assert finished.exit_code == 0
     assert all(ledgers_with_data(storage, name) == set() for name in names)
 
@@ -611,7 +612,7 @@ def test_the_trim_deletes_an_offloaded_ledgers_tiered_copy_with_its_data(
 ):
     tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings)
 
-    report = run_trim(tiered)
+    report = run_trim(resolve(tiered))
 
     [result] = report.managed_ledgers
     assert report.exit_code == 0, result.pending
@@ -636,7 +637,7 @@ def test_an_offloaded_copy_in_another_bucket_is_reported_and_kept(
         zk_client, storage, s3_client, settings, driver_bucket="some-other-bucket"
     )
 
-    report = run_trim(tiered)
+    report = run_trim(resolve(tiered))
 
     [result] = report.managed_ledgers
     assert [p.ledger_id for p in result.pending] == [1]
@@ -650,13 +651,13 @@ def test_an_offloaded_copy_not_found_keeps_the_marker(
 ):
     tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings)
 
-    report = run_trim(tiered.with_overrides(offload_prefix="tierd"))  # a typo
+    report = run_trim(resolve(tiered.with_overrides(offload_prefix="tierd")))  # a typo
 
     [result] = report.managed_ledgers
     assert [p.ledger_id for p in result.pending] == [1]
     assert "LEDGERGC_OFFLOAD_PREFIX" in result.pending[0].last_error
     assert listed_and_marked(store)[1][1]["offloadUuid"] == uuid
     assert f"tiered/{uuid}-ledger-1" in bucket_keys(s3_client, bucket)
-    again = run_trim(tiered)
+    again = run_trim(resolve(tiered))
     assert [d.ledger_id for d in again.managed_ledgers[0].offloaded_deleted] == [1]
     assert listed_and_marked(store)[1] == {}

@@ -13,6 +13,7 @@ import pytest
 
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import block_store, resolve, zk_endpoint
 from ledger_gc.formats.markers import deletable_markers, encode_marker_value, marker_key
 from ledger_gc.formats.records import set_property
 from ledger_gc.ledger.cursor import mark_delete_of
@@ -43,7 +44,7 @@ def populated(store, storage, ledgers: int = 4) -> tuple[ManagedLedger, list[int
 
 def data_ledgers(storage) -> set[int]:
     ids = set()
-    for obj in storage.iter_objects(storage.settings.key_prefix):
+    for obj in storage.iter_objects(storage.store.key_prefix):
         parsed = parse_key(storage.prefix, obj.key)
         assert parsed.is_block, f"unexpected key {obj.key}"
         ids.add(parsed.ledger_id)
@@ -102,17 +103,17 @@ def test_a_crash_anywhere_after_the_mark_is_finished_by_the_next_trim(
     ml, ids = populated(store, storage)
     consumed = ids[:3]  # the cursor is at the end of ledger ids[2]
 
-    with MetadataStore.open(settings) as dying_store:
-        dying_storage = LedgerStorage(settings)
+    with MetadataStore.open(zk_endpoint(settings)) as dying_store:
+        dying_storage = LedgerStorage(block_store(settings))
         crash(dying_store, dying_storage)
         with pytest.raises(Crash):
-            run_trim(settings, store=dying_store, storage=dying_storage)
+            run_trim(resolve(settings), store=dying_store, storage=dying_storage)
 
     listed, marked = listed_and_marked(store)
     assert sorted(marked) == consumed and not listed & set(marked)
     assert_nothing_leaked(store, storage)
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     [result] = report.managed_ledgers
     deleted = sorted(d.ledger_id for d in result.deleted)
@@ -156,7 +157,9 @@ class S3Fault:
 
 @pytest.fixture
 def faulty_storage(settings):
-    storage = LedgerStorage(settings, retry=RetryPolicy(max_attempts=2, base_delay=0.001))
+    storage = LedgerStorage(
+        block_store(settings), retry=RetryPolicy(max_attempts=2, base_delay=0.001)
+    )
     return storage, S3Fault(storage)
 
 
@@ -168,7 +171,7 @@ def test_failing_deletes_keep_the_markers_until_s3_recovers(
     broken, fault = faulty_storage
 
     for attempt in (1, 2, 3):
-        report = run_trim(settings, storage=broken)
+        report = run_trim(resolve(settings), storage=broken)
         assert report.exit_code == 1 and report.outcome == "pending"
         [result] = report.managed_ledgers
         assert result.deleted == [] and [m.ledger_id for m in result.pending] == consumed
@@ -189,7 +192,7 @@ def test_failing_deletes_keep_the_markers_until_s3_recovers(
     assert "SlowDown" in summaries[-1]["pending"][0]["last_error"]
 
     fault.on = False
-    report = run_trim(settings, storage=broken)
+    report = run_trim(resolve(settings), storage=broken)
 
     assert report.exit_code == 0
     assert sorted(d.ledger_id for d in report.managed_ledgers[0].deleted) == consumed
@@ -205,14 +208,14 @@ def test_an_s3_that_claims_success_but_keeps_the_data_keeps_the_markers(
     broken, fault = faulty_storage
     fault.lying = True
 
-    report = run_trim(settings, storage=broken)
+    report = run_trim(resolve(settings), storage=broken)
 
     [result] = report.managed_ledgers
     assert report.exit_code == 1
     assert [(m.ledger_id, m.last_error) for m in result.pending] == [(ids[0], "data still present")]
     assert ids[0] in listed_and_marked(store)[1]
     fault.on = False
-    assert run_trim(settings).exit_code == 0
+    assert run_trim(resolve(settings)).exit_code == 0
     assert listed_and_marked(store)[1] == {}
     ml.close()
 
@@ -254,10 +257,10 @@ def test_the_command_reports_pending_markers_with_exit_code_1(
 def test_every_deletion_is_audited_once(store, storage, settings, faulty_storage):
     ml, ids = populated(store, storage, ledgers=3)
     broken, fault = faulty_storage
-    run_trim(settings, storage=broken)
+    run_trim(resolve(settings), storage=broken)
     fault.on = False
-    run_trim(settings, storage=broken)
-    run_trim(settings)
+    run_trim(resolve(settings), storage=broken)
+    run_trim(resolve(settings))
     audited = AuditLog(settings).deletions()
     assert sorted(a["ledger_id"] for a in audited) == ids[:2]
     assert all(a["operation"] == "trim" and a["bytes"] > 0 for a in audited)
@@ -278,7 +281,7 @@ def test_a_marker_on_a_listed_ledger_is_refused_not_deleted(store, storage, sett
 
     store.update_managed_ledger(ML, forge)  # ledger ids[1] is listed *and* marked
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     [result] = report.managed_ledgers
     assert report.exit_code == 2 and "both listed and marked" in result.error
@@ -299,7 +302,7 @@ def test_zookeeper_lost_mid_run_stops_the_run_and_keeps_what_was_done(store, sto
     )
     other.add_entries([b"y" * 10] * 4)
     other.close()
-    with MetadataStore.open(settings) as flaky:
+    with MetadataStore.open(zk_endpoint(settings)) as flaky:
         real = flaky.update_managed_ledger
 
         def session_lost_on_the_second_managed_ledger(name, mutate):
@@ -308,7 +311,7 @@ def test_zookeeper_lost_mid_run_stops_the_run_and_keeps_what_was_done(store, sto
             return real(name, mutate)
 
         flaky.update_managed_ledger = session_lost_on_the_second_managed_ledger
-        report = run_trim(settings, store=flaky)
+        report = run_trim(resolve(settings), store=flaky)
 
     assert report.exit_code == 2 and "unreachable (test)" in report.error
     assert [ml.name for ml in report.managed_ledgers] == [ML]
@@ -322,8 +325,8 @@ def test_zookeeper_down_at_the_start_is_exit_2_and_touches_nothing(
 ):
     from ledger_gc import cli
 
-    storage = LedgerStorage(private_settings)
-    with MetadataStore.open(private_settings) as store:
+    storage = LedgerStorage(block_store(private_settings))
+    with MetadataStore.open(zk_endpoint(private_settings)) as store:
         ml, _ = populated(store, storage, ledgers=2)
         ml.close()
     before = sorted(o.key for o in storage.iter_objects(private_settings.key_prefix))

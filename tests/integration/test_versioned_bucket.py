@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import resolve
 from ledger_gc.ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.overview import build_overview
@@ -88,7 +89,7 @@ def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
     version(s3_client, settings.bucket)
     ml, ids, blocks = consumed_ledgers(store, storage)
 
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     data = report.to_dict()
     totals = data["totals"]
@@ -120,7 +121,7 @@ def test_a_trim_in_a_versioned_bucket_reports_recoverable_bytes_not_reclaimed(
 def test_a_trim_in_an_unversioned_bucket_still_reclaims(store, storage, settings):
     ml, _, blocks = consumed_ledgers(store, storage)
 
-    totals = run_trim(settings).to_dict()["totals"]
+    totals = run_trim(resolve(settings)).to_dict()["totals"]
 
     assert totals["bytes_reclaimed"] == sum(blocks.values()) and totals["bytes_recoverable"] == 0
     assert all(r["recoverable"] is False for r in AuditLog(settings).deletions())
@@ -138,7 +139,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
     expire_noncurrent(s3_client, settings.bucket, 7)
     ml, _, _ = consumed_ledgers(store, storage)
 
-    data = run_trim(settings).to_dict()
+    data = run_trim(resolve(settings)).to_dict()
 
     assert data["bucket"]["noncurrent_expiration_days"] == 7
     assert "7 days" in data["bucket"]["note"]
@@ -154,7 +155,7 @@ def test_the_report_names_the_lifecycle_rule_that_expires_old_versions(
 def test_restore_brings_a_trimmed_ledger_back_and_is_audited(store, storage, settings, s3_client):
     version(s3_client, settings.bucket)
     ml, ids, blocks = consumed_ledgers(store, storage)
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
     assert report.totals()["bytes_recoverable"] > 0
     for key in blocks:
         with pytest.raises(s3_client.exceptions.NoSuchKey):
@@ -189,7 +190,7 @@ def test_restore_refuses_an_unversioned_bucket_and_an_unknown_run(
     store, storage, settings, s3_client
 ):
     ml, _, _ = consumed_ledgers(store, storage)
-    report = run_trim(settings)
+    report = run_trim(resolve(settings))
 
     refused = run_ledgergc(settings, "restore", "--run", report.run_id)
     assert refused.returncode == 2
@@ -233,7 +234,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     later = listed.last_modified + (settings.retention_seconds + 60) * 1000
 
     [result] = deleting.recheck_and_delete(
-        settings, [entry], run_id="orphans-1", now_ms=later, deleting=True
+        resolve(settings), [entry], run_id="orphans-1", now_ms=later, deleting=True
     )
 
     assert result.action == outcomes.DELETED and result.recoverable is True
@@ -252,7 +253,7 @@ def test_an_orphan_deleted_from_a_versioned_bucket_is_recoverable_not_reclaimed(
     RunSteps(settings, "orphans-1").write_manifest(
         DELETE, {"deleting": True, "results": [result.to_dict()]}
     )
-    report = build_report(settings, "orphans-1", options=CycleOptions(), now_ms=later)
+    report = build_report(resolve(settings), "orphans-1", options=CycleOptions(), now_ms=later)
     assert report.to_dict()["bytes_recoverable"] == block.size
     assert report.to_dict()["bytes_reclaimed"] == 0
     assert any("recoverable, not reclaimed" in line for line in render_text(report))

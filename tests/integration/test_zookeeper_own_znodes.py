@@ -29,6 +29,7 @@ from test_zookeeper_security import (  # noqa: F401 (fixtures)
     secured,
 )
 
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.metadata.zk_client import session
 from ledger_gc.orphans.delete_lock import DELETE_LOCK_PATH
 from ledger_gc.orphans.witness import TICKS_PATH, ServerClocks
@@ -196,9 +197,9 @@ def test_a_ledger_gc_znode_it_cannot_read_is_named_with_the_identity(secured: Se
 def test_a_client_certificate_alone_owns_ledger_gcs_znodes(secured: Secured) -> None:
     """TLS with a client certificate and no SASL login: the server's x509 identity is
     the session's, and ledger-gc's znodes are its alone."""
-    ServerClocks().observe(secured.settings(None), lambda: 0)
+    ServerClocks().observe(zk_endpoint(secured.settings(None)), lambda: 0)
 
-    with session(secured.settings(None)) as client:
+    with session(zk_endpoint(secured.settings(None))) as client:
         acls = _acls_under(client, "/ledger-gc")
     assert acls.keys() == {"/ledger-gc", TICKS_PATH}
     assert all(acl == [(31, "x509", "CN=ledger-gc")] for acl in acls.values()), acls
@@ -238,7 +239,7 @@ def test_znodes_an_older_ledger_gc_left_open_are_given_to_the_identity(
     finally:
         anonymous.stop()
         anonymous.close()
-    with session(secured.settings("bookkeeper")) as client:
+    with session(zk_endpoint(secured.settings("bookkeeper"))) as client:
         acls = _acls_under(client, "/ledger-gc")
     own = [(31, "sasl", "bookkeeper"), (31, "x509", "CN=ledger-gc")]
     for path in ("/ledger-gc", "/ledger-gc/locks", DELETE_LOCK_PATH, TICKS_PATH):

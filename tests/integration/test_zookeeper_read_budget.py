@@ -18,6 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from ledger_gc.bookkeeper.survey import survey
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.report import CycleReport, render_text
@@ -66,7 +67,7 @@ def test_the_executors_read_at_their_share_of_the_budget(
     ids = plant(zk_client)
     budget = 100
     started = time.monotonic()
-    found = survey(pulsar.with_overrides(zk_max_reads_per_second=budget), spark=spark)
+    found = survey(resolve(pulsar.with_overrides(zk_max_reads_per_second=budget)), spark=spark)
     took = time.monotonic() - started
     assert found is not None and found.ledgers == len(ids)
     cost = found.cost
@@ -83,7 +84,7 @@ def test_without_a_budget_the_executors_read_faster(
 ) -> None:
     """The same survey unbounded (what the bound above held back)."""
     plant(zk_client)
-    found = survey(pulsar, spark=spark)
+    found = survey(resolve(pulsar), spark=spark)
     assert found is not None and found.cost.reads.peak > 110
 
 
@@ -97,7 +98,7 @@ def test_a_cycle_under_a_low_budget_finishes_slower(
     budget = 150
     bounded = pulsar.with_overrides(zk_max_reads_per_second=budget)
     started = time.monotonic()
-    report = run_orphan_cycle(bounded, dry_run=True, spark=spark, **later(0)).to_dict()
+    report = run_orphan_cycle(resolve(bounded), dry_run=True, spark=spark, **later(0)).to_dict()
     took = time.monotonic() - started
     assert report["status"] == "ok"
     assert report["bookkeeper"]["ledgers"] == len(ids)

@@ -34,6 +34,7 @@ from zk_pki import PASSWORD, Pki, dated_certificate, dated_server_keystore, make
 
 from ledger_gc import cli
 from ledger_gc.audit import AuditLog
+from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError, MetadataAccessError
@@ -247,12 +248,12 @@ def test_the_orphan_cycle_over_tls_and_sasl_deletes_exactly_the_orphans(
     # account may not: ZooKeeper wants CREATE on the parent.
     from ledger_gc.restore.restoring import restore_run
 
-    refused = restore_run(secured.settings("gc"), report["run_id"]).to_dict()
+    refused = restore_run(resolve(secured.settings("gc")), report["run_id"]).to_dict()
     assert refused["objects_restored"] == 0 and refused["errors"] == len(secured.orphans)
     why = refused["prefixes"][0]["error"]
     assert "sasl:gc (also x509:CN=ledger-gc) lacks CREATE on /ledgers/00/" in why, why
     assert "whose ACL gives it to sasl:bookkeeper" in why
-    restored = restore_run(settings, report["run_id"]).to_dict()
+    restored = restore_run(resolve(settings), report["run_id"]).to_dict()
     assert restored["objects_restored"] == len(secured.orphans), restored
     for lid in secured.orphans:
         acl, _ = secured.cluster.bk.get_acls(secured.cluster.path(lid))
@@ -309,10 +310,13 @@ def test_an_identity_that_cannot_read_the_ledgers_is_refused_in_one_line(
 
 def test_no_identity_at_all_is_named_as_anonymous(secured: Secured) -> None:
     anonymous = secured.settings(None)
-    with MetadataStore.open(anonymous) as store, pytest.raises(MetadataAccessError) as err:
+    with (
+        MetadataStore.open(zk_endpoint(anonymous)) as store,
+        pytest.raises(MetadataAccessError) as err,
+    ):
         store.get_many([secured.cluster.path(5), secured.cluster.path(6)])
     assert "x509:CN=ledger-gc lacks READ" in str(err.value)
-    with MetadataStore.open(anonymous) as store:
+    with MetadataStore.open(zk_endpoint(anonymous)) as store:
         assert zk_access.describe(zk_access.who_am_i(store.client)) == "x509:CN=ledger-gc"
     assert zk_access.describe([("ip", "127.0.0.1")]) == zk_access.ANONYMOUS
 
@@ -350,7 +354,7 @@ def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
     if change.get("plain_port"):
         settings = replace(settings, zk_address=secured.zookeeper.server.hosts + secured.chroot)
     started = time.monotonic()
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     assert time.monotonic() - started < 10
     message = str(err.value)
@@ -401,7 +405,7 @@ def test_a_brokers_pkcs12_keystore_and_keytool_truststore_connect(secured: Secur
         tls_key=None,
         tls_keystore_password=PASSWORD,
     )
-    with MetadataStore.open(stores.bookkeeper_settings()) as store:
+    with MetadataStore.open(bookkeeper_endpoint(stores).zk) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
         assert ("sasl", "bookkeeper") in (zk_access.who_am_i(store.client) or [])
 
@@ -422,7 +426,7 @@ def test_an_executor_connects_with_what_it_receives_not_the_drivers_files(
     shipped = pickle.dumps(on_driver)
     shutil.rmtree(driver_files)
     on_executor = pickle.loads(shipped)
-    with MetadataStore.open(on_executor) as store:
+    with MetadataStore.open(zk_endpoint(on_executor)) as store:
         assert sorted(store.children_of_many(["/ledgers/00"])[0]) == ["0000", "0001", "0002"]
 
 
@@ -444,7 +448,7 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
     # (its cversion probe) as sasl:bookkeeper, Pulsar's anonymous one then may not add
     # its own beside them (README: "ZooKeeper ACLs"); said naming the znode and its ACL.
     with pytest.raises(MetadataAccessError) as refused:
-        survey(Settings.from_env(mixed.to_env()))
+        survey(resolve(Settings.from_env(mixed.to_env())))
     assert "no identity (anonymous) lacks CREATE on /ledger-gc, the parent of " in str(
         refused.value
     ), refused.value
@@ -453,7 +457,7 @@ def test_bookkeeper_on_its_own_secured_ensemble_beside_an_open_pulsar(secured: S
     secured.cluster.bk.set_acls(
         "/ledger-gc", [*CREATOR_ALL_ACL, make_acl("world", "anyone", all=True)]
     )
-    found = survey(Settings.from_env(mixed.to_env()))
+    found = survey(resolve(Settings.from_env(mixed.to_env())))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
 
@@ -542,12 +546,12 @@ def test_the_configured_ca_is_the_only_one_trusted(
     pki = secured.zookeeper.pki
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))  # the server's CA: "a public CA"
     pinned = secured.settings("bookkeeper", tls_ca=str(pki.rogue_ca))
-    with pytest.raises(ConfigError) as err, MetadataStore.open(pinned):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(pinned)):
         pass
     assert "certificate is not trusted" in str(err.value), err.value
     assert "LEDGERGC_ZK_TLS_CA" in str(err.value)
     # No CA named: the system's store (here, the server's CA) is trusted.
-    with MetadataStore.open(secured.settings("bookkeeper", tls_ca=None)) as store:
+    with MetadataStore.open(zk_endpoint(secured.settings("bookkeeper", tls_ca=None))) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
 
 
@@ -560,7 +564,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
     (it names 127.0.0.1 and localhost)."""
     port = secured.zookeeper.server.secure_hosts.rpartition(":")[2]
     settings = replace(secured.settings("bookkeeper"), zk_address=f"127.1:{port}{secured.chroot}")
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     message = str(err.value)
     assert "does not name 127.1" in message, message
@@ -569,7 +573,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_the_fix(
     unchecked = replace(
         settings, zk_security=replace(settings.zk_security, tls_verify_hostname=False)
     )
-    with MetadataStore.open(unchecked) as store:
+    with MetadataStore.open(zk_endpoint(unchecked)) as store:
         assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
 
 
@@ -602,7 +606,7 @@ def test_a_session_leaves_no_tls_material_on_disk(
         ),
         pickle.loads(pickle.dumps(secured.settings("bookkeeper"))),  # PEM text, as shipped
     ):
-        with MetadataStore.open(settings) as store:
+        with MetadataStore.open(zk_endpoint(settings)) as store:
             assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
             assert keys_on_disk() == []
         assert keys_on_disk() == []
@@ -625,7 +629,7 @@ def test_no_private_key_is_left_on_disk_by_a_process_that_ends_like_a_pyspark_wo
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        input=pickle.dumps(secured.settings("bookkeeper")),
+        input=pickle.dumps(zk_endpoint(secured.settings("bookkeeper"))),
         env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True,
         timeout=120,
@@ -667,7 +671,7 @@ def test_a_session_reads_its_tls_material_and_jaas_file_once(
     _opened = []
     try:
         settings = Settings.from_env(environ)
-        with MetadataStore.open(settings.bookkeeper_settings()) as store:
+        with MetadataStore.open(bookkeeper_endpoint(settings).zk) as store:
             assert store.get_many_raw([secured.cluster.path(5)])[0] is not None
         opened, _opened = _opened, None
     finally:
@@ -689,13 +693,13 @@ def test_bookkeeper_on_a_plain_port_beside_pulsars_tls(secured: Secured) -> None
         "LEDGERGC_BK_ZK_HOSTS": secured.zookeeper.server.hosts + secured.chroot,
         "LEDGERGC_BK_ZK_TLS": "false",
     }
-    found = survey(Settings.from_env(environ))
+    found = survey(resolve(Settings.from_env(environ)))
     assert found is not None
     assert {c["ledger_id"] for c in found.candidates} == secured.orphans
 
     anonymous = Settings.from_env({**environ, "LEDGERGC_BK_ZK_SASL_MECHANISM": "none"})
     with pytest.raises(MetadataAccessError) as err:
-        survey(anonymous)
+        survey(resolve(anonymous))
     assert "no identity (anonymous) lacks READ" in str(err.value), err.value
 
 
@@ -855,7 +859,7 @@ def test_tls_to_bookkeepers_plain_port_names_bookkeepers_settings(secured: Secur
         secured.settings("bookkeeper"),
         bk_zk_address=secured.zookeeper.server.hosts + secured.chroot,
     )
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings.bookkeeper_settings()):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(bookkeeper_endpoint(settings).zk):
         pass
     message = str(err.value)
     assert "does not speak TLS" in message, message
@@ -871,7 +875,7 @@ def test_a_login_bookkeepers_ensemble_refuses_names_bookkeepers_settings(
         bk_zk_address=future_zookeeper.server.hosts,
         bk_zk_security=ZkSecurity(tls=False),
     )
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings.bookkeeper_settings()):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(bookkeeper_endpoint(settings).zk):
         pass
     message = str(err.value)
     assert "(BookKeeper's ensemble) refused the SASL DIGEST-MD5 login as 'bookkeeper'" in (
@@ -892,7 +896,7 @@ def test_a_refusal_on_bookkeepers_ensemble_names_bookkeepers_settings(secured: S
         bk_zk_security=ZkSecurity(tls=False, sasl_mechanism="none"),
     )
     with pytest.raises(MetadataAccessError) as err:
-        check_layout(settings)
+        check_layout(resolve(settings))
     message = str(err.value)
     assert "no identity (anonymous) lacks READ" in message, message
     assert "LEDGERGC_BK_ZK_SASL_USERNAME" in message, message
@@ -914,7 +918,7 @@ def test_an_out_of_date_server_certificate_is_named_with_its_dates(
     (or was) valid."""
     other: OtherZooKeeper = request.getfixturevalue(which)
     settings = replace(secured.settings("bookkeeper"), zk_address=other.server.secure_hosts)
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     message = str(err.value)
     assert "\n" not in message
@@ -945,7 +949,7 @@ def test_an_out_of_date_client_certificate_is_named_with_its_dates(
         secured.zookeeper.pki, name, "ledger-gc", not_before, not_after, san=False
     )
     settings = secured.settings("bookkeeper", tls_cert=str(cert), tls_key=str(key))
-    with pytest.raises(ConfigError) as err, MetadataStore.open(settings):
+    with pytest.raises(ConfigError) as err, MetadataStore.open(zk_endpoint(settings)):
         pass
     message = str(err.value)
     for word in [*words, "LEDGERGC_ZK_TLS_CERT"]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.storage.s3_bucket import build_client
 
@@ -30,8 +31,8 @@ def test_without_keys_in_the_settings_boto3s_chain_finds_a_profile(
     monkeypatch.setenv("AWS_PROFILE", "ledgergc")
     settings = Settings.from_env({})
     assert settings.s3_access_key_id is None
-    found = build_client(settings)._request_signer._credentials
+    found = build_client(block_store(settings))._request_signer._credentials
     assert (found.access_key, found.secret_key) == ("AKIAPROFILEKEY", "from-profile")
     # Keys in the settings (the environment's, a connection's) are used as they are.
     given = Settings.from_env({"AWS_ACCESS_KEY_ID": "AKIAENV", "AWS_SECRET_ACCESS_KEY": "s"})
-    assert build_client(given)._request_signer._credentials.access_key == "AKIAENV"
+    assert build_client(block_store(given))._request_signer._credentials.access_key == "AKIAENV"

@@ -137,7 +137,7 @@ def test_a_distributed_delete_asked_to_stop_sends_no_job() -> None:
         1,
     )
     request = DeleteRequest(
-        settings=None,  # type: ignore[arg-type]
+        endpoints=None,  # type: ignore[arg-type]
         run_id="r",
         now_ms=0,
         deleting=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.s3_orphans.reading import storage_for
 
@@ -11,6 +12,6 @@ def test_the_same_settings_share_a_client_and_other_credentials_do_not() -> None
     alice = base.with_overrides(s3_access_key_id="alice", s3_secret_access_key="a-secret")
     bob = base.with_overrides(s3_access_key_id="alice", s3_secret_access_key="b-secret")
     assert repr(alice) == repr(bob)  # what the cache once keyed on alone
-    assert storage_for(alice) is storage_for(alice)
-    assert storage_for(alice) is not storage_for(bob)
-    assert storage_for(base) is not storage_for(alice)
+    assert storage_for(block_store(alice)) is storage_for(block_store(alice))
+    assert storage_for(block_store(alice)) is not storage_for(block_store(bob))
+    assert storage_for(block_store(base)) is not storage_for(block_store(alice))

@@ -7,6 +7,7 @@ a client, several times a cycle and in every Spark task (issue 33).
 
 from __future__ import annotations
 
+from ledger_gc.config.edge import block_store
 from ledger_gc.config.settings import Settings
 from ledger_gc.storage.s3_bucket import build_client
 
@@ -22,8 +23,8 @@ def _settings(key: str, endpoint: str) -> Settings:
 
 
 def test_two_clients_share_the_parsed_model_and_keep_their_own_keys_and_endpoints() -> None:
-    first = build_client(_settings("AKIAFIRST", "http://127.0.0.1:9001"))
-    second = build_client(_settings("AKIASECOND", "http://127.0.0.1:9002"))
+    first = build_client(block_store(_settings("AKIAFIRST", "http://127.0.0.1:9001")))
+    second = build_client(block_store(_settings("AKIASECOND", "http://127.0.0.1:9002")))
 
     assert (
         first.meta.service_model._service_description

@@ -334,10 +334,11 @@ def choose_delete(params: dict[str, Any]) -> str:
     (``delete_in_task``): a JVM's start-up costs seconds where the work costs
     milliseconds. Either task is the same idempotent step (``cycle.step_delete``).
     """
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans.cycle import delete_needs_spark
 
     settings = settings_for(params)
-    if delete_needs_spark(settings):
+    if delete_needs_spark(resolve(settings)):
         log.info(
             "more than %d registered orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER): re-checking "
             "and deleting them on Spark executors (%s)",
@@ -356,9 +357,11 @@ def choose_delete(params: dict[str, Any]) -> str:
 
 def initialize_and_correct(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Guards, then phases 1 and 2 (one registry transaction; idempotent per run)."""
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans.cycle import step_phases
 
-    result = step_phases(settings_for(params), run_id, force=options_for(params).force).to_dict()
+    endpoints = resolve(settings_for(params))  # the edge: resolved once, for the step
+    result = step_phases(endpoints, run_id, force=options_for(params).force).to_dict()
     # XCom: the counts only (the held targets and refusals are in the state store).
     return {
         key: result.get(key)
@@ -371,11 +374,13 @@ def delete(params: dict[str, Any], run_id: str) -> dict[str, Any]:
 
     SIGTERM (a task timeout, a worker's shutdown): the delete batch under way finishes
     and is audited, nothing new starts (``termination.stop_on_signals``)."""
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans.cycle import step_delete
     from ledger_gc.termination import stop_on_signals
 
+    endpoints = resolve(settings_for(params))  # the edge: resolved once, for the step
     with stop_on_signals():
-        result = step_delete(settings_for(params), run_id, options=options_for(params))
+        result = step_delete(endpoints, run_id, options=options_for(params))
     return result.summary()
 
 
@@ -385,12 +390,13 @@ def report(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     Fails the task when the cycle failed or a guard refused it, so that the run shows
     red in the UI with the reason in the log; the report is in the run log either way.
     """
+    from ledger_gc.config.edge import resolve
     from ledger_gc.errors import LedgerGcError, SafetyRefusalError
     from ledger_gc.orphans.cycle import step_report
     from ledger_gc.orphans.records import CycleStatus
 
-    settings = settings_for(params)
-    cycle_report = step_report(settings, run_id, options=options_for(params))
+    endpoints = resolve(settings_for(params))  # the edge: resolved once, for the step
+    cycle_report = step_report(endpoints, run_id, options=options_for(params))
     data = cycle_report.to_dict()
     log.info("orphan cycle %s: %s", run_id, json.dumps(data, sort_keys=True, default=str))
     if cycle_report.status == CycleStatus.REFUSED:

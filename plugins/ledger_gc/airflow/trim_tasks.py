@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger_gc.airflow.settings_hook import settings_for
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.errors import LedgerGcError
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
     params = params or {}
     settings = settings_for(params)
     scope = TrimScope.parse(params.get("namespace"))
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk_endpoint(settings)) as store:
         names = scope.resolve(store)
     max_shards = int(params.get("max_shards") or DEFAULT_MAX_SHARDS)
     shards = shard(names, max_shards)
@@ -78,6 +79,7 @@ def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
 def trim_shard(
     names: Sequence[str], params: Mapping[str, Any] | None, run_id: str
 ) -> dict[str, Any]:
+    from ledger_gc.config.edge import resolve
     from ledger_gc.termination import stop_on_signals
     from ledger_gc.trim.run import TrimScope, run_trim
 
@@ -86,7 +88,7 @@ def trim_shard(
     # finishes and is audited, then the shard stops and fails (a retry goes on).
     with stop_on_signals() as stop:
         report = run_trim(
-            settings_for(params),
+            resolve(settings_for(params)),  # the edge: resolved once, for the shard
             scope=TrimScope.of(names),
             dry_run=bool(params.get("dry_run")),
             run_id=run_id,

@@ -41,7 +41,7 @@ from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -68,22 +68,22 @@ from ledger_gc.rules.orphans.phases import RegistryEntry, iso
 log = logging.getLogger(__name__)
 
 
-def restore_hint(settings: Settings) -> str:
+def restore_hint(bookkeeper: BookKeeperEndpoint) -> str:
     return (
         "ledgergc restore --run <run> re-creates it until the bookies' next garbage "
-        f"collection (gcWaitTime, 10 minutes by default) at {settings.bookkeeper_hosts}"
+        f"collection (gcWaitTime, 10 minutes by default) at {bookkeeper.hosts}"
     )
 
 
 def recheck_and_delete(
-    settings: Settings,
+    endpoints: Endpoints,
     entries: Iterable[RegistryEntry],
     *,
     run_id: str,
     now_ms: int,
     deleting: bool,
     should_stop: Callable[[], bool] = termination.requested,
-    fence_for: Callable[[Settings], Fence] | None = None,
+    fence_for: Callable[[ZkEndpoint], Fence] | None = None,
 ) -> list[RecheckResult]:
     """Re-check and delete (or, when not ``deleting``, only report) BookKeeper entries.
 
@@ -94,19 +94,20 @@ def recheck_and_delete(
     items = list(entries)
     if not items:
         return []
-    audit = AuditLog(settings)
+    audit = AuditLog(endpoints.state)
+    bookkeeper = endpoints.bookkeeper
     results: list[RecheckResult] = []
     fence: Fence | None = None
     with ExitStack() as stack:
         try:
-            pulsar, bk = stack.enter_context(scan.sessions(settings))
-            layout = scan.layout_of(bk, settings)
+            pulsar, bk = stack.enter_context(scan.sessions(endpoints.zk, bookkeeper))
+            layout = scan.layout_of(bk, bookkeeper)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
         if deleting:
             if fence_for is None:
                 raise ValueError("a BookKeeper delete needs the delete lock's fence")
-            fence = fence_for(settings.bookkeeper_settings())
+            fence = fence_for(bookkeeper.zk)
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -117,7 +118,7 @@ def recheck_and_delete(
             try:
                 results.append(
                     _one(
-                        settings,
+                        endpoints,
                         pulsar,
                         bk,
                         layout,
@@ -145,7 +146,7 @@ def _failed(entry: RegistryEntry, why: str) -> RecheckResult:
 
 
 def _one(
-    settings: Settings,
+    endpoints: Endpoints,
     pulsar: MetadataStore,
     bk: MetadataStore,
     layout: str | None,
@@ -157,10 +158,11 @@ def _one(
     should_stop: Callable[[], bool],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
-    root = settings.bookkeeper_root
+    bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
+    root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
     if layout is None:
-        return _failed(entry, f"{settings.bookkeeper_hosts}{root}/LAYOUT is gone; kept")
+        return _failed(entry, f"{bookkeeper.where}/LAYOUT is gone; kept")
     if (
         znode is None
         or entry.ledger_id is None
@@ -179,14 +181,14 @@ def _one(
     ledger = scan.ledger_of(entry.ledger_id, data, stat.version, int(stat.ctime))
     if ledger.error is not None:
         return _failed(entry, f"its record does not decode any more ({ledger.error}); kept")
-    if settings.bk_shared and entry.target_class in BK_NAME_JUDGED:
+    if policy.bk_shared and entry.target_class in BK_NAME_JUDGED:
         return RecheckResult.of(
             entry,
             HELD,
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(settings, pulsar, ledger)
+    verdict = _live_verdict(policy.bk_shared, pulsar, ledger)
     if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
         return RecheckResult.of(
             entry,
@@ -194,7 +196,7 @@ def _one(
             f"live re-check: {verdict.ledger_class} ({verdict.reason}), no longer "
             f"{entry.target_class} of {entry.ml_name}",
         )
-    until = ledger.ctime_ms + settings.retention_seconds * 1000
+    until = ledger.ctime_ms + policy.retention_seconds * 1000
     if now_ms < until:
         return RecheckResult.of(
             entry,
@@ -203,7 +205,9 @@ def _one(
             until_ms=until,
         )
     if verdict.ledger_class == classify.BK_OFFLOADED_COPY:  # the copy may be the last
-        why = offloaded_copy.live_hold_reason(settings, pulsar, entry.ml_name, entry.ledger_id)
+        why = offloaded_copy.live_hold_reason(
+            endpoints.offload, pulsar, entry.ml_name, entry.ledger_id
+        )
         if why is not None:
             return RecheckResult.of(entry, HELD, why)
     reason = (
@@ -223,7 +227,7 @@ def _one(
         refused=lambda: bk.refusal(f"reading the ACL of {znode}", zk_access.READ, znode),
     )
     return _delete(
-        settings,
+        bookkeeper,
         bk,
         fence,
         audit,
@@ -239,16 +243,16 @@ def _one(
     )
 
 
-def _live_verdict(settings: Settings, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
+def _live_verdict(shared: bool, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
     refs = references.read_live_references(pulsar, ml_name, schema_id)
-    return classify.Classifier(refs, shared=settings.bk_shared, horizon=False).classify(ledger)
+    return classify.Classifier(refs, shared=shared, horizon=False).classify(ledger)
 
 
 def _delete(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     bk: MetadataStore,
     fence: Fence,
     audit: AuditLog,
@@ -277,14 +281,14 @@ def _delete(
             run_id=run_id,
             status=status,
             extra={
-                "bookkeeper_hosts": settings.bookkeeper_hosts,
+                "bookkeeper_hosts": bookkeeper.hosts,
                 "znode": znode,
                 "znode_version": version,
                 "record_base64": base64.b64encode(data).decode("ascii"),
                 # Restore re-creates it with these: ledger-gc's own (digest) ACL would
                 # lock the bookies and brokers out of it.
                 "znode_acl": [[a.perms, a.id.scheme, a.id.id] for a in acls],
-                "restore": restore_hint(settings),
+                "restore": restore_hint(bookkeeper),
             },
         )
 
@@ -326,12 +330,12 @@ def _delete(
         return RecheckResult.of(
             entry,
             DELETED,
-            f"{reason}; {restore_hint(settings)}",
+            f"{reason}; {restore_hint(bookkeeper)}",
             objects=1,
             bytes=ledger.bytes,
             deleted_ledgers=[{"znode": znode, "version": version, "bytes": ledger.bytes}],
         )
-    refused = _refusal(settings, fence, entry, znode, version, outcome)
+    refused = _refusal(bookkeeper, fence, entry, znode, version, outcome)
     return _refused(audit, record, entry, refused, refused.reason)
 
 
@@ -354,7 +358,7 @@ def _never_applied(bk: MetadataStore, fence: Fence, znode: str, stat: Any) -> bo
 
 
 def _refusal(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     fence: Fence,
     entry: RegistryEntry,
     znode: str,
@@ -385,12 +389,12 @@ def _refusal(
     # zkEnableSecurity: its bookies' identity, never a digest).
     refused = zk_access.refusal(
         fence.client,
-        settings.bookkeeper_hosts,
+        bookkeeper.hosts,
         what=f"the delete of {znode}",
         permission=zk_access.DELETE,
         znode=znode,
         checked=znode.rsplit("/", 1)[0] or "/",
-        names=settings.bookkeeper_settings().zk_setting_names(),
+        names=bookkeeper.zk.names,
     )
     return _failed(entry, f"{refused}; kept")
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ledger_gc.bookkeeper import references
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper.offloaded_copy import (
     INDEX_HEADER_BYTES,
@@ -40,17 +40,17 @@ class _Unreadable(Exception):
 
 
 def hold_reason(
-    settings: Settings,
+    offload: ObjectStore,
     ledger_id: int,
     copy: OffloadedCopy | None,
     storage: OffloadStorage | None = None,
 ) -> str | None:
     """Why ledger ``ledger_id``'s BookKeeper copy must stay (None: its offloaded copy is
-    there, whole)."""
-    why = why_unverifiable(copy, settings.offload_bucket)
+    there, whole). ``offload``: tiered storage (``LEDGERGC_OFFLOAD_*``)."""
+    why = why_unverifiable(copy, offload.bucket)
     if why is not None or copy is None:
         return why
-    storage = storage or OffloadStorage(settings)
+    storage = storage or OffloadStorage(offload)
     keys = offload_keys.segment_keys(storage.prefix, copy.uuid, ledger_id)
     try:
         read = _read(storage, keys)
@@ -60,27 +60,29 @@ def hold_reason(
     return None if why is None else f"{why} (bucket {storage.bucket}); held"
 
 
-def hold_reasons(settings: Settings, copies: Mapping[int, OffloadedCopy | None]) -> dict[int, str]:
+def hold_reasons(
+    offload: ObjectStore, copies: Mapping[int, OffloadedCopy | None]
+) -> dict[int, str]:
     """``hold_reason`` of many ledgers (the survey's candidates), on a few threads:
     ledger id -> why, for those that must stay."""
     if not copies:
         return {}
-    storage = OffloadStorage(settings) if settings.offload_bucket else None
+    storage = OffloadStorage(offload) if offload.configured else None
     items = sorted(copies.items())
     with ThreadPoolExecutor(max_workers=min(THREADS, len(items))) as pool:
-        found = list(pool.map(lambda item: hold_reason(settings, item[0], item[1], storage), items))
+        found = list(pool.map(lambda item: hold_reason(offload, item[0], item[1], storage), items))
     return {lid: why for (lid, _), why in zip(items, found, strict=True) if why is not None}
 
 
 def live_hold_reason(
-    settings: Settings, pulsar: MetadataStore, ml_name: str, ledger_id: int
+    offload: ObjectStore, pulsar: MetadataStore, ml_name: str, ledger_id: int
 ) -> str | None:
     """``hold_reason`` with the ledger's offloadContext read again, live (the delete's
     re-check: the one the survey read may be a cycle old)."""
     refs = references.read_live_references(pulsar, ml_name, None)
     if refs.offloaded_deleted.get(ledger_id) != ml_name:
         return f"{ml_name} no longer lists it as offloaded with bookkeeperDeleted=true; held"
-    return hold_reason(settings, ledger_id, refs.offload_copies.get(ledger_id))
+    return hold_reason(offload, ledger_id, refs.offload_copies.get(ledger_id))
 
 
 def _read(storage: OffloadStorage, keys: tuple[str, str]) -> ObjectsRead:

@@ -37,7 +37,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, StateEndpoint
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.record_cache import (
@@ -65,12 +65,12 @@ HISTORY_KEY = "#probe"
 _ROWS_PER_INSERT = 50
 
 
-def location_of(settings: Settings, layout: str) -> str:
+def location_of(bookkeeper: BookKeeperEndpoint, layout: str) -> str:
     """Where a BookKeeper's records were read: its servers (sorted: the same ensemble
     however the connect string lists them), chroot, ledgers root and layout."""
-    hosts, slash, chroot = settings.bookkeeper_hosts.partition("/")
+    hosts, slash, chroot = bookkeeper.hosts.partition("/")
     servers = ",".join(sorted(h.strip() for h in hosts.split(",") if h.strip()))
-    return f"{servers}{slash}{chroot}|{settings.bookkeeper_root}|{layout}"
+    return f"{servers}{slash}{chroot}|{bookkeeper.root}|{layout}"
 
 
 @dataclass(frozen=True)
@@ -233,13 +233,14 @@ class CachePlan:
         }
 
 
-def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
+def plan(endpoints: Endpoints, bk: MetadataStore, layout: str) -> CachePlan:
     """Decide whether this cycle reads every ledger, and load the rows it may reuse."""
-    if not settings.bk_record_cache:
+    bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
+    if not policy.bk_record_cache:
         return CachePlan(False, True, "LEDGERGC_BK_RECORD_CACHE=false: every ledger is read")
     if layout == ledger_paths.FLAT:
         return CachePlan(False, True, "the flat layout has no ledger directories to check")
-    root = settings.bookkeeper_root
+    root = bookkeeper.root
     identity = read_identity(bk, root)
     if identity.instance_id is None:
         return CachePlan(
@@ -248,9 +249,9 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
             f"{root}/{INSTANCE_ID_ZNODE} does not exist: a cache could not tell this "
             "BookKeeper from another; every ledger is read",
         )
-    location = location_of(settings, layout)
+    location = location_of(bookkeeper, layout)
     base = CachePlan(True, True, "", identity.instance_id, location, identity, layout)
-    store = open_store(settings)
+    store = open_store(endpoints.state)
     with store.read() as conn:
         cycles = conn.execute(
             schema.bk_record_cycles.select().where(
@@ -279,7 +280,7 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
     if reset is not None:
         base.why = f"BookKeeper's {reset}: every ledger is read, the cache starts again"
         return base
-    every = settings.bk_full_read_every
+    every = policy.bk_full_read_every
     if base.cycles_since_full + 1 >= every:
         base.why = (
             f"a full read every {every} cycle(s) (LEDGERGC_BK_FULL_READ_EVERY): every "
@@ -288,15 +289,15 @@ def plan(settings: Settings, bk: MetadataStore, layout: str) -> CachePlan:
         return base
     base.full = False
     base.why = "records of CLOSED ledgers read by earlier cycles are reused where they stand"
-    base.rows = dict(_load_rows(settings, identity.instance_id, location))
+    base.rows = dict(_load_rows(endpoints.state, identity.instance_id, location))
     return base
 
 
 def _load_rows(
-    settings: Settings, instance_id: str, location: str
+    state_store: StateEndpoint, instance_id: str, location: str
 ) -> Iterator[tuple[str, CachedDirectory]]:
     table = schema.bk_records
-    with open_store(settings).read() as conn:
+    with open_store(state_store).read() as conn:
         rows = conn.execute(
             table.select().where(table.c.instance_id == instance_id, table.c.location == location)
         ).all()
@@ -324,7 +325,7 @@ class NewRow:
 
 
 def save(
-    settings: Settings,
+    state: StateEndpoint,
     cache: CachePlan,
     rows: Iterable[NewRow],
     *,
@@ -343,7 +344,7 @@ def save(
     rows = list(rows)
     keys = {_first_id(r.directory, cache.layout) for r in rows}
     changed = [r for r in rows if r.changed or cache.full]
-    with open_store(settings).write() as conn:
+    with open_store(state).write() as conn:
         existing = {
             int(k)
             for (k,) in conn.execute(

@@ -30,7 +30,7 @@ from typing import Any
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -47,7 +47,7 @@ WARNING = (
 
 
 def restore_ledgers(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     audit: AuditLog,
     restore_id: str,
     records: Iterable[dict[str, Any]],
@@ -66,12 +66,12 @@ def restore_ledgers(
     items = list(records)
     if not items:
         return results
-    with MetadataStore.open(settings.bookkeeper_settings()) as bk:
+    with MetadataStore.open(bookkeeper.zk) as bk:
         for record in items:
             if fence is not None and fence.gone is not None:
                 results.append(_result(record, error=f"not restored: the delete lock {fence.gone}"))
                 continue
-            results.append(_restore_one(settings, bk, audit, restore_id, record, fence))
+            results.append(_restore_one(bookkeeper, bk, audit, restore_id, record, fence))
     return results
 
 
@@ -90,7 +90,7 @@ def _result(record: dict[str, Any], *, error: str | None = None) -> dict[str, An
 
 
 def _restore_one(
-    settings: Settings,
+    bookkeeper: BookKeeperEndpoint,
     bk: MetadataStore,
     audit: AuditLog,
     restore_id: str,
@@ -103,10 +103,10 @@ def _restore_one(
     if not znode or raw is None:
         result["error"] = "the audit record has no znode or record bytes (an older ledger-gc)"
         return result
-    if record.get("bookkeeper_hosts") != settings.bookkeeper_hosts:
+    if record.get("bookkeeper_hosts") != bookkeeper.hosts:
         result["error"] = (
             f"deleted from BookKeeper at {record.get('bookkeeper_hosts')}, but the settings "
-            f"point at {settings.bookkeeper_hosts} (LEDGERGC_BK_ZK_HOSTS); not restored"
+            f"point at {bookkeeper.hosts} (LEDGERGC_BK_ZK_HOSTS); not restored"
         )
         return result
     data = base64.b64decode(raw)
@@ -135,7 +135,7 @@ def _restore_one(
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
         return result
     if outcome is not FencedOutcome.APPLIED:
-        result["error"] = _refusal(settings, fence, znode, parent, outcome)
+        result["error"] = _refusal(bookkeeper, fence, znode, parent, outcome)
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=result["error"])])
         return result
     try:
@@ -156,7 +156,7 @@ def _read(bk: MetadataStore, znode: str) -> bytes | None:
 
 
 def _refusal(
-    settings: Settings, fence: Fence, znode: str, parent: str, outcome: FencedOutcome
+    bookkeeper: BookKeeperEndpoint, fence: Fence, znode: str, parent: str, outcome: FencedOutcome
 ) -> str:
     if outcome is FencedOutcome.FENCE_LOST:
         return (
@@ -174,12 +174,12 @@ def _refusal(
         return str(
             zk_access.refusal(
                 fence.client,
-                settings.bookkeeper_hosts,
+                bookkeeper.hosts,
                 what=f"re-creating {znode}",
                 permission=zk_access.CREATE,
                 znode=znode,
                 checked=parent,
-                names=settings.bookkeeper_settings().zk_setting_names(),
+                names=bookkeeper.zk.names,
             )
         )
     return f"ZooKeeper refused to re-create {znode} ({outcome})"

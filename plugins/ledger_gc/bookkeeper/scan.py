@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
@@ -52,16 +52,17 @@ READ_BATCH = 5000
 
 
 @contextmanager
-def sessions(settings: Settings) -> Iterator[tuple[MetadataStore, MetadataStore]]:
-    """Sessions to Pulsar's metadata and to BookKeeper's (the same one when they share
-    an ensemble and chroot)."""
+def sessions(
+    zk: ZkEndpoint, bookkeeper: BookKeeperEndpoint
+) -> Iterator[tuple[MetadataStore, MetadataStore]]:
+    """Sessions to Pulsar's metadata (``zk``) and to BookKeeper's (the same one when
+    given the same endpoint)."""
     with ExitStack() as stack:
-        pulsar = stack.enter_context(MetadataStore.open(settings))
-        bk_settings = settings.bookkeeper_settings()
+        pulsar = stack.enter_context(MetadataStore.open(zk))
         bk = (
             pulsar
-            if bk_settings is settings
-            else stack.enter_context(MetadataStore.open(bk_settings))
+            if bookkeeper.zk is zk
+            else stack.enter_context(MetadataStore.open(bookkeeper.zk))
         )
         yield pulsar, bk
 
@@ -103,18 +104,18 @@ def read_layout(store: MetadataStore, root: str) -> str | None:
     return parse_layout(text, f"{store.hosts}{path}")
 
 
-def layout_of(store: MetadataStore, settings: Settings) -> str | None:
-    """The layout of BookKeeper's root as the settings name it (``bookkeeper_root``), or
-    None without a LAYOUT znode. An address naming a ledger manager
+def layout_of(store: MetadataStore, bookkeeper: BookKeeperEndpoint) -> str | None:
+    """The layout of BookKeeper's root (``bookkeeper.root``), or None without a LAYOUT
+    znode. An address naming a ledger manager
     (``zk+hierarchical://``) that LAYOUT contradicts is refused: the address was meant
     for another BookKeeper, or LAYOUT is not this one's (BookKeeper itself refuses to
     start on such a mismatch); LAYOUT alone decides how ledger znodes are named."""
-    layout = read_layout(store, settings.bookkeeper_root)
-    named = settings.bookkeeper_manager
+    layout = read_layout(store, bookkeeper.root)
+    named = bookkeeper.manager
     if layout is not None and named is not None and named != layout:
         raise BookKeeperLayoutError(
-            f"{settings.bookkeeper_env}={settings.given(settings.bookkeeper_env)!r} names "
-            f"the {named} ledger manager, but {store.hosts}{settings.bookkeeper_root}/LAYOUT "
+            f"{bookkeeper.address_given} names "
+            f"the {named} ledger manager, but {store.hosts}{bookkeeper.root}/LAYOUT "
             f"names {layout}; point it at this BookKeeper's metadataServiceUri (or use "
             "zk+null:// to follow LAYOUT). Nothing was scanned or deleted"
         )

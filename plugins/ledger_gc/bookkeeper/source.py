@@ -36,8 +36,8 @@ class BookKeeperSource:
         the source is off (no LAYOUT under ``auto``, or ``LEDGERGC_BOOKKEEPER=false``)."""
         from ledger_gc.bookkeeper.survey import survey
 
-        settings, run_id = request.settings, request.run_id
-        found = survey(settings, request.registered(), spark=request.spark, run_id=run_id)
+        run_id = request.run_id
+        found = survey(request.endpoints, request.registered(), spark=request.spark, run_id=run_id)
         if found is None:
             return Findings({"bookkeeper": None})
         log.info(
@@ -109,7 +109,7 @@ class BookKeeperSource:
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         return deleting.recheck_and_delete(
-            request.settings,
+            request.endpoints,
             entries,
             run_id=request.run_id,
             now_ms=request.now_ms,

@@ -34,7 +34,7 @@ from ledger_gc.bookkeeper.directories import (
     split_works,
 )
 from ledger_gc.clock import now_ms
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
@@ -284,13 +284,8 @@ def with_later_holds(manifest: dict[str, Any], held: list[dict[str, Any]]) -> di
     return out
 
 
-def enabled(settings: Settings) -> bool:
-    """Whether the cycle looks at BookKeeper at all (``auto``: when its LAYOUT exists)."""
-    return settings.bookkeeper != "false"
-
-
-def _no_layout(settings: Settings) -> ConfigError:
-    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
+def _no_layout(bookkeeper: BookKeeperEndpoint) -> ConfigError:
+    where = bookkeeper.where
     return ConfigError(
         f"LEDGERGC_BOOKKEEPER=true but {where}/LAYOUT does not exist: set "
         "LEDGERGC_BK_ZK_HOSTS (ensemble and chroot) and LEDGERGC_BK_LEDGERS_ROOT to "
@@ -299,20 +294,20 @@ def _no_layout(settings: Settings) -> ConfigError:
     )
 
 
-def check_layout(settings: Settings) -> str | None:
+def check_layout(endpoints: Endpoints) -> str | None:
     """The BookKeeper layout, read before a cycle starts anything (None: the source is
     off); a required root without one, or a layout ledger-gc cannot read, raises."""
-    if not enabled(settings):
+    if not endpoints.bookkeeper_on:
         return None
-    with MetadataStore.open(settings.bookkeeper_settings()) as bk:
-        layout = scan.layout_of(bk, settings)
-    if layout is None and settings.bookkeeper == "true":
-        raise _no_layout(settings)
+    with MetadataStore.open(endpoints.bookkeeper.zk) as bk:
+        layout = scan.layout_of(bk, endpoints.bookkeeper)
+    if layout is None and endpoints.bookkeeper_mode == "true":
+        raise _no_layout(endpoints.bookkeeper)
     return layout
 
 
 def survey(
-    settings: Settings,
+    endpoints: Endpoints,
     registered: Mapping[str, Any] | None = None,
     *,
     spark: SparkSession | None = None,
@@ -327,18 +322,19 @@ def survey(
     in for reads where the record cache shows their znodes unchanged
     (``record_cache``, ``directories``); what it cost ZooKeeper is the result's
     ``cost``."""
-    if not enabled(settings):
+    if not endpoints.bookkeeper_on:
         return None
-    root = settings.bookkeeper_root
-    where = f"{settings.bookkeeper_hosts}{root}"
-    cost = SurveyCost(budget_per_second=settings.zk_max_reads_per_second)
+    bookkeeper = endpoints.bookkeeper
+    root = bookkeeper.root
+    where = bookkeeper.where
+    cost = SurveyCost(budget_per_second=bookkeeper.zk.max_reads_per_second)
     started = time.monotonic()
-    with scan.sessions(settings) as (pulsar, bk):
-        layout = scan.layout_of(bk, settings)
+    with scan.sessions(endpoints.zk, bookkeeper) as (pulsar, bk):
+        layout = scan.layout_of(bk, bookkeeper)
         if layout is None:
-            if settings.bookkeeper == "true":
-                raise _no_layout(settings)
-            if not settings.block_store:
+            if endpoints.bookkeeper_mode == "true":
+                raise _no_layout(bookkeeper)
+            if not endpoints.blocks.configured:
                 # No block store and no BookKeeper: very likely a wrong root or chroot.
                 log.warning(
                     "LEDGERGC_BUCKET is empty and %s/LAYOUT does not exist: the cycle has "
@@ -349,7 +345,7 @@ def survey(
             log.info("no BookKeeper at %s (no LAYOUT): the BookKeeper source is off", where)
             return None
         with cost.step("cache"):
-            cache = record_cache.plan(settings, bk, layout)
+            cache = record_cache.plan(endpoints, bk, layout)
         if cache.full and spark is not None:
             # Every record is read: a large tree will want the executors, and a session
             # started now is ready by the time the listing is.
@@ -361,9 +357,9 @@ def survey(
         # every cycle: the cache keeps only the ledgers' own records.
         with cost.step("references"):
             refs = references.read_references(pulsar)
-        result = BookKeeperSurvey(settings.bookkeeper_hosts, root, layout)
+        result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
-        classifier = classify.Classifier(refs, shared=settings.bk_shared)
+        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared)
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
             bk.sync(root)
@@ -399,7 +395,7 @@ def survey(
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
-                    spark, settings, root, layout, works, refs, cache.high, run_id, cost
+                    spark, endpoints, layout, works, refs, cache.high, run_id, cost
                 )
                 for part in parts:
                     result.merge(part)
@@ -416,7 +412,7 @@ def survey(
             cost.records_read += item.read
             cost.records_cached += item.reused
         with cost.step("cache_save"):
-            _save_cache(settings, cache, leaves, works, done, proven, probe)
+            _save_cache(endpoints, cache, leaves, works, done, proven, probe)
         found = set(result.found)
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
@@ -435,7 +431,8 @@ def survey(
             if c["target_class"] == classify.BK_OFFLOADED_COPY
         }
         result.hold_ledgers(
-            offloaded_copy.hold_reasons(settings, copies), classify.HOLD_OFFLOAD_UNCONFIRMED
+            offloaded_copy.hold_reasons(endpoints.offload, copies),
+            classify.HOLD_OFFLOAD_UNCONFIRMED,
         )
         judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
@@ -444,7 +441,7 @@ def survey(
                 pulsar, refs, found - result.foreign_ids
             )
     with cost.step("checks"):
-        counter = _id_counter(settings)
+        counter = _id_counter(endpoints.zk)
     result.id_counter = counter
     if counter is not None:
         result.above_counter = [
@@ -505,7 +502,7 @@ def _works(
 
 
 def _save_cache(
-    settings: Settings,
+    endpoints: Endpoints,
     cache: record_cache.CachePlan,
     leaves: scan.Leaves,
     works: list[DirectoryWork],
@@ -541,7 +538,9 @@ def _save_cache(
                 or before.row.proven != proven,
             )
         )
-    record_cache.save(settings, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe)
+    record_cache.save(
+        endpoints.state, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe
+    )
 
 
 def scan_ledgers(
@@ -575,8 +574,7 @@ def scan_ledgers(
 
 def _on_executors(
     spark: SparkSession,
-    settings: Settings,
-    root: str,
+    endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
     refs: classify.PulsarReferences,
@@ -593,17 +591,17 @@ def _on_executors(
     started = time.monotonic()
     context = spark.sparkContext  # (a session still starting is waited for here)
     cost.seconds["spark_wait"] = time.monotonic() - started
-    budget = settings.zk_max_reads_per_second
+    bookkeeper = endpoints.bookkeeper
+    root = bookkeeper.root
+    budget = bookkeeper.zk.max_reads_per_second
     if budget > 0:
         # As many tasks as can run at once: each reads at 1/tasks of the budget.
         tasks = max(1, min(len(works), context.defaultParallelism))
     else:
         tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
     groups = split_works(works, tasks)
-    bk_settings = settings.bookkeeper_settings().with_overrides(
-        zk_max_reads_per_second=read_budget.shared(budget, len(groups))
-    )
-    shared_bk = settings.bk_shared
+    bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
+    shared_bk = endpoints.policy.bk_shared
     broadcast = context.broadcast(refs)
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
@@ -618,7 +616,7 @@ def _on_executors(
         if mine:
             classifier = _classifier_of(token, broadcast, shared_bk)
             seconds["classifier"] = time.monotonic() - started
-            with MetadataStore.open(bk_settings) as bk:
+            with MetadataStore.open(bk_endpoint) as bk:
                 bk.sync(root)
                 done = classify_directories(
                     bk,
@@ -734,7 +732,7 @@ def _missing_listed(
     return missing, present
 
 
-def _id_counter(settings: Settings) -> int | None:
+def _id_counter(zk: ZkEndpoint) -> int | None:
     from ledger_gc.metadata.id_counter import read_id_counter
 
-    return read_id_counter(settings)
+    return read_id_counter(zk)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.options import FORCE_HELP
@@ -157,7 +158,7 @@ def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
         # SIGTERM: the delete batch under way finishes and is audited, the rest waits.
         with stop_on_signals():
             report = run_orphan_cycle(
-                settings,
+                resolve(settings),  # the edge: resolved once, for the whole cycle
                 dry_run=True if args.dry_run else None,
                 force=args.force,
                 inventory=args.inventory,

@@ -55,10 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:
+    from ledger_gc.config.edge import resolve
     from ledger_gc.console import print_json
     from ledger_gc.restore.restoring import restore_run
 
-    report = restore_run(settings, args.run, dry_run=args.dry_run)
+    report = restore_run(resolve(settings), args.run, dry_run=args.dry_run)  # the edge
     data = report.to_dict()
     if args.json:
         print_json(data)

@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_trim_command(args: argparse.Namespace, settings: Settings) -> int:
+    from ledger_gc.config.edge import resolve
     from ledger_gc.console import EXIT_ERROR, print_json
     from ledger_gc.trim.run import TrimScope, run_trim
 
@@ -57,7 +58,11 @@ def run_trim_command(args: argparse.Namespace, settings: Settings) -> int:
         scope = TrimScope.all()
     with stop_on_signals() as stop:
         report = run_trim(
-            settings, scope=scope, dry_run=args.dry_run, source="cli", should_stop=stop
+            resolve(settings),  # the edge: resolved once, for the run
+            scope=scope,
+            dry_run=args.dry_run,
+            source="cli",
+            should_stop=stop,
         )
     data = report.to_dict()
     exit_code = report.exit_code

@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ledger_gc.config import broker_conf
+from ledger_gc.config.endpoints import (
+    BOOKKEEPER,
+    DEFAULT_ZK_MAX_RECORD_BYTES,
+    PULSAR,
+    check_state_dir,
+)
 from ledger_gc.config.setting_forms import (
     as_zk_address,
     check_bucket,
@@ -68,10 +74,6 @@ from ledger_gc.rules.trim.eligibility import TrimRetention
 
 DAY = 24 * 3600
 
-# ZooKeeper refuses a request over its jute.maxbuffer (default 0xfffff, 1 MiB less one
-# byte) by dropping the connection. ledger-gc keeps every write request it sends below
-# this, leaving headroom for the request's own framing and a multi's other operations.
-DEFAULT_ZK_MAX_RECORD_BYTES = 1_000_000
 READ_ONLY_MODES = ("auto", "true", "false")
 #: A ZooKeeper address (``ledger_gc.config.zk_addresses``): text in any of Pulsar's and
 #: BookKeeper's forms, kept as a ``ZkAddress``, written back as its one spelling that
@@ -82,8 +84,6 @@ ZK_ADDRESS = Kind(
     lambda value: value if isinstance(value, ZkAddress) else TEXT.accept(value),
     lambda address: address.text,
 )
-#: Whose ZooKeeper sessions a ``Settings`` opens (``Settings.ensemble``).
-PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
 
 
 #: Pulsar's defaults (DESIGN.md): consumed ledgers go at once.
@@ -616,30 +616,9 @@ class Settings:
         return replace(getattr(self, spec.field), **{spec.part: value})
 
     def check_state_dir(self) -> Path:
-        """Make sure the state dir exists and is writable, before anything runs.
-
-        The audit log lives there, and a deletion that cannot be audited is not made: a
-        state dir that is a file, or read-only, must stop a run before its first mark, not
-        after its first delete.
-        """
-        path = Path(self.state_dir)
-        if path.exists() and not path.is_dir():
-            raise ConfigError(
-                f"LEDGERGC_STATE_DIR={path} is a file, not a directory; point it at a "
-                "directory (it is created if missing)"
-            )
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"LEDGERGC_STATE_DIR={path} cannot be created ({exc.strerror}); point it at "
-                "a writable directory"
-            ) from exc
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise ConfigError(
-                f"LEDGERGC_STATE_DIR={path} is not writable; point it at a writable directory"
-            )
-        return path
+        """Make sure the state dir exists and is writable, before anything runs
+        (``endpoints.check_state_dir``)."""
+        return check_state_dir(Path(self.state_dir))
 
     def given(self, env: str) -> str:
         """The value of ``env`` as it was written (an address in Pulsar's form), for errors

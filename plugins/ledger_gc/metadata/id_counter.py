@@ -7,7 +7,7 @@ ids at or above it). Its own module, in the metadata layer, so both read it alik
 
 from __future__ import annotations
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.errors import MetadataAccessError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.store import MetadataStore
@@ -30,7 +30,7 @@ def next_sequence(cversion: int, children: int, *, deletes_advance: bool) -> int
     return cversion if deletes_advance else (cversion + children) // 2
 
 
-def read_id_counter(settings: Settings) -> int | None:
+def read_id_counter(endpoint: ZkEndpoint) -> int | None:
     """The chroot's ledger-id counter: the next id ``/ledgers/idgen`` would hand out.
 
     Read without drawing an id: drawing one would move the counter past the very
@@ -42,7 +42,7 @@ def read_id_counter(settings: Settings) -> int | None:
     ledgers' own lists are evidence (horizon.py).
     """
     what = f"reading the ledger-id counter {paths.LEDGER_IDGEN_PATH}"
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(endpoint) as store:
         client = store.client
 
         def read() -> int | None:
@@ -67,7 +67,7 @@ def read_id_counter(settings: Settings) -> int | None:
                 store.hosts,
                 what=f"{what} (a probe under {SEQUENCE_PROBE_PATH})",
                 znode=SEQUENCE_PROBE_PATH,
-                names=settings.zk_setting_names(),
+                names=endpoint.names,
             )
 
         return guarded(what, store.hosts, read, refused=refused)

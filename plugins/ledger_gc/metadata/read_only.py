@@ -9,15 +9,14 @@ metadata: the trim refuses, orphan and segment removal (which only read metadata
 
 from __future__ import annotations
 
-from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 
 BROKERS_PATH = "/loadbalance/brokers"
 
 
-def metadata_is_read_only(store: MetadataStore, settings: Settings) -> tuple[bool, str]:
-    """(read-only?, why) for this run's settings and the brokers registered now."""
-    mode = settings.metadata_read_only
+def metadata_is_read_only(store: MetadataStore, mode: str) -> tuple[bool, str]:
+    """(read-only?, why) for this run's ``LEDGERGC_METADATA_READ_ONLY`` (``mode``) and
+    the brokers registered now."""
     if mode == "true":
         return True, "LEDGERGC_METADATA_READ_ONLY=true"
     if mode == "false":

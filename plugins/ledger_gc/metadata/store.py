@@ -10,9 +10,10 @@ return whether to write. They are re-run on every retry, so they must decide fro
 record they are given, never from state captured before the read.
 
 Every write keeps the record's own framing (raw, or Pulsar's compression frame with its
-codec) and is checked against ``Settings.zk_max_record_bytes`` before it is sent: a
-request over the server's ``jute.maxbuffer`` makes ZooKeeper drop the connection, which
-would stop the whole run on every retry (``encode_for_znode``).
+codec) and is checked against the endpoint's ``max_record_bytes``
+(``LEDGERGC_ZK_MAX_RECORD_BYTES``) before it is sent: a request over the server's
+``jute.maxbuffer`` makes ZooKeeper drop the connection, which would stop the whole run
+on every retry (``encode_for_znode``).
 
 Two changes span several znodes and go in one ZooKeeper ``multi``, so that they are
 decided and applied against one consistent state:
@@ -52,7 +53,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.serialization import GetChildren, GetData
 
-from ledger_gc.config.settings import DEFAULT_ZK_MAX_RECORD_BYTES, Settings
+from ledger_gc.config.endpoints import DEFAULT_ZK_MAX_RECORD_BYTES, ZkEndpoint
 from ledger_gc.config.zk_security import PULSAR_NAMES, Names
 from ledger_gc.errors import (
     AlreadyExistsError,
@@ -158,14 +159,16 @@ class MetadataStore:
 
     @classmethod
     @contextmanager
-    def open(cls, settings: Settings) -> Iterator[MetadataStore]:
-        with session(settings) as client:
+    def open(cls, endpoint: ZkEndpoint) -> Iterator[MetadataStore]:
+        """A store over a new session to ``endpoint`` (its read budget, its record limit,
+        its variables named by a refusal), closed with the ``with`` block."""
+        with session(endpoint) as client:
             yield cls(
                 client,
-                settings.zk_hosts,
-                max_record_bytes=settings.zk_max_record_bytes,
-                names=settings.zk_setting_names(),
-                budget=budget_for(settings.zk_max_reads_per_second),
+                endpoint.hosts,
+                max_record_bytes=endpoint.max_record_bytes,
+                names=endpoint.names,
+                budget=budget_for(endpoint.max_reads_per_second),
             )
 
     def _call(self, what: str, call: Callable[[], T]) -> T:

@@ -1,12 +1,13 @@
-"""A kazoo session built from Settings: TLS, SASL, digest auth, ACLs, clear errors.
+"""A kazoo session to a ``ZkEndpoint``: TLS, SASL, digest auth, ACLs, clear errors.
 
 ``connect`` is the one place a session is opened, for the CLI, every DAG task and every
-Spark executor alike. It says to kazoo what the settings say (``ledger_gc.config.zk_security``):
+Spark executor alike. It says to kazoo what the endpoint says, as the edge resolved it
+from the settings (``ledger_gc.config.endpoints``, ``ledger_gc.config.zk_security``):
 
 * TLS (``LEDGERGC_ZK_TLS``): the server's certificate verified against the configured
   CAs alone (else the system's) and its host name checked, a client certificate when
-  set: one ``SSLContext`` per session (``zk_tls``), which kazoo's connections use
-  through ``zk_tls.TlsHandler``;
+  set: one ``SSLContext`` per set of TLS material and process (``zk_tls``), which
+  kazoo's connections use through ``zk_tls.TlsHandler``;
 * SASL (``LEDGERGC_ZK_SASL_*`` or a JAAS file): DIGEST-MD5 or GSSAPI through
   ``pure-sasl``; a Kerberos ticket is asked for first, so a missing keytab is its own
   error rather than a refused session; a server that does not speak SASL ends the login
@@ -28,6 +29,8 @@ BookKeeper's sessions, whichever of Pulsar's values they take.
 from __future__ import annotations
 
 import logging
+import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,8 +51,8 @@ from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import ACL, CREATOR_ALL_ACL
 
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.config.jaas import GSSAPI, ZooKeeperLogin
-from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_security import Names, ZkSecurity
 from ledger_gc.errors import (
     ConfigError,
@@ -78,32 +81,33 @@ UNAVAILABLE = (
 _GAVE_UP = (KeeperState.CLOSED, KeeperState.AUTH_FAILED, KeeperState.EXPIRED_SESSION)
 
 
-def connect(settings: Settings) -> KazooClient:
-    """Start a session to ``settings.zk_hosts`` (chroot included) or raise a clear error:
+def connect(endpoint: ZkEndpoint) -> KazooClient:
+    """Start a session to ``endpoint`` (its chroot included) or raise a clear error:
     ``ConfigError`` for what a setting can fix (TLS, SASL), ``MetadataUnavailableError``
     for an ensemble that does not answer."""
-    security = settings.zk_security
-    names = settings.zk_setting_names()
+    security = endpoint.security
+    names = endpoint.names
+    hosts = endpoint.hosts
     auth_data = None
-    if settings.zk_digest:
-        _, sep, _ = settings.zk_digest.partition(":")
+    if endpoint.digest:
+        _, sep, _ = endpoint.digest.partition(":")
         if not sep:
             raise MetadataError("LEDGERGC_ZK_DIGEST must be user:password")
-        auth_data = [("digest", settings.zk_digest)]
-    context = tls_context(security, names) if security.uses_tls else None
-    login = security.login(names)
+        auth_data = [("digest", endpoint.digest)]
+    context = _context(endpoint) if security.uses_tls else None
+    login = endpoint.login()
     acl = own_acl(
-        digest=settings.zk_digest,
+        digest=endpoint.digest,
         login=login,
         client_certificate=security.uses_tls and bool(security.tls_cert),
     )
     if login is not None and login.mechanism == GSSAPI:
-        _check_kerberos(settings.zk_hosts, security, login, names)
+        _check_kerberos(hosts, security, login, names)
     quiet = _StartingLog()
     client = KazooClient(
-        hosts=settings.zk_hosts,
+        hosts=hosts,
         logger=quiet,
-        timeout=settings.zk_timeout_seconds,
+        timeout=endpoint.timeout_seconds,
         auth_data=auth_data,
         default_acl=acl,
         sasl_options=_sasl_options(security, login),
@@ -115,17 +119,17 @@ def connect(settings: Settings) -> KazooClient:
         use_ssl=context is not None,
     )
     sasl = zk_sasl.guard(client) if login is not None else None
-    started = _started(client, settings.zk_timeout_seconds)
+    started = _started(client, endpoint.timeout_seconds)
     if not started:
         # The login may end before kazoo reports the session connected (its state goes
         # from connecting straight to auth-failed): the guard still saw why.
         if login is not None and sasl is not None and sasl.empty_challenge:
-            raise zk_sasl.not_spoken(settings.zk_hosts, login, security, names)
-        found = diagnose(settings.zk_hosts, security, context, names)
+            raise zk_sasl.not_spoken(hosts, login, security, names)
+        found = diagnose(hosts, security, context, names)
         if found is not None:
             raise found
         raise MetadataUnavailableError(
-            f"{names.at(settings.zk_hosts)} unreachable; no metadata read, nothing "
+            f"{names.at(hosts)} unreachable; no metadata read, nothing "
             f"deleted. Check {names('hosts')} and that the ensemble is up."
         )
     try:
@@ -135,19 +139,43 @@ def connect(settings: Settings) -> KazooClient:
         _close(client)
         if login is None:
             raise MetadataUnavailableError(
-                f"{names.at(settings.zk_hosts)} closed the session as it started "
+                f"{names.at(hosts)} closed the session as it started "
                 f"({type(exc).__name__}); no metadata read, nothing deleted"
             ) from exc
         if sasl is not None and sasl.empty_challenge:
-            raise zk_sasl.not_spoken(settings.zk_hosts, login, security, names) from exc
-        raise zk_sasl.refused(settings.zk_hosts, login, security, names) from exc
+            raise zk_sasl.not_spoken(hosts, login, security, names) from exc
+        raise zk_sasl.refused(hosts, login, security, names) from exc
     # kazoo's warnings until now (a refused login among them) are summed up above.
     quiet.starting = False
-    chroot = settings.zk_chroot
+    chroot = endpoint.chroot
     if chroot and root is None:
         _close(client)
         raise MetadataError(f"ZooKeeper chroot {chroot} does not exist")
     return client
+
+
+#: The TLS context of each set of material (the CAs, the client certificate and key, the
+#: host name check), built once per process and shared by the sessions that use it
+#: (never pickled: an executor builds its own from the endpoint's portable material).
+#: Keyed by what the files held, not by their paths: rotated files are new material.
+_CONTEXTS: dict[tuple[Any, ...], ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def _context(endpoint: ZkEndpoint) -> ssl.SSLContext:
+    security, names = endpoint.security, endpoint.names
+    cas = security.trusted_cas(names)
+    if cas is None:
+        # The system's CAs, as OpenSSL finds them now (SSL_CERT_FILE may have changed):
+        # a context of its own for each session, as before.
+        return tls_context(security, names)
+    client = security.client_certificate(names)
+    key = (cas, None if client is None else (client.chain, client.key), security.verify_hostname)
+    with _CONTEXTS_LOCK:
+        context = _CONTEXTS.get(key)
+        if context is None:
+            context = _CONTEXTS[key] = tls_context(security, names)
+        return context
 
 
 def own_acl(
@@ -268,9 +296,9 @@ def _gss_text(exc: Exception) -> str:
 
 
 @contextmanager
-def session(settings: Settings) -> Iterator[KazooClient]:
+def session(endpoint: ZkEndpoint) -> Iterator[KazooClient]:
     """A session for the duration of a ``with`` block."""
-    client = connect(settings)
+    client = connect(endpoint)
     try:
         yield client
     finally:

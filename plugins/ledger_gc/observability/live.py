@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger_gc.config.edge import zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.metadata.store import MetadataStore
@@ -38,7 +39,7 @@ def read_live_status(settings: Settings) -> dict[str, Any]:
     quick = settings.with_overrides(
         zk_timeout_seconds=min(settings.zk_timeout_seconds, LIVE_TIMEOUT_SECONDS)
     )
-    with MetadataStore.open(quick) as store:
+    with MetadataStore.open(zk_endpoint(quick)) as store:
         return collect_status(store, None).to_dict()
 
 

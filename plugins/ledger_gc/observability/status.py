@@ -167,7 +167,7 @@ def _add_storage_usage(status: StoreStatus, storage: LedgerStorage, whole_store:
     objects: dict[str, int] = defaultdict(int)
     sizes: dict[str, int] = defaultdict(int)
     foreign_objects = foreign_bytes = 0
-    for obj in storage.iter_objects(storage.settings.key_prefix):
+    for obj in storage.iter_objects(storage.store.key_prefix):
         parsed = parse_key(storage.prefix, obj.key)
         if parsed.is_block and parsed.ml_name is not None:
             objects[parsed.ml_name] += 1

@@ -63,6 +63,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
     install_secret_masking()  # every logger's records, py4j's and kazoo's included
     from pyspark.sql import SparkSession
 
+    from ledger_gc.config.edge import resolve
     from ledger_gc.orphans import cycle
     from ledger_gc.spark.session import configure_session
 
@@ -71,9 +72,10 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
         configure_session(spark)
         settings = Settings.from_env()
         install_for(settings)
+        endpoints = resolve(settings)  # the edge of a spark-submit'ed step
         if step == SURVEY:
             result = cycle.step_survey(
-                settings,
+                endpoints,
                 args.run_id,
                 spark,
                 inventory=args.inventory,
@@ -85,7 +87,7 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
             # batch under way finishes and is audited, nothing new starts. A SIGKILL still
             # leaves every batch it interrupted announced in the audit log beforehand.
             with stop_on_signals():
-                deleted = cycle.step_delete(settings, args.run_id, options=options, spark=spark)
+                deleted = cycle.step_delete(endpoints, args.run_id, options=options, spark=spark)
             result = deleted.summary()
         json.dump(result, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")

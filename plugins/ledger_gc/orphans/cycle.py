@@ -20,8 +20,11 @@ and any step can be re-run on its own:
   those prefixes empty and closes them as ``gone``);
 * ``step_report`` appends the summary to the run log, also for a failed cycle.
 
-Deletion happens only with ``settings.delete_enabled`` and without ``dry_run``; by
-default a cycle registers, corrects and reports what it would delete (DESIGN.md).
+Every step takes the run's ``Endpoints`` (``config/endpoints.py``: the servers, the
+stores and the policy, resolved from the settings by the CLI command or the Airflow task
+that runs it), never the settings. Deletion happens only with the policy's
+``delete_enabled`` and without ``dry_run``; by default a cycle registers, corrects and
+reports what it would delete (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints
+from ledger_gc.config.policy import Policy
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.metadata import read_budget
 from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
@@ -84,7 +88,7 @@ class OrphanCycleError(LedgerGcError):
 
 
 def step_survey(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     spark: SparkSession,
     *,
@@ -99,19 +103,19 @@ def step_survey(
     overwrites them. Returns a short summary (the app prints it; the record holds the
     rest)."""
     request = SurveyRequest(
-        settings=settings,
+        endpoints=endpoints,
         run_id=run_id,
         spark=spark,
         clock=clock,
-        registered=_once(OrphanRegistry(settings).entries),
+        registered=_once(OrphanRegistry(endpoints.state).entries),
         witness=witness,
         inventory=inventory,
         offload_inventory=offload_inventory,
     )
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(DIFF)
     diff, candidates = survey_sources(request)
-    steps.write_diff(diff, candidates, settings.prefix)
+    steps.write_diff(diff, candidates, endpoints.blocks.prefix)
     scan = steps.read_record(SCAN, ScanRecord, required=False) or ScanRecord()
     return {
         "run_id": run_id,
@@ -141,24 +145,24 @@ def _once(read: Callable[[], T]) -> Callable[[], T]:
 
 
 def step_phases(
-    settings: Settings, run_id: str, *, force: bool = False, clock: Clock = now_ms
+    endpoints: Endpoints, run_id: str, *, force: bool = False, clock: Clock = now_ms
 ) -> PhasesRecord:
     """Guards, then initialize and correct, in one registry transaction (idempotent).
 
     Reads only the state store: the survey's diff record (guard inputs, snapshot facts)
     and candidates, and the registry; records its result there (``PHASES``)."""
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     diff = steps.read_record(DIFF, DiffRecord) or DiffRecord()
     steps.start_step(PHASES)
-    refusals = survey_refusals(diff, settings.orphan_max_fraction, force=force)
-    found = {c.prefix(settings.prefix): c for c in steps.read_candidates()}
+    refusals = survey_refusals(diff, endpoints.policy.orphan_max_fraction, force=force)
+    found = {c.prefix(endpoints.blocks.prefix): c for c in steps.read_candidates()}
     candidates, held = hold_by_source(found, diff)
-    stale = guards.stale_metadata(horizon.proof_of_staleness(held), settings.zk_hosts, force=force)
+    stale = guards.stale_metadata(horizon.proof_of_staleness(held), endpoints.zk.hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
     for item in held:
         log.warning("orphan cycle %s holds %s: %s", run_id, item.prefix, item.reason)
-    registry = OrphanRegistry(settings)
+    registry = OrphanRegistry(endpoints.state)
     result = PhasesRecord(
         forced=force,
         refusals=[r.to_dict() for r in refusals],
@@ -298,7 +302,7 @@ def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:
 
 
 def step_delete(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     *,
     options: CycleOptions = CycleOptions(),
@@ -312,17 +316,17 @@ def step_delete(
 
     Runs under the delete lock (``delete_lock.py``): at most one cycle deletes at a time,
     and each re-reads the registry once it holds the lock. ``lock_wait_seconds``
-    defaults to ``settings.orphan_lock_wait_seconds``; more eligible entries than
-    ``distribute_over`` (default ``settings.orphan_delete_spark_over``) go to ``spark``'s
+    defaults to the policy's ``orphan_lock_wait_seconds``; more eligible entries than
+    ``distribute_over`` (default: its ``orphan_delete_spark_over``) go to ``spark``'s
     executors."""
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     applied = steps.read_record(PHASES, PhasesRecord) or PhasesRecord()
     # What an earlier attempt of this step deleted (Airflow's retry of the task, same
     # run: say its lock was lost half-way) stays in this run's record and report.
     earlier = steps.read_record(DELETE, DeleteRecord, required=False)
     carried = [r for r in earlier.results if r.action == outcomes.DELETED] if earlier else []
     steps.start_step(DELETE)
-    deleting_now = options.deleting(settings)
+    deleting_now = options.deleting(endpoints.policy)
     result = DeleteRecord(deleting=deleting_now)
     record = _DeleteRecorder(steps, carried)
     if not applied.applied:
@@ -330,16 +334,17 @@ def step_delete(
             result, skipped="the scan was not applied (see the refusals); nothing deleted"
         )
         return record(result)
-    wait = settings.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
+    policy = endpoints.policy
+    wait = policy.orphan_lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     if distribute_over is None:
-        distribute_over = settings.orphan_delete_spark_over
+        distribute_over = policy.orphan_delete_spark_over
     # BookKeeper's znode deletes are fenced by a lock of its ensemble's when its sessions
     # are not Pulsar's: both are taken before anything is read or sent.
-    bookkeeper = settings.bookkeeper_settings() if settings.bookkeeper != "false" else None
+    bookkeeper = endpoints.bookkeeper.zk if endpoints.bookkeeper_on else None
     try:
-        with delete_lock(settings, run_id, wait, bookkeeper=bookkeeper) as lock:
+        with delete_lock(endpoints.zk, run_id, wait, bookkeeper=bookkeeper) as lock:
             return _delete_under_lock(
-                settings,
+                endpoints,
                 record,
                 result,
                 spark,
@@ -367,15 +372,16 @@ class _DeleteRecorder:
         return result
 
 
-def delete_needs_spark(settings: Settings) -> bool:
+def delete_needs_spark(endpoints: Endpoints) -> bool:
     """Whether the delete step has work for executors: more registered orphans than
-    ``settings.orphan_delete_spark_over`` (an upper bound of what can be due, read
+    ``endpoints.policy.orphan_delete_spark_over`` (an upper bound of what can be due, read
     without the lock; ``step_delete`` decides again under it)."""
-    return len(OrphanRegistry(settings).entries()) > settings.orphan_delete_spark_over
+    entries = OrphanRegistry(endpoints.state).entries()
+    return len(entries) > endpoints.policy.orphan_delete_spark_over
 
 
 def _delete_under_lock(
-    settings: Settings,
+    endpoints: Endpoints,
     record: _DeleteRecorder,
     result: DeleteRecord,
     spark: SparkSession | None,
@@ -388,7 +394,7 @@ def _delete_under_lock(
     had: an overlapping cycle that held it before may have deleted, or applied a newer
     scan, and what it closed must not be deleted or audited again."""
     run_id = record.steps.run_id
-    registry = OrphanRegistry(settings)
+    registry = OrphanRegistry(endpoints.state)
     latest = registry.latest_scan()
     if latest is None or latest.run_id != run_id:
         result = replace(
@@ -399,7 +405,7 @@ def _delete_under_lock(
         return record(result)
     # Now, as the servers' clocks say: grace counts what they measured since each
     # entry's first scan, retention compares with S3's own LastModified (timekeeping.py).
-    _, instant, warnings = observe(settings, run_id, witness, clock)
+    _, instant, warnings = observe(endpoints.zk, endpoints.blocks, run_id, witness, clock)
     now = instant.now_ms()
     result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
     entries = registry.entries()
@@ -407,11 +413,11 @@ def _delete_under_lock(
         entries.values(),
         latest.number,
         now,
-        settings.grace_seconds,
-        settings.retention_seconds,
+        endpoints.policy.grace_seconds,
+        endpoints.policy.retention_seconds,
         timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant),
     )
-    ours = _our_clusters(settings, latest.result).to_dict()
+    ours = _our_clusters(endpoints.policy, latest.result).to_dict()
     result = replace(result, eligible=len(plan.eligible), our_clusters=ours)
 
     # A signal, or the lock lost with its session: stop before the next request.
@@ -422,7 +428,7 @@ def _delete_under_lock(
     # and segments in batches (on Spark's executors when many), BookKeeper one znode at
     # a time.
     request = DeleteRequest(
-        settings=settings,
+        endpoints=endpoints,
         run_id=run_id,
         now_ms=now,
         deleting=result.deleting,
@@ -460,12 +466,12 @@ def _delete_under_lock(
     return record(result)
 
 
-def _our_clusters(settings: Settings, scan_result: dict[str, Any]) -> segments.OurClusters:
+def _our_clusters(policy: Policy, scan_result: dict[str, Any]) -> segments.OurClusters:
     """The clusters whose segments the delete step may delete: LEDGERGC_PULSAR_CLUSTER as
     it is now, else what the applied scan learned from the store's live segments (a scan
     applied by an older ledger-gc learned nothing: only nameless segments are ours)."""
-    if settings.pulsar_clusters:
-        return segments.our_clusters(settings.pulsar_clusters, [])
+    if policy.pulsar_clusters:
+        return segments.our_clusters(policy.pulsar_clusters, [])
     learned = segments.OurClusters.from_dict(scan_result.get("our_clusters"))
     return learned or segments.our_clusters((), [])
 
@@ -521,7 +527,7 @@ def _apply_delete_results(
 
 
 def step_report(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     *,
     options: CycleOptions = CycleOptions(),
@@ -531,14 +537,14 @@ def step_report(
 ) -> report.CycleReport:
     """Build the cycle's report from its records and the registry; append it to the run log."""
     cycle_report = report.build_report(
-        settings, run_id, options=options, now_ms=clock(), started_ms=started_ms, error=error
+        endpoints, run_id, options=options, now_ms=clock(), started_ms=started_ms, error=error
     )
-    report.publish(settings, cycle_report)
+    report.publish(endpoints, cycle_report)
     return cycle_report
 
 
 def run_orphan_cycle(
-    settings: Settings,
+    endpoints: Endpoints,
     *,
     dry_run: bool | None = None,
     force: bool = False,
@@ -555,13 +561,14 @@ def run_orphan_cycle(
     is this host's clock (tests give it a wrong one); ``witness`` reads the servers'
     clocks (tests: ``ServerClocks(offset_ms=...)`` for time that passed). Raises
     ``OrphanCycleError`` (with the failed run's report) when a step fails: nothing is
-    deleted after a failure.
+    deleted after a failure. ``endpoints``: what the caller (the edge) resolved its
+    settings to.
     """
     clock = clock or now_ms
     # A damaged registry stops the cycle here, before Spark starts or anything is read:
     # one error naming the file and the fix, and no failed-run report that would need
     # the registry too (issue 11).
-    OrphanRegistry(settings).check()
+    OrphanRegistry(endpoints.state).check()
     run_id = run_id or new_run_id(now_ms=clock())
     options = CycleOptions(
         dry_run=dry_run, force=force, inventory=inventory, offload_inventory=offload_inventory
@@ -569,7 +576,7 @@ def run_orphan_cycle(
     started = clock()
     # The servers before Spark starts: one that cannot be reached (or a BookKeeper
     # layout that cannot be read) is one line, exit 2, and no run in the run log.
-    check_servers(settings)
+    check_servers(endpoints)
     try:
         if spark is None:
             from ledger_gc.spark.session import LazySession, local_session
@@ -578,7 +585,7 @@ def run_orphan_cycle(
             # whose ledgers' records are cached needs none.
             spark = cast("SparkSession", LazySession(local_session))
         step_survey(
-            settings,
+            endpoints,
             run_id,
             spark,
             inventory=inventory,
@@ -586,13 +593,20 @@ def run_orphan_cycle(
             clock=clock,
             witness=witness,
         )
-        step_phases(settings, run_id, force=force, clock=clock)
-        step_delete(settings, run_id, options=options, spark=spark, clock=clock, witness=witness)
+        step_phases(endpoints, run_id, force=force, clock=clock)
+        step_delete(
+            endpoints,
+            run_id,
+            options=options,
+            spark=spark,
+            clock=clock,
+            witness=witness,
+        )
     except Exception as exc:
         failed = step_report(
-            settings, run_id, options=options, clock=clock, started_ms=started, error=exc
+            endpoints, run_id, options=options, clock=clock, started_ms=started, error=exc
         )
         if isinstance(exc, LedgerGcError):
             raise OrphanCycleError(str(exc), failed) from exc
         raise
-    return step_report(settings, run_id, options=options, clock=clock, started_ms=started)
+    return step_report(endpoints, run_id, options=options, clock=clock, started_ms=started)

@@ -8,7 +8,7 @@ kazoo's ``Lock`` recipe at ``/ledger-gc/locks/orphan-delete`` below the chroot (
 worker reaches ZooKeeper; a crashed holder's ephemeral node goes with its session), and
 the cycle that gets the lock re-reads the registry before it plans anything.
 
-A lock that cannot be had within ``Settings.orphan_lock_wait_seconds`` is not an error:
+A lock that cannot be had within ``LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS`` is not an error:
 the cycle deletes nothing, says who holds the lock, and the next run retries.
 
 **A lock can be lost while it is held.** Its ephemeral node lives as long as the
@@ -39,7 +39,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.errors import LedgerGcError, MetadataAccessError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence
@@ -78,21 +78,21 @@ class DeleteLock:
     def __init__(
         self,
         client: KazooClient,
-        settings: Settings,
+        endpoint: ZkEndpoint,
         run_id: str,
         *,
         path: str = DELETE_LOCK_PATH,
     ) -> None:
-        """``client``: a session of ``settings``."""
+        """``client``: a session to ``endpoint``."""
         self._client = client
-        self._settings = settings
-        self._hosts = settings.zk_hosts
+        self._endpoint = endpoint
+        self._hosts = endpoint.hosts
         self._path = path
         self._lock = client.Lock(path, identifier=run_id)
         self._lost: str | None = None
         self._suspended_at: float | None = None
-        self._safe_s = settings.zk_timeout_seconds * SUSPENDED_SAFE_FRACTION
-        self._look_s = settings.zk_timeout_seconds * LOOK_FRACTION
+        self._safe_s = endpoint.timeout_seconds * SUSPENDED_SAFE_FRACTION
+        self._look_s = endpoint.timeout_seconds * LOOK_FRACTION
         self._looked_at = 0.0
         self._looking = threading.Lock()  # one look at the server at a time
         self._held = False
@@ -156,16 +156,16 @@ class DeleteLock:
             raise RuntimeError(f"the delete lock {self._path} is not held")
         return self._fence
 
-    def fence_for(self, settings: Settings) -> Fence:
-        """The fence for writes with ``settings``' sessions: this lock's own for the
-        settings it was taken with, the BookKeeper lock's for BookKeeper's. Any other
-        settings have none (a programming error: ``delete_lock`` names them first)."""
-        if settings == self._settings:
+    def fence_for(self, endpoint: ZkEndpoint) -> Fence:
+        """The fence for writes on sessions to ``endpoint``: this lock's own for the
+        endpoint it was taken at, the BookKeeper lock's for BookKeeper's. Any other
+        endpoint has none (a programming error: ``delete_lock`` names them first)."""
+        if endpoint == self._endpoint:
             return self.fence
-        if self._bookkeeper is not None and settings == self._bookkeeper._settings:
+        if self._bookkeeper is not None and endpoint == self._bookkeeper._endpoint:
             return self._bookkeeper.fence
         raise RuntimeError(
-            f"no delete lock is held at {settings.zk_hosts}: take it with delete_lock(...)"
+            f"no delete lock is held at {endpoint.hosts}: take it with delete_lock(...)"
         )
 
     def holder(self) -> str:
@@ -189,7 +189,7 @@ class DeleteLock:
             self._hosts,
             what=f"taking the delete lock {self._path}",
             znode=self._path,
-            names=self._settings.zk_setting_names(),
+            names=self._endpoint.names,
         )
 
     def release(self) -> None:
@@ -257,33 +257,33 @@ class DeleteLock:
 
 @contextmanager
 def delete_lock(
-    settings: Settings,
+    endpoint: ZkEndpoint,
     run_id: str,
     wait_seconds: float,
     *,
-    bookkeeper: Settings | None = None,
+    bookkeeper: ZkEndpoint | None = None,
     what: str = "the orphans stay registered and the next run retries",
     path: str = DELETE_LOCK_PATH,
 ) -> Iterator[DeleteLock]:
     """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``.
 
-    ``bookkeeper``: the settings of BookKeeper's sessions, when its znodes are to be
-    deleted or created: if they are not ``settings`` (another ensemble, chroot or
-    identity), the lock there (``BOOKKEEPER_LOCK_PATH``) is taken too, after this one,
+    ``bookkeeper``: BookKeeper's ensemble, when its znodes are to be deleted or
+    created: if it is not ``endpoint`` (another ensemble, chroot or identity), the lock
+    there (``BOOKKEEPER_LOCK_PATH``) is taken too, after this one,
     before the block runs, so a cycle never starts deleting without both. ``what``: what
     a caller that gets neither is told happens next."""
-    with session(settings) as client:
-        lock = DeleteLock(client, settings, run_id, path=path)
+    with session(endpoint) as client:
+        lock = DeleteLock(client, endpoint, run_id, path=path)
         if not lock.acquire(wait_seconds):
             holder = lock.holder()
             lock.release()
             raise DeleteLockBusy(
-                f"another run ({holder}) held the delete lock {path} at {settings.zk_hosts} "
+                f"another run ({holder}) held the delete lock {path} at {endpoint.hosts} "
                 f"for more than {wait_seconds:g} s (LEDGERGC_ORPHAN_LOCK_WAIT_SECONDS); "
                 f"nothing was deleted or restored, {what}"
             )
         try:
-            if bookkeeper is None or bookkeeper == settings:
+            if bookkeeper is None or bookkeeper == endpoint:
                 yield lock
                 return
             with delete_lock(

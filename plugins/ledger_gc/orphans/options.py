@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ledger_gc.rules.orphans.guards import FORCEABLE, METADATA_READ, STALE_RUN
 
 if TYPE_CHECKING:
-    from ledger_gc.config.settings import Settings
+    from ledger_gc.config.policy import Policy
 
 #: What ``force`` does: ``ledgergc orphans --force``'s help and the DAG's ``force`` param.
 FORCE_HELP = (
@@ -26,11 +26,11 @@ FORCE_HELP = (
 class CycleOptions:
     """What a run was asked to do (CLI flags, DAG params)."""
 
-    dry_run: bool | None = None  # None: dry unless settings.delete_enabled
+    dry_run: bool | None = None  # None: dry unless LEDGERGC_DELETE_ENABLED
     force: bool = False
     inventory: str | None = None
     offload_inventory: str | None = None
 
-    def deleting(self, settings: Settings) -> bool:
+    def deleting(self, policy: Policy) -> bool:
         """Deletion needs the setting on and no dry run (DESIGN.md: off until configured)."""
-        return settings.delete_enabled and not self.dry_run
+        return policy.delete_enabled and not self.dry_run

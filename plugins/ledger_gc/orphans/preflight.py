@@ -16,27 +16,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ledger_gc.bookkeeper.survey import check_layout
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.errors import MetadataAccessError, MetadataError, MetadataUnavailableError
 from ledger_gc.metadata.zk_client import session
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 
-def check_servers(settings: Settings) -> None:
+def check_servers(endpoints: Endpoints) -> None:
     """Reach ZooKeeper (Pulsar's, and BookKeeper's when that source is on) and the
     buckets that are set; raise the one-line error of the first that fails
     (``MetadataUnavailableError``, ``StorageError``, ``BucketNotFoundError``)."""
-    with _reached(), session(settings):
+    with _reached(), session(endpoints.zk):
         pass
     with _reached():
         # Also refuses a BookKeeper source that cannot be read (LEDGERGC_BOOKKEEPER=true
         # and no LAYOUT, a layout ledger-gc cannot read, an identity refused READ on it):
         # a setting to fix, one line.
-        check_layout(settings)
-    if settings.block_store:
-        LedgerStorage(settings).check_bucket()
-    if settings.offload_bucket:
-        OffloadStorage(settings).check_bucket()
+        check_layout(endpoints)
+    if endpoints.blocks.configured:
+        LedgerStorage(endpoints.blocks).check_bucket()
+    if endpoints.offload.configured:
+        OffloadStorage(endpoints.offload).check_bucket()
 
 
 @contextmanager

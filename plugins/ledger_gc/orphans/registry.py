@@ -70,8 +70,8 @@ def registry_path(state_dir: Path | str) -> Path:
 class OrphanRegistry:
     """The registry in a state store. Cheap to create; each call is its own transaction.
 
-    ``location``: the run's settings (their ``LEDGERGC_STATE_URL``), a ``StateStore``, or
-    a state dir (its embedded SQLite store).
+    ``location``: the run's state endpoint or settings (their ``LEDGERGC_STATE_URL``), a
+    ``StateStore``, or a state dir (its embedded SQLite store).
     """
 
     def __init__(self, location: StateLocation) -> None:
@@ -363,13 +363,12 @@ def _scan(row: RowMapping) -> ScanRecord:
 
 
 def _url_of(location: Any) -> str:
-    from ledger_gc.config.settings import Settings
     from ledger_gc.state.url import default_state_url
 
     if isinstance(location, StateStore):
         return location.url
-    if isinstance(location, Settings):
-        return location.state_url or default_state_url(location.state_dir)
+    if hasattr(location, "state_dir"):  # a state endpoint (or settings), by attribute
+        return location.state_url or default_state_url(Path(location.state_dir))
     if isinstance(location, str) and "://" in location:
         return location
     return default_state_url(Path(location))

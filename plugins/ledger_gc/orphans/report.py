@@ -1,7 +1,7 @@
 """The report of an orphan cycle: what ``ledgergc orphans`` prints and the run log keeps.
 
 One JSON object per cycle is appended to the state store's run log
-(``run_log.append_run(settings, "orphans", ...)``), built from the run's step records
+(``run_log.append_run(state, "orphans", ...)``), built from the run's step records
 (``run_steps``) and the registry, so the report task may run on any worker. The Airflow
 view and the Prometheus metrics read it, so its fields are a contract. All times are
 epoch milliseconds, sizes bytes.
@@ -102,7 +102,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
 from ledger_gc.bookkeeper.survey import with_later_holds
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
 from ledger_gc.orphans import layout, run_steps
 from ledger_gc.orphans.records import (
     CycleStatus,
@@ -213,7 +213,7 @@ def _target(item: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def build_report(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     *,
     options: CycleOptions,
@@ -222,14 +222,14 @@ def build_report(
     error: BaseException | str | None = None,
 ) -> CycleReport:
     """Assemble the report from the run's step records, the registry and its history."""
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     snapshot = steps.read_record(SNAPSHOT, SnapshotRecord, required=False)
     scan = steps.read_record(SCAN, ScanRecord, required=False)
     diff = steps.read_record(DIFF, DiffRecord, required=False)
     applied = steps.read_record(PHASES, PhasesRecord, required=False)
     deleted = steps.read_record(DELETE, DeleteRecord, required=False)
     found = {SNAPSHOT: snapshot, SCAN: scan, DIFF: diff, PHASES: applied, DELETE: deleted}
-    registry = OrphanRegistry(settings)
+    registry = OrphanRegistry(endpoints.state)
     entries = registry.entries()
     history = registry.history(run_id=run_id)
     latest = registry.latest_scan()
@@ -274,8 +274,8 @@ def build_report(
                 entry,
                 latest.number,
                 instant.now_ms(),
-                settings.grace_seconds,
-                settings.retention_seconds,
+                endpoints.policy.grace_seconds,
+                endpoints.policy.retention_seconds,
                 grace_elapsed_ms=elapsed.get(entry.prefix, 0),
             )
             if where is None:
@@ -364,7 +364,7 @@ def build_report(
     if started_ms is None and snapshot is not None:
         started_ms = snapshot.started_ms
     started = now_ms if started_ms is None else started_ms
-    deleting_now = deleted.deleting if deleted else options.deleting(settings)
+    deleting_now = deleted.deleting if deleted else options.deleting(endpoints.policy)
     data: dict[str, Any] = {
         "kind": KIND,
         "run_id": run_id,
@@ -374,17 +374,17 @@ def build_report(
         "time_ms": finished,
         "duration_seconds": round((finished - started) / 1000, 3),
         "dry_run": not deleting_now,
-        "delete_enabled": settings.delete_enabled,
+        "delete_enabled": endpoints.policy.delete_enabled,
         "forced": options.force,
         "error": error_text,
         "error_type": error_type,
         "settings": {
-            "grace_seconds": settings.grace_seconds,
-            "retention_seconds": settings.retention_seconds,
-            "orphan_max_fraction": settings.orphan_max_fraction,
-            "bucket": settings.bucket,
-            "prefix": settings.prefix,
-            "zk_hosts": settings.zk_hosts,
+            "grace_seconds": endpoints.policy.grace_seconds,
+            "retention_seconds": endpoints.policy.retention_seconds,
+            "orphan_max_fraction": endpoints.policy.orphan_max_fraction,
+            "bucket": endpoints.blocks.bucket,
+            "prefix": endpoints.blocks.prefix,
+            "zk_hosts": endpoints.zk.hosts,
         },
         "snapshot": {
             "managed_ledgers": snapshot.managed_ledgers if snapshot else None,
@@ -436,7 +436,7 @@ def build_report(
             "bytes": sum(entry.bytes for entry in entries.values()),
             "scan_number": applied.scan_number if applied else None,
         },
-        "zookeeper": _zookeeper(settings, snapshot, diff, deleted),
+        "zookeeper": _zookeeper(endpoints.zk, snapshot, diff, deleted),
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
         "bookkeeper": _bookkeeper(diff, applied, delete_results),
     }
@@ -444,7 +444,7 @@ def build_report(
 
 
 def _zookeeper(
-    settings: Settings,
+    zk: ZkEndpoint,
     snapshot: SnapshotRecord | None,
     diff: DiffRecord | None,
     deleted: DeleteRecord | None,
@@ -466,7 +466,7 @@ def _zookeeper(
     return {
         "reads": sum(step["reads"] for step in ran),
         "peak_per_second": max((step["peak_per_second"] for step in ran), default=0),
-        "max_reads_per_second": settings.zk_max_reads_per_second or None,
+        "max_reads_per_second": zk.max_reads_per_second or None,
         "by_step": by_step,
     }
 
@@ -541,12 +541,13 @@ def _namespace(ml_name: str) -> str:
     return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 else NO_NAMESPACE
 
 
-def publish(settings: Settings, cycle_report: CycleReport) -> None:
+def publish(endpoints: Endpoints, cycle_report: CycleReport) -> None:
     """Append the run log; forget the step records of old runs (and a crashed survey's
     scratch on this worker)."""
-    run_log.append_run(settings, KIND, cycle_report.to_dict())
-    run_steps.prune_runs(settings, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
-    layout.prune_runs(settings.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
+    state = endpoints.state
+    run_log.append_run(state, KIND, cycle_report.to_dict())
+    run_steps.prune_runs(state, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
+    layout.prune_runs(state.state_dir, KEEP_RUN_FOLDERS, current=cycle_report.run_id)
 
 
 # --- text ------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ class S3Source:
 
             return distributed_delete(request.spark, request, entries)
         return deleting.recheck_and_delete(
-            request.settings,
+            request.endpoints,
             entries,
             run_id=request.run_id,
             now_ms=request.now_ms,

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.clock import now_ms
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints, ObjectStore
 from ledger_gc.metadata import id_counter, read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
@@ -57,14 +57,14 @@ def survey(request: SurveyRequest) -> Findings:
     """Snapshot, scan and diff in ``request.spark`` (one JVM start-up, not three): the
     S3 source's findings. What this application held is dropped at the end, whatever
     happened: the later steps read only the state store's records."""
-    settings, run_id, spark = request.settings, request.run_id, request.spark
+    endpoints, run_id, spark = request.endpoints, request.run_id, request.spark
     if nothing_to_scan(request):
         return without_buckets(request)
-    run = RunPaths(settings.state_dir, run_id)
+    run = RunPaths(endpoints.state.state_dir, run_id)
     try:
-        step_snapshot(settings, run_id, spark, clock=request.clock, witness=request.witness)
+        step_snapshot(endpoints, run_id, spark, clock=request.clock, witness=request.witness)
         step_scan(
-            settings,
+            endpoints,
             run_id,
             spark,
             inventory=request.inventory,
@@ -72,7 +72,7 @@ def survey(request: SurveyRequest) -> Findings:
             clock=request.clock,
             witness=request.witness,
         )
-        return diff_job(spark, settings, run)
+        return diff_job(spark, endpoints, run)
     finally:
         release(run)
         run.remove()
@@ -84,10 +84,10 @@ def nothing_to_scan(request: SurveyRequest) -> bool:
     BookKeeper alone). Then its Spark jobs (reading every managed ledger again, the
     scans, the diff) would find nothing, at the cost of seconds and a read of every
     managed-ledger znode."""
-    settings = request.settings
+    endpoints = request.endpoints
     return (
-        not settings.block_store
-        and not settings.offload_bucket
+        not endpoints.blocks.configured
+        and not endpoints.offload.configured
         and not request.inventory
         and not request.offload_inventory
         and not any(e.target_class in ORPHAN_CLASSES for e in request.registered().values())
@@ -99,13 +99,14 @@ def without_buckets(request: SurveyRequest) -> Findings:
     survey would make them: the run's ZooKeeper sequence and the servers' times (the run
     order and every grace window depend on them), the managed ledgers' count, no
     objects, no candidates."""
-    settings, run_id, clock = request.settings, request.run_id, request.clock
-    steps = RunSteps(settings, run_id)
+    endpoints, run_id, clock = request.endpoints, request.run_id, request.clock
+    zk = endpoints.zk
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(settings, run_id, request.witness, clock)
+    sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, request.witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         names = store.list_managed_ledgers(sync=True, include_v1=True)
     snapshot = SnapshotRecord(
         started_ms=started,
@@ -121,7 +122,7 @@ def without_buckets(request: SurveyRequest) -> Findings:
     steps.write_record(run_steps.SNAPSHOT, snapshot)
     steps.start_step(run_steps.SCAN)
     scanned = clock()
-    _, instant, warnings = observe(settings, run_id, request.witness, clock)
+    _, instant, warnings = observe(zk, endpoints.blocks, run_id, request.witness, clock)
     scan = ScanRecord(
         source="listing",
         started_ms=scanned,
@@ -139,7 +140,7 @@ def without_buckets(request: SurveyRequest) -> Findings:
 
 
 def step_snapshot(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     spark: SparkSession,
     *,
@@ -151,18 +152,19 @@ def step_snapshot(
     numbered first by a ZooKeeper sequence: runs are ordered by that number
     (``step_phases``' stale-run check), never by a host's clock. Any read error fails
     the step and no record is written."""
-    steps = RunSteps(settings, run_id)
+    zk = endpoints.zk
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.SNAPSHOT)
-    sequence, instant, warnings = observe(settings, run_id, witness, clock)
+    sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         # v1 topics (property/cluster/ns) too: their records name offloaded segments, and
         # a segment no record read names would look orphaned. (No block of the store is
         # ever a v1 name's: its keys are foreign to the layout.)
         names = store.list_managed_ledgers(sync=True, include_v1=True)
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
-        read = read_snapshot(spark, settings, names, names_per_shard=names_per_shard)
+        read = read_snapshot(spark, zk, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)
     reads = read_budget.Reads.merged([read_budget.METER.since(mark), read.zk_reads])
     record = SnapshotRecord(
@@ -180,7 +182,7 @@ def step_snapshot(
 
 
 def step_scan(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     spark: SparkSession,
     *,
@@ -193,17 +195,18 @@ def step_scan(
     with its totals and the ledger-id counter read after it. The servers' time read
     after it is the scan's time, from which the grace window of every orphan it
     registers runs (timekeeping.py)."""
-    what = f"inventory {inventory}" if inventory else f"list bucket {settings.bucket}"
+    zk = endpoints.zk
+    what = f"inventory {inventory}" if inventory else f"list bucket {endpoints.blocks.bucket}"
     with session.job_group(spark, run_id, "scan", what):
-        steps = RunSteps(settings, run_id)
+        steps = RunSteps(endpoints.state, run_id)
         steps.start_step(run_steps.SCAN)
         started = clock()
-        store = scan_store(spark, settings, inventory)
+        store = scan_store(spark, endpoints.blocks, inventory)
         if store.described["source"] == "listing":
             session.hold(run_id, SCAN, store.frame)
         offload = None
-        if settings.offload_bucket:
-            offloaded = scan_offload(spark, settings, offload_inventory)
+        if endpoints.offload.configured:
+            offloaded = scan_offload(spark, endpoints.offload, offload_inventory)
             session.hold(run_id, OFFLOAD_SCAN, offloaded.frame)
             offload = offloaded.described
         record = ScanRecord(
@@ -216,27 +219,27 @@ def step_scan(
             # Read after the listing: every ledger with a block listed above was allocated
             # before this read, so its id is below the counter in a store whose metadata
             # is current (horizon.py; issue 11).
-            id_counter=id_counter.read_id_counter(settings),
+            id_counter=id_counter.read_id_counter(zk),
         )
-    _, instant, warnings = observe(settings, run_id, witness, clock)
+    _, instant, warnings = observe(zk, endpoints.blocks, run_id, witness, clock)
     record = replace(record, instant=instant.to_dict(), clock_warnings=warnings)
     steps.write_record(run_steps.SCAN, record)
     return record
 
 
-def step_diff(settings: Settings, run_id: str, spark: SparkSession) -> DiffRecord:
+def step_diff(endpoints: Endpoints, run_id: str, spark: SparkSession) -> DiffRecord:
     """The diff on its own: this source's findings recorded as the run's whole diff (no
     other source surveyed in this run: its part of the record says it was off)."""
-    steps = RunSteps(settings, run_id)
+    steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.DIFF)  # a failed re-run leaves no output, not the last one's
-    findings = diff_job(spark, settings, RunPaths(settings.state_dir, run_id))
+    findings = diff_job(spark, endpoints, RunPaths(endpoints.state.state_dir, run_id))
     record = DiffRecord.from_dict(findings.record | {"candidates": len(findings.candidates)})
-    steps.write_diff(record, findings.candidates, settings.prefix)
+    steps.write_diff(record, findings.candidates, endpoints.blocks.prefix)
     return record
 
 
 def _scan_objects(
-    spark: SparkSession, settings: Settings, run: RunPaths, scan: ScanRecord
+    spark: SparkSession, store: ObjectStore, run: RunPaths, scan: ScanRecord
 ) -> DataFrame:
     """The scan's objects, whatever its source: an inventory's pinned files read again,
     or the listing this application holds."""
@@ -246,14 +249,14 @@ def _scan_objects(
             raise MissingStepOutputError(
                 f"the scan of run {run.run_id} names no inventory files; run the scan again"
             )
-        frame, _, _ = read_inventory(spark, settings, scan.inventory, files=scan.inventory_files)
+        frame, _, _ = read_inventory(spark, store, scan.inventory, files=scan.inventory_files)
         return frame
     return session.held(run.run_id, SCAN)
 
 
 def diff_job(
     spark: SparkSession,
-    settings: Settings,
+    endpoints: Endpoints,
     run: RunPaths,
     *,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
@@ -262,27 +265,30 @@ def diff_job(
     fields of this source (with the snapshot's facts about registered targets that the
     phases step needs) and its candidates. Records nothing."""
     with session.job_group(spark, run.run_id, "diff", "classify the scan against the snapshot"):
-        result, fields = classify(spark, settings, run, max_foreign_samples)
+        result, fields = classify(spark, endpoints, run, max_foreign_samples)
     return Findings(fields, result.candidates)
 
 
 def classify(
-    spark: SparkSession, settings: Settings, run: RunPaths, max_foreign_samples: int
+    spark: SparkSession,
+    endpoints: Endpoints,
+    run: RunPaths,
+    max_foreign_samples: int,
 ) -> tuple[DiffResult, dict[str, Any]]:
     """``diff_job``'s work: the classification itself, and the record's fields."""
     from pyspark.sql import functions as F
 
-    steps = RunSteps(settings, run.run_id)
+    steps = RunSteps(endpoints.state, run.run_id)
     snapshot_record = steps.read_record(run_steps.SNAPSHOT, SnapshotRecord) or SnapshotRecord()
     scan_record = steps.read_record(run_steps.SCAN, ScanRecord) or ScanRecord()
     snapshot = session.held(run.run_id, SNAPSHOT)
-    objects = _scan_objects(spark, settings, run, scan_record)
+    objects = _scan_objects(spark, endpoints.blocks, run, scan_record)
     if "offload_uuid" not in snapshot.columns:  # a snapshot of an older ledger-gc
         snapshot = snapshot.withColumn("offload_uuid", F.lit(None).cast("string"))
     blocks = diff_blocks(
         snapshot,
         objects,
-        settings,
+        endpoints.blocks,
         managed_ledgers=int(snapshot_record.managed_ledgers or 0),
         max_foreign_samples=max_foreign_samples,
     )
@@ -291,12 +297,13 @@ def classify(
         diff_segments(
             snapshot,
             session.held(run.run_id, OFFLOAD_SCAN),
-            settings,
+            (endpoints.blocks, endpoints.offload),
+            endpoints.policy.pulsar_clusters,
             result,
             scan_record.offload,
             max_foreign_samples=max_foreign_samples,
         )
-    registered = OrphanRegistry(settings).entries().values()
+    registered = OrphanRegistry(endpoints.state).entries().values()
     facts = {"ml_high": blocks.ml_high, **registered_facts(snapshot, registered)}
     fields = _fields(result, snapshot_record, scan_record, facts, metadata_max_ledger_id(snapshot))
     return result, fields

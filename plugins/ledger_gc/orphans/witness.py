@@ -18,7 +18,7 @@ from email.utils import parsedate_to_datetime
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore, ZkEndpoint
 from ledger_gc.errors import MetadataAccessError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.own_znodes import reclaim
@@ -44,9 +44,16 @@ class ServerClocks:
 
     offset_ms: int = 0
 
-    def observe(self, settings: Settings, clock: Callable[[], int]) -> Observation:
-        with session(settings) as client:
-            reclaim(client, settings.zk_hosts, TICKS_PATH)  # an older version's open ACL
+    def observe(
+        self,
+        zk: ZkEndpoint,
+        clock: Callable[[], int],
+        blocks: ObjectStore | None = None,
+    ) -> Observation:
+        """ZooKeeper's sequence and time (a session to ``zk``), this host's, and S3's
+        (the block store's; none configured: ZooKeeper's clock alone)."""
+        with session(zk) as client:
+            reclaim(client, zk.hosts, TICKS_PATH)  # an older version's open ACL
 
             def tick() -> tuple[str, int]:
                 path, stat = client.create(
@@ -59,17 +66,15 @@ class ServerClocks:
             def refused() -> MetadataAccessError:
                 return zk_access.own_refusal(
                     client,
-                    settings.zk_hosts,
+                    zk.hosts,
                     what=f"reading ZooKeeper's clock (a tick under {TICKS_PATH})",
                     znode=TICKS_PATH,
-                    names=settings.zk_setting_names(),
+                    names=zk.names,
                 )
 
-            path, zk_ms = guarded(
-                "reading ZooKeeper's clock", settings.zk_hosts, tick, refused=refused
-            )
+            path, zk_ms = guarded("reading ZooKeeper's clock", zk.hosts, tick, refused=refused)
         host_ms = clock()
-        s3_ms = _s3_time(settings)
+        s3_ms = _s3_time(blocks) if blocks is not None and blocks.configured else None
         return Observation(
             int(path.rsplit("-", 1)[1]),
             Instant(
@@ -80,13 +85,11 @@ class ServerClocks:
         )
 
 
-def _s3_time(settings: Settings) -> int | None:
+def _s3_time(blocks: ObjectStore) -> int | None:
     """S3's clock (the ``Date`` header, second precision); None if it sends none."""
-    if not settings.block_store:
-        return None  # no block store: ZooKeeper's clock alone (BookKeeper ages are its too)
-    storage = LedgerStorage(settings)
+    storage = LedgerStorage(blocks)
     try:
-        response = storage.client.head_bucket(Bucket=settings.bucket)
+        response = storage.client.head_bucket(Bucket=blocks.bucket)
         header = response["ResponseMetadata"]["HTTPHeaders"].get("date")
         return int(parsedate_to_datetime(header).timestamp() * 1000) if header else None
     except Exception as exc:  # no S3 time is no evidence, never a guess
@@ -95,14 +98,17 @@ def _s3_time(settings: Settings) -> int | None:
 
 
 def observe(
-    settings: Settings,
+    zk: ZkEndpoint,
+    blocks: ObjectStore | None,
     run_id: str,
     witness: ServerClocks | None,
     clock: Callable[[], int],
 ) -> tuple[int, Instant, list[str]]:
     """The servers' clocks and ZooKeeper's sequence now, and warnings about this host's
-    (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs)."""
-    seen = (witness or ServerClocks()).observe(settings, clock)
+    (logged: a clock that is off is an operator's to fix, the cycle goes on by theirs).
+    ``blocks``: the block store, whose clock S3's is (none configured: BookKeeper's
+    ages are ZooKeeper's too)."""
+    seen = (witness or ServerClocks()).observe(zk, clock, blocks)
     warnings = timekeeping.clock_warnings(seen.instant)
     for warning in warnings:
         log.warning("orphan cycle %s: %s", run_id, warning)

@@ -47,7 +47,7 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.clock import now_ms
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
@@ -123,7 +123,7 @@ def new_restore_id(clock: Callable[[], int] = now_ms) -> str:
 
 
 def restore_run(
-    settings: Settings,
+    endpoints: Endpoints,
     run_id: str,
     *,
     dry_run: bool = False,
@@ -135,9 +135,10 @@ def restore_run(
 
     Raises SafetyRefusalError (nothing changed) for a bucket known to be unversioned, a
     run id with no ``deleted`` records in the audit log, or a run that deleted nothing
-    recoverable.
+    recoverable. ``endpoints``: what the edge (``ledgergc restore``) resolved its
+    settings to.
     """
-    audit = audit or AuditLog(settings)
+    audit = audit or AuditLog(endpoints.state)
     records = [r for r in audit.read() if r.get("run_id") == run_id]
     # BookKeeper ledgers come back by re-creating their znodes (bookkeeper/restore.py),
     # from the record written ahead of each delete: one whose answer was lost (no
@@ -146,7 +147,7 @@ def restore_run(
     # rest of the run, if any of it is recoverable, from the bucket.
     ledgers = _bookkeeper_records(records)
     if ledgers is not None:
-        restored = _restore_bookkeeper(settings, audit, run_id, dry_run, clock)
+        restored = _restore_bookkeeper(endpoints, audit, run_id, dry_run, clock)
         records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
         if not any(r.get("recoverable") for r in records):
             return restored
@@ -165,7 +166,7 @@ def restore_run(
         )
     # Each record is restored in the bucket it was deleted from: a segment's prefix is a
     # bare key of the offload bucket, never one of the ledger bucket.
-    storages = _Storages(settings, storage)
+    storages = _Storages(endpoints, storage)
     where = {id(r): storages.of(r) for r in deleted}
     usable = {s.bucket: s for s in where.values() if isinstance(s, LedgerStorage)}
     if not usable:
@@ -241,7 +242,7 @@ def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] |
 
 
 def _restore_bookkeeper(
-    settings: Settings,
+    endpoints: Endpoints,
     audit: AuditLog,
     run_id: str,
     dry_run: bool,
@@ -253,7 +254,8 @@ def _restore_bookkeeper(
     from ledger_gc.bookkeeper.restore import WARNING, restore_ledgers
     from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
 
-    where = f"{settings.bookkeeper_hosts}{settings.bookkeeper_root}"
+    bookkeeper = endpoints.bookkeeper
+    where = bookkeeper.where
     report = RestoreReport(
         new_restore_id(clock), run_id, dry_run, {"bucket": where, "versioning": "bookkeeper"}
     )
@@ -264,20 +266,20 @@ def _restore_bookkeeper(
             try:
                 lock = stack.enter_context(
                     delete_lock(
-                        settings,
+                        endpoints.zk,
                         report.run_id,
-                        settings.orphan_lock_wait_seconds,
-                        bookkeeper=settings.bookkeeper_settings(),
+                        endpoints.policy.orphan_lock_wait_seconds,
+                        bookkeeper=bookkeeper.zk,
                         what="run the restore again at once: the bookies drop a deleted "
                         "ledger's data at their next garbage collection",
                     )
                 )
             except DeleteLockBusy as exc:
                 raise SafetyRefusalError(str(exc)) from None
-            fence = lock.fence_for(settings.bookkeeper_settings())
+            fence = lock.fence_for(bookkeeper.zk)
         records = _bookkeeper_records(audit.read(run_id=run_id)) or []
         results = restore_ledgers(
-            settings, audit, report.run_id, records, dry_run=dry_run, fence=fence
+            bookkeeper, audit, report.run_id, records, dry_run=dry_run, fence=fence
         )
     for result in results:
         item = RestoredPrefix(
@@ -382,16 +384,16 @@ def _record(
 class _Storages:
     """The storage a recoverable record's prefix is in, from the record's ``bucket``
     (records of before that field: a segment's is the offload bucket, else the ledger
-    bucket), or why it cannot be restored (a bucket the settings do not name)."""
+    bucket), or why it cannot be restored (a bucket the endpoints do not name)."""
 
-    def __init__(self, settings: Settings, ledger: LedgerStorage | None) -> None:
-        self.settings = settings
+    def __init__(self, endpoints: Endpoints, ledger: LedgerStorage | None) -> None:
+        self.endpoints = endpoints
         self.ledger = ledger
         self.offload: LedgerStorage | None = None
 
     def of(self, record: dict[str, Any]) -> LedgerStorage | str:
         segment = record.get("target_class") in SEGMENT_TARGETS
-        wanted = self.settings.offload_bucket if segment else self.settings.bucket
+        wanted = self.endpoints.offload.bucket if segment else self.endpoints.blocks.bucket
         bucket = record.get("bucket") or wanted
         if not bucket or bucket != wanted:
             setting = "LEDGERGC_OFFLOAD_BUCKET" if segment else "LEDGERGC_BUCKET"
@@ -401,7 +403,7 @@ class _Storages:
                 "that run)"
             )
         if segment:
-            self.offload = self.offload or OffloadStorage(self.settings)
+            self.offload = self.offload or OffloadStorage(self.endpoints.offload)
             return self.offload
-        self.ledger = self.ledger or LedgerStorage(self.settings)
+        self.ledger = self.ledger or LedgerStorage(self.endpoints.blocks)
         return self.ledger

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.rules.orphans.segments import CLUSTER_METADATA
 from ledger_gc.storage.s3 import OffloadStorage
 
@@ -87,12 +87,12 @@ def _tag(storage: OffloadStorage, data_key: str) -> tuple[str, str | None, bool]
     return data_key, None, False
 
 
-def read_segment_tags(settings: Settings, data_keys: Sequence[str]) -> dict[str, str | None]:
+def read_segment_tags(offload: ObjectStore, data_keys: Sequence[str]) -> dict[str, str | None]:
     """data key -> the segment's cluster name (None: it has none); a segment that could
     not be read is absent (the diff keeps it an orphan candidate)."""
     if not data_keys:
         return {}
-    storage = OffloadStorage(settings)
+    storage = OffloadStorage(offload)
     with ThreadPoolExecutor(max_workers=min(THREADS, len(data_keys))) as pool:
         read = list(pool.map(lambda key: _tag(storage, key), data_keys))
     return {key: tag for key, tag, ok in read if ok}

@@ -44,7 +44,7 @@ from typing import Any
 
 from ledger_gc import termination
 from ledger_gc.audit import AuditLog
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.formats.markers import deletable_markers
@@ -186,7 +186,7 @@ def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
 
 
 def recheck_and_delete(
-    settings: Settings,
+    endpoints: Endpoints,
     entries: Iterable[RegistryEntry],
     *,
     run_id: str,
@@ -204,29 +204,29 @@ def recheck_and_delete(
     entries left are reported ``skipped``. Returns one result per entry.
     """
     clusters = segments.OurClusters.from_dict(ours) or segments.our_clusters(
-        settings.pulsar_clusters, []
+        endpoints.policy.pulsar_clusters, []
     )
     items = list(entries)
     if not items:
         return []
     results: list[RecheckResult] = []
-    if not settings.block_store and any(e.target_class != ORPHAN_SEGMENT for e in items):
+    if not endpoints.blocks.configured and any(e.target_class != ORPHAN_SEGMENT for e in items):
         blocks = [e for e in items if e.target_class != ORPHAN_SEGMENT]
         why = "LEDGERGC_BUCKET is empty (the block store is off): ledger blocks are not re-checked"
         results = [RecheckResult.of(e, FAILED, why, error=why) for e in blocks]
         items = [e for e in items if e.target_class == ORPHAN_SEGMENT]
         if not items:
             return results
-    storage = LedgerStorage(settings) if settings.block_store else None
+    storage = LedgerStorage(endpoints.blocks) if endpoints.blocks.configured else None
     # Audited ahead, batch by batch, by the delete path itself: a deletion whose record
     # cannot be written is not made (AuditUnavailableError stops the step).
-    audit = AuditLog(settings)
+    audit = AuditLog(endpoints.state)
     deleter = (
         Deleter(storage, audit, run_id, dry_run=not deleting, should_stop=should_stop)
         if storage
         else None
     )
-    offload = OffloadStorage(settings) if settings.offload_bucket else None
+    offload = OffloadStorage(endpoints.offload) if endpoints.offload.configured else None
     offload_deleter = (
         Deleter(offload, audit, run_id, dry_run=not deleting, should_stop=should_stop)
         if offload is not None
@@ -234,7 +234,7 @@ def recheck_and_delete(
     )
     with ExitStack() as stack:
         try:
-            store = stack.enter_context(MetadataStore.open(settings))
+            store = stack.enter_context(MetadataStore.open(endpoints.zk))
         except MetadataUnavailableError as exc:
             return [skipped(entry, str(exc)) for entry in items]
         unavailable: str | None = None
@@ -271,7 +271,9 @@ def recheck_and_delete(
                         RecheckResult.of(entry, FAILED, "re-check failed", error=str(exc))
                     )
                     continue
-                decision = phases.decide(entry, live, listing, now_ms, settings.retention_seconds)
+                decision = phases.decide(
+                    entry, live, listing, now_ms, endpoints.policy.retention_seconds
+                )
                 if decision.action == phases.DELETE and entry.target_class == ORPHAN_SEGMENT:
                     segments_to_delete.append((entry, decision))
                 elif decision.action == phases.DELETE:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore, ZkEndpoint
 from ledger_gc.errors import StorageError
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import LedgerInfo, decode_managed_ledger_info
@@ -35,7 +35,7 @@ SnapshotRow = tuple[str, str, int | None, str | None]
 ObjectRow = tuple[str, int, int]
 
 
-def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[SnapshotRow]:
+def read_managed_ledgers(zk: ZkEndpoint, names: Sequence[str]) -> list[SnapshotRow]:
     """Snapshot rows of some managed ledgers: one ``ml`` row each, plus one row per
     listed and per marked ledger id, with the offload uuid it carries (the listed
     LedgerInfo's ``offloadContext``, set before an offload uploads anything; the
@@ -48,7 +48,7 @@ def read_managed_ledgers(settings: Settings, names: Sequence[str]) -> list[Snaps
     if not names:
         return []
     ml_paths = [paths.managed_ledger_path(name) for name in names]
-    with MetadataStore.open(settings) as store:
+    with MetadataStore.open(zk) as store:
         # This session may be on another server of the ensemble than the driver's listing.
         store.sync(paths.MANAGED_LEDGERS_ROOT)
         raws = store.get_many_raw(ml_paths)
@@ -134,14 +134,14 @@ def _list_level(storage: LedgerStorage, prefix: str) -> tuple[list[str], list[Ob
     return subdirs, objects
 
 
-def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str], list[ObjectInfo]]:
+def discover_shards(store: ObjectStore, *, threads: int = 16) -> tuple[list[str], list[ObjectInfo]]:
     """Split the prefix into namespace prefixes (``<prefix>/<tenant>/<ns>/``) for parallel
     listing; objects that lie above that level (all foreign) are returned directly.
     With the block store off (``LEDGERGC_BUCKET`` empty) there is nothing to list."""
-    if not settings.block_store:
+    if not store.configured:
         return [], []
-    storage = storage_for(settings)
-    tenants, loose = _list_level(storage, settings.key_prefix)
+    storage = storage_for(store)
+    tenants, loose = _list_level(storage, store.key_prefix)
     shards: list[str] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ledgergc-scan") as pool:
         for namespaces, objects in pool.map(lambda t: _list_level(storage, t), tenants):
@@ -150,39 +150,34 @@ def discover_shards(settings: Settings, *, threads: int = 16) -> tuple[list[str]
     return sorted(shards), loose
 
 
-def storage_for(settings: Settings) -> LedgerStorage:
-    """One ``LedgerStorage`` per settings per process, reused by every task it runs.
+def storage_for(store: ObjectStore) -> LedgerStorage:
+    """One ``LedgerStorage`` per store per process, reused by every task it runs.
 
     Building a boto3 client costs more CPU than listing a small namespace (its service
     model is loaded and its endpoint resolved each time), and the scan runs one task per
     namespace in the same reused Python workers; clients are thread-safe. Keyed by
     process too: a forked child must not use its parent's client, whose pooled
     connections it would share (two processes reading one socket get each other's
-    answers). And keyed by the credentials, which ``repr`` leaves out: two settings that
-    differ only in them must not share a client.
+    answers). And keyed by the credentials (part of the store's identity, not of its
+    ``repr``): two stores that differ only in them must not share a client.
     """
-    credentials = (
-        settings.s3_access_key_id,
-        settings.s3_secret_access_key,
-        settings.s3_session_token,
-    )
-    key = (os.getpid(), repr(settings), credentials)
+    key = (os.getpid(), store)
     with _STORAGE_LOCK:
         storage = _STORAGES.get(key)
         if storage is None:
-            storage = _STORAGES[key] = LedgerStorage(settings)
+            storage = _STORAGES[key] = LedgerStorage(store)
         return storage
 
 
-_STORAGES: dict[tuple[int, str, tuple[str | None, ...]], LedgerStorage] = {}
+_STORAGES: dict[tuple[int, ObjectStore], LedgerStorage] = {}
 _STORAGE_LOCK = threading.Lock()
 
 
-def list_prefixes(settings: Settings, prefixes: Sequence[str]) -> Iterator[ObjectRow]:
+def list_prefixes(store: ObjectStore, prefixes: Sequence[str]) -> Iterator[ObjectRow]:
     """Every object under each prefix, as (key, size, last modified ms) rows."""
     if not prefixes:
         return  # an empty partition (the block store off has none at all)
-    storage = storage_for(settings)
+    storage = storage_for(store)
     for prefix in prefixes:
         for obj in storage.iter_objects(prefix):
             yield (obj.key, obj.size, obj.last_modified)
@@ -192,12 +187,12 @@ def rows_of(objects: Sequence[ObjectInfo]) -> list[ObjectRow]:
     return [(obj.key, obj.size, obj.last_modified) for obj in objects]
 
 
-def list_offload_bucket(settings: Settings) -> Iterator[ObjectRow]:
+def list_offload_bucket(offload: ObjectStore) -> Iterator[ObjectRow]:
     """Every object of the offload bucket under ``LEDGERGC_OFFLOAD_PREFIX`` as rows.
 
     One listing: the offload bucket is flat (``<uuid>-ledger-<id>``), so there are no
     namespace prefixes to split it by; a large one is better read from an S3 Inventory.
     """
-    storage = OffloadStorage(settings)
-    for obj in storage.iter_objects(storage.settings.key_prefix):
+    storage = OffloadStorage(offload)
+    for obj in storage.iter_objects(offload.key_prefix):
         yield (obj.key, obj.size, obj.last_modified)

@@ -10,13 +10,14 @@ registry is the caller's (``cycle.step_delete``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ledger_gc.metadata import read_budget
 from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.s3_orphans.deleting import recheck_and_delete
-from ledger_gc.spark.session import ReadsParam, job_error, job_group, task_settings
+from ledger_gc.spark.session import ReadsParam, job_error, job_group
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -47,7 +48,9 @@ def distributed_delete(
     run_id, now_ms = request.run_id, request.now_ms
     deleting, ours = request.deleting, request.ours
     slices = max(1, -(-len(entries) // per_task))
-    settings = task_settings(request.settings, slices)  # each task's share of the budget
+    endpoints = request.endpoints
+    # Each task's share of the read budget, pickled with it.
+    endpoints = replace(endpoints, zk=endpoints.zk.share(slices))
     reads: Accumulator[dict[int, int]] = spark.sparkContext.accumulator(
         {},
         ReadsParam(),  # type: ignore[arg-type]
@@ -56,7 +59,12 @@ def distributed_delete(
     def recheck(part: Iterable[RegistryEntry]) -> list[RecheckResult]:
         mark = read_budget.METER.mark()
         done = recheck_and_delete(
-            settings, list(part), run_id=run_id, now_ms=now_ms, deleting=deleting, ours=ours
+            endpoints,
+            list(part),
+            run_id=run_id,
+            now_ms=now_ms,
+            deleting=deleting,
+            ours=ours,
         )
         reads.add(read_budget.METER.since(mark))
         return done

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans import classify
 from ledger_gc.rules.orphans.classify import (
@@ -62,19 +62,19 @@ class BlockDiff:
 def diff_blocks(
     snapshot: DataFrame,
     objects: DataFrame,
-    settings: Settings,
+    store: ObjectStore,
     *,
     managed_ledgers: int,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
 ) -> BlockDiff:
     """Classify ``objects`` (the scan's ``key, size, last_modified``) against
-    ``snapshot`` (``entry_type, ml_name, ledger_id, ...``) under ``settings.prefix``;
+    ``snapshot`` (``entry_type, ml_name, ledger_id, ...``) under ``store.prefix``;
     ``managed_ledgers`` is the snapshot's count (the report's)."""
     try:
-        summary = _summary(_classified(snapshot, objects, settings.key_prefix)).collect()
+        summary = _summary(_classified(snapshot, objects, store.key_prefix)).collect()
         diff = _result(summary, managed_ledgers)
         diff.result.foreign_samples = _foreign_samples(
-            objects, settings, diff.result.classes[FOREIGN].objects, max_foreign_samples
+            objects, store, diff.result.classes[FOREIGN].objects, max_foreign_samples
         )
     except LedgerGcError:
         raise
@@ -305,15 +305,15 @@ def _is_block_key(base: str) -> Column:
 
 
 def _foreign_samples(
-    objects: DataFrame, settings: Settings, foreign_objects: int, limit: int
+    objects: DataFrame, store: ObjectStore, foreign_objects: int, limit: int
 ) -> list[dict[str, str]]:
     """A few foreign keys with the reason they are foreign (for the report): the first
     ones the scan meets, so only the start of it is read again."""
     if not foreign_objects or limit <= 0:
         return []
-    rows = objects.where(~_is_block_key(settings.key_prefix)).select("key").limit(limit).collect()
+    rows = objects.where(~_is_block_key(store.key_prefix)).select("key").limit(limit).collect()
     samples = []
     for row in sorted(rows, key=lambda r: r["key"]):
-        parsed_key = keys.parse_key(settings.prefix, row["key"])
+        parsed_key = keys.parse_key(store.prefix, row["key"])
         samples.append({"key": row["key"], "reason": parsed_key.reason or "not a block"})
     return samples

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import LedgerGcError, StorageError
 from ledger_gc.spark.session import job_error
 
@@ -36,10 +36,10 @@ def inventory_format(path: str) -> str:
 
 
 def read_inventory(
-    spark: SparkSession, settings: Settings, path: str, files: list[str] | None = None
+    spark: SparkSession, store: ObjectStore, path: str, files: list[str] | None = None
 ) -> tuple[DataFrame, list[str], str]:
     """An S3 Inventory report as (key, size, last_modified ms) rows of the bucket and
-    prefix of ``settings`` (the store's, or ``offload_settings``'); also the data files
+    prefix of ``store`` (the block store, or tiered storage); also the data files
     it was read from (pinned: the scan's record names them, and the diff reads exactly
     those) and its format.
 
@@ -85,7 +85,7 @@ def read_inventory(
             lm = lm.cast("long")
         condition = F.lit(True)
         if "bucket" in columns:
-            condition = condition & (F.col(columns["bucket"]) == settings.bucket)
+            condition = condition & (F.col(columns["bucket"]) == store.bucket)
         if "is_delete_marker" in columns:
             condition = condition & ~F.coalesce(F.col(columns["is_delete_marker"]), F.lit(False))
         if "is_latest" in columns:
@@ -97,7 +97,7 @@ def read_inventory(
                 F.coalesce(F.col(columns["size"]).cast("long"), F.lit(0)).alias("size"),
                 lm.alias("last_modified"),
             )
-            .where(F.col("key").startswith(settings.key_prefix))
+            .where(F.col("key").startswith(store.key_prefix))
         )
         pinned = sorted(frame.inputFiles())
     except LedgerGcError:

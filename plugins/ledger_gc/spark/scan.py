@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import LedgerGcError, StorageError
 from ledger_gc.s3_orphans import reading
 from ledger_gc.spark.inventory import read_inventory
 from ledger_gc.spark.session import checkpoint, job_error, task_slices
-from ledger_gc.storage.s3 import offload_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,11 +40,11 @@ class ObjectScan:
     bytes: int
 
 
-def scan_store(spark: SparkSession, settings: Settings, inventory: str | None = None) -> ObjectScan:
+def scan_store(spark: SparkSession, store: ObjectStore, inventory: str | None = None) -> ObjectScan:
     """The store's objects: listed by namespace on executors, or read from ``inventory``
     (validated and pinned; the diff reads the same files again rather than copying them)."""
     if inventory:
-        frame, files, fmt = read_inventory(spark, settings, inventory)
+        frame, files, fmt = read_inventory(spark, store, inventory)
         described: dict[str, Any] = {
             "source": "inventory",
             "inventory": inventory,
@@ -54,10 +53,10 @@ def scan_store(spark: SparkSession, settings: Settings, inventory: str | None = 
             "shards": 0,
         }
     else:
-        shards, loose = reading.discover_shards(settings)
+        shards, loose = reading.discover_shards(store)
         rdd = spark.sparkContext.parallelize(
             shards, task_slices(len(shards), 1, spark)
-        ).mapPartitions(lambda part: reading.list_prefixes(settings, list(part)))
+        ).mapPartitions(lambda part: reading.list_prefixes(store, list(part)))
         frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
         if loose:
             frame = frame.unionByName(spark.createDataFrame(reading.rows_of(loose), OBJECT_SCHEMA))
@@ -80,11 +79,10 @@ def scan_store(spark: SparkSession, settings: Settings, inventory: str | None = 
 
 
 def scan_offload(
-    spark: SparkSession, settings: Settings, inventory: str | None = None
+    spark: SparkSession, offload: ObjectStore, inventory: str | None = None
 ) -> ObjectScan:
     """The offload bucket's objects under its prefix (one listing task, or an S3
     Inventory of that bucket), kept as a checkpoint either way."""
-    offload = offload_settings(settings)
     described: dict[str, Any] = {
         "bucket": offload.bucket,
         "prefix": offload.prefix,
@@ -97,7 +95,7 @@ def scan_offload(
             described.update(inventory_format=fmt, inventory_files=files)
         else:
             rdd = spark.sparkContext.parallelize([0], 1).mapPartitions(
-                lambda _: reading.list_offload_bucket(settings)
+                lambda _: reading.list_offload_bucket(offload)
             )
             frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
         kept = checkpoint(frame)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans import classify, segments
 from ledger_gc.rules.orphans.classify import (
@@ -26,7 +26,6 @@ from ledger_gc.rules.storage import keys
 from ledger_gc.s3_orphans import cluster_tags, reading
 from ledger_gc.spark.diff import MAX_FOREIGN_SAMPLES
 from ledger_gc.spark.session import job_error
-from ledger_gc.storage.s3 import offload_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,20 +34,25 @@ if TYPE_CHECKING:
 def diff_segments(
     snapshot: DataFrame,
     objects: DataFrame,
-    settings: Settings,
+    stores: tuple[ObjectStore, ObjectStore],
+    pulsar_clusters: tuple[str, ...],
     result: DiffResult,
     offload: dict[str, Any],
     *,
     max_foreign_samples: int = MAX_FOREIGN_SAMPLES,
 ) -> None:
     """The offload bucket's ``objects`` (its scan) into ``result`` (``segments.py``'s
-    rule as a join); ``offload`` is that scan's record (``scan.scan_offload``).
+    rule as a join); ``offload`` is that scan's record (``scan.scan_offload``);
+    ``stores``: the block store and tiered storage; ``pulsar_clusters``: the clusters
+    named ours (``LEDGERGC_PULSAR_CLUSTER``; empty: learned from live segments).
 
     Live is (uuid, ledger id) carried by a listed or marked ledger anywhere in the
     snapshot; ledger ids are store-wide unique, so the join is by id, not by name.
     """
     try:
-        _diff_segments(snapshot, objects, settings, result, offload, max_foreign_samples)
+        _diff_segments(
+            snapshot, objects, stores, pulsar_clusters, result, offload, max_foreign_samples
+        )
     except LedgerGcError:
         raise
     except Exception as exc:
@@ -58,14 +62,16 @@ def diff_segments(
 def _diff_segments(
     snapshot: DataFrame,
     objects: DataFrame,
-    settings: Settings,
+    stores: tuple[ObjectStore, ObjectStore],
+    pulsar_clusters: tuple[str, ...],
     result: DiffResult,
     offload: dict[str, Any],
     max_foreign_samples: int,
 ) -> None:
     from pyspark.sql import functions as F
 
-    bucket, base = offload["bucket"], offload_settings(settings).key_prefix
+    blocks, offload_store = stores
+    bucket, base = offload["bucket"], offload_store.key_prefix
     if base:
         # An inventory of the whole bucket: keys outside the prefix are not ours to judge.
         objects = objects.where(F.col("key").startswith(base))
@@ -126,14 +132,14 @@ def _diff_segments(
         .collect()
     )
     to_learn = segments.live_sample([row["key"] for row in live_keys])
-    learned = cluster_tags.read_segment_tags(settings, to_learn)
+    learned = cluster_tags.read_segment_tags(offload_store, to_learn)
     ours = segments.our_clusters(
-        settings.pulsar_clusters, [learned[key] for key in to_learn if key in learned]
+        pulsar_clusters, [learned[key] for key in to_learn if key in learned]
     )
     result.our_clusters = ours
     orphan_rows = grouped.where(F.col("class") == ORPHAN_SEGMENT).collect()
     data_keys = [f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}" for row in orphan_rows]
-    tags = cluster_tags.read_segment_tags(settings, data_keys)
+    tags = cluster_tags.read_segment_tags(offload_store, data_keys)
     for row, data_key in sorted(zip(orphan_rows, data_keys, strict=True), key=lambda p: p[1]):
         result.segment_objects += int(row["objects"])
         candidate = Candidate(
@@ -160,7 +166,7 @@ def _diff_segments(
     result.offload_objects = int(everything["n"])
     result.offload_bytes = int(everything["b"] or 0)
     # A bucket shared with the ledger scan: what it listed too is in the totals already.
-    overlap = segments.counted_by_ledger_scan(settings)
+    overlap = segments.counted_by_ledger_scan(blocks, offload_store)
     if overlap is None:
         result.objects += result.offload_objects
         result.bytes += result.offload_bytes

@@ -20,13 +20,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
-from ledger_gc.metadata.read_budget import shared
 from ledger_gc.spark.library_zip import library_zip
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from ledger_gc.config.settings import Settings
 
 
 class SparkJobError(LedgerGcError):
@@ -171,15 +168,6 @@ def task_slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024
     core the application has (up to one item each), at most ``cap``."""
     wanted = -(-count // per_slice) if count else 1
     return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
-
-
-def task_settings(settings: Settings, tasks: int) -> Settings:
-    """The settings a job's tasks read ZooKeeper with: each gets its share of
-    ``LEDGERGC_ZK_MAX_READS_PER_SECOND``, so that ``tasks`` tasks running at once read
-    no more than the budget together (the driver reads nothing while they do)."""
-    return settings.with_overrides(
-        zk_max_reads_per_second=shared(settings.zk_max_reads_per_second, tasks)
-    )
 
 
 class ReadsParam:

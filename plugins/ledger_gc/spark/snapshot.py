@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ZkEndpoint
 from ledger_gc.metadata import read_budget
 from ledger_gc.s3_orphans import reading
 from ledger_gc.spark.session import (
@@ -20,7 +20,6 @@ from ledger_gc.spark.session import (
     SparkJobError,
     checkpoint,
     job_error,
-    task_settings,
     task_slices,
 )
 
@@ -56,12 +55,13 @@ class SnapshotRead:
 
 def read_snapshot(
     spark: SparkSession,
-    settings: Settings,
+    zk: ZkEndpoint,
     names: list[str],
     *,
     names_per_shard: int = NAMES_PER_SHARD,
 ) -> SnapshotRead:
-    """Read the managed ledgers ``names`` on executors, ``names_per_shard`` per task."""
+    """Read the managed ledgers ``names`` on executors, ``names_per_shard`` per task,
+    each task over its own session to ``zk`` (pickled with the task)."""
     slices = task_slices(len(names), names_per_shard, spark)
     # Rows the executors produced, against rows the driver reads back: a part file that
     # stays on an executor's own disk (scratch that is not shared storage) would make the
@@ -71,7 +71,7 @@ def read_snapshot(
         {},
         ReadsParam(),  # type: ignore[arg-type]
     )
-    mine = task_settings(settings, slices)  # each task's share of the read budget
+    mine = zk.share(slices)  # each task's share of the read budget
 
     def read_shard(part: Iterable[str]) -> list[Any]:
         mark = read_budget.METER.mark()

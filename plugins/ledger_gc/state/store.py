@@ -38,11 +38,13 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Connection, Engine
 
+    from ledger_gc.config.endpoints import StateEndpoint
     from ledger_gc.config.settings import Settings
 
-    # Any of these names a store: the store itself, a run's settings (their state URL, and
-    # their state dir for the one-time import), a state dir (its embedded SQLite) or a URL.
-    StateLocation: TypeAlias = "StateStore | Settings | Path | str"
+    # Any of these names a store: the store itself, a run's state endpoint or settings
+    # (their state URL, and their state dir for the one-time import), a state dir (its
+    # embedded SQLite) or a URL.
+    StateLocation: TypeAlias = "StateStore | StateEndpoint | Settings | Path | str"
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # The advisory lock that serialises writers on PostgreSQL (any fixed 63-bit number).

@@ -18,6 +18,7 @@ from ledger_gc.state.store import StateMissingError, StateStore
 from ledger_gc.state.url import default_state_url
 
 if TYPE_CHECKING:
+    from ledger_gc.config.endpoints import StateEndpoint
     from ledger_gc.config.settings import Settings
     from ledger_gc.state.store import StateLocation
 
@@ -67,7 +68,9 @@ def existing_store(location: StateLocation) -> StateStore:
     )
 
 
-def _store_of(location: Settings | Path | str) -> tuple[StateStore, Path | None]:
+def _store_of(
+    location: StateEndpoint | Settings | Path | str,
+) -> tuple[StateStore, Path | None]:
     """The process's store of a location, and the location's state dir (None for a
     URL); creates nothing (no file, no connection)."""
     state_dir: Path | None
@@ -76,7 +79,7 @@ def _store_of(location: Settings | Path | str) -> tuple[StateStore, Path | None]
     elif isinstance(location, str | os.PathLike):
         state_dir = Path(location)
         url = default_state_url(state_dir)
-    else:  # settings (read by attribute: the state layer sits below the settings)
+    else:  # a state endpoint or settings (read by attribute: the state layer sits below)
         state_dir = Path(location.state_dir)
         url = location.state_url or default_state_url(state_dir)
     key = (os.getpid(), url)

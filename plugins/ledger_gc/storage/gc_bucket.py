@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import StorageError
 from ledger_gc.rules.storage import keys
 from ledger_gc.storage import list_pages
@@ -50,14 +50,14 @@ class GcBucket(S3Bucket):
 
     def __init__(
         self,
-        settings: Settings,
+        store: ObjectStore,
         client: Any = None,
         *,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         **kwargs: Any,
     ) -> None:
-        super().__init__(settings, client, **kwargs)
+        super().__init__(store, client, **kwargs)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = random.Random()
@@ -76,7 +76,7 @@ class GcBucket(S3Bucket):
         with self._versioning_lock:
             if self._versioning is None:
                 self._versioning = read_bucket_versioning(
-                    self.client, self.bucket, self.settings.key_prefix
+                    self.client, self.bucket, self.store.key_prefix
                 )
             return self._versioning
 
@@ -221,9 +221,9 @@ class GcBucket(S3Bucket):
         """
         if not prefix.endswith("/") or not prefix.strip("/"):
             raise ValueError(f"prefix {prefix!r} must be a non-empty directory ending in '/'")
-        if not prefix.startswith(self.settings.key_prefix):
+        if not prefix.startswith(self.store.key_prefix):
             raise ValueError(
-                f"prefix {prefix!r} is outside the store's prefix {self.settings.key_prefix!r}"
+                f"prefix {prefix!r} is outside the store's prefix {self.store.key_prefix!r}"
             )
         return self.delete_keys(
             (obj.key for obj in self.iter_objects(prefix)), max_workers=max_workers

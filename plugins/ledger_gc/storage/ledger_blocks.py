@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import BlockFormatError, StorageError
 from ledger_gc.rules.storage import keys
 from ledger_gc.rules.storage.blocks import (
@@ -87,13 +87,13 @@ class LedgerBlocks(S3Bucket):
 
     def __init__(
         self,
-        settings: Settings,
+        store: ObjectStore,
         client: Any = None,
         *,
         index_cache_size: int = INDEX_CACHE_SIZE,
         **kwargs: Any,
     ) -> None:
-        super().__init__(settings, client, **kwargs)
+        super().__init__(store, client, **kwargs)
         self._index_cache: OrderedDict[tuple[str, int], BlockIndex] = OrderedDict()
         self._index_cache_size = index_cache_size
         self._index_lock = threading.Lock()

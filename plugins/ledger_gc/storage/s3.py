@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.storage.bulk_delete import RetryPolicy
 from ledger_gc.storage.gc_bucket import GcBucket
@@ -24,40 +24,29 @@ class LedgerStorage(LedgerBlocks, GcBucket):
     """Read, write, list and delete the store's ledger data in one bucket.
 
     ``client`` may be given (tests, a client with a custom retry setting); otherwise one
-    is built from ``settings``. Thread-safe: boto3 clients are, and the index cache has
+    is built from ``store``. Thread-safe: boto3 clients are, and the index cache has
     its own lock.
     """
 
     def __init__(
         self,
-        settings: Settings,
+        store: ObjectStore,
         client: Any = None,
         *,
         retry: RetryPolicy | None = None,
         index_cache_size: int = INDEX_CACHE_SIZE,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(
-            settings, client, retry=retry, index_cache_size=index_cache_size, sleep=sleep
-        )
-
-
-def offload_settings(settings: Settings) -> Settings:
-    """The settings seen from the offload bucket: its bucket, prefix, endpoint and region."""
-    return settings.with_overrides(
-        bucket=settings.offload_bucket,
-        prefix=settings.offload_prefix,
-        s3_endpoint=settings.offload_s3_endpoint or settings.s3_endpoint,
-        s3_region=settings.offload_s3_region or settings.s3_region,
-    )
+        super().__init__(store, client, retry=retry, index_cache_size=index_cache_size, sleep=sleep)
 
 
 class OffloadStorage(LedgerStorage):
     """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``): the same listing and bulk
     delete, but what it owns are offloaded-ledger segments (``offload_keys``)."""
 
-    def __init__(self, settings: Settings, client: Any = None, **kwargs: Any) -> None:
-        super().__init__(offload_settings(settings), client, **kwargs)
+    def __init__(self, store: ObjectStore, client: Any = None, **kwargs: Any) -> None:
+        """``store``: the tiered-storage bucket (``Endpoints.offload``)."""
+        super().__init__(store, client, **kwargs)
 
     def owns(self, key: str) -> str | None:
         if offload_keys.parse_segment_key(self.prefix, key) is None:

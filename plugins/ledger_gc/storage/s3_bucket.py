@@ -25,7 +25,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import BucketNotFoundError, ConfigError, StorageError
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.bulk_delete import TRANSPORT_ERRORS, error_details
@@ -51,36 +51,36 @@ class ObjectInfo:
 
 
 def build_client(
-    settings: Settings,
+    store: ObjectStore,
     *,
     max_attempts: int = BOTOCORE_MAX_ATTEMPTS,
     retry_mode: str = "standard",
 ) -> Any:
     """A boto3 S3 client for the store's endpoint and region.
 
-    Credentials are the settings' (boto3's variables, or the ``ledgergc_s3``
-    connection), else boto3's usual chain (profile, instance role). A new session per
-    client, because boto3's default session is not safe to share between
-    threads while clients are being created. Path-style addressing for a custom endpoint
+    Credentials are the store's (boto3's variables, or the ``ledgergc_s3`` connection,
+    as the edge resolved them), else boto3's usual chain (profile, instance role). A
+    new session per client, because boto3's default session is not safe to share
+    between threads while clients are being created. Path-style addressing for a custom endpoint
     (SeaweedFS, MinIO, Ceph): such endpoints rarely resolve ``<bucket>.<host>`` names.
     """
     config = Config(
-        region_name=settings.s3_region,
+        region_name=store.region,
         retries={"mode": retry_mode, "total_max_attempts": max_attempts},
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         read_timeout=READ_TIMEOUT_SECONDS,
         max_pool_connections=MAX_POOL_CONNECTIONS,
-        s3={"addressing_style": "path"} if settings.s3_endpoint else {},
+        s3={"addressing_style": "path"} if store.endpoint else {},
     )
     core = botocore.session.Session()
     core.register_component("data_loader", _shared_loader())
     session = boto3.session.Session(
-        aws_access_key_id=settings.s3_access_key_id,
-        aws_secret_access_key=settings.s3_secret_access_key,
-        aws_session_token=settings.s3_session_token,
+        aws_access_key_id=store.access_key_id,
+        aws_secret_access_key=store.secret_access_key,
+        aws_session_token=store.session_token,
         botocore_session=core,
     )
-    return session.client("s3", endpoint_url=settings.s3_endpoint or None, config=config)
+    return session.client("s3", endpoint_url=store.endpoint or None, config=config)
 
 
 @functools.cache
@@ -99,23 +99,23 @@ def _shared_loader() -> botocore.loaders.Loader:
 
 
 class S3Bucket:
-    """The store's bucket (``settings.bucket`` under ``settings.prefix``) and its client.
+    """The store's bucket (``store.bucket`` under ``store.prefix``) and its client.
 
     ``client`` may be given (tests, a client with a custom retry setting); otherwise one
-    is built from ``settings``. Thread-safe: boto3 clients are.
+    is built from ``store``. Thread-safe: boto3 clients are.
     """
 
-    def __init__(self, settings: Settings, client: Any = None) -> None:
-        if not settings.bucket:
+    def __init__(self, store: ObjectStore, client: Any = None) -> None:
+        if not store.bucket:
             raise ConfigError(
                 "LEDGERGC_BUCKET is empty: the S3 block store is off (a Pulsar cluster's "
                 "data is in BookKeeper), so there are no ledger blocks to read, write, trim "
                 "or delete; set LEDGERGC_BUCKET to the bucket that holds the store's blocks"
             )
-        self.settings = settings
-        self.bucket = settings.bucket
-        self.prefix = settings.prefix
-        self.client = client if client is not None else build_client(settings)
+        self.store = store
+        self.bucket = store.bucket
+        self.prefix = store.prefix
+        self.client = client if client is not None else build_client(store)
         # Every listing of the store parses its pages fast (list_pages; once per client).
         list_pages.install(self.client)
 

@@ -1,7 +1,7 @@
 """``run_trim``: one trim run over a scope of managed ledgers, as the CLI, the DAG tasks
 and the demo call it.
 
-It opens the store and the bucket from settings (or takes them, for tests and
+It opens the store and the bucket from the run's endpoints (or takes them, for tests and
 benchmarks), resolves the scope to managed-ledger names, trims them
 (``trimmer.ManagedLedgerTrimmer``) and returns a ``TrimReport``. Unless told not to, it
 appends the run's summary to the state store's run log (``run_log``).
@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from ledger_gc import run_log
 from ledger_gc.audit import AuditLog
 from ledger_gc.clock import now_ms
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.endpoints import Endpoints
+from ledger_gc.config.policy import Policy
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
     AuditUnavailableError,
@@ -116,7 +117,7 @@ def _trim_in_shards(
     store: MetadataStore,
     deleter: Deleter,
     offload: Deleter | None,
-    settings: Settings,
+    policy: Policy,
     *,
     dry_run: bool,
     clock: Callable[[], int],
@@ -148,7 +149,7 @@ def _trim_in_shards(
         trimmer = ManagedLedgerTrimmer(
             store,
             shard_deleter,
-            settings,
+            policy,
             dry_run=dry_run,
             clock=clock,
             offload=offload,
@@ -187,7 +188,7 @@ def new_run_id(clock: Callable[[], int] = now_ms) -> str:
 
 
 def run_trim(
-    settings: Settings,
+    endpoints: Endpoints,
     *,
     scope: TrimScope | str | None = None,
     dry_run: bool = False,
@@ -212,15 +213,16 @@ def run_trim(
         scope = TrimScope.parse(scope)
     run_id = run_id or new_run_id(clock)
     report = TrimReport(run_id=run_id, dry_run=dry_run, scope=scope.describe(), started_at=clock())
-    settings.check_state_dir()
-    AuditLog(settings).check()  # the audit log must be writable before the first mark
+    policy = endpoints.policy
+    endpoints.state.check_dir()
+    AuditLog(endpoints.state).check()  # the audit log must be writable before the first mark
     with ExitStack() as stack:
         if store is None:
-            store = stack.enter_context(MetadataStore.open(settings))
+            store = stack.enter_context(MetadataStore.open(endpoints.zk))
         if storage is None:
-            storage = LedgerStorage(settings)
+            storage = LedgerStorage(endpoints.blocks)
         if not dry_run:
-            read_only, why = metadata_is_read_only(store, settings)
+            read_only, why = metadata_is_read_only(store, policy.metadata_read_only)
             if read_only:
                 raise SafetyRefusalError(
                     f"the trim writes metadata and the metadata is read-only ({why}); nothing "
@@ -236,25 +238,25 @@ def run_trim(
             " (dry run)" if dry_run else "",
             len(names),
             scope.describe(),
-            settings.trim_retention.seconds,
-            settings.trim_retention.bytes,
+            policy.trim_retention.seconds,
+            policy.trim_retention.bytes,
         )
         deleter = Deleter(
             storage,
-            AuditLog(settings),
+            AuditLog(endpoints.state),
             run_id,
             dry_run=dry_run,
             should_stop=should_stop,
         )
         offload = (
             Deleter(
-                OffloadStorage(settings),
+                OffloadStorage(endpoints.offload),
                 deleter.audit,
                 run_id,
                 dry_run=dry_run,
                 should_stop=should_stop,
             )
-            if settings.offload_bucket
+            if endpoints.offload.configured
             else None
         )
         if not dry_run:
@@ -274,7 +276,7 @@ def run_trim(
                     store,
                     deleter,
                     offload,
-                    settings,
+                    policy,
                     dry_run=dry_run,
                     clock=clocks.decide,
                     stamp_clock=clocks.stamp,
@@ -307,7 +309,7 @@ def run_trim(
     )
     if record_run:
         run_log.append_run(
-            settings,
+            endpoints.state,
             run_log.TRIM,
             run_summary(
                 [report.to_dict(include_idle=False)],

@@ -70,7 +70,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from ledger_gc.config.settings import Settings
+from ledger_gc.config.policy import Policy
 from ledger_gc.deletion import Deleter
 from ledger_gc.errors import (
     ConcurrentUpdateError,
@@ -125,7 +125,7 @@ class ManagedLedgerTrimmer:
         self,
         store: MetadataStore,
         deleter: Deleter,
-        settings: Settings,
+        policy: Policy,
         *,
         dry_run: bool,
         clock: Callable[[], int],
@@ -141,7 +141,7 @@ class ManagedLedgerTrimmer:
         # ZooKeeper and S3 answer many in parallel).
         self.workers = workers
         self.deleter = deleter
-        self.settings = settings
+        self.policy = policy
         self.dry_run = dry_run
         self.clock = clock  # decides retention (run.py: the earlier of host's and S3's)
         # Stamps ledgers that have no creation time (the later clock: keeps them longer).
@@ -242,7 +242,7 @@ class ManagedLedgerTrimmer:
         if samples:
             raise SafetyRefusalError(
                 f"none of {len(samples)} managed ledgers whose metadata lists closed ledgers "
-                f"has any data in s3://{storage.bucket}/{storage.settings.key_prefix} (e.g. "
+                f"has any data in s3://{storage.bucket}/{storage.store.key_prefix} (e.g. "
                 f"{samples[0][0]}); check LEDGERGC_BUCKET and LEDGERGC_PREFIX. Nothing was "
                 "marked or deleted"
             )
@@ -303,9 +303,9 @@ class ManagedLedgerTrimmer:
         owns these topics now and would fence one whose record changes under it. A watch
         on the brokers' znode catches one that registers *during* the batch: each mark
         asks ``_writable_now`` first, which costs no request."""
-        if self.settings.metadata_read_only == "auto":
+        if self.policy.metadata_read_only == "auto":
             self._watch_brokers()
-        read_only, why = metadata_is_read_only(self.store, self.settings)
+        read_only, why = metadata_is_read_only(self.store, self.policy.metadata_read_only)
         if read_only:
             raise SafetyRefusalError(
                 f"the metadata became read-only during the run ({why}); the trim stopped "
@@ -338,7 +338,7 @@ class ManagedLedgerTrimmer:
     ) -> tuple[ManagedLedgerTrim, ManagedLedgerInfo | None]:
         """Phase one for one managed ledger: plan and, unless a dry run, mark. Returns the
         result and the record as marked when it has markers to purge (else None)."""
-        result = ManagedLedgerTrim(name, self.settings.retention_for(name))
+        result = ManagedLedgerTrim(name, self.policy.retention_for(name))
         if isinstance(state, LedgerGcError):
             result.error = str(state)
             log.error("%s: trim failed, nothing done to it this run: %s", name, state)

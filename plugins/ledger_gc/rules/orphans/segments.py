@@ -63,7 +63,7 @@ from ledger_gc.rules.storage import offload_keys
 CLUSTER_METADATA = "pulsarclustername"
 #: How the setting and the report name "no cluster name" (Pulsar before the tag).
 if TYPE_CHECKING:
-    from ledger_gc.config.settings import Settings
+    from ledger_gc.config.endpoints import ObjectStore
 
 UNTAGGED = offload_keys.UNTAGGED_CLUSTER
 #: Live segments whose data objects are read (HEAD) to learn this store's cluster names.
@@ -250,7 +250,7 @@ def associated_ml(owners: Iterable[Owner]) -> str:
     return names[0] if names else ""
 
 
-def counted_by_ledger_scan(settings: Settings) -> str | None:
+def counted_by_ledger_scan(blocks: ObjectStore, offload: ObjectStore) -> str | None:
     """The key prefix of the offload bucket that the ledger scan lists too (None: none).
 
     The offload bucket may be the ledger bucket (same name at the same endpoint) with
@@ -259,10 +259,9 @@ def counted_by_ledger_scan(settings: Settings) -> str | None:
     byte-fraction guard must count each object once: counted twice, the bytes would
     halve the orphan fraction of a misconfigured run. The overlap is still classified
     (a segment is a segment wherever it lies); only the totals leave it out."""
-    endpoint = settings.offload_s3_endpoint or settings.s3_endpoint
-    if settings.offload_bucket != settings.bucket or endpoint != settings.s3_endpoint:
+    if offload.bucket != blocks.bucket or offload.endpoint != blocks.endpoint:
         return None
-    return settings.key_prefix
+    return blocks.key_prefix
 
 
 def diff_segments(

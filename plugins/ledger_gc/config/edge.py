@@ -1,0 +1,135 @@
+"""The edge: ``Settings`` resolved into ``Endpoints``, once per command or task.
+
+A CLI command (``ledger_gc/commands``) and an Airflow task (``ledger_gc/airflow``) call
+``resolve``; what they call below receives the endpoints (``config/endpoints.py``), never
+the settings. This is the one module that reads the settings for them: which ensemble
+BookKeeper's metadata is on, with which TLS and SASL parts (``LEDGERGC_BK_ZK_*``, each
+unset part Pulsar's), which variable each error names.
+"""
+
+from __future__ import annotations
+
+from ledger_gc.config.endpoints import (
+    BOOKKEEPER,
+    BookKeeperEndpoint,
+    Endpoints,
+    ObjectStore,
+    StateEndpoint,
+    ZkEndpoint,
+)
+from ledger_gc.config.policy import Policy
+from ledger_gc.config.settings import Settings
+from ledger_gc.config.zk_addresses import ZkAddress
+from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, Names, ZkSecurity, names_for
+
+
+def resolve(settings: Settings) -> Endpoints:
+    """The endpoints of ``settings``: called by a CLI command and an Airflow task, once."""
+    return Endpoints(
+        zk_endpoint(settings),
+        bookkeeper_endpoint(settings),
+        block_store(settings),
+        offload_store(settings),
+        StateEndpoint(settings.state_dir, settings.state_url),
+        policy(settings),
+        settings.bookkeeper,
+    )
+
+
+def policy(settings: Settings) -> Policy:
+    """What the engines decide by (``config/policy.py``), from ``settings``."""
+    return Policy(
+        delete_enabled=settings.delete_enabled,
+        grace_seconds=settings.grace_seconds,
+        retention_seconds=settings.retention_seconds,
+        orphan_max_fraction=settings.orphan_max_fraction,
+        orphan_lock_wait_seconds=settings.orphan_lock_wait_seconds,
+        orphan_delete_spark_over=settings.orphan_delete_spark_over,
+        bk_shared=settings.bk_shared,
+        bk_record_cache=settings.bk_record_cache,
+        bk_full_read_every=settings.bk_full_read_every,
+        pulsar_clusters=settings.pulsar_clusters,
+        metadata_read_only=settings.metadata_read_only,
+        trim_retention=settings.trim_retention,
+        trim_retention_overrides=dict(settings.trim_retention_overrides),
+    )
+
+
+def block_store(settings: Settings) -> ObjectStore:
+    """The bucket of ledger blocks (``LEDGERGC_BUCKET``, ``_PREFIX``, ``_S3_*``)."""
+    return ObjectStore(
+        settings.bucket,
+        settings.prefix,
+        settings.s3_endpoint,
+        settings.s3_region,
+        settings.s3_access_key_id,
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
+    )
+
+
+def offload_store(settings: Settings) -> ObjectStore:
+    """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``; its endpoint and region,
+    unset, the block store's; the same credentials)."""
+    return ObjectStore(
+        settings.offload_bucket,
+        settings.offload_prefix,
+        settings.offload_s3_endpoint or settings.s3_endpoint,
+        settings.offload_s3_region or settings.s3_region,
+        settings.s3_access_key_id,
+        settings.s3_secret_access_key,
+        settings.s3_session_token,
+    )
+
+
+def zk_endpoint(settings: Settings) -> ZkEndpoint:
+    """Pulsar's local metadata store as ledger-gc opens sessions to it."""
+    return _endpoint(
+        settings,
+        settings.zk_address,
+        settings.zk_security,
+        settings.ensemble,
+        settings.zk_setting_names(),
+        "LEDGERGC_ZK_HOSTS",
+    )
+
+
+def bookkeeper_endpoint(settings: Settings) -> BookKeeperEndpoint:
+    """BookKeeper's metadata (``LEDGERGC_BK_ZK_*``, each unset part Pulsar's)."""
+    zk = _endpoint(
+        settings,
+        settings.bookkeeper_address,
+        settings.bookkeeper_security,
+        BOOKKEEPER,
+        # Its own LEDGERGC_BK_ZK_* where set, else the Pulsar variable it falls back to.
+        names_for(BOOKKEEPER_PREFIX, settings.bk_zk_security, settings.bookkeeper_env),
+        settings.bookkeeper_env,
+    )
+    env = settings.bookkeeper_env
+    return BookKeeperEndpoint(
+        zk,
+        settings.bookkeeper_root,
+        settings.bookkeeper_manager,
+        f"{env}={settings.given(env)!r}",
+    )
+
+
+def _endpoint(
+    settings: Settings,
+    address: ZkAddress,
+    security: ZkSecurity,
+    ensemble: str,
+    names: Names,
+    hosts_variable: str,
+) -> ZkEndpoint:
+    return ZkEndpoint(
+        address,
+        security,
+        settings.zk_digest,
+        settings.zk_timeout_seconds,
+        settings.zk_max_reads_per_second,
+        settings.zk_max_record_bytes,
+        ensemble,
+        names,
+        hosts_variable,
+    )
