@@ -122,3 +122,31 @@ def test_an_executor_masks_what_its_endpoints_carry_once_unpickled(tmp_path: Pat
     for secret in ("digest-pw-endpoint", "s3-key-endpoint", "state-pw-endpoint"):
         assert secret not in log, log
     assert "auth gc:***" in log, log
+
+
+def test_an_endpoints_sasl_login_shows_no_password(tmp_path: Path) -> None:
+    """``ZkEndpoint.login()`` is handed to every layer below the edge (``connect``, the
+    SASL errors): its ``repr`` must not carry the password, given as a setting or read
+    from a JAAS file, on Pulsar's ensemble or BookKeeper's."""
+    from ledger_gc.config.jaas import parse
+    from ledger_gc.config.zk_security import ZkSecurity
+
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="bk"\n  password="jaas-secret-pw";\n};\n',
+        encoding="utf-8",
+    )
+    endpoints = resolve(Settings(zk_security=ZkSecurity(jaas=str(jaas))))
+    own = resolve(
+        Settings(
+            bk_zk_address="bk1:2181/bk",
+            bk_zk_security=ZkSecurity(
+                sasl_mechanism="DIGEST-MD5", sasl_username="b", sasl_password="bk-sasl-secret"
+            ),
+        )
+    )
+    shown = repr(endpoints.zk.login()) + repr(own.bookkeeper.zk.login())
+    shown += repr(parse(jaas.read_text(encoding="utf-8"), "jaas.conf"))
+    assert "jaas-secret-pw" not in shown and "bk-sasl-secret" not in shown, shown
+    assert endpoints.zk.login().password == "jaas-secret-pw"  # kept, only not shown

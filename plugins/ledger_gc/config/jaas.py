@@ -59,7 +59,8 @@ class LoginModule:
 
     name: str
     flag: str
-    options: dict[str, str] = field(default_factory=dict)
+    #: The module's options; a password among them, so out of the ``repr``.
+    options: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ class ZooKeeperLogin:
 
     mechanism: str  # DIGEST-MD5 or GSSAPI
     username: str | None = None  # DIGEST-MD5's user, or the Kerberos principal
-    password: str | None = None  # DIGEST-MD5 only
+    #: DIGEST-MD5 only. Out of the ``repr``: ``ZkEndpoint.login()`` hands this to any
+    #: layer below the edge, where a log line or an error may show the login.
+    password: str | None = field(default=None, repr=False)
     keytab: str | None = None  # Kerberos only (the module's keyTab option)
 
 
