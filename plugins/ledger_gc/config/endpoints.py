@@ -36,7 +36,7 @@ from typing import Any
 from ledger_gc.config.jaas import ZooKeeperLogin
 from ledger_gc.config.policy import Policy
 from ledger_gc.config.secret_masking import install_secret_masking
-from ledger_gc.config.secret_values import zookeeper_digest
+from ledger_gc.config.secret_values import digest_secrets, login_password
 from ledger_gc.config.zk_addresses import ZkAddress
 from ledger_gc.config.zk_security import PULSAR_NAMES, PULSAR_PREFIX, Names, ZkSecurity
 from ledger_gc.config.zk_security import specs as security_specs
@@ -109,14 +109,8 @@ class ZkEndpoint:
         password (a JAAS file's too)."""
         security = self.security
         found = [spec.secret_of(getattr(security, str(spec.part))) for spec in _SECURITY_SPECS]
-        if self.digest and ":" in self.digest:
-            user, _, secret = self.digest.partition(":")
-            found += [secret, zookeeper_digest(user, secret)]
-        try:
-            login = security.login(self.names)
-        except ConfigError:  # refused when the settings were made: nothing to mask
-            login = None
-        found.append(login.password if login is not None else None)
+        found += digest_secrets(self.digest)
+        found.append(login_password(security, self.names))
         return [value for value in found if value]
 
     def __repr__(self) -> str:

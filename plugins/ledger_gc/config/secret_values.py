@@ -62,19 +62,27 @@ def secret_values(settings: Settings) -> list[str]:
     found = list(settings.secrets())
     if settings.state_url:
         found.append(password(settings.state_url) or "")
-    if settings.zk_digest and ":" in settings.zk_digest:
-        user, _, secret = settings.zk_digest.partition(":")
-        found.append(zookeeper_digest(user, secret))
+    found += digest_secrets(settings.zk_digest)
     for security in (settings.zk_security, settings.bookkeeper_security):
-        found.append(_login_password(security) or "")
+        found.append(login_password(security) or "")
     return [value for value in dict.fromkeys(found) if value]
 
 
-def _login_password(security: ZkSecurity) -> str | None:
+def digest_secrets(digest: str | None) -> list[str]:
+    """What of ZooKeeper digest auth (``user:password``) a log must not show: the
+    password, and the digest ZooKeeper derives from it (kazoo logs a digest ACL's id)."""
+    if not digest or ":" not in digest:
+        return []
+    user, _, secret = digest.partition(":")
+    return [secret, zookeeper_digest(user, secret)]
+
+
+def login_password(security: ZkSecurity, names: Names | None = None) -> str | None:
     """The DIGEST-MD5 password of an ensemble's login (its settings' or its JAAS
-    file's, read once when the settings were checked)."""
+    file's, read once when the settings were checked); ``names`` only words errors,
+    which are not raised here."""
     try:
-        login = security.login(Names(PULSAR_PREFIX))
+        login = security.login(names or Names(PULSAR_PREFIX))
     except ConfigError:  # refused when the settings were made; nothing to mask
         return None
     return login.password if login is not None else None
