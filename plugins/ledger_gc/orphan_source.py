@@ -51,6 +51,11 @@ class SurveyRequest:
     witness: ServerClocks | None = None  # reads the servers' clocks (tests shift them)
     inventory: str | None = None  # an S3 Inventory instead of listing the bucket
     offload_inventory: str | None = None  # the offload bucket's
+    # What one source's survey hands a later one in the same survey (sources run in
+    # ``SOURCES`` order): the Pulsar-metadata source's reading of Pulsar's references,
+    # which the BookKeeper source uses instead of reading /managed-ledgers again, and
+    # the ledger ids its leftovers name. Scratch of this survey only, never stored.
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -246,10 +246,26 @@ class Endpoints:
     #: ``LEDGERGC_BOOKKEEPER``: ``auto`` (BookKeeper's metadata surveyed, and its orphans
     #: deleted, when its ``LAYOUT`` is there), ``true`` (refused without one), ``false``.
     bookkeeper_mode: str = "auto"
+    #: Pulsar's configuration store (``LEDGERGC_CONFIG_STORE_HOSTS`` and its TLS and SASL
+    #: parts, from broker.conf's ``configurationMetadataStoreUrl`` when unset): tenants,
+    #: namespaces' policies, partitioned-topic metadata. None: the local store (``zk``).
+    config_store: ZkEndpoint | None = None
+    #: ``LEDGERGC_PULSAR_METADATA``: ``auto`` (on when ``/managed-ledgers`` exists),
+    #: ``true``, ``false``: the Pulsar-metadata source (DESIGN.md "Pulsar's own metadata").
+    pulsar_metadata_mode: str = "auto"
 
     @property
     def bookkeeper_on(self) -> bool:
         return self.bookkeeper_mode != "false"
+
+    @property
+    def configuration(self) -> ZkEndpoint:
+        """The configuration store's endpoint: its own, else the local store's."""
+        return self.config_store or self.zk
+
+    @property
+    def pulsar_metadata_on(self) -> bool:
+        return self.pulsar_metadata_mode != "false"
 
 
 #: The declarations of a ``ZkSecurity``'s parts: which of them hold a secret.

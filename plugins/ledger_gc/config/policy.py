@@ -35,6 +35,9 @@ class Policy:
     #: ``LEDGERGC_BK_RECORD_CACHE`` and ``LEDGERGC_BK_FULL_READ_EVERY``.
     bk_record_cache: bool = True
     bk_full_read_every: int = 7
+    #: ``LEDGERGC_BK_REMOVE_UNREADABLE``: an unreferenced ``bk-unreadable`` ledger goes
+    #: under the three phases (Pulsar 13480: it stops BookKeeper's auditor).
+    bk_remove_unreadable: bool = False
     #: ``LEDGERGC_PULSAR_CLUSTER``: the clusters whose segments are ours (empty: learned).
     pulsar_clusters: tuple[str, ...] = ()
     #: ``LEDGERGC_METADATA_READ_ONLY``: ``auto``, ``true`` or ``false``.

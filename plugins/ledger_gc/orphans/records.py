@@ -165,6 +165,8 @@ class DiffRecord(StepRecord):
     snapshot_facts: dict[str, Any] = field(default_factory=dict)
     # The BookKeeper source's survey (``BookKeeperSurvey.to_manifest``; None: it was off).
     bookkeeper: dict[str, Any] | None = None
+    # The Pulsar-metadata source's survey (``PulsarMetadataManifest``; None: it was off).
+    pulsar_metadata: dict[str, Any] | None = None
     candidates: int = 0  # every source's, in the rows beside the record
 
     @cached_property  # asked once per registry entry by the phases step

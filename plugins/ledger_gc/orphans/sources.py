@@ -20,6 +20,7 @@ from ledger_gc.bookkeeper.source import BookKeeperSource
 from ledger_gc.orphan_source import Comparison, DeleteRequest, OrphanSource, SurveyRequest
 from ledger_gc.orphans.records import DiffRecord, PhasesRecord
 from ledger_gc.orphans.s3_source import S3Source
+from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
 from ledger_gc.rules.orphans.phases import RegistryEntry
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
 
 Target = TypeVar("Target", Candidate, RegistryEntry)
 
-#: Every source, in the order their surveys and deletes run.
-SOURCES: tuple[OrphanSource, ...] = (S3Source(), BookKeeperSource())
+#: Every source, in the order their surveys and deletes run. Pulsar's metadata before
+#: BookKeeper: its survey reads Pulsar's references, which BookKeeper's reuses
+#: (``SurveyRequest.shared``), and its deletes hand BookKeeper the ledgers they free.
+SOURCES: tuple[OrphanSource, ...] = (S3Source(), PulsarMetadataSource(), BookKeeperSource())
 
 
 def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]:

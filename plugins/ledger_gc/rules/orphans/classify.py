@@ -49,6 +49,8 @@ from typing import Any
 
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
 from ledger_gc.rules.bookkeeper.classify import TARGET_SCHEME as BK_TARGET_SCHEME
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
+from ledger_gc.rules.pulsar_metadata.classes import TARGET_SCHEME as PM_TARGET_SCHEME
 from ledger_gc.rules.storage import keys
 
 LIVE = "live"
@@ -63,9 +65,11 @@ OTHER_CLUSTER_SEGMENT = "other-cluster-segment"
 SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN, OTHER_CLUSTER_SEGMENT)
 CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
 ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
-#: Every class the registry tracks: the S3 and tiered-storage orphans, and BookKeeper's
-#: (``ledger_gc.rules.bookkeeper.classify``; their target is the ledger's metadata znode).
-TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_ORPHAN_CLASSES)
+#: Every class the registry tracks: the S3 and tiered-storage orphans, BookKeeper's
+#: (``ledger_gc.rules.bookkeeper.classify``; their target is the ledger's metadata znode)
+#: and Pulsar's own metadata's (``ledger_gc.rules.pulsar_metadata.classes``; their target
+#: is a namespace's or tenant's leftover znodes in one store).
+TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_ORPHAN_CLASSES, *PM_ORPHAN_CLASSES)
 #: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
 SEGMENT_TARGET_SCHEME = "offload:"
 
@@ -180,14 +184,20 @@ class Candidate:
     # plus ``-index``); ``ml_name`` is then the managed ledger that references its
     # ledger id under another uuid, or "" when none does (a deleted topic).
     # A BookKeeper ledger's metadata znode (``ml_name``: its managed ledger or schema id).
+    # A Pulsar-metadata leftover's ``<store>:<name>`` (``ml_name``: the tenant or
+    # namespace; no ledger id).
     segment: str | None = None
 
     def __post_init__(self) -> None:
         if self.target_class not in TARGET_CLASSES:
             raise ValueError(f"{self.target_class!r} is not an orphan class")
-        if (self.target_class == ORPHAN_PARTITION) == (self.ledger_id is not None):
-            raise ValueError("an orphan ledger or segment has a ledger id, a partition none")
-        named = self.target_class == ORPHAN_SEGMENT or self.bookkeeper
+        unnumbered = self.target_class == ORPHAN_PARTITION or self.pulsar_metadata
+        if unnumbered == (self.ledger_id is not None):
+            raise ValueError(
+                "an orphan ledger or segment has a ledger id, a partition or a Pulsar "
+                "metadata leftover none"
+            )
+        named = self.target_class == ORPHAN_SEGMENT or self.bookkeeper or self.pulsar_metadata
         if named != (self.segment is not None):
             raise ValueError(
                 "an orphan segment or BookKeeper ledger, and only they, name their object"
@@ -204,10 +214,17 @@ class Candidate:
         """A BookKeeper ledger (its metadata znode is the target), not S3 data."""
         return self.target_class in BK_ORPHAN_CLASSES
 
+    @property
+    def pulsar_metadata(self) -> bool:
+        """A leftover of Pulsar's own metadata (its znodes are the target)."""
+        return self.target_class in PM_ORPHAN_CLASSES
+
     def prefix(self, store_prefix: str) -> str:
         """The target's key prefix: what the registry is keyed by and what is deleted."""
         if self.bookkeeper:
             return BK_TARGET_SCHEME + str(self.segment)
+        if self.pulsar_metadata:
+            return PM_TARGET_SCHEME + str(self.segment)
         if self.segment is not None:
             return SEGMENT_TARGET_SCHEME + self.segment
         if self.ledger_id is None:

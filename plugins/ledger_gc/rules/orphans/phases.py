@@ -37,6 +37,7 @@ from ledger_gc.rules.orphans.classify import (
     namespace_of_ml,
     parse_segment_target,
 )
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 
 
 def iso(ms: int) -> str:
@@ -92,6 +93,8 @@ class RegistryEntry:
     def describe(self) -> str:
         if self.target_class in BK_ORPHAN_CLASSES:
             return f"{self.target_class} {self.ledger_id} of {self.ml_name or '?'}"
+        if self.target_class in PM_ORPHAN_CLASSES:
+            return f"{self.target_class} {self.ml_name or '?'} ({self.prefix})"
         if self.target_class == ORPHAN_SEGMENT:
             where = parse_segment_target(self.prefix)
             key = f"{where[0]}/{where[1]}" if where else self.prefix
