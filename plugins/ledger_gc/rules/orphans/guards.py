@@ -236,4 +236,5 @@ FORCEABLE = (
     BK_ROOT_MISMATCH,
     BK_STALE_METADATA,
     BK_ORPHAN_FRACTION,
+    "pulsar-metadata-unknown-namespaces",  # rules/pulsar_metadata/guards.py
 )
