@@ -44,6 +44,7 @@ from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -101,6 +102,9 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(endpoints.zk, bookkeeper))
+            # Namespaces' policies are the configuration store's (its own session when
+            # it is another ensemble or chroot).
+            config = stack.enter_context(configuration_store(pulsar, endpoints.config_store))
             layout = scan.layout_of(bk, bookkeeper)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
@@ -128,6 +132,7 @@ def recheck_and_delete(
                         now_ms,
                         fence,
                         should_stop,
+                        config=config,
                     )
                 )
             except MetadataUnavailableError as exc:
@@ -156,8 +161,11 @@ def _one(
     now_ms: int,
     fence: Fence | None,
     should_stop: Callable[[], bool],
+    *,
+    config: MetadataStore | None = None,
 ) -> RecheckResult:
-    """One entry; ``fence`` None: a dry run (re-check and report only)."""
+    """One entry; ``fence`` None: a dry run (re-check and report only). ``config``: the
+    configuration store (None: ``pulsar``)."""
     bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
     root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
@@ -188,7 +196,7 @@ def _one(
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(policy.bk_shared, pulsar, ledger)
+    verdict = _live_verdict(policy.bk_shared, pulsar, ledger, config)
     if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
         return RecheckResult.of(
             entry,
@@ -243,11 +251,13 @@ def _one(
     )
 
 
-def _live_verdict(shared: bool, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
+def _live_verdict(
+    shared: bool, pulsar: MetadataStore, ledger: BkLedger, config: MetadataStore | None = None
+) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
-    refs = references.read_live_references(pulsar, ml_name, schema_id)
+    refs = references.read_live_references(pulsar, ml_name, schema_id, policies=config)
     return classify.Classifier(refs, shared=shared, horizon=False).classify(ledger)
 
 

@@ -38,6 +38,7 @@ from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import (
@@ -382,7 +383,10 @@ def survey(
         # read has an id above every id it names (classify.py's horizon). Read in full
         # every cycle: the cache keeps only the ledgers' own records.
         with cost.step("references"):
-            refs = (shared or {}).get(SHARED_REFERENCES) or references.read_references(pulsar)
+            refs = (shared or {}).get(SHARED_REFERENCES)
+            if refs is None:  # (the Pulsar-metadata source is off: read them here)
+                with configuration_store(pulsar, endpoints.config_store) as config:
+                    refs = references.read_references(pulsar, policies=config)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.leftover_ids = dict((shared or {}).get(SHARED_LEFTOVER_LEDGERS) or {})
         result.managed_ledgers = len(refs.listed)
