@@ -29,13 +29,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.bookkeeper.references import COMPACTION_CURSOR, SCHEMAS_ROOT, read_references
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.errors import ConfigError
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences
@@ -157,7 +158,7 @@ def survey(
         if now_ms is None:  # (never: ZooKeeper's clock is always read)
             raise RuntimeError("ZooKeeper's clock was not read")
         # Pulsar's references, read once per cycle: the BookKeeper survey uses them.
-        refs = read_references(local)
+        refs = read_references(local, policies=config)
         listing = _list_local(local, refs)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
         names = sorted(listing.namespaces)
@@ -186,7 +187,8 @@ def survey(
             )
             for store, name in found
         }
-        znodes = _read_units(local, config, nodes, refs)
+        every_node = frozenset(node for got in listing.nodes.values() for node in got)
+        znodes = _read_units(local, config, nodes, refs, every_node)
         leftovers = [
             Leftover(store, name, found[(store, name)], got, judge.held_by(got))
             for (store, name), got in sorted(znodes.items())
@@ -212,13 +214,10 @@ def survey(
 def stores(endpoints: Endpoints) -> Iterator[tuple[MetadataStore, MetadataStore]]:
     """Sessions to the local store and the configuration store (one session when the
     configuration store is the local store's)."""
-    with ExitStack() as stack:
-        local = stack.enter_context(MetadataStore.open(endpoints.zk))
-        config = (
-            stack.enter_context(MetadataStore.open(endpoints.config_store))
-            if endpoints.config_store is not None
-            else local
-        )
+    with (
+        MetadataStore.open(endpoints.zk) as local,
+        configuration_store(local, endpoints.config_store) as config,
+    ):
         yield local, config
 
 
@@ -254,9 +253,9 @@ def _exists(store: MetadataStore, path: str) -> bool:
 
 def config_store_given(endpoints: Endpoints) -> bool:
     """Whether a configuration store was named (``LEDGERGC_CONFIG_STORE_HOSTS`` or
-    broker.conf's keys), as opposed to defaulting to the local store."""
-    given = getattr(endpoints, "config_store_given", None)
-    return bool(given) if given is not None else endpoints.config_store is not None
+    broker.conf's keys, even naming the local store's very endpoint), as opposed to
+    defaulting to the local store."""
+    return endpoints.config_store_given or endpoints.config_store is not None
 
 
 def _tenants(
@@ -442,13 +441,19 @@ def _read_units(
     config: MetadataStore,
     units: Mapping[tuple[str, str], Sequence[str]],
     refs: PulsarReferences | None,
+    local_nodes: frozenset[str],
 ) -> dict[tuple[str, str], list[Znode]]:
-    """Every znode below each unit's nodes, with its stat, read level by level."""
+    """Every znode below each unit's nodes, with its stat, read level by level
+    (``local_nodes``: every local unit's nodes, leftover or not)."""
     found: dict[tuple[str, str], list[Znode]] = {}
     for store_name, store in ((LOCAL, local), (CONFIG, config)):
         mine = {key: nodes for key, nodes in units.items() if key[0] == store_name}
         read = read_units(
-            store, store_name, {name: nodes for (_, name), nodes in mine.items()}, refs
+            store,
+            store_name,
+            {name: nodes for (_, name), nodes in mine.items()},
+            refs,
+            local_nodes if store_name == LOCAL else frozenset(),
         )
         found.update({(store_name, name): znodes for name, znodes in read.items() if znodes})
     return found
@@ -459,11 +464,14 @@ def read_units(
     store_name: str,
     units: Mapping[str, Sequence[str]],
     refs: PulsarReferences | None = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> dict[str, list[Znode]]:
     """The znodes of each unit (name -> the nodes it hangs from), read with their stats
     (``getChildren2``: children and stat of one moment), level by level, pipelined; a node
     that is gone is skipped. ``refs``: the references that say which ledgers each record
-    names (None: none are named)."""
+    names (None: none are named). ``exclude``: other units' nodes, never read as part of
+    one above them (a v2 namespace ``acme/us-east`` whose node also holds the v1
+    namespace ``acme/us-east/legacy``)."""
     found: dict[str, list[Znode]] = {name: [] for name in units}
     frontier = [(name, node) for name, nodes in units.items() for node in nodes]
     while frontier:
@@ -485,7 +493,8 @@ def read_units(
                     ledger_ids=named_ledgers(node, refs) if store_name == LOCAL else (),
                 )
             )
-            following += [(name, f"{node}/{child}") for child in sorted(children)]
+            below = (f"{node}/{child}" for child in sorted(children))
+            following += [(name, path) for path in below if path not in exclude]
         frontier = following
     return found
 
