@@ -251,3 +251,23 @@ def test_namespaces_below_bundle_keyed_roots_and_local_policies() -> None:
         "acme/orders",
         "acme/us-east/legacy",
     ]
+
+
+def test_the_guard_refuses_when_every_namespace_with_topics_looks_deleted() -> None:
+    from ledger_gc.rules.pulsar_metadata import guards
+
+    base = {"local_hosts": "zk/local", "config_hosts": "zk/config"}
+    assert guards.refusals(None, force=False) == []
+    assert guards.refusals({**base, "namespaces_with_topics": 0}, force=False) == []
+    some = {**base, "namespaces_with_topics": 3, "deleted_with_topics_count": 2}
+    assert guards.refusals(some, force=False) == []
+    every = {
+        **base,
+        "namespaces_with_topics": 2,
+        "deleted_with_topics_count": 2,
+        "deleted_with_topics": ["acme/a", "acme/b"],
+    }
+    (refusal,) = guards.refusals(every, force=False)
+    assert "does not know any namespace of this cluster" in refusal.reason
+    assert "acme/a" in refusal.reason and "zk/config" in refusal.reason
+    assert guards.refusals(every, force=True)[0].forced

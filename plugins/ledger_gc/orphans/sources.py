@@ -20,7 +20,6 @@ from ledger_gc.bookkeeper.source import BookKeeperSource
 from ledger_gc.orphan_source import Comparison, DeleteRequest, OrphanSource, SurveyRequest
 from ledger_gc.orphans.records import DiffRecord, PhasesRecord
 from ledger_gc.orphans.s3_source import S3Source
-from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
@@ -44,8 +43,6 @@ def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]
     field filled twice, or one the record does not have, is a programming error."""
     fields: dict[str, Any] = {}
     candidates: list[Candidate] = []
-    if request.witness is None:  # (a source below the engine reads ZooKeeper's clock by it)
-        request = dataclasses.replace(request, witness=ServerClocks())
     for source in SOURCES:
         found = source.survey(request)
         _add_fields(fields, found.record, source, DiffRecord)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger_gc.rules.orphans.guards import Refusal
-
-PM_UNKNOWN_NAMESPACES = "pulsar-metadata-unknown-namespaces"
+from ledger_gc.rules.orphans.guards import PM_UNKNOWN_NAMESPACES, Refusal
 
 
 def refusals(survey: dict[str, Any] | None, *, force: bool) -> list[Refusal]:
