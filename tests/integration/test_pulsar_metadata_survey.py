@@ -413,3 +413,40 @@ def test_an_empty_configuration_store_is_refused_in_one_line_by_the_command(
     }
     line = one_line_error(ledgergc(env, "orphans", "--dry-run", "--json"))
     assert "has no /admin/policies" in line
+
+
+def test_a_leftovers_znodes_read_again_live_are_the_surveys(
+    pulsar: Settings, cluster: PulsarCluster, broker_session: KazooClient
+) -> None:
+    """What a delete's live re-check reads for one leftover (``live_unit_nodes`` then
+    ``read_units``) is what the survey found: v2 and v1 namespaces, a tenant's own
+    unit, a heartbeat, and the v1 namespace of a v2 namespace named like its cluster."""
+    live_namespace(cluster)
+    half_deleted_namespace(cluster)
+    v1 = "acme/us-west/legacy"
+    cluster.policies(v1)
+    cluster.managed_ledger(f"{v1}/persistent/t", [cluster.ledger(ml_tags(f"{v1}/persistent/t"))])
+    cluster.local_policies(v1)
+    cluster.bundle_data(v1)
+    cluster.delete_policies(v1)
+    both = "acme/us-east"  # a v2 namespace named like a v1 cluster: its v1 one is gone
+    cluster.policies(both)
+    cluster.policies(f"{both}/old")
+    cluster.managed_ledger(f"{both}/persistent/t", [])
+    cluster.managed_ledger(f"{both}/old/persistent/t", [])
+    cluster.delete_policies(f"{both}/old")
+    cluster.client.ensure_path("/schemas/gone-tenant")
+    cluster.heartbeat("broker-3:8080", [])
+    found = survey_at(endpoints_of(pulsar))
+    assert found is not None
+    names = {(left.store, left.name) for left in found.leftovers}
+    assert (LOCAL, v1) in names
+    assert (LOCAL, "gone-tenant") in names
+    assert (LOCAL, "pulsar/standalone/broker-3:8080") in names
+    with pm_survey.stores(endpoints_of(pulsar)) as (local, config):
+        for left in found.leftovers:
+            nodes, exclude = pm_survey.live_unit_nodes(local, config, left.store, left.name)
+            again = pm_survey.read_units(local, left.store, {left.name: nodes}, None, exclude)
+            assert [z.path for z in again[left.name]] == [z.path for z in left.znodes], left.name
+    assert (LOCAL, f"{both}/old") in names
+    assert (LOCAL, both) not in names

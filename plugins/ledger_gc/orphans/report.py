@@ -70,8 +70,8 @@ deleted in a versioned bucket, which keeps them as noncurrent versions (not free
 ``registry``: ``{"entries", "bytes", "scan_number"}``.
 
 ``zookeeper``: what the cycle cost the ZooKeeper ensemble(s) it read: ``{"reads",
-"peak_per_second", "max_reads_per_second", "by_step": {"snapshot", "bookkeeper",
-"delete"}}``, each step ``{"reads", "peak_per_second"}`` (null if it did not run):
+"peak_per_second", "max_reads_per_second", "by_step": {"snapshot", "pulsar_metadata",
+"bookkeeper", "delete"}}``, each step ``{"reads", "peak_per_second"}`` (null if it did not run):
 znodes read (every read of a multi-read counts), by the driver and the executors
 together, and the most in one second of the wall clock; ``max_reads_per_second`` is
 ``LEDGERGC_ZK_MAX_READS_PER_SECOND`` (null: no bound). The BookKeeper survey's own
@@ -468,8 +468,16 @@ def _zookeeper(
     """The reads each step made (steps run one after another: the cycle's peak is the
     highest step's)."""
     survey_cost = ((diff.bookkeeper if diff else None) or {}).get("cost") or {}
+    pm_cost = ((diff.pulsar_metadata if diff else None) or {}).get("cost") or {}
     by_step: dict[str, dict[str, int] | None] = {
         "snapshot": snapshot.zk_reads if snapshot else None,
+        # (its survey reads Pulsar's references, which BookKeeper's then uses)
+        "pulsar_metadata": {
+            "reads": pm_cost["zk_reads"],
+            "peak_per_second": pm_cost["zk_peak_reads_per_second"],
+        }
+        if pm_cost
+        else None,
         "bookkeeper": {
             "reads": survey_cost["zk_reads"],
             "peak_per_second": survey_cost["zk_peak_reads_per_second"],

@@ -33,14 +33,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger_gc.bookkeeper.references import COMPACTION_CURSOR, SCHEMAS_ROOT, read_references
+from ledger_gc.bookkeeper import references
+from ledger_gc.bookkeeper.references import COMPACTION_CURSOR, SCHEMAS_ROOT
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences
-from ledger_gc.rules.metadata.namespaces import is_v2_name
+from ledger_gc.rules.metadata.namespaces import DOMAIN, is_v2_name
 from ledger_gc.rules.pulsar_metadata import judge, roots
 from ledger_gc.rules.pulsar_metadata.classes import (
     CONFIG,
@@ -158,7 +159,7 @@ def survey(
         if now_ms is None:  # (never: ZooKeeper's clock is always read)
             raise RuntimeError("ZooKeeper's clock was not read")
         # Pulsar's references, read once per cycle: the BookKeeper survey uses them.
-        refs = read_references(local, policies=config)
+        refs = references.read_references(local, policies=config)
         listing = _list_local(local, refs)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
         names = sorted(listing.namespaces)
@@ -177,10 +178,9 @@ def survey(
         reports = [r for j in judged for r in j.reports]
         live = [n for n, j in by_name.items() if j.target_class is None]
         reports += _stuck_topics(config, live, facts)
-        found: dict[tuple[str, str], Judgement] = {
-            (LOCAL, j.name): j for j in judged if j.target_class is not None
-        }
-        found.update({(CONFIG, j.name): j for j in _config_units(config, facts)})
+        every = {(LOCAL, j.name): j for j in judged}
+        every.update({(CONFIG, j.name): j for j in _config_units(config, facts)})
+        found = {key: j for key, j in every.items() if j.target_class is not None}
         nodes = {
             (store, name): (
                 listing.nodes[name] if store == LOCAL else roots.unit_paths(CONFIG, name)
@@ -202,9 +202,11 @@ def survey(
             and n in by_name
             and by_name[n].target_class in (PM_DELETED_NAMESPACE, PM_DELETED_TENANT)
         )
-        manifest.registered_reasons = _registered_reasons(registered or {}, leftovers, judged)
+        manifest.registered_reasons = _registered_reasons(registered or {}, leftovers, every)
+        reads = METER.since(mark)
         manifest.cost = {
-            "zk_reads": sum(METER.since(mark).values()),
+            "zk_reads": sum(reads.values()),
+            "zk_peak_reads_per_second": max(reads.values(), default=0),
             "seconds": round(time.monotonic() - started, 3),
         }
     return PulsarMetadataSurvey(manifest, refs, leftovers)
@@ -427,10 +429,10 @@ def _stuck_topics(config: MetadataStore, namespaces: Sequence[str], facts: Facts
 
 
 def _config_units(config: MetadataStore, facts: Facts) -> list[Judgement]:
-    """Deleted tenants' partitioned-topic metadata in the configuration store."""
+    """Each tenant's partitioned-topic metadata in the configuration store, judged (a
+    deleted tenant's is a leftover)."""
     tenants = config.children_of_many([roots.PARTITIONED_TOPICS])[0]
-    judged = [judge.judge_tenant(tenant, facts) for tenant in sorted(tenants)]
-    return [j for j in judged if j.target_class is not None]
+    return [judge.judge_tenant(tenant, facts) for tenant in sorted(tenants)]
 
 
 # --- each leftover's znodes --------------------------------------------------------------
@@ -457,6 +459,67 @@ def _read_units(
         )
         found.update({(store_name, name): znodes for name, znodes in read.items() if znodes})
     return found
+
+
+def live_unit_nodes(
+    local: MetadataStore, config: MetadataStore, store_name: str, name: str
+) -> tuple[list[str], frozenset[str]]:
+    """The nodes unit ``name`` hangs from in ``store_name`` now, as the survey would list
+    them, read for this one name (a delete's live re-check: ``read_units`` then reads
+    its znodes); and the nodes below them that are other units' (never read as its own).
+
+    A tenant's unit: each ``<root>/<tenant>`` with no child. A namespace's: each
+    ``<root>/<name>`` that is a namespace's node there (``/managed-ledgers``: the level's
+    shape, ``rules.metadata.namespaces``; bundle-keyed roots: a node of bundle ranges or
+    an empty one; local policies: a leaf; a v1 name: its cluster level holds other
+    names)."""
+    if store_name == CONFIG:
+        return roots.unit_paths(CONFIG, name), frozenset()
+    candidates = roots.unit_paths(LOCAL, name)
+    got = local.children_with_stats(candidates)
+    if roots.is_tenant_name(name):
+        return [n for n, read in zip(candidates, got, strict=True) if read and not read[0]], (
+            frozenset()
+        )
+    parts = name.split("/")
+    level = "/".join(parts[:2])
+    shape = local.namespace_shapes([level], policies=config).get(level)
+    parent = f"{parts[0]}/{parts[1]}" if len(parts) == 3 else None
+    parents = (
+        dict(
+            zip(
+                (r.path for r in roots.LOCAL_ROOTS),
+                local.children_of_many([f"{r.path}/{parent}" for r in roots.LOCAL_ROOTS]),
+                strict=True,
+            )
+        )
+        if parent
+        else {}
+    )
+    nodes: list[str] = []
+    exclude: set[str] = set()
+    for root, node, read in zip(roots.LOCAL_ROOTS, candidates, got, strict=True):
+        if read is None:
+            continue
+        children = read[0]
+        if root.path == roots.MANAGED_LEDGERS:
+            ok = shape is not None and (shape.cluster if parent else shape.namespace)
+            if ok and not parent:  # a v2 namespace's v1 neighbours (a level of both)
+                exclude |= {f"{node}/{c}" for c in children if c != DOMAIN}
+        elif root.bundle_keyed:
+            siblings = parents.get(root.path, []) if parent else []
+            ok = (
+                not all(roots.BUNDLE_RANGE.fullmatch(c) for c in siblings)
+                if parent
+                else all(roots.BUNDLE_RANGE.fullmatch(c) for c in children)
+            )
+        elif root.path == roots.LOCAL_POLICIES:
+            ok = bool(parent) or not children
+        else:  # /schemas/<t>/<ns>
+            ok = not parent
+        if ok:
+            nodes.append(node)
+    return nodes, frozenset(exclude)
 
 
 def read_units(
@@ -580,11 +643,12 @@ def _manifest(
 
 
 def _registered_reasons(
-    registered: Mapping[str, Any], leftovers: list[Leftover], judged: list[Judgement]
+    registered: Mapping[str, Any],
+    leftovers: list[Leftover],
+    judged: Mapping[tuple[str, str], Judgement],
 ) -> dict[str, str]:
     """Why each registered leftover this survey does not find (as a candidate) is none."""
     by_target = {left.target: left for left in leftovers}
-    live = {j.name: j.why for j in judged if j.target_class is None}
     reasons = {}
     for prefix in registered:
         parsed = parse_target(prefix)
@@ -593,11 +657,11 @@ def _registered_reasons(
         left = by_target.get(prefix)
         if left is not None and left.held is None:
             continue
-        store, name = parsed
+        judgement = judged.get(parsed)
         if left is not None:
             reasons[prefix] = f"held: {left.held}"
-        elif name in live and store == LOCAL:
-            reasons[prefix] = f"not a leftover: {live[name]}"
+        elif judgement is not None and judgement.target_class is None:
+            reasons[prefix] = f"not a leftover any more: {judgement.why}"
         else:
-            reasons[prefix] = f"its znodes in the {store} store are gone (deleted)"
+            reasons[prefix] = f"its znodes in the {parsed[0]} store are gone (deleted)"
     return reasons
