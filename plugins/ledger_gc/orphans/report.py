@@ -577,6 +577,7 @@ def _pulsar_metadata(
         cls: {store: dict(t) for store, t in per.items()} for cls, per in out["classes"].items()
     }
     total = {"ledgers": 0, "bytes": 0}
+    held = {item["target"] for item in out.get("held") or []}
     for target, cls in (out.get("leftovers") or {}).items():
         found = held_back.get(target)
         if not found:
@@ -585,7 +586,7 @@ def _pulsar_metadata(
         total["bytes"] += found["bytes"]
         parsed = parse_target(target)
         totals = classes.get(cls, {}).get(parsed[0]) if parsed else None
-        if totals is not None:  # (a held leftover has no totals: its own line says so)
+        if totals is not None and target not in held:  # (a held one: its own line)
             totals["ledger_bytes"] += found["bytes"]
     for item in out.get("held") or []:
         found = held_back.get(item["target"]) or {}

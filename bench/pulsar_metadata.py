@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Figure 10: what the Pulsar-metadata source adds to a cycle over 1,000,000 BookKeeper
+ledgers and 10,000 topics: the whole ``ledgergc orphans --dry-run --json`` command with
+the source on and off, first survey and steady state, side by side in one run against
+one ZooKeeper (issue 34: at most +15 % first, +10 % steady).
+
+The data is ``bk_scan``'s (its own ZooKeeper, ``--zk-heap``; 1,000,000 ledgers under
+9,990 managed ledgers with a cursor each in ``bench/ns``), with what Pulsar's own
+metadata adds: the cluster and the tenant, ``bench/ns``'s policies (Policies JSON),
+local policies and bundle data, and two leftovers for the source to find: a namespace
+deleted half way (``bench/gone``: its policies gone, 100 managed ledgers with a cursor
+each, local policies, bundle data) and a dead broker's heartbeat namespace.
+
+One run, each command on a state store of its own per mode (the record cache is the
+BookKeeper source's, so both modes have theirs):
+
+1. **first survey, off**: ``LEDGERGC_PULSAR_METADATA=false``, empty state store;
+2. **first survey, on**: ``LEDGERGC_PULSAR_METADATA=true``, empty state store;
+3. 1 % churn (``bk_scan.churn``);
+4. **steady state, on**, then **steady state, off**, each on its first's state store
+   (the order swapped, so that neither mode always runs on a warmer ZooKeeper).
+
+With the source on, Pulsar's references are read once, by the source, and handed to the
+BookKeeper survey (``SurveyRequest.shared``): what it adds is the listing of the local
+store's other roots, the configuration store's facts and the leftovers' znodes.
+
+    .venv/bin/python bench/pulsar_metadata.py [--size 1000000] [--quick] [--zk-heap 3g]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from typing import Any
+
+import _common
+import bk_scan
+from _common import fmt_s, mib, say
+
+sys.path.insert(0, str(_common.ROOT / "include"))
+
+TARGET_SIZE = 1_000_000
+QUICK_SIZE = 5_000
+TARGET_FIRST = 0.15
+TARGET_STEADY = 0.10
+GONE = "bench/gone"
+GONE_TOPICS = 100
+BROKER = "broker-dead:8080"
+
+
+def plant(cluster: Any) -> int:
+    """Pulsar's own metadata around ``bk_scan``'s namespace, and the two leftovers;
+    returns the managed ledgers it adds."""
+    cluster.cluster_definition()
+    cluster.policies(bk_scan.NAMESPACE)
+    cluster.local_policies(bk_scan.NAMESPACE)
+    cluster.bundle_data(bk_scan.NAMESPACE)
+    cluster.policies(GONE)
+    cluster.local_policies(GONE)
+    cluster.bundle_data(GONE)
+    for i in range(GONE_TOPICS):
+        name = f"{GONE}/persistent/t-{i:03d}"
+        cluster.managed_ledger(name, [])
+        cluster.cursor(name, "sub")
+    cluster.delete_policies(GONE)
+    cluster.heartbeat(BROKER)
+    return GONE_TOPICS + 1
+
+
+def run(hosts: str, state: Any, label: str, mode: str) -> dict[str, Any]:
+    got = bk_scan.run_command(hosts, state, label, LEDGERGC_PULSAR_METADATA=mode)
+    got["mode"] = mode
+    return got
+
+
+def survey_seconds(got: dict[str, Any]) -> float:
+    """The cycle's survey of both sources: BookKeeper's step, and the metadata's."""
+    pm = got.get("pulsar_metadata") or {}
+    return float(got["survey_s"]) + float((pm.get("cost") or {}).get("seconds") or 0.0)
+
+
+def check_metadata(got: dict[str, Any]) -> None:
+    import pulsar_cluster
+
+    pm = got.get("pulsar_metadata")
+    if got["mode"] == "false":
+        if pm is not None:
+            raise SystemExit(f"{got['label']}: the source is off, yet it surveyed")
+        return
+    if not pm:
+        raise SystemExit(f"{got['label']}: the source is on, yet it did not survey")
+    found = sorted(pm["leftovers"].items())
+    want = [
+        (f"pulsar-metadata:local:{GONE}", "pm-deleted-namespace"),
+        (f"pulsar-metadata:local:pulsar/{pulsar_cluster.CLUSTER}/{BROKER}", "pm-dead-broker"),
+    ]
+    if found != sorted(want):
+        raise SystemExit(f"{got['label']}: leftovers {found}, planted {want}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=TARGET_SIZE, help="ledgers (x100)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE:,} ledgers")
+    parser.add_argument("--zk-heap", default="3g", help="-Xmx of the command's ZooKeeper")
+    args = parser.parse_args()
+    size = QUICK_SIZE if args.quick else args.size
+    if size < bk_scan.PER_ML * 10 or size % bk_scan.PER_ML:
+        print(
+            "pulsar_metadata.py: --size must be a multiple of 100, at least 1000", file=sys.stderr
+        )
+        return 2
+    heap = "1g" if args.quick else args.zk_heap
+
+    from local_stack.zookeeper import ZooKeeperServer
+
+    directory = _common.VAR / "pulsar-metadata"
+    shutil.rmtree(directory, ignore_errors=True)
+    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=heap)
+    say(f"starting ZooKeeper (-Xmx{heap}) in {directory / 'zookeeper'}")
+    server.start()
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        chroot = f"/bench-pulsar-metadata-{_common.run_tag()}"
+        settings = _common.Settings(zk_address=f"{server.hosts}{chroot}", bucket="")
+        hosts = settings.zk_hosts
+        _common.create_chroot(settings)
+        with _common.kazoo_client(settings) as client:
+            import pulsar_cluster
+
+            cluster = pulsar_cluster.PulsarCluster(client).init(idgen=False)
+            client.ensure_path(f"/managed-ledgers/{bk_scan.NAMESPACE}/persistent")
+            extra = plant(cluster)
+            want = bk_scan.expected(size)
+            want["managed_ledgers"] += extra
+            say(f"writing {size:,} ledgers, {want['managed_ledgers']:,} managed ledgers")
+            build_s = bk_scan.build(client, 0, size // bk_scan.PER_ML)
+            say(f"  built in {build_s:.1f} s")
+            for label, mode in (("first-off", "false"), ("first-on", "true")):
+                state = directory / f"state-{mode}"
+                runs[label] = run(hosts, state, label, mode)
+                bk_scan.check(runs[label], want)
+                check_metadata(runs[label])
+                say(f"{label}: {bk_scan.describe(runs[label])}")
+            new, deleted, _ = bk_scan.churn(client, size, 0, size)
+            say(f"churn: {new:,} new ledgers, {deleted:,} deleted")
+            for label, mode in (("steady-on", "true"), ("steady-off", "false")):
+                state = directory / f"state-{mode}"
+                runs[label] = run(hosts, state, label, mode)
+                bk_scan.check(runs[label], want)
+                check_metadata(runs[label])
+                say(f"{label}: {bk_scan.describe(runs[label])}")
+    finally:
+        server.stop()
+        shutil.rmtree(directory / "zookeeper", ignore_errors=True)
+    return report(size, runs, args.quick)
+
+
+def report(size: int, runs: dict[str, dict[str, Any]], quick: bool) -> int:
+    def added(on: str, off: str) -> float:
+        return runs[on]["seconds"] / runs[off]["seconds"] - 1
+
+    first, steady = added("first-on", "first-off"), added("steady-on", "steady-off")
+    rows = []
+    for phase in ("first", "steady"):
+        on, off = runs[f"{phase}-on"], runs[f"{phase}-off"]
+        pm = on["pulsar_metadata"] or {}
+        cost = pm.get("cost") or {}
+        rows += [
+            (
+                f"{phase}: whole command, source on vs off",
+                fmt_s(on["seconds"]),
+                fmt_s(off["seconds"]),
+                f"{on['seconds'] / off['seconds'] - 1:+.1%}",
+            ),
+            (
+                "  survey (BookKeeper's step + the metadata's)",
+                fmt_s(survey_seconds(on)),
+                fmt_s(survey_seconds(off)),
+                f"{survey_seconds(on) / survey_seconds(off) - 1:+.1%}",
+            ),
+            (
+                "  the metadata source's own step (references included)",
+                fmt_s(float(cost.get("seconds") or 0.0)),
+                "",
+                "",
+            ),
+            (
+                "  znodes read by the cycle",
+                f"{on['zookeeper']['reads']:,}",
+                f"{off['zookeeper']['reads']:,}",
+                f"{on['zookeeper']['reads'] / max(1, off['zookeeper']['reads']) - 1:+.1%}",
+            ),
+            (
+                "  peak memory, process tree",
+                f"{mib(on['peak_tree_rss_bytes']):,.0f} MiB",
+                f"{mib(off['peak_tree_rss_bytes']):,.0f} MiB",
+                "",
+            ),
+        ]
+    targets = [
+        (f"first survey: the source adds <= {TARGET_FIRST:.0%}", first <= TARGET_FIRST),
+        (f"steady state: the source adds <= {TARGET_STEADY:.0%}", steady <= TARGET_STEADY),
+    ]
+    if size != TARGET_SIZE:
+        print(f"(the targets are for {TARGET_SIZE:,} ledgers; this run: {size:,})")
+
+    def brief(got: dict[str, Any]) -> dict[str, Any]:
+        pm = got.get("pulsar_metadata") or {}
+        return {
+            "mode": got["mode"],
+            "seconds": round(got["seconds"], 2),
+            "bookkeeper_survey_s": round(got["survey_s"], 2),
+            "pulsar_metadata_cost": pm.get("cost"),
+            "cycle_zk_reads": got["zookeeper"]["reads"],
+            "by_step": got["zookeeper"]["by_step"],
+            "peak_tree_rss_mib": mib(got["peak_tree_rss_bytes"]),
+            "load_before": round(got["load_before"], 2),
+        }
+
+    _common.report(
+        "pulsar_metadata",
+        rows,
+        targets,
+        {
+            "items": size,
+            "quick": quick,
+            "first_added": round(first, 4),
+            "steady_added": round(steady, 4),
+            "runs": {name: brief(got) for name, got in runs.items()},
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
