@@ -293,6 +293,7 @@ def test_an_owned_bundle_holds_the_whole_leftover(
     assert found.candidates == []
     held = found.manifest.to_manifest()["held"]
     assert [h["target"] for h in held] == [f"pulsar-metadata:local:{GONE}"]
+    assert found.manifest.to_manifest()["held_targets"] == [f"pulsar-metadata:local:{GONE}"]
     assert owned in held[0]["why"]
     assert set(found.leftover_ledgers()) == set(gone)  # what it holds back, held or not
     broker_session.stop()  # the broker lets go (or dies)

@@ -24,6 +24,7 @@ def manifest() -> dict:
     m.leftovers = {GONE: "pm-deleted-namespace", HELD: "pm-deleted-namespace"}
     m.held = [{"target": HELD, "znodes": 3, "why": "a broker owns it: /namespace/acme/owned/x"}]
     m.held_count = 1
+    m.held_targets = [HELD]
     m.samples = {
         "pm-stuck-delete": [
             {

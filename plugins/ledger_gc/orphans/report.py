@@ -577,7 +577,7 @@ def _pulsar_metadata(
         cls: {store: dict(t) for store, t in per.items()} for cls, per in out["classes"].items()
     }
     total = {"ledgers": 0, "bytes": 0}
-    held = {item["target"] for item in out.get("held") or []}
+    held = set(out.get("held_targets") or [item["target"] for item in out.get("held") or []])
     for target, cls in (out.get("leftovers") or {}).items():
         found = held_back.get(target)
         if not found:

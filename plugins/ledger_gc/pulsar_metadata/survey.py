@@ -611,6 +611,7 @@ def _manifest(
         manifest.leftovers[left.target] = cls
         if left.held is not None:
             manifest.held_count += 1
+            manifest.held_targets.append(left.target)
             if len(manifest.held) < MAX_SAMPLES:
                 manifest.held.append(left.sample())
             continue

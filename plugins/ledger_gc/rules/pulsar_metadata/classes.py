@@ -167,7 +167,8 @@ class PulsarMetadataManifest:
     store, why, znodes, ledgers, and for ``pm-stuck-delete`` the ``pulsar-admin`` command
     that finishes it; for ``bk-missing`` the topic and ledger); ``local_znodes``: the
     znodes of the local store's Pulsar roots the survey counted; ``held``: leftovers a
-    broker's bundle ownership holds (a few, with why; ``held_count`` all);
+    broker's bundle ownership holds (a few, with why; ``held_count`` and
+    ``held_targets`` all);
     ``leftovers``: every leftover's target -> class (held ones too), which the report
     joins with the BookKeeper survey's ``leftover_ledgers``;
     ``namespaces_with_topics``/``deleted_with_topics``: the guard's evidence (namespaces
@@ -184,6 +185,7 @@ class PulsarMetadataManifest:
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     held: list[dict[str, Any]] = field(default_factory=list)
     held_count: int = 0
+    held_targets: list[str] = field(default_factory=list)
     leftovers: dict[str, str] = field(default_factory=dict)
     namespaces_with_topics: int = 0
     deleted_with_topics: list[str] = field(default_factory=list)
@@ -205,6 +207,7 @@ class PulsarMetadataManifest:
             "samples": self.samples,
             "held": self.held,
             "held_count": self.held_count,
+            "held_targets": sorted(self.held_targets),
             "leftovers": dict(sorted(self.leftovers.items())),
             "namespaces_with_topics": self.namespaces_with_topics,
             "deleted_with_topics": self.deleted_with_topics[:MAX_LISTED],
