@@ -437,12 +437,14 @@ def test_a_leftovers_znodes_read_again_live_are_the_surveys(
     cluster.managed_ledger(f"{both}/old/persistent/t", [])
     cluster.delete_policies(f"{both}/old")
     cluster.client.ensure_path("/schemas/gone-tenant")
+    cluster.client.ensure_path("/managed-ledgers/gone-v1/us-west")  # its namespaces gone
     cluster.heartbeat("broker-3:8080", [])
     found = survey_at(endpoints_of(pulsar))
     assert found is not None
     names = {(left.store, left.name) for left in found.leftovers}
     assert (LOCAL, v1) in names
     assert (LOCAL, "gone-tenant") in names
+    assert (LOCAL, "gone-v1/us-west") in names  # (an empty level reads as a v2 namespace)
     assert (LOCAL, "pulsar/standalone/broker-3:8080") in names
     with pm_survey.stores(endpoints_of(pulsar)) as (local, config):
         for left in found.leftovers:
