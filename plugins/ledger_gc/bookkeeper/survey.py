@@ -13,6 +13,12 @@ unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refus
   chroot, read after the listing: the Pulsar metadata read is older than the ledgers;
 * ``pulsar_ledgers`` beside ``managed_ledgers``: Pulsar's ledgers beside no topic at all.
 
+``bk_missing`` (report-only, never registered): every ledger a managed ledger lists (not
+offloaded with ``bookkeeperDeleted``), a cursor's ``cursorsLedgerId`` or a schema index
+names that BookKeeper does not have, read again live like ``missing_listed``: that topic
+cannot be read (Pulsar's "No such ledger"). Its count and samples name the topic, the
+ledger and the znode that names it.
+
 Ledger ids the Pulsar-metadata source handed off (``state.handoff``: a record it removed
 named them) are read before the listing and classed by ``classify``'s rules for them;
 those this BookKeeper no longer has are forgotten after the survey, unless a guard of
@@ -29,6 +35,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus
 
 from ledger_gc.bookkeeper import offloaded_copy, record_cache, references, scan
 from ledger_gc.bookkeeper.cost import SurveyCost
@@ -41,7 +48,7 @@ from ledger_gc.bookkeeper.directories import (
 from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import ConfigError
-from ledger_gc.formats.records import decode_managed_ledger_info
+from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
@@ -105,6 +112,9 @@ class BookKeeperSurvey:
     id_counter: int | None = None
     above_counter: list[int] = field(default_factory=list)
     references_high: int | None = None
+    # records naming ledgers BookKeeper lacks (bk-missing): how many, and some of them
+    bk_missing: int = 0
+    bk_missing_samples: list[dict[str, Any]] = field(default_factory=list)
     # ledger ids handed off by the Pulsar-metadata source (read before the listing), and
     # how many of them this survey found gone from BookKeeper and forgot
     handed_off: int = 0
@@ -243,6 +253,7 @@ class BookKeeperSurvey:
             "not_ledger_samples": self.not_ledger_samples,
             "missing_listed": self.missing_listed,
             "listed_in_bookkeeper": self.listed_in_bookkeeper,
+            "bk_missing": {"count": self.bk_missing, "samples": self.bk_missing_samples},
             "id_counter": self.id_counter,
             "above_counter": self.above_counter[:MAX_SAMPLES],
             "above_counter_count": len(self.above_counter),
@@ -455,6 +466,16 @@ def survey(
             result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
                 pulsar, refs, found - result.foreign_ids
             )
+            missing = _missing_named(pulsar, refs, found - result.foreign_ids)
+            missing.sort(key=lambda item: (item["topic"], item["ledger_id"]))
+            result.bk_missing = len(result.missing_listed) + len(missing)
+            listed = [
+                _missing_item(m["ml_name"], m["ledger_id"], paths.managed_ledger_path(m["ml_name"]))
+                for m in result.missing_listed[:MAX_SAMPLES]
+            ]
+            result.bk_missing_samples = sorted(
+                listed + missing[:MAX_SAMPLES], key=lambda item: (item["topic"], item["ledger_id"])
+            )[:MAX_SAMPLES]
     with cost.step("checks"):
         counter = _id_counter(endpoints.zk)
     result.id_counter = counter
@@ -772,6 +793,58 @@ def _missing_listed(
             {"ml_name": name, "ledger_id": lid} for lid in sorted(suspects[name] & still)
         )
     return missing, present
+
+
+def _missing_item(ml_name: str, ledger_id: int, named_by: str) -> dict[str, Any]:
+    return {"topic": topic_name(ml_name), "ledger_id": ledger_id, "named_by": named_by}
+
+
+def topic_name(ml_name: str) -> str:
+    """The topic a managed ledger is: ``t/ns/persistent/<encoded>`` (v1:
+    ``p/c/ns/persistent/<encoded>``) -> ``persistent://t/ns/<name>``; else as it is."""
+    head, sep, local = ml_name.rpartition("/persistent/")
+    if not sep or not head or not local or "/" in local:
+        return ml_name
+    return f"persistent://{head}/{unquote_plus(local)}"
+
+
+def _missing_named(
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: set[int]
+) -> list[dict[str, Any]]:
+    """Cursor and schema ledgers BookKeeper lacks, each record read again live: a cursor
+    that switched ledgers or a schema rewritten since the references were read names
+    another now. (Every id a record names existed before it was read, and the listing
+    came after: an id not found is gone, not yet to come.)"""
+    cursors = {key: lid for key, lid in refs.cursors.items() if lid >= 0 and lid not in found}
+    schemas = {
+        schema_id: missing
+        for schema_id, index in refs.schemas.items()
+        if (missing := index.ledger_ids - found)
+    }
+    if not cursors and not schemas:
+        return []
+    pulsar.sync("/")
+    items: list[dict[str, Any]] = []
+    keys = sorted(cursors)
+    cursor_paths = [paths.cursor_path(name, cursor) for name, cursor in keys]
+    for (name, _), path, raw in zip(
+        keys, cursor_paths, pulsar.get_many_raw(cursor_paths), strict=True
+    ):
+        if raw is None:
+            continue
+        now = decode_managed_cursor_info(raw[0], path=path).cursorsLedgerId
+        if now == cursors[(name, _)]:
+            items.append(_missing_item(name, now, path))
+    ids = sorted(schemas)
+    schema_paths = [f"{references.SCHEMAS_ROOT}/{schema_id}" for schema_id in ids]
+    for schema_id, path, raw in zip(
+        ids, schema_paths, pulsar.get_many_raw(schema_paths), strict=True
+    ):
+        if raw is None:
+            continue
+        for lid in sorted(schemas[schema_id] & references.schema_index(raw[0]).ledger_ids):
+            items.append({"topic": schema_id, "ledger_id": lid, "named_by": path})
+    return items
 
 
 def _id_counter(zk: ZkEndpoint) -> int | None:

@@ -585,6 +585,17 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
             f"    {len(bk['missing_listed'])} listed ledgers are missing from BookKeeper "
             f"(e.g. {bk['missing_listed'][0]})"
         )
+    missing = bk.get("bk_missing") or {}
+    if missing.get("count"):
+        named = ", ".join(
+            f"{m['topic']} ledger {m['ledger_id']} (named by {m['named_by']})"
+            for m in (missing.get("samples") or [])[:3]
+        )
+        yield (
+            f"    bk-missing: {missing['count']} ledgers that Pulsar records name are not in "
+            f'BookKeeper, so their topics cannot be read (Pulsar\'s "No such ledger"); '
+            f"reported, never deleted: {named}"
+        )
     for name, why in (bk.get("live_elsewhere") or {}).items():
         yield f"    BookKeeper looks shared: every ledger of {name} is held: {why}"
     cost = bk.get("cost")
