@@ -524,3 +524,38 @@ def test_a_handed_off_ledger_gets_the_same_verdict_in_the_live_recheck() -> None
     survey = Classifier(REFS, handed_off=HANDED).classify(bk)
     recheck = Classifier(live, horizon=False, handed_off=HANDED).classify(bk)
     assert (recheck.ledger_class, recheck.owner) == (survey.ledger_class, survey.owner)
+
+
+# --- unreadable records and LEDGERGC_BK_REMOVE_UNREADABLE ------------------------------------
+
+
+def unreadable(lid: int) -> BkLedger:
+    return ledger(lid, None, state=None, error="empty record")
+
+
+@pytest.mark.parametrize(
+    ("lid", "kwargs", "removable", "why"),
+    [
+        (28, {}, False, "LEDGERGC_BK_REMOVE_UNREADABLE=true would remove it"),
+        (28, {"remove_unreadable": True}, True, "no Pulsar record names it"),
+        (20, {"remove_unreadable": True}, False, "listed by"),  # named: never deleted
+        (60, {"remove_unreadable": True}, False, "bucket"),  # a bucket property names it
+        (28, {"remove_unreadable": True, "shared": True}, False, "LEDGERGC_BK_SHARED"),
+        (101, {"remove_unreadable": True}, False, "newer"),
+        (101, {"remove_unreadable": True, "horizon": False}, True, "no Pulsar record"),
+    ],
+)
+def test_an_unreadable_record_is_removable_only_when_asked_and_unnamed(
+    lid: int, kwargs: dict[str, bool], removable: bool, why: str
+) -> None:
+    verdict = Classifier(REFS, **kwargs).classify(unreadable(lid))
+    assert verdict.ledger_class == c.BK_UNREADABLE
+    assert (verdict.removable, verdict.candidate) == (removable, removable), verdict.reason
+    assert why in verdict.reason
+    assert verdict.hold is None
+
+
+def test_by_default_the_reason_names_the_auditor() -> None:
+    verdict = Classifier(REFS).classify(unreadable(28))
+    assert "auditor" in verdict.reason and "13480" in verdict.reason
+    assert c.BK_UNREADABLE in c.BK_TARGET_CLASSES and c.BK_UNREADABLE not in c.BK_ORPHAN_CLASSES

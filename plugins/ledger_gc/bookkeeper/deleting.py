@@ -43,6 +43,7 @@ from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
+from ledger_gc.config.policy import Policy
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
@@ -187,8 +188,13 @@ def _one(
         return RecheckResult.of(entry, GONE, "its metadata znode is gone (deleted earlier)")
     data, stat = got
     ledger = scan.ledger_of(entry.ledger_id, data, stat.version, int(stat.ctime))
-    if ledger.error is not None:
+    unreadable = entry.target_class == classify.BK_UNREADABLE
+    if ledger.error is not None and not unreadable:
         return _failed(entry, f"its record does not decode any more ({ledger.error}); kept")
+    if unreadable and ledger.error is None:
+        return RecheckResult.of(
+            entry, CORRECTED, "live re-check: its record decodes now (repaired); kept"
+        )
     if policy.bk_shared and entry.target_class in BK_NAME_JUDGED:
         return RecheckResult.of(
             entry,
@@ -196,8 +202,15 @@ def _one(
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed)
-    if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
+    if unreadable:
+        verdict = _live_unreadable_verdict(policy, pulsar, ledger)
+    else:
+        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed)
+    if (
+        verdict.ledger_class != entry.target_class
+        or verdict.owner != entry.ml_name
+        or not verdict.candidate
+    ):
         return RecheckResult.of(
             entry,
             CORRECTED,
@@ -263,6 +276,22 @@ def _live_verdict(
     refs = references.read_live_references(pulsar, ml_name, schema_id)
     mine = {ledger.ledger_id: handed[ledger.ledger_id]} if ledger.ledger_id in handed else {}
     return classify.Classifier(refs, shared=shared, horizon=False, handed_off=mine).classify(ledger)
+
+
+def _live_unreadable_verdict(
+    policy: Policy, pulsar: MetadataStore, ledger: BkLedger
+) -> classify.Verdict:
+    """An unreadable record names no owner, so any Pulsar record could name its id: every
+    reference is read again, live (rare: only with LEDGERGC_BK_REMOVE_UNREADABLE=true,
+    for the few unreadable records registered). The horizon is the survey's: ids only
+    grow, so a ledger older than the records read then stays older."""
+    refs = references.read_references(pulsar)
+    return classify.Classifier(
+        refs,
+        shared=policy.bk_shared,
+        horizon=False,
+        remove_unreadable=policy.bk_remove_unreadable,
+    ).classify(ledger)
 
 
 def _delete(

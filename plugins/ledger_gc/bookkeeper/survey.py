@@ -119,6 +119,8 @@ class BookKeeperSurvey:
     # how many of them this survey found gone from BookKeeper and forgot
     handed_off: int = 0
     handed_off_forgotten: int = 0
+    # LEDGERGC_BK_REMOVE_UNREADABLE, as this survey classified by
+    remove_unreadable: bool = False
     # registered BookKeeper targets this survey did not find orphaned -> why
     registered_reasons: dict[str, str] = field(default_factory=dict)
     # For each gone topic with candidates: the highest ledger id tagged with its name,
@@ -231,6 +233,32 @@ class BookKeeperSurvey:
                 )
         self.candidates = kept
 
+    def unreadable(self) -> dict[str, Any]:
+        """Unreadable ledger records: how many, how many go through the phases, and what
+        they do to BookKeeper with the setting that decides (Pulsar 13480)."""
+        count = self.classes[classify.BK_UNREADABLE].ledgers
+        removable = sum(1 for c in self.candidates if c["target_class"] == classify.BK_UNREADABLE)
+        if self.remove_unreadable:
+            note = (
+                f"{classify.UNREADABLE_HARM}. LEDGERGC_BK_REMOVE_UNREADABLE=true: {removable} "
+                f"of {count} that no Pulsar record names go through the phases (grace, a live "
+                "re-check, their bytes audited; `ledgergc restore --run <id>` puts them back); "
+                "the others are kept"
+            )
+        else:
+            note = (
+                f"{classify.UNREADABLE_HARM}. {count} here, reported and kept: set "
+                "LEDGERGC_BK_REMOVE_UNREADABLE=true to remove those no Pulsar record names "
+                "through the phases (grace, a live re-check, their bytes audited; "
+                "`ledgergc restore --run <id>` puts them back)"
+            )
+        return {
+            "remove": self.remove_unreadable,
+            "ledgers": count,
+            "removable": removable,
+            "note": note,
+        }
+
     def to_manifest(self) -> dict[str, Any]:
         return {
             "hosts": self.hosts,
@@ -254,6 +282,7 @@ class BookKeeperSurvey:
             "missing_listed": self.missing_listed,
             "listed_in_bookkeeper": self.listed_in_bookkeeper,
             "bk_missing": {"count": self.bk_missing, "samples": self.bk_missing_samples},
+            "unreadable": self.unreadable(),
             "id_counter": self.id_counter,
             "above_counter": self.above_counter[:MAX_SAMPLES],
             "above_counter_count": len(self.above_counter),
@@ -385,7 +414,13 @@ def survey(
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
         result.handed_off = len(handed)
-        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared, handed_off=handed)
+        result.remove_unreadable = endpoints.policy.bk_remove_unreadable
+        classifier = classify.Classifier(
+            refs,
+            shared=endpoints.policy.bk_shared,
+            handed_off=handed,
+            remove_unreadable=endpoints.policy.bk_remove_unreadable,
+        )
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
             bk.sync(root)
@@ -630,7 +665,7 @@ def scan_ledgers(
             into.foreign_ids.add(ledger.ledger_id)
         verdict = classifier.classify(ledger)
         into.add(ledger, verdict)
-        if verdict.ledger_class in BK_ORPHAN_CLASSES:
+        if verdict.candidate:
             into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
 
 
@@ -664,6 +699,7 @@ def _on_executors(
     groups = split_works(works, tasks)
     bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
+    remove_unreadable = endpoints.policy.bk_remove_unreadable
     broadcast = context.broadcast(judged)  # the references and the handed-off ids
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
@@ -676,7 +712,7 @@ def _on_executors(
         started = time.monotonic()
         seconds = {}
         if mine:
-            classifier = _classifier_of(token, broadcast, shared_bk)
+            classifier = _classifier_of(token, broadcast, shared_bk, remove_unreadable)
             seconds["classifier"] = time.monotonic() - started
             with MetadataStore.open(bk_endpoint) as bk:
                 bk.sync(root)
@@ -709,16 +745,20 @@ def _on_executors(
     return surveys, done_all
 
 
-_CLASSIFIERS: dict[tuple[str, bool], classify.Classifier] = {}
+_CLASSIFIERS: dict[tuple[str, bool, bool], classify.Classifier] = {}
 
 
-def _classifier_of(token: str, broadcast: Any, shared: bool) -> classify.Classifier:
+def _classifier_of(
+    token: str, broadcast: Any, shared: bool, remove_unreadable: bool
+) -> classify.Classifier:
     """One classifier per broadcast per Python worker (its indexes cost a second)."""
-    key = (token, shared)
+    key = (token, shared, remove_unreadable)
     if key not in _CLASSIFIERS:
         _CLASSIFIERS.clear()
         refs, handed = broadcast.value
-        _CLASSIFIERS[key] = classify.Classifier(refs, shared=shared, handed_off=handed)
+        _CLASSIFIERS[key] = classify.Classifier(
+            refs, shared=shared, handed_off=handed, remove_unreadable=remove_unreadable
+        )
     return _CLASSIFIERS[key]
 
 

@@ -28,7 +28,11 @@ phases, guards, live re-check and audit like every other orphan:
   v1 topic's (``property/cluster/ns``) that no record names,
   another application's, another Pulsar component's (a delayed-delivery bucket's...).
   Reported, never deleted;
-* ``bk-unreadable``: an empty or garbage record. Reported, never deleted.
+* ``bk-unreadable``: an empty or garbage record (Pulsar 13480: it stops BookKeeper's
+  auditor, and the bookies never collect its ledger). Reported; with
+  ``LEDGERGC_BK_REMOVE_UNREADABLE=true`` one whose id no Pulsar record names, older than
+  the horizon, in a BookKeeper not declared shared, is ``removable``: a candidate under
+  the three phases like the orphan classes (``BK_TARGET_CLASSES``).
 
 Ids *handed off* by the Pulsar-metadata source (``handed_off``: a managed ledger, cursor
 or schema of this cluster named them, and that source removed the record) are judged
@@ -73,6 +77,14 @@ BK_ORPHAN_CLASSES = (
     BK_ORPHAN_COMPACTED_LEDGER,
 )
 BK_CLASSES = (BK_LIVE, *BK_ORPHAN_CLASSES, BK_HELD, BK_FOREIGN, BK_UNREADABLE)
+#: What the BookKeeper source may register and delete: the orphan classes, and an
+#: unreadable ledger that is ``removable`` (LEDGERGC_BK_REMOVE_UNREADABLE).
+BK_TARGET_CLASSES = (*BK_ORPHAN_CLASSES, BK_UNREADABLE)
+#: What an unreadable ledger record does to BookKeeper, for the report.
+UNREADABLE_HARM = (
+    "an empty or undecodable ledger record stops BookKeeper's auditor (Pulsar 13480), and "
+    "the bookies never collect that ledger"
+)
 #: The classes of ledgers whose topic is gone from this metadata: judged by a topic name
 #: that another Pulsar cluster sharing the BookKeeper may still write.
 BK_TOPIC_GONE_CLASSES = (BK_ORPHAN_PARTITION, BK_ORPHAN_COMPACTED_LEDGER)
@@ -99,7 +111,11 @@ EXPLANATIONS = {
     BK_HELD: "looks unreferenced, but is not ledger-gc's to judge (see each reason); kept",
     BK_FOREIGN: "not a Pulsar ledger ledger-gc judges (untagged, another application or "
     "component); never deleted",
-    BK_UNREADABLE: "its metadata record is empty or does not decode; never deleted",
+    BK_UNREADABLE: (
+        "its metadata record is empty or does not decode (it stops BookKeeper's auditor, "
+        "Pulsar 13480); reported, or removed through the phases when no Pulsar record names "
+        "it and LEDGERGC_BK_REMOVE_UNREADABLE=true"
+    ),
 }
 
 #: A registry target of a BookKeeper ledger: ``bookkeeper:<its metadata znode>``.
@@ -347,6 +363,13 @@ class Verdict:
     owner: str
     reason: str
     hold: str | None = None  # HOLD_* for bk-held
+    # a bk-unreadable ledger that goes through the phases (LEDGERGC_BK_REMOVE_UNREADABLE)
+    removable: bool = False
+
+    @property
+    def candidate(self) -> bool:
+        """Whether the ledger is registered (and, after the phases, deleted)."""
+        return self.ledger_class in BK_ORPHAN_CLASSES or self.removable
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -367,14 +390,17 @@ class Classifier:
         shared: bool = False,
         horizon: bool = True,
         handed_off: Mapping[int, HandedOff] | None = None,
+        remove_unreadable: bool = False,
     ) -> None:
         """``horizon=False``: ``refs`` holds only the records of one owner (the live
         re-check), so the highest id they name says nothing about what is new.
-        ``handed_off``: ledger ids the Pulsar-metadata source removed the records of."""
+        ``handed_off``: ledger ids the Pulsar-metadata source removed the records of.
+        ``remove_unreadable``: LEDGERGC_BK_REMOVE_UNREADABLE."""
         self.refs = refs
         self.shared = shared
         self.horizon = horizon
         self.handed_off = handed_off or {}
+        self.remove_unreadable = remove_unreadable
         self.referenced = refs.referenced()
         self.high = max(self.referenced, default=None)
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
@@ -390,7 +416,7 @@ class Classifier:
         tags = ledger.tags
         owner = tags.owner()
         if ledger.error is not None or ledger.state is None:
-            return Verdict(BK_UNREADABLE, owner, ledger.error or "no record")
+            return self._unreadable(lid, owner, ledger.error or "no record")
         why_foreign = _why_foreign(tags)
         if why_foreign is not None:
             if lid in self.referenced:
@@ -413,6 +439,27 @@ class Classifier:
         if lid in self.referenced:
             return Verdict(BK_LIVE, owner, self.referenced[lid])
         return self._unreferenced(ledger, owner)
+
+    def _unreadable(self, lid: int, owner: str, error: str) -> Verdict:
+        """An empty or undecodable record: removable only when asked, unnamed by any
+        Pulsar record, not newer than the records read, and not in a shared BookKeeper
+        (whose other clusters' records ledger-gc does not read)."""
+        if lid in self.referenced:
+            why = f"{self.referenced[lid]}: never deleted"
+        elif not self.remove_unreadable:
+            why = f"{UNREADABLE_HARM}; LEDGERGC_BK_REMOVE_UNREADABLE=true would remove it"
+        elif self.shared:
+            why = "LEDGERGC_BK_SHARED=true: another cluster's records may name it; kept"
+        elif self.horizon and (self.high is None or lid > self.high):
+            why = "newer than every ledger the Pulsar metadata read names; judged later"
+        else:
+            return Verdict(
+                BK_UNREADABLE,
+                owner,
+                f"{error}; no Pulsar record names it (LEDGERGC_BK_REMOVE_UNREADABLE=true)",
+                removable=True,
+            )
+        return Verdict(BK_UNREADABLE, owner, f"{error}; {why}")
 
     def _held(self, owner: str, hold: str, reason: str) -> Verdict:
         return Verdict(BK_HELD, owner, reason, hold)
