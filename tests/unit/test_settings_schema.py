@@ -78,6 +78,7 @@ EVERY_SETTING_CHANGED = Settings(
     bk_zk_address="zk3:2181/bk",
     bk_zk_security=_zk_security("bk"),
     bk_shared=True,
+    bk_remove_unreadable=True,
     bk_record_cache=False,
     bk_full_read_every=3,
     zk_max_reads_per_second=2500,
