@@ -79,6 +79,13 @@ def plant_local(cluster: PulsarCluster) -> dict[str, int]:
 
 def plant_configuration(hosts: str) -> None:
     """The configuration store: tenants and namespaces' policies, as Pulsar writes them."""
+    servers, _, chroot = hosts.partition("/")
+    root = _kazoo(servers)
+    try:
+        root.ensure_path(f"/{chroot}")  # kazoo needs a chroot to exist before use
+    finally:
+        root.stop()
+        root.close()
     client = _kazoo(hosts)
     try:
         for name, data in (
