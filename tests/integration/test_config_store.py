@@ -31,6 +31,7 @@ from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.state.stores import open_store
+from ledger_gc.trim.run import run_trim
 from local_stack.zookeeper import ZooKeeperServer
 from pulsar_cluster import PulsarCluster, ml_tags
 
@@ -219,3 +220,33 @@ def test_status_shows_where_the_configuration_store_came_from(
     }
     assert shown["LEDGERGC_CONFIG_STORE_SASL_PASSWORD"] == {"value": "***", "source": "env"}
     assert shown["LEDGERGC_CONFIG_STORE_TLS"]["source"] == "default"
+
+
+def test_status_and_trim_list_the_topics_only_the_configuration_stores_policies_show(
+    settings: Settings, zk_client: KazooClient, config_chroot: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The v2 namespace acme/us-east (named like a v1 cluster of acme) whose only topic is
+    called ``persistent``: the tree cannot tell it from a v1 namespace ``persistent``, its
+    policies in the configuration store can."""
+    cluster = PulsarCluster(zk_client)
+    cluster.managed_ledger(V1_LEGACY, [])
+    cluster.managed_ledger("acme/us-east/persistent/persistent", [])
+    cluster.managed_ledger(ORDERS, [])
+    plant_configuration(config_chroot)
+    open_store(settings).ready()
+
+    def listed() -> list[str]:
+        result = run_ledgergc(settings, "status", "--json", "--metadata-only")
+        assert result.returncode == 0, result.stderr
+        return [ml["name"] for ml in json.loads(result.stdout)["managed_ledgers"]]
+
+    assert listed() == [ORDERS]  # the local store alone: acme/us-east read as a v1 cluster
+    monkeypatch.setenv("LEDGERGC_CONFIG_STORE_HOSTS", config_chroot)
+    assert listed() == ["acme/us-east/persistent/persistent", ORDERS]
+    # The trim's scope likewise.
+    with_config = settings.with_overrides(config_store_address=config_chroot)
+    report = run_trim(resolve(with_config), dry_run=True, record_run=False)
+    assert [ml.name for ml in report.managed_ledgers] == [
+        "acme/us-east/persistent/persistent",
+        ORDERS,
+    ]
