@@ -274,3 +274,16 @@ def test_the_zookeeper_connection_names_the_configuration_store(
     assert endpoints.config_store is not None and endpoints.config_store.hosts == "zk2:2181/global"
     shown = settings.provenance()["LEDGERGC_CONFIG_STORE_HOSTS"]
     assert (shown["value"], shown["source"]) == ("zk:zk2:2181/global", "connection")
+
+
+def test_a_digest_refusal_on_the_configuration_store_names_its_own_digest() -> None:
+    from ledger_gc.metadata.zk_access import _fix
+
+    names = resolve(
+        Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": "zk2:2181/g"})
+    ).configuration.names
+    assert _fix(["digest:admin"], "DELETE", names) == (
+        "set LEDGERGC_CONFIG_STORE_DIGEST to admin's user:password"
+    )
+    local = resolve(Settings.from_env(LOCAL)).zk.names
+    assert "set LEDGERGC_ZK_DIGEST to" in _fix(["digest:admin"], "DELETE", local)
