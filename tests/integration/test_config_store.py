@@ -12,6 +12,7 @@ tree proves nothing), they are read from the configuration store
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from test_status_command import run_ledgergc
 from ledger_gc.bookkeeper.references import read_references
 from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
-from ledger_gc.errors import MetadataFormatError
+from ledger_gc.errors import MetadataFormatError, MetadataUnavailableError
 from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import OrphanCycleError, run_orphan_cycle
@@ -123,6 +124,15 @@ def test_policies_on_another_chroot_of_the_same_server(
     # be told from a v2 topic, and nothing is decided from it.
     with pytest.raises(MetadataFormatError, match="/admin/policies/acme/us-west"):
         _references(settings)
+
+    # A configuration store that cannot be reached, where a level needs it: refused too
+    # (its session opens at that first read, not before).
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    down = settings.with_overrides(config_store_address=f"127.0.0.1:{port}", zk_timeout_seconds=2.0)
+    with pytest.raises(MetadataUnavailableError, match="configuration store"):
+        _references(down)
 
     with_config = settings.with_overrides(config_store_address=f"zk:{config_chroot}")
     endpoints = resolve(with_config)
