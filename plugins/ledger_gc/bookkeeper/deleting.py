@@ -46,6 +46,7 @@ from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.config.policy import Policy
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -104,6 +105,9 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(endpoints.zk, bookkeeper))
+            # Namespaces' policies are the configuration store's (its own session when
+            # it is another ensemble or chroot).
+            config = stack.enter_context(configuration_store(pulsar, endpoints.config_store))
             layout = scan.layout_of(bk, bookkeeper)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
@@ -136,6 +140,7 @@ def recheck_and_delete(
                         fence,
                         should_stop,
                         handed,
+                        config=config,
                     )
                 )
             except MetadataUnavailableError as exc:
@@ -165,8 +170,11 @@ def _one(
     fence: Fence | None,
     should_stop: Callable[[], bool],
     handed: Mapping[int, classify.HandedOff],
+    *,
+    config: MetadataStore | None = None,
 ) -> RecheckResult:
-    """One entry; ``fence`` None: a dry run (re-check and report only)."""
+    """One entry; ``fence`` None: a dry run (re-check and report only). ``config``: the
+    configuration store (None: ``pulsar``)."""
     bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
     root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
@@ -203,9 +211,9 @@ def _one(
             "cluster's; kept",
         )
     if unreadable:
-        verdict = _live_unreadable_verdict(policy, pulsar, ledger)
+        verdict = _live_unreadable_verdict(policy, pulsar, ledger, config)
     else:
-        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed)
+        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed, config)
     if (
         verdict.ledger_class != entry.target_class
         or verdict.owner != entry.ml_name
@@ -269,23 +277,24 @@ def _live_verdict(
     pulsar: MetadataStore,
     ledger: BkLedger,
     handed: Mapping[int, classify.HandedOff],
+    config: MetadataStore | None = None,
 ) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
-    refs = references.read_live_references(pulsar, ml_name, schema_id)
+    refs = references.read_live_references(pulsar, ml_name, schema_id, policies=config)
     mine = {ledger.ledger_id: handed[ledger.ledger_id]} if ledger.ledger_id in handed else {}
     return classify.Classifier(refs, shared=shared, horizon=False, handed_off=mine).classify(ledger)
 
 
 def _live_unreadable_verdict(
-    policy: Policy, pulsar: MetadataStore, ledger: BkLedger
+    policy: Policy, pulsar: MetadataStore, ledger: BkLedger, config: MetadataStore | None = None
 ) -> classify.Verdict:
     """An unreadable record names no owner, so any Pulsar record could name its id: every
     reference is read again, live (rare: only with LEDGERGC_BK_REMOVE_UNREADABLE=true,
     for the few unreadable records registered). The horizon is the survey's: ids only
     grow, so a ledger older than the records read then stays older."""
-    refs = references.read_references(pulsar)
+    refs = references.read_references(pulsar, policies=config)
     return classify.Classifier(
         refs,
         shared=policy.bk_shared,

@@ -50,6 +50,7 @@ from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import (
@@ -408,8 +409,8 @@ def survey(
         # Pulsar's references before BookKeeper's listing: a ledger created after this
         # read has an id above every id it names (classify.py's horizon). Read in full
         # every cycle: the cache keeps only the ledgers' own records.
-        with cost.step("references"):
-            refs = references.read_references(pulsar)
+        with cost.step("references"), configuration_store(pulsar, endpoints.config_store) as config:
+            refs = references.read_references(pulsar, policies=config)
             handed = _handed_off(endpoints)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
