@@ -154,8 +154,8 @@ def test_the_live_recheck_keeps_what_was_fixed_referenced_or_rewritten(
     cluster.managed_ledger(TOPIC, [ids["listed-empty"], ids["garbage"], *live])
     real = references.read_references
 
-    def and_rewrite(store: Any) -> Any:
-        refs = real(store)
+    def and_rewrite(store: Any, policies: Any = None) -> Any:
+        refs = real(store, policies=policies)
         cluster.bk.set(cluster.path(third), b"still empty, another version")
         return refs
 
