@@ -187,3 +187,39 @@ def test_on_spark_executors_the_removed_namespaces_give_the_same_classes(
         classes = {c["ledger_id"]: c["target_class"] for c in found.candidates}
         assert classes == dict.fromkeys(gone, bk.BK_ORPHAN_PARTITION)
         assert found.held_reasons == {bk.HOLD_OTHER_CLUSTER: 1}, other
+
+
+def test_a_ledger_written_after_the_references_read_is_held_and_a_growing_topic_is_someones(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Someone writes the removed namespace's topic again: a ledger created just after
+    the survey read the references is held by the horizon; one more between cycles is
+    the topic growing, and every ledger of it is held from then on."""
+    from ledger_gc.bookkeeper import references
+
+    planted = plant(pulsar, cluster, recorded=True)
+    real = references.read_references
+    written: list[int] = []
+
+    def and_write(store: Any, **kwargs: Any) -> Any:
+        refs = real(store, **kwargs)
+        if not written:
+            written.append(cluster.ledger(ml_tags(GONE)))
+        return refs
+
+    monkeypatch.setattr(references, "read_references", and_write)
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
+    registered = {e.ledger_id: e.target_class for e in OrphanRegistry(pulsar).entries().values()}
+    assert registered == planted.orphans
+    assert held(first).get(written[0]) == bk.HOLD_NEWER
+
+    written.append(cluster.ledger(ml_tags(GONE)))  # the topic rolls over: someone's
+    second = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
+    assert second["deleted"] == []
+    assert all(exists(cluster, lid) for lid in (*planted.orphans, *written))
+    growing = second["bookkeeper"]["held_reasons"].get(bk.HOLD_GROWING_ELSEWHERE)
+    assert growing == len(planted.orphans), second["bookkeeper"]["held_reasons"]
