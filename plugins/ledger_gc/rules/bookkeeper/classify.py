@@ -504,8 +504,10 @@ class Classifier:
             return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
         schema = tags.component == SCHEMA_COMPONENT
         namespaces = self.schema_namespaces if schema else self.refs.namespaces
-        removed = handed is None and namespace not in namespaces
-        if removed and namespace not in self.removed_namespaces:
+        # Not in this metadata, and not named by a record that was: another cluster's,
+        # unless this cluster's Pulsar-metadata source removed that namespace.
+        unknown = handed is None and namespace not in namespaces
+        if unknown and namespace not in self.removed_namespaces:
             return self._held(
                 owner,
                 HOLD_OTHER_CLUSTER,
@@ -520,7 +522,7 @@ class Classifier:
                 f"{verdict.reason}; named by {handed.named_by} until the Pulsar-metadata "
                 "source removed it",
             )
-        elif removed and verdict.ledger_class in BK_ORPHAN_CLASSES:
+        elif unknown and verdict.ledger_class in BK_ORPHAN_CLASSES:
             verdict = Verdict(
                 verdict.ledger_class,
                 verdict.owner,
