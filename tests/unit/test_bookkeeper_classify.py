@@ -526,6 +526,69 @@ def test_a_handed_off_ledger_gets_the_same_verdict_in_the_live_recheck() -> None
     assert (recheck.ledger_class, recheck.owner) == (survey.ledger_class, survey.owner)
 
 
+# --- namespaces the Pulsar-metadata source removed -------------------------------------------
+
+# Namespaces whose leftover znodes this cluster's Pulsar-metadata source removed: "o/n"
+# (managed ledgers), "o/ns" (a schema), and "t/ns", which this metadata has again.
+REMOVED = frozenset({"o/n", "o/ns", "t/ns"})
+REMOVED_CASES = {
+    "partition": (ledger(42, data(GONE_NS_ML)), c.BK_ORPHAN_PARTITION, None),
+    "schema": (ledger(43, schema("o/ns/x")), c.BK_ORPHAN_SCHEMA_LEDGER, None),
+    "cursor": (ledger(44, cursor(GONE_NS_ML, "sub")), c.BK_ORPHAN_CURSOR_LEDGER, None),
+    "compacted": (ledger(47, compacted("persistent://o/n/x")), COMPACTED_ORPHAN, None),
+    # no record names it, so the horizon applies: newer than the metadata read
+    "above-the-horizon": (ledger(101, data(GONE_NS_ML)), c.BK_HELD, c.HOLD_NEWER),
+    # a namespace no record of this cluster had: another cluster's still
+    "another-namespace": (ledger(45, data("q/r/persistent/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
+    "another-ns-schema": (ledger(46, schema("q/r/x")), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
+    # re-created: a namespace this metadata has, judged as such
+    "recreated-orphan-ledger": (ledger(15, data(ML)), c.BK_ORPHAN_LEDGER, None),
+    "recreated-live": (ledger(20, data(ML)), c.BK_LIVE, None),
+    "recreated-live-compacted": (ledger(85, compacted(TOPIC)), c.BK_HELD, c.HOLD_LIVE_COMPACTED),
+    "v1-name": (ledger(86, data("o/n/ns/persistent/x")), c.BK_FOREIGN, None),
+    "untagged": (ledger(42, None), c.BK_FOREIGN, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("bk", "expected", "hold"), list(REMOVED_CASES.values()), ids=list(REMOVED_CASES)
+)
+def test_a_removed_namespace_is_this_clusters_for_the_unknown_namespace_hold(
+    bk: BkLedger, expected: str, hold: str | None
+) -> None:
+    verdict = Classifier(REFS, removed_namespaces=REMOVED).classify(bk)
+    assert (verdict.ledger_class, verdict.hold) == (expected, hold), verdict.reason
+    namespace = c.namespace_of(verdict.owner)
+    if expected in c.BK_ORPHAN_CLASSES and namespace not in REFS.namespaces:
+        assert f"namespace {namespace} was this cluster's" in verdict.reason
+
+
+def test_without_the_record_a_removed_namespace_is_held_as_unknown() -> None:
+    classifier = Classifier(REFS)
+    for key in ("partition", "schema", "cursor", "compacted"):
+        verdict = classifier.classify(REMOVED_CASES[key][0])
+        assert (verdict.ledger_class, verdict.hold) == (c.BK_HELD, c.HOLD_OTHER_CLUSTER), key
+
+
+def test_a_shared_bookkeeper_holds_the_ledgers_of_a_removed_namespace() -> None:
+    classifier = Classifier(REFS, shared=True, removed_namespaces=REMOVED)
+    for key in ("partition", "schema", "cursor", "compacted"):
+        verdict = classifier.classify(REMOVED_CASES[key][0])
+        assert (verdict.ledger_class, verdict.hold) == (c.BK_HELD, c.HOLD_SHARED), key
+
+
+def test_a_removed_namespaces_ledger_gets_the_same_verdict_in_the_live_recheck() -> None:
+    """The live re-check reads only the ledger's owner's records (``horizon=False``; its
+    namespace is gone from them too): same class and owner as the survey's."""
+    live = PulsarReferences(listed={}, namespaces=frozenset())
+    for key in ("partition", "schema", "cursor", "compacted"):
+        bk = REMOVED_CASES[key][0]
+        survey = Classifier(REFS, removed_namespaces=REMOVED).classify(bk)
+        recheck = Classifier(live, horizon=False, removed_namespaces=REMOVED).classify(bk)
+        assert (recheck.ledger_class, recheck.owner) == (survey.ledger_class, survey.owner), key
+        assert recheck.candidate
+
+
 # --- unreadable records and LEDGERGC_BK_REMOVE_UNREADABLE ------------------------------------
 
 

@@ -9,8 +9,8 @@ For each eligible registry entry (``bookkeeper:<znode>``), just before its delet
 3. the Pulsar records that can reference it are read again, live (its managed ledger and
    cursors, or its schema locator, and its namespace: ``references.read_live_references``),
    and the same rules that classified it (``classify.Classifier``, with the ids the
-   Pulsar-metadata source handed off, read once per step) must give the same class and
-   owner; anything else corrects it away;
+   Pulsar-metadata source handed off and the namespaces it removed, read once per step)
+   must give the same class and owner; anything else corrects it away;
 4. its age (from the later of the znode's ctime, ZooKeeper's clock, and the record's,
    a broker's) must be past retention on the servers' clock;
 5. a ``deleting`` audit record with the record's bytes, znode and version is committed,
@@ -119,6 +119,7 @@ def recheck_and_delete(
             lid: classify.HandedOff(given.owner, given.named_by)
             for lid, given in handoff.handed_off(endpoints.state).items()
         }
+        removed = handoff.removed_namespaces(endpoints.state)
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -141,6 +142,7 @@ def recheck_and_delete(
                         should_stop,
                         handed,
                         config=config,
+                        removed=removed,
                     )
                 )
             except MetadataUnavailableError as exc:
@@ -172,9 +174,11 @@ def _one(
     handed: Mapping[int, classify.HandedOff],
     *,
     config: MetadataStore | None = None,
+    removed: frozenset[str] = frozenset(),
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only). ``config``: the
-    configuration store (None: ``pulsar``)."""
+    configuration store (None: ``pulsar``). ``removed``: the namespaces the
+    Pulsar-metadata source removed."""
     bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
     root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
@@ -213,7 +217,7 @@ def _one(
     if unreadable:
         verdict = _live_unreadable_verdict(policy, pulsar, ledger, config)
     else:
-        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed, config)
+        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed, config, removed)
     if (
         verdict.ledger_class != entry.target_class
         or verdict.owner != entry.ml_name
@@ -278,13 +282,16 @@ def _live_verdict(
     ledger: BkLedger,
     handed: Mapping[int, classify.HandedOff],
     config: MetadataStore | None = None,
+    removed: frozenset[str] = frozenset(),
 ) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
     refs = references.read_live_references(pulsar, ml_name, schema_id, policies=config)
     mine = {ledger.ledger_id: handed[ledger.ledger_id]} if ledger.ledger_id in handed else {}
-    return classify.Classifier(refs, shared=shared, horizon=False, handed_off=mine).classify(ledger)
+    return classify.Classifier(
+        refs, shared=shared, horizon=False, handed_off=mine, removed_namespaces=removed
+    ).classify(ledger)
 
 
 def _live_unreadable_verdict(

@@ -22,7 +22,9 @@ ledger and the znode that names it.
 Ledger ids the Pulsar-metadata source handed off (``state.handoff``: a record it removed
 named them) are read before the listing and classed by ``classify``'s rules for them;
 those this BookKeeper no longer has are forgotten after the survey, unless a guard of
-the root (``guards.bookkeeper_refusals``) trips: a wrong root has none of them.
+the root (``guards.bookkeeper_refusals``) trips: a wrong root has none of them. The
+namespaces that source removed (``state.handoff.removed_namespaces``) are read with them:
+their ledgers are this cluster's, not held as an unknown namespace's (``classify``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ class BookKeeperSurvey:
     # how many of them this survey found gone from BookKeeper and forgot
     handed_off: int = 0
     handed_off_forgotten: int = 0
+    # namespaces the Pulsar-metadata source removed (read with the hand-offs): their
+    # ledgers are this cluster's, not held as an unknown namespace's
+    removed_namespaces: int = 0
     # LEDGERGC_BK_REMOVE_UNREADABLE, as this survey classified by
     remove_unreadable: bool = False
     # registered BookKeeper targets this survey did not find orphaned -> why
@@ -290,6 +295,7 @@ class BookKeeperSurvey:
             "references_high": self.references_high,
             "handed_off": self.handed_off,
             "handed_off_forgotten": self.handed_off_forgotten,
+            "removed_namespaces": self.removed_namespaces,
             "registered_reasons": self.registered_reasons,
             "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
@@ -412,15 +418,18 @@ def survey(
         with cost.step("references"), configuration_store(pulsar, endpoints.config_store) as config:
             refs = references.read_references(pulsar, policies=config)
             handed = _handed_off(endpoints)
+            removed = handoff.removed_namespaces(endpoints.state)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
         result.handed_off = len(handed)
+        result.removed_namespaces = len(removed)
         result.remove_unreadable = endpoints.policy.bk_remove_unreadable
         classifier = classify.Classifier(
             refs,
             shared=endpoints.policy.bk_shared,
             handed_off=handed,
             remove_unreadable=endpoints.policy.bk_remove_unreadable,
+            removed_namespaces=removed,
         )
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
@@ -457,7 +466,14 @@ def survey(
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
-                    spark, endpoints, layout, works, (refs, handed), cache.high, run_id, cost
+                    spark,
+                    endpoints,
+                    layout,
+                    works,
+                    (refs, handed, removed),
+                    cache.high,
+                    run_id,
+                    cost,
                 )
                 for part in parts:
                     result.merge(part)
@@ -675,7 +691,7 @@ def _on_executors(
     endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
-    judged: tuple[classify.PulsarReferences, Mapping[int, classify.HandedOff]],
+    judged: tuple[classify.PulsarReferences, Mapping[int, classify.HandedOff], frozenset[str]],
     high: int | None,
     run_id: str,
     cost: SurveyCost,
@@ -701,7 +717,8 @@ def _on_executors(
     bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
     remove_unreadable = endpoints.policy.bk_remove_unreadable
-    broadcast = context.broadcast(judged)  # the references and the handed-off ids
+    # the references, the handed-off ids and the removed namespaces
+    broadcast = context.broadcast(judged)
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
     def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
@@ -756,9 +773,13 @@ def _classifier_of(
     key = (token, shared, remove_unreadable)
     if key not in _CLASSIFIERS:
         _CLASSIFIERS.clear()
-        refs, handed = broadcast.value
+        refs, handed, removed = broadcast.value
         _CLASSIFIERS[key] = classify.Classifier(
-            refs, shared=shared, handed_off=handed, remove_unreadable=remove_unreadable
+            refs,
+            shared=shared,
+            handed_off=handed,
+            remove_unreadable=remove_unreadable,
+            removed_namespaces=removed,
         )
     return _CLASSIFIERS[key]
 

@@ -12,6 +12,14 @@ A hand-off of an id is kept as first recorded (a second one, from a retried dele
 restore removed again, changes nothing: the grace window and the record that named it
 stay). A row goes once BookKeeper no longer has its ledger (``forget``: the BookKeeper
 survey calls it for the ids it did not find).
+
+The namespaces whose leftover znodes that source removed are recorded too
+(``record_removed_namespaces``): a ledger of such a namespace that no removed record
+named (a leak from before, e.g. a trim whose delete failed) would otherwise be held as
+another cluster's once the namespace's last znodes are gone, though this cluster's own
+metadata had the namespace. The BookKeeper source counts them as this cluster's for that
+hold only (``Classifier(removed_namespaces=...)``); the horizon and the shared-BookKeeper
+rules still apply. A namespace's first record is kept.
 """
 
 from __future__ import annotations
@@ -106,3 +114,56 @@ def forget(state: StateEndpoint, ledger_ids: Iterable[int]) -> int:
 def _batches(items: list[Any]) -> Iterator[list[Any]]:
     for start in range(0, len(items), _BATCH):
         yield items[start : start + _BATCH]
+
+
+def record_removed_namespaces(
+    state: StateEndpoint, run_id: str, namespaces: Iterable[str], at_ms: int
+) -> None:
+    """Record that run ``run_id`` removed leftover znodes of ``namespaces`` (``tenant/ns``,
+    v1 ``property/cluster/ns``) at ``at_ms``, in one transaction. A namespace recorded
+    before keeps its first record (idempotent). A name that is no namespace raises
+    ``ValueError`` before anything is written."""
+    names = sorted(set(namespaces))
+    for name in names:
+        if not _is_namespace(name):
+            raise ValueError(
+                f"{name!r} is not a namespace name (tenant/ns, or v1 property/cluster/ns): "
+                "record the namespace whose znodes were removed, not a tenant or topic"
+            )
+    if not names:
+        return
+    table = schema.removed_namespaces
+    recorded = now_ms()
+    with open_store(state).write() as conn:
+        known: set[str] = set()
+        for batch in _batches(names):
+            known.update(
+                str(name)
+                for (name,) in conn.execute(
+                    table.select()
+                    .with_only_columns(table.c.namespace)
+                    .where(table.c.namespace.in_(batch))
+                )
+            )
+        rows = [
+            {"namespace": name, "at_ms": int(at_ms), "run_id": run_id, "recorded_ms": recorded}
+            for name in names
+            if name not in known
+        ]
+        for batch in _batches(rows):
+            conn.execute(table.insert(), batch)
+
+
+def removed_namespaces(state: StateEndpoint) -> frozenset[str]:
+    """Every namespace the Pulsar-metadata source recorded as removed."""
+    table = schema.removed_namespaces
+    with open_store(state).read() as conn:
+        return frozenset(
+            str(name)
+            for (name,) in conn.execute(table.select().with_only_columns(table.c.namespace))
+        )
+
+
+def _is_namespace(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) in (2, 3) and all(parts)

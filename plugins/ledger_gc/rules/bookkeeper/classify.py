@@ -41,6 +41,15 @@ nor the unknown-namespace hold applies: this metadata named them, so they are ne
 newer than it nor another cluster's. The shared-BookKeeper rules still apply. A
 hand-off whose owner is not the one the ledger's tags name is not used.
 
+Namespaces that source *removed* (``removed_namespaces``: it deleted leftover znodes of
+them) were this cluster's: a ledger tagged with one of them that no record named (a
+leak from before the removal, e.g. a trim whose delete failed) is not held as another
+cluster's, but judged as its tags say (its managed ledger is gone: a partition,
+cursor, schema or compacted orphan). Everything else applies to it as to any ledger:
+the horizon (no record names it), the shared-BookKeeper rules, and the holds of a gone
+topic that has an open ledger or still grows (someone writes that namespace again). A
+namespace this metadata has again (re-created) is simply known.
+
 Ledger ids come from one counter and only grow, so a ledger created after the Pulsar
 records were read has an id above every id they reference (``store_high``): such a
 ledger is held, whatever its tags say. A ledger created before and referenced after
@@ -391,15 +400,18 @@ class Classifier:
         horizon: bool = True,
         handed_off: Mapping[int, HandedOff] | None = None,
         remove_unreadable: bool = False,
+        removed_namespaces: Iterable[str] = (),
     ) -> None:
         """``horizon=False``: ``refs`` holds only the records of one owner (the live
         re-check), so the highest id they name says nothing about what is new.
         ``handed_off``: ledger ids the Pulsar-metadata source removed the records of.
-        ``remove_unreadable``: LEDGERGC_BK_REMOVE_UNREADABLE."""
+        ``remove_unreadable``: LEDGERGC_BK_REMOVE_UNREADABLE.
+        ``removed_namespaces``: namespaces that source removed leftover znodes of."""
         self.refs = refs
         self.shared = shared
         self.horizon = horizon
         self.handed_off = handed_off or {}
+        self.removed_namespaces = frozenset(removed_namespaces)
         self.remove_unreadable = remove_unreadable
         self.referenced = refs.referenced()
         self.high = max(self.referenced, default=None)
@@ -492,7 +504,10 @@ class Classifier:
             return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
         schema = tags.component == SCHEMA_COMPONENT
         namespaces = self.schema_namespaces if schema else self.refs.namespaces
-        if handed is None and namespace not in namespaces:
+        # Not in this metadata, and not named by a record that was: another cluster's,
+        # unless this cluster's Pulsar-metadata source removed that namespace.
+        unknown = handed is None and namespace not in namespaces
+        if unknown and namespace not in self.removed_namespaces:
             return self._held(
                 owner,
                 HOLD_OTHER_CLUSTER,
@@ -506,6 +521,13 @@ class Classifier:
                 verdict.owner,
                 f"{verdict.reason}; named by {handed.named_by} until the Pulsar-metadata "
                 "source removed it",
+            )
+        elif unknown and verdict.ledger_class in BK_ORPHAN_CLASSES:
+            verdict = Verdict(
+                verdict.ledger_class,
+                verdict.owner,
+                f"{verdict.reason}; namespace {namespace} was this cluster's (its "
+                "Pulsar-metadata source removed its leftover znodes)",
             )
         if verdict.ledger_class in BK_NAME_JUDGED and self.shared:
             return self._held(
