@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from ledger_gc.config.edge import block_store, zk_endpoint
 
@@ -346,6 +347,12 @@ LONGEST_FIRST = (
 #: session to start), then the other files that use servers, then the unit tests. A new
 #: file lands in its tier without being listed.
 _HEAVY_MARKERS = ("airflow", "browser", "spark")
+
+
+# The machine is shared (two cores, tests in two processes beside servers): a property
+# test's example may take any time, and time is no property of the code under test.
+hypothesis_settings.register_profile("shared-machine", deadline=None)
+hypothesis_settings.load_profile("shared-machine")
 
 
 def pytest_configure(config: pytest.Config) -> None:

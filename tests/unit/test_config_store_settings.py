@@ -6,6 +6,7 @@ errors that name its own variables, its secrets masked, and the source's mode.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -241,3 +242,48 @@ def test_a_bad_pulsar_metadata_mode_is_one_line() -> None:
     with pytest.raises(ConfigError) as err:
         Settings.from_env({**LOCAL, "LEDGERGC_PULSAR_METADATA": "maybe"})
     assert str(err.value) == "LEDGERGC_PULSAR_METADATA='maybe' must be auto, true or false"
+
+
+class _Conn:
+    """An Airflow connection as the settings hook reads it."""
+
+    def __init__(self, host: str, **extra: Any) -> None:
+        self.host, self.port, self.login, self.password = host, None, "", ""
+        self.conn_id, self.conn_type, self.schema = "ledgergc_zookeeper", "generic", None
+        self.extra_dejson = extra
+
+
+def test_the_zookeeper_connection_names_the_configuration_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ledger_gc.airflow import settings_hook
+
+    monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(settings_hook, "_variable", dict)
+    conn = _Conn(
+        "zk:zk1:2181/pulsar",
+        config_store_hosts="zk:zk2:2181/global",
+        config_store_tls="false",
+        config_store_sasl_mechanism="none",
+    )
+    monkeypatch.setattr(
+        settings_hook, "_connection", lambda conn_id: {conn.conn_id: conn}.get(conn_id)
+    )
+    settings = settings_hook.LedgerGcHook().get_conn()
+    endpoints = resolve(settings)
+    assert endpoints.config_store is not None and endpoints.config_store.hosts == "zk2:2181/global"
+    shown = settings.provenance()["LEDGERGC_CONFIG_STORE_HOSTS"]
+    assert (shown["value"], shown["source"]) == ("zk:zk2:2181/global", "connection")
+
+
+def test_a_digest_refusal_on_the_configuration_store_names_its_own_digest() -> None:
+    from ledger_gc.metadata.zk_access import _fix
+
+    names = resolve(
+        Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": "zk2:2181/g"})
+    ).configuration.names
+    assert _fix(["digest:admin"], "DELETE", names) == (
+        "set LEDGERGC_CONFIG_STORE_DIGEST to admin's user:password"
+    )
+    local = resolve(Settings.from_env(LOCAL)).zk.names
+    assert "set LEDGERGC_ZK_DIGEST to" in _fix(["digest:admin"], "DELETE", local)

@@ -210,6 +210,26 @@ def test_a_v1_namespace_called_persistent_below_a_v2_namespace_is_refused() -> N
     assert isinstance(shape, Ambiguous) and "acme/us-east/persistent" in shape.why
 
 
+@pytest.mark.parametrize(
+    "znodes",
+    [
+        {"acme/us-east": b""},
+        {"acme/us-east/persistent": b""},
+        {"acme/us-east/persistent": b"", "acme/us-east/legacy/persistent/c": ML},
+    ],
+)
+def test_a_v1_namespace_called_persistent_below_a_v2_namespace_without_topics_is_both(
+    znodes: dict[str, bytes],
+) -> None:
+    """No topic either reading would list: nothing to refuse."""
+    shape = judge(
+        "acme/us-east",
+        znodes,
+        {"acme/us-east": POLICIES, "acme/us-east/persistent": POLICIES},
+    )
+    assert isinstance(shape, Shape) and shape.version == ns.BOTH, shape
+
+
 def test_policies_json_alone_is_a_v2_namespace() -> None:
     shape = judge("public/default", {"public/default": b""}, {"public/default": POLICIES})
     assert isinstance(shape, Shape) and shape.version == ns.V2 and not shape.cluster

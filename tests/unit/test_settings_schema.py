@@ -82,6 +82,7 @@ EVERY_SETTING_CHANGED = Settings(
     config_store_digest="gc:cfg-pass",
     pulsar_metadata="true",
     bk_shared=True,
+    bk_remove_unreadable=True,
     bk_record_cache=False,
     bk_full_read_every=3,
     zk_max_reads_per_second=2500,

@@ -51,6 +51,7 @@ def policy(settings: Settings) -> Policy:
         orphan_lock_wait_seconds=settings.orphan_lock_wait_seconds,
         orphan_delete_spark_over=settings.orphan_delete_spark_over,
         bk_shared=settings.bk_shared,
+        bk_remove_unreadable=settings.bk_remove_unreadable,
         bk_record_cache=settings.bk_record_cache,
         bk_full_read_every=settings.bk_full_read_every,
         pulsar_clusters=settings.pulsar_clusters,

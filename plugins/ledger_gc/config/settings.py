@@ -504,6 +504,18 @@ class Settings:
             "metadata names by id (`bk-offloaded-copy`) are deleted",
         ),
     )
+    # Unreadable ledger records (Pulsar 13480: an empty ledger znode stops BookKeeper's
+    # auditor): removed under the three phases when no Pulsar record names them.
+    bk_remove_unreadable: bool = setting(
+        False,
+        SettingSpec(
+            "LEDGERGC_BK_REMOVE_UNREADABLE",
+            FLAG,
+            "`true`: a BookKeeper ledger whose metadata record is empty or does not decode "
+            "(`bk-unreadable`, Pulsar 13480: it stops BookKeeper's auditor) and that no "
+            "Pulsar record names is removed under the three phases; `false`: reported",
+        ),
+    )
     # What a cycle costs ZooKeeper (DESIGN.md "Cost to ZooKeeper"): CLOSED ledgers'
     # records kept between cycles (bookkeeper/record_cache.py), a full read every so
     # many cycles, and a bound on the reads per second of the whole cycle.

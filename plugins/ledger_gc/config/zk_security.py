@@ -538,6 +538,14 @@ class Names:
     def own(self, part: str) -> str:
         return self.prefix + _SUFFIXES[part]
 
+    @property
+    def digest(self) -> str:
+        """The digest-auth variable of this ensemble: the configuration store has its own
+        (``LEDGERGC_CONFIG_STORE_DIGEST``); BookKeeper's ensemble uses the local store's."""
+        return (
+            self.prefix + "DIGEST" if self.prefix == CONFIG_STORE_PREFIX else "LEDGERGC_ZK_DIGEST"
+        )
+
     def falls_back(self, part: str) -> bool:
         """Whether this ensemble takes ``part`` from Pulsar's (it does not set it)."""
         return self.own_parts is not None and part not in self.own_parts

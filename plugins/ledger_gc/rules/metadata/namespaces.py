@@ -153,12 +153,14 @@ def _cluster(level: str, other: str, domain: bool, facts: Facts) -> Shape | Need
     if not facts.policy_json.get(level, False):
         return Shape(V1, why)
     children = facts.policies[level] or ()
-    if domain and DOMAIN in children:
+    if domain and DOMAIN in children and facts.tree[node]:
         return _both_persistent(level)
     return Shape(BOTH, f"{why}, and /admin/policies/{level} holds a namespace's policies")
 
 
 def _both_persistent(level: str) -> Ambiguous:
+    """A v1 namespace called ``persistent`` below a v2 namespace named like a v1 cluster,
+    with something under ``persistent/persistent`` that either reading would list."""
     return Ambiguous(
         f"/admin/policies/{level} holds a namespace's policies and the v1 namespace "
         f"{level}/persistent below it: /managed-ledgers/{level}/persistent is then both "
@@ -181,7 +183,7 @@ def _by_policy(level: str, facts: Facts, otherwise: str | None) -> Shape | Need 
             return Shape(V1 if children else V2, f"{where} says so")
         if not children:
             return Shape(V2, f"{where} holds a namespace's policies")
-        if DOMAIN in children:
+        if DOMAIN in children and otherwise is None:
             return _both_persistent(level)
         return Shape(BOTH, f"{where} holds a namespace's policies and v1 namespaces below it")
     if otherwise is not None:
