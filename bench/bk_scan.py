@@ -352,6 +352,7 @@ def run_command(hosts: str, state_dir: Path, label: str, **settings: str) -> dic
         "managed_ledgers": bk["managed_ledgers"],
         "not_ledgers": bk["not_ledgers"],
         "missing_listed": len(bk["missing_listed"]),
+        "pulsar_metadata": report.get("pulsar_metadata"),
     }
 
 

@@ -76,3 +76,10 @@ def test_bk_scan_benchmark_prints_a_json_result(tmp_path: Path) -> None:
     """Starts a ZooKeeper of its own; each of its commands is a whole `ledgergc orphans`."""
     result = run_quick("bk_scan", None, tmp_path)
     assert result["items"] > 0 and result["runs"]["second"]["records_cached"] > 0
+
+
+@pytest.mark.spark
+def test_pulsar_metadata_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    """Starts a ZooKeeper of its own; four whole `ledgergc orphans`, the source on and off."""
+    result = run_quick("pulsar_metadata", None, tmp_path)
+    assert result["items"] > 0 and result["runs"]["steady-on-0"]["pulsar_metadata_cost"]

@@ -352,6 +352,9 @@ def test_a_v1_topics_offloaded_segments_are_live(
     offload(info.ledgerInfo[0], *v1_uuid[:2], bookkeeper_deleted=True, bucket=bucket)
     write_record(zk_client, V1, info)
     zk_client.ensure_path(f"/admin/policies/{V1.rsplit('/', 2)[0]}")
+    # (Its v2 neighbour's namespace has policies too: a namespace without them, where
+    # /admin/policies exists, is a deleted one's leftover to the Pulsar-metadata source.)
+    zk_client.ensure_path(f"/admin/policies/{A.rsplit('/', 2)[0]}")
     # As an offloader that names no managed ledger in the object's metadata wrote it:
     # the re-check then reads every managed ledger for its carrier.
     live = put_segment(s3_client, bucket, PREFIX, v1_uuid[2], 30)

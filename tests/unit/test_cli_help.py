@@ -8,6 +8,7 @@ import pytest
 
 from ledger_gc.cli import main
 from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.pulsar_metadata import guards as pm_guards
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +64,9 @@ def _every_refusal_forced() -> set[str]:
     refusals = [
         *guards.evaluate_guards(diff, 0.1, force=True),
         *guards.bookkeeper_refusals(survey, 0.1, force=True),
+        *pm_guards.refusals(
+            {"namespaces_with_topics": 1, "deleted_with_topics_count": 1}, force=True
+        ),
         *([stale] if stale else []),
     ]
     assert all(refusal.forced for refusal in refusals)

@@ -37,7 +37,13 @@ class BookKeeperSource:
         from ledger_gc.bookkeeper.survey import survey
 
         run_id = request.run_id
-        found = survey(request.endpoints, request.registered(), spark=request.spark, run_id=run_id)
+        found = survey(
+            request.endpoints,
+            request.registered(),
+            spark=request.spark,
+            run_id=run_id,
+            shared=request.shared,
+        )
         if found is None:
             return Findings({"bookkeeper": None})
         log.info(

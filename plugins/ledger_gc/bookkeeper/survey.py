@@ -75,6 +75,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 50
+#: ``SurveyRequest.shared`` keys the Pulsar-metadata survey fills before this one runs.
+SHARED_REFERENCES = "pulsar_references"
+SHARED_LEFTOVER_LEDGERS = "leftover_ledgers"
 #: Classes counted without samples (live ledgers, and the orphans: their candidates).
 _COUNTED_ONLY = frozenset((classify.BK_LIVE, *BK_ORPHAN_CLASSES))
 
@@ -142,6 +145,11 @@ class BookKeeperSurvey:
     open_gone: set[str] = field(default_factory=set)
     # What the survey cost ZooKeeper (reads, peak rate, the record cache, time per step).
     cost: SurveyCost = field(default_factory=SurveyCost)
+    # Ledger id -> the Pulsar-metadata leftover whose records name it (its survey's), and
+    # per leftover target the ledgers of them found here and their bytes: what the
+    # metadata left behind holds back in BookKeeper.
+    leftover_ids: Mapping[int, str] = field(default_factory=dict)
+    leftover_ledgers: dict[str, Totals] = field(default_factory=dict)
 
     @property
     def orphan_bytes(self) -> int:
@@ -162,6 +170,13 @@ class BookKeeperSurvey:
         totals.add(size)
         if verdict.hold is not None:
             self.held_reasons[verdict.hold] = self.held_reasons.get(verdict.hold, 0) + 1
+        if self.leftover_ids:
+            target = self.leftover_ids.get(ledger.ledger_id)
+            if target is not None:
+                held_back = self.leftover_ledgers.get(target)
+                if held_back is None:
+                    held_back = self.leftover_ledgers[target] = Totals()
+                held_back.add(size)
         if ledger.tags.application == classify.PULSAR:
             self.pulsar_ledgers += 1
         if verdict.ledger_class not in _COUNTED_ONLY:
@@ -186,6 +201,10 @@ class BookKeeperSurvey:
                 mine.bytes += totals.bytes
         for hold, count in other.held_reasons.items():
             self.held_reasons[hold] = self.held_reasons.get(hold, 0) + count
+        for target, totals in other.leftover_ledgers.items():
+            mine = self.leftover_ledgers.setdefault(target, Totals())
+            mine.ledgers += totals.ledgers
+            mine.bytes += totals.bytes
         self.candidates.extend(other.candidates)
         for name, sample in other.samples.items():
             mine_sample = self.samples.setdefault(name, [])
@@ -298,6 +317,9 @@ class BookKeeperSurvey:
             "removed_namespaces": self.removed_namespaces,
             "registered_reasons": self.registered_reasons,
             "gone_topic_high": self.gone_topic_high,
+            "leftover_ledgers": {
+                target: totals.to_dict() for target, totals in sorted(self.leftover_ledgers.items())
+            },
             "candidates": len(self.candidates),
             "cost": self.cost.to_dict(),
         }
@@ -372,6 +394,7 @@ def survey(
     *,
     spark: SparkSession | None = None,
     run_id: str = "bookkeeper",
+    shared: Mapping[str, Any] | None = None,
 ) -> BookKeeperSurvey | None:
     """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
 
@@ -381,7 +404,10 @@ def survey(
     (``_on_executors``), else here. CLOSED ledgers' records read by earlier cycles stand
     in for reads where the record cache shows their znodes unchanged
     (``record_cache``, ``directories``); what it cost ZooKeeper is the result's
-    ``cost``."""
+    ``cost``. ``shared``: what the Pulsar-metadata survey of this cycle read before
+    (``SurveyRequest.shared``): Pulsar's references (``pulsar_references``), used
+    instead of reading ``/managed-ledgers`` again, and the ledgers its leftovers name
+    (``leftover_ledgers``: id -> target), whose bytes the result counts per target."""
     if not endpoints.bookkeeper_on:
         return None
     bookkeeper = endpoints.bookkeeper
@@ -415,11 +441,15 @@ def survey(
         # Pulsar's references before BookKeeper's listing: a ledger created after this
         # read has an id above every id it names (classify.py's horizon). Read in full
         # every cycle: the cache keeps only the ledgers' own records.
-        with cost.step("references"), configuration_store(pulsar, endpoints.config_store) as config:
-            refs = references.read_references(pulsar, policies=config)
+        with cost.step("references"):
+            refs = (shared or {}).get(SHARED_REFERENCES)
+            if refs is None:  # (the Pulsar-metadata source is off: read them here)
+                with configuration_store(pulsar, endpoints.config_store) as config:
+                    refs = references.read_references(pulsar, policies=config)
             handed = _handed_off(endpoints)
             removed = handoff.removed_namespaces(endpoints.state)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
+        result.leftover_ids = dict((shared or {}).get(SHARED_LEFTOVER_LEDGERS) or {})
         result.managed_ledgers = len(refs.listed)
         result.handed_off = len(handed)
         result.removed_namespaces = len(removed)
@@ -474,6 +504,7 @@ def survey(
                     cache.high,
                     run_id,
                     cost,
+                    result.leftover_ids,
                 )
                 for part in parts:
                     result.merge(part)
@@ -695,6 +726,7 @@ def _on_executors(
     high: int | None,
     run_id: str,
     cost: SurveyCost,
+    leftovers: Mapping[int, str],
 ) -> tuple[list[BookKeeperSurvey], list[DirectoryDone]]:
     """The directories read and classified on executors, each task over its own session
     (the references broadcast once), each at its share of the read budget: the tasks
@@ -721,9 +753,11 @@ def _on_executors(
     broadcast = context.broadcast(judged)
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
+    leftover_ids = dict(leftovers)  # pickled with the task (the leftovers' ledgers: few)
+
     def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
         mine = [work for group in part for work in group]
-        into = BookKeeperSurvey("", root, layout)
+        into = BookKeeperSurvey("", root, layout, leftover_ids=leftover_ids)
         done: list[DirectoryDone] = []
         # (The meter by its module: a closure's globals are pickled, and it has a lock.)
         mark = read_budget.METER.mark()

@@ -108,7 +108,8 @@ def step_survey(
         spark=spark,
         clock=clock,
         registered=_once(OrphanRegistry(endpoints.state).entries),
-        witness=witness,
+        # (a source below the engine reads ZooKeeper's clock by it: the Pulsar metadata's)
+        witness=witness or ServerClocks(),
         inventory=inventory,
         offload_inventory=offload_inventory,
     )

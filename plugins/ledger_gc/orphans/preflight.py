@@ -19,6 +19,7 @@ from ledger_gc.bookkeeper.survey import check_layout
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.errors import MetadataAccessError, MetadataError, MetadataUnavailableError
 from ledger_gc.metadata.zk_client import session
+from ledger_gc.pulsar_metadata.survey import check_config_store
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
 
@@ -33,6 +34,9 @@ def check_servers(endpoints: Endpoints) -> None:
         # and no LAYOUT, a layout ledger-gc cannot read, an identity refused READ on it):
         # a setting to fix, one line.
         check_layout(endpoints)
+        # A configuration store that is no Pulsar configuration store, or another
+        # cluster's (the Pulsar-metadata source would judge every namespace deleted).
+        check_config_store(endpoints)
     if endpoints.blocks.configured:
         LedgerStorage(endpoints.blocks).check_bucket()
     if endpoints.offload.configured:

@@ -70,13 +70,22 @@ deleted in a versioned bucket, which keeps them as noncurrent versions (not free
 ``registry``: ``{"entries", "bytes", "scan_number"}``.
 
 ``zookeeper``: what the cycle cost the ZooKeeper ensemble(s) it read: ``{"reads",
-"peak_per_second", "max_reads_per_second", "by_step": {"snapshot", "bookkeeper",
-"delete"}}``, each step ``{"reads", "peak_per_second"}`` (null if it did not run):
+"peak_per_second", "max_reads_per_second", "by_step": {"snapshot", "pulsar_metadata",
+"bookkeeper", "delete"}}``, each step ``{"reads", "peak_per_second"}`` (null if it did not run):
 znodes read (every read of a multi-read counts), by the driver and the executors
 together, and the most in one second of the wall clock; ``max_reads_per_second`` is
 ``LEDGERGC_ZK_MAX_READS_PER_SECOND`` (null: no bound). The BookKeeper survey's own
 figures (records read and served from its record cache, time per step) are in
 ``bookkeeper.cost``.
+
+``pulsar_metadata``: null with the Pulsar-metadata source off, else its survey's
+manifest (``rules/pulsar_metadata/classes.PulsarMetadataManifest``: ``classes`` class ->
+store -> ``{"leftovers", "znodes", "bytes", "ledgers", "ledger_bytes"}``, ``samples``,
+``held``, ``leftovers``, ``local_znodes``...) with ``ledger_bytes`` filled from the
+BookKeeper survey, and ``held_back`` ``{"ledgers", "bytes"}`` (BookKeeper ledgers every
+leftover names, held ones included), ``stuck_deletes`` and ``not_replicated_here`` (the
+samples of those classes: ``{"name", "store", "class", "why", "command"}``),
+``deleted`` (leftovers), ``znodes_deleted``, ``bytes_reclaimed`` (znodes' data).
 
 ``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
 "objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
@@ -130,6 +139,12 @@ from ledger_gc.rules.orphans.classify import (
 from ledger_gc.rules.orphans.guards import METADATA_READ
 from ledger_gc.rules.orphans.outcomes import RecheckResult
 from ledger_gc.rules.orphans.timekeeping import Instant
+from ledger_gc.rules.pulsar_metadata.classes import (
+    PM_NOT_REPLICATED_HERE,
+    PM_ORPHAN_CLASSES,
+    PM_STUCK_DELETE,
+    parse_target,
+)
 
 if TYPE_CHECKING:
     from ledger_gc.orphans.options import CycleOptions
@@ -439,6 +454,7 @@ def build_report(
         "zookeeper": _zookeeper(endpoints.zk, snapshot, diff, deleted),
         "tiered": _tiered(scan, classes, bytes_deleted, diff, delete_results),
         "bookkeeper": _bookkeeper(diff, applied, delete_results),
+        "pulsar_metadata": _pulsar_metadata(diff, delete_results),
     }
     return CycleReport(run_id, status, data)
 
@@ -452,8 +468,16 @@ def _zookeeper(
     """The reads each step made (steps run one after another: the cycle's peak is the
     highest step's)."""
     survey_cost = ((diff.bookkeeper if diff else None) or {}).get("cost") or {}
+    pm_cost = ((diff.pulsar_metadata if diff else None) or {}).get("cost") or {}
     by_step: dict[str, dict[str, int] | None] = {
         "snapshot": snapshot.zk_reads if snapshot else None,
+        # (its survey reads Pulsar's references, which BookKeeper's then uses)
+        "pulsar_metadata": {
+            "reads": pm_cost["zk_reads"],
+            "peak_per_second": pm_cost["zk_peak_reads_per_second"],
+        }
+        if pm_cost
+        else None,
         "bookkeeper": {
             "reads": survey_cost["zk_reads"],
             "peak_per_second": survey_cost["zk_peak_reads_per_second"],
@@ -536,6 +560,54 @@ def _bookkeeper(
     }
 
 
+def _pulsar_metadata(
+    diff: DiffRecord | None, delete_results: list[RecheckResult]
+) -> dict[str, Any] | None:
+    """The Pulsar-metadata source's part of the cycle (None when it is off): its
+    survey's leftovers per class and store, each with the BookKeeper ledgers and bytes
+    its records name (the BookKeeper survey's ``leftover_ledgers``: what the metadata
+    holds back), the held leftovers with why, the stuck deletes with the command that
+    finishes each, the namespaces not replicated here, and what was deleted."""
+    survey = diff.pulsar_metadata if diff else None
+    if not survey:
+        return None
+    out = {key: value for key, value in survey.items() if key != "registered_reasons"}
+    held_back = ((diff.bookkeeper if diff else None) or {}).get("leftover_ledgers") or {}
+    classes = {
+        cls: {store: dict(t) for store, t in per.items()} for cls, per in out["classes"].items()
+    }
+    total = {"ledgers": 0, "bytes": 0}
+    held = set(out.get("held_targets") or [item["target"] for item in out.get("held") or []])
+    for target, cls in (out.get("leftovers") or {}).items():
+        found = held_back.get(target)
+        if not found:
+            continue
+        total["ledgers"] += found["ledgers"]
+        total["bytes"] += found["bytes"]
+        parsed = parse_target(target)
+        totals = classes.get(cls, {}).get(parsed[0]) if parsed else None
+        if totals is not None and target not in held:  # (a held one: its own line)
+            totals["ledger_bytes"] += found["bytes"]
+    for item in out.get("held") or []:
+        found = held_back.get(item["target"]) or {}
+        item["ledger_bytes"] = found.get("bytes", 0)
+    freed = [
+        r
+        for r in delete_results
+        if r.action == outcomes.DELETED and r.target_class in PM_ORPHAN_CLASSES
+    ]
+    samples = out.get("samples") or {}
+    return out | {
+        "classes": classes,
+        "held_back": total,
+        "stuck_deletes": samples.get(PM_STUCK_DELETE, []),
+        "not_replicated_here": samples.get(PM_NOT_REPLICATED_HERE, []),
+        "deleted": len(freed),
+        "znodes_deleted": sum(r.objects for r in freed),
+        "bytes_reclaimed": sum(r.bytes for r in freed),
+    }
+
+
 def _namespace(ml_name: str) -> str:
     parts = ml_name.split("/")
     return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 else NO_NAMESPACE
@@ -614,6 +686,34 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
         yield f"    {bk['restore']}"
 
 
+def _pulsar_metadata_lines(pm: dict[str, Any]) -> Iterable[str]:
+    held_back = pm["held_back"]
+    yield (
+        f"  Pulsar metadata {pm['local_hosts']} (configuration store {pm['config_hosts']}): "
+        f"{pm['namespaces']} namespaces, {pm['tenants']} tenants, {pm['local_znodes']} znodes "
+        f"counted; leftovers hold back {held_back['ledgers']} BookKeeper ledgers "
+        f"({_size(held_back['bytes'])}); deleted {pm['deleted']} leftovers, "
+        f"{pm['znodes_deleted']} znodes"
+    )
+    for name, per in pm["classes"].items():
+        for store, totals in per.items():
+            yield (
+                f"    {name:<23} {store:<6} {totals['leftovers']:>6} leftovers "
+                f"{totals['znodes']:>7} znodes {_size(totals['bytes']):>10}, "
+                f"{totals['ledgers']} ledgers {_size(totals['ledger_bytes'])}  "
+                f"{pm['explanations'].get(name, '')}"
+            )
+    for item in pm.get("held") or []:
+        yield (
+            f"    held {item['target']} ({item['znodes']} znodes, "
+            f"{_size(item.get('ledger_bytes', 0))} of ledgers): {item['why']}"
+        )
+    for item in pm["stuck_deletes"][:20]:
+        yield f"    stuck delete {item['name']}: {item['why']}; finish it: {item['command']}"
+    for item in pm["not_replicated_here"][:20]:
+        yield f"    not replicated here {item['name']}: {item['why']}"
+
+
 def render_text(cycle_report: CycleReport) -> Iterable[str]:
     """The human-readable report, line by line."""
     data = cycle_report.to_dict()
@@ -659,6 +759,9 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
     bookkeeper = data.get("bookkeeper")
     if bookkeeper:
         yield from _bookkeeper_lines(bookkeeper)
+    pulsar_metadata = data.get("pulsar_metadata")
+    if pulsar_metadata:
+        yield from _pulsar_metadata_lines(pulsar_metadata)
     yield "  classes:"
     for name in CLASSES:
         totals = data["classes"][name]

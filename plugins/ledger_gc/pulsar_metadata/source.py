@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ledger_gc.bookkeeper.survey import SHARED_LEFTOVER_LEDGERS, SHARED_REFERENCES
 from ledger_gc.orphan_source import Comparison, Findings
+from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
+from ledger_gc.rules.pulsar_metadata import guards as pm_guards
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
-    from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
     from ledger_gc.rules.orphans.phases import RegistryEntry
@@ -31,18 +33,50 @@ class PulsarMetadataSource:
     name = "pulsar-metadata"
 
     def survey(self, request: SurveyRequest) -> Findings:
-        """Its part of the record is ``pulsar_metadata`` (None: the source is off)."""
-        return Findings({"pulsar_metadata": None})
+        """Its part of the record is ``pulsar_metadata`` (None: the source is off). Hands
+        the BookKeeper survey Pulsar's references (``shared["pulsar_references"]``: read
+        once per cycle) and the ledgers its leftovers name (``shared["leftover_ledgers"]``:
+        ledger id -> leftover target), whose bytes that survey counts."""
+        from ledger_gc.pulsar_metadata.survey import survey
+
+        if request.witness is None:
+            raise ValueError("the Pulsar-metadata survey reads ZooKeeper's clock: give a witness")
+        found = survey(
+            request.endpoints,
+            witness=request.witness,
+            registered=request.registered(),
+            clock=request.clock,
+        )
+        if found is None:
+            return Findings({"pulsar_metadata": None})
+        request.shared[SHARED_REFERENCES] = found.references
+        request.shared[SHARED_LEFTOVER_LEDGERS] = found.leftover_ledgers()
+        manifest = found.manifest
+        log.info(
+            "orphan cycle %s: Pulsar metadata at %s (configuration store %s): %d namespaces, "
+            "%d leftovers, %d held",
+            request.run_id,
+            manifest.local_hosts,
+            manifest.config_hosts,
+            manifest.namespaces,
+            len(found.leftovers),
+            manifest.held_count,
+        )
+        candidates = [Candidate(**fields) for fields in found.candidates]
+        return Findings({"pulsar_metadata": manifest.to_manifest()}, candidates)
 
     def owns(self, target_class: str) -> bool:
         return target_class in PM_ORPHAN_CLASSES
 
     def refusals(self, diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
-        return []
+        """Over the survey's ``pulsar_metadata`` part (None: the source was off)."""
+        return pm_guards.refusals(diff.pulsar_metadata, force=force)
 
     def hold(
         self, candidates: dict[str, Candidate], diff: DiffRecord
     ) -> tuple[dict[str, Candidate], list[Held]]:
+        """Nothing more: the survey held each leftover a broker's bundle ownership holds
+        (the manifest's ``held``) and made no candidate of it."""
         return dict(candidates), []
 
     def compare(
@@ -53,12 +87,24 @@ class PulsarMetadataSource:
         before: PhasesRecord,
         number: int,
     ) -> Comparison:
+        """Nothing across scans: each scan judges every leftover afresh against both
+        stores, and a leftover no longer found is corrected (``reasons``)."""
         return Comparison()
 
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int
     ) -> dict[str, str]:
-        return {entry.prefix: f"not a leftover in scan {number}" for entry in entries}
+        if diff.pulsar_metadata is None:
+            off = (
+                f"scan {number} did not survey Pulsar's metadata (LEDGERGC_PULSAR_METADATA, "
+                "or no /managed-ledgers or /admin/policies); tracked again when it does"
+            )
+            return {entry.prefix: off for entry in entries}
+        found = diff.pulsar_metadata.get("registered_reasons") or {}
+        return {
+            entry.prefix: found.get(entry.prefix) or f"not a leftover in scan {number}"
+            for entry in entries
+        }
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         why = "this ledger-gc does not delete Pulsar metadata yet: kept"

@@ -33,6 +33,8 @@ BK_ROOT_MISMATCH = "bookkeeper-root-mismatch"
 BK_NO_MANAGED_LEDGERS = "bookkeeper-zero-managed-ledgers"
 BK_STALE_METADATA = "bookkeeper-stale-metadata"
 BK_ORPHAN_FRACTION = "bookkeeper-orphan-fraction"
+#: The Pulsar-metadata source's (rules/pulsar_metadata/guards.py).
+PM_UNKNOWN_NAMESPACES = "pulsar-metadata-unknown-namespaces"
 #: Listed ledgers a BookKeeper root may lack (a topic half deleted, data lost) before
 #: the root is taken for another cluster's or a copy: a share of the listed ledgers.
 BK_MISSING_TOLERANCE = 0.10
@@ -255,4 +257,5 @@ FORCEABLE = (
     BK_ROOT_MISMATCH,
     BK_STALE_METADATA,
     BK_ORPHAN_FRACTION,
+    PM_UNKNOWN_NAMESPACES,
 )

@@ -78,6 +78,9 @@ EXPLANATIONS = {
     ),
 }
 
+#: Names a manifest lists at most (its counts say how many there are).
+MAX_LISTED = 50
+
 #: A registry target of a leftover: ``pulsar-metadata:<store>:<name>``.
 TARGET_SCHEME = "pulsar-metadata:"
 
@@ -159,10 +162,19 @@ class LeftoverTotals:
 class PulsarMetadataManifest:
     """The ``pulsar_metadata`` part of a cycle's ``DiffRecord`` (None: the source is off).
 
-    ``classes``: class -> store -> totals; ``samples``: class -> a few leftovers (name,
+    ``classes``: class -> store -> totals (the registered classes: leftovers not held;
+    the report classes: findings); ``samples``: class -> a few leftovers (name,
     store, why, znodes, ledgers, and for ``pm-stuck-delete`` the ``pulsar-admin`` command
     that finishes it; for ``bk-missing`` the topic and ledger); ``local_znodes``: the
-    znodes of the local store's Pulsar roots the survey counted."""
+    znodes of the local store's Pulsar roots the survey counted; ``held``: leftovers a
+    broker's bundle ownership holds (a few, with why; ``held_count`` and
+    ``held_targets`` all);
+    ``leftovers``: every leftover's target -> class (held ones too), which the report
+    joins with the BookKeeper survey's ``leftover_ledgers``;
+    ``namespaces_with_topics``/``deleted_with_topics``: the guard's evidence (namespaces
+    with managed ledgers, heartbeats aside, and those of them judged deleted);
+    ``registered_reasons``: registered targets not found now -> why; ``cost``: znodes
+    read and seconds."""
 
     local_hosts: str
     config_hosts: str
@@ -172,6 +184,13 @@ class PulsarMetadataManifest:
     classes: dict[str, dict[str, LeftoverTotals]] = field(default_factory=dict)
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     held: list[dict[str, Any]] = field(default_factory=list)
+    held_count: int = 0
+    held_targets: list[str] = field(default_factory=list)
+    leftovers: dict[str, str] = field(default_factory=dict)
+    namespaces_with_topics: int = 0
+    deleted_with_topics: list[str] = field(default_factory=list)
+    registered_reasons: dict[str, str] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def to_manifest(self) -> dict[str, Any]:
         return {
@@ -187,4 +206,12 @@ class PulsarMetadataManifest:
             "explanations": dict(EXPLANATIONS),
             "samples": self.samples,
             "held": self.held,
+            "held_count": self.held_count,
+            "held_targets": sorted(self.held_targets),
+            "leftovers": dict(sorted(self.leftovers.items())),
+            "namespaces_with_topics": self.namespaces_with_topics,
+            "deleted_with_topics": self.deleted_with_topics[:MAX_LISTED],
+            "deleted_with_topics_count": len(self.deleted_with_topics),
+            "registered_reasons": self.registered_reasons,
+            "cost": self.cost,
         }
