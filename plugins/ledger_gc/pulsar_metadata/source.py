@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ledger_gc.orphan_source import Comparison, Findings
-from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
+from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ledger_gc.rules.orphans.classify import Candidate
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
+    from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
 log = logging.getLogger(__name__)
@@ -61,5 +62,14 @@ class PulsarMetadataSource:
         return {entry.prefix: f"not a leftover in scan {number}" for entry in entries}
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
-        why = "this ledger-gc does not delete Pulsar metadata yet: kept"
-        return [RecheckResult.of(entry, FAILED, why, error=why) for entry in entries]
+        """Each leftover re-checked live and its znodes removed, leaves first, fenced
+        by the delete lock of its store's ensemble (``deleting``)."""
+        return deleting.recheck_and_delete(
+            request.endpoints,
+            entries,
+            run_id=request.run_id,
+            now_ms=request.now_ms,
+            deleting=request.deleting,
+            should_stop=request.should_stop,
+            fence_for=request.fence_for,
+        )

@@ -1,0 +1,488 @@
+"""Phase 3 for Pulsar's own metadata against a real ZooKeeper: a leftover's records go
+leaves first, one znode at a time, fenced and audited ahead; its parents on a later
+cycle; anything that shows the namespace alive (policies, a re-created tenant, a topic
+created meanwhile, a bundle owned) keeps the rest (issue 34).
+
+The delete is driven with registry entries directly (``PulsarMetadataSource.delete``
+under the delete lock), as the engine's phase 3 hands them over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Create2
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
+
+from ledger_gc.audit import DELETED, DELETING, NOT_DELETED, AuditLog
+from ledger_gc.config.edge import resolve, zk_endpoint
+from ledger_gc.config.endpoints import Endpoints
+from ledger_gc.config.settings import Settings
+from ledger_gc.metadata import fencing
+from ledger_gc.orphan_source import DeleteRequest
+from ledger_gc.orphans.delete_lock import CONFIG_STORE_LOCK_PATH, delete_lock
+from ledger_gc.pulsar_metadata import deleting
+from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
+from ledger_gc.rules.orphans import outcomes
+from ledger_gc.rules.orphans.phases import RegistryEntry
+from ledger_gc.rules.pulsar_metadata.classes import (
+    CONFIG,
+    LOCAL,
+    PM_DEAD_BROKER,
+    PM_DELETED_NAMESPACE,
+    PM_DELETED_TENANT,
+    target_of,
+)
+from pulsar_cluster import PulsarCluster
+
+NS = "acme/gone"
+TOPIC = f"{NS}/persistent/orders"
+BUNDLE = "0x00000000_0xffffffff"
+#: An ACL ledger-gc may delete under, and that a restore must give back as it was.
+ODD_ACL = [ACL(Permissions.ALL, Id("world", "anyone")), ACL(Permissions.READ, Id("ip", "10.9.8.7"))]
+
+#: The records of the planted namespace, in the order a delete takes them: deepest first.
+RECORDS = [
+    f"/managed-ledgers/{TOPIC}/sub",
+    f"/loadbalance/bundle-data/{NS}/{BUNDLE}",
+    f"/managed-ledgers/{TOPIC}",
+    f"/admin/local-policies/{NS}",
+    f"/schemas/{NS}/orders",
+]
+PARENTS = [
+    f"/loadbalance/bundle-data/{NS}",
+    f"/managed-ledgers/{NS}/persistent",
+    f"/managed-ledgers/{NS}",
+    f"/namespace/{NS}",
+    f"/schemas/{NS}",
+]
+
+
+@pytest.fixture
+def pulsar(settings: Settings) -> Settings:
+    return settings.with_overrides(bucket="", delete_enabled=True, retention_seconds=0)
+
+
+@pytest.fixture
+def cluster(zk_client: KazooClient) -> PulsarCluster:
+    c = PulsarCluster(zk_client).init()
+    tenant(zk_client, "acme")
+    c.namespace("acme/live")
+    return c
+
+
+def tenant(client: KazooClient, name: str) -> None:
+    client.create(f"/admin/policies/{name}", b'{"allowedClusters":["c1"]}', makepath=True)
+
+
+def plant_namespace(cluster: PulsarCluster, ns: str = NS, *, containers: bool = False) -> None:
+    """What a namespace delete that stopped half way leaves in the local store: a topic
+    with ledgers 11 and 12 and a cursor (ledger 13), a schema (ledger 14), its local
+    policies, bundle data and its ownership node (no owner)."""
+    client = cluster.client
+    if containers:  # Pulsar 2.9+: parents as container znodes
+        for path in (f"/managed-ledgers/{ns}", f"/managed-ledgers/{ns}/persistent"):
+            client.ensure_path(path.rsplit("/", 1)[0])
+            create_container(client, path)
+    else:
+        client.ensure_path(f"/managed-ledgers/{ns}/persistent")
+        client.set_acls(f"/managed-ledgers/{ns}/persistent", ODD_ACL)
+    topic = f"{ns}/persistent/orders"
+    cluster.managed_ledger(topic, [11, 12])
+    cluster.cursor(topic, "sub", 13)
+    cluster.schema(f"{ns}/orders", [(0, 14)])
+    client.create(f"/admin/local-policies/{ns}", b'{"bundles":{}}', makepath=True, acl=ODD_ACL)
+    client.create(f"/loadbalance/bundle-data/{ns}/{BUNDLE}", b'{"msgRateIn":0}', makepath=True)
+    client.ensure_path(f"/namespace/{ns}")
+
+
+class _CreateContainer(namedtuple("_CreateContainer", "path data acl flags")):
+    """ZooKeeper's createContainer (opcode 19; kazoo has no call for it)."""
+
+    type = 19
+    serialize = Create2.serialize
+    deserialize = Create2.deserialize
+
+
+def create_container(client: KazooClient, path: str) -> Any:
+    """Create ``path`` as a container znode (flags 4), as Pulsar 2.9+ creates parents;
+    its stat."""
+    result = client.handler.async_result()
+    client._call(_CreateContainer(client.chroot + path, b"", OPEN_ACL_UNSAFE, 4), result)
+    result.get(timeout=15)
+    return client.exists(path)
+
+
+def entry(store: str, name: str, cls: str) -> RegistryEntry:
+    return RegistryEntry(
+        prefix=target_of(store, name),
+        target_class=cls,
+        ml_name=name,
+        ledger_id=None,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=1,
+        scans_seen=2,
+        objects=0,
+        bytes=0,
+        newest_ms=0,
+    )
+
+
+def delete(
+    endpoints: Endpoints,
+    entries: list[RegistryEntry],
+    run_id: str,
+    *,
+    deleting_: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[outcomes.RecheckResult]:
+    """Phase 3 of the Pulsar-metadata source, as the engine runs it under the lock."""
+    with delete_lock(endpoints.zk, run_id, 10, config_store=endpoints.configuration) as lock:
+        request = DeleteRequest(
+            endpoints=endpoints,
+            run_id=run_id,
+            now_ms=int(time.time() * 1000),
+            deleting=deleting_,
+            should_stop=should_stop or lock.should_stop,
+            fence_for=lock.fence_for,
+        )
+        return PulsarMetadataSource().delete(request, entries)
+
+
+@pytest.fixture(autouse=True)
+def handoffs(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[int, tuple[str, str, str]]]:
+    """What the deletes handed to the BookKeeper source: ledger id -> (namespace, owner,
+    named by)."""
+    got: dict[int, tuple[str, str, str]] = {}
+    real = deleting.hand_off
+
+    def record(state: Any, run_id: str, ledgers: Any) -> None:
+        with contextlib.suppress(ModuleNotFoundError):  # until i34-bk is merged
+            real(state, run_id, ledgers)
+        got.update({lid: tuple(v)[:3] for lid, v in ledgers.items()})
+
+    monkeypatch.setattr(deleting, "hand_off", record)
+    yield got
+
+
+def exists(client: KazooClient, paths: list[str]) -> list[str]:
+    return [p for p in paths if client.exists(p)]
+
+
+def test_records_go_leaves_first_then_persistent_parents_on_a_later_cycle(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    handoffs: dict[int, tuple[str, str, str]],
+) -> None:
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+
+    dry = delete(endpoints, [leftover], "dry", deleting_=False)
+    assert [r.action for r in dry] == [outcomes.WOULD_DELETE], dry
+    assert dry[0].objects == len(RECORDS)
+    assert exists(zk_client, RECORDS) == RECORDS
+
+    first = delete(endpoints, [leftover], "run-1")
+    assert [r.action for r in first] == [outcomes.DELETED], first
+    sizes = {p: zk_client.exists(p) for p in RECORDS}
+    assert first[0].objects == len(RECORDS)
+    assert exists(zk_client, RECORDS) == []
+    assert exists(zk_client, PARENTS) == PARENTS  # never by the cycle that emptied them
+    assert zk_client.exists("/managed-ledgers/acme/live")
+    assert sizes and first[0].bytes > 0
+    records = AuditLog(pulsar).read(run_id="run-1")
+    assert [r["status"] for r in records] == [DELETING, DELETED] * len(RECORDS)
+    assert [r["znode"] for r in records[::2]] == RECORDS  # deepest first
+    by_znode = {r["znode"]: r for r in records if r["status"] == DELETED}
+    assert by_znode[f"/managed-ledgers/{TOPIC}"]["ledger_ids"] == [11, 12]
+    assert by_znode[f"/managed-ledgers/{TOPIC}/sub"]["ledger_ids"] == [13]
+    assert by_znode[f"/schemas/{NS}/orders"]["ledger_ids"] == [14]
+    local_policies = by_znode[f"/admin/local-policies/{NS}"]
+    assert local_policies["znode_acl"] == [[a.perms, a.id.scheme, a.id.id] for a in ODD_ACL]
+    assert [a[0] for a in local_policies["ancestors"]] == [
+        "/admin",
+        "/admin/local-policies",
+        "/admin/local-policies/acme",
+    ]
+    assert {r["prefix"] for r in records} == {target_of(LOCAL, NS)}
+    assert handoffs == {
+        11: (NS, TOPIC, f"/managed-ledgers/{TOPIC}"),
+        12: (NS, TOPIC, f"/managed-ledgers/{TOPIC}"),
+        13: (NS, TOPIC, f"/managed-ledgers/{TOPIC}/sub"),
+        14: (NS, f"{NS}/orders", f"/schemas/{NS}/orders"),
+    }
+
+    # A later cycle (the survey registered what is left: parents only): they go now.
+    second = delete(endpoints, [leftover], "run-2")
+    assert [r.action for r in second] == [outcomes.DELETED], second
+    assert second[0].objects == len(PARENTS) and second[0].bytes == 0
+    assert exists(zk_client, PARENTS) == []
+    assert zk_client.exists("/managed-ledgers/acme/live") and zk_client.exists("/namespace")
+    third = delete(endpoints, [leftover], "run-3")
+    assert [r.action for r in third] == [outcomes.GONE], third
+
+
+def test_a_container_parent_is_never_removed_by_the_cycle_that_emptied_it(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    plant_namespace(cluster, containers=True)
+    results = delete(resolve(pulsar), [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in results] == [outcomes.DELETED], results
+    touched = {r["znode"] for r in AuditLog(pulsar).read(run_id="run-1")}
+    assert touched == set(RECORDS)
+    assert {d["znode"] for d in results[0].deleted_ledgers} == set(RECORDS)
+
+
+def test_a_namespace_created_before_or_during_the_delete_is_kept(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant_namespace(cluster)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    zk_client.create(f"/admin/policies/{NS}", b"{}")  # created between survey and delete
+    results = delete(resolve(pulsar), [leftover], "run-1")
+    assert [r.action for r in results] == [outcomes.CORRECTED], results
+    assert "live" in results[0].reason
+    assert exists(zk_client, RECORDS) == RECORDS
+    assert AuditLog(pulsar).read(run_id="run-1") == []
+
+    # Created while its records go: the one deleted before stays deleted, no other goes.
+    zk_client.delete(f"/admin/policies/{NS}")
+    real = fencing.Fence.delete
+
+    def then_create(self: fencing.Fence, znode: str, version: int) -> Any:
+        outcome = real(self, znode, version)
+        if not zk_client.exists(f"/admin/policies/{NS}"):
+            zk_client.create(f"/admin/policies/{NS}", b"{}")
+        return outcome
+
+    monkeypatch.setattr(fencing.Fence, "delete", then_create)
+    results = delete(resolve(pulsar), [leftover], "run-2")
+    assert results[0].objects == 1, results
+    assert exists(zk_client, RECORDS) == RECORDS[1:]
+    statuses = [r["status"] for r in AuditLog(pulsar).read(run_id="run-2")]
+    assert statuses == [DELETING, DELETED], statuses
+
+
+def test_a_tenant_recreated_with_the_same_name_is_kept(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    plant_namespace(cluster, "gone/ns")
+    zk_client.create(
+        "/admin/partitioned-topics/gone/ns/persistent/t", b'{"partitions":2}', makepath=True
+    )
+    tenant(zk_client, "gone")  # re-created after the survey saw it deleted
+    endpoints = resolve(pulsar)
+    results = delete(
+        endpoints,
+        [entry(LOCAL, "gone/ns", PM_DELETED_TENANT), entry(CONFIG, "gone", PM_DELETED_TENANT)],
+        "run-1",
+    )
+    assert [r.action for r in results] == [outcomes.CORRECTED] * 2, results
+    assert zk_client.exists("/managed-ledgers/gone/ns/persistent/orders")
+    assert zk_client.exists("/admin/partitioned-topics/gone/ns/persistent/t")
+    assert AuditLog(pulsar).read(run_id="run-1") == []
+
+
+def test_a_topic_auto_created_in_the_namespace_mid_delete_is_kept(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant_namespace(cluster)
+    created = f"/managed-ledgers/{NS}/persistent/new-topic"
+    real = fencing.Fence.delete
+
+    def then_auto_create(self: fencing.Fence, znode: str, version: int) -> Any:
+        outcome = real(self, znode, version)
+        if not zk_client.exists(created):
+            zk_client.create(created, b"")  # a producer's lookup: a new managed ledger
+        return outcome
+
+    monkeypatch.setattr(fencing.Fence, "delete", then_auto_create)
+    results = delete(resolve(pulsar), [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    # The cursor went before it, the bundle data (elsewhere) after it; the topic's own
+    # managed ledger, in the folder that changed, stays, and so does the rest.
+    assert [r.action for r in results] == [outcomes.DELETED], results
+    assert "child" in results[0].reason, results[0].reason
+    assert zk_client.exists(created)
+    assert exists(zk_client, RECORDS) == RECORDS[2:]
+    closing = AuditLog(pulsar).read(run_id="run-1")[-1]
+    assert closing["status"] == DELETED  # the stop came before its audit record
+
+
+def test_an_owned_bundle_holds_everything_of_its_namespace(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant_namespace(cluster)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    owner = KazooClient(hosts=pulsar.zk_hosts)
+    owner.start(timeout=15)
+    try:
+        owner.create(
+            f"/namespace/{NS}/{BUNDLE}", b'{"nativeUrl":"pulsar://b1:6650"}', ephemeral=True
+        )
+        results = delete(resolve(pulsar), [leftover], "run-1")
+        assert [r.action for r in results] == [outcomes.HELD], results
+        assert "ephemeral" in results[0].reason
+        assert exists(zk_client, RECORDS) == RECORDS
+        assert AuditLog(pulsar).read(run_id="run-1") == []
+    finally:
+        owner.stop()
+        owner.close()
+    # Taken while the records go: nothing more of it is deleted, the owner's node stays.
+    real = fencing.Fence.delete
+    owned = f"/namespace/{NS}/{BUNDLE}"
+
+    def then_own(self: fencing.Fence, znode: str, version: int) -> Any:
+        outcome = real(self, znode, version)
+        if not zk_client.exists(owned):
+            zk_client.create(owned, b"{}", ephemeral=True)
+        return outcome
+
+    monkeypatch.setattr(fencing.Fence, "delete", then_own)
+    results = delete(resolve(pulsar), [leftover], "run-2")
+    assert results[0].objects == 1 and "bundle" in results[0].reason, results
+    assert exists(zk_client, RECORDS) == RECORDS[1:]
+    assert zk_client.exists(owned)
+
+
+def test_a_dead_brokers_heartbeat_goes_and_a_live_ones_stays(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    dead, live = "pulsar/b1.example:8080", "pulsar/b2.example:8080"
+    for ns in (dead, live):
+        cluster.managed_ledger(f"{ns}/persistent/healthcheck", [21])
+    zk_client.create("/loadbalance/brokers/b2.example:8080", b"{}", makepath=True, ephemeral=True)
+    results = delete(
+        resolve(pulsar),
+        [entry(LOCAL, dead, PM_DEAD_BROKER), entry(LOCAL, live, PM_DEAD_BROKER)],
+        "run-1",
+    )
+    assert [r.action for r in results] == [outcomes.DELETED, outcomes.CORRECTED], results
+    assert not zk_client.exists(f"/managed-ledgers/{dead}/persistent/healthcheck")
+    assert zk_client.exists(f"/managed-ledgers/{live}/persistent/healthcheck")
+
+
+def expire(client: KazooClient, hosts: str) -> None:
+    """Expire ``client``'s session on the server: close it from a second client."""
+    twin = KazooClient(hosts=hosts, client_id=client.client_id)
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()
+
+
+def test_a_queued_delete_of_a_cycle_frozen_past_its_lock_session_is_fenced(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Frozen right after its first write-ahead record (its checks all ran before the
+    pause: ``should_stop`` says nothing), its lock session expires meanwhile; the
+    delete it then sends must not be applied."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    real_append = AuditLog.append
+    frozen: list[fencing.Fence] = []
+    real_delete = fencing.Fence.delete
+
+    def remember(self: fencing.Fence, znode: str, version: int) -> Any:
+        frozen.append(self)
+        return real_delete(self, znode, version)
+
+    def append(self: AuditLog, records: Any) -> int:
+        records = list(records)
+        written = real_append(self, records)
+        if any(r.status == DELETING for r in records) and not expired:
+            expired.append(True)
+            expire(lock_client[0], pulsar.zk_hosts)  # the pause outlived the session
+            time.sleep(1)
+        return written
+
+    expired: list[bool] = []
+    lock_client: list[KazooClient] = []
+    monkeypatch.setattr(AuditLog, "append", append)
+    monkeypatch.setattr(fencing.Fence, "delete", remember)
+    with delete_lock(endpoints.zk, "frozen", 10) as lock:
+        lock_client.append(lock._client)
+        request = DeleteRequest(
+            endpoints=endpoints,
+            run_id="frozen",
+            now_ms=int(time.time() * 1000),
+            deleting=True,
+            should_stop=lambda: False,  # frozen: its checks ran before the pause
+            fence_for=lock.fence_for,
+        )
+        results = PulsarMetadataSource().delete(request, [entry(LOCAL, NS, PM_DELETED_NAMESPACE)])
+    assert frozen, "no delete was sent"
+    assert [r.action for r in results] == [outcomes.SKIPPED], results
+    assert results[0].objects == 0
+    assert exists(zk_client, RECORDS) == RECORDS
+    statuses = [r["status"] for r in AuditLog(pulsar).read(run_id="frozen")]
+    assert statuses == [DELETING, NOT_DELETED], statuses
+
+
+def test_a_config_store_on_another_zookeeper_is_deleted_under_its_own_lock(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    private_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deleted tenant's partitioned-topic metadata in a configuration store on another
+    ensemble: deleted there, fenced by the lock of that store (its own node)."""
+    config = zk_endpoint(private_settings)
+    endpoints = dataclasses.replace(resolve(pulsar), config_store=config)
+    meta = [
+        "/admin/partitioned-topics/gone/ns/persistent/a",
+        "/admin/partitioned-topics/gone/ns/persistent/b",
+    ]
+    remote = KazooClient(hosts=private_settings.zk_hosts)
+    remote.start(timeout=15)
+    try:
+        tenant(remote, "acme")
+        for path in meta:
+            remote.create(path, json.dumps({"partitions": 3}).encode(), makepath=True)
+        # A tenant of that name in the local store says nothing: tenants live in the
+        # configuration store.
+        tenant(zk_client, "gone")
+        fences: list[tuple[str, str]] = []
+        real = fencing.Fence.delete
+
+        def seen(self: fencing.Fence, znode: str, version: int) -> Any:
+            fences.append((self.hosts, self.path))
+            return real(self, znode, version)
+
+        monkeypatch.setattr(fencing.Fence, "delete", seen)
+        results = delete(endpoints, [entry(CONFIG, "gone", PM_DELETED_TENANT)], "run-1")
+        assert [r.action for r in results] == [outcomes.DELETED], results
+        assert results[0].objects == 2
+        assert exists(remote, meta) == []
+        assert remote.exists("/admin/partitioned-topics/gone/ns/persistent")  # a parent
+        assert {h for h, _ in fences} == {config.hosts}
+        assert all(p.startswith(CONFIG_STORE_LOCK_PATH) for _, p in fences), fences
+        audited = AuditLog(pulsar).read(run_id="run-1")
+        assert {r["hosts"] for r in audited} == {config.hosts}
+        assert {r["store"] for r in audited} == {CONFIG}
+    finally:
+        remote.stop()
+        remote.close()

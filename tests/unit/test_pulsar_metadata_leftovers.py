@@ -1,0 +1,143 @@
+"""Where a Pulsar-metadata leftover's znodes are, records against parents, and its class
+now (rules/pulsar_metadata/leftovers.py, pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_gc.rules.pulsar_metadata import leftovers
+from ledger_gc.rules.pulsar_metadata.classes import (
+    CONFIG,
+    LOCAL,
+    PARENT,
+    PM_DEAD_BROKER,
+    PM_DELETED_NAMESPACE,
+    PM_DELETED_TENANT,
+    RECORD,
+    Znode,
+    to_delete,
+)
+
+
+def test_a_namespace_has_six_roots_in_the_local_store_and_one_in_the_config_store() -> None:
+    assert leftovers.leftover_roots(LOCAL, "acme/orders") == (
+        "/managed-ledgers/acme/orders",
+        "/schemas/acme/orders",
+        "/admin/local-policies/acme/orders",
+        "/namespace/acme/orders",
+        "/loadbalance/bundle-data/acme/orders",
+        "/loadbalance/resource-quota/namespace/acme/orders",
+    )
+    assert leftovers.leftover_roots(CONFIG, "acme") == ("/admin/partitioned-topics/acme",)
+    assert leftovers.leftover_roots(LOCAL, "p/us-east/ns")[0] == "/managed-ledgers/p/us-east/ns"
+
+
+@pytest.mark.parametrize("name", ["", "a//b", "a/../b", "..", "a/b/c/d", "/a"])
+def test_a_name_that_could_reach_outside_its_roots_is_refused(name: str) -> None:
+    assert leftovers.check_name(name) is not None
+    with pytest.raises(ValueError):
+        leftovers.leftover_roots(LOCAL, name)
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/managed-ledgers/t/ns", PARENT),
+        ("/managed-ledgers/t/ns/persistent", PARENT),
+        ("/managed-ledgers/t/ns/persistent/orders", RECORD),
+        ("/managed-ledgers/t/ns/persistent/orders/sub", RECORD),
+        ("/schemas/t/ns", PARENT),
+        ("/schemas/t/ns/orders", RECORD),
+        ("/admin/local-policies/t/ns", RECORD),
+        ("/namespace/t/ns", PARENT),
+        ("/namespace/t/ns/0x00000000_0xffffffff", RECORD),
+        ("/loadbalance/bundle-data/t/ns", PARENT),
+        ("/loadbalance/bundle-data/t/ns/0x00000000_0xffffffff", RECORD),
+        ("/loadbalance/resource-quota/namespace/t/ns/0x00000000_0xffffffff", RECORD),
+    ],
+)
+def test_records_and_parents_of_a_namespace(path: str, kind: str) -> None:
+    assert leftovers.kind_of(LOCAL, "t/ns", path, 0) == kind
+
+
+def test_a_namespace_named_persistent_is_read_by_its_name_not_as_a_domain() -> None:
+    # v2 namespace "t/persistent": its topics are t/persistent/persistent/<topic>
+    assert leftovers.kind_of(LOCAL, "t/persistent", "/managed-ledgers/t/persistent", 0) == PARENT
+    assert (
+        leftovers.kind_of(LOCAL, "t/persistent", "/managed-ledgers/t/persistent/persistent", 0)
+        == PARENT
+    )
+    topic = "/managed-ledgers/t/persistent/persistent/x"
+    assert leftovers.kind_of(LOCAL, "t/persistent", topic, 0) == RECORD
+    assert leftovers.named_ledgers_as(LOCAL, "t/persistent", topic) == (
+        leftovers.MANAGED_LEDGER,
+        "t/persistent/persistent/x",
+    )
+
+
+def test_a_tenant_level_leftover_is_parents_only_and_partitioned_metadata_is_records() -> None:
+    assert leftovers.kind_of(LOCAL, "gone", "/managed-ledgers/gone", 0) == PARENT
+    assert leftovers.kind_of(LOCAL, "gone", "/admin/local-policies/gone", 0) == PARENT
+    meta = "/admin/partitioned-topics/gone/ns/persistent/orders"
+    assert leftovers.kind_of(CONFIG, "gone", meta, 16) == RECORD
+    assert leftovers.kind_of(CONFIG, "gone", "/admin/partitioned-topics/gone/ns", 0) == PARENT
+    with pytest.raises(ValueError):
+        leftovers.kind_of(LOCAL, "t/ns", "/managed-ledgers/t/other", 0)
+
+
+def test_which_records_name_ledgers() -> None:
+    ns = "t/ns"
+    assert leftovers.named_ledgers_as(LOCAL, ns, "/managed-ledgers/t/ns/persistent/a/sub") == (
+        leftovers.CURSOR,
+        "t/ns/persistent/a",
+    )
+    assert leftovers.named_ledgers_as(LOCAL, ns, "/schemas/t/ns/a") == (leftovers.SCHEMA, "t/ns/a")
+    assert leftovers.named_ledgers_as(LOCAL, ns, "/admin/local-policies/t/ns") is None
+    assert leftovers.named_ledgers_as(LOCAL, ns, "/managed-ledgers/t/ns/persistent") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "policies", "tenant", "registered", "expected"),
+    [
+        ("t/ns", True, True, None, None),
+        ("t/ns", False, True, None, PM_DELETED_NAMESPACE),
+        ("t/ns", False, False, None, PM_DELETED_TENANT),
+        ("t", False, False, None, PM_DELETED_TENANT),
+        ("t", True, True, None, None),
+        ("pulsar/broker-1:8080", False, True, False, PM_DEAD_BROKER),
+        ("pulsar/broker-1:8080", False, False, True, None),
+        ("pulsar/us-east/broker-1:8080", False, True, False, PM_DEAD_BROKER),
+        ("sla-monitor/us-east/broker-1:8080", False, True, True, None),
+        ("sla-monitor/us-east/broker-1:8080", True, True, False, None),  # policies: live
+    ],
+)
+def test_the_live_class_of_a_name(
+    name: str, policies: bool, tenant: bool, registered: bool | None, expected: str | None
+) -> None:
+    got = leftovers.live_class(name, policies=policies, tenant=tenant, broker_registered=registered)
+    assert got == expected
+
+
+def test_records_go_leaves_first_and_parents_only_once_no_record_is_left() -> None:
+    z = [
+        Znode("/managed-ledgers/t/ns", PARENT, 0, 0, 1),
+        Znode("/managed-ledgers/t/ns/persistent", PARENT, 0, 0, 1),
+        Znode("/managed-ledgers/t/ns/persistent/a", RECORD, 3, 10, 1),
+        Znode("/managed-ledgers/t/ns/persistent/a/sub", RECORD, 1, 5, 0),
+        Znode("/admin/local-policies/t/ns", RECORD, 0, 2, 0),
+    ]
+    assert [x.path for x in to_delete(z)] == [
+        "/managed-ledgers/t/ns/persistent/a/sub",
+        "/managed-ledgers/t/ns/persistent/a",
+        "/admin/local-policies/t/ns",
+    ]
+    parents = [x for x in z if x.kind == PARENT]
+    assert [x.path for x in to_delete(parents)] == [
+        "/managed-ledgers/t/ns/persistent",
+        "/managed-ledgers/t/ns",
+    ]
+
+
+def test_ancestors_shallowest_first() -> None:
+    assert leftovers.ancestors("/a/b/c") == ["/a", "/a/b"]
+    assert leftovers.ancestors("/a") == []
