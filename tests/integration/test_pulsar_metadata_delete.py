@@ -31,6 +31,7 @@ from ledger_gc.orphan_source import DeleteRequest
 from ledger_gc.orphans.delete_lock import CONFIG_STORE_LOCK_PATH, delete_lock
 from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
+from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.pulsar_metadata.classes import (
@@ -483,6 +484,80 @@ def test_a_config_store_on_another_zookeeper_is_deleted_under_its_own_lock(
         audited = AuditLog(pulsar).read(run_id="run-1")
         assert {r["hosts"] for r in audited} == {config.hosts}
         assert {r["store"] for r in audited} == {CONFIG}
+        restored = restore_run(endpoints, "run-1").to_dict()
+        assert restored["objects_restored"] == 2 and restored["exit_code"] == 0, restored
+        assert exists(remote, meta) == meta
+        assert not zk_client.exists("/admin/partitioned-topics")
     finally:
         remote.stop()
         remote.close()
+
+
+def snapshot(client: KazooClient, roots: list[str]) -> dict[str, tuple[bytes, list[Any]]]:
+    """Every znode below ``roots`` and above them: its bytes and ACL."""
+    found: dict[str, tuple[bytes, list[Any]]] = {}
+    todo = [p for root in roots for p in (*_above(root), root)]
+    while todo:
+        path = todo.pop()
+        if path in found or not client.exists(path):
+            continue
+        found[path] = (client.get(path)[0], client.get_acls(path)[0])
+        todo += [f"{path}/{child}" for child in client.get_children(path)]
+    return found
+
+
+def _above(path: str) -> list[str]:
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def test_restore_twice_gives_back_the_tree_and_its_acls(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """Records removed by one run, their parents by the next: restoring the first run
+    re-creates the parents it recorded (with their ACLs) and every record; a second
+    restore changes nothing and exits 0, and so does restoring the parents' run."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    roots = [
+        f"/managed-ledgers/{NS}",
+        f"/schemas/{NS}",
+        f"/admin/local-policies/{NS}",
+        f"/namespace/{NS}",
+        f"/loadbalance/bundle-data/{NS}",
+    ]
+    before = snapshot(zk_client, roots)
+    assert [r.action for r in delete(endpoints, [leftover], "run-1")] == [outcomes.DELETED]
+    assert [r.action for r in delete(endpoints, [leftover], "run-2")] == [outcomes.DELETED]
+    assert exists(zk_client, RECORDS + PARENTS) == []
+
+    dry = restore_run(endpoints, "run-1", dry_run=True)
+    assert dry.exit_code == 0 and exists(zk_client, RECORDS) == []
+    # The records' run alone: its records, and the ancestors they recorded.
+    first = restore_run(endpoints, "run-1")
+    assert first.exit_code == 0, first.to_dict()
+    done = first.to_dict()
+    assert done["objects_restored"] == len(RECORDS) and done["errors"] == 0, done
+    assert exists(zk_client, RECORDS) == RECORDS
+    # Then the parents' run: the one parent no record was below (/namespace/<ns>).
+    parents = restore_run(endpoints, "run-2").to_dict()
+    assert parents["exit_code"] == 0, parents
+    assert parents["objects_restored"] == 1, parents
+    assert parents["already_restored"] == len(PARENTS) - 1, parents
+    assert snapshot(zk_client, roots) == before
+
+    for run, count in (("run-1", len(RECORDS)), ("run-2", len(PARENTS))):
+        again = restore_run(endpoints, run)
+        assert again.exit_code == 0, again.to_dict()
+        twice = again.to_dict()
+        assert twice["objects_restored"] == 0 and twice["already_restored"] == count, twice
+    assert snapshot(zk_client, roots) == before
+    restored = [r for r in AuditLog(pulsar).read() if r["operation"] == "restore"]
+    assert sum(1 for r in restored if r["status"] == "restored") == len(RECORDS) + 1
+
+    # A znode of that path holding other bytes is not this run's: never replaced.
+    zk_client.set(f"/admin/local-policies/{NS}", b'{"other":1}')
+    third = restore_run(endpoints, "run-1")
+    assert third.exit_code == 1
+    assert zk_client.get(f"/admin/local-policies/{NS}")[0] == b'{"other":1}'
