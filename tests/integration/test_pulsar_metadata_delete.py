@@ -28,7 +28,11 @@ from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import fencing
 from ledger_gc.orphan_source import DeleteRequest
-from ledger_gc.orphans.delete_lock import CONFIG_STORE_LOCK_PATH, delete_lock
+from ledger_gc.orphans.delete_lock import (
+    BOOKKEEPER_LOCK_PATH,
+    CONFIG_STORE_LOCK_PATH,
+    delete_lock,
+)
 from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
 from ledger_gc.restore.restoring import restore_run
@@ -561,3 +565,30 @@ def test_restore_twice_gives_back_the_tree_and_its_acls(
     third = restore_run(endpoints, "run-1")
     assert third.exit_code == 1
     assert zk_client.get(f"/admin/local-policies/{NS}")[0] == b'{"other":1}'
+
+
+def test_the_delete_lock_takes_one_lock_per_other_ensemble(
+    pulsar: Settings, private_settings: Settings
+) -> None:
+    """BookKeeper and the configuration store on one other ensemble: one lock there (its
+    fence serves both); the configuration store alone: its own lock, at its own path."""
+    local, other = zk_endpoint(pulsar), zk_endpoint(private_settings)
+    remote = KazooClient(hosts=private_settings.zk_hosts)
+    remote.start(timeout=15)
+    try:
+        with delete_lock(local, "both", 10, bookkeeper=other, config_store=other) as lock:
+            assert lock.fence_for(other) is lock.fence_for(other)
+            assert lock.fence_for(other).path.startswith(BOOKKEEPER_LOCK_PATH)
+            assert not remote.exists(CONFIG_STORE_LOCK_PATH) or not remote.get_children(
+                CONFIG_STORE_LOCK_PATH
+            )
+        with delete_lock(local, "config", 10, config_store=other) as lock:
+            fence = lock.fence_for(other)
+            assert fence.path.startswith(CONFIG_STORE_LOCK_PATH)
+            assert remote.exists(fence.path)
+            assert lock.fence_for(local).hosts == local.hosts
+        with delete_lock(local, "same", 10, config_store=local) as lock:
+            assert lock.fence_for(local) is lock.fence
+    finally:
+        remote.stop()
+        remote.close()

@@ -429,10 +429,14 @@ class _Deletion:
         for znode in chosen:
             if self.should_stop():
                 return self._stopped(STOPPED, SKIPPED, error=STOPPED)
-            changed = self._changed(znode)
-            if changed is not None:
-                return self._stopped(f"{changed}; the rest is kept", CORRECTED)
-            stopped = self._delete(znode, reason)
+            try:
+                changed = self._changed(znode)
+                if changed is not None:
+                    return self._stopped(f"{changed}; the rest is kept", CORRECTED)
+                stopped = self._delete(znode, reason)
+            except MetadataUnavailableError as exc:  # what was applied still counts
+                why = f"not re-checked: ZooKeeper unavailable ({exc})"
+                return self._stopped(why, SKIPPED, error=str(exc), unavailable=True)
             if stopped is not None:
                 return stopped
         return RecheckResult.of(
@@ -468,7 +472,8 @@ class _Deletion:
                 objects=len(self.done),
                 bytes=sum(z.data_length for z in self.done),
                 deleted_ledgers=self._deleted(),
-                **{k: v for k, v in extra.items() if k == "unavailable"},
+                # ZooKeeper gone: the step fails closed, with what it did applied
+                **(extra if extra.get("unavailable") else {}),
             )
         return RecheckResult.of(self.entry, action, why, **extra)
 
