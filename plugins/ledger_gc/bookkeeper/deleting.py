@@ -8,8 +8,9 @@ For each eligible registry entry (``bookkeeper:<znode>``), just before its delet
    that no longer decodes is kept;
 3. the Pulsar records that can reference it are read again, live (its managed ledger and
    cursors, or its schema locator, and its namespace: ``references.read_live_references``),
-   and the same rules that classified it (``classify.Classifier``) must give the same
-   class and owner; anything else corrects it away;
+   and the same rules that classified it (``classify.Classifier``, with the ids the
+   Pulsar-metadata source handed off, read once per step) must give the same class and
+   owner; anything else corrects it away;
 4. its age (from the later of the znode's ctime, ZooKeeper's clock, and the record's,
    a broker's) must be past retention on the servers' clock;
 5. a ``deleting`` audit record with the record's bytes, znode and version is committed,
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -64,6 +65,7 @@ from ledger_gc.rules.orphans.outcomes import (
 )
 from ledger_gc.rules.orphans.outcomes import skipped as _skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry, iso
+from ledger_gc.state import handoff
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,10 @@ def recheck_and_delete(
             if fence_for is None:
                 raise ValueError("a BookKeeper delete needs the delete lock's fence")
             fence = fence_for(bookkeeper.zk)
+        handed = {
+            lid: classify.HandedOff(given.owner, given.named_by)
+            for lid, given in handoff.handed_off(endpoints.state).items()
+        }
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -128,6 +134,7 @@ def recheck_and_delete(
                         now_ms,
                         fence,
                         should_stop,
+                        handed,
                     )
                 )
             except MetadataUnavailableError as exc:
@@ -156,6 +163,7 @@ def _one(
     now_ms: int,
     fence: Fence | None,
     should_stop: Callable[[], bool],
+    handed: Mapping[int, classify.HandedOff],
 ) -> RecheckResult:
     """One entry; ``fence`` None: a dry run (re-check and report only)."""
     bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
@@ -188,7 +196,7 @@ def _one(
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(policy.bk_shared, pulsar, ledger)
+    verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed)
     if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
         return RecheckResult.of(
             entry,
@@ -243,12 +251,18 @@ def _one(
     )
 
 
-def _live_verdict(shared: bool, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
+def _live_verdict(
+    shared: bool,
+    pulsar: MetadataStore,
+    ledger: BkLedger,
+    handed: Mapping[int, classify.HandedOff],
+) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
     refs = references.read_live_references(pulsar, ml_name, schema_id)
-    return classify.Classifier(refs, shared=shared, horizon=False).classify(ledger)
+    mine = {ledger.ledger_id: handed[ledger.ledger_id]} if ledger.ledger_id in handed else {}
+    return classify.Classifier(refs, shared=shared, horizon=False, handed_off=mine).classify(ledger)
 
 
 def _delete(

@@ -12,6 +12,11 @@ unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refus
 * ``above_counter``: Pulsar ledgers whose ids are at or above the id counter of Pulsar's
   chroot, read after the listing: the Pulsar metadata read is older than the ledgers;
 * ``pulsar_ledgers`` beside ``managed_ledgers``: Pulsar's ledgers beside no topic at all.
+
+Ledger ids the Pulsar-metadata source handed off (``state.handoff``: a record it removed
+named them) are read before the listing and classed by ``classify``'s rules for them;
+those this BookKeeper no longer has are forgotten after the survey, unless a guard of
+the root (``guards.bookkeeper_refusals``) trips: a wrong root has none of them.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from ledger_gc.rules.bookkeeper.classify import (
 )
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.orphans import guards
+from ledger_gc.state import handoff
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,6 +105,10 @@ class BookKeeperSurvey:
     id_counter: int | None = None
     above_counter: list[int] = field(default_factory=list)
     references_high: int | None = None
+    # ledger ids handed off by the Pulsar-metadata source (read before the listing), and
+    # how many of them this survey found gone from BookKeeper and forgot
+    handed_off: int = 0
+    handed_off_forgotten: int = 0
     # registered BookKeeper targets this survey did not find orphaned -> why
     registered_reasons: dict[str, str] = field(default_factory=dict)
     # For each gone topic with candidates: the highest ledger id tagged with its name,
@@ -236,6 +247,8 @@ class BookKeeperSurvey:
             "above_counter": self.above_counter[:MAX_SAMPLES],
             "above_counter_count": len(self.above_counter),
             "references_high": self.references_high,
+            "handed_off": self.handed_off,
+            "handed_off_forgotten": self.handed_off_forgotten,
             "registered_reasons": self.registered_reasons,
             "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
@@ -357,9 +370,11 @@ def survey(
         # every cycle: the cache keeps only the ledgers' own records.
         with cost.step("references"):
             refs = references.read_references(pulsar)
+            handed = _handed_off(endpoints)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
-        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared)
+        result.handed_off = len(handed)
+        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared, handed_off=handed)
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
             bk.sync(root)
@@ -395,7 +410,7 @@ def survey(
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
-                    spark, endpoints, layout, works, refs, cache.high, run_id, cost
+                    spark, endpoints, layout, works, (refs, handed), cache.high, run_id, cost
                 )
                 for part in parts:
                     result.merge(part)
@@ -451,6 +466,7 @@ def survey(
     for prefix in registered or {}:
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
+    result.handed_off_forgotten = _forget_handed_off(endpoints, result, handed, found)
     cost.cache = cache.to_dict() | {"cversion_proven": proven}
     cost.total_seconds = time.monotonic() - started
     result.cost = cost
@@ -499,6 +515,31 @@ def _works(
         )
     cost.directories = len(works)
     return works
+
+
+def _handed_off(endpoints: Endpoints) -> dict[int, classify.HandedOff]:
+    """The ids the Pulsar-metadata source handed off, as the classifier takes them."""
+    return {
+        lid: classify.HandedOff(given.owner, given.named_by)
+        for lid, given in handoff.handed_off(endpoints.state).items()
+    }
+
+
+def _forget_handed_off(
+    endpoints: Endpoints,
+    result: BookKeeperSurvey,
+    handed: Mapping[int, classify.HandedOff],
+    found: set[int],
+) -> int:
+    """Forget the handed-off ids this BookKeeper no longer has (deleted: ids are never
+    reused). Not when a guard of the root trips: another cluster's root, or a copy,
+    lacks them all, and forgetting them would leave them held as another cluster's once
+    the right root is surveyed again. (``max_fraction=1``: the byte-fraction guard says
+    nothing about the root.)"""
+    gone = [lid for lid in handed if lid not in found]
+    if not gone or guards.bookkeeper_refusals(result.to_manifest(), 1.0, force=False):
+        return 0
+    return handoff.forget(endpoints.state, gone)
 
 
 def _save_cache(
@@ -577,7 +618,7 @@ def _on_executors(
     endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
-    refs: classify.PulsarReferences,
+    judged: tuple[classify.PulsarReferences, Mapping[int, classify.HandedOff]],
     high: int | None,
     run_id: str,
     cost: SurveyCost,
@@ -602,7 +643,7 @@ def _on_executors(
     groups = split_works(works, tasks)
     bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
-    broadcast = context.broadcast(refs)
+    broadcast = context.broadcast(judged)  # the references and the handed-off ids
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
     def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
@@ -655,7 +696,8 @@ def _classifier_of(token: str, broadcast: Any, shared: bool) -> classify.Classif
     key = (token, shared)
     if key not in _CLASSIFIERS:
         _CLASSIFIERS.clear()
-        _CLASSIFIERS[key] = classify.Classifier(broadcast.value, shared=shared)
+        refs, handed = broadcast.value
+        _CLASSIFIERS[key] = classify.Classifier(refs, shared=shared, handed_off=handed)
     return _CLASSIFIERS[key]
 
 

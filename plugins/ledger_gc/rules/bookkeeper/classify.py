@@ -30,6 +30,13 @@ phases, guards, live re-check and audit like every other orphan:
   Reported, never deleted;
 * ``bk-unreadable``: an empty or garbage record. Reported, never deleted.
 
+Ids *handed off* by the Pulsar-metadata source (``handed_off``: a managed ledger, cursor
+or schema of this cluster named them, and that source removed the record) are judged
+like any other unreferenced ledger, as their tags say, except that neither the horizon
+nor the unknown-namespace hold applies: this metadata named them, so they are neither
+newer than it nor another cluster's. The shared-BookKeeper rules still apply. A
+hand-off whose owner is not the one the ledger's tags name is not used.
+
 Ledger ids come from one counter and only grow, so a ledger created after the Pulsar
 records were read has an id above every id they reference (``store_high``): such a
 ledger is held, whatever its tags say. A ledger created before and referenced after
@@ -324,6 +331,15 @@ class PulsarReferences:
 
 
 @dataclass(frozen=True)
+class HandedOff:
+    """Who named a handed-off ledger before the Pulsar-metadata source removed it: its
+    owner (managed ledger or schema id) and the znode that named it."""
+
+    owner: str
+    named_by: str
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A ledger's class, whose it is (managed ledger or schema id), and why."""
 
@@ -345,13 +361,20 @@ class Classifier:
     """``classify`` with the references' indexes built once (a million ledgers)."""
 
     def __init__(
-        self, refs: PulsarReferences, *, shared: bool = False, horizon: bool = True
+        self,
+        refs: PulsarReferences,
+        *,
+        shared: bool = False,
+        horizon: bool = True,
+        handed_off: Mapping[int, HandedOff] | None = None,
     ) -> None:
         """``horizon=False``: ``refs`` holds only the records of one owner (the live
-        re-check), so the highest id they name says nothing about what is new."""
+        re-check), so the highest id they name says nothing about what is new.
+        ``handed_off``: ledger ids the Pulsar-metadata source removed the records of."""
         self.refs = refs
         self.shared = shared
         self.horizon = horizon
+        self.handed_off = handed_off or {}
         self.referenced = refs.referenced()
         self.high = max(self.referenced, default=None)
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
@@ -398,7 +421,10 @@ class Classifier:
         """A Pulsar ledger no record names: which orphan class, or why it is held."""
         lid = ledger.ledger_id
         tags = ledger.tags
-        if self.horizon and (self.high is None or lid > self.high):
+        handed = self.handed_off.get(lid)
+        if handed is not None and not _same_owner(tags, handed.owner):
+            handed = None  # not the ledger that record named: judged as any other
+        if handed is None and self.horizon and (self.high is None or lid > self.high):
             known = "no ledger" if self.high is None else f"ledgers only up to {self.high}"
             return self._held(
                 owner,
@@ -418,7 +444,8 @@ class Classifier:
         if ml_name is None or namespace is None:
             return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
         schema = tags.component == SCHEMA_COMPONENT
-        if namespace not in (self.schema_namespaces if schema else self.refs.namespaces):
+        namespaces = self.schema_namespaces if schema else self.refs.namespaces
+        if handed is None and namespace not in namespaces:
             return self._held(
                 owner,
                 HOLD_OTHER_CLUSTER,
@@ -426,6 +453,13 @@ class Classifier:
                 "sharing this BookKeeper may own it",
             )
         verdict = self._orphan_class(ledger, ml_name)
+        if handed is not None and verdict.ledger_class in BK_ORPHAN_CLASSES:
+            verdict = Verdict(
+                verdict.ledger_class,
+                verdict.owner,
+                f"{verdict.reason}; named by {handed.named_by} until the Pulsar-metadata "
+                "source removed it",
+            )
         if verdict.ledger_class in BK_NAME_JUDGED and self.shared:
             return self._held(
                 owner,
@@ -556,6 +590,16 @@ class Classifier:
         if tags.component == SCHEMA_COMPONENT and tags.schema_id in self.refs.schemas:
             return None
         return name
+
+
+def _same_owner(tags: PulsarTags, owner: str) -> bool:
+    """Whether a ledger's tags name ``owner`` (a hand-off's managed ledger or schema id),
+    by that spelling or as the same topic."""
+    if tags.owner() == owner:
+        return True
+    mine = ml_of(tags)
+    key = topic_key(mine) if mine else None
+    return key is not None and key == topic_key(owner)
 
 
 def _why_foreign(tags: PulsarTags) -> str | None:
