@@ -9,12 +9,11 @@ under the delete lock), as the engine's phase 3 hands them over.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
 from collections import namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,7 +32,6 @@ from ledger_gc.orphans.delete_lock import (
     CONFIG_STORE_LOCK_PATH,
     delete_lock,
 )
-from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
 from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
@@ -46,6 +44,7 @@ from ledger_gc.rules.pulsar_metadata.classes import (
     PM_DELETED_TENANT,
     target_of,
 )
+from ledger_gc.state.handoff import handed_off
 from pulsar_cluster import PulsarCluster
 
 NS = "acme/gone"
@@ -164,22 +163,6 @@ def delete(
         return PulsarMetadataSource().delete(request, entries)
 
 
-@pytest.fixture(autouse=True)
-def handoffs(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[int, tuple[str, str, str]]]:
-    """What the deletes handed to the BookKeeper source: ledger id -> (namespace, owner,
-    named by)."""
-    got: dict[int, tuple[str, str, str]] = {}
-    real = deleting.hand_off
-
-    def record(state: Any, run_id: str, ledgers: Any) -> None:
-        with contextlib.suppress(ModuleNotFoundError):  # until i34-bk is merged
-            real(state, run_id, ledgers)
-        got.update({lid: tuple(v)[:3] for lid, v in ledgers.items()})
-
-    monkeypatch.setattr(deleting, "hand_off", record)
-    yield got
-
-
 def exists(client: KazooClient, paths: list[str]) -> list[str]:
     return [p for p in paths if client.exists(p)]
 
@@ -188,7 +171,6 @@ def test_records_go_leaves_first_then_persistent_parents_on_a_later_cycle(
     pulsar: Settings,
     cluster: PulsarCluster,
     zk_client: KazooClient,
-    handoffs: dict[int, tuple[str, str, str]],
 ) -> None:
     plant_namespace(cluster)
     endpoints = resolve(pulsar)
@@ -222,12 +204,17 @@ def test_records_go_leaves_first_then_persistent_parents_on_a_later_cycle(
         "/admin/local-policies/acme",
     ]
     assert {r["prefix"] for r in records} == {target_of(LOCAL, NS)}
-    assert handoffs == {
+    # The ledgers they named, handed to the BookKeeper source (state.handoff).
+    handed = {
+        lid: (h.namespace, h.owner, h.named_by) for lid, h in handed_off(endpoints.state).items()
+    }
+    assert handed == {
         11: (NS, TOPIC, f"/managed-ledgers/{TOPIC}"),
         12: (NS, TOPIC, f"/managed-ledgers/{TOPIC}"),
         13: (NS, TOPIC, f"/managed-ledgers/{TOPIC}/sub"),
         14: (NS, f"{NS}/orders", f"/schemas/{NS}/orders"),
     }
+    assert dry and not any(r["status"] == DELETING for r in AuditLog(pulsar).read(run_id="dry"))
 
     # A later cycle (the survey registered what is left: parents only): they go now.
     second = delete(endpoints, [leftover], "run-2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_gc.rules.pulsar_metadata import leftovers
+from ledger_gc.rules.pulsar_metadata import leftovers, roots
 from ledger_gc.rules.pulsar_metadata.classes import (
     CONFIG,
     LOCAL,
@@ -20,23 +20,20 @@ from ledger_gc.rules.pulsar_metadata.classes import (
 
 
 def test_a_namespace_has_six_roots_in_the_local_store_and_one_in_the_config_store() -> None:
-    assert leftovers.leftover_roots(LOCAL, "acme/orders") == (
+    assert roots.unit_paths(LOCAL, "acme/orders") == [
         "/managed-ledgers/acme/orders",
         "/schemas/acme/orders",
         "/admin/local-policies/acme/orders",
         "/namespace/acme/orders",
         "/loadbalance/bundle-data/acme/orders",
         "/loadbalance/resource-quota/namespace/acme/orders",
-    )
-    assert leftovers.leftover_roots(CONFIG, "acme") == ("/admin/partitioned-topics/acme",)
-    assert leftovers.leftover_roots(LOCAL, "p/us-east/ns")[0] == "/managed-ledgers/p/us-east/ns"
+    ]
+    assert roots.unit_paths(CONFIG, "acme") == ["/admin/partitioned-topics/acme"]
 
 
 @pytest.mark.parametrize("name", ["", "a//b", "a/../b", "..", "a/b/c/d", "/a"])
 def test_a_name_that_could_reach_outside_its_roots_is_refused(name: str) -> None:
     assert leftovers.check_name(name) is not None
-    with pytest.raises(ValueError):
-        leftovers.leftover_roots(LOCAL, name)
 
 
 @pytest.mark.parametrize(
@@ -57,32 +54,31 @@ def test_a_name_that_could_reach_outside_its_roots_is_refused(name: str) -> None
     ],
 )
 def test_records_and_parents_of_a_namespace(path: str, kind: str) -> None:
-    assert leftovers.kind_of(LOCAL, "t/ns", path, 0) == kind
+    assert roots.kind_of(path, LOCAL, "t/ns", 0) == kind
 
 
 def test_a_namespace_named_persistent_is_read_by_its_name_not_as_a_domain() -> None:
     # v2 namespace "t/persistent": its topics are t/persistent/persistent/<topic>
-    assert leftovers.kind_of(LOCAL, "t/persistent", "/managed-ledgers/t/persistent", 0) == PARENT
-    assert (
-        leftovers.kind_of(LOCAL, "t/persistent", "/managed-ledgers/t/persistent/persistent", 0)
-        == PARENT
-    )
+    ns = "t/persistent"
+    assert roots.kind_of("/managed-ledgers/t/persistent", LOCAL, ns, 0) == PARENT
+    assert roots.kind_of("/managed-ledgers/t/persistent/persistent", LOCAL, ns, 0) == PARENT
     topic = "/managed-ledgers/t/persistent/persistent/x"
-    assert leftovers.kind_of(LOCAL, "t/persistent", topic, 0) == RECORD
-    assert leftovers.named_ledgers_as(LOCAL, "t/persistent", topic) == (
+    assert roots.kind_of(topic, LOCAL, ns, 0) == RECORD
+    assert leftovers.named_ledgers_as(LOCAL, ns, topic) == (
         leftovers.MANAGED_LEDGER,
         "t/persistent/persistent/x",
     )
 
 
 def test_a_tenant_level_leftover_is_parents_only_and_partitioned_metadata_is_records() -> None:
-    assert leftovers.kind_of(LOCAL, "gone", "/managed-ledgers/gone", 0) == PARENT
-    assert leftovers.kind_of(LOCAL, "gone", "/admin/local-policies/gone", 0) == PARENT
+    assert roots.kind_of("/managed-ledgers/gone", LOCAL, "gone", 0) == PARENT
+    assert roots.kind_of("/admin/local-policies/gone", LOCAL, "gone", 0) == PARENT
     meta = "/admin/partitioned-topics/gone/ns/persistent/orders"
-    assert leftovers.kind_of(CONFIG, "gone", meta, 16) == RECORD
-    assert leftovers.kind_of(CONFIG, "gone", "/admin/partitioned-topics/gone/ns", 0) == PARENT
-    with pytest.raises(ValueError):
-        leftovers.kind_of(LOCAL, "t/ns", "/managed-ledgers/t/other", 0)
+    assert roots.kind_of(meta, CONFIG, "gone", 16) == RECORD
+    assert roots.kind_of("/admin/partitioned-topics/gone/ns", CONFIG, "gone", 0) == PARENT
+    assert (
+        leftovers.named_ledgers_as(LOCAL, "gone", "/managed-ledgers/gone/ns/persistent/x") is None
+    )
 
 
 def test_which_records_name_ledgers() -> None:
@@ -99,23 +95,36 @@ def test_which_records_name_ledgers() -> None:
 @pytest.mark.parametrize(
     ("name", "policies", "tenant", "registered", "expected"),
     [
-        ("t/ns", True, True, None, None),
-        ("t/ns", False, True, None, PM_DELETED_NAMESPACE),
-        ("t/ns", False, False, None, PM_DELETED_TENANT),
-        ("t", False, False, None, PM_DELETED_TENANT),
-        ("t", True, True, None, None),
-        ("pulsar/broker-1:8080", False, True, False, PM_DEAD_BROKER),
-        ("pulsar/broker-1:8080", False, False, True, None),
-        ("pulsar/us-east/broker-1:8080", False, True, False, PM_DEAD_BROKER),
-        ("sla-monitor/us-east/broker-1:8080", False, True, True, None),
-        ("sla-monitor/us-east/broker-1:8080", True, True, False, None),  # policies: live
+        ("t/ns", {"t/ns": b"{}"}, True, False, None),
+        ("t/ns", {}, True, False, PM_DELETED_NAMESPACE),
+        ("t/ns", {}, False, False, PM_DELETED_TENANT),
+        ("t", {}, False, False, PM_DELETED_TENANT),
+        ("t", {"t": b"{}"}, True, False, None),
+        ("pulsar", {}, False, False, None),  # the heartbeat tenant: no policies by design
+        ("pulsar/broker-1:8080", {}, True, False, PM_DEAD_BROKER),
+        ("pulsar/broker-1:8080", {}, False, True, None),
+        ("pulsar/us-east/broker-1:8080", {}, True, False, PM_DEAD_BROKER),
+        ("sla-monitor/us-east/broker-1:8080", {}, True, True, None),
+        (
+            "sla-monitor/us-east/broker-1:8080",
+            {"sla-monitor/us-east/broker-1:8080": b""},
+            True,
+            False,
+            None,
+        ),  # its policies exist: live
+        ("p/ns", {"p/us-east/ns": b"{}"}, True, False, None),  # a v1 topic's schema key
     ],
 )
-def test_the_live_class_of_a_name(
-    name: str, policies: bool, tenant: bool, registered: bool | None, expected: str | None
+def test_the_live_class_of_a_name_is_the_surveys(
+    name: str, policies: dict[str, bytes], tenant: bool, registered: bool, expected: str | None
 ) -> None:
-    got = leftovers.live_class(name, policies=policies, tenant=tenant, broker_registered=registered)
+    got = leftovers.live_class(name, tenant=tenant, policies=policies, broker_registered=registered)
     assert got == expected
+
+
+def test_the_v1_namespaces_a_two_level_name_may_stand_for() -> None:
+    assert leftovers.v1_candidates("p/ns", ["us-east", "eu"]) == ["p/eu/ns", "p/us-east/ns"]
+    assert leftovers.v1_candidates("p/c/ns", ["c"]) == []
 
 
 def test_records_go_leaves_first_and_parents_only_once_no_record_is_left() -> None:

@@ -5,11 +5,12 @@ For each eligible registry entry (``pulsar-metadata:<store>:<name>``, a
 anything of it goes:
 
 1. ``sync`` on both stores, then the name is judged again from what they say now
-   (``leftovers.live_class``: its policies still absent from the configuration store,
+   (``leftovers.live_class``, the survey's own rules: its policies still absent from the
+   configuration store,
    its tenant still there for a deleted namespace and still absent for a deleted
    tenant, a heartbeat namespace's broker still not under ``/loadbalance/brokers``);
    any other class, or live, corrects it away;
-2. its znodes are read again, live, below its roots (``leftovers.leftover_roots``): an
+2. its znodes are read again, live, below its roots (``roots.unit_paths``): an
    ephemeral one (a broker owns one of its bundles) holds all of it; a tenant-level
    leftover with a namespace below waits for that namespace's leftover to go first;
 3. its newest znode must be older than retention on ZooKeeper's clock (its ``mtime``);
@@ -35,7 +36,6 @@ re-creates what was removed (``pulsar_metadata/restore.py``).
 from __future__ import annotations
 
 import base64
-import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
@@ -53,7 +53,7 @@ from ledger_gc.bookkeeper.references import (
     COMPACTION_CURSOR,
     schema_index,
 )
-from ledger_gc.config.endpoints import Endpoints, StateEndpoint, ZkEndpoint
+from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
@@ -76,7 +76,7 @@ from ledger_gc.rules.orphans.outcomes import (
 )
 from ledger_gc.rules.orphans.outcomes import skipped as _skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry, iso
-from ledger_gc.rules.pulsar_metadata import leftovers
+from ledger_gc.rules.pulsar_metadata import judge, leftovers, roots
 from ledger_gc.rules.pulsar_metadata.classes import (
     CONFIG,
     LOCAL,
@@ -85,6 +85,7 @@ from ledger_gc.rules.pulsar_metadata.classes import (
     parse_target,
     to_delete,
 )
+from ledger_gc.state import handoff
 
 log = logging.getLogger(__name__)
 
@@ -223,17 +224,17 @@ def _one(
         return _failed(entry, f"{entry.prefix}: {why}; kept")
     leftover = _Leftover(entry, store_name, name)
     stores.sync()
-    now_class = _live_class(stores, name)
+    now_class, facts = _live(stores, name)
     if now_class != leftover.cls:
         return RecheckResult.of(
             entry,
             CORRECTED,
-            f"live re-check: {now_class or 'live'} ({_facts_text(stores, name)}), no longer "
+            f"live re-check: {now_class or 'live'} ({facts}), no longer "
             f"{leftover.cls}; nothing deleted",
         )
     store = stores.of(store_name)
-    roots = leftovers.leftover_roots(store_name, name)
-    walked = _walk(store, roots)
+    unit = roots.unit_paths(store_name, name)
+    walked = _walk(store, unit)
     if not walked:
         return RecheckResult.of(
             entry, GONE, f"no znode of {name} is left in the {store_name} store"
@@ -247,7 +248,7 @@ def _one(
             "holds it): nothing of it is deleted",
         )
     if store_name == LOCAL and leftovers.tenant_level(name):
-        below = [w.path for w in walked if w.path not in roots]
+        below = [w.path for w in walked if w.path not in unit]
         if below:
             return RecheckResult.of(
                 entry,
@@ -288,35 +289,36 @@ def _one(
     )
 
 
-def _live_facts(stores: _Stores, name: str) -> dict[str, Any]:
-    policies, tenant = stores.config.get_many(
-        [leftovers.policies_path(name), leftovers.tenant_path(name)]
-    )
-    broker = leftovers.heartbeat_broker(name)
-    registered = None
+def _live(stores: _Stores, name: str) -> tuple[str | None, str]:
+    """What ``name`` is now by the survey's rules (None: live), and the facts that say so
+    (for reasons): its tenant and policies in the configuration store (and those of
+    the v1 namespaces a two-level name may stand for), a heartbeat name's broker."""
+    config = stores.config
+    tenant, own = config.get_many([leftovers.tenant_path(name), leftovers.policies_path(name)])
+    policies = {} if own is None else {name: bytes(own[0] or b"")}
+    candidates: list[str] = []
+    if tenant is not None:
+        clusters = config.children_of_many([leftovers.tenant_path(name)])[0]
+        candidates = leftovers.v1_candidates(name, clusters)
+    if candidates:
+        paths = [leftovers.policies_path(c) for c in candidates]
+        for candidate, got in zip(candidates, config.get_many(paths), strict=True):
+            if got is not None:
+                policies[candidate] = bytes(got[0] or b"")
+    broker = judge.heartbeat_broker(name)
+    registered = False
     if broker is not None:
         registered = stores.local.get_many([leftovers.broker_path(broker)])[0] is not None
-    return {
-        "policies": policies is not None,
-        "tenant": tenant is not None,
-        "broker_registered": registered,
-    }
-
-
-def _live_class(stores: _Stores, name: str) -> str | None:
-    return leftovers.live_class(name, **_live_facts(stores, name))
-
-
-def _facts_text(stores: _Stores, name: str) -> str:
-    facts = _live_facts(stores, name)
-    parts = [
-        f"{leftovers.policies_path(name)} {'exists' if facts['policies'] else 'absent'}",
-        f"tenant {leftovers.tenant_of(name)} {'exists' if facts['tenant'] else 'absent'}",
+    verdict = leftovers.live_class(
+        name, tenant=tenant is not None, policies=policies, broker_registered=registered
+    )
+    facts = [
+        f"tenant {judge.tenant_of(name)} {'exists' if tenant is not None else 'absent'}",
+        f"policies of {', '.join(sorted(policies))} exist" if policies else "no policies",
     ]
-    if facts["broker_registered"] is not None:
-        broker = leftovers.heartbeat_broker(name)
-        parts.append(f"broker {broker} {'registered' if facts['broker_registered'] else 'not'}")
-    return ", ".join(parts)
+    if broker is not None:
+        facts.append(f"broker {broker} {'registered' if registered else 'not registered'}")
+    return verdict, ", ".join(facts)
 
 
 def _walk(store: MetadataStore, roots: Iterable[str]) -> list[_Walked]:
@@ -343,7 +345,7 @@ def _walk(store: MetadataStore, roots: Iterable[str]) -> list[_Walked]:
 
 def _znode(store: str, name: str, walked: _Walked) -> Znode:
     stat = walked.stat
-    kind = leftovers.kind_of(store, name, walked.path, len(walked.data))
+    kind = roots.kind_of(walked.path, store, name, len(walked.data))
     return Znode(
         path=walked.path,
         kind=kind,
@@ -481,12 +483,9 @@ class _Deletion:
         """The absence checks again, cheaply, just before ``znode``'s delete: why it must
         not go (None: it may)."""
         name = self.leftover.name
-        now_class = _live_class(self.stores, name)
+        now_class, facts = _live(self.stores, name)
         if now_class != self.leftover.cls:
-            return (
-                f"before deleting {znode.path}: {name} is {now_class or 'live'} now "
-                f"({_facts_text(self.stores, name)})"
-            )
+            return f"before deleting {znode.path}: {name} is {now_class or 'live'} now ({facts})"
         parent = znode.path.rsplit("/", 1)[0]
         watched: list[tuple[MetadataStore, str]] = []
         if self.ownership is not None:
@@ -621,10 +620,11 @@ class _Deletion:
         named = leftovers.named_ledgers_as(self.leftover.store, self.leftover.name, znode.path)
         owner = named[1] if named else self.leftover.name
         ledgers = {
-            lid: (self.leftover.name, owner, znode.path, self.now_ms) for lid in znode.ledger_ids
+            lid: handoff.HandOff(self.leftover.name, owner, znode.path, self.now_ms)
+            for lid in znode.ledger_ids
         }
         try:
-            hand_off(self.stores.endpoints.state, self.run_id, ledgers)
+            handoff.hand_off(self.stores.endpoints.state, self.run_id, ledgers)
         except Exception as exc:  # the znode is gone: its audit record names the ledgers
             log.error(
                 "removed %s but could not hand its ledgers %s to the BookKeeper source (%s); "
@@ -633,17 +633,6 @@ class _Deletion:
                 sorted(ledgers),
                 exc,
             )
-
-
-def hand_off(
-    state: StateEndpoint, run_id: str, ledgers: Mapping[int, tuple[str, str, str, int]]
-) -> None:
-    """``state.handoff.hand_off`` (the BookKeeper source's table of ledgers this metadata
-    named before removing it): namespace, owner, named_by, at_ms per ledger id."""
-    module = importlib.import_module("ledger_gc.state.handoff")
-    module.hand_off(
-        state, run_id, {lid: module.HandOff(*values) for lid, values in ledgers.items()}
-    )
 
 
 def _acl_rows(acls: list[Any]) -> list[list[Any]]:
