@@ -579,3 +579,27 @@ def test_the_delete_lock_takes_one_lock_per_other_ensemble(
     finally:
         remote.stop()
         remote.close()
+
+
+def test_a_leftover_younger_than_retention_waits_and_a_v1_schema_key_is_its_namespaces(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """Retention on ZooKeeper's clock (the newest znode's mtime); and ``p/ns`` of a v1
+    namespace ``p/c/ns`` (Pulsar keys a v1 topic's schema without its cluster) is that
+    namespace's while its policies exist: kept."""
+    plant_namespace(cluster)
+    day = 24 * 3600
+    endpoints = resolve(pulsar.with_overrides(retention_seconds=day))
+    waiting = delete(endpoints, [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in waiting] == [outcomes.WAITING], waiting
+    newest = max(zk_client.exists(p).mtime for p in RECORDS + PARENTS)
+    assert waiting[0].until_ms == newest + day * 1000
+    assert exists(zk_client, RECORDS) == RECORDS
+
+    tenant(zk_client, "prop")
+    zk_client.create("/admin/policies/prop/us-east/legacy", b"{}", makepath=True)
+    cluster.schema("prop/legacy/orders", [(0, 31)])
+    kept = delete(resolve(pulsar), [entry(LOCAL, "prop/legacy", PM_DELETED_NAMESPACE)], "run-2")
+    assert [r.action for r in kept] == [outcomes.CORRECTED], kept
+    assert "prop/us-east/legacy" in kept[0].reason
+    assert zk_client.exists("/schemas/prop/legacy/orders")
