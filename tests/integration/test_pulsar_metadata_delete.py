@@ -107,7 +107,8 @@ def plant_namespace(cluster: PulsarCluster, ns: str = NS, *, containers: bool = 
     topic = f"{ns}/persistent/orders"
     cluster.managed_ledger(topic, [11, 12])
     cluster.cursor(topic, "sub", 13)
-    cluster.schema(f"{ns}/orders", [(0, 14)])
+    parts = ns.split("/")  # a v1 topic's schema is keyed without its cluster
+    cluster.schema(f"{parts[0]}/{parts[-1]}/orders", [(0, 14)])
     client.create(f"/admin/local-policies/{ns}", b'{"bundles":{}}', makepath=True, acl=ODD_ACL)
     client.create(f"/loadbalance/bundle-data/{ns}/{BUNDLE}", b'{"msgRateIn":0}', makepath=True)
     client.ensure_path(f"/namespace/{ns}")
@@ -616,3 +617,34 @@ def test_a_leftover_younger_than_retention_waits_and_a_v1_schema_key_is_its_name
     assert [r.action for r in kept] == [outcomes.CORRECTED], kept
     assert "prop/us-east/legacy" in kept[0].reason
     assert zk_client.exists("/schemas/prop/legacy/orders")
+
+
+def test_a_v2_namespace_named_like_a_v1_cluster_never_takes_the_v1_namespaces_below_it(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """``acme/us-east`` was a v2 namespace and is also the v1 cluster of
+    ``acme/us-east/legacy``; both deleted (while the v1 namespace's policies exist, so do
+    the v2 one's parent node, and the survey's rules keep both). The v2 namespace's
+    leftover is its own znodes: the v1 namespace's below its nodes are a leftover of
+    their own (registered, re-checked and audited as that one), never entered."""
+    v2, v1 = "acme/us-east", "acme/us-east/legacy"
+    plant_namespace(cluster, v2)
+    plant_namespace(cluster, v1)
+    theirs = [
+        f"/managed-ledgers/{v1}/persistent/orders",
+        f"/managed-ledgers/{v1}/persistent/orders/sub",
+        f"/loadbalance/bundle-data/{v1}/{BUNDLE}",
+        f"/admin/local-policies/{v1}",
+        f"/namespace/{v1}",
+    ]
+    results = delete(resolve(pulsar), [entry(LOCAL, v2, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in results] == [outcomes.DELETED], results
+    assert exists(zk_client, theirs) == theirs
+    gone = {d["znode"] for d in results[0].deleted_ledgers}
+    assert not any(v1 in path for path in gone), gone
+    assert f"/managed-ledgers/{v2}/persistent/orders" in gone
+    # Its local policies hold the v1 namespace's below them: kept, as its parents are.
+    assert zk_client.exists(f"/admin/local-policies/{v2}")
+    again = delete(resolve(pulsar), [entry(LOCAL, v2, PM_DELETED_NAMESPACE)], "run-2")
+    assert exists(zk_client, theirs) == theirs, again
+    assert not any(v1 in r["znode"] for r in AuditLog(pulsar).read())

@@ -150,3 +150,22 @@ def test_records_go_leaves_first_and_parents_only_once_no_record_is_left() -> No
 def test_ancestors_shallowest_first() -> None:
     assert leftovers.ancestors("/a/b/c") == ["/a", "/a/b"]
     assert leftovers.ancestors("/a") == []
+
+
+@pytest.mark.parametrize(
+    ("path", "child", "mine"),
+    [
+        ("/managed-ledgers/acme/us-east", "persistent", True),
+        ("/managed-ledgers/acme/us-east", "non-persistent", True),
+        ("/managed-ledgers/acme/us-east", "legacy", False),  # a v1 namespace of us-east
+        ("/managed-ledgers/acme/us-east/persistent", "orders", True),
+        ("/namespace/acme/us-east", "0x00000000_0xffffffff", True),
+        ("/namespace/acme/us-east", "legacy", False),
+        ("/loadbalance/bundle-data/acme/us-east", "legacy", False),
+        ("/admin/local-policies/acme/us-east", "legacy", False),
+        ("/schemas/acme/us-east", "orders", True),
+    ],
+)
+def test_a_walk_never_enters_another_units_node(path: str, child: str, mine: bool) -> None:
+    assert leftovers.belongs(LOCAL, "acme/us-east", path, child) is mine
+    assert leftovers.belongs(CONFIG, "acme", "/admin/partitioned-topics/acme", "x")

@@ -234,7 +234,7 @@ def _one(
         )
     store = stores.of(store_name)
     unit = roots.unit_paths(store_name, name)
-    walked = _walk(store, unit)
+    walked, holders = _walk(store, store_name, name, unit)
     if not walked:
         return RecheckResult.of(
             entry, GONE, f"no znode of {name} is left in the {store_name} store"
@@ -257,7 +257,8 @@ def _one(
                 "first, the tenant's path nodes on a later cycle",
             )
     znodes = [_znode(store_name, name, w) for w in walked]
-    chosen = to_delete(znodes)
+    # A znode holding another unit's nodes stays: it is theirs too.
+    chosen = [z for z in to_delete(znodes) if z.path not in holders]
     newest = max(z.mtime_ms for z in znodes)
     until = newest + stores.endpoints.policy.retention_seconds * 1000
     if now_ms < until:
@@ -321,11 +322,16 @@ def _live(stores: _Stores, name: str) -> tuple[str | None, str]:
     return verdict, ", ".join(facts)
 
 
-def _walk(store: MetadataStore, roots: Iterable[str]) -> list[_Walked]:
-    """Every znode below ``roots`` (included) as ZooKeeper has it now, level by level,
-    pipelined: each one's children with its stat, then its bytes with theirs."""
+def _walk(
+    store: MetadataStore, store_name: str, name: str, nodes: Iterable[str]
+) -> tuple[list[_Walked], set[str]]:
+    """Every znode of the leftover below its ``nodes`` (included) as ZooKeeper has it
+    now, level by level, pipelined: each one's children with its stat, then its bytes
+    with theirs; and the znodes that hold another unit's nodes (``leftovers.belongs``),
+    which the walk does not enter and the delete keeps."""
     stats: dict[str, int] = {}
-    level = list(roots)
+    holders: set[str] = set()
+    level = list(nodes)
     while level:
         below: list[str] = []
         for path, got in zip(level, store.children_with_stats(level), strict=True):
@@ -333,14 +339,18 @@ def _walk(store: MetadataStore, roots: Iterable[str]) -> list[_Walked]:
                 continue
             children, stat = got
             stats[path] = stat.cversion
-            below += [f"{path}/{child}" for child in sorted(children)]
+            for child in sorted(children):
+                if leftovers.belongs(store_name, name, path, child):
+                    below.append(f"{path}/{child}")
+                else:
+                    holders.add(path)
         level = below
     paths = list(stats)
     walked = []
     for path, read in zip(paths, store.get_many(paths), strict=True):
         if read is not None:  # deleted since it was listed
             walked.append(_Walked(path, bytes(read[0] or b""), read[1], stats[path]))
-    return walked
+    return walked, holders
 
 
 def _znode(store: str, name: str, walked: _Walked) -> Znode:

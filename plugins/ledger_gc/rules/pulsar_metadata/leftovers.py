@@ -24,6 +24,9 @@ from collections.abc import Mapping
 from ledger_gc.rules.pulsar_metadata import judge, roots
 from ledger_gc.rules.pulsar_metadata.classes import LOCAL
 
+#: A namespace's managed-ledger domains: the only children of its node that are its own.
+DOMAINS = ("persistent", "non-persistent")
+
 #: What a record names BookKeeper ledgers as (how its bytes decode).
 MANAGED_LEDGER = "managed-ledger"
 CURSOR = "cursor"
@@ -63,6 +66,26 @@ def broker_path(broker: str) -> str:
 def ownership_path(name: str) -> str:
     """Where a broker that owns one of the namespace's bundles has its ephemeral znode."""
     return f"{roots.OWNERSHIP}/{name}"
+
+
+def belongs(store: str, name: str, path: str, child: str) -> bool:
+    """Whether ``child`` of ``path`` (a znode of the leftover of ``name``) is the
+    leftover's too, or another unit's node that a walk must never enter: below a v2
+    namespace named like a v1 cluster of its tenant (``acme/us-east``) live the v1
+    namespaces of that cluster (``acme/us-east/legacy``). So in the local store a
+    namespace's managed-ledger node holds only its domains, its bundle-keyed nodes
+    only bundle ranges, and its local policies (a record) nothing of its own."""
+    if store != LOCAL or tenant_level(name):
+        return True
+    for root in roots.LOCAL_ROOTS:
+        if path != f"{root.path}/{name}":
+            continue
+        if root.path == roots.MANAGED_LEDGERS:
+            return child in DOMAINS
+        if root.bundle_keyed:
+            return roots.BUNDLE_RANGE.fullmatch(child) is not None
+        return root.path != roots.LOCAL_POLICIES
+    return True
 
 
 def v1_candidates(name: str, clusters: list[str]) -> list[str]:
