@@ -645,6 +645,12 @@ def test_a_v2_namespace_named_like_a_v1_cluster_never_takes_the_v1_namespaces_be
     assert f"/managed-ledgers/{v2}/persistent/orders" in gone
     # Its local policies hold the v1 namespace's below them: kept, as its parents are.
     assert zk_client.exists(f"/admin/local-policies/{v2}")
+    # Later cycles: its parents go but those holding the v1 namespace's nodes; then
+    # nothing of it is left to remove but those: held.
     again = delete(resolve(pulsar), [entry(LOCAL, v2, PM_DELETED_NAMESPACE)], "run-2")
+    assert [r.action for r in again] == [outcomes.DELETED], again
     assert exists(zk_client, theirs) == theirs, again
+    assert not zk_client.exists(f"/managed-ledgers/{v2}/persistent")
+    last = delete(resolve(pulsar), [entry(LOCAL, v2, PM_DELETED_NAMESPACE)], "run-3")
+    assert [r.action for r in last] == [outcomes.HELD], last
     assert not any(v1 in r["znode"] for r in AuditLog(pulsar).read())

@@ -81,6 +81,7 @@ from ledger_gc.rules.pulsar_metadata.classes import (
     CONFIG,
     LOCAL,
     PM_ORPHAN_CLASSES,
+    RECORD,
     Znode,
     parse_target,
     to_delete,
@@ -258,7 +259,14 @@ def _one(
             )
     znodes = [_znode(store_name, name, w) for w in walked]
     # A znode holding another unit's nodes stays: it is theirs too.
-    chosen = [z for z in to_delete(znodes) if z.path not in holders]
+    chosen = to_delete([z for z in znodes if z.path not in holders])
+    if not chosen:
+        return RecheckResult.of(
+            entry,
+            HELD,
+            f"what is left of {name} ({', '.join(sorted(holders))}) holds another "
+            "namespace's znodes: kept",
+        )
     newest = max(z.mtime_ms for z in znodes)
     until = newest + stores.endpoints.policy.retention_seconds * 1000
     if now_ms < until:
@@ -269,7 +277,7 @@ def _one(
             "retention",
             until_ms=until,
         )
-    records = sum(1 for z in chosen if z.kind == "record")
+    records = sum(1 for z in chosen if z.kind == RECORD)
     reason = (
         f"{leftover.describe()} ({stores.endpoint(store_name).hosts}): "
         f"{records} record(s) and {len(chosen) - records} parent(s) of {len(znodes)} "
