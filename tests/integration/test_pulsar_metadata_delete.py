@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,11 +32,15 @@ from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import fencing
 from ledger_gc.orphan_source import DeleteRequest
+from ledger_gc.orphans.cycle import step_delete
 from ledger_gc.orphans.delete_lock import (
     BOOKKEEPER_LOCK_PATH,
     CONFIG_STORE_LOCK_PATH,
     delete_lock,
 )
+from ledger_gc.orphans.records import PhasesRecord
+from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.run_steps import PHASES, RunSteps
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
 from ledger_gc.restore.restoring import restore_run
 from ledger_gc.rules.orphans import outcomes
@@ -654,3 +659,87 @@ def test_a_v2_namespace_named_like_a_v1_cluster_never_takes_the_v1_namespaces_be
     last = delete(resolve(pulsar), [entry(LOCAL, v2, PM_DELETED_NAMESPACE)], "run-3")
     assert [r.action for r in last] == [outcomes.HELD], last
     assert not any(v1 in r["znode"] for r in AuditLog(pulsar).read())
+
+
+# --- through the engine's phase 3 --------------------------------------------------------
+
+
+def register(pulsar: Settings, run_id: str, entries: list[RegistryEntry]) -> None:
+    """The registry as phases 1 and 2 of run ``run_id`` leave it: ``entries`` seen by
+    its scan (the survey's part is another helper's), the scan applied."""
+    endpoints = resolve(pulsar)
+    registry = OrphanRegistry(endpoints.state)
+    with registry.transaction() as txn:
+        number = txn.record_scan(run_id, int(time.time() * 1000), {})
+        txn.upsert_many(
+            [dataclasses.replace(e, first_scan=number, last_scan=number) for e in entries]
+        )
+    RunSteps(endpoints.state, run_id).write_record(
+        PHASES, PhasesRecord(applied=True, scan_number=number)
+    )
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_the_engines_delete_step_removes_a_leftover_and_closes_its_entry(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    plant_namespace(cluster)
+    settings = pulsar.with_overrides(grace_seconds=0, orphan_max_fraction=1.0)
+    register(settings, "a", [entry(LOCAL, NS, PM_DELETED_NAMESPACE)])
+    record = step_delete(resolve(settings), "a")
+    assert [r.action for r in record.results] == [outcomes.DELETED], record
+    assert exists(zk_client, RECORDS) == []
+    assert OrphanRegistry(resolve(settings).state).entries() == {}
+
+
+def test_a_queued_metadata_delete_of_a_cycle_frozen_by_sigstop_is_refused_by_zookeeper(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient, tmp_path: Path
+) -> None:
+    """The whole process frozen (SIGSTOP: no listener, no ping) right after the
+    write-ahead record of its first metadata delete; its lock session expires, another
+    cycle takes the lock and the namespace is created again (policies written); then the
+    first one wakes up and sends its delete: ZooKeeper refuses it (the fencing multi)."""
+    plant_namespace(cluster)
+    settings = pulsar.with_overrides(
+        grace_seconds=0, orphan_max_fraction=1.0, orphan_lock_wait_seconds=60
+    )
+    register(settings, "a", [entry(LOCAL, NS, PM_DELETED_NAMESPACE)])
+    session_file = tmp_path / "lock-session.json"
+    script = Path(__file__).with_name("frozen_delete.py")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGERGC_", "AWS_"))}
+    child = subprocess.Popen(
+        [sys.executable, str(script), "a", "0", str(session_file)],
+        env={**base, **settings.to_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _stopped(child.pid):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the delete step never reached its delete"
+            time.sleep(0.05)
+        session_id, password = json.loads(session_file.read_text())
+        twin = KazooClient(hosts=pulsar.zk_hosts, client_id=(session_id, bytes.fromhex(password)))
+        twin.start(timeout=15)
+        twin.stop()
+        twin.close()
+        with delete_lock(zk_endpoint(pulsar), "b", 60):  # another cycle takes the lock
+            zk_client.create(f"/admin/policies/{NS}", b"{}")  # and the namespace is back
+            os.kill(child.pid, signal.SIGCONT)
+            out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+    assert exists(zk_client, RECORDS) == RECORDS, f"deleted: {out} {err[-2000:]}"
+    records = AuditLog(pulsar).read(run_id="a")
+    assert [r["status"] for r in records] == [DELETING, NOT_DELETED], records
+    assert records[0]["znode"] == RECORDS[0]
+    assert json.loads(out.strip().splitlines()[-1])["error"] == "DeleteLockLost", out
