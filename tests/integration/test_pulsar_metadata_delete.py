@@ -743,3 +743,58 @@ def test_a_queued_metadata_delete_of_a_cycle_frozen_by_sigstop_is_refused_by_zoo
     assert [r["status"] for r in records] == [DELETING, NOT_DELETED], records
     assert records[0]["znode"] == RECORDS[0]
     assert json.loads(out.strip().splitlines()[-1])["error"] == "DeleteLockLost", out
+
+
+def test_the_engines_delete_step_takes_the_config_stores_lock_on_another_ensemble(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    private_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cycle.step_delete`` holds a lock in the configuration store's ensemble too, and
+    the source's deletes there are fenced by it (``fence_for(endpoints.configuration)``)."""
+    settings = pulsar.with_overrides(grace_seconds=0, orphan_max_fraction=1.0)
+    config = zk_endpoint(private_settings)
+    endpoints = dataclasses.replace(resolve(settings), config_store=config)
+    meta = "/admin/partitioned-topics/gone/ns/persistent/a"
+    remote = KazooClient(hosts=private_settings.zk_hosts)
+    remote.start(timeout=15)
+    try:
+        tenant(remote, "acme")
+        remote.create(meta, b'{"partitions":2}', makepath=True)
+        register(settings, "a", [entry(CONFIG, "gone", PM_DELETED_TENANT)])
+        fences: list[tuple[str, str]] = []
+        real = fencing.Fence.delete
+
+        def seen(self: fencing.Fence, znode: str, version: int) -> Any:
+            fences.append((self.hosts, self.path))
+            return real(self, znode, version)
+
+        monkeypatch.setattr(fencing.Fence, "delete", seen)
+        record = step_delete(endpoints, "a")
+        assert [r.action for r in record.results] == [outcomes.DELETED], record
+        assert not remote.exists(meta)
+        assert [(h, p.rsplit("/", 1)[0]) for h, p in fences] == [
+            (config.hosts, CONFIG_STORE_LOCK_PATH)
+        ]
+    finally:
+        remote.stop()
+        remote.close()
+
+
+def test_a_delete_zookeeper_refuses_for_want_of_permission_is_closed_and_kept(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """No DELETE on a record's parent (an ACL ledger-gc's identity lacks): ZooKeeper
+    refuses, the write-ahead record is closed ``not-deleted`` naming the permission, and
+    the rest of the leftover is kept."""
+    plant_namespace(cluster)
+    parent = f"/managed-ledgers/{TOPIC}"  # the cursor's
+    no_delete = Permissions.ALL & ~Permissions.DELETE
+    zk_client.set_acls(parent, [ACL(no_delete, Id("world", "anyone"))])
+    results = delete(resolve(pulsar), [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in results] == [outcomes.FAILED], results
+    assert "DELETE" in results[0].reason, results[0].reason
+    assert exists(zk_client, RECORDS) == RECORDS
+    records = AuditLog(pulsar).read(run_id="run-1")
+    assert [r["status"] for r in records] == [DELETING, NOT_DELETED], records
