@@ -225,12 +225,12 @@ def _one(
         return _failed(entry, f"{entry.prefix}: {why}; kept")
     leftover = _Leftover(entry, store_name, name)
     stores.sync()
-    now_class, facts = _live(stores, name)
-    if now_class != leftover.cls:
+    verdict = _live(stores, name)
+    if verdict.cls != leftover.cls:
         return RecheckResult.of(
             entry,
             CORRECTED,
-            f"live re-check: {now_class or 'live'} ({facts}), no longer "
+            f"live re-check: {verdict.cls or 'live'} ({verdict.facts}), no longer "
             f"{leftover.cls}; nothing deleted",
         )
     store = stores.of(store_name)
@@ -293,22 +293,34 @@ def _one(
             bytes=sum(z.data_length for z in chosen),
         )
     by_path = {w.path: w for w in walked}
-    return _Deletion(stores, audit, leftover, run_id, now_ms, should_stop, by_path).run(
-        chosen, reason
-    )
+    deletion = _Deletion(stores, audit, leftover, run_id, now_ms, should_stop, by_path)
+    deletion.clusters = verdict.clusters
+    return deletion.run(chosen, reason)
 
 
-def _live(stores: _Stores, name: str) -> tuple[str | None, str]:
-    """What ``name`` is now by the survey's rules (None: live), and the facts that say so
-    (for reasons): its tenant and policies in the configuration store (and those of
-    the v1 namespaces a two-level name may stand for), a heartbeat name's broker."""
+@dataclass(frozen=True)
+class _Verdict:
+    """What a name is now (``cls`` None: live), the facts that say so (for reasons), and
+    the clusters of its tenant a two-level name may be a v1 namespace of."""
+
+    cls: str | None
+    facts: str
+    clusters: tuple[str, ...] = ()
+
+
+def _live(stores: _Stores, name: str, clusters: tuple[str, ...] | None = None) -> _Verdict:
+    """What ``name`` is now by the survey's rules: its tenant and policies in the
+    configuration store (and those of the v1 namespaces a two-level name may stand for:
+    ``clusters``, listed when not given), a heartbeat name's broker."""
     config = stores.config
     tenant, own = config.get_many([leftovers.tenant_path(name), leftovers.policies_path(name)])
     policies = {} if own is None else {name: bytes(own[0] or b"")}
-    candidates: list[str] = []
-    if tenant is not None:
-        clusters = config.children_of_many([leftovers.tenant_path(name)])[0]
-        candidates = leftovers.v1_candidates(name, clusters)
+    if clusters is None:
+        listed = tenant is not None and len(name.split("/")) == 2
+        clusters = (
+            tuple(config.children_of_many([leftovers.tenant_path(name)])[0]) if listed else ()
+        )
+    candidates = leftovers.v1_candidates(name, list(clusters)) if tenant is not None else []
     if candidates:
         paths = [leftovers.policies_path(c) for c in candidates]
         for candidate, got in zip(candidates, config.get_many(paths), strict=True):
@@ -327,7 +339,7 @@ def _live(stores: _Stores, name: str) -> tuple[str | None, str]:
     ]
     if broker is not None:
         facts.append(f"broker {broker} {'registered' if registered else 'not registered'}")
-    return verdict, ", ".join(facts)
+    return _Verdict(verdict, ", ".join(facts), clusters)
 
 
 def _walk(
@@ -440,6 +452,9 @@ class _Deletion:
         )
         self.acls: dict[str, list[Any]] = {}
         self.done: list[Znode] = []
+        # The tenant's clusters as the re-check listed them: each delete's cheap check
+        # reads those v1 namespaces' policies again, not the tenant's whole listing.
+        self.clusters: tuple[str, ...] = ()
 
     @property
     def entry(self) -> RegistryEntry:
@@ -501,9 +516,12 @@ class _Deletion:
         """The absence checks again, cheaply, just before ``znode``'s delete: why it must
         not go (None: it may)."""
         name = self.leftover.name
-        now_class, facts = _live(self.stores, name)
-        if now_class != self.leftover.cls:
-            return f"before deleting {znode.path}: {name} is {now_class or 'live'} now ({facts})"
+        verdict = _live(self.stores, name, self.clusters)
+        if verdict.cls != self.leftover.cls:
+            return (
+                f"before deleting {znode.path}: {name} is {verdict.cls or 'live'} now "
+                f"({verdict.facts})"
+            )
         parent = znode.path.rsplit("/", 1)[0]
         watched: list[tuple[MetadataStore, str]] = []
         if self.ownership is not None:
