@@ -32,6 +32,7 @@ from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import fencing
 from ledger_gc.orphan_source import DeleteRequest
+from ledger_gc.orphans import delete_lock as delete_lock_module
 from ledger_gc.orphans.cycle import step_delete
 from ledger_gc.orphans.delete_lock import (
     BOOKKEEPER_LOCK_PATH,
@@ -798,3 +799,48 @@ def test_a_delete_zookeeper_refuses_for_want_of_permission_is_closed_and_kept(
     assert exists(zk_client, RECORDS) == RECORDS
     records = AuditLog(pulsar).read(run_id="run-1")
     assert [r["status"] for r in records] == [DELETING, NOT_DELETED], records
+
+
+def test_a_restore_whose_lock_session_expires_creates_nothing_more(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The restore's creates are fenced like the deletes: its lock session expired
+    after its first write-ahead record, the create it then sends is refused."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    assert [
+        r.action for r in delete(endpoints, [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    ] == [outcomes.DELETED]
+    locks: list[delete_lock_module.DeleteLock] = []
+    real_init = delete_lock_module.DeleteLock.__init__
+
+    def remember(self: delete_lock_module.DeleteLock, *args: Any, **kw: Any) -> None:
+        real_init(self, *args, **kw)
+        locks.append(self)
+
+    real_append = AuditLog.append
+
+    def append(self: AuditLog, records: Any) -> int:
+        records = list(records)
+        written = real_append(self, records)
+        if any(r.status == "restoring" for r in records) and locks and not expired:
+            expired.append(True)
+            expire(locks[0]._client, pulsar.zk_hosts)
+            time.sleep(1)
+        return written
+
+    expired: list[bool] = []
+    monkeypatch.setattr(delete_lock_module.DeleteLock, "__init__", remember)
+    monkeypatch.setattr(AuditLog, "append", append)
+    report = restore_run(endpoints, "run-1")
+    monkeypatch.undo()
+    assert report.exit_code == 1, report.to_dict()
+    assert exists(zk_client, RECORDS) == []
+    errors = [p.error for p in report.prefixes if p.error]
+    assert len(errors) == len(RECORDS) and "delete lock" in errors[0], errors
+    # Run again (the lock is free): everything comes back.
+    again = restore_run(endpoints, "run-1").to_dict()
+    assert again["exit_code"] == 0 and again["objects_restored"] == len(RECORDS), again
