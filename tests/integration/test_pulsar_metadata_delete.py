@@ -33,7 +33,7 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.metadata import fencing
 from ledger_gc.orphan_source import DeleteRequest
 from ledger_gc.orphans import delete_lock as delete_lock_module
-from ledger_gc.orphans.cycle import step_delete
+from ledger_gc.orphans.cycle import step_delete, step_report
 from ledger_gc.orphans.delete_lock import (
     BOOKKEEPER_LOCK_PATH,
     CONFIG_STORE_LOCK_PATH,
@@ -696,6 +696,11 @@ def test_the_engines_delete_step_removes_a_leftover_and_closes_its_entry(
     assert [r.action for r in record.results] == [outcomes.DELETED], record
     assert exists(zk_client, RECORDS) == []
     assert OrphanRegistry(resolve(settings).state).entries() == {}
+    report = step_report(resolve(settings), "a").to_dict()
+    assert [d["prefix"] for d in report["deleted"]] == [target_of(LOCAL, NS)], report["deleted"]
+    assert report["phases"]["deleted"]["by_class"][PM_DELETED_NAMESPACE]["count"] == 1
+    assert report["deleted"][0]["objects"] == len(RECORDS)  # znodes ZooKeeper removed
+    assert report["bytes_reclaimed"] == report["deleted"][0]["bytes"] > 0  # their data
 
 
 def test_a_queued_metadata_delete_of_a_cycle_frozen_by_sigstop_is_refused_by_zookeeper(
