@@ -849,3 +849,32 @@ def test_a_restore_whose_lock_session_expires_creates_nothing_more(
     # Run again (the lock is free): everything comes back.
     again = restore_run(endpoints, "run-1").to_dict()
     assert again["exit_code"] == 0 and again["objects_restored"] == len(RECORDS), again
+
+
+def test_a_deleted_tenants_own_path_nodes_go_once_no_namespace_is_below_them(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """``gone`` (no tenant): its namespace's leftover first (its own unit), then the
+    tenant's empty path nodes; never while a namespace is below them."""
+    plant_namespace(cluster, "gone/ns")
+    endpoints = resolve(pulsar)
+    tenant_unit = entry(LOCAL, "gone", PM_DELETED_TENANT)
+    held = delete(endpoints, [tenant_unit], "run-1")
+    assert [r.action for r in held] == [outcomes.HELD], held
+    assert "gone/ns" in held[0].reason
+    namespace = entry(LOCAL, "gone/ns", PM_DELETED_TENANT)
+    for run in ("run-2", "run-3"):  # records, then parents
+        assert [r.action for r in delete(endpoints, [namespace], run)] == [outcomes.DELETED]
+    tenant_nodes = [
+        "/managed-ledgers/gone",
+        "/schemas/gone",
+        "/admin/local-policies/gone",
+        "/namespace/gone",
+        "/loadbalance/bundle-data/gone",
+    ]
+    assert exists(zk_client, tenant_nodes) == tenant_nodes
+    done = delete(endpoints, [tenant_unit], "run-4")
+    assert [r.action for r in done] == [outcomes.DELETED], done
+    assert done[0].objects == len(tenant_nodes)
+    assert exists(zk_client, tenant_nodes) == []
+    assert zk_client.exists("/managed-ledgers/acme/live")
