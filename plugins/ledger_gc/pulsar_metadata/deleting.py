@@ -293,8 +293,9 @@ def _one(
             bytes=sum(z.data_length for z in chosen),
         )
     by_path = {w.path: w for w in walked}
-    deletion = _Deletion(stores, audit, leftover, run_id, now_ms, should_stop, by_path)
-    deletion.clusters = verdict.clusters
+    deletion = _Deletion(
+        stores, audit, leftover, run_id, now_ms, should_stop, by_path, verdict.clusters
+    )
     return deletion.run(chosen, reason)
 
 
@@ -432,6 +433,7 @@ class _Deletion:
         now_ms: int,
         should_stop: Callable[[], bool],
         walked: Mapping[str, _Walked],
+        clusters: tuple[str, ...],
     ) -> None:
         self.stores = stores
         self.audit = audit
@@ -454,7 +456,7 @@ class _Deletion:
         self.done: list[Znode] = []
         # The tenant's clusters as the re-check listed them: each delete's cheap check
         # reads those v1 namespaces' policies again, not the tenant's whole listing.
-        self.clusters: tuple[str, ...] = ()
+        self.clusters = clusters
 
     @property
     def entry(self) -> RegistryEntry:
