@@ -878,3 +878,28 @@ def test_a_deleted_tenants_own_path_nodes_go_once_no_namespace_is_below_them(
     assert done[0].objects == len(tenant_nodes)
     assert exists(zk_client, tenant_nodes) == []
     assert zk_client.exists("/managed-ledgers/acme/live")
+
+
+def test_a_record_someone_else_removes_mid_delete_stops_the_leftover_and_counts_what_went(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    zk_client: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant_namespace(cluster)
+    removed = f"/admin/local-policies/{NS}"  # Pulsar finishing its own delete, say
+    real = fencing.Fence.delete
+
+    def then_remove(self: fencing.Fence, znode: str, version: int) -> Any:
+        outcome = real(self, znode, version)
+        if zk_client.exists(removed):
+            zk_client.delete(removed)
+        return outcome
+
+    monkeypatch.setattr(fencing.Fence, "delete", then_remove)
+    results = delete(resolve(pulsar), [entry(LOCAL, NS, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in results] == [outcomes.DELETED], results
+    assert results[0].objects == 3 and "vanished" in results[0].reason, results
+    assert exists(zk_client, RECORDS) == [f"/schemas/{NS}/orders"]
+    statuses = [r["status"] for r in AuditLog(pulsar).read(run_id="run-1")]
+    assert statuses == [DELETING, DELETED] * 3, statuses

@@ -42,6 +42,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from ledger_gc import termination
 from ledger_gc.audit import DELETED as AUDIT_DELETED
 from ledger_gc.audit import DELETING as AUDIT_DELETING
@@ -474,6 +476,8 @@ class _Deletion:
             except MetadataUnavailableError as exc:  # what was applied still counts
                 why = f"not re-checked: ZooKeeper unavailable ({exc})"
                 return self._stopped(why, SKIPPED, error=str(exc), unavailable=True)
+            except NoNodeError:  # its ACL read found it gone: someone else removed it
+                return self._stopped(f"{znode.path} vanished before its delete", CORRECTED)
             if stopped is not None:
                 return stopped
         return RecheckResult.of(
@@ -529,7 +533,7 @@ class _Deletion:
         if self.ownership is not None:
             watched.append((self.stores.local, self.ownership))
         if parent in self.cversions and parent != self.ownership:
-            watched.append((self.store, parent))  # above the roots: not the leftover's
+            watched.append((self.store, parent))  # a znode of the leftover (not above it)
         for store, path in watched:
             got = store.get_many([path])[0]
             now = None if got is None else got[1].cversion
