@@ -56,7 +56,11 @@ from ledger_gc.bookkeeper.references import (
     schema_index,
 )
 from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
-from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.errors import (
+    AuditUnavailableError,
+    MetadataAccessError,
+    MetadataUnavailableError,
+)
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata import zk_access
@@ -478,6 +482,8 @@ class _Deletion:
                 return self._stopped(why, SKIPPED, error=str(exc), unavailable=True)
             except NoNodeError:  # its ACL read found it gone: someone else removed it
                 return self._stopped(f"{znode.path} vanished before its delete", CORRECTED)
+            except MetadataAccessError as exc:  # a read refused (NoAuth): kept, named
+                return self._stopped(f"{exc}; kept", FAILED, error=str(exc))
             if stopped is not None:
                 return stopped
         return RecheckResult.of(
