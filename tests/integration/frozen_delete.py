@@ -1,7 +1,7 @@
 """Run one orphan cycle's delete step in this process, and freeze the whole process
 (SIGSTOP: every thread, kazoo's pings included, as a long GC pause or a suspended VM
-would) right after the write-ahead audit record of its first BookKeeper delete, i.e.
-with that delete about to be sent.
+would) right after the write-ahead audit record of its first ZooKeeper delete (a BookKeeper
+ledger's or a Pulsar-metadata znode's), i.e. with that delete about to be sent.
 
 Used by ``test_delete_lock_lost.py`` as ``python frozen_delete.py RUN_ID OFFSET_MS
 SESSION_FILE`` with the run's settings in the environment. Before it freezes it writes
@@ -25,6 +25,10 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle, delete_lock
 from ledger_gc.orphans.witness import ServerClocks
 from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
+
+#: The deletes it freezes before: a BookKeeper ledger's or a Pulsar-metadata znode's.
+FROZEN_ON = (*BK_ORPHAN_CLASSES, *PM_ORPHAN_CLASSES)
 
 
 def main(run_id: str, offset_ms: int, session_file: str) -> int:
@@ -41,7 +45,7 @@ def main(run_id: str, offset_ms: int, session_file: str) -> int:
     def append(self: AuditLog, records: Any) -> int:
         records = list(records)
         written = real_append(self, records)
-        if any(r.status == DELETING and r.target_class in BK_ORPHAN_CLASSES for r in records):
+        if any(r.status == DELETING and r.target_class in FROZEN_ON for r in records):
             os.kill(os.getpid(), signal.SIGSTOP)  # frozen here until the test sends SIGCONT
         return written
 

@@ -4,8 +4,9 @@
 
 An orphan cycle's BookKeeper ledgers get their metadata znodes back (``bookkeeper/
 restore.py``: the record's bytes, written ahead of each delete), until the bookies' next
-garbage collection; a trim's or an orphan cycle's blocks and offloaded segments come back
-in a versioned bucket, where the run's delete markers are removed (``restore/
+garbage collection; its Pulsar-metadata znodes too (``pulsar_metadata/restore.py``:
+parents first, with the ACLs they had); a trim's or an orphan cycle's blocks and offloaded
+segments come back in a versioned bucket, where the run's delete markers are removed (``restore/
 restoring.py``). Audited ahead. Prints per target what was (or, with ``--dry-run``,
 would be) restored. Exit status: 0 done, 1 some target could not be restored (the rest
 was), 2 refused or an error (one line: an unversioned bucket, a run id the audit log
@@ -25,14 +26,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "restore",
         help="undo a run's deletes: BookKeeper ledgers (until the bookies' next garbage "
-        "collection) and, in a versioned bucket, a trim's or an orphan cycle's blocks and "
-        "offloaded segments",
+        "collection), Pulsar-metadata znodes and, in a versioned bucket, a trim's or an "
+        "orphan cycle's blocks and offloaded segments",
         description=(
             "Undo what run RUN_ID deleted, from its audit records. BookKeeper ledgers (an "
             "orphan cycle's bk-* deletes): each metadata znode is created again with the "
             "record's bytes audited ahead of its delete (never over an existing znode), "
             "which works only until the bookies' next garbage collection (gcWaitTime, 10 "
-            "minutes by default) drops the data. Ledger blocks and offloaded segments (a "
+            "minutes by default) drops the data. Pulsar-metadata znodes (pm-* deletes): "
+            "re-created parents first with their bytes and ACLs, never over an existing "
+            "znode. Ledger blocks and offloaded segments (a "
             "trim's or an orphan cycle's deletes): in a versioned bucket a delete only "
             "adds delete markers, and removing the ones the run left brings the data back; "
             "an unversioned bucket's deletes cannot be undone. Data only: a restored "

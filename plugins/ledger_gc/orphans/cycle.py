@@ -340,10 +340,15 @@ def step_delete(
     if distribute_over is None:
         distribute_over = policy.orphan_delete_spark_over
     # BookKeeper's znode deletes are fenced by a lock of its ensemble's when its sessions
-    # are not Pulsar's: both are taken before anything is read or sent.
+    # are not Pulsar's, and the configuration store's (a deleted tenant's partitioned-
+    # topic metadata) by one of its own when it is not the local store: all are taken
+    # before anything is read or sent.
     bookkeeper = endpoints.bookkeeper.zk if endpoints.bookkeeper_on else None
+    config_store = endpoints.configuration if endpoints.pulsar_metadata_on else None
     try:
-        with delete_lock(endpoints.zk, run_id, wait, bookkeeper=bookkeeper) as lock:
+        with delete_lock(
+            endpoints.zk, run_id, wait, bookkeeper=bookkeeper, config_store=config_store
+        ) as lock:
             return _delete_under_lock(
                 endpoints,
                 record,

@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
@@ -62,6 +62,9 @@ DELETE_LOCK_PATH = "/ledger-gc/locks/orphan-delete"
 #: The lock whose node fences BookKeeper's writes when its metadata is not reached with
 #: Pulsar's session (another ensemble, chroot or identity): below BookKeeper's chroot.
 BOOKKEEPER_LOCK_PATH = "/ledger-gc/locks/bookkeeper-delete"
+#: Likewise for Pulsar's configuration store (partitioned-topic metadata of a deleted
+#: tenant) when it is not the local store: below the configuration store's chroot.
+CONFIG_STORE_LOCK_PATH = "/ledger-gc/locks/config-store-delete"
 
 
 class DeleteLockBusy(LedgerGcError):
@@ -98,8 +101,9 @@ class DeleteLock:
         self._held = False
         self._fence: Fence | None = None
         self._mutex = threading.Lock()
-        # The lock of BookKeeper's ensemble, taken after this one (``delete_lock``).
-        self._bookkeeper: DeleteLock | None = None
+        # The locks of the other ensembles written to (BookKeeper's, the configuration
+        # store's), taken after this one (``delete_lock``), in that order.
+        self._others: list[DeleteLock] = []
         client.add_listener(self._on_state)
 
     def _on_state(self, state: str) -> bool:
@@ -158,12 +162,14 @@ class DeleteLock:
 
     def fence_for(self, endpoint: ZkEndpoint) -> Fence:
         """The fence for writes on sessions to ``endpoint``: this lock's own for the
-        endpoint it was taken at, the BookKeeper lock's for BookKeeper's. Any other
-        endpoint has none (a programming error: ``delete_lock`` names them first)."""
+        endpoint it was taken at, the other locks' for theirs (BookKeeper's, the
+        configuration store's). Any other endpoint has none (a programming error:
+        ``delete_lock`` names them first)."""
         if endpoint == self._endpoint:
             return self.fence
-        if self._bookkeeper is not None and endpoint == self._bookkeeper._endpoint:
-            return self._bookkeeper.fence
+        for other in self._others:
+            if endpoint == other._endpoint:
+                return other.fence
         raise RuntimeError(
             f"no delete lock is held at {endpoint.hosts}: take it with delete_lock(...)"
         )
@@ -224,8 +230,9 @@ class DeleteLock:
             lost = self._lost
         if lost is None and fence is not None:
             lost = self._look(fence)
-        if lost is None and self._bookkeeper is not None:
-            lost = self._bookkeeper.lost()
+        for other in self._others:
+            if lost is None:
+                lost = other.lost()
         return lost
 
     def _look(self, fence: Fence) -> str | None:
@@ -262,16 +269,42 @@ def delete_lock(
     wait_seconds: float,
     *,
     bookkeeper: ZkEndpoint | None = None,
+    config_store: ZkEndpoint | None = None,
     what: str = "the orphans stay registered and the next run retries",
     path: str = DELETE_LOCK_PATH,
 ) -> Iterator[DeleteLock]:
     """Hold the delete lock for the ``with`` block, or raise ``DeleteLockBusy``.
 
     ``bookkeeper``: BookKeeper's ensemble, when its znodes are to be deleted or
-    created: if it is not ``endpoint`` (another ensemble, chroot or identity), the lock
-    there (``BOOKKEEPER_LOCK_PATH``) is taken too, after this one,
-    before the block runs, so a cycle never starts deleting without both. ``what``: what
-    a caller that gets neither is told happens next."""
+    created; ``config_store``: Pulsar's configuration store, likewise. Each one that is
+    not ``endpoint`` (another ensemble, chroot or identity), nor one named before it,
+    gets a lock of its own there (``BOOKKEEPER_LOCK_PATH``, ``CONFIG_STORE_LOCK_PATH``),
+    taken after this one, in that order, before the block runs, so a cycle never starts
+    deleting without all of them, and ``fence_for`` gives each one's fence. ``what``:
+    what a caller that gets none is told happens next."""
+    extra: list[tuple[ZkEndpoint, str]] = []
+    for other, other_path in (
+        (bookkeeper, BOOKKEEPER_LOCK_PATH),
+        (config_store, CONFIG_STORE_LOCK_PATH),
+    ):
+        if other is not None and other != endpoint and all(other != e for e, _ in extra):
+            extra.append((other, other_path))
+    with _one_lock(endpoint, run_id, wait_seconds, what, path) as lock, ExitStack() as stack:
+        try:
+            for other, other_path in extra:
+                lock._others.append(
+                    stack.enter_context(_one_lock(other, run_id, wait_seconds, what, other_path))
+                )
+            yield lock
+        finally:
+            lock._others = []
+
+
+@contextmanager
+def _one_lock(
+    endpoint: ZkEndpoint, run_id: str, wait_seconds: float, what: str, path: str
+) -> Iterator[DeleteLock]:
+    """The lock at ``path`` of one ensemble, held for the ``with`` block."""
     with session(endpoint) as client:
         lock = DeleteLock(client, endpoint, run_id, path=path)
         if not lock.acquire(wait_seconds):
@@ -283,16 +316,6 @@ def delete_lock(
                 f"nothing was deleted or restored, {what}"
             )
         try:
-            if bookkeeper is None or bookkeeper == endpoint:
-                yield lock
-                return
-            with delete_lock(
-                bookkeeper, run_id, wait_seconds, what=what, path=BOOKKEEPER_LOCK_PATH
-            ) as other:
-                lock._bookkeeper = other
-                try:
-                    yield lock
-                finally:
-                    lock._bookkeeper = None
+            yield lock
         finally:
             lock.release()

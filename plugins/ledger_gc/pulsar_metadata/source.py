@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper.survey import SHARED_LEFTOVER_LEDGERS, SHARED_REFERENCES
 from ledger_gc.orphan_source import Comparison, Findings
+from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.orphans.classify import Candidate
-from ledger_gc.rules.orphans.outcomes import FAILED, RecheckResult
 from ledger_gc.rules.pulsar_metadata import guards as pm_guards
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
+    from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
 log = logging.getLogger(__name__)
@@ -107,5 +108,14 @@ class PulsarMetadataSource:
         }
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
-        why = "this ledger-gc does not delete Pulsar metadata yet: kept"
-        return [RecheckResult.of(entry, FAILED, why, error=why) for entry in entries]
+        """Each leftover re-checked live and its znodes removed, leaves first, fenced
+        by the delete lock of its store's ensemble (``deleting``)."""
+        return deleting.recheck_and_delete(
+            request.endpoints,
+            entries,
+            run_id=request.run_id,
+            now_ms=request.now_ms,
+            deleting=request.deleting,
+            should_stop=request.should_stop,
+            fence_for=request.fence_for,
+        )

@@ -50,7 +50,9 @@ from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
+from ledger_gc.pulsar_metadata import restore as pm_restore
 from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 from ledger_gc.storage.gc_bucket import ObjectVersion
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.versioning import OFF
@@ -145,12 +147,21 @@ def restore_run(
     # ``deleted`` record) may have been applied too, one ZooKeeper refused (closed by a
     # ``not-deleted`` record) was not, and a znode that exists is never replaced. The
     # rest of the run, if any of it is recoverable, from the bucket.
-    ledgers = _bookkeeper_records(records)
-    if ledgers is not None:
-        restored = _restore_bookkeeper(endpoints, audit, run_id, dry_run, clock)
+    # Pulsar's own metadata likewise (pulsar_metadata/restore.py): a run that removed
+    # only metadata is restorable too.
+    in_zookeeper: list[RestoreReport] = []
+    if _bookkeeper_records(records) is not None:
+        in_zookeeper.append(_restore_bookkeeper(endpoints, audit, run_id, dry_run, clock))
         records = [r for r in records if r.get("target_class") not in BK_TARGET_CLASSES]
-        if not any(r.get("recoverable") for r in records):
-            return restored
+    if pm_restore.records_to_restore(records) is not None:
+        in_zookeeper.append(_restore_pulsar_metadata(endpoints, audit, run_id, dry_run, clock))
+        records = [r for r in records if r.get("target_class") not in PM_ORPHAN_CLASSES]
+    if in_zookeeper and not any(r.get("recoverable") for r in records):
+        first = in_zookeeper[0]
+        for other in in_zookeeper[1:]:
+            first.prefixes += other.prefixes
+            first.note = f"{first.note}; {other.note}"
+        return first
     deleted = [
         r for r in records if r.get("status", DELETED) == DELETED and r.get("operation") != RESTORE
     ]
@@ -217,8 +228,7 @@ def restore_run(
         except Exception as exc:  # one prefix must not stop the others; reported
             item.error = str(exc)
             log.warning("restore of %s failed: %s", prefix, exc)
-    if ledgers is not None:
-        report.prefixes[:0] = restored.prefixes
+    report.prefixes[:0] = [p for restored in in_zookeeper for p in restored.prefixes]
     return report
 
 
@@ -291,6 +301,57 @@ def _restore_bookkeeper(
         item.already = 1 if result["already"] else 0
         item.error = result["error"]
         item.bucket = where
+        report.prefixes.append(item)
+    return report
+
+
+def _restore_pulsar_metadata(
+    endpoints: Endpoints,
+    audit: AuditLog,
+    run_id: str,
+    dry_run: bool,
+    clock: Callable[[], int],
+) -> RestoreReport:
+    """Re-create the run's removed Pulsar-metadata znodes, under the orphan cycles'
+    delete lock (the configuration store's too when it is another ensemble), fenced by
+    it like their deletes; the run's records are read again once it is held."""
+    from ledger_gc.orphans.delete_lock import DeleteLockBusy, delete_lock
+
+    report = RestoreReport(
+        new_restore_id(clock),
+        run_id,
+        dry_run,
+        {"bucket": endpoints.zk.hosts, "versioning": "pulsar-metadata"},
+    )
+    report.note = pm_restore.NOTE
+    with ExitStack() as stack:
+        fence_for = None
+        if not dry_run:
+            try:
+                lock = stack.enter_context(
+                    delete_lock(
+                        endpoints.zk,
+                        report.run_id,
+                        endpoints.policy.orphan_lock_wait_seconds,
+                        config_store=endpoints.configuration,
+                        what="run the restore again",
+                    )
+                )
+            except DeleteLockBusy as exc:
+                raise SafetyRefusalError(str(exc)) from None
+            fence_for = lock.fence_for
+        records = pm_restore.records_to_restore(audit.read(run_id=run_id)) or []
+        results = pm_restore.restore_znodes(
+            endpoints, audit, report.run_id, records, dry_run=dry_run, fence_for=fence_for
+        )
+    for result in results:
+        item = RestoredPrefix(result["prefix"], result["target_class"], result["ml_name"], None)
+        item.markers = 1
+        item.objects_restored = 1 if result["restored"] else 0
+        item.bytes_restored = result["bytes"] if result["restored"] else 0
+        item.already = 1 if result["already"] else 0
+        item.error = result["error"]
+        item.bucket = f"{result['hosts']}{result['znode']}"
         report.prefixes.append(item)
     return report
 

@@ -1,0 +1,148 @@
+"""What the delete of one leftover re-derives and re-checks (pure).
+
+DESIGN.md "Pulsar's own metadata" and issue 34's shared design. A leftover (one registry
+target, ``pulsar-metadata:<store>:<name>``) is the znodes of one namespace, or one
+tenant, in one store. Its delete re-derives those znodes live below the roots the survey
+reads (``roots.unit_paths``), tells records from parents as the survey does
+(``roots.kind_of``: ``classes.to_delete`` removes records first, parents only on a
+later cycle), and judges the name again with the survey's own rules
+(``judge.judge_namespace``, ``judge.judge_tenant``) over what the stores say now: the
+znodes to read for that (``facts_paths``) and the verdict (``live_class``). A leftover
+whose class changed is not deleted. What a removed record names (``named_ledgers_as``)
+is handed to the BookKeeper source; its ancestors' ACLs (``ancestors``) let a restore
+re-create missing parents as they were.
+
+A tenant-level leftover (a name of one level) is the path nodes a deleted tenant left
+with no namespace below; anything below them is a namespace's leftover of its own,
+removed first (the delete holds the tenant's until then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ledger_gc.rules.pulsar_metadata import judge, roots
+from ledger_gc.rules.pulsar_metadata.classes import LOCAL
+
+#: A namespace's managed-ledger domains: the only children of its node that are its own.
+DOMAINS = ("persistent", "non-persistent")
+
+#: What a record names BookKeeper ledgers as (how its bytes decode).
+MANAGED_LEDGER = "managed-ledger"
+CURSOR = "cursor"
+SCHEMA = "schema"
+
+
+def check_name(name: str) -> str | None:
+    """Why ``name`` cannot be a leftover's (a tenant, a v2 or v1 namespace); None: it can.
+    A name that could reach outside its roots (``..``, an empty level) is never walked."""
+    parts = name.split("/")
+    if not 1 <= len(parts) <= 3:
+        return f"{name!r} is not a tenant or namespace name (1 to 3 levels)"
+    if any(part in ("", ".", "..") for part in parts):
+        return f"{name!r} has an empty or relative level"
+    return None
+
+
+def tenant_level(name: str) -> bool:
+    """A leftover of a tenant itself (one level), not of one of its namespaces."""
+    return roots.is_tenant_name(name)
+
+
+def policies_path(name: str) -> str:
+    """The configuration store's znode that says ``name`` exists: a namespace's Policies
+    (v2 ``/admin/policies/t/ns``, v1 ``/admin/policies/p/c/ns``), a tenant's TenantInfo."""
+    return f"{roots.POLICIES}/{name}"
+
+
+def tenant_path(name: str) -> str:
+    return f"{roots.POLICIES}/{judge.tenant_of(name)}"
+
+
+def broker_path(broker: str) -> str:
+    return f"{roots.BROKERS}/{broker}"
+
+
+def ownership_path(name: str) -> str:
+    """Where a broker that owns one of the namespace's bundles has its ephemeral znode."""
+    return f"{roots.OWNERSHIP}/{name}"
+
+
+def belongs(store: str, name: str, path: str, child: str) -> bool:
+    """Whether ``child`` of ``path`` (a znode of the leftover of ``name``) is the
+    leftover's too, or another unit's node that a walk must never enter: below a v2
+    namespace named like a v1 cluster of its tenant (``acme/us-east``) live the v1
+    namespaces of that cluster (``acme/us-east/legacy``). So in the local store a
+    namespace's managed-ledger node holds only its domains, its bundle-keyed nodes
+    only bundle ranges, and its local policies (a record) nothing of its own."""
+    if store != LOCAL or tenant_level(name):
+        return True
+    for root in roots.LOCAL_ROOTS:
+        if path != f"{root.path}/{name}":
+            continue
+        if root.path == roots.MANAGED_LEDGERS:
+            return child in DOMAINS
+        if root.bundle_keyed:
+            return roots.BUNDLE_RANGE.fullmatch(child) is not None
+        return root.path != roots.LOCAL_POLICIES
+    return True
+
+
+def v1_candidates(name: str, clusters: list[str]) -> list[str]:
+    """The v1 namespaces ``p/<cluster>/ns`` that a two-level name ``p/ns`` may stand for
+    (Pulsar keys a v1 topic's schema without its cluster), given the children of
+    ``/admin/policies/p``; none for other names."""
+    parts = name.split("/")
+    if len(parts) != 2:
+        return []
+    return [f"{parts[0]}/{cluster}/{parts[1]}" for cluster in sorted(clusters)]
+
+
+def live_class(
+    name: str,
+    *,
+    tenant: bool,
+    policies: Mapping[str, bytes],
+    broker_registered: bool,
+) -> str | None:
+    """What ``name`` is now (None: live), by the survey's rules over what the stores say
+    now: whether its tenant exists, the policies znodes of it (and of the v1 namespaces
+    it may stand for) that exist with their bytes, and whether a heartbeat name's broker
+    is registered."""
+    broker = judge.heartbeat_broker(name)
+    facts = judge.Facts(
+        tenants=frozenset([judge.tenant_of(name)] if tenant else []),
+        policies={ns: judge.policy_facts(data, 0) for ns, data in policies.items()},
+        brokers=frozenset([broker] if broker is not None and broker_registered else []),
+        now_ms=0,
+        grace_ms=0,
+    )
+    if tenant_level(name):
+        return judge.judge_tenant(name, facts).target_class
+    return judge.judge_namespace(name, facts).target_class
+
+
+def named_ledgers_as(store: str, name: str, path: str) -> tuple[str, str] | None:
+    """How a record's bytes name BookKeeper ledgers, and its owner: (MANAGED_LEDGER, the
+    managed ledger's name), (CURSOR, its managed ledger's name), (SCHEMA, the schema
+    id); None for a record that names none (policies, bundle data, quotas, metadata)."""
+    if store != LOCAL or tenant_level(name):
+        return None
+    for tree in (roots.MANAGED_LEDGERS, roots.SCHEMAS):
+        node = f"{tree}/{name}"
+        if not path.startswith(f"{node}/"):
+            continue
+        levels = path[len(node) + 1 :].split("/")
+        if tree == roots.MANAGED_LEDGERS and len(levels) == 2:
+            return MANAGED_LEDGER, f"{name}/{levels[0]}/{levels[1]}"
+        if tree == roots.MANAGED_LEDGERS and len(levels) == 3:
+            return CURSOR, f"{name}/{levels[0]}/{levels[1]}"
+        if tree == roots.SCHEMAS and len(levels) == 1:
+            return SCHEMA, f"{name}/{levels[0]}"
+    return None
+
+
+def ancestors(path: str) -> list[str]:
+    """Every znode above ``path`` below the chroot's root, shallowest first."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
