@@ -8,13 +8,22 @@ BookKeeper 4.10 still holds), tagged with Pulsar's custom metadata
 (``LedgerMetadataUtils``). Pulsar's side: managed-ledger and cursor records, schema
 locators, namespace policies. Each write is in the order Pulsar makes it: a ledger is
 created before any record references it.
+
+Pulsar's own metadata (DESIGN.md "Pulsar's own metadata"): tenants, namespace policies,
+partitioned-topic metadata and cluster definitions go to the configuration store
+(``config``, default the local store's session), the rest (managed ledgers, schemas,
+local policies, bundle ownership and load data, registered brokers) to the local store,
+in the JSON shapes Pulsar writes them. Ephemeral znodes (an owned bundle, a registered
+broker) are created on a session the caller gives, so that closing it ends them the
+way a broker's death does.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +124,54 @@ def offload_index(data_length: int, data_header_length: int = 128) -> bytes:
     )
 
 
+#: The cluster name a Pulsar standalone gives itself.
+CLUSTER = "standalone"
+#: A namespace's bundles as Pulsar splits it by default (``defaultNumberOfNamespaceBundles``
+#: = 4): the boundaries of its hash range.
+BOUNDARIES = ("0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff")
+
+
+def bundle_ranges(boundaries: Sequence[str] = BOUNDARIES) -> list[str]:
+    """Each bundle's name (``<lower>_<upper>``) as Pulsar keys it below ``/namespace/<ns>``
+    and ``/loadbalance/bundle-data/<ns>``."""
+    return [f"{lo}_{hi}" for lo, hi in itertools.pairwise(boundaries)]
+
+
+def tenant_info(clusters: Sequence[str] = (CLUSTER,)) -> bytes:
+    """``TenantInfo`` JSON, as ``/admin/policies/<tenant>`` holds it."""
+    return json.dumps({"adminRoles": [], "allowedClusters": list(clusters)}).encode()
+
+
+def policies_json(
+    *,
+    replication_clusters: Sequence[str] = (CLUSTER,),
+    deleted: bool = False,
+    boundaries: Sequence[str] = BOUNDARIES,
+) -> bytes:
+    """A namespace's ``Policies`` JSON (the fields a judge reads, and a few of the rest
+    with Pulsar's defaults), as ``/admin/policies/<tenant>/<ns>`` holds it."""
+    return json.dumps(
+        {
+            "auth_policies": {
+                "namespace_auth": {},
+                "destination_auth": {},
+                "subscription_auth_roles": {},
+            },
+            "replication_clusters": list(replication_clusters),
+            "bundles": {"boundaries": list(boundaries), "numBundles": len(boundaries) - 1},
+            "backlog_quota_map": {},
+            "clusterDispatchRate": {},
+            "deleted": deleted,
+            "encryption_required": False,
+            "subscription_auth_mode": "None",
+            "offload_threshold": -1,
+            "schema_compatibility_strategy": "UNDEFINED",
+            "is_allow_auto_update_schema": True,
+            "schema_validation_enforced": False,
+        }
+    ).encode()
+
+
 def offload_uuid(ledger_id: int) -> str:
     """The offload uuid ``PulsarCluster.managed_ledger`` gives an offloaded ledger."""
     return java_uuid(ledger_id, -ledger_id)
@@ -129,6 +186,8 @@ class PulsarCluster:
     znodes), None: ``client``. With ``zkEnableSecurity=true`` a bookie logs in with SASL
     and creates every znode, parents included, with CREATOR_ALL: give it a client with
     that login and ``default_acl`` (its ACLs are then ``sasl:<its user>``).
+    ``config``: the configuration store's session (tenants, namespace policies,
+    partitioned-topic metadata, clusters), None: ``client``.
     """
 
     client: KazooClient
@@ -138,11 +197,17 @@ class PulsarCluster:
     s3: Any = None
     offload_bucket: str = "offload"
     offload_prefix: str = ""
+    config: KazooClient | None = None
 
     @property
     def bk(self) -> KazooClient:
         """The session BookKeeper's znodes are written with."""
         return self.bookkeeper or self.client
+
+    @property
+    def cfg(self) -> KazooClient:
+        """The session the configuration store's znodes are written with."""
+        return self.config or self.client
 
     def init(self, *, idgen: bool = True) -> PulsarCluster:
         """BookKeeper's root, as ``bookkeeper shell metaformat`` leaves it, with its id
@@ -194,21 +259,150 @@ class PulsarCluster:
     # --- Pulsar's records --------------------------------------------------------------
 
     def namespace(self, tenant_ns: str) -> None:
-        """A namespace: its policies, and its node in this cluster's local metadata
-        (which stays when its topics are deleted). ``tenant/ns`` is a v2 namespace,
-        ``property/cluster/ns`` a v1 one (``/admin/policies/<p>/<c>/<ns>``; its managed
-        ledgers are ``p/c/ns/persistent/<topic>``)."""
-        self.client.ensure_path(f"/admin/policies/{tenant_ns}")
+        """A namespace: its policies node (empty: see ``policies`` for Pulsar's JSON), and
+        its node in this cluster's local metadata (which stays when its topics are
+        deleted). ``tenant/ns`` is a v2 namespace, ``property/cluster/ns`` a v1 one
+        (``/admin/policies/<p>/<c>/<ns>``; its managed ledgers are
+        ``p/c/ns/persistent/<topic>``)."""
+        self.cfg.ensure_path(f"/admin/policies/{tenant_ns}")
         self.client.ensure_path(f"{paths.MANAGED_LEDGERS_ROOT}/{tenant_ns}")
 
-    def partitioned_topic(self, tenant_ns: str, topic: str, partitions: int) -> list[str]:
+    # --- the configuration store: tenants, policies, partitioned topics, clusters ------
+
+    def tenant(self, tenant: str, clusters: Sequence[str] = (CLUSTER,)) -> None:
+        """A tenant (``pulsar-admin tenants create``): ``/admin/policies/<tenant>`` with
+        its ``TenantInfo`` JSON."""
+        self._put(f"/admin/policies/{tenant}", tenant_info(clusters), self.cfg)
+
+    def policies(
+        self,
+        tenant_ns: str,
+        *,
+        replication_clusters: Sequence[str] = (CLUSTER,),
+        deleted: bool = False,
+        boundaries: Sequence[str] = BOUNDARIES,
+    ) -> None:
+        """A namespace's policies (``pulsar-admin namespaces create``; ``deleted=True``:
+        the mark a delete sets first), its tenant created first when it has none.
+        ``tenant/ns`` (v2) or ``property/cluster/ns`` (v1)."""
+        tenant = tenant_ns.split("/", 1)[0]
+        if not self.cfg.exists(f"/admin/policies/{tenant}"):
+            self.tenant(tenant, replication_clusters or (CLUSTER,))
+        data = policies_json(
+            replication_clusters=replication_clusters, deleted=deleted, boundaries=boundaries
+        )
+        self._put(f"/admin/policies/{tenant_ns}", data, self.cfg)
+
+    def delete_policies(self, tenant_ns: str) -> None:
+        """A namespace delete's step that removes the policies (what stays in the local
+        store is what a delete stopped half way leaves)."""
+        self.cfg.delete(f"/admin/policies/{tenant_ns}")
+
+    def delete_tenant(self, tenant: str) -> None:
+        """A tenant's policies gone, with every namespace's below it (the configuration
+        store's ``/admin/partitioned-topics/<tenant>`` stays: Pulsar 12968)."""
+        self.cfg.delete(f"/admin/policies/{tenant}", recursive=True)
+
+    def partitioned_topic(
+        self, tenant_ns: str, topic: str, partitions: int, *, deleted: bool = False
+    ) -> list[str]:
         """A partitioned topic: its metadata (``/admin/partitioned-topics/<t>/<ns>/
-        persistent/<topic>``, as ``PartitionedTopicMetadata`` JSON) names the base topic,
-        which has no managed ledger of its own; each partition is one
-        (``<topic>-partition-<i>``). Returns the partitions' managed-ledger names."""
+        persistent/<topic>``, as ``PartitionedTopicMetadata`` JSON, in the configuration
+        store; ``deleted=True``: a delete under way) names the base topic, which has no
+        managed ledger of its own; each partition is one (``<topic>-partition-<i>``).
+        Returns the partitions' managed-ledger names."""
         path = f"/admin/partitioned-topics/{tenant_ns}/persistent/{topic}"
-        self._put(path, json.dumps({"partitions": partitions}).encode())
+        body: dict[str, Any] = {"partitions": partitions}
+        if deleted:
+            body["deleted"] = True
+        self._put(path, json.dumps(body).encode(), self.cfg)
         return [f"{tenant_ns}/persistent/{topic}-partition-{i}" for i in range(partitions)]
+
+    def cluster_definition(self, name: str = CLUSTER) -> None:
+        """A cluster (``pulsar-admin clusters create``): ``/admin/clusters/<name>`` with
+        its ``ClusterData`` JSON."""
+        body = {
+            "serviceUrl": f"http://{name}:8080",
+            "brokerServiceUrl": f"pulsar://{name}:6650",
+        }
+        self._put(f"/admin/clusters/{name}", json.dumps(body).encode(), self.cfg)
+
+    # --- the local store: local policies, bundles, brokers, heartbeats ------------------
+
+    def local_policies(self, tenant_ns: str, boundaries: Sequence[str] = BOUNDARIES) -> None:
+        """``/admin/local-policies/<ns>``: the bundles as this cluster split them."""
+        body = {"bundles": {"boundaries": list(boundaries), "numBundles": len(boundaries) - 1}}
+        self._put(f"/admin/local-policies/{tenant_ns}", json.dumps(body).encode())
+
+    def bundle_data(self, tenant_ns: str, bundle: str | None = None) -> str:
+        """The load manager's data of one bundle (``/loadbalance/bundle-data/<ns>/<range>``,
+        ``BundleData`` JSON; default the first bundle). Returns its path."""
+        bundle = bundle or bundle_ranges()[0]
+        sample = {
+            "numSamples": 0,
+            "msgThroughputIn": 0.0,
+            "msgThroughputOut": 0.0,
+            "msgRateIn": 0.0,
+            "msgRateOut": 0.0,
+        }
+        body = {"shortTermData": sample, "longTermData": sample, "topics": 1}
+        path = f"/loadbalance/bundle-data/{tenant_ns}/{bundle}"
+        self._put(path, json.dumps(body).encode())
+        return path
+
+    def own_bundle(self, tenant_ns: str, session: KazooClient, bundle: str | None = None) -> str:
+        """A broker owning one bundle: an EPHEMERAL ``/namespace/<ns>/<range>`` on
+        ``session`` (``NamespaceEphemeralData`` JSON); it goes with the session. Returns
+        its path."""
+        bundle = bundle or bundle_ranges()[0]
+        body = {
+            "nativeUrl": "pulsar://broker-1:6650",
+            "httpUrl": "http://broker-1:8080",
+            "disabled": False,
+            "advertisedListeners": {},
+        }
+        path = f"/namespace/{tenant_ns}/{bundle}"
+        session.ensure_path(path.rsplit("/", 1)[0])
+        session.create(path, json.dumps(body).encode(), ephemeral=True)
+        return path
+
+    def broker(self, broker: str, session: KazooClient) -> str:
+        """A registered broker: an EPHEMERAL ``/loadbalance/brokers/<host:port>`` on
+        ``session`` (``LocalBrokerData`` JSON); it goes with the session (the broker's
+        death). Returns its path."""
+        host = broker.rsplit(":", 1)[0]
+        body = {
+            "webServiceUrl": f"http://{broker}",
+            "pulsarServiceUrl": f"pulsar://{host}:6650",
+            "lastUpdate": 0,
+            "bundles": [],
+        }
+        path = f"/loadbalance/brokers/{broker}"
+        session.ensure_path("/loadbalance/brokers")
+        session.create(path, json.dumps(body).encode(), ephemeral=True)
+        return path
+
+    def heartbeat(
+        self,
+        broker: str,
+        ledger_ids: Iterable[int] = (),
+        *,
+        cluster: str | None = CLUSTER,
+        sla: bool = False,
+    ) -> str:
+        """A broker's heartbeat namespace's managed ledger (``healthcheck``): v1
+        ``pulsar/<cluster>/<broker>`` (``cluster=None``: v2 ``pulsar/<broker>``), or with
+        ``sla`` the SLA monitor's ``sla-monitor/<cluster>/<broker>``. Its namespace has no
+        policies, by Pulsar's design. Returns the managed ledger's name."""
+        if sla:
+            namespace = f"sla-monitor/{cluster or CLUSTER}/{broker}"
+        elif cluster is None:
+            namespace = f"pulsar/{broker}"
+        else:
+            namespace = f"pulsar/{cluster}/{broker}"
+        name = f"{namespace}/persistent/healthcheck"
+        self.managed_ledger(name, ledger_ids)
+        return name
 
     def managed_ledger(
         self,
@@ -291,8 +485,9 @@ class PulsarCluster:
         locator.info.CopyFrom(locator.index[-1])
         self._put(f"/schemas/{schema_id}", locator.SerializeToString())
 
-    def _put(self, path: str, data: bytes) -> None:
-        if self.client.exists(path):
-            self.client.set(path, data)
+    def _put(self, path: str, data: bytes, client: KazooClient | None = None) -> None:
+        client = client or self.client
+        if client.exists(path):
+            client.set(path, data)
         else:
-            self.client.create(path, data, makepath=True)
+            client.create(path, data, makepath=True)
