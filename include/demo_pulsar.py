@@ -62,6 +62,9 @@ CLUSTER = "demo"
 OTHER_CLUSTER = "other-dc"
 LIVE_BROKER = "broker-live:8080"
 DEAD_BROKER = "broker-dead:8080"
+#: The leftovers planted: each leak's name starts with one of these (``<leftover>: ...``):
+#: its ledgers', and its metadata's ``<leftover>: records`` and ``<leftover>: parents``.
+LEFTOVERS = ("acme/gone", "oldco", "dead broker")
 #: Znodes planted: {group: {what: [paths]}} (groups "leaks", "kept").
 Znodes = dict[str, dict[str, list[str]]]
 
@@ -180,7 +183,9 @@ def plant_metadata(
     # (Pulsar 12968), its partitions' managed ledgers and local policies in the local one.
     c.policies("oldco/ns1", replication_clusters=(CLUSTER,))
     for number, partition in enumerate(c.partitioned_topic("oldco/ns1", "clicks", 2)):
-        lid = leaks[f"oldco: partition {number} ledger"] = c.ledger(ml_tags(partition), length=MIB)
+        lid = leaks[f"oldco: partition {number}'s ledger"] = c.ledger(
+            ml_tags(partition), length=MIB
+        )
         c.managed_ledger(partition, [lid])
     c.local_policies("oldco/ns1")
     c.delete_tenant("oldco")
@@ -190,7 +195,7 @@ def plant_metadata(
     dead, alive = (
         f"pulsar/{broker}/persistent/healthcheck" for broker in (DEAD_BROKER, LIVE_BROKER)
     )
-    leaks["dead broker's heartbeat ledger"] = lid = c.ledger(ml_tags(dead), length=MIB)
+    leaks["dead broker: heartbeat ledger"] = lid = c.ledger(ml_tags(dead), length=MIB)
     c.heartbeat(DEAD_BROKER, [lid], cluster=None)
     registered = c.broker(LIVE_BROKER, session)
     kept["live broker's heartbeat ledger"] = lid = c.ledger(ml_tags(alive), length=MIB)
@@ -221,30 +226,28 @@ def plant_metadata(
     bundle = bundle_ranges()[0]
     return {
         "leaks": {
-            "acme/gone's records": [
+            "acme/gone: records": [
                 f"/managed-ledgers/{events}",
                 f"/managed-ledgers/{events}/sub",
                 f"/schemas/{gone}/events",
                 f"/admin/local-policies/{gone}",
                 f"/loadbalance/bundle-data/{gone}/{bundle}",
             ],
-            "acme/gone's parents": [
+            "acme/gone: parents": [
                 f"/managed-ledgers/{gone}",
                 f"/schemas/{gone}",
                 f"/namespace/{gone}",
                 f"/loadbalance/bundle-data/{gone}",
             ],
-            "oldco's records": [
+            "oldco: records": [
                 "/admin/partitioned-topics/oldco/ns1/persistent/clicks",
                 "/managed-ledgers/oldco/ns1/persistent/clicks-partition-0",
                 "/managed-ledgers/oldco/ns1/persistent/clicks-partition-1",
                 "/admin/local-policies/oldco/ns1",
             ],
-            "oldco's parents": ["/managed-ledgers/oldco/ns1", "/admin/partitioned-topics/oldco"],
-            "dead broker's heartbeat": [
-                f"/managed-ledgers/{dead}",
-                f"/managed-ledgers/pulsar/{DEAD_BROKER}",
-            ],
+            "oldco: parents": ["/managed-ledgers/oldco/ns1", "/admin/partitioned-topics/oldco"],
+            "dead broker: records": [f"/managed-ledgers/{dead}"],
+            "dead broker: parents": [f"/managed-ledgers/pulsar/{DEAD_BROKER}"],
         },
         "kept": {
             "live broker's registration": [registered],

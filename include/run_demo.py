@@ -420,6 +420,27 @@ def pulsar_report(pulsar: Settings, there: dict[str, Any], reclaimed_in: dict[st
     left = [what for what, ok in _leaks_left(there).items() if ok]
     if left:
         raise SystemExit(f"demo: planted leaks not reclaimed in {len(runs)} cycles: {left}")
+    for leftover in demo_pulsar.LEFTOVERS:
+        say(f"   {leftover}: {_leftover_order(leftover, there, reclaimed_in)}")
+
+
+def _leftover_order(leftover: str, there: dict[str, Any], reclaimed_in: dict[str, int]) -> str:
+    """When a leftover went, checked against DESIGN's order: its records in one cycle, its
+    emptied parents in a later one (never in the cycle that emptied them), and the
+    BookKeeper ledgers the records named after the records (handed to the BookKeeper
+    source, which deletes them past its own grace window)."""
+    records = reclaimed_in[f"{leftover}: records"]
+    parents = reclaimed_in[f"{leftover}: parents"]
+    ledgers = [reclaimed_in[w] for w in there["leaks"] if w.startswith(f"{leftover}: ")]
+    if not records < parents or not all(records < cycle for cycle in ledgers):
+        raise SystemExit(
+            f"demo: {leftover} went out of order: records in cycle {records}, parents in "
+            f"cycle {parents}, its ledgers in cycles {ledgers}"
+        )
+    return (
+        f"records removed in cycle {records}, emptied parents in cycle {parents}, its "
+        f"{len(ledgers)} BookKeeper ledgers in cycle {max(ledgers)}"
+    )
 
 
 def pulsar_metadata_lines(run: dict[str, Any]) -> list[str]:
