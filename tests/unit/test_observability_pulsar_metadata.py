@@ -193,6 +193,7 @@ def test_the_overview_carries_the_latest_cycles_pulsar_metadata(pm_state):
     assert "excludes us-east" in elsewhere["why"]
     [held] = pm["held"]
     assert (held["name"], held["class"]) == ("acme/owned", "pm-deleted-namespace")
+    assert pm["held_count"] == 1
     assert "bundle" in held["why"]
     [gone] = pm["leftovers"]
     assert (gone["name"], gone["znodes"], gone["ledgers"]) == ("acme/gone", 9, 3)
@@ -206,6 +207,16 @@ def test_the_overview_carries_the_latest_cycles_pulsar_metadata(pm_state):
     # Leftovers go through the phases like every other target.
     assert orphans["phases"]["deleted"]["pm-deleted-tenant"] == {"count": 1, "bytes": 30}
     json.dumps(pm)
+
+
+def test_znodes_deleted_per_store_as_the_report_gives_them_win(tmp_path):
+    # The report's deleted list is cut at 200 leftovers; its own figures are not.
+    cycle = pm_cycle("o", T0, manifest(znodes_deleted={"local": 1000, "config": 2}))
+    cycle["deleted"] = [removed("acme/gone", "pm-deleted-namespace", 7)]
+    run_log.append_run(tmp_path, run_log.ORPHANS, cycle)
+    pm = build_overview(tmp_path)["orphans"]["pulsar_metadata"]
+    assert pm["znodes_deleted"] == {LOCAL: 1000, CONFIG: 2}
+    assert pm["local_znodes"] == {"before": 120, "deleted": 1000, "after": 0}
 
 
 def test_a_dry_run_leaves_the_znode_count_as_it_was(tmp_path):
@@ -324,6 +335,8 @@ def test_the_page_shows_the_pulsar_metadata_section_with_the_overviews_figures(p
         (*pm, "held_back", "bytes"),
         (*pm, "held_back", "ledgers"),
         (*pm, "classes", "pm-deleted-namespace", "local", "znodes"),
+        (*pm, "classes", "pm-deleted-namespace", "local", "ledger_bytes"),
+        (*pm, "held_count"),
         (*pm, "classes", "pm-deleted-tenant", "config", "znodes"),
         (*pm, "classes", "pm-stuck-delete", "config", "leftovers"),
         (*pm, "held_back", "targets", "pulsar-metadata:local:acme/gone", "bytes"),

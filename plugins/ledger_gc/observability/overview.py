@@ -32,7 +32,7 @@ Shape (every key always present; numbers are ints, times ms since the epoch)::
              znodes_deleted {store: n}, classes {class: {store: {leftovers, znodes,
              bytes, ledgers, ledger_bytes}}}, explanations {class: text},
              stuck_deletes, not_replicated, leftovers, held [{name, store, class, why,
-             znodes, ledgers, command}], held_back {ledgers, bytes, targets {target:
+             znodes, ledgers, command}], held_count, held_back {ledgers, bytes, targets {target:
              {ledgers, bytes}}}})
     trim:    latest (run header + totals | None), backlog {source, pending_markers,
              pending_bytes, oldest_marked_at_ms, oldest_age_seconds, live_error},

@@ -95,8 +95,12 @@ def _leftover(item: Mapping[str, Any], cls: str = "") -> dict[str, Any]:
 
 
 def znodes_deleted(summary: Mapping[str, Any]) -> dict[str, int]:
-    """Znodes the cycle removed per store: the ``objects`` of its ``deleted`` items of the
-    pm classes (one leftover each, one object per znode), by the store its target names."""
+    """Znodes the cycle removed per store: ``pulsar_metadata.znodes_deleted`` when the
+    report gives it per store, else the ``objects`` of its ``deleted`` items of the pm
+    classes (one leftover each, one object per znode), by the store its target names."""
+    given = _mapping(summary.get("pulsar_metadata")).get("znodes_deleted")
+    if isinstance(given, Mapping):
+        return {store: as_int(given.get(store)) for store in STORES}
     per_store = dict.fromkeys(STORES, 0)
     for item in _items(summary.get("deleted")):
         if item.get("target_class") not in PM_ORPHAN_CLASSES:
@@ -187,5 +191,6 @@ def pulsar_metadata_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None
             for item in _items(samples.get(cls))[:SHOWN]
         ],
         "held": [_leftover(item) for item in _items(pm.get("held"))[:SHOWN]],
+        "held_count": as_int(pm.get("held_count")) or len(_items(pm.get("held"))),
         "held_back": held_back(bookkeeper),
     }

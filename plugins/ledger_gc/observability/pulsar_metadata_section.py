@@ -82,13 +82,23 @@ def _classes(pm: Mapping[str, Any]) -> str:
             figure((*_KEY, "classes", cls, store, "znodes"), leaf["znodes"]),
             bytes_figure((*_KEY, "classes", cls, store, "bytes"), leaf["bytes"]),
             figure((*_KEY, "classes", cls, store, "ledgers"), leaf["ledgers"]),
+            bytes_figure((*_KEY, "classes", cls, store, "ledger_bytes"), leaf["ledger_bytes"]),
         ]
         for cls, per_store in pm["classes"].items()
         for store, leaf in per_store.items()
         if any(leaf.values())
     ]
     return "<h3>Leftovers per class and store (latest cycle)</h3>" + table(
-        ["Class", "Store", "What it means", "Leftovers", "Znodes", "Size", "Ledgers named"],
+        [
+            "Class",
+            "Store",
+            "What it means",
+            "Leftovers",
+            "Znodes",
+            "Size",
+            "Ledgers named",
+            "Their size",
+        ],
         rows,
         "Nothing left behind in either store.",
     )
@@ -184,7 +194,8 @@ def _held(pm: Mapping[str, Any]) -> str:
         ]
         for item in pm["held"]
     ]
-    return "<h3>Held leftovers, and why (kept)</h3>" + table(
+    count = figure((*_KEY, "held_count"), pm["held_count"])
+    return f"<h3>Held leftovers, and why (kept: {count})</h3>" + table(
         ["Name", "Store", "Class", "Why"], rows, "No leftover held."
     )
 
