@@ -27,7 +27,7 @@ from ledger_gc.rules.metadata import paths
 
 USER, PASSWORD = "gc-viewer", "not-a-real-secret"
 T0 = 1_700_000_000_000
-STUCK = "pulsar-admin namespaces delete acme/stuck --force"
+STUCK = "pulsar-admin namespaces delete --force acme/stuck"
 
 
 @pytest.fixture(scope="module")

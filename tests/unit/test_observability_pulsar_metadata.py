@@ -36,7 +36,7 @@ from ledger_gc.rules.pulsar_metadata.classes import (
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
-STUCK_COMMAND = "pulsar-admin namespaces delete acme/stuck --force"
+STUCK_COMMAND = "pulsar-admin namespaces delete --force acme/stuck"
 
 
 def manifest(**overrides: Any) -> dict[str, Any]:
