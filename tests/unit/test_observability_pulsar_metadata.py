@@ -402,3 +402,21 @@ def test_status_plain_lines_carry_the_pulsar_metadata_figures(pm_state):
         "  bk-missing: 1 ledgers named but not in BookKeeper, e.g. "
         "acme/prod/persistent/broken ledger 404"
     ) in lines
+
+
+# --- the registered-orphan table ------------------------------------------------------------
+
+
+def test_registered_leftovers_show_their_name_store_and_znodes():
+    from test_observability_bookkeeper import listing, scheduled
+
+    from ledger_gc.observability.registered_table import registered_section
+
+    target = target_of(CONFIG, "oldco")
+    html = registered_section(
+        listing(scheduled(target, "pm-deleted-tenant", ledger_id=None, ml_name="oldco", objects=4))
+    )
+
+    assert f'data-prefix="{target}"' in html  # the registry's key, for scripts
+    assert "Pulsar metadata <code>oldco</code>" in html and "configuration store" in html
+    assert '<td class="n" data-sort="4">4 znodes</td>' in html
