@@ -16,12 +16,13 @@ from contextlib import ExitStack
 from typing import Any
 
 from ledger_gc import __version__
-from ledger_gc.config.edge import block_store, zk_endpoint
+from ledger_gc.config.edge import block_store, config_store_endpoint, zk_endpoint
 from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.config.secret_values import install_for
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import EXIT_ERROR, EXIT_OK, human_bytes, print_json
 from ledger_gc.errors import LedgerGcError
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.observability.metrics import render_metrics
 from ledger_gc.observability.status import collect_status
@@ -59,12 +60,15 @@ def add_status_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     with ExitStack() as stack:
         store = stack.enter_context(MetadataStore.open(zk_endpoint(settings)))
+        # Namespaces' policies, where a level's shape needs them: the configuration store's.
+        config = config_store_endpoint(settings)
+        policies = stack.enter_context(configuration_store(store, config))
         # The metrics use metadata and state files only: no bucket listing per scrape.
         no_blocks = args.metadata_only or args.metrics or not settings.block_store
         storage = None if no_blocks else LedgerStorage(block_store(settings))
         if storage is not None:
             storage.check_bucket()
-        status = collect_status(store, storage, ml_filter=args.ml)
+        status = collect_status(store, storage, ml_filter=args.ml, policies=policies)
     # Only reads the state store: one that does not exist (a mistyped state dir) is
     # refused, not created; after ZooKeeper's and S3's own errors, so that a first
     # `ledgergc status` on a new install still says what is wrong with the servers.

@@ -91,8 +91,10 @@ def test_a_delete_zookeeper_refuses_closes_its_audit_record_and_is_never_restore
     run_orphan_cycle(resolve(pulsar), spark=spark, **later(0))
     real = references.read_live_references
 
-    def and_rewrite(store: Any, ml_name: str | None, schema_id: str | None) -> Any:
-        refs = real(store, ml_name, schema_id)
+    def and_rewrite(
+        store: Any, ml_name: str | None, schema_id: str | None, policies: Any = None
+    ) -> Any:
+        refs = real(store, ml_name, schema_id, policies=policies)
         cluster.close(leaked, length=2048)  # a new version of the record
         return refs
 

@@ -9,6 +9,7 @@ a real leak that must still go.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -192,3 +193,48 @@ def test_a_cursors_first_ledger_while_it_still_says_minus_one_is_held(
     report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
     assert {d["ledger_id"] for d in report["deleted"]} == {left_by_close}
     assert exists(c, first_ledger)
+
+
+POLICIES = json.dumps({"bundles": {"numBundles": 4}, "replication_clusters": ["us-east"]})
+
+
+def plant_policies(client: KazooClient, name: str, data: str = POLICIES) -> None:
+    """A namespace's (or tenant's) JSON under ``/admin/policies``, as Pulsar writes it;
+    the parents Pulsar creates on the way hold nothing."""
+    client.create(f"/admin/policies/{name}", data.encode(), makepath=True)
+
+
+def test_a_v2_namespace_named_like_a_v1_cluster_is_a_namespace_too(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, later: Callable[[float], dict[str, Any]]
+) -> None:
+    """``/admin/policies/acme/us-east`` holds Policies JSON and has the v1 namespace
+    ``legacy`` below it: ``/managed-ledgers/acme/us-east`` holds the v2 namespace's
+    topics under ``persistent`` and the v1 namespace ``legacy`` beside it. Read as a v1
+    cluster alone, the v2 topics were never listed, and every ledger of them, live or
+    leaked, was held as another cluster's namespace. Now its leaked ledger is an orphan
+    and goes; its live ledgers, and the v1 namespace's, stay."""
+    c = cluster
+    plant_policies(c.client, "acme", json.dumps({"allowedClusters": ["us-east"]}))
+    plant_policies(c.client, "acme/us-east")
+    plant_policies(c.client, "acme/us-east/legacy")
+    v2_topic, v1_topic = "acme/us-east/persistent/orders", "acme/us-east/legacy/persistent/clicks"
+    leaked = c.ledger(ml_tags(v2_topic))
+    orders = [c.ledger(ml_tags(v2_topic)) for _ in range(2)]
+    cursor = c.ledger(cursor_tags(v2_topic, "sub"))
+    v1_ledgers = [c.ledger(ml_tags(v1_topic)) for _ in range(2)]
+    c.managed_ledger(v2_topic, orders)
+    c.cursor(v2_topic, "sub", cursor)
+    c.managed_ledger(v1_topic, v1_ledgers)
+
+    with MetadataStore.open(zk_endpoint(pulsar)) as store:
+        tree = store.managed_ledger_tree()
+    assert tree.names == (v1_topic, v2_topic)
+    assert tree.namespaces == {"acme/us-east", "acme/us-east/legacy"}
+    first = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
+    assert first["bookkeeper"]["samples"].get("bk-held", []) == []
+    assert registered(pulsar) == {leaked: bk.BK_ORPHAN_LEDGER}
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(DAY_H + 1)).to_dict()
+    assert {d["ledger_id"] for d in report["deleted"]} == {leaked}
+    assert not exists(c, leaked)
+    for lid in (*orders, cursor, *v1_ledgers):
+        assert exists(c, lid)

@@ -237,8 +237,10 @@ def test_a_record_written_between_the_recheck_and_the_delete_is_not_deleted(
     leaked = planted.orphans["leaked-ledger"]
     real = references.read_live_references
 
-    def and_rewrite(store: Any, ml_name: str | None, schema_id: str | None) -> Any:
-        refs = real(store, ml_name, schema_id)
+    def and_rewrite(
+        store: Any, ml_name: str | None, schema_id: str | None, policies: Any = None
+    ) -> Any:
+        refs = real(store, ml_name, schema_id, policies=policies)
         if ml_name == ORDERS:
             cluster.close(leaked, length=2048)
         return refs

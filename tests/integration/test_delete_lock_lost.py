@@ -85,8 +85,8 @@ def test_a_cycle_whose_lock_session_expires_stops_before_its_next_delete(
     real_verdict = bk_deleting._live_verdict
     calls = Counter[str]()
 
-    def freeze_after_first(shared: bool, pulsar_store: Any, ledger: Any) -> Any:
-        verdict = real_verdict(shared, pulsar_store, ledger)
+    def freeze_after_first(*args: Any) -> Any:
+        verdict = real_verdict(*args)
         name = threading.current_thread().name
         calls[name] += 1
         if name == "cycle-a" and calls[name] == 2:

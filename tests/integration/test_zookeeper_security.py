@@ -957,3 +957,45 @@ def test_an_out_of_date_client_certificate_is_named_with_its_dates(
     for date in (not_before, not_after):
         assert f"{date:%Y-%m-%d %H:%M:%S} UTC" in message, message
     assert "truststore" not in message, message
+
+
+def test_the_configuration_store_takes_the_local_stores_tls_and_sasl_or_its_own(
+    secured: Secured,
+) -> None:
+    """Pulsar's configuration store on another chroot of the secured server. Unset, its
+    TLS and SASL parts are the local store's; on the plain port the local store's TLS
+    fails with a fix in its own variables (not ``LEDGERGC_ZK_TLS=false``, which would
+    turn TLS off for the local store too), and ``LEDGERGC_CONFIG_STORE_TLS=false`` alone
+    connects it, keeping the local store's SASL login."""
+    server = secured.zookeeper.server
+    chroot = f"/g{uuid.uuid4().hex[:10]}"
+    secured.zookeeper.root.create(f"{chroot}/admin/policies/public", b"{}", makepath=True)
+    environ = {
+        **secured.settings("gc").to_env(),
+        "LEDGERGC_CONFIG_STORE_HOSTS": server.secure_hosts + chroot,
+    }
+    endpoints = resolve(Settings.from_env(environ))
+    config = endpoints.config_store
+    assert config is not None and config.security.uses_tls
+    login = config.login()
+    assert login is not None and login.username == "gc"
+    with MetadataStore.open(config) as store:
+        assert store.children_of_many(["/admin/policies"]) == [["public"]]
+        assert ("sasl", "gc") in (zk_access.who_am_i(store.client) or [])
+
+    plain = {**environ, "LEDGERGC_CONFIG_STORE_HOSTS": server.hosts + chroot}
+    taken = resolve(Settings.from_env(plain)).config_store
+    assert taken is not None
+    with pytest.raises(ConfigError) as err, MetadataStore.open(taken):
+        pass
+    message = str(err.value)
+    assert "does not speak TLS" in message, message
+    assert "LEDGERGC_CONFIG_STORE_TLS=false" in message, message
+    assert "LEDGERGC_ZK_TLS=false" not in message and "LEDGERGC_CONFIG_STORE_HOSTS" in message
+
+    own = resolve(Settings.from_env({**plain, "LEDGERGC_CONFIG_STORE_TLS": "false"}))
+    assert own.config_store is not None and not own.config_store.security.uses_tls
+    assert own.zk.security.uses_tls
+    with MetadataStore.open(own.config_store) as store:
+        assert store.children_of_many(["/admin/policies"]) == [["public"]]
+        assert ("sasl", "gc") in (zk_access.who_am_i(store.client) or [])

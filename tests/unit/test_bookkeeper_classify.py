@@ -461,3 +461,101 @@ def test_a_minus_one_cursors_ledger_is_orphaned_only_below_the_newest_ledger(
         if verdict.ledger_class == c.BK_ORPHAN_CURSOR_LEDGER:
             high = refs.ml_high(tags.ml_name)
             assert high is not None and bk.ledger_id < high
+
+
+# --- ledgers handed off by the Pulsar-metadata source ----------------------------------------
+
+GONE_NS_ML = "o/n/persistent/x"  # a namespace this metadata no longer has
+HANDED = {
+    42: c.HandedOff(GONE_NS_ML, f"/managed-ledgers/{GONE_NS_ML}"),
+    43: c.HandedOff("o/ns/x", "/schemas/o/ns/x"),
+    44: c.HandedOff(GONE_NS_ML, f"/managed-ledgers/{GONE_NS_ML}/sub"),
+    47: c.HandedOff(GONE_NS_ML, f"/managed-ledgers/{GONE_NS_ML}/__compaction"),
+    101: c.HandedOff(GONE_ML, f"/managed-ledgers/{GONE_ML}"),
+    # a hand-off naming another owner than the ledger's tags: not used
+    48: c.HandedOff("o/n/persistent/other", "/managed-ledgers/o/n/persistent/other"),
+    20: c.HandedOff(ML, f"/managed-ledgers/{ML}"),
+}
+HANDOFF_CASES = {
+    "partition": (ledger(42, data(GONE_NS_ML)), c.BK_ORPHAN_PARTITION, None),
+    "schema": (ledger(43, schema("o/ns/x")), c.BK_ORPHAN_SCHEMA_LEDGER, None),
+    "cursor": (ledger(44, cursor(GONE_NS_ML, "sub")), c.BK_ORPHAN_CURSOR_LEDGER, None),
+    "compacted": (ledger(47, compacted("persistent://o/n/x")), COMPACTED_ORPHAN, None),
+    # named by this metadata, so not newer than it, whatever the horizon says
+    "above-the-horizon": (ledger(101, data(GONE_ML)), c.BK_ORPHAN_PARTITION, None),
+    "owner-mismatch": (ledger(48, data(GONE_NS_ML)), c.BK_HELD, c.HOLD_OTHER_CLUSTER),
+    # referenced again (the record restored): live, the hand-off notwithstanding
+    "referenced-again": (ledger(20, data(ML)), c.BK_LIVE, None),
+    "untagged": (ledger(42, None), c.BK_FOREIGN, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("bk", "expected", "hold"), list(HANDOFF_CASES.values()), ids=list(HANDOFF_CASES)
+)
+def test_handed_off_ledgers_are_judged_by_their_tags_without_the_namespace_hold(
+    bk: BkLedger, expected: str, hold: str | None
+) -> None:
+    verdict = Classifier(REFS, handed_off=HANDED).classify(bk)
+    assert (verdict.ledger_class, verdict.hold) == (expected, hold), verdict.reason
+    if expected in c.BK_ORPHAN_CLASSES:
+        assert HANDED[bk.ledger_id].named_by in verdict.reason
+
+
+def test_without_the_hand_off_the_same_ledgers_are_held() -> None:
+    classifier = Classifier(REFS)
+    holds = [classifier.classify(HANDOFF_CASES[k][0]).hold for k in ("partition", "schema")]
+    assert holds == [c.HOLD_OTHER_CLUSTER, c.HOLD_OTHER_CLUSTER]
+    assert classifier.classify(HANDOFF_CASES["above-the-horizon"][0]).hold == c.HOLD_NEWER
+
+
+def test_a_shared_bookkeeper_still_holds_handed_off_ledgers() -> None:
+    verdict = Classifier(REFS, shared=True, handed_off=HANDED).classify(
+        HANDOFF_CASES["partition"][0]
+    )
+    assert (verdict.ledger_class, verdict.hold) == (c.BK_HELD, c.HOLD_SHARED)
+
+
+def test_a_handed_off_ledger_gets_the_same_verdict_in_the_live_recheck() -> None:
+    """The live re-check reads only the ledger's owner's records (``horizon=False``):
+    same class and owner as the survey's."""
+    bk = HANDOFF_CASES["cursor"][0]
+    live = PulsarReferences(listed={}, namespaces=frozenset())
+    survey = Classifier(REFS, handed_off=HANDED).classify(bk)
+    recheck = Classifier(live, horizon=False, handed_off=HANDED).classify(bk)
+    assert (recheck.ledger_class, recheck.owner) == (survey.ledger_class, survey.owner)
+
+
+# --- unreadable records and LEDGERGC_BK_REMOVE_UNREADABLE ------------------------------------
+
+
+def unreadable(lid: int) -> BkLedger:
+    return ledger(lid, None, state=None, error="empty record")
+
+
+@pytest.mark.parametrize(
+    ("lid", "kwargs", "removable", "why"),
+    [
+        (28, {}, False, "LEDGERGC_BK_REMOVE_UNREADABLE=true would remove it"),
+        (28, {"remove_unreadable": True}, True, "no Pulsar record names it"),
+        (20, {"remove_unreadable": True}, False, "listed by"),  # named: never deleted
+        (60, {"remove_unreadable": True}, False, "bucket"),  # a bucket property names it
+        (28, {"remove_unreadable": True, "shared": True}, False, "LEDGERGC_BK_SHARED"),
+        (101, {"remove_unreadable": True}, False, "newer"),
+        (101, {"remove_unreadable": True, "horizon": False}, True, "no Pulsar record"),
+    ],
+)
+def test_an_unreadable_record_is_removable_only_when_asked_and_unnamed(
+    lid: int, kwargs: dict[str, bool], removable: bool, why: str
+) -> None:
+    verdict = Classifier(REFS, **kwargs).classify(unreadable(lid))
+    assert verdict.ledger_class == c.BK_UNREADABLE
+    assert (verdict.removable, verdict.candidate) == (removable, removable), verdict.reason
+    assert why in verdict.reason
+    assert verdict.hold is None
+
+
+def test_by_default_the_reason_names_the_auditor() -> None:
+    verdict = Classifier(REFS).classify(unreadable(28))
+    assert "auditor" in verdict.reason and "13480" in verdict.reason
+    assert c.BK_UNREADABLE in c.BK_TARGET_CLASSES and c.BK_UNREADABLE not in c.BK_ORPHAN_CLASSES

@@ -36,6 +36,7 @@ def judge(
         for path in got.policies:
             there = path in policy_nodes
             facts.policies[path] = _children(policy_nodes, path) if there else None  # type: ignore[index]
+            facts.policy_json[path] = ns.is_policies(policy_nodes.get(path))  # type: ignore[index]
     raise AssertionError("namespace_shape never decided")
 
 
@@ -138,3 +139,113 @@ def test_v2_names() -> None:
         frozenset({"public/default", "acme/us-west/persistent"}),
     )
     assert tree.v2_names == ["public/default/persistent/a"]
+
+
+POLICIES = b'{"bundles": {"numBundles": 4}, "replication_clusters": ["us-east"]}'
+
+
+@pytest.mark.parametrize(
+    ("znodes", "policies"),
+    [
+        # v2 topics and a v1 namespace under one level: the tree shows both
+        (
+            {"acme/us-east/persistent/orders": ML, "acme/us-east/legacy/persistent/clicks": ML},
+            {},
+        ),
+        # the v2 namespace has only a topic called persistent: its policies say so
+        (
+            {
+                "acme/us-east/persistent/persistent": ML,
+                "acme/us-east/legacy/persistent/clicks": ML,
+            },
+            {"acme/us-east": POLICIES, "acme/us-east/legacy": POLICIES},
+        ),
+        # no v2 topic yet: the policies say the level is a namespace too
+        (
+            {"acme/us-east/legacy/persistent/clicks": ML},
+            {"acme/us-east": POLICIES, "acme/us-east/legacy": POLICIES},
+        ),
+        # the policies say it whatever lies below (an empty domain node, no topics)
+        (
+            {"acme/us-east/persistent": b""},
+            {"acme/us-east": POLICIES, "acme/us-east/legacy": b"{}"},
+        ),
+    ],
+)
+def test_a_v2_namespace_named_like_a_v1_cluster_is_both(
+    znodes: dict[str, bytes], policies: dict[str, bytes]
+) -> None:
+    """``/admin/policies/acme/us-east`` holds Policies JSON and has the v1 namespace
+    ``legacy`` below it: the level is a namespace whatever lies below it, and a v1
+    cluster too. Read as a v1 cluster alone, its v2 topics were never listed."""
+    shape = judge("acme/us-east", znodes, policies)
+    assert isinstance(shape, Shape) and shape.version == ns.BOTH, shape
+    assert shape.namespace and shape.cluster
+    assert shape.v1_namespaces(["legacy", "persistent"]) == ["legacy"]
+
+
+@pytest.mark.parametrize(
+    "policies",
+    [
+        {},  # no policies: the tree's v1 reading stands
+        {"acme/us-west/ns1": POLICIES},  # a v1 cluster's node holds no JSON
+        {"acme/us-west": b"not json", "acme/us-west/ns1": POLICIES},
+        {"acme/us-west": b"[1, 2]", "acme/us-west/ns1": POLICIES},  # JSON, not an object
+    ],
+)
+def test_a_v1_cluster_without_a_namespaces_policies_stays_v1(policies: dict[str, bytes]) -> None:
+    shape = judge("acme/us-west", {"acme/us-west/ns1/persistent/clicks": ML}, policies)
+    assert isinstance(shape, Shape) and shape.version == ns.V1
+    assert shape.v1_namespaces(["ns1", "persistent"]) == ["ns1", "persistent"]
+
+
+def test_a_v1_namespace_called_persistent_below_a_v2_namespace_is_refused() -> None:
+    """``persistent`` below such a level would be both the v2 domain and the v1
+    namespace's node: not guessed."""
+    shape = judge(
+        "acme/us-east",
+        {"acme/us-east/persistent/persistent": b"", "acme/us-east/legacy/persistent/c": ML},
+        {"acme/us-east": POLICIES, "acme/us-east/persistent": POLICIES},
+    )
+    assert isinstance(shape, Ambiguous) and "acme/us-east/persistent" in shape.why
+
+
+@pytest.mark.parametrize(
+    "znodes",
+    [
+        {"acme/us-east": b""},
+        {"acme/us-east/persistent": b""},
+        {"acme/us-east/persistent": b"", "acme/us-east/legacy/persistent/c": ML},
+    ],
+)
+def test_a_v1_namespace_called_persistent_below_a_v2_namespace_without_topics_is_both(
+    znodes: dict[str, bytes],
+) -> None:
+    """No topic either reading would list: nothing to refuse."""
+    shape = judge(
+        "acme/us-east",
+        znodes,
+        {"acme/us-east": POLICIES, "acme/us-east/persistent": POLICIES},
+    )
+    assert isinstance(shape, Shape) and shape.version == ns.BOTH, shape
+
+
+def test_policies_json_alone_is_a_v2_namespace() -> None:
+    shape = judge("public/default", {"public/default": b""}, {"public/default": POLICIES})
+    assert isinstance(shape, Shape) and shape.version == ns.V2 and not shape.cluster
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"{}", True),
+        (POLICIES, True),
+        (b"", False),
+        (None, False),
+        (b"[]", False),
+        (b"\xff", False),
+        (b"nope", False),
+    ],
+)
+def test_is_policies(data: bytes | None, expected: bool) -> None:
+    assert ns.is_policies(data) is expected

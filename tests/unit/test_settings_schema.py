@@ -77,7 +77,12 @@ EVERY_SETTING_CHANGED = Settings(
     bk_ledgers_root="/bk/ledgers",
     bk_zk_address="zk3:2181/bk",
     bk_zk_security=_zk_security("bk"),
+    config_store_address="zk:zk4:2181/global",
+    config_store_security=_zk_security("cfg"),
+    config_store_digest="gc:cfg-pass",
+    pulsar_metadata="true",
     bk_shared=True,
+    bk_remove_unreadable=True,
     bk_record_cache=False,
     bk_full_read_every=3,
     zk_max_reads_per_second=2500,
@@ -88,6 +93,7 @@ EVERY_SETTING_CHANGED = Settings(
 WITH_JAAS = Settings(
     zk_security=ZkSecurity(jaas=str(JAAS)),
     bk_zk_security=ZkSecurity(jaas=str(JAAS)),
+    config_store_security=ZkSecurity(jaas=str(JAAS)),
     state_dir=Path("/var/lib/ledgergc"),
 )
 SAMPLES = (EVERY_SETTING_CHANGED, WITH_JAAS)
@@ -154,10 +160,11 @@ def test_the_secrets_are_every_secret_setting_and_never_shown() -> None:
     tls_keys = [
         EVERY_SETTING_CHANGED.zk_security.tls_key,
         EVERY_SETTING_CHANGED.bk_zk_security.tls_key,
+        EVERY_SETTING_CHANGED.config_store_security.tls_key,
     ]
     assert sorted(EVERY_SETTING_CHANGED.secrets()) == sorted(
-        ["zk-pass", "s3cret-key", "session-token", "db-pass", *tls_keys]
-        + [f"{kind}-{zk}" for kind in ("key", "trust", "sasl") for zk in ("zk", "bk")]
+        ["zk-pass", "cfg-pass", "s3cret-key", "session-token", "db-pass", *tls_keys]
+        + [f"{kind}-{zk}" for kind in ("key", "trust", "sasl") for zk in ("zk", "bk", "cfg")]
     )
     assert Settings().secrets() == []
     shown = repr(EVERY_SETTING_CHANGED)

@@ -21,7 +21,8 @@ Connections (all optional; see ``airflow_settings.yaml``):
   ``extra.chroot``, ``extra.bk_zk_hosts`` and ``extra.bk_ledgers_root``, login/password
   for ZooKeeper digest auth, or, with ``extra.zk_sasl_mechanism``, the SASL login; TLS
   and SASL by the settings' keys in the extra (``zk_tls``, ``zk_tls_ca``, ``zk_jaas``,
-  ``bk_zk_*``);
+  ``bk_zk_*``); Pulsar's configuration store by ``extra.config_store_hosts`` and
+  ``config_store_*``;
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
   ``extra.bucket`` and ``extra.prefix``; its identity as the Amazon provider's
   ``AwsBaseHook`` reads it: keys, a role to assume, web identity (IRSA), a profile, or
@@ -114,14 +115,15 @@ def zookeeper_overrides(conn: Any) -> dict[str, Any]:
 
 def zookeeper_security(conn: Any) -> dict[str, Any]:
     """``ledgergc_zookeeper``'s TLS and SASL, by the settings' own keys in its extra
-    (``zk_tls``, ``zk_tls_ca``, ``zk_sasl_mechanism``, ``zk_jaas``, ``bk_zk_*``...); with
+    (``zk_tls``, ``zk_tls_ca``, ``zk_sasl_mechanism``, ``zk_jaas``, ``bk_zk_*``, the
+    configuration store's ``config_store_hosts`` and ``config_store_*``...); with
     ``zk_sasl_mechanism`` its login and password are the SASL login (else digest auth,
     ``zookeeper_overrides``). Applied as ``with_values`` (an unknown key: one line)."""
     extra = conn.extra_dejson or {}
     values = {
         key: value
         for key, value in extra.items()
-        if key.startswith(("zk_", "bk_zk_")) and key != "bk_zk_hosts"
+        if key.startswith(("zk_", "bk_zk_", "config_store_")) and key != "bk_zk_hosts"
     }
     if extra.get("zk_sasl_mechanism") and conn.login:
         values.setdefault("zk_sasl_username", conn.login)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger_gc.airflow.settings_hook import settings_for
-from ledger_gc.config.edge import zk_endpoint
+from ledger_gc.config.edge import config_store_endpoint, zk_endpoint
 from ledger_gc.errors import LedgerGcError
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,18 @@ def shard(names: Sequence[str], max_shards: int, min_size: int = MIN_SHARD_SIZE)
 
 
 def list_shards(params: Mapping[str, Any] | None) -> list[list[str]]:
+    from ledger_gc.metadata.config_store import configuration_store
     from ledger_gc.metadata.store import MetadataStore
     from ledger_gc.trim.run import TrimScope
 
     params = params or {}
     settings = settings_for(params)
     scope = TrimScope.parse(params.get("namespace"))
-    with MetadataStore.open(zk_endpoint(settings)) as store:
-        names = scope.resolve(store)
+    with (
+        MetadataStore.open(zk_endpoint(settings)) as store,
+        configuration_store(store, config_store_endpoint(settings)) as config,
+    ):
+        names = scope.resolve(store, config)
     max_shards = int(params.get("max_shards") or DEFAULT_MAX_SHARDS)
     shards = shard(names, max_shards)
     log.info(

@@ -8,8 +8,9 @@ For each eligible registry entry (``bookkeeper:<znode>``), just before its delet
    that no longer decodes is kept;
 3. the Pulsar records that can reference it are read again, live (its managed ledger and
    cursors, or its schema locator, and its namespace: ``references.read_live_references``),
-   and the same rules that classified it (``classify.Classifier``) must give the same
-   class and owner; anything else corrects it away;
+   and the same rules that classified it (``classify.Classifier``, with the ids the
+   Pulsar-metadata source handed off, read once per step) must give the same class and
+   owner; anything else corrects it away;
 4. its age (from the later of the znode's ctime, ZooKeeper's clock, and the record's,
    a broker's) must be past retention on the servers' clock;
 5. a ``deleting`` audit record with the record's bytes, znode and version is committed,
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -42,8 +43,10 @@ from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper import offloaded_copy, references, scan
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
+from ledger_gc.config.policy import Policy
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -64,6 +67,7 @@ from ledger_gc.rules.orphans.outcomes import (
 )
 from ledger_gc.rules.orphans.outcomes import skipped as _skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry, iso
+from ledger_gc.state import handoff
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,9 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             pulsar, bk = stack.enter_context(scan.sessions(endpoints.zk, bookkeeper))
+            # Namespaces' policies are the configuration store's (its own session when
+            # it is another ensemble or chroot).
+            config = stack.enter_context(configuration_store(pulsar, endpoints.config_store))
             layout = scan.layout_of(bk, bookkeeper)
         except MetadataUnavailableError as exc:
             return [_skipped(entry, str(exc)) for entry in items]
@@ -108,6 +115,10 @@ def recheck_and_delete(
             if fence_for is None:
                 raise ValueError("a BookKeeper delete needs the delete lock's fence")
             fence = fence_for(bookkeeper.zk)
+        handed = {
+            lid: classify.HandedOff(given.owner, given.named_by)
+            for lid, given in handoff.handed_off(endpoints.state).items()
+        }
         unavailable: str | None = None
         for entry in items:
             if unavailable is None and should_stop():
@@ -128,6 +139,8 @@ def recheck_and_delete(
                         now_ms,
                         fence,
                         should_stop,
+                        handed,
+                        config=config,
                     )
                 )
             except MetadataUnavailableError as exc:
@@ -156,8 +169,12 @@ def _one(
     now_ms: int,
     fence: Fence | None,
     should_stop: Callable[[], bool],
+    handed: Mapping[int, classify.HandedOff],
+    *,
+    config: MetadataStore | None = None,
 ) -> RecheckResult:
-    """One entry; ``fence`` None: a dry run (re-check and report only)."""
+    """One entry; ``fence`` None: a dry run (re-check and report only). ``config``: the
+    configuration store (None: ``pulsar``)."""
     bookkeeper, policy = endpoints.bookkeeper, endpoints.policy
     root = bookkeeper.root
     znode = znode_of_target(entry.prefix)
@@ -179,8 +196,13 @@ def _one(
         return RecheckResult.of(entry, GONE, "its metadata znode is gone (deleted earlier)")
     data, stat = got
     ledger = scan.ledger_of(entry.ledger_id, data, stat.version, int(stat.ctime))
-    if ledger.error is not None:
+    unreadable = entry.target_class == classify.BK_UNREADABLE
+    if ledger.error is not None and not unreadable:
         return _failed(entry, f"its record does not decode any more ({ledger.error}); kept")
+    if unreadable and ledger.error is None:
+        return RecheckResult.of(
+            entry, CORRECTED, "live re-check: its record decodes now (repaired); kept"
+        )
     if policy.bk_shared and entry.target_class in BK_NAME_JUDGED:
         return RecheckResult.of(
             entry,
@@ -188,8 +210,15 @@ def _one(
             "LEDGERGC_BK_SHARED=true: a ledger judged by its Pulsar name may be another "
             "cluster's; kept",
         )
-    verdict = _live_verdict(policy.bk_shared, pulsar, ledger)
-    if verdict.ledger_class != entry.target_class or verdict.owner != entry.ml_name:
+    if unreadable:
+        verdict = _live_unreadable_verdict(policy, pulsar, ledger, config)
+    else:
+        verdict = _live_verdict(policy.bk_shared, pulsar, ledger, handed, config)
+    if (
+        verdict.ledger_class != entry.target_class
+        or verdict.owner != entry.ml_name
+        or not verdict.candidate
+    ):
         return RecheckResult.of(
             entry,
             CORRECTED,
@@ -243,12 +272,35 @@ def _one(
     )
 
 
-def _live_verdict(shared: bool, pulsar: MetadataStore, ledger: BkLedger) -> classify.Verdict:
+def _live_verdict(
+    shared: bool,
+    pulsar: MetadataStore,
+    ledger: BkLedger,
+    handed: Mapping[int, classify.HandedOff],
+    config: MetadataStore | None = None,
+) -> classify.Verdict:
     tags = ledger.tags
     schema_id = tags.schema_id if tags.component == classify.SCHEMA_COMPONENT else None
     ml_name = classify.ml_of(tags)
-    refs = references.read_live_references(pulsar, ml_name, schema_id)
-    return classify.Classifier(refs, shared=shared, horizon=False).classify(ledger)
+    refs = references.read_live_references(pulsar, ml_name, schema_id, policies=config)
+    mine = {ledger.ledger_id: handed[ledger.ledger_id]} if ledger.ledger_id in handed else {}
+    return classify.Classifier(refs, shared=shared, horizon=False, handed_off=mine).classify(ledger)
+
+
+def _live_unreadable_verdict(
+    policy: Policy, pulsar: MetadataStore, ledger: BkLedger, config: MetadataStore | None = None
+) -> classify.Verdict:
+    """An unreadable record names no owner, so any Pulsar record could name its id: every
+    reference is read again, live (rare: only with LEDGERGC_BK_REMOVE_UNREADABLE=true,
+    for the few unreadable records registered). The horizon is the survey's: ids only
+    grow, so a ledger older than the records read then stays older."""
+    refs = references.read_references(pulsar, policies=config)
+    return classify.Classifier(
+        refs,
+        shared=policy.bk_shared,
+        horizon=False,
+        remove_unreadable=policy.bk_remove_unreadable,
+    ).classify(ledger)
 
 
 def _delete(

@@ -22,7 +22,6 @@ from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
-from ledger_gc.rules.metadata.namespaces import V2
 
 log = logging.getLogger(__name__)
 LedgerInfo = ManagedLedgerInfo.LedgerInfo
@@ -36,12 +35,18 @@ COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
 BUCKET_PROPERTY_PREFIX = "#pulsar.internal.delayed.bucket"
 
 
-def read_references(store: MetadataStore) -> PulsarReferences:
-    """Every reference Pulsar's metadata in ``store``'s chroot makes to a ledger."""
+def read_references(
+    store: MetadataStore, policies: MetadataStore | None = None
+) -> PulsarReferences:
+    """Every reference Pulsar's metadata in ``store``'s chroot (the local store) makes
+    to a ledger. ``policies``: the configuration store, whose ``/admin/policies`` says
+    what a level of ``/managed-ledgers`` is where the tree does not (None: ``store``)."""
     store.sync("/")
+    if policies is not None and policies is not store:
+        policies.sync("/")
     # v1 and v2 managed ledgers, each level read as the namespace it is: a v1 namespace
     # called "persistent" is not a v2 topic (rules/metadata/namespaces.py).
-    tree = store.managed_ledger_tree()
+    tree = store.managed_ledger_tree(policies=policies)
     listed, marked, offloaded_deleted, copies = _managed_ledgers(store, list(tree.names))
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
     schemas, schema_namespaces = _schemas(store)
@@ -62,14 +67,20 @@ def read_references(store: MetadataStore) -> PulsarReferences:
 
 
 def read_live_references(
-    store: MetadataStore, ml_name: str | None, schema_id: str | None
+    store: MetadataStore,
+    ml_name: str | None,
+    schema_id: str | None,
+    policies: MetadataStore | None = None,
 ) -> PulsarReferences:
     """The records that can reference a ledger of ``ml_name`` (its managed ledger, its
     cursors) or of ``schema_id`` (its locator), and whether their namespace exists, as
     ZooKeeper's leader has them now (``sync`` first): the delete step's live re-check.
     Ledger ids are unique per BookKeeper cluster and Pulsar tags each ledger with its
-    owner, so no other record can reference it."""
+    owner, so no other record can reference it. ``policies``: the configuration store
+    (None: ``store``), as ``read_references``."""
     store.sync("/")
+    if policies is not None and policies is not store:
+        policies.sync("/")
     names = [ml_name] if ml_name else []
     listed, marked, offloaded_deleted, copies = _managed_ledgers(store, names)
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
@@ -87,8 +98,8 @@ def read_live_references(
     # The namespace of a v2 name, as the survey reads it: a /managed-ledgers/<a>/<b> that
     # is a v1 property/cluster is no namespace of a v2 topic.
     levels = {"/".join(name.split("/")[:2]) for name in filter(None, (ml_name, schema_id))}
-    shapes = store.namespace_shapes(sorted(levels))
-    namespaces = {level for level, shape in shapes.items() if shape.version == V2}
+    shapes = store.namespace_shapes(sorted(levels), policies)
+    namespaces = {level for level, shape in shapes.items() if shape.namespace}
     return PulsarReferences(
         listed=listed,
         marked=marked,

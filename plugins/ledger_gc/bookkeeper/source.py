@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper import deleting
 from ledger_gc.orphan_source import Comparison, Findings
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES, topic_of
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import Candidate
 
@@ -52,7 +52,7 @@ class BookKeeperSource:
         return Findings({"bookkeeper": found.to_manifest()}, candidates)
 
     def owns(self, target_class: str) -> bool:
-        return target_class in BK_ORPHAN_CLASSES
+        return target_class in BK_TARGET_CLASSES
 
     def refusals(self, diff: DiffRecord, max_fraction: float, *, force: bool) -> list[Refusal]:
         """Over the survey's ``bookkeeper`` part (None: the source was off)."""
@@ -86,7 +86,7 @@ class BookKeeperSource:
         held = {
             prefix: elsewhere[topic]
             for prefix, target_class, owner in owners
-            if target_class in BK_ORPHAN_CLASSES
+            if target_class in BK_TARGET_CLASSES
             and (topic := topic_of(target_class, owner)) in elsewhere
         }
         record = {"bookkeeper_live_elsewhere": elsewhere, "bookkeeper_gone_topic_high": gone_high}

@@ -12,6 +12,17 @@ unreadable ledgers, and the evidence the guards judge (``guards.bookkeeper_refus
 * ``above_counter``: Pulsar ledgers whose ids are at or above the id counter of Pulsar's
   chroot, read after the listing: the Pulsar metadata read is older than the ledgers;
 * ``pulsar_ledgers`` beside ``managed_ledgers``: Pulsar's ledgers beside no topic at all.
+
+``bk_missing`` (report-only, never registered): every ledger a managed ledger lists (not
+offloaded with ``bookkeeperDeleted``), a cursor's ``cursorsLedgerId`` or a schema index
+names that BookKeeper does not have, read again live like ``missing_listed``: that topic
+cannot be read (Pulsar's "No such ledger"). Its count and samples name the topic, the
+ledger and the znode that names it.
+
+Ledger ids the Pulsar-metadata source handed off (``state.handoff``: a record it removed
+named them) are read before the listing and classed by ``classify``'s rules for them;
+those this BookKeeper no longer has are forgotten after the survey, unless a guard of
+the root (``guards.bookkeeper_refusals``) trips: a wrong root has none of them.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus
 
 from ledger_gc.bookkeeper import offloaded_copy, record_cache, references, scan
 from ledger_gc.bookkeeper.cost import SurveyCost
@@ -36,8 +48,9 @@ from ledger_gc.bookkeeper.directories import (
 from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
 from ledger_gc.errors import ConfigError
-from ledger_gc.formats.records import decode_managed_ledger_info
+from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import classify, ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import (
@@ -51,6 +64,8 @@ from ledger_gc.rules.bookkeeper.classify import (
 )
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.orphans import guards
+from ledger_gc.state import handoff
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,6 +113,15 @@ class BookKeeperSurvey:
     id_counter: int | None = None
     above_counter: list[int] = field(default_factory=list)
     references_high: int | None = None
+    # records naming ledgers BookKeeper lacks (bk-missing): how many, and some of them
+    bk_missing: int = 0
+    bk_missing_samples: list[dict[str, Any]] = field(default_factory=list)
+    # ledger ids handed off by the Pulsar-metadata source (read before the listing), and
+    # how many of them this survey found gone from BookKeeper and forgot
+    handed_off: int = 0
+    handed_off_forgotten: int = 0
+    # LEDGERGC_BK_REMOVE_UNREADABLE, as this survey classified by
+    remove_unreadable: bool = False
     # registered BookKeeper targets this survey did not find orphaned -> why
     registered_reasons: dict[str, str] = field(default_factory=dict)
     # For each gone topic with candidates: the highest ledger id tagged with its name,
@@ -210,6 +234,32 @@ class BookKeeperSurvey:
                 )
         self.candidates = kept
 
+    def unreadable(self) -> dict[str, Any]:
+        """Unreadable ledger records: how many, how many go through the phases, and what
+        they do to BookKeeper with the setting that decides (Pulsar 13480)."""
+        count = self.classes[classify.BK_UNREADABLE].ledgers
+        removable = sum(1 for c in self.candidates if c["target_class"] == classify.BK_UNREADABLE)
+        if self.remove_unreadable:
+            note = (
+                f"{classify.UNREADABLE_HARM}. LEDGERGC_BK_REMOVE_UNREADABLE=true: {removable} "
+                f"of {count} that no Pulsar record names go through the phases (grace, a live "
+                "re-check, their bytes audited; `ledgergc restore --run <id>` puts them back); "
+                "the others are kept"
+            )
+        else:
+            note = (
+                f"{classify.UNREADABLE_HARM}. {count} here, reported and kept: set "
+                "LEDGERGC_BK_REMOVE_UNREADABLE=true to remove those no Pulsar record names "
+                "through the phases (grace, a live re-check, their bytes audited; "
+                "`ledgergc restore --run <id>` puts them back)"
+            )
+        return {
+            "remove": self.remove_unreadable,
+            "ledgers": count,
+            "removable": removable,
+            "note": note,
+        }
+
     def to_manifest(self) -> dict[str, Any]:
         return {
             "hosts": self.hosts,
@@ -232,10 +282,14 @@ class BookKeeperSurvey:
             "not_ledger_samples": self.not_ledger_samples,
             "missing_listed": self.missing_listed,
             "listed_in_bookkeeper": self.listed_in_bookkeeper,
+            "bk_missing": {"count": self.bk_missing, "samples": self.bk_missing_samples},
+            "unreadable": self.unreadable(),
             "id_counter": self.id_counter,
             "above_counter": self.above_counter[:MAX_SAMPLES],
             "above_counter_count": len(self.above_counter),
             "references_high": self.references_high,
+            "handed_off": self.handed_off,
+            "handed_off_forgotten": self.handed_off_forgotten,
             "registered_reasons": self.registered_reasons,
             "gone_topic_high": self.gone_topic_high,
             "candidates": len(self.candidates),
@@ -355,11 +409,19 @@ def survey(
         # Pulsar's references before BookKeeper's listing: a ledger created after this
         # read has an id above every id it names (classify.py's horizon). Read in full
         # every cycle: the cache keeps only the ledgers' own records.
-        with cost.step("references"):
-            refs = references.read_references(pulsar)
+        with cost.step("references"), configuration_store(pulsar, endpoints.config_store) as config:
+            refs = references.read_references(pulsar, policies=config)
+            handed = _handed_off(endpoints)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)
         result.managed_ledgers = len(refs.listed)
-        classifier = classify.Classifier(refs, shared=endpoints.policy.bk_shared)
+        result.handed_off = len(handed)
+        result.remove_unreadable = endpoints.policy.bk_remove_unreadable
+        classifier = classify.Classifier(
+            refs,
+            shared=endpoints.policy.bk_shared,
+            handed_off=handed,
+            remove_unreadable=endpoints.policy.bk_remove_unreadable,
+        )
         result.references_high = classifier.high
         with cost.step("listing"), record_cache.watching(bk) as watch:
             bk.sync(root)
@@ -395,7 +457,7 @@ def survey(
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 parts, done = _on_executors(
-                    spark, endpoints, layout, works, refs, cache.high, run_id, cost
+                    spark, endpoints, layout, works, (refs, handed), cache.high, run_id, cost
                 )
                 for part in parts:
                     result.merge(part)
@@ -440,6 +502,16 @@ def survey(
             result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
                 pulsar, refs, found - result.foreign_ids
             )
+            missing = _missing_named(pulsar, refs, found - result.foreign_ids)
+            missing.sort(key=lambda item: (item["topic"], item["ledger_id"]))
+            result.bk_missing = len(result.missing_listed) + len(missing)
+            listed = [
+                _missing_item(m["ml_name"], m["ledger_id"], paths.managed_ledger_path(m["ml_name"]))
+                for m in result.missing_listed[:MAX_SAMPLES]
+            ]
+            result.bk_missing_samples = sorted(
+                listed + missing[:MAX_SAMPLES], key=lambda item: (item["topic"], item["ledger_id"])
+            )[:MAX_SAMPLES]
     with cost.step("checks"):
         counter = _id_counter(endpoints.zk)
     result.id_counter = counter
@@ -451,6 +523,7 @@ def survey(
     for prefix in registered or {}:
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
+    result.handed_off_forgotten = _forget_handed_off(endpoints, result, handed, found)
     cost.cache = cache.to_dict() | {"cversion_proven": proven}
     cost.total_seconds = time.monotonic() - started
     result.cost = cost
@@ -499,6 +572,31 @@ def _works(
         )
     cost.directories = len(works)
     return works
+
+
+def _handed_off(endpoints: Endpoints) -> dict[int, classify.HandedOff]:
+    """The ids the Pulsar-metadata source handed off, as the classifier takes them."""
+    return {
+        lid: classify.HandedOff(given.owner, given.named_by)
+        for lid, given in handoff.handed_off(endpoints.state).items()
+    }
+
+
+def _forget_handed_off(
+    endpoints: Endpoints,
+    result: BookKeeperSurvey,
+    handed: Mapping[int, classify.HandedOff],
+    found: set[int],
+) -> int:
+    """Forget the handed-off ids this BookKeeper no longer has (deleted: ids are never
+    reused). Not when a guard of the root trips: another cluster's root, or a copy,
+    lacks them all, and forgetting them would leave them held as another cluster's once
+    the right root is surveyed again. (``max_fraction=1``: the byte-fraction guard says
+    nothing about the root.)"""
+    gone = [lid for lid in handed if lid not in found]
+    if not gone or guards.bookkeeper_refusals(result.to_manifest(), 1.0, force=False):
+        return 0
+    return handoff.forget(endpoints.state, gone)
 
 
 def _save_cache(
@@ -568,7 +666,7 @@ def scan_ledgers(
             into.foreign_ids.add(ledger.ledger_id)
         verdict = classifier.classify(ledger)
         into.add(ledger, verdict)
-        if verdict.ledger_class in BK_ORPHAN_CLASSES:
+        if verdict.candidate:
             into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
 
 
@@ -577,7 +675,7 @@ def _on_executors(
     endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
-    refs: classify.PulsarReferences,
+    judged: tuple[classify.PulsarReferences, Mapping[int, classify.HandedOff]],
     high: int | None,
     run_id: str,
     cost: SurveyCost,
@@ -602,7 +700,8 @@ def _on_executors(
     groups = split_works(works, tasks)
     bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
-    broadcast = context.broadcast(refs)
+    remove_unreadable = endpoints.policy.bk_remove_unreadable
+    broadcast = context.broadcast(judged)  # the references and the handed-off ids
     token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
 
     def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
@@ -614,7 +713,7 @@ def _on_executors(
         started = time.monotonic()
         seconds = {}
         if mine:
-            classifier = _classifier_of(token, broadcast, shared_bk)
+            classifier = _classifier_of(token, broadcast, shared_bk, remove_unreadable)
             seconds["classifier"] = time.monotonic() - started
             with MetadataStore.open(bk_endpoint) as bk:
                 bk.sync(root)
@@ -647,15 +746,20 @@ def _on_executors(
     return surveys, done_all
 
 
-_CLASSIFIERS: dict[tuple[str, bool], classify.Classifier] = {}
+_CLASSIFIERS: dict[tuple[str, bool, bool], classify.Classifier] = {}
 
 
-def _classifier_of(token: str, broadcast: Any, shared: bool) -> classify.Classifier:
+def _classifier_of(
+    token: str, broadcast: Any, shared: bool, remove_unreadable: bool
+) -> classify.Classifier:
     """One classifier per broadcast per Python worker (its indexes cost a second)."""
-    key = (token, shared)
+    key = (token, shared, remove_unreadable)
     if key not in _CLASSIFIERS:
         _CLASSIFIERS.clear()
-        _CLASSIFIERS[key] = classify.Classifier(broadcast.value, shared=shared)
+        refs, handed = broadcast.value
+        _CLASSIFIERS[key] = classify.Classifier(
+            refs, shared=shared, handed_off=handed, remove_unreadable=remove_unreadable
+        )
     return _CLASSIFIERS[key]
 
 
@@ -730,6 +834,58 @@ def _missing_listed(
             {"ml_name": name, "ledger_id": lid} for lid in sorted(suspects[name] & still)
         )
     return missing, present
+
+
+def _missing_item(ml_name: str, ledger_id: int, named_by: str) -> dict[str, Any]:
+    return {"topic": topic_name(ml_name), "ledger_id": ledger_id, "named_by": named_by}
+
+
+def topic_name(ml_name: str) -> str:
+    """The topic a managed ledger is: ``t/ns/persistent/<encoded>`` (v1:
+    ``p/c/ns/persistent/<encoded>``) -> ``persistent://t/ns/<name>``; else as it is."""
+    head, sep, local = ml_name.rpartition("/persistent/")
+    if not sep or not head or not local or "/" in local:
+        return ml_name
+    return f"persistent://{head}/{unquote_plus(local)}"
+
+
+def _missing_named(
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: set[int]
+) -> list[dict[str, Any]]:
+    """Cursor and schema ledgers BookKeeper lacks, each record read again live: a cursor
+    that switched ledgers or a schema rewritten since the references were read names
+    another now. (Every id a record names existed before it was read, and the listing
+    came after: an id not found is gone, not yet to come.)"""
+    cursors = {key: lid for key, lid in refs.cursors.items() if lid >= 0 and lid not in found}
+    schemas = {
+        schema_id: missing
+        for schema_id, index in refs.schemas.items()
+        if (missing := index.ledger_ids - found)
+    }
+    if not cursors and not schemas:
+        return []
+    pulsar.sync("/")
+    items: list[dict[str, Any]] = []
+    keys = sorted(cursors)
+    cursor_paths = [paths.cursor_path(name, cursor) for name, cursor in keys]
+    for (name, _), path, raw in zip(
+        keys, cursor_paths, pulsar.get_many_raw(cursor_paths), strict=True
+    ):
+        if raw is None:
+            continue
+        now = decode_managed_cursor_info(raw[0], path=path).cursorsLedgerId
+        if now == cursors[(name, _)]:
+            items.append(_missing_item(name, now, path))
+    ids = sorted(schemas)
+    schema_paths = [f"{references.SCHEMAS_ROOT}/{schema_id}" for schema_id in ids]
+    for schema_id, path, raw in zip(
+        ids, schema_paths, pulsar.get_many_raw(schema_paths), strict=True
+    ):
+        if raw is None:
+            continue
+        for lid in sorted(schemas[schema_id] & references.schema_index(raw[0]).ledger_ids):
+            items.append({"topic": schema_id, "ledger_id": lid, "named_by": path})
+    return items
 
 
 def _id_counter(zk: ZkEndpoint) -> int | None:

@@ -7,6 +7,10 @@ their precedence are Pulsar's own:
 
 * the metadata store: ``metadataStoreUrl``, else the older ``zookeeperServers``
   (``ServiceConfiguration.getMetadataStoreUrl``);
+* the configuration store (tenants, namespaces' policies): ``configurationMetadataStoreUrl``,
+  else the older ``configurationStoreServers``, else ``globalZookeeperServers``; all
+  empty (the stock file's): the metadata store, so ``LEDGERGC_CONFIG_STORE_HOSTS`` stays
+  unset;
 * BookKeeper's metadata: ``bookkeeperMetadataServiceUri``; empty (the default) means
   Pulsar's own store, ``/ledgers`` below its chroot (``isBookkeeperMetadataStoreSeparated``
   is false), so ``LEDGERGC_BK_ZK_HOSTS`` stays unset;
@@ -36,6 +40,13 @@ from ledger_gc.errors import ConfigError
 from ledger_gc.rules.bookkeeper.offloaded_copy import S3_DRIVERS
 
 PULSAR_CONF = "LEDGERGC_PULSAR_CONF"
+#: The configuration store's keys, newest first (``ServiceConfiguration.
+#: getConfigurationMetadataStoreUrl``: the older two are deprecated spellings of it).
+CONFIGURATION_KEYS = (
+    "configurationMetadataStoreUrl",
+    "configurationStoreServers",
+    "globalZookeeperServers",
+)
 #: The drivers with an older spelling of the offload keys, read before the generic one
 #: (TieredStorageConfiguration.getBackwardCompatibleKey); every other driver has none.
 OLDER_KEYS = {"aws-s3": "s3ManagedLedgerOffload", "google-cloud-storage": "gcsManagedLedgerOffload"}
@@ -82,6 +93,9 @@ def settings_of(properties: dict[str, str]) -> list[ConfValue]:
     store = _first(properties, "metadataStoreUrl", "zookeeperServers")
     if store is not None:
         found.append(ConfValue("LEDGERGC_ZK_HOSTS", *store))
+    configuration = _first(properties, *CONFIGURATION_KEYS)
+    if configuration is not None:
+        found.append(ConfValue("LEDGERGC_CONFIG_STORE_HOSTS", *configuration))
     bookkeeper = _first(properties, "bookkeeperMetadataServiceUri")
     if bookkeeper is not None and bookkeeper[0] != "metadata-store:":
         found.append(ConfValue("LEDGERGC_BK_ZK_HOSTS", *bookkeeper))

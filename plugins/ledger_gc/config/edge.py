@@ -4,13 +4,15 @@ A CLI command (``ledger_gc/commands``) and an Airflow task (``ledger_gc/airflow`
 ``resolve``; what they call below receives the endpoints (``config/endpoints.py``), never
 the settings. This is the one module that reads the settings for them: which ensemble
 BookKeeper's metadata is on, with which TLS and SASL parts (``LEDGERGC_BK_ZK_*``, each
-unset part Pulsar's), which variable each error names.
+unset part Pulsar's), where Pulsar's configuration store is (``LEDGERGC_CONFIG_STORE_*``,
+likewise), which variable each error names.
 """
 
 from __future__ import annotations
 
 from ledger_gc.config.endpoints import (
     BOOKKEEPER,
+    CONFIGURATION,
     BookKeeperEndpoint,
     Endpoints,
     ObjectStore,
@@ -33,6 +35,9 @@ def resolve(settings: Settings) -> Endpoints:
         StateEndpoint(settings.state_dir, settings.state_url),
         policy(settings),
         settings.bookkeeper,
+        config_store_endpoint(settings),
+        settings.pulsar_metadata,
+        settings.configuration_given,
     )
 
 
@@ -46,6 +51,7 @@ def policy(settings: Settings) -> Policy:
         orphan_lock_wait_seconds=settings.orphan_lock_wait_seconds,
         orphan_delete_spark_over=settings.orphan_delete_spark_over,
         bk_shared=settings.bk_shared,
+        bk_remove_unreadable=settings.bk_remove_unreadable,
         bk_record_cache=settings.bk_record_cache,
         bk_full_read_every=settings.bk_full_read_every,
         pulsar_clusters=settings.pulsar_clusters,
@@ -114,6 +120,21 @@ def bookkeeper_endpoint(settings: Settings) -> BookKeeperEndpoint:
     )
 
 
+def config_store_endpoint(settings: Settings) -> ZkEndpoint | None:
+    """Pulsar's configuration store (``LEDGERGC_CONFIG_STORE_*``, each unset part the
+    local store's); None when that is the very endpoint of the local store."""
+    endpoint = _endpoint(
+        settings,
+        settings.configuration_address,
+        settings.configuration_security,
+        CONFIGURATION,
+        settings.configuration_names(),
+        settings.configuration_env,
+        digest=settings.configuration_digest,
+    )
+    return None if endpoint == zk_endpoint(settings) else endpoint
+
+
 def _endpoint(
     settings: Settings,
     address: ZkAddress,
@@ -121,11 +142,13 @@ def _endpoint(
     ensemble: str,
     names: Names,
     hosts_variable: str,
+    *,
+    digest: str | None = None,
 ) -> ZkEndpoint:
     return ZkEndpoint(
         address,
         security,
-        settings.zk_digest,
+        digest if digest is not None else settings.zk_digest,
         settings.zk_timeout_seconds,
         settings.zk_max_reads_per_second,
         settings.zk_max_record_bytes,

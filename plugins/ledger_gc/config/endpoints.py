@@ -43,8 +43,9 @@ from ledger_gc.config.zk_security import specs as security_specs
 from ledger_gc.errors import ConfigError
 from ledger_gc.state.url import password, written_password
 
-#: Whose ensemble an endpoint is (``ZkEndpoint.ensemble``).
-PULSAR, BOOKKEEPER = "pulsar", "bookkeeper"
+#: Whose ensemble an endpoint is (``ZkEndpoint.ensemble``): Pulsar's local store,
+#: BookKeeper's, Pulsar's configuration store.
+PULSAR, BOOKKEEPER, CONFIGURATION = "pulsar", "bookkeeper", "configuration"
 # ZooKeeper refuses a request over its jute.maxbuffer (default 0xfffff, 1 MiB less one
 # byte) by dropping the connection. ledger-gc keeps every write request it sends below
 # this, leaving headroom for the request's own framing and a multi's other operations.
@@ -253,6 +254,10 @@ class Endpoints:
     #: ``LEDGERGC_PULSAR_METADATA``: ``auto`` (on when ``/managed-ledgers`` exists),
     #: ``true``, ``false``: the Pulsar-metadata source (DESIGN.md "Pulsar's own metadata").
     pulsar_metadata_mode: str = "auto"
+    #: Whether a configuration store was given (``LEDGERGC_CONFIG_STORE_HOSTS``, or
+    #: broker.conf's keys), even one that is the local store (``config_store`` None): the
+    #: source then refuses a store without ``/admin/policies`` rather than turn off.
+    config_store_given: bool = False
 
     @property
     def bookkeeper_on(self) -> bool:

@@ -8,8 +8,9 @@ holds as such; they are secrets too:
 * the state URL's password as the database gets it (SQLAlchemy unescapes ``%40``...);
 * the digest ZooKeeper and kazoo compute from ``LEDGERGC_ZK_DIGEST``'s ``user:password``,
   ``base64(sha1(user:password))`` (a digest ACL's id: open to a dictionary attack);
-* the DIGEST-MD5 password of each ensemble's login, when a JAAS file holds it (the
-  settings hold the file's path).
+* the DIGEST-MD5 password of each ensemble's login (the local store's, BookKeeper's,
+  the configuration store's), when a JAAS file holds it (the settings hold the file's
+  path).
 
 ``install_for(settings)`` hands them all to the process's log masker
 (``ledger_gc.config.secret_masking``): what the command, a task and a Spark application call
@@ -47,6 +48,12 @@ class Settings(Protocol):
     @property
     def bookkeeper_security(self) -> ZkSecurity: ...
 
+    @property
+    def configuration_security(self) -> ZkSecurity: ...
+
+    @property
+    def configuration_digest(self) -> str | None: ...
+
     def secrets(self) -> list[str]: ...
 
 
@@ -63,7 +70,12 @@ def secret_values(settings: Settings) -> list[str]:
     if settings.state_url:
         found.append(password(settings.state_url) or "")
     found += digest_secrets(settings.zk_digest)
-    for security in (settings.zk_security, settings.bookkeeper_security):
+    found += digest_secrets(settings.configuration_digest)
+    for security in (
+        settings.zk_security,
+        settings.bookkeeper_security,
+        settings.configuration_security,
+    ):
         found.append(login_password(security) or "")
     return [value for value in dict.fromkeys(found) if value]
 

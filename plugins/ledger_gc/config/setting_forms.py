@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from ledger_gc.config.zk_addresses import ZkAddress, parse_zk_address
+from ledger_gc.config.zk_addresses import ZkAddress, is_bookkeeper_url, parse_zk_address
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage.offload_keys import UNTAGGED_CLUSTER
 
@@ -28,6 +28,21 @@ def check_zk_address(name: str, address: str | ZkAddress) -> None:
     (``ledger_gc.config.zk_addresses``), each port 1-65535; no other metadata store."""
     if not isinstance(address, ZkAddress):
         parse_zk_address(name, address)
+
+
+def check_config_store_address(name: str, address: str | ZkAddress) -> None:
+    """Pulsar's configuration store in the forms of ``configurationMetadataStoreUrl``
+    (kazoo's, ``zk:…``, ``metadata-store:zk:…``); not BookKeeper's ``zk+…://`` form,
+    whose path is a ledgers root, not a chroot."""
+    if isinstance(address, ZkAddress):
+        return
+    if is_bookkeeper_url(address):
+        raise ConfigError(
+            f"{name}={address!r} is BookKeeper's metadataServiceUri form, whose path is a "
+            "ledgers root; set it as broker.conf's configurationMetadataStoreUrl has it "
+            "(zk:zk1:2181,zk2:2181/chroot, or host:port[,host:port][/chroot])"
+        )
+    parse_zk_address(name, address)
 
 
 def as_zk_address(address: str | ZkAddress) -> ZkAddress:

@@ -33,6 +33,7 @@ from ledger_gc.config.endpoints import (
 from ledger_gc.config.setting_forms import (
     as_zk_address,
     check_bucket,
+    check_config_store_address,
     check_digest,
     check_endpoint,
     check_ledgers_root,
@@ -62,6 +63,7 @@ from ledger_gc.config.settings_schema import (
 from ledger_gc.config.zk_addresses import DEFAULT_LEDGERS_ROOT, ZkAddress, parse_zk_address
 from ledger_gc.config.zk_security import (
     BOOKKEEPER_PREFIX,
+    CONFIG_STORE_PREFIX,
     PULSAR_NAMES,
     PULSAR_PREFIX,
     Names,
@@ -448,6 +450,49 @@ class Settings:
     )
     # BookKeeper's ensemble's TLS and SASL: LEDGERGC_BK_ZK_*, each unset part Pulsar's.
     bk_zk_security: ZkSecurity = setting(ZkSecurity(), *zk_security_specs(BOOKKEEPER_PREFIX))
+    # Pulsar's configuration store (tenants, namespaces' policies, partitioned topics),
+    # when it is not the local store: LEDGERGC_CONFIG_STORE_*, each unset part the local
+    # store's (``configuration_address``, ``configuration_security``).
+    config_store_address: ZkAddress | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_CONFIG_STORE_HOSTS",
+            ZK_ADDRESS,
+            "Pulsar's configuration store (tenants, namespaces' policies, partitioned-topic "
+            "metadata), as broker.conf's `configurationMetadataStoreUrl` has it "
+            "(`zk:h1:2181/global`, `h1:2181,h2:2181/chroot`, `metadata-store:zk:…`); empty: "
+            "the local store",
+            check=check_config_store_address,
+            normalize=as_zk_address,
+            default_doc="the local store (`LEDGERGC_ZK_HOSTS`)",
+        ),
+    )
+    config_store_security: ZkSecurity = setting(
+        ZkSecurity(), *zk_security_specs(CONFIG_STORE_PREFIX)
+    )
+    config_store_digest: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_CONFIG_STORE_DIGEST",
+            TEXT,
+            "as `LEDGERGC_ZK_DIGEST`, for the configuration store",
+            check=check_digest,
+            secret=SECRET_AFTER_COLON,
+            omit_when_empty=True,
+            default_doc="`LEDGERGC_ZK_DIGEST`",
+        ),
+    )
+    # The Pulsar-metadata source (DESIGN.md "Pulsar's own metadata").
+    pulsar_metadata: str = setting(
+        "auto",
+        SettingSpec(
+            "LEDGERGC_PULSAR_METADATA",
+            WORD,
+            "reclaim what deleted tenants, namespaces and dead brokers leave in ZooKeeper: "
+            "`auto` (on when `/managed-ledgers` exists), `true`, `false`",
+            choices=READ_ONLY_MODES,
+        ),
+    )
     # Several Pulsar clusters write to this BookKeeper: only ledgers this metadata names
     # by id are deleted (rules/bookkeeper/classify.py).
     bk_shared: bool = setting(
@@ -457,6 +502,18 @@ class Settings:
             FLAG,
             "`true`: other Pulsar clusters write to this BookKeeper; only ledgers this "
             "metadata names by id (`bk-offloaded-copy`) are deleted",
+        ),
+    )
+    # Unreadable ledger records (Pulsar 13480: an empty ledger znode stops BookKeeper's
+    # auditor): removed under the three phases when no Pulsar record names them.
+    bk_remove_unreadable: bool = setting(
+        False,
+        SettingSpec(
+            "LEDGERGC_BK_REMOVE_UNREADABLE",
+            FLAG,
+            "`true`: a BookKeeper ledger whose metadata record is empty or does not decode "
+            "(`bk-unreadable`, Pulsar 13480: it stops BookKeeper's auditor) and that no "
+            "Pulsar record names is removed under the three phases; `false`: reported",
         ),
     )
     # What a cycle costs ZooKeeper (DESIGN.md "Cost to ZooKeeper"): CLOSED ledgers'
@@ -519,7 +576,9 @@ class Settings:
             "LEDGERGC_PULSAR_CONF",
             PATH,
             "a Pulsar broker's `broker.conf`: every setting not set otherwise is read from it "
-            "(`metadataStoreUrl`/`zookeeperServers`, `bookkeeperMetadataServiceUri`, "
+            "(`metadataStoreUrl`/`zookeeperServers`, `configurationMetadataStoreUrl`/"
+            "`configurationStoreServers`/`globalZookeeperServers`, "
+            "`bookkeeperMetadataServiceUri`, "
             "`managedLedgerOffloadDriver` with its bucket, region and endpoint, "
             "`clusterName`); `ledgergc status --json` shows where each value came from",
             inherited=False,
@@ -567,6 +626,8 @@ class Settings:
         self.zk_security.check(self.zk_setting_names())
         if not self.bk_zk_security.is_empty():
             self.bookkeeper_security.check(self._bookkeeper_names())
+        if not self.config_store_security.is_empty():
+            self.configuration_security.check(self.configuration_names())
 
     def _check_ledgers_root(self) -> None:
         """A ``zk+…://`` address's path *is* BookKeeper's ledgers root
@@ -595,6 +656,10 @@ class Settings:
         state["zk_security"] = self.zk_security.portable(self.zk_setting_names())
         if not self.bk_zk_security.is_empty():
             state["bk_zk_security"] = self.bookkeeper_security.portable(self._bookkeeper_names())
+        if not self.config_store_security.is_empty():
+            state["config_store_security"] = self.configuration_security.portable(
+                self.configuration_names()
+            )
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -683,6 +748,39 @@ class Settings:
         """The ledger manager a ``zk+<manager>://`` address names (None: ``LAYOUT``
         decides); the scan refuses a ``LAYOUT`` that names another."""
         return self.bookkeeper_address.manager
+
+    @property
+    def configuration_address(self) -> ZkAddress:
+        """Pulsar's configuration store: ``LEDGERGC_CONFIG_STORE_HOSTS`` (or broker.conf's
+        ``configurationMetadataStoreUrl``), else the local store's address."""
+        return self.config_store_address or self.zk_address
+
+    @property
+    def configuration_security(self) -> ZkSecurity:
+        """TLS and SASL of the configuration store: ``LEDGERGC_CONFIG_STORE_*``, each
+        unset part the local store's (``LEDGERGC_ZK_*``)."""
+        return self.config_store_security.over(self.zk_security)
+
+    @property
+    def configuration_digest(self) -> str | None:
+        """Digest auth on the configuration store: its own, else the local store's."""
+        return self.config_store_digest or self.zk_digest
+
+    @property
+    def configuration_env(self) -> str:
+        """The variable that names the configuration store: its own, else the local one."""
+        return "LEDGERGC_CONFIG_STORE_HOSTS" if self.config_store_address else "LEDGERGC_ZK_HOSTS"
+
+    @property
+    def configuration_given(self) -> bool:
+        """Whether a configuration store was given (the setting or broker.conf's keys),
+        even one that is the local store's address."""
+        return self.config_store_address is not None
+
+    def configuration_names(self) -> Names:
+        """The variable of each part of the configuration store's TLS and SASL, for its
+        errors: its ``LEDGERGC_CONFIG_STORE_*`` where set, else the local store's."""
+        return names_for(CONFIG_STORE_PREFIX, self.config_store_security, self.configuration_env)
 
     def bookkeeper_settings(self) -> Settings:
         """These settings pointed at BookKeeper's ensemble and chroot (its sessions),

@@ -4,8 +4,9 @@ Brokers and bookies take ZooKeeper TLS and SASL from JVM properties
 (``zookeeper.client.secure``, ``zookeeper.ssl.*``) and a JAAS file, never from
 broker.conf, so an operator says them to ledger-gc with these settings (DESIGN.md,
 "Connecting to a production Pulsar cluster"): ``LEDGERGC_ZK_TLS*`` and
-``LEDGERGC_ZK_SASL_*`` / ``LEDGERGC_ZK_JAAS`` for Pulsar's ensemble, and the same names
-with ``LEDGERGC_BK_ZK_`` for BookKeeper's, each of which, unset, is Pulsar's.
+``LEDGERGC_ZK_SASL_*`` / ``LEDGERGC_ZK_JAAS`` for Pulsar's ensemble (its local store), and
+the same names with ``LEDGERGC_BK_ZK_`` for BookKeeper's and ``LEDGERGC_CONFIG_STORE_``
+for Pulsar's configuration store, each of which, unset, is the local store's.
 
 ``ZkSecurity`` is one ensemble's settings, every part ``None`` while unset. It is a
 composite ``Settings`` field (one ``SettingSpec`` per part, made by ``specs``), so each
@@ -47,6 +48,14 @@ NO_SASL = "NONE"
 DEFAULT_SERVICE = "zookeeper"
 PULSAR_PREFIX = "LEDGERGC_ZK_"
 BOOKKEEPER_PREFIX = "LEDGERGC_BK_ZK_"
+#: Pulsar's configuration store (``configurationMetadataStoreUrl``): tenants, policies.
+CONFIG_STORE_PREFIX = "LEDGERGC_CONFIG_STORE_"
+#: What each ensemble but the local store's is called in docs and errors; each of its
+#: parts, unset, is the local store's (``LEDGERGC_ZK_*``).
+ENSEMBLES = {
+    BOOKKEEPER_PREFIX: "BookKeeper's ensemble",
+    CONFIG_STORE_PREFIX: "Pulsar's configuration store",
+}
 T = TypeVar("T")
 #: The TLS parts, which ``LEDGERGC_BK_ZK_TLS=false`` stops BookKeeper taking from Pulsar's.
 TLS_PARTS = (
@@ -448,16 +457,17 @@ _PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 
 
 def specs(prefix: str) -> tuple[SettingSpec, ...]:
-    """One ``SettingSpec`` per part, named ``<prefix><suffix>`` (``LEDGERGC_ZK_TLS``)."""
-    bookkeeper = prefix == BOOKKEEPER_PREFIX
+    """One ``SettingSpec`` per part, named ``<prefix><suffix>`` (``LEDGERGC_ZK_TLS``);
+    another ensemble's (``ENSEMBLES``) each default to the local store's."""
+    ensemble = ENSEMBLES.get(prefix)
     made = []
     for part, suffix, options in _PARTS:
         extra = dict(options)
         doc = str(extra.pop("doc"))
         own_doc = extra.pop("bookkeeper_doc", None)
         own_options = extra.pop("bookkeeper_options", {})
-        if bookkeeper:
-            doc = f"as `{PULSAR_PREFIX}{suffix}`, for BookKeeper's ensemble"
+        if ensemble is not None:
+            doc = f"as `{PULSAR_PREFIX}{suffix}`, for {ensemble}"
             doc += f"; {own_doc}" if own_doc else ""
             extra["default_doc"] = f"`{PULSAR_PREFIX}{suffix}`"
             extra.update(own_options)
@@ -512,6 +522,12 @@ class Names:
     def bookkeeper(self) -> bool:
         return self.prefix == BOOKKEEPER_PREFIX
 
+    @property
+    def ensemble(self) -> str | None:
+        """What this ensemble is called ("BookKeeper's ensemble"); None: the local
+        store's (Pulsar's ``metadataStoreUrl``)."""
+        return ENSEMBLES.get(self.prefix)
+
     def __call__(self, part: str) -> str:
         if part == "hosts":
             return self.hosts
@@ -522,13 +538,21 @@ class Names:
     def own(self, part: str) -> str:
         return self.prefix + _SUFFIXES[part]
 
+    @property
+    def digest(self) -> str:
+        """The digest-auth variable of this ensemble: the configuration store has its own
+        (``LEDGERGC_CONFIG_STORE_DIGEST``); BookKeeper's ensemble uses the local store's."""
+        return (
+            self.prefix + "DIGEST" if self.prefix == CONFIG_STORE_PREFIX else "LEDGERGC_ZK_DIGEST"
+        )
+
     def falls_back(self, part: str) -> bool:
         """Whether this ensemble takes ``part`` from Pulsar's (it does not set it)."""
         return self.own_parts is not None and part not in self.own_parts
 
     def at(self, hosts: str) -> str:
         """The words "ZooKeeper at <hosts>", and "(BookKeeper's ensemble)" on BookKeeper's."""
-        return f"ZooKeeper at {hosts}" + (" (BookKeeper's ensemble)" if self.bookkeeper else "")
+        return f"ZooKeeper at {hosts}" + (f" ({self.ensemble})" if self.ensemble else "")
 
     def taken(self, security: ZkSecurity, parts: tuple[str, ...]) -> str:
         """ "; <Pulsar's variables> apply to BookKeeper's ensemble too, its own being
@@ -538,7 +562,7 @@ class Names:
         if not taken:
             return ""
         verb = "applies" if len(taken) == 1 else "apply"
-        return f"; {', '.join(taken)} {verb} to BookKeeper's ensemble too, its own being unset"
+        return f"; {', '.join(taken)} {verb} to {self.ensemble} too, its own being unset"
 
     def __repr__(self) -> str:
         return f"Names({self.prefix!r})"

@@ -200,21 +200,35 @@ class MetadataStore:
 
     # --- managed ledgers ---------------------------------------------------------------
 
-    def list_managed_ledgers(self, *, sync: bool = False, include_v1: bool = False) -> list[str]:
+    def list_managed_ledgers(
+        self,
+        *,
+        sync: bool = False,
+        include_v1: bool = False,
+        policies: MetadataStore | None = None,
+    ) -> list[str]:
         """Every managed-ledger name (``tenant/ns/persistent/topic``), sorted; with
         ``include_v1`` the v1 ones (``property/cluster/ns/persistent/topic``) too.
+        ``policies``: the configuration store, where a level's shape needs
+        ``/admin/policies`` (None: this store is it).
 
         Raises MetadataUnavailableError on any session trouble; a missing root is a store
         with no managed ledgers. Levels are read with pipelined calls.
         """
-        tree = self.managed_ledger_tree(sync=sync)
+        tree = self.managed_ledger_tree(sync=sync, policies=policies)
         return list(tree.names) if include_v1 else tree.v2_names
 
-    def managed_ledger_tree(self, *, sync: bool = False) -> namespaces.ManagedLedgerTree:
+    def managed_ledger_tree(
+        self, *, sync: bool = False, policies: MetadataStore | None = None
+    ) -> namespaces.ManagedLedgerTree:
         """The managed ledgers and namespaces under ``/managed-ledgers``, each
-        ``<a>/<b>`` read as the v1 property/cluster or v2 namespace it is
+        ``<a>/<b>`` read as the v1 property/cluster, v2 namespace or both that it is
         (``rules.metadata.namespaces``); a level that cannot be told raises
-        MetadataFormatError rather than hide topics or invent them."""
+        MetadataFormatError rather than hide topics or invent them.
+
+        ``policies`` is the configuration store (Pulsar's ``configurationMetadataStoreUrl``),
+        which holds ``/admin/policies`` where the tree alone does not tell; None: this
+        store, when the two are one."""
         root = paths.MANAGED_LEDGERS_ROOT
         if sync:
             self.sync(root)
@@ -230,13 +244,10 @@ class MetadataStore:
             for child in children
         ]
         tree: dict[str, list[str]] = {}
-        shapes = self._shapes(levels, tree)
-        found = {level for level in levels if shapes[level].version == namespaces.V2}
+        shapes = self._shapes(levels, tree, policies or self)
+        found = {level for level in levels if shapes[level].namespace}
         found |= {
-            f"{level}/{ns}"
-            for level in levels
-            if shapes[level].version == namespaces.V1
-            for ns in tree[level]
+            f"{level}/{ns}" for level in levels for ns in shapes[level].v1_namespaces(tree[level])
         }
         domains = [f"{namespace}/{namespaces.DOMAIN}" for namespace in sorted(found)]
         unread = [domain for domain in domains if domain not in tree]
@@ -246,9 +257,12 @@ class MetadataStore:
         names = [f"{domain}/{topic}" for domain in domains for topic in tree[domain]]
         return namespaces.ManagedLedgerTree(tuple(sorted(names)), frozenset(found))
 
-    def namespace_shapes(self, levels: Sequence[str]) -> dict[str, namespaces.Shape]:
-        """What each existing ``/managed-ledgers/<a>/<b>`` of ``levels`` is (v1 cluster
-        or v2 namespace); a level that does not exist is absent."""
+    def namespace_shapes(
+        self, levels: Sequence[str], policies: MetadataStore | None = None
+    ) -> dict[str, namespaces.Shape]:
+        """What each existing ``/managed-ledgers/<a>/<b>`` of ``levels`` is (v1 cluster,
+        v2 namespace or both); a level that does not exist is absent. ``policies``: the
+        configuration store (None: this one)."""
         root = paths.MANAGED_LEDGERS_ROOT
         there = [
             level
@@ -257,16 +271,19 @@ class MetadataStore:
             )
             if got is not None
         ]
-        return self._shapes(there, {})
+        return self._shapes(there, {}, policies or self)
 
     def _shapes(
-        self, levels: Sequence[str], tree: dict[str, list[str]]
+        self, levels: Sequence[str], tree: dict[str, list[str]], config: MetadataStore
     ) -> dict[str, namespaces.Shape]:
         """Judge each level (``namespaces.namespace_shape``), reading what it asks for
-        level by level, pipelined; ``tree`` keeps the children read (the topics too)."""
+        level by level, pipelined (``/admin/policies`` from ``config``, the configuration
+        store); ``tree`` keeps the children read (the topics too)."""
         data: dict[str, bool] = {}
         policies: dict[str, list[str] | None] = {}
-        facts = namespaces.Facts(tree, data, policies)  # filled in as they are read
+        policy_json: dict[str, bool] = {}
+        # Filled in as they are read.
+        facts = namespaces.Facts(tree, data, policies, policy_json)
         shapes: dict[str, namespaces.Shape] = {}
         pending = list(levels)
         while pending:
@@ -280,7 +297,7 @@ class MetadataStore:
                 else:
                     needs.append(got)
             pending = [level for level in pending if level not in shapes]
-            self._read_facts(needs, tree, data, policies)
+            self._read_facts(needs, tree, data, policies, policy_json, config)
         return shapes
 
     def _read_facts(
@@ -289,8 +306,11 @@ class MetadataStore:
         tree: dict[str, list[str]],
         data: dict[str, bool],
         policies: dict[str, list[str] | None],
+        policy_json: dict[str, bool],
+        config: MetadataStore,
     ) -> None:
-        """Read what ``namespace_shape`` asked for into the facts' maps, pipelined."""
+        """Read what ``namespace_shape`` asked for into the facts' maps, pipelined: the
+        tree from this store, the policies (and whether each is JSON) from ``config``."""
         root = paths.MANAGED_LEDGERS_ROOT
         in_tree = sorted({path for need in needs for path in need.tree})
         in_data = sorted({path for need in needs for path in need.data})
@@ -303,9 +323,10 @@ class MetadataStore:
         data.update((path, bool(read and read[0])) for path, read in zip(in_data, got, strict=True))
         where = [f"{POLICIES_ROOT}/{p}" for p in in_policies]
         for path, node, children in zip(
-            in_policies, self.get_many(where), self.children_of_many(where), strict=True
+            in_policies, config.get_many(where), config.children_of_many(where), strict=True
         ):
             policies[path] = None if node is None else children
+            policy_json[path] = node is not None and namespaces.is_policies(node[0])
 
     def children_of_many(self, znodes: Sequence[str]) -> list[list[str]]:
         """``get_children`` of many znodes, pipelined; a vanished znode has no children."""

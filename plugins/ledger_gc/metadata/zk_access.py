@@ -124,7 +124,7 @@ def _fix(holders: list[str], permission: str, names: Names) -> str:
                 "SASL identity"
             )
         if scheme == "digest":
-            return f"set LEDGERGC_ZK_DIGEST to {ident}'s user:password"
+            return f"set {names.digest} to {ident}'s user:password"
         if scheme == "x509":
             return f"connect with {ident}'s client certificate ({names.own('tls_cert')})"
         if scheme == "ip":

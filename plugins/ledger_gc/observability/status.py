@@ -79,9 +79,11 @@ def collect_status(
     storage: LedgerStorage | None,
     *,
     ml_filter: str | None = None,
+    policies: MetadataStore | None = None,
 ) -> StoreStatus:
-    """Read the store's state. ``storage=None`` skips the bucket listing."""
-    names = store.list_managed_ledgers()
+    """Read the store's state. ``storage=None`` skips the bucket listing; ``policies``:
+    the configuration store (None: ``store``)."""
+    names = store.list_managed_ledgers(policies=policies)
     if ml_filter:
         names = [n for n in names if n == ml_filter or n.startswith(ml_filter.rstrip("/") + "/")]
     ml_paths = [paths.managed_ledger_path(n) for n in names]

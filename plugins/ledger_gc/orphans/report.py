@@ -114,7 +114,7 @@ from ledger_gc.orphans.records import (
 )
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, SNAPSHOT, RunSteps
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 from ledger_gc.rules.orphans import outcomes, phases, timekeeping
 from ledger_gc.rules.orphans.classify import (
@@ -522,7 +522,7 @@ def _bookkeeper(
     freed = [
         r
         for r in delete_results
-        if r.action == outcomes.DELETED and r.target_class in BK_ORPHAN_CLASSES
+        if r.action == outcomes.DELETED and r.target_class in BK_TARGET_CLASSES
     ]
     return {key: value for key, value in survey.items() if key != "registered_reasons"} | {
         "deleted": len(freed),
@@ -584,6 +584,20 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
         yield (
             f"    {len(bk['missing_listed'])} listed ledgers are missing from BookKeeper "
             f"(e.g. {bk['missing_listed'][0]})"
+        )
+    unreadable = bk.get("unreadable") or {}
+    if unreadable.get("ledgers"):
+        yield f"    bk-unreadable: {unreadable['note']}"
+    missing = bk.get("bk_missing") or {}
+    if missing.get("count"):
+        named = ", ".join(
+            f"{m['topic']} ledger {m['ledger_id']} (named by {m['named_by']})"
+            for m in (missing.get("samples") or [])[:3]
+        )
+        yield (
+            f"    bk-missing: {missing['count']} ledgers that Pulsar records name are not in "
+            f'BookKeeper, so their topics cannot be read (Pulsar\'s "No such ledger"); '
+            f"reported, never deleted: {named}"
         )
     for name, why in (bk.get("live_elsewhere") or {}).items():
         yield f"    BookKeeper looks shared: every ledger of {name} is held: {why}"

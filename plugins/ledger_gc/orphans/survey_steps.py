@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import Endpoints, ObjectStore
 from ledger_gc.metadata import id_counter, read_budget
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphan_source import Findings, SurveyRequest
 from ledger_gc.orphans import run_steps
@@ -106,8 +107,11 @@ def without_buckets(request: SurveyRequest) -> Findings:
     sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, request.witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(zk) as store:
-        names = store.list_managed_ledgers(sync=True, include_v1=True)
+    with (
+        MetadataStore.open(zk) as store,
+        configuration_store(store, endpoints.config_store) as config,
+    ):
+        names = store.list_managed_ledgers(sync=True, include_v1=True, policies=config)
     snapshot = SnapshotRecord(
         started_ms=started,
         finished_ms=clock(),
@@ -158,11 +162,15 @@ def step_snapshot(
     sequence, instant, warnings = observe(zk, endpoints.blocks, run_id, witness, clock)
     started = clock()
     mark = read_budget.METER.mark()
-    with MetadataStore.open(zk) as store:
+    with (
+        MetadataStore.open(zk) as store,
+        configuration_store(store, endpoints.config_store) as config,
+    ):
         # v1 topics (property/cluster/ns) too: their records name offloaded segments, and
         # a segment no record read names would look orphaned. (No block of the store is
-        # ever a v1 name's: its keys are foreign to the layout.)
-        names = store.list_managed_ledgers(sync=True, include_v1=True)
+        # ever a v1 name's: its keys are foreign to the layout.) Namespaces' policies,
+        # where a level's shape needs them, are the configuration store's.
+        names = store.list_managed_ledgers(sync=True, include_v1=True, policies=config)
     with session.job_group(spark, run_id, "snapshot", f"read {len(names)} managed ledgers"):
         read = read_snapshot(spark, zk, names, names_per_shard=names_per_shard)
     session.hold(run_id, SNAPSHOT, read.frame)

@@ -50,7 +50,7 @@ from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.deletion import SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.storage.gc_bucket import ObjectVersion
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.versioning import OFF
@@ -148,7 +148,7 @@ def restore_run(
     ledgers = _bookkeeper_records(records)
     if ledgers is not None:
         restored = _restore_bookkeeper(endpoints, audit, run_id, dry_run, clock)
-        records = [r for r in records if r.get("target_class") not in BK_ORPHAN_CLASSES]
+        records = [r for r in records if r.get("target_class") not in BK_TARGET_CLASSES]
         if not any(r.get("recoverable") for r in records):
             return restored
     deleted = [
@@ -231,7 +231,7 @@ def _bookkeeper_records(records: list[dict[str, Any]]) -> list[dict[str, Any]] |
     mine = [
         r
         for r in records
-        if r.get("target_class") in BK_ORPHAN_CLASSES and r.get("operation") != RESTORE
+        if r.get("target_class") in BK_TARGET_CLASSES and r.get("operation") != RESTORE
     ]
     if not mine:
         return None

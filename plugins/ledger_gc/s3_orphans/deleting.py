@@ -49,6 +49,7 @@ from ledger_gc.deletion import Deleter, DeleteTarget
 from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.formats.markers import deletable_markers
 from ledger_gc.formats.records import decode_managed_ledger_info
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import phases, segments
@@ -95,14 +96,24 @@ def read_live_state(store: MetadataStore, ml_name: str) -> LiveState:
 
 
 def read_segment_carriers(
-    store: MetadataStore, names: set[str], ledger_id: int, uuid: str
+    store: MetadataStore,
+    names: set[str],
+    ledger_id: int,
+    uuid: str,
+    policies: MetadataStore | None = None,
 ) -> frozenset[str]:
     """The managed ledgers (of ``names``; all of them if empty) whose listed or marked
-    ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now."""
+    ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now.
+    ``policies``: the configuration store, where listing them all needs a namespace's
+    policies (None: ``store``)."""
     from ledger_gc.s3_orphans.reading import offload_uuid_of
 
     store.sync(paths.MANAGED_LEDGERS_ROOT)
-    candidates = sorted(names) if names else store.list_managed_ledgers(sync=True, include_v1=True)
+    candidates = (
+        sorted(names)
+        if names
+        else store.list_managed_ledgers(sync=True, include_v1=True, policies=policies)
+    )
     znodes = [paths.managed_ledger_path(name) for name in candidates]
     carriers = set()
     for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):
@@ -140,9 +151,10 @@ def _segment_state(
     offload: OffloadStorage | None,
     entry: RegistryEntry,
     ours: segments.OurClusters,
+    config: MetadataStore | None = None,
 ) -> tuple[LiveState, ListingState] | Held | str:
     """Live state and listing of an orphan segment, why it is held, or why it cannot be
-    re-checked."""
+    re-checked. ``config``: the configuration store (None: ``store``)."""
     where = parse_segment_target(entry.prefix)
     if offload is None or where is None or where[0] != offload.bucket:
         configured = offload.bucket if offload is not None else "none"
@@ -163,7 +175,7 @@ def _segment_state(
     if why is not None:
         return Held(why)
     names = ({entry.ml_name} - {""}) | metadata.ml_names
-    carriers = read_segment_carriers(store, names, segment.ledger_id, segment.uuid)
+    carriers = read_segment_carriers(store, names, segment.ledger_id, segment.uuid, config)
     listing = read_segment_listing(offload, segment.key, segment.ledger_id)
     return LiveState(ml_exists=bool(carriers), segment_carriers=carriers), listing
 
@@ -235,6 +247,7 @@ def recheck_and_delete(
     with ExitStack() as stack:
         try:
             store = stack.enter_context(MetadataStore.open(endpoints.zk))
+            config = stack.enter_context(configuration_store(store, endpoints.config_store))
         except MetadataUnavailableError as exc:
             return [skipped(entry, str(exc)) for entry in items]
         unavailable: str | None = None
@@ -249,7 +262,7 @@ def recheck_and_delete(
                     continue
                 try:
                     if entry.target_class == ORPHAN_SEGMENT:
-                        state = _segment_state(store, offload, entry, clusters)
+                        state = _segment_state(store, offload, entry, clusters, config)
                         if isinstance(state, Held):
                             results.append(RecheckResult.of(entry, HELD, state.reason))
                             continue

@@ -194,8 +194,24 @@ bk_record_cycles = Table(
     Column("full_read_ms", BigInteger, nullable=False),
 )
 
+# BookKeeper ledgers that the Pulsar-metadata source handed to the BookKeeper source
+# (state/handoff.py): one row per ledger id that a removed managed ledger, cursor or
+# schema named, with the namespace, owner and znode that named it. The first hand-off of
+# an id is kept; a row goes once BookKeeper no longer has its ledger.
+bk_handoff = Table(
+    "ledgergc_bk_handoff",
+    metadata,
+    Column("ledger_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("namespace", Text, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("named_by", Text, nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("recorded_ms", BigInteger, nullable=False),
+)
+
 VERSION_TABLE = "ledgergc_alembic_version"
 # The newest migration (``migrations/versions``), which these tables are. A store at this
 # revision is used without loading Alembic's scripts: a Spark executor gets the library
 # as a zip (``py_files``), where Alembic cannot read them (tests check the two agree).
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"

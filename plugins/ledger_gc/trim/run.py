@@ -31,6 +31,7 @@ from ledger_gc.errors import (
     SafetyRefusalError,
     StoppedError,
 )
+from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.storage.keys import validate_ml_name
@@ -100,12 +101,12 @@ class TrimScope:
             return f"{len(self.ml_names)} managed ledgers"
         return "all"
 
-    def resolve(self, store: MetadataStore) -> list[str]:
+    def resolve(self, store: MetadataStore, policies: MetadataStore | None = None) -> list[str]:
         """The managed-ledger names in scope (given names are kept even if missing: the
-        report then says so)."""
+        report then says so); ``policies``: the configuration store (None: ``store``)."""
         if self.ml_names is not None:
             return list(self.ml_names)
-        names = store.list_managed_ledgers()
+        names = store.list_managed_ledgers(policies=policies)
         if self.namespace is not None:
             names = [n for n in names if n.startswith(self.namespace + "/")]
         return names
@@ -231,7 +232,8 @@ def run_trim(
                 )
             # Fail before marking anything if the bucket is wrong: markers would pile up.
             storage.check_bucket()
-        names = scope.resolve(store)
+        with configuration_store(store, endpoints.config_store) as config:
+            names = scope.resolve(store, config)
         log.info(
             "trim %s%s: %d managed ledgers in scope (%s), default retention %ss / %s bytes",
             run_id,

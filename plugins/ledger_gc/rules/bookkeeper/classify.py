@@ -28,7 +28,18 @@ phases, guards, live re-check and audit like every other orphan:
   v1 topic's (``property/cluster/ns``) that no record names,
   another application's, another Pulsar component's (a delayed-delivery bucket's...).
   Reported, never deleted;
-* ``bk-unreadable``: an empty or garbage record. Reported, never deleted.
+* ``bk-unreadable``: an empty or garbage record (Pulsar 13480: it stops BookKeeper's
+  auditor, and the bookies never collect its ledger). Reported; with
+  ``LEDGERGC_BK_REMOVE_UNREADABLE=true`` one whose id no Pulsar record names, older than
+  the horizon, in a BookKeeper not declared shared, is ``removable``: a candidate under
+  the three phases like the orphan classes (``BK_TARGET_CLASSES``).
+
+Ids *handed off* by the Pulsar-metadata source (``handed_off``: a managed ledger, cursor
+or schema of this cluster named them, and that source removed the record) are judged
+like any other unreferenced ledger, as their tags say, except that neither the horizon
+nor the unknown-namespace hold applies: this metadata named them, so they are neither
+newer than it nor another cluster's. The shared-BookKeeper rules still apply. A
+hand-off whose owner is not the one the ledger's tags name is not used.
 
 Ledger ids come from one counter and only grow, so a ledger created after the Pulsar
 records were read has an id above every id they reference (``store_high``): such a
@@ -66,6 +77,14 @@ BK_ORPHAN_CLASSES = (
     BK_ORPHAN_COMPACTED_LEDGER,
 )
 BK_CLASSES = (BK_LIVE, *BK_ORPHAN_CLASSES, BK_HELD, BK_FOREIGN, BK_UNREADABLE)
+#: What the BookKeeper source may register and delete: the orphan classes, and an
+#: unreadable ledger that is ``removable`` (LEDGERGC_BK_REMOVE_UNREADABLE).
+BK_TARGET_CLASSES = (*BK_ORPHAN_CLASSES, BK_UNREADABLE)
+#: What an unreadable ledger record does to BookKeeper, for the report.
+UNREADABLE_HARM = (
+    "an empty or undecodable ledger record stops BookKeeper's auditor (Pulsar 13480), and "
+    "the bookies never collect that ledger"
+)
 #: The classes of ledgers whose topic is gone from this metadata: judged by a topic name
 #: that another Pulsar cluster sharing the BookKeeper may still write.
 BK_TOPIC_GONE_CLASSES = (BK_ORPHAN_PARTITION, BK_ORPHAN_COMPACTED_LEDGER)
@@ -92,7 +111,11 @@ EXPLANATIONS = {
     BK_HELD: "looks unreferenced, but is not ledger-gc's to judge (see each reason); kept",
     BK_FOREIGN: "not a Pulsar ledger ledger-gc judges (untagged, another application or "
     "component); never deleted",
-    BK_UNREADABLE: "its metadata record is empty or does not decode; never deleted",
+    BK_UNREADABLE: (
+        "its metadata record is empty or does not decode (it stops BookKeeper's auditor, "
+        "Pulsar 13480); reported, or removed through the phases when no Pulsar record names "
+        "it and LEDGERGC_BK_REMOVE_UNREADABLE=true"
+    ),
 }
 
 #: A registry target of a BookKeeper ledger: ``bookkeeper:<its metadata znode>``.
@@ -324,6 +347,15 @@ class PulsarReferences:
 
 
 @dataclass(frozen=True)
+class HandedOff:
+    """Who named a handed-off ledger before the Pulsar-metadata source removed it: its
+    owner (managed ledger or schema id) and the znode that named it."""
+
+    owner: str
+    named_by: str
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A ledger's class, whose it is (managed ledger or schema id), and why."""
 
@@ -331,6 +363,13 @@ class Verdict:
     owner: str
     reason: str
     hold: str | None = None  # HOLD_* for bk-held
+    # a bk-unreadable ledger that goes through the phases (LEDGERGC_BK_REMOVE_UNREADABLE)
+    removable: bool = False
+
+    @property
+    def candidate(self) -> bool:
+        """Whether the ledger is registered (and, after the phases, deleted)."""
+        return self.ledger_class in BK_ORPHAN_CLASSES or self.removable
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -345,13 +384,23 @@ class Classifier:
     """``classify`` with the references' indexes built once (a million ledgers)."""
 
     def __init__(
-        self, refs: PulsarReferences, *, shared: bool = False, horizon: bool = True
+        self,
+        refs: PulsarReferences,
+        *,
+        shared: bool = False,
+        horizon: bool = True,
+        handed_off: Mapping[int, HandedOff] | None = None,
+        remove_unreadable: bool = False,
     ) -> None:
         """``horizon=False``: ``refs`` holds only the records of one owner (the live
-        re-check), so the highest id they name says nothing about what is new."""
+        re-check), so the highest id they name says nothing about what is new.
+        ``handed_off``: ledger ids the Pulsar-metadata source removed the records of.
+        ``remove_unreadable``: LEDGERGC_BK_REMOVE_UNREADABLE."""
         self.refs = refs
         self.shared = shared
         self.horizon = horizon
+        self.handed_off = handed_off or {}
+        self.remove_unreadable = remove_unreadable
         self.referenced = refs.referenced()
         self.high = max(self.referenced, default=None)
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
@@ -367,7 +416,7 @@ class Classifier:
         tags = ledger.tags
         owner = tags.owner()
         if ledger.error is not None or ledger.state is None:
-            return Verdict(BK_UNREADABLE, owner, ledger.error or "no record")
+            return self._unreadable(lid, owner, ledger.error or "no record")
         why_foreign = _why_foreign(tags)
         if why_foreign is not None:
             if lid in self.referenced:
@@ -391,6 +440,27 @@ class Classifier:
             return Verdict(BK_LIVE, owner, self.referenced[lid])
         return self._unreferenced(ledger, owner)
 
+    def _unreadable(self, lid: int, owner: str, error: str) -> Verdict:
+        """An empty or undecodable record: removable only when asked, unnamed by any
+        Pulsar record, not newer than the records read, and not in a shared BookKeeper
+        (whose other clusters' records ledger-gc does not read)."""
+        if lid in self.referenced:
+            why = f"{self.referenced[lid]}: never deleted"
+        elif not self.remove_unreadable:
+            why = f"{UNREADABLE_HARM}; LEDGERGC_BK_REMOVE_UNREADABLE=true would remove it"
+        elif self.shared:
+            why = "LEDGERGC_BK_SHARED=true: another cluster's records may name it; kept"
+        elif self.horizon and (self.high is None or lid > self.high):
+            why = "newer than every ledger the Pulsar metadata read names; judged later"
+        else:
+            return Verdict(
+                BK_UNREADABLE,
+                owner,
+                f"{error}; no Pulsar record names it (LEDGERGC_BK_REMOVE_UNREADABLE=true)",
+                removable=True,
+            )
+        return Verdict(BK_UNREADABLE, owner, f"{error}; {why}")
+
     def _held(self, owner: str, hold: str, reason: str) -> Verdict:
         return Verdict(BK_HELD, owner, reason, hold)
 
@@ -398,7 +468,10 @@ class Classifier:
         """A Pulsar ledger no record names: which orphan class, or why it is held."""
         lid = ledger.ledger_id
         tags = ledger.tags
-        if self.horizon and (self.high is None or lid > self.high):
+        handed = self.handed_off.get(lid)
+        if handed is not None and not _same_owner(tags, handed.owner):
+            handed = None  # not the ledger that record named: judged as any other
+        if handed is None and self.horizon and (self.high is None or lid > self.high):
             known = "no ledger" if self.high is None else f"ledgers only up to {self.high}"
             return self._held(
                 owner,
@@ -418,7 +491,8 @@ class Classifier:
         if ml_name is None or namespace is None:
             return Verdict(BK_FOREIGN, owner, "Pulsar tags without a valid topic or schema name")
         schema = tags.component == SCHEMA_COMPONENT
-        if namespace not in (self.schema_namespaces if schema else self.refs.namespaces):
+        namespaces = self.schema_namespaces if schema else self.refs.namespaces
+        if handed is None and namespace not in namespaces:
             return self._held(
                 owner,
                 HOLD_OTHER_CLUSTER,
@@ -426,6 +500,13 @@ class Classifier:
                 "sharing this BookKeeper may own it",
             )
         verdict = self._orphan_class(ledger, ml_name)
+        if handed is not None and verdict.ledger_class in BK_ORPHAN_CLASSES:
+            verdict = Verdict(
+                verdict.ledger_class,
+                verdict.owner,
+                f"{verdict.reason}; named by {handed.named_by} until the Pulsar-metadata "
+                "source removed it",
+            )
         if verdict.ledger_class in BK_NAME_JUDGED and self.shared:
             return self._held(
                 owner,
@@ -556,6 +637,16 @@ class Classifier:
         if tags.component == SCHEMA_COMPONENT and tags.schema_id in self.refs.schemas:
             return None
         return name
+
+
+def _same_owner(tags: PulsarTags, owner: str) -> bool:
+    """Whether a ledger's tags name ``owner`` (a hand-off's managed ledger or schema id),
+    by that spelling or as the same topic."""
+    if tags.owner() == owner:
+        return True
+    mine = ml_of(tags)
+    key = topic_key(mine) if mine else None
+    return key is not None and key == topic_key(owner)
 
 
 def _why_foreign(tags: PulsarTags) -> str | None:

@@ -23,27 +23,49 @@ child without is a v2 namespace), and only then are its topics listed:
   has children (a v1 topic with cursors; a cursor has none), v2 when it has data (a
   topic's ``ManagedLedgerInfo``; the v1 domain node Pulsar creates is empty);
 * where the tree proves nothing and would list the same topics either way, the
-  policies decide, else v2 (today's reading);
+  policies decide (a node with a JSON object is a namespace whatever lies below it;
+  children below one without are v1 namespaces), else v2 (today's reading);
 * otherwise, the policies decide, and without them the tree is ``Ambiguous``: the
   caller refuses to read it rather than guess (a wrong guess hides topics).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DOMAIN = "persistent"
 V1 = "v1"
 V2 = "v2"
+#: A v2 namespace named like a v1 cluster of its tenant: both at once.
+BOTH = "v1+v2"
 
 
 @dataclass(frozen=True)
 class Shape:
-    """What ``/managed-ledgers/<a>/<b>`` is: a v1 property/cluster or a v2 namespace."""
+    """What ``/managed-ledgers/<a>/<b>`` is: a v1 property/cluster, a v2 namespace, or
+    both (a v2 namespace named like one of its tenant's v1 clusters)."""
 
-    version: str  # V1 | V2
+    version: str  # V1 | V2 | BOTH
     why: str
+
+    @property
+    def namespace(self) -> bool:
+        """Whether ``<a>/<b>`` is a v2 namespace (its topics under ``persistent``)."""
+        return self.version in (V2, BOTH)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether ``<a>/<b>`` is a v1 property/cluster (its children v1 namespaces, but
+        ``persistent`` where it is a v2 namespace too)."""
+        return self.version in (V1, BOTH)
+
+    def v1_namespaces(self, children: Sequence[str]) -> list[str]:
+        """Which of the level's ``children`` are v1 namespaces."""
+        if not self.cluster:
+            return []
+        return [child for child in children if self.version == V1 or child != DOMAIN]
 
 
 @dataclass(frozen=True)
@@ -67,11 +89,13 @@ class Ambiguous:
 @dataclass(frozen=True)
 class Facts:
     """What has been read: children of ``/managed-ledgers/<path>``, whether a znode holds
-    data, children of ``/admin/policies/<path>`` (None: the znode does not exist)."""
+    data, children of ``/admin/policies/<path>`` (None: the znode does not exist), and
+    whether that policies znode holds a JSON object (a namespace's Policies)."""
 
     tree: Mapping[str, Sequence[str]]
     data: Mapping[str, bool]
     policies: Mapping[str, Sequence[str] | None]
+    policy_json: Mapping[str, bool] = field(default_factory=dict)
 
 
 def namespace_shape(level: str, facts: Facts) -> Shape | Need | Ambiguous:
@@ -82,7 +106,7 @@ def namespace_shape(level: str, facts: Facts) -> Shape | Need | Ambiguous:
     kids = facts.tree[level]
     others = sorted(k for k in kids if k != DOMAIN)
     if others:
-        return Shape(V1, f"it holds {others[0]!r}: a v2 namespace holds only its domain")
+        return _cluster(level, others[0], DOMAIN in kids, facts)
     if not kids:
         return _by_policy(level, facts, "no topics either way")
     domain = f"{level}/{DOMAIN}"
@@ -111,15 +135,57 @@ def namespace_shape(level: str, facts: Facts) -> Shape | Need | Ambiguous:
     return _by_policy(level, facts, None)
 
 
+def _cluster(level: str, other: str, domain: bool, facts: Facts) -> Shape | Need | Ambiguous:
+    """``<level>`` holds the v1 namespace ``other``: a v1 cluster, and a v2 namespace too
+    when its ``persistent`` holds a topic or its policies are a namespace's."""
+    why = f"it holds {other!r}: a v2 namespace holds only its domain"
+    node = f"{level}/{DOMAIN}"
+    if domain:
+        if node not in facts.tree:
+            return Need(tree=(node,))
+        topics = sorted(k for k in facts.tree[node] if k != DOMAIN)
+        if topics:
+            return Shape(
+                BOTH, f"{why}, and {node} holds {topics[0]!r}: a v1 namespace holds only its domain"
+            )
+    if level not in facts.policies:
+        return Need(policies=(level,))
+    if not facts.policy_json.get(level, False):
+        return Shape(V1, why)
+    children = facts.policies[level] or ()
+    if domain and DOMAIN in children and facts.tree[node]:
+        return _both_persistent(level)
+    return Shape(BOTH, f"{why}, and /admin/policies/{level} holds a namespace's policies")
+
+
+def _both_persistent(level: str) -> Ambiguous:
+    """A v1 namespace called ``persistent`` below a v2 namespace named like a v1 cluster,
+    with something under ``persistent/persistent`` that either reading would list."""
+    return Ambiguous(
+        f"/admin/policies/{level} holds a namespace's policies and the v1 namespace "
+        f"{level}/persistent below it: /managed-ledgers/{level}/persistent is then both "
+        "that v2 namespace's domain and the v1 namespace's node; nothing is decided from it"
+    )
+
+
 def _by_policy(level: str, facts: Facts, otherwise: str | None) -> Shape | Need | Ambiguous:
-    """What ``/admin/policies/<level>`` says (Pulsar's ``getListOfNamespaces``: a child
-    with children is a v1 cluster, one without a v2 namespace); where it does not
-    exist, v2 when both readings list the same topics (``otherwise``), else Ambiguous."""
+    """What ``/admin/policies/<level>`` says: a node with a JSON object is a namespace's
+    policies (and, with children, a v1 cluster's too: ``BOTH``); one without is a v1
+    cluster when it has children (Pulsar's ``getListOfNamespaces``), else a v2
+    namespace. Where it does not exist, v2 when both readings list the same topics
+    (``otherwise``), else Ambiguous."""
     if level not in facts.policies:
         return Need(policies=(level,))
     children = facts.policies[level]
     if children is not None:
-        return Shape(V1 if children else V2, f"/admin/policies/{level} says so")
+        where = f"/admin/policies/{level}"
+        if not facts.policy_json.get(level, False):
+            return Shape(V1 if children else V2, f"{where} says so")
+        if not children:
+            return Shape(V2, f"{where} holds a namespace's policies")
+        if DOMAIN in children and otherwise is None:
+            return _both_persistent(level)
+        return Shape(BOTH, f"{where} holds a namespace's policies and v1 namespaces below it")
     if otherwise is not None:
         return Shape(V2, otherwise)
     return Ambiguous(
@@ -140,6 +206,17 @@ class ManagedLedgerTree:
     @property
     def v2_names(self) -> list[str]:
         return [name for name in self.names if is_v2_name(name)]
+
+
+def is_policies(data: bytes | None) -> bool:
+    """Whether a ``/admin/policies`` znode's data is a namespace's (or tenant's) JSON
+    object; a v1 cluster's node, which Pulsar creates as a parent, holds none."""
+    if not data:
+        return False
+    try:
+        return isinstance(json.loads(data), dict)
+    except (ValueError, UnicodeDecodeError):
+        return False
 
 
 def is_v2_name(name: str) -> bool:

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.bookkeeper.classify import TARGET_SCHEME as BK_TARGET_SCHEME
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 from ledger_gc.rules.pulsar_metadata.classes import TARGET_SCHEME as PM_TARGET_SCHEME
@@ -69,7 +69,7 @@ ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
 #: (``ledger_gc.rules.bookkeeper.classify``; their target is the ledger's metadata znode)
 #: and Pulsar's own metadata's (``ledger_gc.rules.pulsar_metadata.classes``; their target
 #: is a namespace's or tenant's leftover znodes in one store).
-TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_ORPHAN_CLASSES, *PM_ORPHAN_CLASSES)
+TARGET_CLASSES = (*ORPHAN_CLASSES, *BK_TARGET_CLASSES, *PM_ORPHAN_CLASSES)
 #: A registry target of the offload bucket: ``offload:<bucket>/<data key>``.
 SEGMENT_TARGET_SCHEME = "offload:"
 
@@ -212,7 +212,7 @@ class Candidate:
     @property
     def bookkeeper(self) -> bool:
         """A BookKeeper ledger (its metadata znode is the target), not S3 data."""
-        return self.target_class in BK_ORPHAN_CLASSES
+        return self.target_class in BK_TARGET_CLASSES
 
     @property
     def pulsar_metadata(self) -> bool:

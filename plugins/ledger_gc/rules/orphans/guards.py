@@ -179,7 +179,7 @@ def bookkeeper_refusals(
                 BK_ROOT_MISMATCH,
                 f"{len(missing)} of the {listed} ledgers that managed ledgers list are not in "
                 f"BookKeeper at {where} (e.g. ledger {first['ledger_id']} of "
-                f"{first['ml_name']}, re-read live): {fix}",
+                f"{first['ml_name']}, re-read live){_bk_missing(survey)}: {fix}",
                 forced=force,
             )
         )
@@ -222,6 +222,25 @@ def bookkeeper_refusals(
             )
         )
     return refusals
+
+
+def _bk_missing(survey: dict[str, Any]) -> str:
+    """The topics and ledgers the survey found missing (``bk_missing``), a few of each."""
+    found = survey.get("bk_missing") or {}
+    by_topic: dict[str, list[int]] = {}
+    for item in found.get("samples") or []:
+        by_topic.setdefault(str(item["topic"]), []).append(int(item["ledger_id"]))
+    if not by_topic:
+        return ""
+    named = []
+    for topic, ids in list(by_topic.items())[:5]:
+        more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+        plural = "ledgers" if len(ids) > 1 else "ledger"
+        named.append(f"{topic}: {plural} {', '.join(map(str, ids[:5]))}{more}")
+    return (
+        f"; records name {found.get('count', len(by_topic))} ledgers it lacks "
+        f"(bk-missing: {'; '.join(named)})"
+    )
 
 
 #: Every refusal a forced run (``ledgergc orphans --force``, the DAG's ``force`` param)

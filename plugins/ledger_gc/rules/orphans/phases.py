@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ledger_gc.rules.bookkeeper.classify import BK_ORPHAN_CLASSES
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
@@ -91,7 +91,7 @@ class RegistryEntry:
         return self.newest_ms + retention_seconds * 1000
 
     def describe(self) -> str:
-        if self.target_class in BK_ORPHAN_CLASSES:
+        if self.target_class in BK_TARGET_CLASSES:
             return f"{self.target_class} {self.ledger_id} of {self.ml_name or '?'}"
         if self.target_class in PM_ORPHAN_CLASSES:
             return f"{self.target_class} {self.ml_name or '?'} ({self.prefix})"
