@@ -10,8 +10,12 @@ and a local S3 endpoint and passes their addresses in ``LEDGERGC_ZK_HOSTS`` and
 4. run the ``orphan_removal`` DAG twice with a grace window and retention of seconds: the
    first run registers the orphans, the second deletes those still orphaned;
 5. check that every live ledger is still readable, and print what was found and reclaimed;
-6. the same DAG twice against a small Pulsar cluster's BookKeeper metadata (its own
-   chroot), and what it reclaimed and kept.
+6. the same DAG against a small Pulsar cluster (its own chroot): its BookKeeper leaks,
+   and Pulsar's own metadata left by a namespace deleted half way, a deleted tenant and
+   a dead broker, reclaimed over a few cycles (records, then emptied parents, then the
+   BookKeeper ledgers they named), and what it kept and why (a live broker's heartbeat,
+   a namespace not replicated here, a delete Pulsar left half done, a bundle still
+   owned, a topic whose ledger is missing).
 
 Both stores' runs go to one state store (``var/demo/state``), so that
 ``bin/airflow --state-dir var/demo/state`` shows everything the demo did. That is a demo's
@@ -45,8 +49,10 @@ from ledger_gc.config.edge import block_store, offload_store, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.console import human_bytes
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.observability import pm_runs
 from ledger_gc.observability.status import collect_status
 from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 from ledger_gc.state.stores import open_store
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 
@@ -293,6 +299,8 @@ def pulsar_settings(settings: Settings) -> Settings:
         bucket="",
         offload_prefix=demo_pulsar.OFFLOAD_PREFIX,
         bookkeeper="true",
+        # Its name, for the namespaces whose replication_clusters exclude it.
+        pulsar_clusters=(demo_pulsar.CLUSTER,),
     )
 
 
@@ -307,30 +315,68 @@ def pulsar_cluster_settings(settings: Settings) -> Settings:
     return pulsar_settings(settings)
 
 
+#: Orphan cycles the Pulsar cluster's part runs at most. BookKeeper's leaks go in the
+#: second (registered, then deleted past grace); Pulsar's metadata takes longer: a cycle
+#: removes a leftover's records, a later one its emptied parents (a client cannot tell a
+#: container parent from a persistent one), and the ledgers those records named are
+#: handed to the BookKeeper source, which deletes them past their own grace window.
+PULSAR_CYCLES = 6
+
+
 def bookkeeper_demo(settings: Settings) -> None:
     pulsar = pulsar_cluster_settings(settings)
-    heading(f"A Pulsar cluster's BookKeeper: zk={pulsar.zk_hosts}, ledgers under /ledgers")
+    heading(f"A Pulsar cluster's BookKeeper and metadata: zk={pulsar.zk_hosts}")
+    # This session is also the live broker's registration and a bundle's owner (both
+    # ephemeral): it stays open while the DAG runs in other processes.
     client = KazooClient(hosts=pulsar.zk_hosts)
     client.start(timeout=15)
+    reclaimed_in: dict[str, int] = {}
     try:
         s3 = boto3.client("s3", endpoint_url=pulsar.s3_endpoint, region_name=pulsar.s3_region)
         planted = demo_pulsar.plant(client, s3, pulsar.offload_bucket)
-        for group, ids in planted.items():
-            if group != "live":
-                say(f"   planted {group}: {', '.join(f'{w} ({i})' for w, i in ids.items())}")
+        for group in ("leaks", "kept"):
+            ids = planted[group]
+            say(f"   planted {group}: {', '.join(f'{w} ({i})' for w, i in ids.items())}")
+        for group, items in planted["metadata"].items():
+            say(f"   planted metadata {group}: {', '.join(items)}")
         say(f"   live ledgers: {len(planted['live'])}")
         env = airflow_env(pulsar)
-        run_dag(env, "orphan_removal", {"dry_run": False}, log_name="pulsar-orphan_removal-1")
         wait = max(GRACE_SECONDS, RETENTION_SECONDS) + 1
-        say(f"   waiting {wait} s for the grace window and retention to pass")
-        time.sleep(wait)
-        run_dag(env, "orphan_removal", {"dry_run": False}, log_name="pulsar-orphan_removal-2")
-        there = demo_pulsar.check(client, planted)
+        for number in range(1, PULSAR_CYCLES + 1):
+            if number > 1:
+                say(f"   waiting {wait} s for the grace window and retention to pass")
+                time.sleep(wait)
+            run_dag(
+                env,
+                "orphan_removal",
+                {"dry_run": False},
+                log_name=f"pulsar-orphan_removal-{number}",
+            )
+            there = demo_pulsar.check(client, planted)
+            for what, left in _leaks_left(there).items():
+                if not left:
+                    reclaimed_in.setdefault(what, number)
+            if number >= 2 and not any(_leaks_left(there).values()):
+                break
     finally:
         client.stop()
         client.close()
-    heading("Report: BookKeeper")
-    for number, run in enumerate(runs_of(pulsar, run_log.ORPHANS), 1):
+    pulsar_report(pulsar, there, reclaimed_in)
+
+
+def _leaks_left(there: dict[str, Any]) -> dict[str, bool]:
+    """Each planted leak (a ledger, or a group of metadata znodes): still there?"""
+    return {
+        **there["leaks"],
+        **{what: bool(paths) for what, paths in there["metadata"]["leaks"].items()},
+    }
+
+
+def pulsar_report(pulsar: Settings, there: dict[str, Any], reclaimed_in: dict[str, int]) -> None:
+    """What each cycle found, reclaimed and kept, read from the cycles' own records."""
+    heading("Report: the Pulsar cluster")
+    runs = runs_of(pulsar, run_log.ORPHANS)
+    for number, run in enumerate(runs, 1):
         bk = run.get("bookkeeper") or {}
         found = ", ".join(
             f"{name} {totals['ledgers']}"
@@ -342,20 +388,90 @@ def bookkeeper_demo(settings: Settings) -> None:
             f"{found}; deleted {bk.get('deleted', 0)}, "
             f"{human_bytes(bk.get('bytes_reclaimed', 0))} reclaimed ({BYTES_MEANING})"
         )
+        for line in pulsar_metadata_lines(run):
+            say(f"     {line}")
         for refusal in run.get("refusals", []):
             say(f"     refused: {refusal}")
-    for what, ok in there["leaks"].items():
-        say(f"   leak {what}: {'still there' if ok else 'reclaimed'}")
+    for what in _leaks_left(there):
+        when = f"reclaimed in cycle {reclaimed_in[what]}" if what in reclaimed_in else "STILL THERE"
+        say(f"   leak {what}: {when}")
     kept = sum(there["kept"].values()) + sum(there["live"].values())
     say(f"   kept: {kept} live, held or foreign ledgers untouched ({', '.join(there['kept'])})")
-    deleted = [r for r in AuditLog(pulsar).deletions() if r["target_class"].startswith("bk-")]
+    say(f"   kept metadata: {', '.join(there['metadata']['kept'])}")
+    audit = AuditLog(pulsar).deletions()
+    ledgers = [r for r in audit if r["target_class"].startswith("bk-")]
+    znodes = [r for r in audit if r["target_class"] in PM_ORPHAN_CLASSES]
     say(
-        f"   audit log: {len(deleted)} BookKeeper ledgers deleted, each audited ahead with its "
-        "record's bytes: `ledgergc restore --run <id>` re-creates them until the bookies' "
-        "next garbage collection (gcWaitTime, 10 minutes by default)"
+        f"   audit log: {len(ledgers)} BookKeeper ledgers deleted, each audited ahead with "
+        "its record's bytes: `ledgergc restore --run <id>` re-creates them until the "
+        "bookies' next garbage collection (gcWaitTime, 10 minutes by default)"
     )
-    if any(there["leaks"].values()):
-        raise SystemExit("demo: a planted BookKeeper leak was not reclaimed (see above)")
+    metadata_runs = sorted({r["run_id"] for r in znodes})
+    say(
+        f"   audit log: {len(znodes)} metadata znodes removed "
+        f"({human_bytes(sum(r['bytes'] for r in znodes))}), each with its data and ACL: "
+        + (
+            ", ".join(f"`ledgergc restore --run {run_id}`" for run_id in metadata_runs)
+            + " re-creates them, parents first"
+            if metadata_runs
+            else "none yet"
+        )
+    )
+    left = [what for what, ok in _leaks_left(there).items() if ok]
+    if left:
+        raise SystemExit(f"demo: planted leaks not reclaimed in {len(runs)} cycles: {left}")
+    for leftover in demo_pulsar.LEFTOVERS:
+        say(f"   {leftover}: {_leftover_order(leftover, there, reclaimed_in)}")
+
+
+def _leftover_order(leftover: str, there: dict[str, Any], reclaimed_in: dict[str, int]) -> str:
+    """When a leftover went, checked against DESIGN's order: its records in one cycle, its
+    emptied parents in a later one (never in the cycle that emptied them), and the
+    BookKeeper ledgers the records named after the records (handed to the BookKeeper
+    source, which deletes them past its own grace window)."""
+    records = reclaimed_in[f"{leftover}: records"]
+    parents = reclaimed_in[f"{leftover}: parents"]
+    ledgers = [reclaimed_in[w] for w in there["leaks"] if w.startswith(f"{leftover}: ")]
+    if not records < parents or not all(records < cycle for cycle in ledgers):
+        raise SystemExit(
+            f"demo: {leftover} went out of order: records in cycle {records}, parents in "
+            f"cycle {parents}, its ledgers in cycles {ledgers}"
+        )
+    return (
+        f"records removed in cycle {records}, emptied parents in cycle {parents}, its "
+        f"{len(ledgers)} BookKeeper ledgers in cycle {max(ledgers)}"
+    )
+
+
+def pulsar_metadata_lines(run: dict[str, Any]) -> list[str]:
+    """A cycle's Pulsar-metadata figures as the page reads them (``pm_runs``)."""
+    pm = pm_runs.pulsar_metadata_figures(run)
+    if pm is None:
+        return ["Pulsar metadata: not surveyed (the source was off in this cycle)"]
+    found = ", ".join(
+        f"{cls} {store} {leaf['leftovers']} ({leaf['znodes']} znodes)"
+        for cls, per_store in pm["classes"].items()
+        for store, leaf in per_store.items()
+        if leaf["leftovers"]
+    )
+    znodes = pm["local_znodes"]
+    lines = [
+        f"Pulsar metadata: {found or 'nothing left behind'}; local store znodes "
+        f"{znodes['before']} -> {znodes['after']}; removed "
+        f"{pm['znodes_deleted'].get('local', 0)} local and "
+        f"{pm['znodes_deleted'].get('config', 0)} configuration-store znodes; the leftovers "
+        f"hold back {pm['held_back']['ledgers']} BookKeeper ledgers "
+        f"({human_bytes(pm['held_back']['bytes'])})"
+    ]
+    lines += [f"stuck delete {i['name']}: {i['command'] or i['why']}" for i in pm["stuck_deletes"]]
+    lines += [f"not replicated here {i['name']}: {i['why']}" for i in pm["not_replicated"]]
+    lines += [f"held {i['name']} ({i['store']}): {i['why']}" for i in pm["held"]]
+    missing = pm_runs.bk_missing(run.get("bookkeeper") or {})
+    lines += [
+        f"bk-missing: {m['topic']} ledger {m['ledger_id']} (named by {m['named_by']})"
+        for m in missing["samples"]
+    ]
+    return lines
 
 
 def main() -> int:

@@ -364,6 +364,10 @@ def test_the_page_shows_what_ledgergc_status_says(stage: Stage, chromium: str, t
     assert [r["guard"] for r in overview["orphans"]["refusals"]] == ["orphan-fraction"]
     assert overview["trim"]["last_errors"][0]["error"].startswith("SlowDown")
     assert len(overview["orphans"]["trend"]) == 3
+    # A store of ledger-gc's own (no /admin/policies): Pulsar's metadata is not surveyed
+    # (LEDGERGC_PULSAR_METADATA=auto), so neither its figures nor its section are shown.
+    assert overview["orphans"]["pulsar_metadata"] is None
+    assert not [key for key in shown if key[:2] == ("orphans", "pulsar_metadata")]
 
     # The plugin's /metrics and `ledgergc status --metrics` agree (but for the marker's
     # age, which grows between the two reads).

@@ -27,6 +27,7 @@ from ledger_gc.rules.metadata import paths
 
 USER, PASSWORD = "gc-viewer", "not-a-real-secret"
 T0 = 1_700_000_000_000
+STUCK = "pulsar-admin namespaces delete --force acme/stuck"
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,14 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_sources: A
                         "orphan-ledger": {"count": 1, "bytes": 100},
                     },
                 }
+            },
+            # The Pulsar-metadata survey's part (PulsarMetadataManifest.to_manifest()).
+            "pulsar_metadata": {
+                "local_hosts": "zk1:2181/pulsar",
+                "config_hosts": "zk1:2181/pulsar",
+                "local_znodes": 50,
+                "classes": {"pm-stuck-delete": {"config": {"leftovers": 1, "znodes": 1}}},
+                "samples": {"pm-stuck-delete": [{"name": "acme/stuck", "command": STUCK}]},
             },
         },
     )
@@ -208,6 +217,9 @@ def test_a_signed_in_user_gets_metrics_and_the_page_with_the_ui_cookie(api, stat
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert "<h1>Ledger GC</h1>" in page.text and "orphans-1" in page.text
+    # Pulsar's own metadata: the local store's znodes and a stuck delete's command.
+    assert 'ledgergc_pulsar_metadata_local_znodes{when="before"} 50' in metrics.text.splitlines()
+    assert 'id="pulsar-metadata"' in page.text and f"<code>{STUCK}</code>" in page.text
 
 
 @pytest.fixture

@@ -136,3 +136,51 @@ def test_a_real_orphan_cycle_is_read_phase_by_phase(settings, store_kit, spark):
     assert values['ledgergc_last_success_timestamp_seconds{job="orphans"}'] == (
         cycle["finished_ms"] / 1000
     )
+
+
+@pytest.mark.spark
+def test_a_pulsar_clusters_own_metadata_is_read_into_the_overview_and_metrics(
+    pulsar, zk_client, s3_client, spark
+):
+    """The demo's Pulsar cluster (include/demo_pulsar.py) after one real cycle: what the
+    overview, the page and the metrics show of its metadata is the cycle's own record."""
+    import demo_pulsar
+    from ledger_gc.observability.overview import build_overview
+    from ledger_gc.observability.page import render_page
+    from ledger_gc.observability.pm_runs import pulsar_metadata_figures
+
+    settings = pulsar.with_overrides(pulsar_clusters=(demo_pulsar.CLUSTER,))
+    planted = demo_pulsar.plant(zk_client, s3_client, settings.offload_bucket)
+    cycle = run_orphan_cycle(resolve(settings), spark=spark).to_dict()
+    demo_pulsar.check(zk_client, planted)  # nothing live or kept touched
+    assert cycle.get("pulsar_metadata") is not None, "the Pulsar-metadata source was off"
+
+    metrics = run_ledgergc(settings, "status", "--metrics")
+    overview = json.loads(run_ledgergc(settings, "status", "--json").stdout)["overview"]
+    pm = overview["orphans"]["pulsar_metadata"]
+    assert pm == json.loads(json.dumps(pulsar_metadata_figures(cycle)))
+    classes = pm["classes"]
+    assert classes["pm-deleted-namespace"]["local"]["leftovers"] >= 1  # acme/gone
+    assert classes["pm-deleted-tenant"]["local"]["leftovers"] >= 1  # oldco/ns1
+    assert classes["pm-deleted-tenant"]["config"]["leftovers"] >= 1  # its partitioned topic
+    assert classes["pm-dead-broker"]["local"]["leftovers"] == 1
+    assert [i["name"] for i in pm["not_replicated"]] == ["acme/elsewhere"]
+    assert [i["name"] for i in pm["held"]] == ["acme/owned"]
+    assert pm["local_znodes"]["before"] > 0
+    assert pm["local_znodes"]["after"] == pm["local_znodes"]["before"]  # nothing removed yet
+    topics = [m["topic"] for m in overview["orphans"]["bookkeeper"]["bk_missing"]["samples"]]
+    # (As the BookKeeper survey names it: persistent://public/default/broken.)
+    assert len(topics) == 1 and "public/default" in topics[0] and topics[0].endswith("/broken")
+
+    values = samples(metrics.stdout)
+    for cls, per_store in classes.items():
+        for store, leaf in per_store.items():
+            labels = f'{{class="{cls}",store="{store}"}}'
+            assert values[f"ledgergc_pulsar_metadata_znodes{labels}"] == leaf["znodes"]
+    assert (
+        values['ledgergc_pulsar_metadata_local_znodes{when="before"}']
+        == (pm["local_znodes"]["before"])
+    )
+    assert values["ledgergc_bk_missing_ledgers"] == 1
+    html = render_page(build_overview(settings))
+    assert 'id="pulsar-metadata"' in html and "acme/elsewhere" in html

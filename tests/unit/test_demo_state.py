@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import demo_pulsar
 from ledger_gc import run_log
 from ledger_gc.config.settings import Settings
@@ -38,3 +40,19 @@ def test_each_part_of_the_demo_reports_its_own_cycles(tmp_path: Path):
 
     assert [r["run_id"] for r in runs_of(store, run_log.ORPHANS)] == ["s3-1", "s3-2"]
     assert [r["run_id"] for r in runs_of(pulsar, run_log.ORPHANS)] == ["bk-1"]
+
+
+def test_the_demo_expects_a_leftovers_records_then_its_parents_then_its_ledgers():
+    from run_demo import _leftover_order
+
+    there = {"leaks": {"acme/gone: listed ledger 1": False, "old cursor ledger": False}}
+    in_order = {"acme/gone: records": 2, "acme/gone: parents": 4, "acme/gone: listed ledger 1": 4}
+    assert _leftover_order("acme/gone", there, in_order) == (
+        "records removed in cycle 2, emptied parents in cycle 4, its 1 BookKeeper ledgers "
+        "in cycle 4"
+    )
+    # A parent removed by the cycle that emptied it, or a ledger the records still named.
+    for wrong in ({"acme/gone: parents": 2}, {"acme/gone: listed ledger 1": 2}):
+        with pytest.raises(SystemExit, match="acme/gone went out of order"):
+            _leftover_order("acme/gone", there, in_order | wrong)
+    assert all(name.split(": ")[0] in demo_pulsar.LEFTOVERS for name in in_order)

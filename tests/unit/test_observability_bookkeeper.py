@@ -597,6 +597,7 @@ def test_a_pulsar_only_store_shows_no_trim_and_no_empty_block_store_figures(tmp_
         "blocks": False,
         "tiered": False,
         "bookkeeper": True,
+        "pulsar_metadata": False,
     }
     assert "last 0 runs" not in html and "Pending markers" not in html
     assert "LEDGERGC_BUCKET empty" in html and 'id="bookkeeper"' in html

@@ -68,6 +68,22 @@ def _warnings(bk: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _bk_missing(bk: Mapping[str, Any]) -> str:
+    """Topics that cannot be read: a record names a ledger this BookKeeper lacks."""
+    missing = bk.get("bk_missing") or {}
+    if not missing.get("count"):
+        return ""
+    examples = ", ".join(
+        f"{s['topic']} ledger {s['ledger_id']} (named by {s['named_by']})"
+        for s in missing["samples"]
+    )
+    return (
+        f'<p class="warn">{figure((*_KEY, "bk_missing", "count"), missing["count"])} ledgers '
+        f"that Pulsar's records name do not exist in BookKeeper (bk-missing: those topics "
+        f"cannot be read; reported, never changed), e.g. {escape(examples)}.</p>"
+    )
+
+
 def _tiles(bk: Mapping[str, Any]) -> str:
     return (
         '<div class="tiles">'
@@ -243,6 +259,8 @@ def bookkeeper_section(orphans: Mapping[str, Any]) -> str:
         title
         + _headline(bk)
         + _warnings(bk)
+        # With Pulsar's metadata surveyed its section lists them, beside the stuck deletes.
+        + ("" if orphans.get("pulsar_metadata") is not None else _bk_missing(bk))
         + _tiles(bk)
         + _restore(bk, run_id)
         + _classes(bk)

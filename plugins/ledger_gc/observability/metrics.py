@@ -6,7 +6,10 @@ Orphan metrics carry KIP-370's proposed names (``OrphanLogPartitionCount``,
 that proposal reads ours; their ``phase`` and ``namespace`` labels come from the latest
 orphan cycle. ``OrphanBookKeeperLedgerCount`` and ``OrphanBookKeeperLedgerSize`` follow
 them for BookKeeper's ledgers, by ``class`` and ``namespace`` as the latest cycle's survey
-classified them (only while that source is on). Everything else is ``ledgergc_*`` in
+classified them (only while that source is on). Pulsar's own metadata (while that source
+is on) is ``ledgergc_pulsar_metadata_*`` by ``class`` and ``store``, with the local store's
+znode count before and after the cycle; ``ledgergc_bk_missing_ledgers`` counts the
+ledgers Pulsar's records name that BookKeeper lacks. Everything else is ``ledgergc_*`` in
 Prometheus' own naming style. The text
 is rendered from ``build_overview``'s dict and nothing else, so the metrics and the page
 always agree.
@@ -165,6 +168,13 @@ def _bookkeeper_lines(orphans: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for name, measure, help_text in _BOOKKEEPER_METRICS:
         lines += _family(name, "gauge", help_text, _bookkeeper_samples(bookkeeper, measure))
+    lines += _family(
+        "ledgergc_bk_missing_ledgers",
+        "gauge",
+        "Ledgers a managed ledger, cursor or schema names that BookKeeper does not have "
+        "(bk-missing: those topics cannot be read), latest orphan cycle",
+        [({}, int((bookkeeper.get("bk_missing") or {}).get("count", 0)))],
+    )
     cost = bookkeeper.get("cost") or {}
     if cost:
         lines += _family(
@@ -189,6 +199,69 @@ def _bookkeeper_lines(orphans: Mapping[str, Any]) -> list[str]:
             "Seconds each step of the latest BookKeeper survey took",
             [({"step": step}, seconds) for step, seconds in cost["seconds"].items()],
         )
+    return lines
+
+
+# (metric name, measure, help text): per class and store, latest orphan cycle.
+_PULSAR_METADATA_METRICS = (
+    (
+        "ledgergc_pulsar_metadata_leftovers",
+        "leftovers",
+        "Leftovers of Pulsar's metadata (one namespace's or tenant's znodes in one store) per "
+        "class (pm-deleted-namespace, pm-deleted-tenant, pm-dead-broker: deletable; "
+        "pm-stuck-delete, pm-not-replicated-here: reported) and store (local, config)",
+    ),
+    (
+        "ledgergc_pulsar_metadata_znodes",
+        "znodes",
+        "Znodes of those leftovers per class and store, latest orphan cycle",
+    ),
+    (
+        "ledgergc_pulsar_metadata_znode_bytes",
+        "bytes",
+        "Data bytes of those znodes per class and store, latest orphan cycle",
+    ),
+    (
+        "ledgergc_pulsar_metadata_ledgers",
+        "ledgers",
+        "BookKeeper ledgers those leftovers name (held back until their metadata goes) "
+        "per class and store, latest orphan cycle",
+    ),
+)
+
+
+def _pulsar_metadata_lines(orphans: Mapping[str, Any]) -> list[str]:
+    """The Pulsar-metadata families; none while the source is off (as BookKeeper's).
+    Every class and store is a sample, 0 where nothing was found: a leak is a series
+    going up, and a missing series reads as a broken exporter."""
+    pm = orphans.get("pulsar_metadata")
+    if not pm:
+        return []
+    lines: list[str] = []
+    for name, measure, help_text in _PULSAR_METADATA_METRICS:
+        samples: list[Sample] = [
+            ({"class": cls, "store": store}, int(leaf.get(measure, 0)))
+            for cls, per_store in (pm.get("classes") or {}).items()
+            for store, leaf in per_store.items()
+        ]
+        lines += _family(name, "gauge", help_text, samples)
+    znodes = pm.get("local_znodes") or {}
+    lines += _family(
+        "ledgergc_pulsar_metadata_local_znodes",
+        "gauge",
+        "Znodes under Pulsar's roots in the local metadata store as the latest cycle's "
+        'survey counted them (when="before") and less what that cycle removed '
+        '(when="after")',
+        [({"when": when}, int(znodes.get(when, 0))) for when in ("before", "after")],
+    )
+    back = pm.get("held_back") or {}
+    lines += _family(
+        "ledgergc_pulsar_metadata_held_back_bytes",
+        "gauge",
+        "Bytes (the ledgers' recorded length) of the BookKeeper ledgers the leftovers name, "
+        "latest orphan cycle",
+        [({}, int(back.get("bytes", 0)))],
+    )
     return lines
 
 
@@ -230,6 +303,7 @@ def render_metrics(overview: Mapping[str, Any]) -> str:
     for name, cls, measure, help_text in _ORPHAN_METRICS:
         lines += _family(name, "gauge", help_text, _orphan_samples(orphans, cls, measure))
     lines += _bookkeeper_lines(orphans)
+    lines += _pulsar_metadata_lines(orphans)
     lines += _zookeeper_lines(orphans)
     refusals: dict[str, int] = {}
     latest_run = (orphans.get("latest") or {}).get("run_id")

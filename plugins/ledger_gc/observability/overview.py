@@ -9,9 +9,10 @@ that the caller already has (``ledgergc status``) or caches (the web server).
 Shape (every key always present; numbers are ints, times ms since the epoch)::
 
     generated_at_ms, state_dir, state_url (password masked)
-    orphans: latest (run header | None), sources ({blocks, tiered, bookkeeper}: the
-             stores the latest cycle looked at | None), phases {phase: {class: {count, bytes}}}
-             (class: every one of ``runs.PHASE_CLASSES``, BookKeeper's orphan classes too),
+    orphans: latest (run header | None), sources ({blocks, tiered, bookkeeper,
+             pulsar_metadata}: the stores the latest cycle looked at | None), phases
+             {phase: {class: {count, bytes}}} (class: every one of ``runs.PHASE_CLASSES``,
+             BookKeeper's and Pulsar metadata's orphan classes too),
              phase_totals {phase: {count, bytes}}, namespaces {ns: phases-table},
              trend [{run_id, time_ms, phases {phase: {count, bytes}}}], refusals [...],
              bookkeeper (None with the source off | {hosts, root, layout,
@@ -22,9 +23,17 @@ Shape (every key always present; numbers are ints, times ms since the epoch)::
              live_elsewhere {topic: why}, restore, cost {zk_reads,
              zk_peak_reads_per_second, records_read, records_cached, directories,
              seconds {step: s}, cache {enabled, full_read, why,
-             cycles_since_full_read}}),
+             cycles_since_full_read}}, bk_missing {count, samples [{topic,
+             ledger_id, named_by}]}),
              zookeeper {reads, peak_per_second, max_reads_per_second (None: no
-             bound), by_step {step: {reads, peak_per_second}}} (the latest cycle)
+             bound), by_step {step: {reads, peak_per_second}}} (the latest cycle),
+             pulsar_metadata (None with the source off | {local_hosts, config_hosts,
+             namespaces, tenants, local_znodes {before, deleted, after},
+             znodes_deleted {store: n}, classes {class: {store: {leftovers, znodes,
+             bytes, ledgers, ledger_bytes}}}, explanations {class: text},
+             stuck_deletes, not_replicated, leftovers, held [{name, store, class, why,
+             znodes, ledgers, command}], held_count, held_back {ledgers, bytes, targets {target:
+             {ledgers, bytes}}}})
     trim:    latest (run header + totals | None), backlog {source, pending_markers,
              pending_bytes, oldest_marked_at_ms, oldest_age_seconds, live_error},
              last_errors [...], trend [{run_id, time_ms, ledgers_deleted,
@@ -42,7 +51,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc import run_log
-from ledger_gc.observability import runs
+from ledger_gc.observability import pm_runs, runs
 from ledger_gc.observability.state_reads import (
     AuditTotals,
     audit_totals,
@@ -136,6 +145,8 @@ def _orphans(cycles: list[dict[str, Any]]) -> dict[str, Any]:
         "bookkeeper": runs.bookkeeper_figures(latest) if latest else None,
         # What the latest cycle cost the ZooKeeper it read (every source, every step).
         "zookeeper": runs.zookeeper_figures(latest) if latest else runs.zookeeper_figures({}),
+        # The latest cycle's survey of Pulsar's own metadata (None: the source was off).
+        "pulsar_metadata": pm_runs.pulsar_metadata_figures(latest) if latest else None,
     }
 
 

@@ -19,6 +19,7 @@ from ledger_gc.console import human_bytes
 from ledger_gc.observability.bookkeeper_section import bookkeeper_section, has_bookkeeper
 from ledger_gc.observability.charts import Series, line_chart, run_labels
 from ledger_gc.observability.figures import bytes_figure, figure, table, time_figure
+from ledger_gc.observability.pulsar_metadata_section import pulsar_metadata_section
 from ledger_gc.observability.registered_table import registered_section
 from ledger_gc.observability.runs import (
     CLASS_TITLES,
@@ -327,6 +328,7 @@ def render_page(
         '<a href="api/overview">JSON</a> · <a href="metrics">metrics</a></p>'
         + _orphans_section(overview["orphans"])
         + bookkeeper_section(overview["orphans"])
+        + pulsar_metadata_section(overview["orphans"])
         + (registered_section(registered) if registered is not None else "")
         + _trim_section(overview["trim"], _trim_applies(overview))
         + _deletions_section(overview["deletions"])

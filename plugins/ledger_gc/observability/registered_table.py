@@ -20,6 +20,10 @@ from ledger_gc.observability.registered import ORPHAN_DAG_ID, dag_run_id
 from ledger_gc.observability.timefmt import fmt_time
 from ledger_gc.rules.bookkeeper.classify import znode_of_target
 from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
+from ledger_gc.rules.pulsar_metadata.classes import parse_target
+
+#: How a Pulsar-metadata leftover's store reads in its row.
+STORE_TITLES = {"local": "local store", "config": "configuration store"}
 
 #: Rows on the page; the rest are in ``api/orphans`` (and ``ledgergc orphans --list``).
 MAX_ROWS = 1000
@@ -92,9 +96,19 @@ def _run_link(run_id: str | None) -> str:
 
 
 def _what(item: Mapping[str, Any]) -> tuple[str, str]:
-    """The prefix cell and the objects cell. A BookKeeper ledger's "prefix" is
+    """The prefix cell and the objects cell. A Pulsar-metadata leftover's "prefix" is
+    ``pulsar-metadata:<store>:<tenant or namespace>``, its objects its znodes. A
+    BookKeeper ledger's "prefix" is
     ``bookkeeper:<its metadata znode>`` and its one "object" is that znode: shown as the
     znode and the ledger (of its managed ledger or schema), not as an S3 key."""
+    leftover = parse_target(item["prefix"])
+    if leftover is not None:  # one namespace's (or tenant's) znodes in one store
+        store, name = leftover
+        return (
+            f'Pulsar metadata <code>{escape(name)}</code><br><span class="muted">'
+            f"{escape(STORE_TITLES.get(store, store))}</span>",
+            f"{item['objects']} znodes",
+        )
     znode = znode_of_target(item["prefix"])
     if znode is None:
         return f"<code>{escape(item['prefix'])}</code>", str(item["objects"])

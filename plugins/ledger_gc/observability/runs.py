@@ -5,7 +5,8 @@ run to the state store's run log (``run_log.py``). Their shapes belong to those 
 grow; this module is the only place in ``observability`` that knows their keys, and it
 reads every key with a default (missing -> zero, empty or None), so an older or a newer
 summary never breaks the page or the metrics. The keys read are listed in
-``docs/OPERATIONS.md`` ("What the overview reads").
+``docs/OPERATIONS.md`` ("What the overview reads"). The Pulsar-metadata source's part is
+read by ``pm_runs``, under the same rules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ledger_gc.observability import pm_runs
 from ledger_gc.rules.bookkeeper.classify import (
     BK_CLASSES,
     BK_OFFLOADED_COPY,
@@ -24,6 +26,12 @@ from ledger_gc.rules.bookkeeper.classify import (
     BK_ORPHAN_SCHEMA_LEDGER,
 )
 from ledger_gc.rules.bookkeeper.classify import EXPLANATIONS as BK_EXPLANATIONS
+from ledger_gc.rules.pulsar_metadata.classes import (
+    PM_DEAD_BROKER,
+    PM_DELETED_NAMESPACE,
+    PM_DELETED_TENANT,
+    PM_ORPHAN_CLASSES,
+)
 
 # The phases of an orphan cycle (``orphans/report.py``'s ``phases``). The first four are
 # KIP-370's life of an orphan, shown as tiles and trends: registered (in the registry
@@ -61,7 +69,9 @@ CLASSES = (PARTITION, LEDGER, SEGMENT)
 # "BookKeeper ledgers"): their orphan classes go through the same phases, so the phase
 # tables carry them too, and the tiles and trends count every source. ``CLASSES`` stays
 # the classes every report's ``by_class`` names (the S3 blocks' and tiered storage's).
-PHASE_CLASSES = (*CLASSES, *BK_ORPHAN_CLASSES)
+# So do the Pulsar-metadata source's leftovers (DESIGN.md "Pulsar's own metadata"): one
+# target per namespace's or tenant's znodes in one store, its bytes the znodes' data.
+PHASE_CLASSES = (*CLASSES, *BK_ORPHAN_CLASSES, *PM_ORPHAN_CLASSES)
 CLASS_TITLES = {
     PARTITION: "Orphan partitions",
     LEDGER: "Orphan ledgers",
@@ -72,6 +82,9 @@ CLASS_TITLES = {
     BK_ORPHAN_CURSOR_LEDGER: "BookKeeper orphan cursor ledgers",
     BK_ORPHAN_SCHEMA_LEDGER: "BookKeeper orphan schema ledgers",
     BK_ORPHAN_COMPACTED_LEDGER: "BookKeeper orphan compacted ledgers",
+    PM_DELETED_NAMESPACE: "Deleted namespaces' znodes",
+    PM_DELETED_TENANT: "Deleted tenants' znodes",
+    PM_DEAD_BROKER: "Dead brokers' heartbeat znodes",
 }
 # The trim's outcome "error", the orphan cycle's status "failed". A trim with markers still
 # pending and a cycle that a guard refused did run: their backlog and refusals are shown
@@ -140,12 +153,14 @@ def cycle_sources(summary: Mapping[str, Any]) -> dict[str, bool]:
     """Which stores an orphan cycle looked at: the ledger blocks in ``LEDGERGC_BUCKET``
     (``settings.bucket``; a summary that does not say had them, as every cycle did before
     the bucket could be left empty), tiered storage (``tiered``), BookKeeper
-    (``bookkeeper``). The page shows only what applies to the store."""
+    (``bookkeeper``), Pulsar's own metadata (``pulsar_metadata``). The page shows only
+    what applies to the store."""
     settings = _mapping(summary.get("settings"))
     return {
         "blocks": bool(settings.get("bucket", True)),
         "tiered": bool(summary.get("tiered")),
         "bookkeeper": bool(summary.get("bookkeeper")),
+        "pulsar_metadata": bool(summary.get("pulsar_metadata")),
     }
 
 
@@ -312,6 +327,8 @@ def bookkeeper_figures(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         },
         "restore": str(bk.get("restore") or DEFAULT_RESTORE),
         "cost": survey_cost(bk.get("cost")),
+        # Topics that cannot be read: a record names a ledger BookKeeper lacks.
+        "bk_missing": pm_runs.bk_missing(bk),
     }
 
 

@@ -45,6 +45,8 @@ def describe_overview(overview: dict[str, Any]) -> list[str]:
         lines.append(f"  refused by {refusal['guard']} in {refusal['run_id']}: {refusal['reason']}")
     if orphans.get("bookkeeper"):
         lines += _bookkeeper_lines(orphans["bookkeeper"])
+    if orphans.get("pulsar_metadata"):
+        lines += _pulsar_metadata_lines(orphans["pulsar_metadata"])
     reclaimed = ", ".join(
         f"{op} {human_bytes(value)}" for op, value in deletions["reclaimed_bytes"].items()
     )
@@ -92,5 +94,44 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> list[str]:
     lines += [
         f"  BookKeeper looks shared: {name} held: {why}"
         for name, why in bk["live_elsewhere"].items()
+    ]
+    missing = bk.get("bk_missing") or {}
+    if missing.get("count"):
+        examples = ", ".join(
+            f"{s['topic']} ledger {s['ledger_id']}" for s in missing["samples"][:3]
+        )
+        lines.append(
+            f"  bk-missing: {missing['count']} ledgers named but not in BookKeeper, e.g. {examples}"
+        )
+    return lines
+
+
+def _pulsar_metadata_lines(pm: dict[str, Any]) -> list[str]:
+    """The latest cycle's leftovers of Pulsar's metadata per class (znodes per store),
+    the local store's znode count before and after, and the stuck deletes' commands."""
+    from ledger_gc.console import human_bytes
+
+    found = []
+    for cls, per_store in pm["classes"].items():
+        stores = [(store, leaf) for store, leaf in per_store.items() if leaf["leftovers"]]
+        if stores:
+            count = sum(leaf["leftovers"] for _, leaf in stores)
+            where = ", ".join(f"{store} {leaf['znodes']} znodes" for store, leaf in stores)
+            found.append(f"{cls} {count} ({where})")
+    config = pm["config_hosts"]
+    config_text = f" (config store {config})" if config and config != pm["local_hosts"] else ""
+    znodes, back = pm["local_znodes"], pm["held_back"]
+    lines = [
+        f"  pulsar metadata {pm['local_hosts']}{config_text}: local store znodes "
+        f"{znodes['before']} -> {znodes['after']}; {', '.join(found) or 'nothing left behind'}"
+        f"; holding back {back['ledgers']} BookKeeper ledgers ({human_bytes(back['bytes'])})"
+    ]
+    lines += [
+        f"  pulsar metadata stuck delete {item['name']}: {item['command'] or item['why']}"
+        for item in pm["stuck_deletes"]
+    ]
+    lines += [
+        f"  pulsar metadata held {item['name']} ({item['store']}): {item['why']}"
+        for item in pm["held"]
     ]
     return lines
