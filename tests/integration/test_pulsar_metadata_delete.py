@@ -955,3 +955,27 @@ def test_a_v1_name_that_is_a_live_v2_namespaces_own_node_is_kept(
     assert [r.action for r in results] == [outcomes.CORRECTED], results
     assert v2 in results[0].reason
     assert not any(r["status"] == DELETING for r in AuditLog(pulsar).read())
+
+
+def test_a_restore_never_puts_a_removed_cursor_under_a_topic_recreated_since(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """The namespace was created again and its topic ``orders`` with it (a managed
+    ledger of other bytes, ledger 21): restoring the run that removed the old topic
+    replaces nothing, and does not put the old topic's cursor (its mark-delete position
+    in ledgers that topic never had, its cursor ledger handed to BookKeeper) below the
+    new live topic either; what had no such parent comes back."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    assert [r.action for r in delete(endpoints, [leftover], "run-1")] == [outcomes.DELETED]
+    cluster.policies(NS)
+    cluster.managed_ledger(TOPIC, [21])
+    new_topic = zk_client.get(f"/managed-ledgers/{TOPIC}")[0]
+    report = restore_run(endpoints, "run-1")
+    assert report.exit_code == 1, report.to_dict()
+    assert zk_client.get(f"/managed-ledgers/{TOPIC}")[0] == new_topic
+    assert not zk_client.exists(f"/managed-ledgers/{TOPIC}/sub"), report.to_dict()
+    errors = [p.error for p in report.prefixes if p.error and p.bucket.endswith("/orders/sub")]
+    assert errors and f"removed /managed-ledgers/{TOPIC} too" in errors[0], report.to_dict()
+    assert zk_client.exists(f"/admin/local-policies/{NS}")
