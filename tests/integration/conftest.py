@@ -25,6 +25,8 @@ from ledger_gc.marking import mark_deletable
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.storage.s3 import LedgerStorage
+from local_stack.azurite import AzuriteBlobServer
+from local_stack.fake_gcs import FakeGcsServer
 from local_stack.server_process import LocalStackError
 from local_stack.spark_cluster import SparkStandaloneCluster
 from local_stack.zookeeper import ZooKeeperEnsemble
@@ -70,6 +72,36 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zoo
         yield ensemble
     finally:
         ensemble.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcsServer]:
+    """The session's fake-gcs-server (the local Google Cloud Storage), started on first use:
+    a session whose tests never ask for it never starts it."""
+    server = FakeGcsServer(tmp_path_factory.mktemp("fake-gcs"))
+    try:
+        server.start()
+    except LocalStackError as exc:
+        pytest.fail(f"fake-gcs-server did not start (log {server.log_path}): {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzuriteBlobServer]:
+    """The session's Azurite Blob service (the local Azure Blob Storage), started on first
+    use: a session whose tests never ask for it never starts it."""
+    server = AzuriteBlobServer(tmp_path_factory.mktemp("azurite"))
+    try:
+        server.start()
+    except LocalStackError as exc:
+        pytest.fail(f"Azurite did not start (log {server.log_path}): {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
