@@ -453,3 +453,51 @@ def test_a_leftovers_znodes_read_again_live_are_the_surveys(
             assert [z.path for z in again[left.name]] == [z.path for z in left.znodes], left.name
     assert (LOCAL, f"{both}/old") in names
     assert (LOCAL, both) not in names
+
+
+def test_another_clusters_configuration_store_is_refused_with_no_cluster_name_set(
+    pulsar: Settings,
+    settings: Settings,
+    zk_client: KazooClient,
+    broker_session: KazooClient,
+) -> None:
+    """LEDGERGC_PULSAR_CLUSTER unset (no broker.conf): a configuration store given that is
+    another cluster's, sharing this cluster's tenant and one namespace (``acme/live``),
+    would judge every other namespace of this cluster deleted, and the guard of "every
+    namespace looks deleted" stays quiet (``acme/live`` looks live). A registered broker's
+    heartbeat namespace (``pulsar/<cluster>/<broker>``) names this cluster: that store
+    does not define it, so it is refused before anything is judged."""
+    endpoint = config_store(settings, zk_client, "/staging")
+    config_client = KazooClient(hosts=endpoint.hosts, timeout=10)
+    config_client.start()
+    try:
+        staging = PulsarCluster(config_client).init()
+        staging.cluster_definition("staging")
+        staging.policies(LIVE)
+        prod = PulsarCluster(zk_client, config=config_client).init()
+        live_namespace(prod)  # acme/live: a namespace of both clusters
+        topic = "acme/orders/persistent/t"
+        prod.managed_ledger(topic, [prod.ledger(ml_tags(topic))])  # this cluster's only
+        prod.broker("broker-1:8080", broker_session)
+        prod.heartbeat("broker-1:8080", [prod.ledger({})], cluster="prod")
+        prod.heartbeat("broker-9:8080", [], cluster="old-name")  # a dead broker's: not used
+        endpoints = endpoints_of(pulsar, config_store=endpoint)
+        assert endpoints.policy.pulsar_clusters == ()
+        with pytest.raises(ConfigError, match="not this cluster") as refused:
+            survey_at(endpoints)
+        line = str(refused.value)
+        assert "\n" not in line
+        assert "staging" in line
+        assert "prod" in line and "pulsar/prod/broker-1:8080" in line
+        assert "old-name" not in line
+        with pytest.raises(ConfigError, match="not this cluster"):
+            pm_survey.check_config_store(endpoints)
+        # The right store (it defines prod too, as a shared one does): judged.
+        staging.cluster_definition("prod")
+        staging.policies("acme/orders")
+        assert classes_of(survey_at(endpoints)) == {
+            (LOCAL, "pulsar/old-name/broker-9:8080"): PM_DEAD_BROKER
+        }
+    finally:
+        config_client.stop()
+        config_client.close()

@@ -243,7 +243,7 @@ def _sane_tenants(
             "no %s in %s: the Pulsar-metadata source is off", roots.MANAGED_LEDGERS, local.hosts
         )
         return None
-    return _tenants(endpoints, config, warn=warn)
+    return _tenants(endpoints, config, warn=warn, local=local)
 
 
 def _exists(store: MetadataStore, path: str) -> bool:
@@ -261,10 +261,15 @@ def config_store_given(endpoints: Endpoints) -> bool:
 
 
 def _tenants(
-    endpoints: Endpoints, config: MetadataStore, *, warn: bool = True
+    endpoints: Endpoints,
+    config: MetadataStore,
+    *,
+    warn: bool = True,
+    local: MetadataStore | None = None,
 ) -> frozenset[str] | None:
     """The configuration store's tenants, after its sanity checks (module docstring);
-    None: the source is off."""
+    None: the source is off. ``local``: the local store, whose registered brokers'
+    heartbeat namespaces name this cluster when ``LEDGERGC_PULSAR_CLUSTER`` does not."""
     config.sync("/")
     has_policies = _exists(config, roots.POLICIES)
     tenants = frozenset(config.children_of_many([roots.POLICIES])[0])
@@ -289,17 +294,50 @@ def _tenants(
             "was judged or deleted"
         )
     ours = [c for c in endpoints.policy.pulsar_clusters if not c.startswith("(")]
+    source = "LEDGERGC_PULSAR_CLUSTER"
+    if not ours and local is not None and tenants:
+        # Unnamed: a store sharing this cluster's tenants and some namespace's name
+        # would judge every other namespace deleted, and the guard of "every namespace
+        # looks deleted" would stay quiet. A registered broker names this cluster.
+        learned = learned_clusters(local)
+        ours = sorted(learned)
+        source = "; ".join(f"{name} names it" for name in sorted(learned.values()))
     if ours and _exists(config, roots.CLUSTERS):
         defined = set(config.children_of_many([roots.CLUSTERS])[0])
         if not defined & set(ours):
             raise ConfigError(
                 f"{where} defines clusters {', '.join(sorted(defined)) or '(none)'} under "
-                f"{roots.CLUSTERS}, not this cluster ({', '.join(ours)}, "
-                f"LEDGERGC_PULSAR_CLUSTER): another cluster's store? Set "
-                f"{CONFIG_STORE_VARIABLE} to this cluster's configurationMetadataStoreUrl; "
-                "nothing was judged or deleted"
+                f"{roots.CLUSTERS}, not this cluster ({', '.join(ours)}, {source}): another "
+                f"cluster's store? Set {CONFIG_STORE_VARIABLE} to this cluster's "
+                "configurationMetadataStoreUrl; nothing was judged or deleted"
             )
     return tenants
+
+
+def learned_clusters(local: MetadataStore) -> dict[str, str]:
+    """This cluster's names as its local store proves them: cluster -> the heartbeat or
+    SLA-monitor namespace (``pulsar/<cluster>/<broker>``, ``sla-monitor/<cluster>/<broker>``)
+    of a broker registered under ``/loadbalance/brokers`` now (a broker runs with its
+    cluster's ``clusterName``; a dead broker's heartbeat may be older than a rename)."""
+    brokers = set(local.children_of_many([roots.BROKERS])[0])
+    if not brokers:
+        return {}
+    bases = [
+        f"{root.path}/{tenant}" for root in roots.LOCAL_ROOTS for tenant in judge.SYSTEM_TENANTS
+    ]
+    levels = [
+        f"{base}/{level}"
+        for base, got in zip(bases, local.children_of_many(bases), strict=True)
+        for level in got
+        if level not in brokers  # (a v2 heartbeat pulsar/<broker>)
+    ]
+    found: dict[str, str] = {}
+    for level, children in zip(levels, local.children_of_many(levels), strict=True):
+        for broker in sorted(brokers & set(children)):
+            base, _, cluster = level.rpartition("/")
+            tenant = base.rpartition("/")[2]
+            found.setdefault(cluster, f"{tenant}/{cluster}/{broker}")
+    return found
 
 
 # --- the local store's units ---------------------------------------------------------------
