@@ -501,3 +501,24 @@ def test_another_clusters_configuration_store_is_refused_with_no_cluster_name_se
     finally:
         config_client.stop()
         config_client.close()
+
+
+def test_a_live_v1_namespaces_schemas_are_not_a_leftover_without_its_other_znodes(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """Pulsar keys a v1 topic's schema without its cluster (``/schemas/<p>/<ns>/<topic>``
+    for ``p/<c>/ns``). A live v1 namespace whose only local znodes are its schemas (its
+    persistent topics deleted, or only non-persistent ones, its bundles unowned) is not
+    listed under any other root: its schemas must still be judged by its policies, not
+    as the deleted namespace ``p/ns`` (their removal hands the schema ledgers to the
+    BookKeeper source)."""
+    live_namespace(cluster)
+    cluster.policies("legacy/us-east/events")
+    schema = cluster.ledger(schema_tags("legacy/events/clicks"))
+    cluster.schema("legacy/events/clicks", [(0, schema)])
+    # A v1 namespace deleted in this cluster whose schemas stayed: still a leftover.
+    cluster.tenant("legacy")
+    gone = cluster.ledger(schema_tags("legacy/gone/views"))
+    cluster.schema("legacy/gone/views", [(0, gone)])
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {(LOCAL, "legacy/gone"): PM_DELETED_NAMESPACE}

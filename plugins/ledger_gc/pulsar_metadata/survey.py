@@ -163,9 +163,11 @@ def survey(
         listing = _list_local(local, refs)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
         names = sorted(listing.namespaces)
+        policies = _policies(config, names)
+        policies.update(_v1_schema_owners(config, listing, policies))
         facts = Facts(
             tenants=tenants,
-            policies=_policies(config, names),
+            policies=policies,
             brokers=brokers,
             now_ms=now_ms,
             grace_ms=endpoints.policy.grace_seconds * 1000,
@@ -445,6 +447,42 @@ def _policies(config: MetadataStore, names: Sequence[str]) -> dict[str, judge.Po
         for name, read in zip(names, got, strict=True)
         if read is not None
     }
+
+
+def _v1_schema_owners(
+    config: MetadataStore, listing: LocalListing, policies: Mapping[str, judge.PolicyFacts]
+) -> dict[str, judge.PolicyFacts]:
+    """The policies of the v1 namespaces ``p/<cluster>/ns`` that own schemas listed as
+    ``p/ns`` (Pulsar keys a v1 topic's schema without its cluster) where ``p/ns`` has no
+    policies of its own: the judge's ``_v1_owner`` then keeps them. Read from the
+    configuration store, since such a v1 namespace need have no other local znode to be
+    listed by (its topics deleted or non-persistent, its bundles unowned)."""
+    schemas = f"{roots.SCHEMAS}/"
+    names = sorted(
+        name
+        for name, nodes in listing.nodes.items()
+        if name.count("/") == 1
+        and name not in policies
+        and judge.heartbeat_broker(name) is None
+        and any(node.startswith(schemas) for node in nodes)
+    )
+    if not names:
+        return {}
+    tenants = sorted({judge.tenant_of(name) for name in names})
+    levels = dict(
+        zip(
+            tenants,
+            config.children_of_many([f"{roots.POLICIES}/{t}" for t in tenants]),
+            strict=True,
+        )
+    )
+    candidates = [
+        f"{tenant}/{level}/{ns}"
+        for name in names
+        for tenant, ns in [name.split("/")]
+        for level in levels[tenant]
+    ]
+    return _policies(config, candidates)
 
 
 def _stuck_topics(config: MetadataStore, namespaces: Sequence[str], facts: Facts) -> list[Report]:
