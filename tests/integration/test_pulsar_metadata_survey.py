@@ -522,3 +522,28 @@ def test_a_live_v1_namespaces_schemas_are_not_a_leftover_without_its_other_znode
     cluster.schema("legacy/gone/views", [(0, gone)])
     found = survey_at(endpoints_of(pulsar))
     assert classes_of(found) == {(LOCAL, "legacy/gone"): PM_DELETED_NAMESPACE}
+
+
+def test_a_tenant_created_while_the_survey_reads_the_local_store_is_not_deleted(
+    pulsar: Settings, cluster: PulsarCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulsar writes a tenant, then its namespace's policies, then the namespace's
+    local znodes (and its partitioned topics' metadata): whatever the survey reads of
+    the local store, the configuration store's facts read after it have them. A tenant
+    created after the survey's first read of the configuration store (its sanity
+    check) but before its local listing must not look deleted, nor its live znodes be
+    registered. (The interleaving is made by running Pulsar's writes just before the
+    listing: a race between two real reads cannot be timed otherwise.)"""
+    live_namespace(cluster)
+    topic = "newco/ns/persistent/t"
+    listing = pm_survey._list_local
+
+    def pulsar_creates_a_tenant_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        cluster.policies("newco/ns")
+        cluster.partitioned_topic("newco/ns", "p", 2)
+        cluster.managed_ledger(topic, [cluster.ledger(ml_tags(topic))])
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(pm_survey, "_list_local", pulsar_creates_a_tenant_meanwhile)
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {}

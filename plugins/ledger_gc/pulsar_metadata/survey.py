@@ -152,8 +152,7 @@ def survey(
     started = time.monotonic()
     mark = METER.mark()
     with stores(endpoints) as (local, config):
-        tenants = _sane_tenants(endpoints, local, config)
-        if tenants is None:
+        if _sane_tenants(endpoints, local, config) is None:
             return None
         now_ms = witness.observe(endpoints.zk, clock).instant.zk_ms
         if now_ms is None:  # (never: ZooKeeper's clock is always read)
@@ -162,6 +161,12 @@ def survey(
         refs = references.read_references(local, policies=config)
         listing = _list_local(local, refs)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
+        # The configuration store's facts after everything they judge is listed: Pulsar
+        # writes a tenant, then its namespaces' policies, then their local znodes and
+        # partitioned topics, so a name listed above has its facts below (a tenant
+        # created since the sanity check's read must not look deleted).
+        config_tenants = config.children_of_many([roots.PARTITIONED_TOPICS])[0]
+        tenants = frozenset(config.children_of_many([roots.POLICIES])[0])
         names = sorted(listing.namespaces)
         policies = _policies(config, names)
         policies.update(_v1_schema_owners(config, listing, policies))
@@ -181,7 +186,7 @@ def survey(
         live = [n for n, j in by_name.items() if j.target_class is None]
         reports += _stuck_topics(config, live, facts)
         every = {(LOCAL, j.name): j for j in judged}
-        every.update({(CONFIG, j.name): j for j in _config_units(config, facts)})
+        every.update({(CONFIG, j.name): j for j in _config_units(config_tenants, facts)})
         found = {key: j for key, j in every.items() if j.target_class is not None}
         nodes = {
             (store, name): (
@@ -504,10 +509,10 @@ def _stuck_topics(config: MetadataStore, namespaces: Sequence[str], facts: Facts
     return found
 
 
-def _config_units(config: MetadataStore, facts: Facts) -> list[Judgement]:
-    """Each tenant's partitioned-topic metadata in the configuration store, judged (a
-    deleted tenant's is a leftover)."""
-    tenants = config.children_of_many([roots.PARTITIONED_TOPICS])[0]
+def _config_units(tenants: Iterable[str], facts: Facts) -> list[Judgement]:
+    """Each tenant's partitioned-topic metadata in the configuration store (``tenants``:
+    the children of its root, listed before ``facts`` were read), judged (a deleted
+    tenant's is a leftover)."""
     return [judge.judge_tenant(tenant, facts) for tenant in sorted(tenants)]
 
 
