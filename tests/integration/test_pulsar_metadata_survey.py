@@ -547,3 +547,37 @@ def test_a_tenant_created_while_the_survey_reads_the_local_store_is_not_deleted(
     monkeypatch.setattr(pm_survey, "_list_local", pulsar_creates_a_tenant_meanwhile)
     found = survey_at(endpoints_of(pulsar))
     assert classes_of(found) == {}
+
+
+def test_an_empty_policies_root_in_the_local_store_under_auto_judges_nothing(
+    pulsar: Settings,
+    settings: Settings,
+    zk_client: KazooClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under ``auto`` with no configuration store given, the local store's
+    ``/admin/policies`` holding no tenant is no configuration store (Pulsar's real one is
+    elsewhere): every namespace would look deleted. With no namespace that has topics
+    (a cluster of non-persistent topics: schemas, local policies, bundle data), the guard
+    of "every namespace looks deleted" has nothing to count, so this must not be judged:
+    the source is off with its warning, as with no ``/admin/policies`` at all."""
+    endpoint = config_store(settings, zk_client)
+    config_client = KazooClient(hosts=endpoint.hosts, timeout=10)
+    config_client.start()
+    try:
+        c = PulsarCluster(zk_client, config=config_client).init()
+        c.cluster_definition()
+        c.policies("acme/events")
+        c.local_policies("acme/events")
+        c.schema("acme/events/clicks", [(0, c.ledger(schema_tags("acme/events/clicks")))])
+        zk_client.ensure_path("/managed-ledgers")  # (pulsar-cluster-metadata initialize)
+        zk_client.ensure_path("/admin/policies")  # (left from a single-store past)
+        with caplog.at_level(logging.WARNING):
+            assert survey_at(endpoints_of(pulsar)) is None
+        assert any("LEDGERGC_CONFIG_STORE_HOSTS" in r.getMessage() for r in caplog.records)
+        assert pm_survey.check_config_store(endpoints_of(pulsar)) is False
+        # Given, it is judged against the real one.
+        assert classes_of(survey_at(endpoints_of(pulsar, config_store=endpoint))) == {}
+    finally:
+        config_client.stop()
+        config_client.close()

@@ -283,18 +283,20 @@ def _tenants(
     given = config_store_given(endpoints)
     strict = given or endpoints.pulsar_metadata_mode == "true"
     where = f"the configuration store {config.hosts}"
-    if not has_policies and not strict:
+    what = f"no {roots.POLICIES}" if not has_policies else f"no tenant under {roots.POLICIES}"
+    if not tenants and not strict:
+        # No tenant is no configuration store either (an empty /admin/policies left from
+        # a single-store past): every namespace would look deleted.
         (log.warning if warn else log.debug)(
-            "Pulsar-metadata source off: %s has no %s (a ledger-gc block store, or "
+            "Pulsar-metadata source off: %s has %s (a ledger-gc block store, or "
             "Pulsar's configuration store is elsewhere: set %s to its "
             "configurationMetadataStoreUrl, or LEDGERGC_PULSAR_METADATA=false to silence this)",
             config.hosts,
-            roots.POLICIES,
+            what,
             CONFIG_STORE_VARIABLE,
         )
         return None
     if strict and not tenants:
-        what = f"no {roots.POLICIES}" if not has_policies else f"no tenant under {roots.POLICIES}"
         raise ConfigError(
             f"{where} has {what}: it is not Pulsar's configuration store (set "
             f"{CONFIG_STORE_VARIABLE} to Pulsar's configurationMetadataStoreUrl); nothing "
