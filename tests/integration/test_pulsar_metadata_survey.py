@@ -581,3 +581,30 @@ def test_an_empty_policies_root_in_the_local_store_under_auto_judges_nothing(
     finally:
         config_client.stop()
         config_client.close()
+
+
+def test_a_v2_namespace_named_like_a_v1_cluster_keeps_its_bundles_load_data(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """``/admin/policies/acme/us-east`` holds Policies JSON (a v2 namespace) and has the
+    v1 namespace ``legacy`` below it. Below the bundle-keyed roots its node then holds
+    both its bundle ranges and ``legacy``: a bundle range is that v2 namespace's bundle,
+    never a v1 namespace called ``0x00000000_0x40000000`` whose policies are missing."""
+    live_namespace(cluster)
+    cluster.policies("acme/us-east")
+    cluster.policies("acme/us-east/legacy")
+    cluster.bundle_data("acme/us-east")
+    cluster.bundle_data("acme/us-east/legacy")
+    topic = "acme/us-east/persistent/t"
+    cluster.managed_ledger(topic, [cluster.ledger(ml_tags(topic))])
+    assert classes_of(survey_at(endpoints_of(pulsar))) == {}
+    # Its v1 namespace deleted: that one's bundle data is its leftover, nothing else.
+    cluster.delete_policies("acme/us-east/legacy")
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {(LOCAL, "acme/us-east/legacy"): PM_DELETED_NAMESPACE}
+    assert found is not None
+    (left,) = found.leftovers
+    assert {z.path for z in left.znodes} == {
+        "/loadbalance/bundle-data/acme/us-east/legacy",
+        f"/loadbalance/bundle-data/acme/us-east/legacy/{bundle_ranges()[0]}",
+    }
