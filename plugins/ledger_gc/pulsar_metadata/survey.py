@@ -476,18 +476,26 @@ def _v1_schema_owners(
     if not names:
         return {}
     tenants = sorted({judge.tenant_of(name) for name in names})
-    levels = dict(
-        zip(
+    levels = [
+        f"{tenant}/{level}"
+        for tenant, got in zip(
             tenants,
             config.children_of_many([f"{roots.POLICIES}/{t}" for t in tenants]),
             strict=True,
         )
-    )
+        for level in got
+    ]
+    # A v1 cluster's node holds its namespaces; a v2 namespace's none (one read per
+    # level, not one per level and name).
+    clusters: dict[str, list[str]] = {}
+    below = config.children_of_many([f"{roots.POLICIES}/{level}" for level in levels])
+    for level, children in zip(levels, below, strict=True):
+        if children:
+            clusters.setdefault(judge.tenant_of(level), []).append(level)
     candidates = [
-        f"{tenant}/{level}/{ns}"
+        f"{level}/{name.split('/')[1]}"
         for name in names
-        for tenant, ns in [name.split("/")]
-        for level in levels[tenant]
+        for level in clusters.get(judge.tenant_of(name), [])
     ]
     return _policies(config, candidates)
 
