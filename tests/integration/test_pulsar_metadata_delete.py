@@ -905,3 +905,77 @@ def test_a_record_someone_else_removes_mid_delete_stops_the_leftover_and_counts_
     assert exists(zk_client, RECORDS) == [f"/schemas/{NS}/orders"]
     statuses = [r["status"] for r in AuditLog(pulsar).read(run_id="run-1")]
     assert statuses == [DELETING, DELETED] * 3, statuses
+
+
+def test_a_v1_leftover_never_takes_the_schema_of_a_live_v2_namespaces_topic_of_its_name(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """Pulsar keys a v1 topic's schema without its cluster (``p/ns/<topic>``), so
+    ``/schemas/acme/us-east/legacy`` is never the v1 namespace ``acme/us-east/legacy``'s:
+    it is the schema of topic ``legacy`` of the live v2 namespace ``acme/us-east`` (named
+    like the v1 cluster). The deleted v1 namespace's leftover goes; that schema, and the
+    ledger it names, stay."""
+    v2, v1 = "acme/us-east", "acme/us-east/legacy"
+    cluster.policies(v2)
+    cluster.managed_ledger(f"{v2}/persistent/legacy", [41])
+    cluster.schema(f"{v2}/legacy", [(0, 42)])
+    plant_namespace(cluster, v1)
+    live_schema = f"/schemas/{v2}/legacy"
+    results = delete(resolve(pulsar), [entry(LOCAL, v1, PM_DELETED_NAMESPACE)], "run-1")
+    assert [r.action for r in results] == [outcomes.DELETED], results
+    assert zk_client.exists(live_schema), results[0].deleted_ledgers
+    assert zk_client.exists(f"/managed-ledgers/{v2}/persistent/legacy")
+    assert not zk_client.exists(f"/managed-ledgers/{v1}/persistent/orders")
+    assert 42 not in handed_off(resolve(pulsar).state)
+    assert not any(r["znode"] == live_schema for r in AuditLog(pulsar).read())
+
+
+@pytest.mark.parametrize("level", ["0x00000000_0x40000000", "persistent"])
+def test_a_v1_name_that_is_a_live_v2_namespaces_own_node_is_kept(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient, level: str
+) -> None:
+    """Below ``/loadbalance/bundle-data/acme/us-east`` lie the bundles of the live v2
+    namespace ``acme/us-east`` (named like a v1 cluster) beside the deleted v1 namespace
+    ``acme/us-east/legacy``'s node, so a listing of that level reads each bundle as a v1
+    namespace ``acme/us-east/<range>``; and ``/managed-ledgers/acme/us-east/persistent``
+    is both the v2 namespace's domain and a v1 namespace ``persistent``'s node. No such
+    name's leftover is deleted while the v2 namespace lives: its znodes are that
+    namespace's own (a bundle not owned right now, a topic named ``persistent``)."""
+    v2 = "acme/us-east"
+    cluster.policies(v2)
+    bundle = cluster.bundle_data(v2)
+    live = [bundle, bundle.replace("/bundle-data/", "/resource-quota/namespace/")]
+    zk_client.create(live[1], b'{"msgRateIn":1}', makepath=True)
+    cluster.managed_ledger(f"{v2}/persistent/persistent", [51])  # no subscription yet
+    live.append(f"/managed-ledgers/{v2}/persistent/persistent")
+    plant_namespace(cluster, f"{v2}/legacy")
+    name = f"{v2}/{level}"
+    results = delete(resolve(pulsar), [entry(LOCAL, name, PM_DELETED_NAMESPACE)], "run-1")
+    assert exists(zk_client, live) == live, results
+    assert [r.action for r in results] == [outcomes.CORRECTED], results
+    assert v2 in results[0].reason
+    assert not any(r["status"] == DELETING for r in AuditLog(pulsar).read())
+
+
+def test_a_restore_never_puts_a_removed_cursor_under_a_topic_recreated_since(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """The namespace was created again and its topic ``orders`` with it (a managed
+    ledger of other bytes, ledger 21): restoring the run that removed the old topic
+    replaces nothing, and does not put the old topic's cursor (its mark-delete position
+    in ledgers that topic never had, its cursor ledger handed to BookKeeper) below the
+    new live topic either; what had no such parent comes back."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    assert [r.action for r in delete(endpoints, [leftover], "run-1")] == [outcomes.DELETED]
+    cluster.policies(NS)
+    cluster.managed_ledger(TOPIC, [21])
+    new_topic = zk_client.get(f"/managed-ledgers/{TOPIC}")[0]
+    report = restore_run(endpoints, "run-1")
+    assert report.exit_code == 1, report.to_dict()
+    assert zk_client.get(f"/managed-ledgers/{TOPIC}")[0] == new_topic
+    assert not zk_client.exists(f"/managed-ledgers/{TOPIC}/sub"), report.to_dict()
+    errors = [p.error for p in report.prefixes if p.error and p.bucket.endswith("/orders/sub")]
+    assert errors and f"removed /managed-ledgers/{TOPIC} too" in errors[0], report.to_dict()
+    assert zk_client.exists(f"/admin/local-policies/{NS}")

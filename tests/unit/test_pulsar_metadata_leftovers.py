@@ -31,6 +31,20 @@ def test_a_namespace_has_six_roots_in_the_local_store_and_one_in_the_config_stor
     assert roots.unit_paths(CONFIG, "acme") == ["/admin/partitioned-topics/acme"]
 
 
+def test_a_v1_namespaces_delete_never_walks_schemas_of_its_path() -> None:
+    """``/schemas/p/c/ns`` is topic ``ns`` of a v2 namespace ``p/c``: a v1 topic's schema
+    is keyed without its cluster."""
+    assert leftovers.unit_nodes(LOCAL, "acme/us-east/legacy") == [
+        "/managed-ledgers/acme/us-east/legacy",
+        "/admin/local-policies/acme/us-east/legacy",
+        "/namespace/acme/us-east/legacy",
+        "/loadbalance/bundle-data/acme/us-east/legacy",
+        "/loadbalance/resource-quota/namespace/acme/us-east/legacy",
+    ]
+    assert leftovers.unit_nodes(LOCAL, "acme/orders") == roots.unit_paths(LOCAL, "acme/orders")
+    assert leftovers.unit_nodes(CONFIG, "a/b/c") == roots.unit_paths(CONFIG, "a/b/c")
+
+
 @pytest.mark.parametrize("name", ["", "a//b", "a/../b", "..", "a/b/c/d", "/a"])
 def test_a_name_that_could_reach_outside_its_roots_is_refused(name: str) -> None:
     assert leftovers.check_name(name) is not None
@@ -169,3 +183,21 @@ def test_ancestors_shallowest_first() -> None:
 def test_a_walk_never_enters_another_units_node(path: str, child: str, mine: bool) -> None:
     assert leftovers.belongs(LOCAL, "acme/us-east", path, child) is mine
     assert leftovers.belongs(CONFIG, "acme", "/admin/partitioned-topics/acme", "x")
+
+
+@pytest.mark.parametrize(
+    ("name", "above", "shared"),
+    [
+        ("acme/us-east/0x00000000_0x40000000", b'{"bundles":{}}', True),
+        ("acme/us-east/persistent", b'{"bundles":{}}', True),
+        ("acme/us-east/non-persistent", b"{}", True),
+        ("acme/us-east/legacy", b'{"bundles":{}}', False),  # a v1 namespace of its own
+        ("acme/us-east/persistent", b"", False),  # a v1 cluster's node: no v2 namespace
+        ("acme/us-east/persistent", None, False),
+        ("acme/persistent", b"{}", False),  # a v2 name
+    ],
+)
+def test_a_v1_name_that_is_a_live_v2_namespaces_bundle_or_domain(
+    name: str, above: bytes | None, shared: bool
+) -> None:
+    assert (leftovers.v2_own_node(name, above) is not None) is shared

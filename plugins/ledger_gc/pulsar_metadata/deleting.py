@@ -10,7 +10,7 @@ anything of it goes:
    its tenant still there for a deleted namespace and still absent for a deleted
    tenant, a heartbeat namespace's broker still not under ``/loadbalance/brokers``);
    any other class, or live, corrects it away;
-2. its znodes are read again, live, below its roots (``roots.unit_paths``): an
+2. its znodes are read again, live, below its roots (``leftovers.unit_nodes``): an
    ephemeral one (a broker owns one of its bundles) holds all of it; a tenant-level
    leftover with a namespace below waits for that namespace's leftover to go first;
 3. its newest znode must be older than retention on ZooKeeper's clock (its ``mtime``);
@@ -240,7 +240,7 @@ def _one(
             f"{leftover.cls}; nothing deleted",
         )
     store = stores.of(store_name)
-    unit = roots.unit_paths(store_name, name)
+    unit = leftovers.unit_nodes(store_name, name)
     walked, holders = _walk(store, store_name, name, unit)
     if not walked:
         return RecheckResult.of(
@@ -318,9 +318,18 @@ class _Verdict:
 def _live(stores: _Stores, name: str, clusters: tuple[str, ...] | None = None) -> _Verdict:
     """What ``name`` is now by the survey's rules: its tenant and policies in the
     configuration store (and those of the v1 namespaces a two-level name may stand for:
-    ``clusters``, listed when not given), a heartbeat name's broker."""
+    ``clusters``, listed when not given), a heartbeat name's broker. A v1 name that is a
+    live v2 namespace's own node (``leftovers.v2_own_node``: one of its bundles, its
+    domain) is live."""
     config = stores.config
-    tenant, own = config.get_many([leftovers.tenant_path(name), leftovers.policies_path(name)])
+    level = leftovers.v2_level(name)
+    paths = [leftovers.tenant_path(name), leftovers.policies_path(name)]
+    tenant, own, *above = config.get_many(
+        [*paths, leftovers.policies_path(level)] if level else paths
+    )
+    shared = leftovers.v2_own_node(name, bytes(above[0][0] or b"") if above and above[0] else None)
+    if shared is not None:
+        return _Verdict(None, shared, clusters or ())
     policies = {} if own is None else {name: bytes(own[0] or b"")}
     if clusters is None:
         listed = tenant is not None and len(name.split("/")) == 2

@@ -8,8 +8,10 @@ Like the BookKeeper restore (``bookkeeper/restore.py``) it is audited ahead
 (``restoring``, then ``restored``, or ``not-restored`` with why), fenced by the delete
 lock of the store's ensemble (``metadata/fencing.py``), never writes over a znode that
 exists, and counts a znode that already holds the audited bytes as restored (a second
-run of the same restore exits 0 and changes nothing). A record of another store's
-address than the settings name now is not restored.
+run of the same restore exits 0 and changes nothing). Nor does it put a znode below one
+the run removed that is not restored (re-created since with other bytes: a topic made
+again, whose cursor the removed one is not), nor re-create that one empty. A record of
+another store's address than the settings name now is not restored.
 
 A restored leftover is a leftover again: the next survey finds it, and the three phases
 decide again. The ledgers its records named were handed to the BookKeeper source when
@@ -42,6 +44,7 @@ from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome
 from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.rules.pulsar_metadata import leftovers
 from ledger_gc.rules.pulsar_metadata.classes import CONFIG, LOCAL, PM_ORPHAN_CLASSES
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,7 @@ def restore_znodes(
     if not items:
         return results
     endpoint = {LOCAL: endpoints.zk, CONFIG: endpoints.configuration}
+    kept_out: dict[tuple[str, str], str] = {}
     with ExitStack() as stack:
         sessions: dict[str, MetadataStore] = {}
         for record in items:
@@ -114,8 +118,30 @@ def restore_znodes(
             if fence is not None and fence.gone is not None:
                 results.append(_result(record, error=f"not restored: the delete lock {fence.gone}"))
                 continue
-            results.append(_restore_one(where, sessions[store], audit, restore_id, record, fence))
+            above = _kept_out_above(store, str(record.get("znode")), kept_out)
+            if above is not None:
+                results.append(_result(record, error=above))
+            else:
+                results.append(
+                    _restore_one(where, sessions[store], audit, restore_id, record, fence)
+                )
+            if results[-1]["error"] is not None:
+                kept_out[(store, str(record.get("znode")))] = results[-1]["error"]
     return results
+
+
+def _kept_out_above(store: str, znode: str, kept_out: dict[tuple[str, str], str]) -> str | None:
+    """Why ``znode`` stays out (None: it may be restored): an ancestor the run removed
+    too that was not restored (re-created since with other bytes: another incarnation,
+    a live topic whose cursor this is not; or refused). Its missing ancestors would
+    otherwise be re-created empty, or it would join that other incarnation."""
+    for path in leftovers.ancestors(znode):
+        if (store, path) in kept_out:
+            return (
+                f"{znode} not restored: the run removed {path} too, which is not restored "
+                f"({kept_out[(store, path)]})"
+            )
+    return None
 
 
 def _result(record: dict[str, Any], *, error: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ledger_gc.bookkeeper.survey import SHARED_LEFTOVER_LEDGERS, SHARED_REFERENC
 from ledger_gc.orphan_source import Comparison, Findings
 from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.orphans.classify import Candidate
+from ledger_gc.rules.orphans.outcomes import HELD, RecheckResult
 from ledger_gc.rules.pulsar_metadata import guards as pm_guards
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from ledger_gc.orphans.records import DiffRecord, PhasesRecord
     from ledger_gc.rules.orphans.guards import Refusal
     from ledger_gc.rules.orphans.horizon import Held
-    from ledger_gc.rules.orphans.outcomes import RecheckResult
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,12 @@ class PulsarMetadataSource:
 
     def delete(self, request: DeleteRequest, entries: list[RegistryEntry]) -> list[RecheckResult]:
         """Each leftover re-checked live and its znodes removed, leaves first, fenced
-        by the delete lock of its store's ensemble (``deleting``)."""
+        by the delete lock of its store's ensemble (``deleting``). With the source off
+        (``LEDGERGC_PULSAR_METADATA=false``) no lock of the configuration store is held:
+        its registered leftovers are kept, untouched, until it is on again."""
+        if not request.endpoints.pulsar_metadata_on:
+            why = "LEDGERGC_PULSAR_METADATA=false: the source is off; kept as registered"
+            return [RecheckResult.of(entry, HELD, why) for entry in entries]
         return deleting.recheck_and_delete(
             request.endpoints,
             entries,

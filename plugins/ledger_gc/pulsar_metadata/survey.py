@@ -246,9 +246,14 @@ def _sane_tenants(
     no ``/managed-ledgers`` in the local store; see ``_tenants``)."""
     local.sync("/")
     if endpoints.pulsar_metadata_mode == "auto" and not _exists(local, roots.MANAGED_LEDGERS):
-        log.info(
-            "no %s in %s: the Pulsar-metadata source is off", roots.MANAGED_LEDGERS, local.hosts
-        )
+        # Said by the survey, not by the checks before a cycle (whose stderr is the one
+        # line of an error when a later check fails).
+        if warn:
+            log.info(
+                "no %s in %s: the Pulsar-metadata source is off",
+                roots.MANAGED_LEDGERS,
+                local.hosts,
+            )
         return None
     return _tenants(endpoints, config, warn=warn, local=local)
 

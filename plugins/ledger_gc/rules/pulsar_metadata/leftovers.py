@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ledger_gc.rules.metadata.namespaces import is_policies
 from ledger_gc.rules.pulsar_metadata import judge, roots
 from ledger_gc.rules.pulsar_metadata.classes import LOCAL
 
@@ -68,6 +69,17 @@ def ownership_path(name: str) -> str:
     return f"{roots.OWNERSHIP}/{name}"
 
 
+def unit_nodes(store: str, name: str) -> list[str]:
+    """The nodes the delete walks a leftover of ``name`` from (``roots.unit_paths``),
+    but ``/schemas/<p/c/ns>`` for a v1 name: Pulsar keys a v1 topic's schema without its
+    cluster (``p/ns/<topic>``), so that node is never the v1 namespace's; it is the
+    schema of topic ``ns`` of a v2 namespace ``p/c`` named like the v1 cluster."""
+    paths = roots.unit_paths(store, name)
+    if store != LOCAL or len(name.split("/")) != 3:
+        return paths
+    return [p for p in paths if not p.startswith(f"{roots.SCHEMAS}/")]
+
+
 def belongs(store: str, name: str, path: str, child: str) -> bool:
     """Whether ``child`` of ``path`` (a znode of the leftover of ``name``) is the
     leftover's too, or another unit's node that a walk must never enter: below a v2
@@ -86,6 +98,32 @@ def belongs(store: str, name: str, path: str, child: str) -> bool:
             return roots.BUNDLE_RANGE.fullmatch(child) is not None
         return root.path != roots.LOCAL_POLICIES
     return True
+
+
+def v2_level(name: str) -> str | None:
+    """The v2 namespace ``p/c`` a v1 name ``p/c/ns`` may share nodes with (a v2
+    namespace named like the v1 cluster); None for other names."""
+    parts = name.split("/")
+    return "/".join(parts[:2]) if len(parts) == 3 else None
+
+
+def v2_own_node(name: str, level_policies: bytes | None) -> str | None:
+    """Why the v1 name ``p/c/x`` is the live v2 namespace ``p/c``'s own node (None: it
+    is not), given ``/admin/policies/p/c``'s data (None: absent). Where that holds a
+    namespace's Policies, ``<root>/p/c/<bundle range>`` is one of its bundles (below the
+    bundle-keyed roots a v1 cluster's namespaces and a v2 namespace's bundles are
+    siblings) and ``/managed-ledgers/p/c/persistent`` its domain, which holds its topics:
+    a leftover of such a name cannot be told from that namespace's znodes and is kept."""
+    level = v2_level(name)
+    if level is None or not is_policies(level_policies):
+        return None
+    last = name.rsplit("/", 1)[1]
+    if last in DOMAINS or roots.BUNDLE_RANGE.fullmatch(last):
+        return (
+            f"{name} is a node of the live v2 namespace {level} (whose policies exist): "
+            f"{'its domain' if last in DOMAINS else 'one of its bundles'}, not a v1 namespace"
+        )
+    return None
 
 
 def v1_candidates(name: str, clusters: list[str]) -> list[str]:
