@@ -180,3 +180,21 @@ def test_a_shared_bookkeeper_never_registers_them(
     assert OrphanRegistry(shared).entries() == {}
     run_orphan_cycle(resolve(shared), spark=spark, **later(DAY_H + 1))
     assert all(exists(cluster, lid) for lid in ids.values())
+
+
+def test_a_schema_locator_that_does_not_decode_may_name_them(
+    remove: Settings, cluster: PulsarCluster
+) -> None:
+    """An undecodable schema locator names ledgers no one can read off it (its own
+    ledgers are held, ``HOLD_SCHEMA_INDEX``); an unreadable record has no tags to say
+    whose it is, so "no Pulsar record names it" cannot be said while one does not
+    decode: none is removable, and the report says why."""
+    from ledger_gc.bookkeeper import survey as bk_survey
+
+    ids = plant(cluster)
+    cluster.client.create("/schemas/public/default/events", b"\x0a\x03\xff\xff\xff", makepath=True)
+    found = bk_survey.survey(resolve(remove))
+    assert found is not None
+    assert found.to_manifest()["unreadable"]["removable"] == 0
+    reasons = {c["ledger_id"]: c for c in found.candidates}
+    assert ids["empty"] not in reasons and ids["garbage"] not in reasons

@@ -453,3 +453,158 @@ def test_a_leftovers_znodes_read_again_live_are_the_surveys(
             assert [z.path for z in again[left.name]] == [z.path for z in left.znodes], left.name
     assert (LOCAL, f"{both}/old") in names
     assert (LOCAL, both) not in names
+
+
+def test_another_clusters_configuration_store_is_refused_with_no_cluster_name_set(
+    pulsar: Settings,
+    settings: Settings,
+    zk_client: KazooClient,
+    broker_session: KazooClient,
+) -> None:
+    """LEDGERGC_PULSAR_CLUSTER unset (no broker.conf): a configuration store given that is
+    another cluster's, sharing this cluster's tenant and one namespace (``acme/live``),
+    would judge every other namespace of this cluster deleted, and the guard of "every
+    namespace looks deleted" stays quiet (``acme/live`` looks live). A registered broker's
+    heartbeat namespace (``pulsar/<cluster>/<broker>``) names this cluster: that store
+    does not define it, so it is refused before anything is judged."""
+    endpoint = config_store(settings, zk_client, "/staging")
+    config_client = KazooClient(hosts=endpoint.hosts, timeout=10)
+    config_client.start()
+    try:
+        staging = PulsarCluster(config_client).init()
+        staging.cluster_definition("staging")
+        staging.policies(LIVE)
+        prod = PulsarCluster(zk_client, config=config_client).init()
+        live_namespace(prod)  # acme/live: a namespace of both clusters
+        topic = "acme/orders/persistent/t"
+        prod.managed_ledger(topic, [prod.ledger(ml_tags(topic))])  # this cluster's only
+        prod.broker("broker-1:8080", broker_session)
+        prod.heartbeat("broker-1:8080", [prod.ledger({})], cluster="prod")
+        prod.heartbeat("broker-9:8080", [], cluster="old-name")  # a dead broker's: not used
+        endpoints = endpoints_of(pulsar, config_store=endpoint)
+        assert endpoints.policy.pulsar_clusters == ()
+        with pytest.raises(ConfigError, match="not this cluster") as refused:
+            survey_at(endpoints)
+        line = str(refused.value)
+        assert "\n" not in line
+        assert "staging" in line
+        assert "prod" in line and "pulsar/prod/broker-1:8080" in line
+        assert "old-name" not in line
+        with pytest.raises(ConfigError, match="not this cluster"):
+            pm_survey.check_config_store(endpoints)
+        # The right store (it defines prod too, as a shared one does): judged.
+        staging.cluster_definition("prod")
+        staging.policies("acme/orders")
+        assert classes_of(survey_at(endpoints)) == {
+            (LOCAL, "pulsar/old-name/broker-9:8080"): PM_DEAD_BROKER
+        }
+    finally:
+        config_client.stop()
+        config_client.close()
+
+
+def test_a_live_v1_namespaces_schemas_are_not_a_leftover_without_its_other_znodes(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """Pulsar keys a v1 topic's schema without its cluster (``/schemas/<p>/<ns>/<topic>``
+    for ``p/<c>/ns``). A live v1 namespace whose only local znodes are its schemas (its
+    persistent topics deleted, or only non-persistent ones, its bundles unowned) is not
+    listed under any other root: its schemas must still be judged by its policies, not
+    as the deleted namespace ``p/ns`` (their removal hands the schema ledgers to the
+    BookKeeper source)."""
+    live_namespace(cluster)
+    cluster.policies("legacy/us-east/events")
+    schema = cluster.ledger(schema_tags("legacy/events/clicks"))
+    cluster.schema("legacy/events/clicks", [(0, schema)])
+    # A v1 namespace deleted in this cluster whose schemas stayed: still a leftover.
+    cluster.tenant("legacy")
+    gone = cluster.ledger(schema_tags("legacy/gone/views"))
+    cluster.schema("legacy/gone/views", [(0, gone)])
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {(LOCAL, "legacy/gone"): PM_DELETED_NAMESPACE}
+
+
+def test_a_tenant_created_while_the_survey_reads_the_local_store_is_not_deleted(
+    pulsar: Settings, cluster: PulsarCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulsar writes a tenant, then its namespace's policies, then the namespace's
+    local znodes (and its partitioned topics' metadata): whatever the survey reads of
+    the local store, the configuration store's facts read after it have them. A tenant
+    created after the survey's first read of the configuration store (its sanity
+    check) but before its local listing must not look deleted, nor its live znodes be
+    registered. (The interleaving is made by running Pulsar's writes just before the
+    listing: a race between two real reads cannot be timed otherwise.)"""
+    live_namespace(cluster)
+    topic = "newco/ns/persistent/t"
+    listing = pm_survey._list_local
+
+    def pulsar_creates_a_tenant_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        cluster.policies("newco/ns")
+        cluster.partitioned_topic("newco/ns", "p", 2)
+        cluster.managed_ledger(topic, [cluster.ledger(ml_tags(topic))])
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(pm_survey, "_list_local", pulsar_creates_a_tenant_meanwhile)
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {}
+
+
+def test_an_empty_policies_root_in_the_local_store_under_auto_judges_nothing(
+    pulsar: Settings,
+    settings: Settings,
+    zk_client: KazooClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under ``auto`` with no configuration store given, the local store's
+    ``/admin/policies`` holding no tenant is no configuration store (Pulsar's real one is
+    elsewhere): every namespace would look deleted. With no namespace that has topics
+    (a cluster of non-persistent topics: schemas, local policies, bundle data), the guard
+    of "every namespace looks deleted" has nothing to count, so this must not be judged:
+    the source is off with its warning, as with no ``/admin/policies`` at all."""
+    endpoint = config_store(settings, zk_client)
+    config_client = KazooClient(hosts=endpoint.hosts, timeout=10)
+    config_client.start()
+    try:
+        c = PulsarCluster(zk_client, config=config_client).init()
+        c.cluster_definition()
+        c.policies("acme/events")
+        c.local_policies("acme/events")
+        c.schema("acme/events/clicks", [(0, c.ledger(schema_tags("acme/events/clicks")))])
+        zk_client.ensure_path("/managed-ledgers")  # (pulsar-cluster-metadata initialize)
+        zk_client.ensure_path("/admin/policies")  # (left from a single-store past)
+        with caplog.at_level(logging.WARNING):
+            assert survey_at(endpoints_of(pulsar)) is None
+        assert any("LEDGERGC_CONFIG_STORE_HOSTS" in r.getMessage() for r in caplog.records)
+        assert pm_survey.check_config_store(endpoints_of(pulsar)) is False
+        # Given, it is judged against the real one.
+        assert classes_of(survey_at(endpoints_of(pulsar, config_store=endpoint))) == {}
+    finally:
+        config_client.stop()
+        config_client.close()
+
+
+def test_a_v2_namespace_named_like_a_v1_cluster_keeps_its_bundles_load_data(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """``/admin/policies/acme/us-east`` holds Policies JSON (a v2 namespace) and has the
+    v1 namespace ``legacy`` below it. Below the bundle-keyed roots its node then holds
+    both its bundle ranges and ``legacy``: a bundle range is that v2 namespace's bundle,
+    never a v1 namespace called ``0x00000000_0x40000000`` whose policies are missing."""
+    live_namespace(cluster)
+    cluster.policies("acme/us-east")
+    cluster.policies("acme/us-east/legacy")
+    cluster.bundle_data("acme/us-east")
+    cluster.bundle_data("acme/us-east/legacy")
+    topic = "acme/us-east/persistent/t"
+    cluster.managed_ledger(topic, [cluster.ledger(ml_tags(topic))])
+    assert classes_of(survey_at(endpoints_of(pulsar))) == {}
+    # Its v1 namespace deleted: that one's bundle data is its leftover, nothing else.
+    cluster.delete_policies("acme/us-east/legacy")
+    found = survey_at(endpoints_of(pulsar))
+    assert classes_of(found) == {(LOCAL, "acme/us-east/legacy"): PM_DELETED_NAMESPACE}
+    assert found is not None
+    (left,) = found.leftovers
+    assert {z.path for z in left.znodes} == {
+        "/loadbalance/bundle-data/acme/us-east/legacy",
+        f"/loadbalance/bundle-data/acme/us-east/legacy/{bundle_ranges()[0]}",
+    }

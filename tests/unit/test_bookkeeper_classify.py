@@ -3,6 +3,8 @@ foreign and unreadable ledgers, and the properties that keep referenced ledgers 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -596,6 +598,13 @@ def unreadable(lid: int) -> BkLedger:
     return ledger(lid, None, state=None, error="empty record")
 
 
+#: The references with every schema locator readable (REFS has a broken one, which may
+#: name any unreadable ledger: see the test after the next).
+READABLE_REFS = dataclasses.replace(
+    REFS, schemas={k: v for k, v in REFS.schemas.items() if v.unreadable is None}
+)
+
+
 @pytest.mark.parametrize(
     ("lid", "kwargs", "removable", "why"),
     [
@@ -611,11 +620,18 @@ def unreadable(lid: int) -> BkLedger:
 def test_an_unreadable_record_is_removable_only_when_asked_and_unnamed(
     lid: int, kwargs: dict[str, bool], removable: bool, why: str
 ) -> None:
-    verdict = Classifier(REFS, **kwargs).classify(unreadable(lid))
+    verdict = Classifier(READABLE_REFS, **kwargs).classify(unreadable(lid))
     assert verdict.ledger_class == c.BK_UNREADABLE
     assert (verdict.removable, verdict.candidate) == (removable, removable), verdict.reason
     assert why in verdict.reason
     assert verdict.hold is None
+
+
+def test_an_unreadable_record_is_never_removable_while_a_schema_locator_does_not_decode() -> None:
+    for horizon in (True, False):
+        verdict = Classifier(REFS, remove_unreadable=True, horizon=horizon).classify(unreadable(28))
+        assert not verdict.removable and not verdict.candidate
+        assert "schema locator t/ns/broken does not decode" in verdict.reason
 
 
 def test_by_default_the_reason_names_the_auditor() -> None:

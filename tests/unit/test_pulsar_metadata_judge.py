@@ -240,12 +240,16 @@ def test_namespaces_below_bundle_keyed_roots_and_local_policies() -> None:
         "orders": ["0x00000000_0x40000000", "0x40000000_0x80000000"],
         "empty": [],
         "us-east": ["legacy", "billing"],
+        # a v2 namespace named like a v1 cluster: its bundle, and the v1 namespace below
+        "us-west": ["0x00000000_0x40000000", "legacy"],
     }
     assert roots.bundle_keyed_namespaces("acme", levels) == [
         "acme/empty",
         "acme/orders",
         "acme/us-east/billing",
         "acme/us-east/legacy",
+        "acme/us-west",
+        "acme/us-west/legacy",
     ]
     assert roots.local_policies_namespaces("acme", {"orders": [], "us-east": ["legacy"]}) == [
         "acme/orders",

@@ -152,8 +152,7 @@ def survey(
     started = time.monotonic()
     mark = METER.mark()
     with stores(endpoints) as (local, config):
-        tenants = _sane_tenants(endpoints, local, config)
-        if tenants is None:
+        if _sane_tenants(endpoints, local, config) is None:
             return None
         now_ms = witness.observe(endpoints.zk, clock).instant.zk_ms
         if now_ms is None:  # (never: ZooKeeper's clock is always read)
@@ -162,10 +161,18 @@ def survey(
         refs = references.read_references(local, policies=config)
         listing = _list_local(local, refs)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
+        # The configuration store's facts after everything they judge is listed: Pulsar
+        # writes a tenant, then its namespaces' policies, then their local znodes and
+        # partitioned topics, so a name listed above has its facts below (a tenant
+        # created since the sanity check's read must not look deleted).
+        config_tenants = config.children_of_many([roots.PARTITIONED_TOPICS])[0]
+        tenants = frozenset(config.children_of_many([roots.POLICIES])[0])
         names = sorted(listing.namespaces)
+        policies = _policies(config, names)
+        policies.update(_v1_schema_owners(config, listing, policies))
         facts = Facts(
             tenants=tenants,
-            policies=_policies(config, names),
+            policies=policies,
             brokers=brokers,
             now_ms=now_ms,
             grace_ms=endpoints.policy.grace_seconds * 1000,
@@ -179,7 +186,7 @@ def survey(
         live = [n for n, j in by_name.items() if j.target_class is None]
         reports += _stuck_topics(config, live, facts)
         every = {(LOCAL, j.name): j for j in judged}
-        every.update({(CONFIG, j.name): j for j in _config_units(config, facts)})
+        every.update({(CONFIG, j.name): j for j in _config_units(config_tenants, facts)})
         found = {key: j for key, j in every.items() if j.target_class is not None}
         nodes = {
             (store, name): (
@@ -248,7 +255,7 @@ def _sane_tenants(
                 local.hosts,
             )
         return None
-    return _tenants(endpoints, config, warn=warn)
+    return _tenants(endpoints, config, warn=warn, local=local)
 
 
 def _exists(store: MetadataStore, path: str) -> bool:
@@ -266,45 +273,85 @@ def config_store_given(endpoints: Endpoints) -> bool:
 
 
 def _tenants(
-    endpoints: Endpoints, config: MetadataStore, *, warn: bool = True
+    endpoints: Endpoints,
+    config: MetadataStore,
+    *,
+    warn: bool = True,
+    local: MetadataStore | None = None,
 ) -> frozenset[str] | None:
     """The configuration store's tenants, after its sanity checks (module docstring);
-    None: the source is off."""
+    None: the source is off. ``local``: the local store, whose registered brokers'
+    heartbeat namespaces name this cluster when ``LEDGERGC_PULSAR_CLUSTER`` does not."""
     config.sync("/")
     has_policies = _exists(config, roots.POLICIES)
     tenants = frozenset(config.children_of_many([roots.POLICIES])[0])
     given = config_store_given(endpoints)
     strict = given or endpoints.pulsar_metadata_mode == "true"
     where = f"the configuration store {config.hosts}"
-    if not has_policies and not strict:
+    what = f"no {roots.POLICIES}" if not has_policies else f"no tenant under {roots.POLICIES}"
+    if not tenants and not strict:
+        # No tenant is no configuration store either (an empty /admin/policies left from
+        # a single-store past): every namespace would look deleted.
         (log.warning if warn else log.debug)(
-            "Pulsar-metadata source off: %s has no %s (a ledger-gc block store, or "
+            "Pulsar-metadata source off: %s has %s (a ledger-gc block store, or "
             "Pulsar's configuration store is elsewhere: set %s to its "
             "configurationMetadataStoreUrl, or LEDGERGC_PULSAR_METADATA=false to silence this)",
             config.hosts,
-            roots.POLICIES,
+            what,
             CONFIG_STORE_VARIABLE,
         )
         return None
     if strict and not tenants:
-        what = f"no {roots.POLICIES}" if not has_policies else f"no tenant under {roots.POLICIES}"
         raise ConfigError(
             f"{where} has {what}: it is not Pulsar's configuration store (set "
             f"{CONFIG_STORE_VARIABLE} to Pulsar's configurationMetadataStoreUrl); nothing "
             "was judged or deleted"
         )
     ours = [c for c in endpoints.policy.pulsar_clusters if not c.startswith("(")]
+    source = "LEDGERGC_PULSAR_CLUSTER"
+    if not ours and local is not None and tenants:
+        # Unnamed: a store sharing this cluster's tenants and some namespace's name
+        # would judge every other namespace deleted, and the guard of "every namespace
+        # looks deleted" would stay quiet. A registered broker names this cluster.
+        learned = learned_clusters(local)
+        ours = sorted(learned)
+        source = "; ".join(f"{name} names it" for name in sorted(learned.values()))
     if ours and _exists(config, roots.CLUSTERS):
         defined = set(config.children_of_many([roots.CLUSTERS])[0])
         if not defined & set(ours):
             raise ConfigError(
                 f"{where} defines clusters {', '.join(sorted(defined)) or '(none)'} under "
-                f"{roots.CLUSTERS}, not this cluster ({', '.join(ours)}, "
-                f"LEDGERGC_PULSAR_CLUSTER): another cluster's store? Set "
-                f"{CONFIG_STORE_VARIABLE} to this cluster's configurationMetadataStoreUrl; "
-                "nothing was judged or deleted"
+                f"{roots.CLUSTERS}, not this cluster ({', '.join(ours)}, {source}): another "
+                f"cluster's store? Set {CONFIG_STORE_VARIABLE} to this cluster's "
+                "configurationMetadataStoreUrl; nothing was judged or deleted"
             )
     return tenants
+
+
+def learned_clusters(local: MetadataStore) -> dict[str, str]:
+    """This cluster's names as its local store proves them: cluster -> the heartbeat or
+    SLA-monitor namespace (``pulsar/<cluster>/<broker>``, ``sla-monitor/<cluster>/<broker>``)
+    of a broker registered under ``/loadbalance/brokers`` now (a broker runs with its
+    cluster's ``clusterName``; a dead broker's heartbeat may be older than a rename)."""
+    brokers = set(local.children_of_many([roots.BROKERS])[0])
+    if not brokers:
+        return {}
+    bases = [
+        f"{root.path}/{tenant}" for root in roots.LOCAL_ROOTS for tenant in judge.SYSTEM_TENANTS
+    ]
+    levels = [
+        f"{base}/{level}"
+        for base, got in zip(bases, local.children_of_many(bases), strict=True)
+        for level in got
+        if level not in brokers  # (a v2 heartbeat pulsar/<broker>)
+    ]
+    found: dict[str, str] = {}
+    for level, children in zip(levels, local.children_of_many(levels), strict=True):
+        for broker in sorted(brokers & set(children)):
+            base, _, cluster = level.rpartition("/")
+            tenant = base.rpartition("/")[2]
+            found.setdefault(cluster, f"{tenant}/{cluster}/{broker}")
+    return found
 
 
 # --- the local store's units ---------------------------------------------------------------
@@ -414,6 +461,50 @@ def _policies(config: MetadataStore, names: Sequence[str]) -> dict[str, judge.Po
     }
 
 
+def _v1_schema_owners(
+    config: MetadataStore, listing: LocalListing, policies: Mapping[str, judge.PolicyFacts]
+) -> dict[str, judge.PolicyFacts]:
+    """The policies of the v1 namespaces ``p/<cluster>/ns`` that own schemas listed as
+    ``p/ns`` (Pulsar keys a v1 topic's schema without its cluster) where ``p/ns`` has no
+    policies of its own: the judge's ``_v1_owner`` then keeps them. Read from the
+    configuration store, since such a v1 namespace need have no other local znode to be
+    listed by (its topics deleted or non-persistent, its bundles unowned)."""
+    schemas = f"{roots.SCHEMAS}/"
+    names = sorted(
+        name
+        for name, nodes in listing.nodes.items()
+        if name.count("/") == 1
+        and name not in policies
+        and judge.heartbeat_broker(name) is None
+        and any(node.startswith(schemas) for node in nodes)
+    )
+    if not names:
+        return {}
+    tenants = sorted({judge.tenant_of(name) for name in names})
+    levels = [
+        f"{tenant}/{level}"
+        for tenant, got in zip(
+            tenants,
+            config.children_of_many([f"{roots.POLICIES}/{t}" for t in tenants]),
+            strict=True,
+        )
+        for level in got
+    ]
+    # A v1 cluster's node holds its namespaces; a v2 namespace's none (one read per
+    # level, not one per level and name).
+    clusters: dict[str, list[str]] = {}
+    below = config.children_of_many([f"{roots.POLICIES}/{level}" for level in levels])
+    for level, children in zip(levels, below, strict=True):
+        if children:
+            clusters.setdefault(judge.tenant_of(level), []).append(level)
+    candidates = [
+        f"{level}/{name.split('/')[1]}"
+        for name in names
+        for level in clusters.get(judge.tenant_of(name), [])
+    ]
+    return _policies(config, candidates)
+
+
 def _stuck_topics(config: MetadataStore, namespaces: Sequence[str], facts: Facts) -> list[Report]:
     """Partitioned topics of live namespaces marked deleted longer than the grace."""
     domains = [f"{roots.PARTITIONED_TOPICS}/{name}/persistent" for name in namespaces]
@@ -433,10 +524,10 @@ def _stuck_topics(config: MetadataStore, namespaces: Sequence[str], facts: Facts
     return found
 
 
-def _config_units(config: MetadataStore, facts: Facts) -> list[Judgement]:
-    """Each tenant's partitioned-topic metadata in the configuration store, judged (a
-    deleted tenant's is a leftover)."""
-    tenants = config.children_of_many([roots.PARTITIONED_TOPICS])[0]
+def _config_units(tenants: Iterable[str], facts: Facts) -> list[Judgement]:
+    """Each tenant's partitioned-topic metadata in the configuration store (``tenants``:
+    the children of its root, listed before ``facts`` were read), judged (a deleted
+    tenant's is a leftover)."""
     return [judge.judge_tenant(tenant, facts) for tenant in sorted(tenants)]
 
 

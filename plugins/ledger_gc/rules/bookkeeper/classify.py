@@ -422,6 +422,15 @@ class Classifier:
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
         # listed id -> its managed ledger (the survey's root-mismatch evidence)
         self.owner_of = {lid: name for name, ids in refs.listed.items() for lid in ids}
+        # A schema locator that does not decode names ledgers no one can read off it.
+        self.unreadable_locator = next(
+            (
+                f"schema locator {schema_id} does not decode ({index.unreadable})"
+                for schema_id, index in sorted(refs.schemas.items())
+                if index.unreadable is not None
+            ),
+            None,
+        )
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id
@@ -455,13 +464,17 @@ class Classifier:
     def _unreadable(self, lid: int, owner: str, error: str) -> Verdict:
         """An empty or undecodable record: removable only when asked, unnamed by any
         Pulsar record, not newer than the records read, and not in a shared BookKeeper
-        (whose other clusters' records ledger-gc does not read)."""
+        (whose other clusters' records ledger-gc does not read), nor while a schema
+        locator does not decode (it names ledgers unknown, and an unreadable record has
+        no tags to tell whether it is one of them)."""
         if lid in self.referenced:
             why = f"{self.referenced[lid]}: never deleted"
         elif not self.remove_unreadable:
             why = f"{UNREADABLE_HARM}; LEDGERGC_BK_REMOVE_UNREADABLE=true would remove it"
         elif self.shared:
             why = "LEDGERGC_BK_SHARED=true: another cluster's records may name it; kept"
+        elif self.unreadable_locator is not None:
+            why = f"{self.unreadable_locator}: it may name this ledger; kept"
         elif self.horizon and (self.high is None or lid > self.high):
             why = "newer than every ledger the Pulsar metadata read names; judged later"
         else:

@@ -118,13 +118,15 @@ def bundle_keyed_namespaces(tenant: str, levels: Mapping[str, Sequence[str]]) ->
     """The namespaces below ``<root>/<tenant>`` of a bundle-keyed root, from the children
     of each ``<tenant>/<x>`` (``levels``: ``x`` -> its children): a node holding bundle
     ranges, or nothing, is a v2 namespace ``tenant/x``; one holding other names is a v1
-    property/cluster, whose children are its namespaces ``tenant/x/<ns>``."""
+    property/cluster, whose children are its namespaces ``tenant/x/<ns>``; one holding
+    both is both (a v2 namespace named like a v1 cluster of its tenant: a bundle range
+    is that namespace's bundle, never a v1 namespace's name)."""
     found = []
     for level, children in sorted(levels.items()):
-        if all(BUNDLE_RANGE.fullmatch(child) for child in children):
+        bundles = [child for child in children if BUNDLE_RANGE.fullmatch(child)]
+        if bundles or not children:
             found.append(f"{tenant}/{level}")
-        else:
-            found += [f"{tenant}/{level}/{child}" for child in sorted(children)]
+        found += [f"{tenant}/{level}/{child}" for child in sorted(children) if child not in bundles]
     return found
 
 
