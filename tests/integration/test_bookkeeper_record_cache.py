@@ -298,6 +298,34 @@ def test_a_damaged_row_is_read_again(pulsar: Settings, cluster: PulsarCluster) -
     assert cached_survey(pulsar).cost.records_read == 0  # healed
 
 
+@pytest.mark.parametrize(
+    "id_counters",
+    [
+        '{"idgen": [12, 3], "idgen-lo',  # cut in half
+        "[1, 2]",  # not an object
+        '{"idgen": "12"}',  # a counter that is not [czxid, cversion]
+        '{"idgen": [12, "3"]}',
+        '{"idgen": [12, 3], "#probe": {"czxid": 1}}',  # a probe mark of the wrong shape
+        '{"idgen": [true, 3]}',
+    ],
+    ids=["cut-in-half", "a-list", "a-string", "a-string-cversion", "a-dict-probe", "a-bool"],
+)
+def test_a_cycle_row_that_does_not_decode_means_a_full_read_that_rewrites_it(
+    pulsar: Settings, cluster: PulsarCluster, id_counters: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic(cluster, ORDERS)
+    cached_survey(pulsar)
+    with open_store(pulsar).write() as conn:
+        conn.execute(schema.bk_record_cycles.update().values(id_counters=id_counters))
+    second = cached_survey(pulsar)
+    assert second.cost.records_read == 3 and second.cost.cache["full_read"]
+    assert "does not decode" in second.cost.cache["why"]
+    assert "bk_record_cycles" in caplog.text
+    assert verdicts(second) == fresh(pulsar)
+    third = cached_survey(pulsar)  # the row was rewritten: the cache works again
+    assert third.cost.records_read == 0 and third.cost.records_cached == 3
+
+
 def test_the_cache_off_reads_everything_and_writes_nothing(
     pulsar: Settings, cluster: PulsarCluster
 ) -> None:

@@ -43,8 +43,10 @@ from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.record_cache import (
     CACHE_FORMAT,
     BodyError,
+    CountersError,
     DirectoryRow,
     DirectoryState,
+    decode_counters,
     decode_ids,
     encode_ids,
 )
@@ -268,8 +270,21 @@ def plan(endpoints: Endpoints, bk: MetadataStore, layout: str) -> CachePlan:
     if cycles.format != CACHE_FORMAT:
         base.why = f"the cache's rows are of format {cycles.format}: every ledger is read"
         return base
-    counters = json.loads(cycles.id_counters)
-    went_back = history_went_back(counters.pop(HISTORY_KEY, None), identity.probe)
+    try:
+        counters, last_probe = decode_counters(cycles.id_counters, HISTORY_KEY)
+    except CountersError as exc:
+        log.warning(
+            "the record cache's ledgergc_bk_record_cycles row for %s does not decode (its "
+            "id_counters: %s): every ledger is read and the row is written again",
+            identity.instance_id,
+            exc,
+        )
+        base.why = (
+            f"the cache's ledgergc_bk_record_cycles row does not decode ({exc}): every "
+            "ledger is read, the row is written again"
+        )
+        return base
+    went_back = history_went_back(last_probe, identity.probe)
     if went_back is not None:
         base.why = (
             f"ZooKeeper's history went back ({went_back}: restored from a backup?): every "
