@@ -732,7 +732,7 @@ def _on_executors(
     (the references broadcast once), each at its share of the read budget: the tasks
     that run at once read no more than the budget together. A task that fails fails the
     job: a partial scan is a refusal, never fewer ledgers."""
-    from ledger_gc.spark.session import job_error, job_group, task_slices
+    from ledger_gc.spark.session import at_once, job_error, job_group, task_slices, zk_share
 
     started = time.monotonic()
     context = spark.sparkContext  # (a session still starting is waited for here)
@@ -742,11 +742,11 @@ def _on_executors(
     budget = bookkeeper.zk.max_reads_per_second
     if budget > 0:
         # As many tasks as can run at once: each reads at 1/tasks of the budget.
-        tasks = max(1, min(len(works), context.defaultParallelism))
+        tasks = at_once(len(works), spark)
     else:
         tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
     groups = split_works(works, tasks)
-    bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
+    bk_endpoint = zk_share(bookkeeper.zk, len(groups), spark)  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
     remove_unreadable = endpoints.policy.bk_remove_unreadable
     # the references, the handed-off ids and the removed namespaces
