@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import make_acl
 
 from ledger_gc.bookkeeper import directories, record_cache
 from ledger_gc.bookkeeper import survey as survey_module
@@ -26,6 +27,7 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import record_cache as rules
 from ledger_gc.state import schema
@@ -324,6 +326,32 @@ def test_a_cycle_row_that_does_not_decode_means_a_full_read_that_rewrites_it(
     assert verdicts(second) == fresh(pulsar)
     third = cached_survey(pulsar)  # the row was rewritten: the cache works again
     assert third.cost.records_read == 0 and third.cost.records_cached == 3
+
+
+@pytest.mark.spark
+def test_a_probe_zookeeper_refuses_is_said_in_the_report(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """An account without CREATE/DELETE at the probe's parent cannot prove how ZooKeeper
+    counts child changes: the cache then reuses only unchanged directories, and the
+    report (text and JSON) says so, and why."""
+    topic(cluster, ORDERS)
+    cluster.client.ensure_path("/ledger-gc")
+    cluster.client.create(
+        record_cache.PROBE_PARENT, b"", acl=[make_acl("world", "anyone", read=True)]
+    )
+    report = run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0)).to_dict()
+    cache = report["bookkeeper"]["cost"]["cache"]
+    assert cache["cversion_proven"] is False
+    cannot = cache["cannot"]
+    assert "only directories with no change" in cannot
+    assert record_cache.PROBE_PARENT in cannot and "CREATE and DELETE" in cannot
+    assert "NoAuth" in cannot
+    text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
+    assert cannot in text
 
 
 def test_the_cache_off_reads_everything_and_writes_nothing(

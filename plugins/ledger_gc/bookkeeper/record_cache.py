@@ -168,14 +168,29 @@ def watching(bk: MetadataStore) -> Iterator[ConnectionWatch]:
         bk.client.remove_listener(watch)
 
 
-def probe_cversion(bk: MetadataStore) -> list[int] | None:
+@dataclass(frozen=True)
+class Probe:
+    """What ``probe_cversion`` showed: the probe parent's mark, or why there is none."""
+
+    mark: list[int] | None
+    why: str | None = None  # why the probe proves nothing (None: it proved it)
+
+
+#: What the cache cannot do without the probe's proof (the report's ``cannot``).
+UNPROVEN = (
+    "the record cache reuses only directories with no change at all (a directory where "
+    "a ledger was created or deleted is read whole again)"
+)
+
+
+def probe_cversion(bk: MetadataStore) -> Probe:
     """Whether the server this session is on counts a child's delete in its parent's
     ``cversion`` as ZooKeeper documents ("the number of changes to the children"): an
     ephemeral child of our own is created and deleted, and the parent's ``cversion``
     must move by exactly two. If so, the parent's ``[czxid, cversion]`` after it (the
-    mark ``history_went_back`` compares next cycle); None when it cannot be shown (no
-    permission, another probe at the same time): the cache then reuses only
-    directories with no change."""
+    mark ``history_went_back`` compares next cycle); no mark, with why, when it cannot
+    be shown (no CREATE/DELETE at ``PROBE_PARENT``, another probe at the same time): the
+    cache then reuses only directories with no change."""
     client = bk.client
     child = f"{PROBE_PARENT}/{uuid.uuid4().hex}"
     try:
@@ -187,18 +202,22 @@ def probe_cversion(bk: MetadataStore) -> list[int] | None:
         bk.reading(1)
         after = client.exists(PROBE_PARENT)
     except KazooException as exc:
-        log.warning(
-            "cannot probe how ZooKeeper at %s counts child changes (%s): the BookKeeper "
-            "record cache reuses only directories that did not change",
-            bk.hosts,
-            type(exc).__name__,
+        why = (
+            f"ZooKeeper refused ledger-gc's probe at {PROBE_PARENT} in BookKeeper's "
+            f"chroot ({type(exc).__name__}): the identity needs CREATE and DELETE there to "
+            "show how ZooKeeper counts child changes; until then " + UNPROVEN
         )
-        return None
+        log.warning("%s (at %s)", why, bk.hosts)
+        return Probe(None, why)
     if before is None or after is None:
-        return None
+        return Probe(None, f"{PROBE_PARENT} was deleted during the probe; " + UNPROVEN)
     if after.cversion - before.cversion == 2 and after.numChildren == before.numChildren:
-        return _mark(after)
-    return None
+        return Probe(_mark(after))
+    return Probe(
+        None,
+        f"{PROBE_PARENT}'s cversion did not move by exactly the probe's create and delete "
+        "(another probe at the same time?); " + UNPROVEN,
+    )
 
 
 @dataclass

@@ -469,10 +469,19 @@ def survey(
             leaves = scan.list_leaves(bk, root, layout, shards)
             # After the listing: the probe parent's mark then postdates it, so a
             # ZooKeeper restored from before it shows next cycle (history_went_back).
-            probe = record_cache.probe_cversion(bk) if cache.enabled else None
+            probed = record_cache.probe_cversion(bk) if cache.enabled else None
+        probe = None if probed is None else probed.mark
         # A session that lost its connection may have moved to a server that counts
         # child changes otherwise: its listing proves nothing about cversion.
         proven = probe is not None and not watch.moved
+        cannot = None
+        if probed is not None and probed.why is not None:
+            cannot = probed.why
+        elif probed is not None and watch.moved:
+            cannot = (
+                "the ZooKeeper session lost its connection during the listing (it may be on "
+                "another server now); " + record_cache.UNPROVEN
+            )
         result.not_ledgers = (
             listing.not_ledger_count + odd.not_ledger_count + leaves.odd.not_ledger_count
         )
@@ -572,6 +581,8 @@ def survey(
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
     result.handed_off_forgotten = _forget_handed_off(endpoints, result, handed, found)
     cost.cache = cache.to_dict() | {"cversion_proven": proven}
+    if cannot is not None:
+        cost.cache["cannot"] = cannot
     cost.total_seconds = time.monotonic() - started
     result.cost = cost
     return result
