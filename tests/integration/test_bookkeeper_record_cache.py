@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -352,6 +353,49 @@ def test_a_probe_zookeeper_refuses_is_said_in_the_report(
     assert "NoAuth" in cannot
     text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
     assert cannot in text
+
+
+def _copy_rows_as(pulsar: Settings, instance_id: str, location: str, used_ms: int) -> None:
+    """Our rows again, as another BookKeeper's (or address's) last used at ``used_ms``."""
+    with open_store(pulsar).write() as conn:
+        for table in (schema.bk_records, schema.bk_record_cycles):
+            rows = [dict(r._mapping) for r in conn.execute(table.select())]
+            rows = [r for r in rows if r["instance_id"] == "6e9e0a2c-demo"]
+            for r in rows:
+                r.update(instance_id=instance_id, location=location)
+                r["updated_ms" if table is schema.bk_record_cycles else "listed_ms"] = used_ms
+            conn.execute(table.insert(), rows)
+
+
+def test_rows_no_cycle_used_for_the_keep_days_are_dropped(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """A state store outlives clusters: the rows of another BookKeeper (or of this one
+    at another address) that no cycle used for LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS go;
+    those used since stay, whoever they are."""
+    topic(cluster, ORDERS)
+    cached_survey(pulsar)
+    day_ms = 86_400_000
+    now = int(time.time() * 1000)
+    _copy_rows_as(pulsar, "gone-cluster", "old-host:2181|/ledgers|hierarchical", now - 31 * day_ms)
+    _copy_rows_as(pulsar, "other-cluster", "zk-b:2181|/ledgers|hierarchical", now - 29 * day_ms)
+    _copy_rows_as(
+        pulsar, "6e9e0a2c-demo", "moved-away:2181|/ledgers|hierarchical", now - 40 * day_ms
+    )
+    assert cached_survey(pulsar).cost.records_read == 0  # ours are used
+    with open_store(pulsar).read() as conn:
+        records = {(r.instance_id, r.location) for r in conn.execute(schema.bk_records.select())}
+        cycles = {
+            (r.instance_id, r.location) for r in conn.execute(schema.bk_record_cycles.select())
+        }
+    ours = ("6e9e0a2c-demo", record_cache.location_of(bookkeeper_endpoint(pulsar), "hierarchical"))
+    kept = {ours, ("other-cluster", "zk-b:2181|/ledgers|hierarchical")}
+    assert records == kept and cycles == kept
+    # A shorter setting drops the other one too.
+    cached_survey(pulsar.with_overrides(bk_record_cache_keep_days=28))
+    with open_store(pulsar).read() as conn:
+        records = {(r.instance_id, r.location) for r in conn.execute(schema.bk_records.select())}
+    assert records == {ours}
 
 
 def test_the_cache_off_reads_everything_and_writes_nothing(

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
@@ -63,6 +64,7 @@ ID_COUNTERS = ("idgen", "idgen-long")
 PROBE_PARENT = "/ledger-gc/cversion-probe"
 #: The probe parent's stat after the last cycle's probe, beside the id counters' (JSON).
 HISTORY_KEY = "#probe"
+DAY_MS = 86_400_000
 #: Rows written per statement.
 _ROWS_PER_INSERT = 50
 
@@ -367,10 +369,13 @@ def save(
     high: int | None,
     now_ms: int,
     probe: list[int] | None = None,
+    keep_days: int = 30,
 ) -> None:
     """Write this cycle's rows and cycle count in one transaction: rows of directories
     gone from the listing leave, changed ones are replaced. ``probe``: the probe
-    parent's mark after this cycle's listing (``probe_cversion``)."""
+    parent's mark after this cycle's listing (``probe_cversion``). Rows of any other
+    BookKeeper or location that no cycle used for ``keep_days`` days go too
+    (``drop_unused``)."""
     if not cache.enabled or cache.instance_id is None or cache.identity is None:
         return
     table, cycles = schema.bk_records, schema.bk_record_cycles
@@ -414,6 +419,7 @@ def save(
                 (cycles.c.instance_id == cache.instance_id) & (cycles.c.location == cache.location)
             )
         )
+        drop_unused(conn, now_ms, keep_days, (cache.instance_id, cache.location))
         conn.execute(
             cycles.insert().values(
                 instance_id=cache.instance_id,
@@ -429,6 +435,48 @@ def save(
                 full_read_ms=now_ms if cache.full else cache.full_read_ms,
             )
         )
+
+
+def drop_unused(conn: Any, now_ms: int, keep_days: int, mine: tuple[str, str]) -> int:
+    """Drop the rows of every BookKeeper and location (but ``mine``, this cycle's) that
+    no cycle used for ``keep_days`` days (``LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS``): a
+    state store outlives clusters and addresses, and their rows would stay for good. A
+    cycle row's ``updated_ms`` is when a cycle last used it; directory rows without a
+    cycle row go when listed before then.
+    Returns how many (instance, location) pairs were dropped."""
+    before_ms = now_ms - keep_days * DAY_MS
+    table, cycles = schema.bk_records, schema.bk_record_cycles
+    used = {
+        (r.instance_id, r.location): int(r.updated_ms)
+        for r in conn.execute(
+            cycles.select().with_only_columns(
+                cycles.c.instance_id, cycles.c.location, cycles.c.updated_ms
+            )
+        )
+    }
+    listed = conn.execute(
+        table.select()
+        .with_only_columns(table.c.instance_id, table.c.location, sa.func.max(table.c.listed_ms))
+        .group_by(table.c.instance_id, table.c.location)
+    ).all()
+    last = {(i, loc): int(ms) for i, loc, ms in listed}
+    for key, ms in used.items():
+        last[key] = ms  # a cycle row says when it was last used
+    stale = sorted(key for key, ms in last.items() if ms < before_ms and key != mine)
+    for instance_id, location in stale:
+        for t in (table, cycles):
+            conn.execute(
+                t.delete().where((t.c.instance_id == instance_id) & (t.c.location == location))
+            )
+        log.info(
+            "dropped the record cache's rows of %s at %s: no cycle used them for %d days "
+            "(LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS=%d)",
+            instance_id,
+            location,
+            (now_ms - last[(instance_id, location)]) // DAY_MS,
+            keep_days,
+        )
+    return len(stale)
 
 
 def _first_id(directory: str, layout: str) -> int:

@@ -695,7 +695,14 @@ def _save_cache(
             )
         )
     record_cache.save(
-        endpoints.state, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe
+        endpoints.state,
+        cache,
+        rows,
+        proven=proven,
+        high=high,
+        now_ms=now_ms(),
+        probe=probe,
+        keep_days=endpoints.policy.bk_record_cache_keep_days,
     )
 
 
