@@ -330,6 +330,27 @@ def test_a_cycle_row_that_does_not_decode_means_a_full_read_that_rewrites_it(
 
 
 @pytest.mark.spark
+def test_a_cycle_row_cut_in_half_does_not_stop_the_cycle(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """The whole cycle (BookKeeper and the other sources after it) runs, and says why
+    every ledger was read."""
+    topic(cluster, ORDERS)
+    run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0))
+    with open_store(pulsar).write() as conn:
+        conn.execute(schema.bk_record_cycles.update().values(id_counters='{"idgen": [1'))
+    report = run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0)).to_dict()
+    assert report["status"] == "ok", report.get("error")
+    cost = report["bookkeeper"]["cost"]
+    assert cost["records_read"] == 3 and "does not decode" in cost["cache"]["why"]
+    text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
+    assert "ledgergc_bk_record_cycles row does not decode" in text
+
+
+@pytest.mark.spark
 def test_a_probe_zookeeper_refuses_is_said_in_the_report(
     pulsar: Settings,
     cluster: PulsarCluster,
