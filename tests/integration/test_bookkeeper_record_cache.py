@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import make_acl
 
 from ledger_gc.bookkeeper import directories, record_cache
 from ledger_gc.bookkeeper import survey as survey_module
@@ -26,6 +28,7 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.orphans import cycle
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.rules.bookkeeper import classify as bk
 from ledger_gc.rules.bookkeeper import record_cache as rules
 from ledger_gc.state import schema
@@ -296,6 +299,124 @@ def test_a_damaged_row_is_read_again(pulsar: Settings, cluster: PulsarCluster) -
     second = cached_survey(pulsar)
     assert second.cost.records_cached == 0 and second.cost.records_read == 3
     assert cached_survey(pulsar).cost.records_read == 0  # healed
+
+
+@pytest.mark.parametrize(
+    "id_counters",
+    [
+        '{"idgen": [12, 3], "idgen-lo',  # cut in half
+        "[1, 2]",  # not an object
+        '{"idgen": "12"}',  # a counter that is not [czxid, cversion]
+        '{"idgen": [12, "3"]}',
+        '{"idgen": [12, 3], "#probe": {"czxid": 1}}',  # a probe mark of the wrong shape
+        '{"idgen": [true, 3]}',
+    ],
+    ids=["cut-in-half", "a-list", "a-string", "a-string-cversion", "a-dict-probe", "a-bool"],
+)
+def test_a_cycle_row_that_does_not_decode_means_a_full_read_that_rewrites_it(
+    pulsar: Settings, cluster: PulsarCluster, id_counters: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic(cluster, ORDERS)
+    cached_survey(pulsar)
+    with open_store(pulsar).write() as conn:
+        conn.execute(schema.bk_record_cycles.update().values(id_counters=id_counters))
+    second = cached_survey(pulsar)
+    assert second.cost.records_read == 3 and second.cost.cache["full_read"]
+    assert "does not decode" in second.cost.cache["why"]
+    assert "bk_record_cycles" in caplog.text
+    assert verdicts(second) == fresh(pulsar)
+    third = cached_survey(pulsar)  # the row was rewritten: the cache works again
+    assert third.cost.records_read == 0 and third.cost.records_cached == 3
+
+
+@pytest.mark.spark
+def test_a_cycle_row_cut_in_half_does_not_stop_the_cycle(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """The whole cycle (BookKeeper and the other sources after it) runs, and says why
+    every ledger was read."""
+    topic(cluster, ORDERS)
+    run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0))
+    with open_store(pulsar).write() as conn:
+        conn.execute(schema.bk_record_cycles.update().values(id_counters='{"idgen": [1'))
+    report = run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0)).to_dict()
+    assert report["status"] == "ok", report.get("error")
+    cost = report["bookkeeper"]["cost"]
+    assert cost["records_read"] == 3 and "does not decode" in cost["cache"]["why"]
+    text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
+    assert "ledgergc_bk_record_cycles row does not decode" in text
+
+
+@pytest.mark.spark
+def test_a_probe_zookeeper_refuses_is_said_in_the_report(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+) -> None:
+    """An account without CREATE/DELETE at the probe's parent cannot prove how ZooKeeper
+    counts child changes: the cache then reuses only unchanged directories, and the
+    report (text and JSON) says so, and why."""
+    topic(cluster, ORDERS)
+    cluster.client.ensure_path("/ledger-gc")
+    cluster.client.create(
+        record_cache.PROBE_PARENT, b"", acl=[make_acl("world", "anyone", read=True)]
+    )
+    report = run_orphan_cycle(resolve(pulsar), dry_run=True, spark=spark, **later(0)).to_dict()
+    cache = report["bookkeeper"]["cost"]["cache"]
+    assert cache["cversion_proven"] is False
+    cannot = cache["cannot"]
+    assert "only directories with no change" in cannot
+    assert record_cache.PROBE_PARENT in cannot and "CREATE and DELETE" in cannot
+    assert "NoAuth" in cannot
+    text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
+    assert cannot in text
+
+
+def _copy_rows_as(pulsar: Settings, instance_id: str, location: str, used_ms: int) -> None:
+    """Our rows again, as another BookKeeper's (or address's) last used at ``used_ms``."""
+    with open_store(pulsar).write() as conn:
+        for table in (schema.bk_records, schema.bk_record_cycles):
+            rows = [dict(r._mapping) for r in conn.execute(table.select())]
+            rows = [r for r in rows if r["instance_id"] == "6e9e0a2c-demo"]
+            for r in rows:
+                r.update(instance_id=instance_id, location=location)
+                r["updated_ms" if table is schema.bk_record_cycles else "listed_ms"] = used_ms
+            conn.execute(table.insert(), rows)
+
+
+def test_rows_no_cycle_used_for_the_keep_days_are_dropped(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """A state store outlives clusters: the rows of another BookKeeper (or of this one
+    at another address) that no cycle used for LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS go;
+    those used since stay, whoever they are."""
+    topic(cluster, ORDERS)
+    cached_survey(pulsar)
+    day_ms = 86_400_000
+    now = int(time.time() * 1000)
+    _copy_rows_as(pulsar, "gone-cluster", "old-host:2181|/ledgers|hierarchical", now - 31 * day_ms)
+    _copy_rows_as(pulsar, "other-cluster", "zk-b:2181|/ledgers|hierarchical", now - 29 * day_ms)
+    _copy_rows_as(
+        pulsar, "6e9e0a2c-demo", "moved-away:2181|/ledgers|hierarchical", now - 40 * day_ms
+    )
+    assert cached_survey(pulsar).cost.records_read == 0  # ours are used
+    with open_store(pulsar).read() as conn:
+        records = {(r.instance_id, r.location) for r in conn.execute(schema.bk_records.select())}
+        cycles = {
+            (r.instance_id, r.location) for r in conn.execute(schema.bk_record_cycles.select())
+        }
+    ours = ("6e9e0a2c-demo", record_cache.location_of(bookkeeper_endpoint(pulsar), "hierarchical"))
+    kept = {ours, ("other-cluster", "zk-b:2181|/ledgers|hierarchical")}
+    assert records == kept and cycles == kept
+    # A shorter setting drops the other one too.
+    cached_survey(pulsar.with_overrides(bk_record_cache_keep_days=28))
+    with open_store(pulsar).read() as conn:
+        records = {(r.instance_id, r.location) for r in conn.execute(schema.bk_records.select())}
+    assert records == {ours}
 
 
 def test_the_cache_off_reads_everything_and_writes_nothing(

@@ -23,6 +23,7 @@ from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.rules.bookkeeper import ledger_paths
+from ledger_gc.spark.snapshot import read_snapshot
 from pulsar_cluster import PulsarCluster, ledger_record, ml_tags
 
 pytestmark = pytest.mark.spark
@@ -111,3 +112,27 @@ def test_a_cycle_under_a_low_budget_finishes_slower(
     assert took >= zk["reads"] / budget * 0.8
     text = "\n".join(render_text(CycleReport(report["run_id"], report["status"], report)))
     assert "bound: 150/s" in text
+
+
+def test_more_snapshot_tasks_than_slots_read_near_the_budget(
+    pulsar: Settings, zk_client: KazooClient, spark: Any
+) -> None:
+    """Six snapshot tasks on two slots (local[2]): the two that run at once share the
+    budget, not the six (each at a sixth, the job would read at a third of it). Each task
+    reads for seconds, so opening its session weighs little beside its reads."""
+    c = PulsarCluster(zk_client).init()
+    c.namespace(NS)
+    names = [f"{NS}/persistent/t-{i}" for i in range(600)]
+    for name in names:
+        c.managed_ledger(name, [])
+    budget = 100
+    zk = resolve(pulsar.with_overrides(zk_max_reads_per_second=budget)).zk
+    read = read_snapshot(spark, zk, names, names_per_shard=100)
+    assert read.shards == 6 and read.counts["ml"] == len(names)
+    seconds = sorted(read.zk_reads)
+    # The seconds wholly inside the read (the first and the last are partial).
+    inside = [read.zk_reads.get(s, 0) for s in range(seconds[0] + 1, seconds[-1])]
+    assert inside, read.zk_reads
+    rate = sum(inside) / len(inside)
+    assert rate >= budget * 0.6, (rate, read.zk_reads)
+    assert max(read.zk_reads.values()) <= budget * 1.1, read.zk_reads

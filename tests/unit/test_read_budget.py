@@ -76,3 +76,31 @@ def test_the_meter_adds_processes_by_second() -> None:
     assert mine == {1000: 3, 1001: 4}
     both = Reads.merged([mine, {1001: 10, 1002: 1}])
     assert both.total == 18 and both.peak == 14
+
+
+class _Slots:
+    """What ``spark.session.zk_share`` asks of a session: its cores."""
+
+    def __init__(self, cores: int) -> None:
+        self.sparkContext = type("Context", (), {"defaultParallelism": cores})()
+
+
+@pytest.mark.parametrize(
+    ("tasks", "cores", "each"), [(20, 2, 300.0), (1, 2, 600.0), (3, 16, 200.0)]
+)
+def test_a_jobs_tasks_share_the_budget_by_the_slots_they_run_in(
+    tasks: int, cores: int, each: float
+) -> None:
+    """Every Spark job reading ZooKeeper (the survey, the S3 snapshot, the distributed
+    delete) splits the budget over the tasks that can run at once, not all its tasks."""
+    from ledger_gc.config.endpoints import ZkEndpoint
+    from ledger_gc.config.zk_addresses import parse_zk_address
+    from ledger_gc.spark.session import zk_share
+
+    zk = ZkEndpoint(
+        parse_zk_address("LEDGERGC_ZK_HOSTS", "127.0.0.1:1/x"), max_reads_per_second=600
+    )
+    share = zk_share(zk, tasks, _Slots(cores))  # type: ignore[arg-type]
+    assert share.max_reads_per_second == each
+    unbounded = ZkEndpoint(parse_zk_address("LEDGERGC_ZK_HOSTS", "127.0.0.1:1/x"))
+    assert zk_share(unbounded, tasks, _Slots(cores)).max_reads_per_second == 0  # type: ignore[arg-type]

@@ -85,6 +85,7 @@ EVERY_SETTING_CHANGED = Settings(
     bk_remove_unreadable=True,
     bk_record_cache=False,
     bk_full_read_every=3,
+    bk_record_cache_keep_days=90,
     zk_max_reads_per_second=2500,
     pulsar_clusters=("us-east", "(untagged)"),
     pulsar_conf=Path("/etc/pulsar/broker.conf"),
@@ -190,3 +191,10 @@ def test_the_table_generator_rewrites_only_its_block() -> None:
     assert rewritten.startswith(f"before\n{BEGIN_MARKER}\n| variable |")
     assert rewritten.endswith(f"{END_MARKER}\nafter\n")
     assert table_in(rewritten) == render_settings_table()
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "ten"])
+def test_the_record_cache_keep_days_is_a_positive_number_of_days(value: str) -> None:
+    with pytest.raises(ConfigError, match="LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS"):
+        Settings.from_env({"LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS": value})
+    assert Settings.from_env({}).bk_record_cache_keep_days == 30

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
@@ -43,8 +44,10 @@ from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.record_cache import (
     CACHE_FORMAT,
     BodyError,
+    CountersError,
     DirectoryRow,
     DirectoryState,
+    decode_counters,
     decode_ids,
     encode_ids,
 )
@@ -61,6 +64,7 @@ ID_COUNTERS = ("idgen", "idgen-long")
 PROBE_PARENT = "/ledger-gc/cversion-probe"
 #: The probe parent's stat after the last cycle's probe, beside the id counters' (JSON).
 HISTORY_KEY = "#probe"
+DAY_MS = 86_400_000
 #: Rows written per statement.
 _ROWS_PER_INSERT = 50
 
@@ -166,14 +170,29 @@ def watching(bk: MetadataStore) -> Iterator[ConnectionWatch]:
         bk.client.remove_listener(watch)
 
 
-def probe_cversion(bk: MetadataStore) -> list[int] | None:
+@dataclass(frozen=True)
+class Probe:
+    """What ``probe_cversion`` showed: the probe parent's mark, or why there is none."""
+
+    mark: list[int] | None
+    why: str | None = None  # why the probe proves nothing (None: it proved it)
+
+
+#: What the cache cannot do without the probe's proof (the report's ``cannot``).
+UNPROVEN = (
+    "the record cache reuses only directories with no change at all (a directory where "
+    "a ledger was created or deleted is read whole again)"
+)
+
+
+def probe_cversion(bk: MetadataStore) -> Probe:
     """Whether the server this session is on counts a child's delete in its parent's
     ``cversion`` as ZooKeeper documents ("the number of changes to the children"): an
     ephemeral child of our own is created and deleted, and the parent's ``cversion``
     must move by exactly two. If so, the parent's ``[czxid, cversion]`` after it (the
-    mark ``history_went_back`` compares next cycle); None when it cannot be shown (no
-    permission, another probe at the same time): the cache then reuses only
-    directories with no change."""
+    mark ``history_went_back`` compares next cycle); no mark, with why, when it cannot
+    be shown (no CREATE/DELETE at ``PROBE_PARENT``, another probe at the same time): the
+    cache then reuses only directories with no change."""
     client = bk.client
     child = f"{PROBE_PARENT}/{uuid.uuid4().hex}"
     try:
@@ -185,18 +204,22 @@ def probe_cversion(bk: MetadataStore) -> list[int] | None:
         bk.reading(1)
         after = client.exists(PROBE_PARENT)
     except KazooException as exc:
-        log.warning(
-            "cannot probe how ZooKeeper at %s counts child changes (%s): the BookKeeper "
-            "record cache reuses only directories that did not change",
-            bk.hosts,
-            type(exc).__name__,
+        why = (
+            f"ZooKeeper refused ledger-gc's probe at {PROBE_PARENT} in BookKeeper's "
+            f"chroot ({type(exc).__name__}): the identity needs CREATE and DELETE there to "
+            "show how ZooKeeper counts child changes; until then " + UNPROVEN
         )
-        return None
+        log.warning("%s (at %s)", why, bk.hosts)
+        return Probe(None, why)
     if before is None or after is None:
-        return None
+        return Probe(None, f"{PROBE_PARENT} was deleted during the probe; " + UNPROVEN)
     if after.cversion - before.cversion == 2 and after.numChildren == before.numChildren:
-        return _mark(after)
-    return None
+        return Probe(_mark(after))
+    return Probe(
+        None,
+        f"{PROBE_PARENT}'s cversion did not move by exactly the probe's create and delete "
+        "(another probe at the same time?); " + UNPROVEN,
+    )
 
 
 @dataclass
@@ -268,8 +291,21 @@ def plan(endpoints: Endpoints, bk: MetadataStore, layout: str) -> CachePlan:
     if cycles.format != CACHE_FORMAT:
         base.why = f"the cache's rows are of format {cycles.format}: every ledger is read"
         return base
-    counters = json.loads(cycles.id_counters)
-    went_back = history_went_back(counters.pop(HISTORY_KEY, None), identity.probe)
+    try:
+        counters, last_probe = decode_counters(cycles.id_counters, HISTORY_KEY)
+    except CountersError as exc:
+        log.warning(
+            "the record cache's ledgergc_bk_record_cycles row for %s does not decode (its "
+            "id_counters: %s): every ledger is read and the row is written again",
+            identity.instance_id,
+            exc,
+        )
+        base.why = (
+            f"the cache's ledgergc_bk_record_cycles row does not decode ({exc}): every "
+            "ledger is read, the row is written again"
+        )
+        return base
+    went_back = history_went_back(last_probe, identity.probe)
     if went_back is not None:
         base.why = (
             f"ZooKeeper's history went back ({went_back}: restored from a backup?): every "
@@ -333,10 +369,13 @@ def save(
     high: int | None,
     now_ms: int,
     probe: list[int] | None = None,
+    keep_days: int = 30,
 ) -> None:
     """Write this cycle's rows and cycle count in one transaction: rows of directories
     gone from the listing leave, changed ones are replaced. ``probe``: the probe
-    parent's mark after this cycle's listing (``probe_cversion``)."""
+    parent's mark after this cycle's listing (``probe_cversion``). Rows of any other
+    BookKeeper or location that no cycle used for ``keep_days`` days go too
+    (``drop_unused``)."""
     if not cache.enabled or cache.instance_id is None or cache.identity is None:
         return
     table, cycles = schema.bk_records, schema.bk_record_cycles
@@ -380,6 +419,7 @@ def save(
                 (cycles.c.instance_id == cache.instance_id) & (cycles.c.location == cache.location)
             )
         )
+        drop_unused(conn, now_ms, keep_days, (cache.instance_id, cache.location))
         conn.execute(
             cycles.insert().values(
                 instance_id=cache.instance_id,
@@ -395,6 +435,48 @@ def save(
                 full_read_ms=now_ms if cache.full else cache.full_read_ms,
             )
         )
+
+
+def drop_unused(conn: Any, now_ms: int, keep_days: int, mine: tuple[str, str]) -> int:
+    """Drop the rows of every BookKeeper and location (but ``mine``, this cycle's) that
+    no cycle used for ``keep_days`` days (``LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS``): a
+    state store outlives clusters and addresses, and their rows would stay for good. A
+    cycle row's ``updated_ms`` is when a cycle last used it; directory rows without a
+    cycle row go when listed before then.
+    Returns how many (instance, location) pairs were dropped."""
+    before_ms = now_ms - keep_days * DAY_MS
+    table, cycles = schema.bk_records, schema.bk_record_cycles
+    used = {
+        (r.instance_id, r.location): int(r.updated_ms)
+        for r in conn.execute(
+            cycles.select().with_only_columns(
+                cycles.c.instance_id, cycles.c.location, cycles.c.updated_ms
+            )
+        )
+    }
+    listed = conn.execute(
+        table.select()
+        .with_only_columns(table.c.instance_id, table.c.location, sa.func.max(table.c.listed_ms))
+        .group_by(table.c.instance_id, table.c.location)
+    ).all()
+    last = {(i, loc): int(ms) for i, loc, ms in listed}
+    for key, ms in used.items():
+        last[key] = ms  # a cycle row says when it was last used
+    stale = sorted(key for key, ms in last.items() if ms < before_ms and key != mine)
+    for instance_id, location in stale:
+        for t in (table, cycles):
+            conn.execute(
+                t.delete().where((t.c.instance_id == instance_id) & (t.c.location == location))
+            )
+        log.info(
+            "dropped the record cache's rows of %s at %s: no cycle used them for %d days "
+            "(LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS=%d)",
+            instance_id,
+            location,
+            (now_ms - last[(instance_id, location)]) // DAY_MS,
+            keep_days,
+        )
+    return len(stale)
 
 
 def _first_id(directory: str, layout: str) -> int:

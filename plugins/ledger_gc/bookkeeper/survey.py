@@ -469,10 +469,19 @@ def survey(
             leaves = scan.list_leaves(bk, root, layout, shards)
             # After the listing: the probe parent's mark then postdates it, so a
             # ZooKeeper restored from before it shows next cycle (history_went_back).
-            probe = record_cache.probe_cversion(bk) if cache.enabled else None
+            probed = record_cache.probe_cversion(bk) if cache.enabled else None
+        probe = None if probed is None else probed.mark
         # A session that lost its connection may have moved to a server that counts
         # child changes otherwise: its listing proves nothing about cversion.
         proven = probe is not None and not watch.moved
+        cannot = None
+        if probed is not None and probed.why is not None:
+            cannot = probed.why
+        elif probed is not None and watch.moved:
+            cannot = (
+                "the ZooKeeper session lost its connection during the listing (it may be on "
+                "another server now); " + record_cache.UNPROVEN
+            )
         result.not_ledgers = (
             listing.not_ledger_count + odd.not_ledger_count + leaves.odd.not_ledger_count
         )
@@ -572,6 +581,8 @@ def survey(
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
     result.handed_off_forgotten = _forget_handed_off(endpoints, result, handed, found)
     cost.cache = cache.to_dict() | {"cversion_proven": proven}
+    if cannot is not None:
+        cost.cache["cannot"] = cannot
     cost.total_seconds = time.monotonic() - started
     result.cost = cost
     return result
@@ -684,7 +695,14 @@ def _save_cache(
             )
         )
     record_cache.save(
-        endpoints.state, cache, rows, proven=proven, high=high, now_ms=now_ms(), probe=probe
+        endpoints.state,
+        cache,
+        rows,
+        proven=proven,
+        high=high,
+        now_ms=now_ms(),
+        probe=probe,
+        keep_days=endpoints.policy.bk_record_cache_keep_days,
     )
 
 
@@ -732,7 +750,7 @@ def _on_executors(
     (the references broadcast once), each at its share of the read budget: the tasks
     that run at once read no more than the budget together. A task that fails fails the
     job: a partial scan is a refusal, never fewer ledgers."""
-    from ledger_gc.spark.session import job_error, job_group, task_slices
+    from ledger_gc.spark.session import at_once, job_error, job_group, task_slices, zk_share
 
     started = time.monotonic()
     context = spark.sparkContext  # (a session still starting is waited for here)
@@ -742,11 +760,11 @@ def _on_executors(
     budget = bookkeeper.zk.max_reads_per_second
     if budget > 0:
         # As many tasks as can run at once: each reads at 1/tasks of the budget.
-        tasks = max(1, min(len(works), context.defaultParallelism))
+        tasks = at_once(len(works), spark)
     else:
         tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
     groups = split_works(works, tasks)
-    bk_endpoint = bookkeeper.zk.share(len(groups))  # pickled with the task
+    bk_endpoint = zk_share(bookkeeper.zk, len(groups), spark)  # pickled with the task
     shared_bk = endpoints.policy.bk_shared
     remove_unreadable = endpoints.policy.bk_remove_unreadable
     # the references, the handed-off ids and the removed namespaces

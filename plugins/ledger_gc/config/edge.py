@@ -54,6 +54,7 @@ def policy(settings: Settings) -> Policy:
         bk_remove_unreadable=settings.bk_remove_unreadable,
         bk_record_cache=settings.bk_record_cache,
         bk_full_read_every=settings.bk_full_read_every,
+        bk_record_cache_keep_days=settings.bk_record_cache_keep_days,
         pulsar_clusters=settings.pulsar_clusters,
         metadata_read_only=settings.metadata_read_only,
         trim_retention=settings.trim_retention,

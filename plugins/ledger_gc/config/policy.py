@@ -35,6 +35,8 @@ class Policy:
     #: ``LEDGERGC_BK_RECORD_CACHE`` and ``LEDGERGC_BK_FULL_READ_EVERY``.
     bk_record_cache: bool = True
     bk_full_read_every: int = 7
+    #: ``LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS``: rows no cycle used for so long are dropped.
+    bk_record_cache_keep_days: int = 30
     #: ``LEDGERGC_BK_REMOVE_UNREADABLE``: an unreferenced ``bk-unreadable`` ledger goes
     #: under the three phases (Pulsar 13480: it stops BookKeeper's auditor).
     bk_remove_unreadable: bool = False

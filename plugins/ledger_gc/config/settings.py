@@ -540,6 +540,18 @@ class Settings:
             unit="cycles",
         ),
     )
+    bk_record_cache_keep_days: int = setting(
+        30,
+        SettingSpec(
+            "LEDGERGC_BK_RECORD_CACHE_KEEP_DAYS",
+            INTEGER,
+            "the record cache's rows of a BookKeeper (or of an address of it) that no cycle "
+            "used for this many days are dropped from the state store (another cluster's, "
+            "a moved ensemble's)",
+            minimum=1,
+            unit="days",
+        ),
+    )
     zk_max_reads_per_second: float = setting(
         0.0,
         SettingSpec(

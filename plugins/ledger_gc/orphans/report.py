@@ -682,6 +682,8 @@ def _bookkeeper_lines(bk: dict[str, Any]) -> Iterable[str]:
             f"read, {cost['records_cached']} from the record cache "
             f"({cost['cache'].get('why', '')}); seconds: {seconds}"
         )
+        if cost["cache"].get("cannot"):
+            yield f"    record cache: {cost['cache']['cannot']}"
     if bk["deleted"]:
         yield f"    {bk['restore']}"
 

@@ -17,7 +17,7 @@ from ledger_gc.metadata import read_budget
 from ledger_gc.rules.orphans.outcomes import STOPPED, RecheckResult, skipped
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.s3_orphans.deleting import recheck_and_delete
-from ledger_gc.spark.session import ReadsParam, job_error, job_group
+from ledger_gc.spark.session import ReadsParam, job_error, job_group, zk_share
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -50,7 +50,7 @@ def distributed_delete(
     slices = max(1, -(-len(entries) // per_task))
     endpoints = request.endpoints
     # Each task's share of the read budget, pickled with it.
-    endpoints = replace(endpoints, zk=endpoints.zk.share(slices))
+    endpoints = replace(endpoints, zk=zk_share(endpoints.zk, slices, spark))
     reads: Accumulator[dict[int, int]] = spark.sparkContext.accumulator(
         {},
         ReadsParam(),  # type: ignore[arg-type]

@@ -25,6 +25,8 @@ from ledger_gc.spark.library_zip import library_zip
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ledger_gc.config.endpoints import ZkEndpoint
+
 
 class SparkJobError(LedgerGcError):
     """A Spark job of ledger-gc failed; its output was not kept."""
@@ -168,6 +170,21 @@ def task_slices(count: int, per_slice: int, spark: SparkSession, cap: int = 1024
     core the application has (up to one item each), at most ``cap``."""
     wanted = -(-count // per_slice) if count else 1
     return max(1, min(cap, max(wanted, min(count, spark.sparkContext.defaultParallelism))))
+
+
+def at_once(tasks: int, spark: SparkSession) -> int:
+    """How many of a job's ``tasks`` can run at the same time: no more than the cores
+    the application has (``defaultParallelism``); the rest wait for a slot."""
+    return max(1, min(tasks, spark.sparkContext.defaultParallelism))
+
+
+def zk_share(zk: ZkEndpoint, tasks: int, spark: SparkSession) -> ZkEndpoint:
+    """``zk`` for one of a job's ``tasks`` (pickled with it): the read budget
+    (``LEDGERGC_ZK_MAX_READS_PER_SECOND``) split over the tasks that can run at once
+    (``at_once``), so that together they read at the budget, never above it. The one
+    rule of every Spark job that reads ZooKeeper: split over all the tasks, a job with
+    ten times more tasks than slots would read at a tenth of the budget."""
+    return zk.share(at_once(tasks, spark))
 
 
 class ReadsParam:

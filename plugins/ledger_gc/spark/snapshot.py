@@ -21,6 +21,7 @@ from ledger_gc.spark.session import (
     checkpoint,
     job_error,
     task_slices,
+    zk_share,
 )
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def read_snapshot(
         {},
         ReadsParam(),  # type: ignore[arg-type]
     )
-    mine = zk.share(slices)  # each task's share of the read budget
+    mine = zk_share(zk, slices, spark)  # each task's share of the read budget
 
     def read_shard(part: Iterable[str]) -> list[Any]:
         mark = read_budget.METER.mark()

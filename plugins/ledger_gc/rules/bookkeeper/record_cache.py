@@ -174,6 +174,45 @@ def reusable(
     return Reuse(False, "children created or deleted beyond what the listings show")
 
 
+class CountersError(ValueError):
+    """A cycle row's id counters that do not decode: the cycle reads every ledger and
+    writes the row afresh (a guess could reuse records of another history)."""
+
+
+def decode_counters(
+    text: str | bytes, history_key: str
+) -> tuple[dict[str, list[int]], list[int] | None]:
+    """A ``bk_record_cycles`` row's ``id_counters`` JSON: counter name -> ``[czxid,
+    cversion]``, and the probe parent's mark under ``history_key`` (None: absent).
+    ``CountersError`` if it is not JSON, or not of those types (a row cut short by a
+    failed write, or edited by hand)."""
+    try:
+        decoded = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise CountersError(f"not JSON ({exc})") from None
+    if not isinstance(decoded, dict):
+        raise CountersError(f"a JSON {type(decoded).__name__}, not an object")
+    counters: dict[str, list[int]] = {}
+    probe: list[int] | None = None
+    for name, value in decoded.items():
+        pair = _int_pair(value)
+        if pair is None:
+            raise CountersError(f"{name!r} is {value!r}, not [czxid, cversion]")
+        if name == history_key:
+            probe = pair
+        else:
+            counters[name] = pair
+    return counters, probe
+
+
+def _int_pair(value: object) -> list[int] | None:
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return None
+    return [int(v) for v in value]
+
+
 # --- packed columns, little-endian, zlib ---------------------------------------------------
 
 
