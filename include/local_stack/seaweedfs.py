@@ -23,6 +23,10 @@ TEST_AWS_ENV = {
 }
 
 
+#: Free disk below which SeaweedFS turns its volumes read-only (``-volume.minFreeSpace``).
+MIN_FREE_SPACE = "256MiB"
+
+
 class SeaweedS3Server(ServerProcess):
     """SeaweedFS on 127.0.0.1: a real object store behind an S3 API, in one ``weed`` process.
 
@@ -181,6 +185,10 @@ class SeaweedS3Server(ServerProcess):
             "-master.peers=none",
             f"-master.volumeSizeLimitMB={self.VOLUME_SIZE_LIMIT_MB}",
             "-volume.max=0",
+            # Its default, 1 % of the disk, is 2.5 GB of a shared 252 GB disk: with less
+            # free than that every volume turns read-only and each write answers HTTP 500
+            # (seen here: a whole test run's trims failed so). The stack's data is small.
+            f"-volume.minFreeSpace={MIN_FREE_SPACE}",
             "-volume.preStopSeconds=0",
             "-filer",
             "-s3",
