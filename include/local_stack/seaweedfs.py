@@ -52,8 +52,11 @@ class SeaweedS3Server(ServerProcess):
     * ``WEED_MASTER_VOLUME_GROWTH_COPY_1=1``: each bucket is its own collection, and the
       master grows a new collection by 7 volumes at once; tests make a bucket each, so one
       volume per bucket keeps files and memory small. ``-master.volumeSizeLimitMB`` small
-      and ``-volume.max=0`` (as many volumes as the free disk holds): a volume file grows
-      as written (nothing is preallocated), and a full one is followed by a new one.
+      and ``-volume.max`` a fixed ``MAX_VOLUMES``: a volume file grows as written (nothing
+      is preallocated), and a full one is followed by a new one. Not ``0``, which sizes
+      the count by free disk over the volume size: on a shared disk with 6 GB free that
+      is 96 volumes, fewer than the buckets one test process makes, and every PUT then
+      fails with "No writable volumes and no free volumes left" (HTTP 500).
     * ``-master.peers=none -master.resumeState=false``: a single master that is leader at
       once (a Raft election would add 2 to 7 s to every start), with no Raft state to
       recover; the volume server reports its volumes again at each start anyway.
@@ -83,6 +86,8 @@ class SeaweedS3Server(ServerProcess):
     # Small, so that a volume fills and the next one starts within a benchmark's data; the
     # files are never preallocated, so this bounds nothing but one volume's size.
     VOLUME_SIZE_LIMIT_MB: ClassVar[int] = 64
+    # Volumes the server may make (one per bucket at least): created only when written.
+    MAX_VOLUMES: ClassVar[int] = 5000
 
     def __init__(
         self,
@@ -184,7 +189,7 @@ class SeaweedS3Server(ServerProcess):
             "-master.resumeState=false",
             "-master.peers=none",
             f"-master.volumeSizeLimitMB={self.VOLUME_SIZE_LIMIT_MB}",
-            "-volume.max=0",
+            f"-volume.max={self.MAX_VOLUMES}",
             # Its default, 1 % of the disk, is 2.5 GB of a shared 252 GB disk: with less
             # free than that every volume turns read-only and each write answers HTTP 500
             # (seen here: a whole test run's trims failed so). The stack's data is small.
