@@ -198,6 +198,49 @@ def test_its_secrets_are_masked_and_never_printed() -> None:
         assert "SeKrit" not in text
 
 
+def _jaas(tmp_path: Path, user: str, password: str) -> str:
+    path = tmp_path / f"{user}-jaas.conf"
+    path.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  username="{user}"\n  password="{password}";\n}};\n'
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("prefix", ["LEDGERGC_CONFIG_STORE_", "LEDGERGC_BK_ZK_"])
+def test_a_login_of_its_own_takes_no_part_of_the_local_stores_other_login_form(
+    tmp_path: Path, prefix: str
+) -> None:
+    """A JAAS file for one ensemble and a username and password for the other are two
+    logins, one each: the ensemble with a login of its own takes none of the local
+    store's (its JAAS file, or its username and password), else its own JAAS file and the
+    local store's username and password were "both set" (review 3 of issue 34)."""
+    local = {
+        **LOCAL,
+        prefix + "HOSTS": "zk2:2181/other",
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+    }
+    by_words = {"LEDGERGC_ZK_SASL_USERNAME": "broker", "LEDGERGC_ZK_SASL_PASSWORD": "Local-SeKrit"}
+    own_jaas = {prefix + "JAAS": _jaas(tmp_path, "other", "Other-SeKrit")}
+    endpoints = resolve(Settings.from_env({**local, **by_words, **own_jaas}))
+    other = endpoints.config_store if "CONFIG" in prefix else endpoints.bookkeeper.zk
+    assert other is not None
+    login = other.login()
+    assert login is not None and (login.username, login.password) == ("other", "Other-SeKrit")
+    local_login = endpoints.zk.login()
+    assert local_login is not None and local_login.username == "broker"
+
+    by_file = {"LEDGERGC_ZK_JAAS": _jaas(tmp_path, "broker", "Local-SeKrit")}
+    own_words = {prefix + "SASL_USERNAME": "other", prefix + "SASL_PASSWORD": "Other-SeKrit"}
+    endpoints = resolve(Settings.from_env({**local, **by_file, **own_words}))
+    other = endpoints.config_store if "CONFIG" in prefix else endpoints.bookkeeper.zk
+    assert other is not None
+    login = other.login()
+    assert login is not None and (login.username, login.password) == ("other", "Other-SeKrit")
+    local_login = endpoints.zk.login()
+    assert local_login is not None and local_login.username == "broker"
+
+
 @pytest.mark.parametrize(
     ("environ", "fix", "not_offered"),
     [
