@@ -93,14 +93,23 @@ def test_the_local_stores_own_address_is_no_second_store_but_is_given() -> None:
         ("memory:local", "is an in-memory store"),
         ("zk+hierarchical://zk1:2181/ledgers", "BookKeeper's metadataServiceUri form"),
         ("zk1:2181:x", "has no host name"),
+        ("garbage!!", "has no host name"),
+        ("zk1:99999", "not a port number"),
+        ("http://zk1:2181", "is a URL of a store ledger-gc cannot read"),
+        ("metadata-store:", "names no metadata store"),
     ],
 )
 def test_another_store_is_one_line_naming_the_variable(given: str, says: str) -> None:
+    """The fix offered is a form this setting takes: never BookKeeper's ``zk+…://``,
+    which it refuses (review 3 of issue 34)."""
     with pytest.raises(ConfigError) as err:
         Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": given})
     message = str(err.value)
     assert message.startswith("LEDGERGC_CONFIG_STORE_HOSTS=") and says in message, message
     assert "\n" not in message
+    fix = message.removeprefix(f"LEDGERGC_CONFIG_STORE_HOSTS={given!r}")
+    assert "zk+hierarchical" not in fix, message
+    assert "configurationMetadataStoreUrl" in fix and "zk:" in fix, message
 
 
 def test_from_broker_conf_with_provenance(tmp_path: Path) -> None:
