@@ -339,3 +339,19 @@ def test_a_digest_refusal_on_the_configuration_store_names_its_own_digest() -> N
     )
     local = resolve(Settings.from_env(LOCAL)).zk.names
     assert "set LEDGERGC_ZK_DIGEST to" in _fix(["digest:admin"], "DELETE", local)
+
+
+@pytest.mark.parametrize("holders", [["sasl:broker"], []])
+def test_a_refusal_on_the_configuration_store_offers_the_brokers_identity(
+    holders: list[str],
+) -> None:
+    """The configuration store is written by Pulsar's brokers: its refusals never send the
+    operator to BookKeeper's bookies (review 3 of issue 34)."""
+    from ledger_gc.metadata.zk_access import _fix
+
+    names = resolve(
+        Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": "zk2:2181/g"})
+    ).configuration.names
+    fix = _fix(holders, "READ", names)
+    assert "BookKeeper" not in fix and "bookies" not in fix, fix
+    assert "brokers'" in fix and "LEDGERGC_CONFIG_STORE_JAAS" in fix, fix
