@@ -213,6 +213,51 @@ def test_the_configuration_stores_secrets_are_in_no_log_line_report_or_state(
     assert not SESSION_PASSWORD.search(log), SESSION_PASSWORD.search(log)
 
 
+def test_a_configuration_store_refusing_its_login_is_one_line_naming_its_own_settings(
+    sasl_zookeeper: ZooKeeperServer, settings: Settings, tmp_path: Path
+) -> None:
+    """Review 3 of issue 34: a wrong password for the configuration store's login (the
+    local store's right): one line on stderr, exit 2, naming the configuration store's
+    variables and neither password, at DEBUG too."""
+    local, config = (f"/{name}{uuid.uuid4().hex[:10]}" for name in ("m", "c"))
+    _plant(
+        sasl_zookeeper.hosts,
+        {
+            f"{local}/managed-ledgers/acme/live/persistent/clicks": b"",
+            f"{config}/admin/policies/acme/live": b"{}",
+        },
+    )
+    wrong = "Wrong-cfg-pw-5t1q"
+    env = {
+        "LEDGERGC_ZK_HOSTS": sasl_zookeeper.hosts + local,
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+        "LEDGERGC_ZK_SASL_USERNAME": "gc",
+        "LEDGERGC_ZK_SASL_PASSWORD": SASL_PASSWORD,
+        "LEDGERGC_CONFIG_STORE_HOSTS": sasl_zookeeper.hosts + config,
+        "LEDGERGC_CONFIG_STORE_SASL_USERNAME": "cfg",
+        "LEDGERGC_CONFIG_STORE_SASL_PASSWORD": wrong,
+        "LEDGERGC_PULSAR_METADATA": "true",
+        "LEDGERGC_BOOKKEEPER": "false",
+        "LEDGERGC_S3_ENDPOINT": str(settings.s3_endpoint),
+        "LEDGERGC_BUCKET": settings.bucket,
+        "LEDGERGC_STATE_DIR": str(tmp_path / "state"),
+        **TEST_AWS_ENV,
+    }
+
+    plain = ledgergc(env, tmp_path, "orphans", "--dry-run")
+    debug = ledgergc(env, tmp_path, "--log-level", "DEBUG", "orphans", "--dry-run")
+
+    assert plain.returncode == 2, plain.stderr[-3000:]
+    [line] = plain.stderr.strip().splitlines()
+    assert line.startswith("ledgergc: error: "), line
+    assert "LEDGERGC_CONFIG_STORE_SASL" in line and "configuration store" in line, line
+    assert debug.returncode == 2, debug.stderr[-3000:]
+    for done in (plain, debug):
+        for secret in (wrong, SASL_PASSWORD):
+            assert secret not in done.stdout + done.stderr, secret
+        assert not SASL_RESPONSE.search(done.stderr), SASL_RESPONSE.search(done.stderr)
+
+
 @pytest.fixture(scope="module")
 def moto_sts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoStsServer]:
     server = MotoStsServer(log_dir=tmp_path_factory.mktemp("moto"))
