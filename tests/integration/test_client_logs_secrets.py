@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -37,6 +38,9 @@ from local_stack.zookeeper import ZooKeeperSecurity, ZooKeeperServer
 
 SASL_PASSWORD = "Sasl-pw-9f3k"
 DIGEST_PASSWORD = "Digest-pw-7q2z"
+#: The configuration store's own login and digest (issue 34), unlike the local store's.
+CFG_SASL_PASSWORD = "Cfg-sasl-pw-4m8x"
+CFG_DIGEST_PASSWORD = "Cfg-digest-pw-2v6n"
 #: What must never show: a hex MD5 after response= or rspauth= (a DIGEST-MD5 exchange).
 SASL_RESPONSE = re.compile(r"(?:response|rspauth)=\"?[0-9a-fA-F]{32}")
 SESSION_PASSWORD = re.compile(r"session_passwd: b?'?[0-9a-fA-F]{8,}")
@@ -48,7 +52,7 @@ def sasl_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeep
     server = ZooKeeperServer(
         base / "zookeeper",
         log_dir=base / "logs",
-        security=ZooKeeperSecurity(sasl_users={"gc": SASL_PASSWORD}),
+        security=ZooKeeperSecurity(sasl_users={"gc": SASL_PASSWORD, "cfg": CFG_SASL_PASSWORD}),
     )
     try:
         server.start()
@@ -117,6 +121,141 @@ def test_zookeeper_digest_and_sasl_secrets_are_in_no_log_line(
         assert secret not in log and secret not in done.stdout, secret
     assert not SASL_RESPONSE.search(log), SASL_RESPONSE.search(log)
     assert not SESSION_PASSWORD.search(log), SESSION_PASSWORD.search(log)
+
+
+def _plant(hosts: str, paths: dict[str, bytes]) -> None:
+    client = KazooClient(hosts=hosts, timeout=10)
+    client.start(timeout=30)
+    try:
+        for path, data in paths.items():
+            client.create(path, data, makepath=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.parametrize("login", ["settings", "jaas"])
+def test_the_configuration_stores_secrets_are_in_no_log_line_report_or_state(
+    sasl_zookeeper: ZooKeeperServer, settings: Settings, tmp_path: Path, login: str
+) -> None:
+    """Issue 34: Pulsar's configuration store on a chroot of its own, with a login and
+    digest of its own (``LEDGERGC_CONFIG_STORE_SASL_*`` or ``_JAAS``, ``_DIGEST``). An
+    orphan cycle's dry run reads the policies there (the Pulsar-metadata source on), every
+    client log on; then ``status --json`` shows where each came from. No password, no
+    digest derived from one, no SASL response is in the logs, the report, the status or
+    the state store's files."""
+    local, config = (f"/{name}{uuid.uuid4().hex[:10]}" for name in ("m", "c"))
+    _plant(
+        sasl_zookeeper.hosts,
+        {
+            f"{local}/managed-ledgers/acme/gone/persistent/orders": b"",
+            f"{local}/managed-ledgers/acme/live/persistent/clicks": b"",
+            f"{config}/admin/policies/acme": b'{"allowedClusters": ["standalone"]}',
+            f"{config}/admin/policies/acme/live": b'{"replication_clusters": ["standalone"]}',
+        },
+    )
+    if login == "jaas":
+        jaas = tmp_path / "config-store-jaas.conf"
+        jaas.write_text(
+            "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+            f'  username="cfg"\n  password="{CFG_SASL_PASSWORD}";\n}};\n'
+        )
+        cfg_login = {"LEDGERGC_CONFIG_STORE_JAAS": str(jaas)}
+    else:
+        cfg_login = {
+            "LEDGERGC_CONFIG_STORE_SASL_USERNAME": "cfg",
+            "LEDGERGC_CONFIG_STORE_SASL_PASSWORD": CFG_SASL_PASSWORD,
+        }
+    env = {
+        "LEDGERGC_ZK_HOSTS": sasl_zookeeper.hosts + local,
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+        "LEDGERGC_ZK_SASL_USERNAME": "gc",
+        "LEDGERGC_ZK_SASL_PASSWORD": SASL_PASSWORD,
+        "LEDGERGC_CONFIG_STORE_HOSTS": sasl_zookeeper.hosts + config,
+        "LEDGERGC_CONFIG_STORE_SASL_MECHANISM": "DIGEST-MD5",
+        **cfg_login,
+        "LEDGERGC_CONFIG_STORE_DIGEST": f"cfg-digest:{CFG_DIGEST_PASSWORD}",
+        "LEDGERGC_PULSAR_METADATA": "true",
+        "LEDGERGC_BOOKKEEPER": "false",
+        "LEDGERGC_S3_ENDPOINT": str(settings.s3_endpoint),
+        "LEDGERGC_BUCKET": settings.bucket,
+        "LEDGERGC_STATE_DIR": str(tmp_path / "state"),
+        **TEST_AWS_ENV,
+    }
+
+    cycle = ledgergc(env, tmp_path, "--log-level", "DEBUG", "orphans", "--dry-run", "--json")
+    status = ledgergc(env, tmp_path, "status", "--json")
+
+    log = cycle.stderr
+    assert cycle.returncode == 0, log[-3000:]
+    assert "pulsar-metadata:local:acme/gone" in cycle.stdout, cycle.stdout[-3000:]
+    # The configuration store's session logged in and added its digest, masked.
+    assert "scheme='digest', auth='cfg-digest:***'" in log, log[-3000:]
+    assert "SASL(challenge=" in log and "response=***" in log, log[-3000:]
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)["settings"]
+    assert shown["LEDGERGC_CONFIG_STORE_DIGEST"] == {"value": "cfg-digest:***", "source": "env"}
+    if login == "settings":
+        assert shown["LEDGERGC_CONFIG_STORE_SASL_PASSWORD"] == {"value": "***", "source": "env"}
+    else:
+        assert shown["LEDGERGC_CONFIG_STORE_JAAS"] == {"value": str(jaas), "source": "env"}
+    state = b"".join(f.read_bytes() for f in (tmp_path / "state").rglob("*") if f.is_file())
+    derived = digest_form("cfg-digest", CFG_DIGEST_PASSWORD)
+    for secret in (CFG_SASL_PASSWORD, CFG_DIGEST_PASSWORD, derived):
+        for where, text in (
+            ("log", log),
+            ("report", cycle.stdout),
+            ("status", status.stdout + status.stderr),
+        ):
+            assert secret not in text, (secret, where)
+        assert secret.encode() not in state, (secret, "state store")
+    assert not SASL_RESPONSE.search(log), SASL_RESPONSE.search(log)
+    assert not SESSION_PASSWORD.search(log), SESSION_PASSWORD.search(log)
+
+
+def test_a_configuration_store_refusing_its_login_is_one_line_naming_its_own_settings(
+    sasl_zookeeper: ZooKeeperServer, settings: Settings, tmp_path: Path
+) -> None:
+    """Review 3 of issue 34: a wrong password for the configuration store's login (the
+    local store's right): one line on stderr, exit 2, naming the configuration store's
+    variables and neither password, at DEBUG too."""
+    local, config = (f"/{name}{uuid.uuid4().hex[:10]}" for name in ("m", "c"))
+    _plant(
+        sasl_zookeeper.hosts,
+        {
+            f"{local}/managed-ledgers/acme/live/persistent/clicks": b"",
+            f"{config}/admin/policies/acme/live": b"{}",
+        },
+    )
+    wrong = "Wrong-cfg-pw-5t1q"
+    env = {
+        "LEDGERGC_ZK_HOSTS": sasl_zookeeper.hosts + local,
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+        "LEDGERGC_ZK_SASL_USERNAME": "gc",
+        "LEDGERGC_ZK_SASL_PASSWORD": SASL_PASSWORD,
+        "LEDGERGC_CONFIG_STORE_HOSTS": sasl_zookeeper.hosts + config,
+        "LEDGERGC_CONFIG_STORE_SASL_USERNAME": "cfg",
+        "LEDGERGC_CONFIG_STORE_SASL_PASSWORD": wrong,
+        "LEDGERGC_PULSAR_METADATA": "true",
+        "LEDGERGC_BOOKKEEPER": "false",
+        "LEDGERGC_S3_ENDPOINT": str(settings.s3_endpoint),
+        "LEDGERGC_BUCKET": settings.bucket,
+        "LEDGERGC_STATE_DIR": str(tmp_path / "state"),
+        **TEST_AWS_ENV,
+    }
+
+    plain = ledgergc(env, tmp_path, "orphans", "--dry-run")
+    debug = ledgergc(env, tmp_path, "--log-level", "DEBUG", "orphans", "--dry-run")
+
+    assert plain.returncode == 2, plain.stderr[-3000:]
+    [line] = plain.stderr.strip().splitlines()
+    assert line.startswith("ledgergc: error: "), line
+    assert "LEDGERGC_CONFIG_STORE_SASL" in line and "configuration store" in line, line
+    assert debug.returncode == 2, debug.stderr[-3000:]
+    for done in (plain, debug):
+        for secret in (wrong, SASL_PASSWORD):
+            assert secret not in done.stdout + done.stderr, secret
+        assert not SASL_RESPONSE.search(done.stderr), SASL_RESPONSE.search(done.stderr)
 
 
 @pytest.fixture(scope="module")

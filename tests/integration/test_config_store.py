@@ -185,25 +185,48 @@ def test_a_cycle_reads_the_policies_from_another_zookeeper(
         assert cluster.client.exists(cluster.path(ids[name])) is not None
 
 
+@pytest.mark.parametrize("command", [["status"], ["orphans", "--dry-run"], ["trim", "--dry-run"]])
 @pytest.mark.parametrize(
     ("environ", "says"),
     [
         ({"LEDGERGC_CONFIG_STORE_HOSTS": "oxia://oxia:6648/default"}, "is Oxia, not ZooKeeper"),
+        ({"LEDGERGC_CONFIG_STORE_HOSTS": "etcd:http://etcd:2379"}, "is etcd, not ZooKeeper"),
+        ({"LEDGERGC_CONFIG_STORE_HOSTS": "garbage!!"}, "has no host name"),
         ({"LEDGERGC_CONFIG_STORE_HOSTS": "zk+hierarchical://zk:2181/ledgers"}, "BookKeeper's"),
         ({"LEDGERGC_CONFIG_STORE_TLS_CA": "/etc/ssl/ca.pem"}, "LEDGERGC_CONFIG_STORE_TLS=true"),
         ({"LEDGERGC_PULSAR_METADATA": "maybe"}, "must be auto, true or false"),
+        ({"LEDGERGC_BK_REMOVE_UNREADABLE": "yes please"}, "is not a boolean"),
+        (
+            {"LEDGERGC_CONFIG_STORE_HOSTS": "configurationMetadataStoreUrl=oxia://oxia:6648"},
+            "(from configurationMetadataStoreUrl in ",
+        ),
     ],
 )
 def test_a_bad_configuration_store_setting_exits_2_in_one_line(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], says: str
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    environ: dict[str, str],
+    says: str,
+    command: list[str],
 ) -> None:
+    """Each command an operator runs first refuses a bad setting of issue 34 in one line
+    naming it, exit 2, before it connects or starts Spark; a bad broker.conf key names
+    the variable it stands for and the key. Never advises a form the setting refuses."""
     for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    result = run_ledgergc(settings, "status")
+        if value.startswith("configurationMetadataStoreUrl="):  # as broker.conf has it
+            conf = tmp_path / "broker.conf"
+            conf.write_text(value + "\n", encoding="utf-8")
+            monkeypatch.setenv("LEDGERGC_PULSAR_CONF", str(conf))
+        else:
+            monkeypatch.setenv(name, value)
+    result = run_ledgergc(settings, *command)
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("ledgergc: error: ") and says in line, line
     assert next(iter(environ)) in line
+    assert "zk+hierarchical" not in line.partition(";")[2], line
+    assert result.stdout == "", result.stdout
 
 
 def test_status_shows_where_the_configuration_store_came_from(

@@ -979,3 +979,57 @@ def test_a_restore_never_puts_a_removed_cursor_under_a_topic_recreated_since(
     errors = [p.error for p in report.prefixes if p.error and p.bucket.endswith("/orders/sub")]
     assert errors and f"removed /managed-ledgers/{TOPIC} too" in errors[0], report.to_dict()
     assert zk_client.exists(f"/admin/local-policies/{NS}")
+
+
+def test_an_operator_restores_and_audits_a_metadata_run_by_the_command(
+    pulsar: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """Review 3 of issue 34, as an operator meets it: ``ledgergc audit`` lists each
+    removed znode with its store; ``restore --dry-run`` says which znodes it would
+    re-create and creates none; ``restore`` says which it re-created (text and
+    ``--json``); a run id the audit log does not know is one line, exit 2."""
+    plant_namespace(cluster)
+    endpoints = resolve(pulsar)
+    leftover = entry(LOCAL, NS, PM_DELETED_NAMESPACE)
+    assert [r.action for r in delete(endpoints, [leftover], "run-1")] == [outcomes.DELETED]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGERGC_", "AWS_"))}
+
+    def ledgergc(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(LEDGERGC), *args],
+            env={**base, **pulsar.to_env()},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    audit = ledgergc("audit", "--run", "run-1", "--status", "deleted")
+    assert audit.returncode == 0, audit.stderr
+    for znode in RECORDS:
+        assert f"local:{znode}" in audit.stdout, audit.stdout
+
+    dry = ledgergc("restore", "--run", "run-1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert exists(zk_client, RECORDS) == []
+    assert "dry run: nothing changed" in dry.stdout, dry.stdout
+    for znode in RECORDS:
+        lines = dry.stdout.splitlines()
+        assert any(znode in line and "would restore" in line for line in lines), dry.stdout
+    assert "bucket" not in dry.stdout and "objects" not in dry.stdout, dry.stdout
+
+    done = ledgergc("restore", "--run", "run-1", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted(p["znode"] for p in report["prefixes"]) == sorted(RECORDS), report
+    assert {p["store"] for p in report["prefixes"]} == {LOCAL}, report
+    assert exists(zk_client, RECORDS) == RECORDS
+    again = ledgergc("restore", "--run", "run-1")
+    assert again.returncode == 0, again.stderr
+    for znode in RECORDS:
+        lines = again.stdout.splitlines()
+        assert any(znode in line and "already" in line for line in lines), again.stdout
+
+    wrong = ledgergc("restore", "--run", "run-nope")
+    assert wrong.returncode == 2, (wrong.stdout, wrong.stderr)
+    [line] = wrong.stderr.strip().splitlines()
+    assert line.startswith("ledgergc: error: ") and "run-nope" in line, line

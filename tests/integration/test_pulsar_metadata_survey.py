@@ -608,3 +608,64 @@ def test_a_v2_namespace_named_like_a_v1_cluster_keeps_its_bundles_load_data(
         "/loadbalance/bundle-data/acme/us-east/legacy",
         f"/loadbalance/bundle-data/acme/us-east/legacy/{bundle_ranges()[0]}",
     }
+
+
+def _only_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line of stderr of a refused command (exit 2): nothing else there."""
+    line = one_line_error(result)
+    assert result.stderr.strip() == line, result.stderr[-3000:]
+    return line
+
+
+def test_an_unreachable_configuration_store_is_one_line_naming_its_variable(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """Review 3 of issue 34: the configuration store is down (a closed port)."""
+    live_namespace(cluster)
+    env = {
+        **pulsar.to_env(),
+        "LEDGERGC_CONFIG_STORE_HOSTS": "127.0.0.1:1/global",
+        "LEDGERGC_ZK_TIMEOUT_SECONDS": "3",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    line = _only_line(ledgergc(env, "orphans", "--dry-run", "--json"))
+    assert "LEDGERGC_CONFIG_STORE_HOSTS" in line and "127.0.0.1:1" in line, line
+
+
+def test_a_configuration_store_that_refuses_ledger_gcs_identity_is_one_line(
+    pulsar: Settings, settings: Settings, cluster: PulsarCluster, zk_client: KazooClient
+) -> None:
+    """Review 3 of issue 34: /admin/policies readable by the brokers' identity only
+    (``NoAuth``): the line names ledger-gc's identity, the permission and the znode."""
+    from kazoo.security import make_digest_acl
+
+    live_namespace(cluster)
+    endpoint = config_store(settings, zk_client, "/locked")
+    admin = KazooClient(hosts=endpoint.hosts, timeout=10)
+    admin.start(timeout=30)
+    try:
+        admin.add_auth("digest", "broker:Broker-pw")
+        admin.create(
+            "/admin/policies",
+            b"",
+            acl=[make_digest_acl("broker", "Broker-pw", all=True)],
+            makepath=True,
+        )
+        admin.create("/admin/policies/acme", b"{}")
+    finally:
+        admin.stop()
+        admin.close()
+    env = {
+        **pulsar.to_env(),
+        "LEDGERGC_CONFIG_STORE_HOSTS": endpoint.hosts,
+        "LEDGERGC_CONFIG_STORE_DIGEST": "ledger-gc:Gc-pw",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    line = _only_line(ledgergc(env, "orphans", "--dry-run", "--json"))
+    assert "digest:ledger-gc" in line and "READ" in line, line
+    assert "/admin/policies" in line and "Gc-pw" not in line, line
+    # The fix is the brokers' identity on the configuration store, not the bookies'.
+    assert "BookKeeper" not in line and "bookies" not in line, line
+    assert "LEDGERGC_CONFIG_STORE_DIGEST" in line and "brokers'" in line, line

@@ -79,3 +79,12 @@ def test_force_names_every_refusal_it_goes_past(capsys):
     text = help_of(capsys, "orphans")
     for guard in forced:
         assert guard in text, guard
+
+
+def test_orphans_names_every_source_and_restore_names_pulsar_metadata(capsys):
+    """Review 3 of issue 34: the Pulsar-metadata source is one of the cycle's sources."""
+    text = help_of(capsys, "orphans")
+    for setting in ("LEDGERGC_OFFLOAD_BUCKET", "LEDGERGC_BOOKKEEPER", "LEDGERGC_PULSAR_METADATA"):
+        assert setting in text, setting
+    assert "Pulsar's own metadata" in text
+    assert "Pulsar-metadata znodes" in help_of(capsys, "restore")

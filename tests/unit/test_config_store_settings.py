@@ -93,14 +93,23 @@ def test_the_local_stores_own_address_is_no_second_store_but_is_given() -> None:
         ("memory:local", "is an in-memory store"),
         ("zk+hierarchical://zk1:2181/ledgers", "BookKeeper's metadataServiceUri form"),
         ("zk1:2181:x", "has no host name"),
+        ("garbage!!", "has no host name"),
+        ("zk1:99999", "not a port number"),
+        ("http://zk1:2181", "is a URL of a store ledger-gc cannot read"),
+        ("metadata-store:", "names no metadata store"),
     ],
 )
 def test_another_store_is_one_line_naming_the_variable(given: str, says: str) -> None:
+    """The fix offered is a form this setting takes: never BookKeeper's ``zk+…://``,
+    which it refuses (review 3 of issue 34)."""
     with pytest.raises(ConfigError) as err:
         Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": given})
     message = str(err.value)
     assert message.startswith("LEDGERGC_CONFIG_STORE_HOSTS=") and says in message, message
     assert "\n" not in message
+    fix = message.removeprefix(f"LEDGERGC_CONFIG_STORE_HOSTS={given!r}")
+    assert "zk+hierarchical" not in fix, message
+    assert "configurationMetadataStoreUrl" in fix and "zk:" in fix, message
 
 
 def test_from_broker_conf_with_provenance(tmp_path: Path) -> None:
@@ -198,6 +207,49 @@ def test_its_secrets_are_masked_and_never_printed() -> None:
         assert "SeKrit" not in text
 
 
+def _jaas(tmp_path: Path, user: str, password: str) -> str:
+    path = tmp_path / f"{user}-jaas.conf"
+    path.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  username="{user}"\n  password="{password}";\n}};\n'
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("prefix", ["LEDGERGC_CONFIG_STORE_", "LEDGERGC_BK_ZK_"])
+def test_a_login_of_its_own_takes_no_part_of_the_local_stores_other_login_form(
+    tmp_path: Path, prefix: str
+) -> None:
+    """A JAAS file for one ensemble and a username and password for the other are two
+    logins, one each: the ensemble with a login of its own takes none of the local
+    store's (its JAAS file, or its username and password), else its own JAAS file and the
+    local store's username and password were "both set" (review 3 of issue 34)."""
+    local = {
+        **LOCAL,
+        prefix + "HOSTS": "zk2:2181/other",
+        "LEDGERGC_ZK_SASL_MECHANISM": "DIGEST-MD5",
+    }
+    by_words = {"LEDGERGC_ZK_SASL_USERNAME": "broker", "LEDGERGC_ZK_SASL_PASSWORD": "Local-SeKrit"}
+    own_jaas = {prefix + "JAAS": _jaas(tmp_path, "other", "Other-SeKrit")}
+    endpoints = resolve(Settings.from_env({**local, **by_words, **own_jaas}))
+    other = endpoints.config_store if "CONFIG" in prefix else endpoints.bookkeeper.zk
+    assert other is not None
+    login = other.login()
+    assert login is not None and (login.username, login.password) == ("other", "Other-SeKrit")
+    local_login = endpoints.zk.login()
+    assert local_login is not None and local_login.username == "broker"
+
+    by_file = {"LEDGERGC_ZK_JAAS": _jaas(tmp_path, "broker", "Local-SeKrit")}
+    own_words = {prefix + "SASL_USERNAME": "other", prefix + "SASL_PASSWORD": "Other-SeKrit"}
+    endpoints = resolve(Settings.from_env({**local, **by_file, **own_words}))
+    other = endpoints.config_store if "CONFIG" in prefix else endpoints.bookkeeper.zk
+    assert other is not None
+    login = other.login()
+    assert login is not None and (login.username, login.password) == ("other", "Other-SeKrit")
+    local_login = endpoints.zk.login()
+    assert local_login is not None and local_login.username == "broker"
+
+
 @pytest.mark.parametrize(
     ("environ", "fix", "not_offered"),
     [
@@ -287,3 +339,19 @@ def test_a_digest_refusal_on_the_configuration_store_names_its_own_digest() -> N
     )
     local = resolve(Settings.from_env(LOCAL)).zk.names
     assert "set LEDGERGC_ZK_DIGEST to" in _fix(["digest:admin"], "DELETE", local)
+
+
+@pytest.mark.parametrize("holders", [["sasl:broker"], []])
+def test_a_refusal_on_the_configuration_store_offers_the_brokers_identity(
+    holders: list[str],
+) -> None:
+    """The configuration store is written by Pulsar's brokers: its refusals never send the
+    operator to BookKeeper's bookies (review 3 of issue 34)."""
+    from ledger_gc.metadata.zk_access import _fix
+
+    names = resolve(
+        Settings.from_env({**LOCAL, "LEDGERGC_CONFIG_STORE_HOSTS": "zk2:2181/g"})
+    ).configuration.names
+    fix = _fix(holders, "READ", names)
+    assert "BookKeeper" not in fix and "bookies" not in fix, fix
+    assert "brokers'" in fix and "LEDGERGC_CONFIG_STORE_JAAS" in fix, fix

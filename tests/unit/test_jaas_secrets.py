@@ -1,7 +1,8 @@
 """A slip in a JAAS file never prints its password (issue 33).
 
 Run through the real ``ledgergc`` command, as an operator meets it: the error on stderr
-and in ``--json``'s ``error``, for ``LEDGERGC_ZK_JAAS`` and ``LEDGERGC_BK_ZK_JAAS``. The
+and in ``--json``'s ``error``, for ``LEDGERGC_ZK_JAAS``, ``LEDGERGC_BK_ZK_JAAS`` and
+``LEDGERGC_CONFIG_STORE_JAAS`` (issue 34). The
 file is read (and refused) as the settings are made, before any server is reached, so no
 server is needed: the ZooKeeper address is a closed port.
 """
@@ -70,7 +71,9 @@ def ledgergc(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Comp
     )
 
 
-@pytest.mark.parametrize("setting", ["LEDGERGC_ZK_JAAS", "LEDGERGC_BK_ZK_JAAS"])
+@pytest.mark.parametrize(
+    "setting", ["LEDGERGC_ZK_JAAS", "LEDGERGC_BK_ZK_JAAS", "LEDGERGC_CONFIG_STORE_JAAS"]
+)
 @pytest.mark.parametrize("slip", sorted(SLIPS))
 def test_a_slip_in_a_jaas_file_names_the_token_kind_and_position_never_its_text(
     tmp_path: Path, setting: str, slip: str

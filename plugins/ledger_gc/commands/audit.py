@@ -147,6 +147,9 @@ def render_table(records: list[dict[str, Any]]) -> list[str]:
 
 
 def _what(record: dict[str, Any]) -> str:
+    # One Pulsar-metadata znode per record: its store and path, and whose leftover.
+    if record.get("znode"):
+        return f"{record.get('store')}:{record['znode']} of {record.get('ml_name')}"
     if record.get("ledger_id") is not None:
         return f"{record.get('ml_name')} ledger {record['ledger_id']}"
     return str(record.get("prefix") or record.get("ml_name") or "")

@@ -35,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(three phases, KIP-370)",
         description="One orphan cycle over every source: snapshot the metadata, scan the "
         "bucket's blocks (or read an S3 Inventory), the offload bucket's segments "
-        "(LEDGERGC_OFFLOAD_BUCKET) and BookKeeper's ledgers (LEDGERGC_BOOKKEEPER), register "
+        "(LEDGERGC_OFFLOAD_BUCKET), BookKeeper's ledgers (LEDGERGC_BOOKKEEPER) and Pulsar's "
+        "own metadata (LEDGERGC_PULSAR_METADATA: what deleted tenants, namespaces and dead "
+        "brokers leave in ZooKeeper), register "
         "orphans, correct those referenced again, and delete those past grace and "
         "retention that a live re-check confirms. Deletes only with "
         "LEDGERGC_DELETE_ENABLED=true.",

@@ -71,15 +71,39 @@ def run_restore_command(args: argparse.Namespace, settings: Settings) -> int:
     return report.exit_code
 
 
+#: Restores whose targets are znodes, not a bucket's objects: where they are.
+IN_ZOOKEEPER = {"pulsar-metadata": "Pulsar's metadata in ZooKeeper", "bookkeeper": "ZooKeeper"}
+
+
+def _znode_line(item: dict[str, Any], dry_run: bool) -> str:
+    """One Pulsar-metadata znode: its store and path, whose leftover, what was done."""
+    from ledger_gc.console import human_bytes
+
+    if item["error"]:
+        done = f"not restored: {item['error']}"
+    elif item["already"]:
+        done = "already there with the audited bytes (restored before)"
+    elif dry_run:
+        done = "would restore"
+    else:
+        done = f"restored ({human_bytes(item['bytes_restored'])})"
+    return f"{item['store']}:{item['znode']} of {item['prefix']}: {done}"
+
+
 def print_text(data: dict[str, Any]) -> None:
     from ledger_gc.console import human_bytes
 
     mode = " (dry run: nothing changed)" if data["dry_run"] else ""
-    print(
-        f"restore {data['run_id']} of run {data['restores_run']}{mode}: "
-        f"bucket {data['bucket']['bucket']!r}, versioning {data['bucket']['versioning']}"
-    )
+    where = data["bucket"]
+    if where["versioning"] in IN_ZOOKEEPER:
+        place = f"{IN_ZOOKEEPER[where['versioning']]} at {where['bucket']}"
+    else:
+        place = f"bucket {where['bucket']!r}, versioning {where['versioning']}"
+    print(f"restore {data['run_id']} of run {data['restores_run']}{mode}: {place}")
     for item in data["prefixes"]:
+        if item.get("znode"):
+            print(f"  {_znode_line(item, data['dry_run'])}")
+            continue
         if data["dry_run"]:
             what = f"would restore {item['markers']} objects"
         else:
@@ -94,8 +118,10 @@ def print_text(data: dict[str, Any]) -> None:
         )
         error = f"; error: {item['error']}" if item["error"] else ""
         print(f"  {item['prefix']}: {what}{skipped}{error}")
+    unit = "znodes" if where["versioning"] in IN_ZOOKEEPER else "objects"
+    already = f", {data['already_restored']} already there" if data["already_restored"] else ""
     print(
-        f"result: {data['objects_restored']} objects "
-        f"({human_bytes(data['bytes_restored'])}) restored, {data['errors']} errors"
+        f"result: {data['objects_restored']} {unit} "
+        f"({human_bytes(data['bytes_restored'])}) restored{already}, {data['errors']} errors"
     )
     print(f"note: {data['note']}")

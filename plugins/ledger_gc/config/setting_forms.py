@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from ledger_gc.config.zk_addresses import ZkAddress, is_bookkeeper_url, parse_zk_address
+from ledger_gc.config.zk_addresses import (
+    CONFIG_STORE_EXAMPLES,
+    ZkAddress,
+    is_bookkeeper_url,
+    parse_zk_address,
+)
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage.offload_keys import UNTAGGED_CLUSTER
 
@@ -42,7 +47,7 @@ def check_config_store_address(name: str, address: str | ZkAddress) -> None:
             "ledgers root; set it as broker.conf's configurationMetadataStoreUrl has it "
             "(zk:zk1:2181,zk2:2181/chroot, or host:port[,host:port][/chroot])"
         )
-    parse_zk_address(name, address)
+    parse_zk_address(name, address, CONFIG_STORE_EXAMPLES)
 
 
 def as_zk_address(address: str | ZkAddress) -> ZkAddress:

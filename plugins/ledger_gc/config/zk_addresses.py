@@ -54,6 +54,12 @@ EXAMPLES = (
     "host:port[,host:port][/chroot] (zk1:2181,zk2:2181/pulsar), Pulsar's zk:… or "
     "metadata-store:zk:…, or BookKeeper's zk+hierarchical://zk1:2181;zk2:2181/ledgers"
 )
+#: The forms of Pulsar's configuration store (``configurationMetadataStoreUrl``), which
+#: has a chroot, never BookKeeper's ledgers root: its errors offer no ``zk+…://``.
+CONFIG_STORE_EXAMPLES = (
+    "host:port[,host:port][/chroot] (zk1:2181,zk2:2181/global), or Pulsar's zk:… or "
+    "metadata-store:zk:… as broker.conf's configurationMetadataStoreUrl has it"
+)
 
 
 @dataclass(frozen=True)
@@ -104,12 +110,13 @@ class ZkAddress:
         return found
 
 
-def parse_zk_address(name: str, text: str) -> ZkAddress:
-    """``text`` in any form above, or one ``ConfigError`` naming ``name`` and the fix."""
+def parse_zk_address(name: str, text: str, examples: str = EXAMPLES) -> ZkAddress:
+    """``text`` in any form above, or one ``ConfigError`` naming ``name`` and the fix
+    (``examples``: the forms that setting takes)."""
     given = text.strip()
     if not given:
-        raise ConfigError(f"{name} is empty; set it to {EXAMPLES}")
-    bad = _Refusal(name, given)
+        raise ConfigError(f"{name} is empty; set it to {examples}")
+    bad = _Refusal(name, given, examples)
     lowered = given.lower()
     if lowered.startswith("metadata-store:"):
         inner = given[len("metadata-store:") :].partition("?")[0].replace(";", ",")
@@ -131,13 +138,14 @@ def is_bookkeeper_url(text: str) -> bool:
 class _Refusal:
     """Makes the one-line errors of one value: the setting, the value, the problem."""
 
-    def __init__(self, name: str, given: str) -> None:
+    def __init__(self, name: str, given: str, examples: str = EXAMPLES) -> None:
         self.name = name
         self.given = given
+        self.examples = examples
 
     def __call__(self, problem: str, fix: str = "") -> ConfigError:
         return ConfigError(
-            f"{self.name}={self.given!r} {problem}; {fix or 'set it to ' + EXAMPLES}"
+            f"{self.name}={self.given!r} {problem}; {fix or 'set it to ' + self.examples}"
         )
 
 
@@ -150,8 +158,8 @@ def _pulsar_store(bad: _Refusal, text: str) -> ZkAddress:
         store = OTHER_STORES[scheme.group(1).lower()]
         raise bad(
             f"is {store}, not ZooKeeper",
-            "ledger-gc reads Pulsar's and BookKeeper's metadata from ZooKeeper only "
-            "(zk:host:port/chroot, metadata-store:zk:…, zk+hierarchical://…)",
+            "ledger-gc reads Pulsar's and BookKeeper's metadata from ZooKeeper only: set "
+            f"it to {bad.examples}",
         )
     elif "://" in text:
         raise bad("is a URL of a store ledger-gc cannot read")

@@ -69,6 +69,8 @@ TLS_PARTS = (
 )
 #: The SASL parts, which ``LEDGERGC_BK_ZK_SASL_MECHANISM=none`` stops it taking.
 SASL_PARTS = ("sasl_mechanism", "sasl_username", "sasl_password", "jaas", "sasl_service")
+#: A login given in words, the other way than a JAAS file (``jaas``).
+LOGIN_WORDS = ("sasl_username", "sasl_password")
 PARTS = TLS_PARTS + SASL_PARTS
 
 
@@ -154,11 +156,19 @@ class ZkSecurity:
     def over(self, base: ZkSecurity) -> ZkSecurity:
         """These settings with every unset part taken from ``base`` (BookKeeper's over
         Pulsar's), but for a group these turn off: TLS ``false`` takes none of
-        ``base``'s TLS parts, SASL ``none`` none of its SASL parts. ``base`` itself
-        when nothing differs (it keeps what its files held)."""
+        ``base``'s TLS parts, SASL ``none`` none of its SASL parts, and a login of their
+        own (a JAAS file, or a username or password) none of ``base``'s other form of
+        login. ``base`` itself when nothing differs (it keeps what its files held)."""
         dropped = (TLS_PARTS if self.tls is False else ()) + (
             SASL_PARTS if self.sasl_mechanism == NO_SASL else ()
         )
+        # A login is given one way per ensemble (a JAAS file, or a username and
+        # password): one of its own takes no part of ``base``'s other way, else its JAAS
+        # file and ``base``'s username and password would be "both set".
+        if self.jaas is not None:
+            dropped += LOGIN_WORDS
+        if any(getattr(self, part) is not None for part in LOGIN_WORDS):
+            dropped += ("jaas",)
         values = {
             part: getattr(self, part)
             if getattr(self, part) is not None or part in dropped

@@ -28,7 +28,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.protocol.serialization import int_struct, read_string
 from kazoo.security import ACL, Permissions
 
-from ledger_gc.config.zk_security import PULSAR_NAMES, Names
+from ledger_gc.config.zk_security import CONFIG_STORE_PREFIX, PULSAR_NAMES, Names
 from ledger_gc.errors import MetadataAccessError
 
 log = logging.getLogger(__name__)
@@ -113,15 +113,22 @@ def holder(acl: ACL) -> str:
 
 def _fix(holders: list[str], permission: str, names: Names) -> str:
     """What to set so that ledger-gc connects as one who has the permission: the
-    ensemble's own settings (``LEDGERGC_BK_ZK_*`` on BookKeeper's)."""
+    ensemble's own settings (``LEDGERGC_BK_ZK_*`` on BookKeeper's). Pulsar's
+    configuration store is written by the brokers, never by the bookies: its fix names
+    the brokers' identity."""
+    brokers = names.prefix == CONFIG_STORE_PREFIX
     for who in holders:
         scheme, _, ident = who.partition(":")
         if scheme == "sasl":
+            why = (
+                "the brokers' identity: Pulsar's brokers write the configuration store"
+                if brokers
+                else "BookKeeper with zkEnableSecurity=true gives ledger znodes and their "
+                "parents to the bookies' SASL identity"
+            )
             return (
                 f"connect as {ident} with SASL ({names.own('sasl_username')}, or "
-                f"{names.own('jaas')} with that login; GSSAPI: its keytab): BookKeeper with "
-                "zkEnableSecurity=true gives ledger znodes and their parents to the bookies' "
-                "SASL identity"
+                f"{names.own('jaas')} with that login; GSSAPI: its keytab): {why}"
             )
         if scheme == "digest":
             return f"set {names.digest} to {ident}'s user:password"
@@ -129,6 +136,12 @@ def _fix(holders: list[str], permission: str, names: Names) -> str:
             return f"connect with {ident}'s client certificate ({names.own('tls_cert')})"
         if scheme == "ip":
             return f"run ledger-gc from {ident}"
+    if brokers:
+        return (
+            f"connect as an identity that has {permission} there, the brokers' (their SASL "
+            f"login: {names.own('sasl_username')} or {names.own('jaas')}; or "
+            f"{names.digest}), or grant it to ledger-gc's (setAcl)"
+        )
     return (
         f"connect as an identity that has {permission} there: for BookKeeper with "
         f"zkEnableSecurity=true, the bookies' SASL identity ({names.own('sasl_username')} or "

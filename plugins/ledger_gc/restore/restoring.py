@@ -85,6 +85,9 @@ class RestoredPrefix:
     already: int = 0  # restored before (a BookKeeper znode that holds the audited record)
     error: str | None = None
     bucket: str | None = None  # where it was restored (the record's bucket)
+    # A Pulsar-metadata znode: its store (local, config) and path; None otherwise.
+    store: str | None = None
+    znode: str | None = None
 
 
 @dataclass
@@ -352,6 +355,7 @@ def _restore_pulsar_metadata(
         item.already = 1 if result["already"] else 0
         item.error = result["error"]
         item.bucket = f"{result['hosts']}{result['znode']}"
+        item.store, item.znode = result["store"], result["znode"]
         report.prefixes.append(item)
     return report
 
