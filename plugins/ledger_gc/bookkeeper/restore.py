@@ -32,8 +32,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.config.endpoints import BookKeeperEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
-from ledger_gc.metadata import zk_access
-from ledger_gc.metadata.fencing import Fence, FencedOutcome
+from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 
@@ -110,7 +109,7 @@ def _restore_one(
         )
         return result
     data = base64.b64decode(raw)
-    present = _read(bk, znode)
+    present = bk.data_now(znode)
     if present is not None:
         result["already"] = present == data
         if not result["already"]:
@@ -129,13 +128,13 @@ def _restore_one(
     except MetadataUnavailableError as exc:
         result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
         return result
-    if outcome is FencedOutcome.EXISTS and _read(bk, znode) == data:
+    if outcome is FencedOutcome.EXISTS and bk.data_now(znode) == data:
         result["already"] = True  # re-created meanwhile with these very bytes
         why = f"{znode} was re-created meanwhile with the audited record"
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
         return result
     if outcome is not FencedOutcome.APPLIED:
-        result["error"] = _refusal(bookkeeper, fence, znode, parent, outcome)
+        result["error"] = create_refusal(bookkeeper.zk, fence, znode, outcome)
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=result["error"])])
         return result
     try:
@@ -146,43 +145,6 @@ def _restore_one(
     result["restored"] = True
     log.info("restored BookKeeper ledger %s (%s)", record.get("ledger_id"), znode)
     return result
-
-
-def _read(bk: MetadataStore, znode: str) -> bytes | None:
-    """The znode's data as the leader has it now (None: no such znode)."""
-    bk.sync(znode)
-    got = bk.get_many_raw([znode])[0]
-    return None if got is None else bytes(got[0])
-
-
-def _refusal(
-    bookkeeper: BookKeeperEndpoint, fence: Fence, znode: str, parent: str, outcome: FencedOutcome
-) -> str:
-    if outcome is FencedOutcome.FENCE_LOST:
-        return (
-            f"ZooKeeper refused to re-create {znode}: the delete lock's node {fence.path} is "
-            "gone (its session ended: an orphan cycle may hold the lock now); run the "
-            "restore again"
-        )
-    if outcome is FencedOutcome.EXISTS:
-        return f"{znode} was created by someone else meanwhile: not replaced"
-    if outcome is FencedOutcome.MISSING:
-        return f"{parent} vanished before {znode} could be re-created; run the restore again"
-    if outcome is FencedOutcome.NO_AUTH:
-        # ZooKeeper checks CREATE on the parent; said with the identity of the session
-        # the create went on and who has CREATE there.
-        return str(
-            zk_access.refusal(
-                fence.client,
-                bookkeeper.hosts,
-                what=f"re-creating {znode}",
-                permission=zk_access.CREATE,
-                znode=znode,
-                checked=parent,
-                names=bookkeeper.zk.names,
-            )
-        )
-    return f"ZooKeeper refused to re-create {znode} ({outcome})"
 
 
 def _acl_of(record: dict[str, Any]) -> list[ACL]:

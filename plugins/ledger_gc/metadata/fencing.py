@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -40,7 +40,11 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.zk_client import guarded
+
+if TYPE_CHECKING:
+    from ledger_gc.config.endpoints import ZkEndpoint
 
 
 class FencedOutcome(StrEnum):
@@ -144,3 +148,33 @@ class Fence:
                     return outcome
             raise write
         return FencedOutcome.APPLIED
+
+
+def create_refusal(endpoint: ZkEndpoint, fence: Fence, znode: str, outcome: FencedOutcome) -> str:
+    """Why a restore's fenced create of ``znode`` was not applied, for its report and its
+    ``not-restored`` audit record. A ``NoAuth`` is said with the identity of the session
+    the create went on and who has CREATE on the parent (what ZooKeeper checks)."""
+    parent = znode.rsplit("/", 1)[0] or "/"
+    if outcome is FencedOutcome.FENCE_LOST:
+        return (
+            f"ZooKeeper refused to re-create {znode}: the delete lock's node {fence.path} is "
+            "gone (its session ended: an orphan cycle may hold the lock now); run the "
+            "restore again"
+        )
+    if outcome is FencedOutcome.EXISTS:
+        return f"{znode} was created by someone else meanwhile: not replaced"
+    if outcome is FencedOutcome.MISSING:
+        return f"{parent} vanished before {znode} could be re-created; run the restore again"
+    if outcome is FencedOutcome.NO_AUTH:
+        return str(
+            zk_access.refusal(
+                fence.client,
+                endpoint.hosts,
+                what=f"re-creating {znode}",
+                permission=zk_access.CREATE,
+                znode=znode,
+                checked=parent,
+                names=endpoint.names,
+            )
+        )
+    return f"ZooKeeper refused to re-create {znode} ({outcome})"

@@ -345,6 +345,13 @@ class MetadataStore:
             on_missing=lambda: None,
         )
 
+    def data_now(self, znode: str) -> bytes | None:
+        """A znode's data as the leader has it now (``sync`` first; None: no such
+        znode): what a restore compares with the audited bytes."""
+        self.sync(znode)
+        got = self.get_many_raw([znode])[0]
+        return None if got is None else bytes(got[0] or b"")
+
     def get_many_raw(self, znodes: Sequence[str]) -> list[tuple[bytes, int] | None]:
         """``get`` of many znodes, pipelined: (data, version), or None where missing."""
         return [None if r is None else (r[0], r[1].version) for r in self.get_many(znodes)]

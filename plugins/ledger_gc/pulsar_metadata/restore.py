@@ -41,8 +41,7 @@ from ledger_gc.audit import (
 )
 from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
-from ledger_gc.metadata import zk_access
-from ledger_gc.metadata.fencing import Fence, FencedOutcome
+from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.pulsar_metadata import leftovers
 from ledger_gc.rules.pulsar_metadata.classes import CONFIG, LOCAL, PM_ORPHAN_CLASSES
@@ -175,7 +174,7 @@ def _restore_one(
         result["error"] = "the audit record has no znode or bytes"
         return result
     data = base64.b64decode(raw)
-    present = _read(store, znode)
+    present = store.data_now(znode)
     if present is not None:
         result["already"] = present == data
         if not result["already"]:
@@ -192,13 +191,13 @@ def _restore_one(
         except MetadataUnavailableError as exc:
             result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
             return result
-        if outcome is FencedOutcome.EXISTS and _read(store, znode) == data:
+        if outcome is FencedOutcome.EXISTS and store.data_now(znode) == data:
             result["already"] = True  # re-created meanwhile with these very bytes
             why = f"{znode} was re-created meanwhile with the audited bytes"
             audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
             return result
         if outcome is not FencedOutcome.APPLIED:
-            failed = _refusal(where, fence, znode, outcome)
+            failed = create_refusal(where, fence, znode, outcome)
     if failed is not None:
         result["error"] = failed
         audit.append([_audit(record, restore_id, NOT_RESTORED, why=failed)])
@@ -219,49 +218,15 @@ def _ancestors(
     """Create the znode's missing ancestors, shallowest first, with the ACLs they had
     (empty: a path node); why not (None: all there)."""
     for path, acl in record.get("ancestors") or []:
-        if _read(store, path) is not None:
+        if store.data_now(path) is not None:
             continue
         try:
             outcome = fence.create(path, b"", _acl(acl))
         except MetadataUnavailableError as exc:
             return f"the create of {path} was sent but its answer was lost ({exc})"
         if outcome not in (FencedOutcome.APPLIED, FencedOutcome.EXISTS):
-            return _refusal(where, fence, path, outcome)
+            return create_refusal(where, fence, path, outcome)
     return None
-
-
-def _read(store: MetadataStore, znode: str) -> bytes | None:
-    """The znode's data as the leader has it now (None: no such znode)."""
-    store.sync(znode)
-    got = store.get_many_raw([znode])[0]
-    return None if got is None else bytes(got[0] or b"")
-
-
-def _refusal(where: ZkEndpoint, fence: Fence, znode: str, outcome: FencedOutcome) -> str:
-    parent = znode.rsplit("/", 1)[0] or "/"
-    if outcome is FencedOutcome.FENCE_LOST:
-        return (
-            f"ZooKeeper refused to re-create {znode}: the delete lock's node {fence.path} is "
-            "gone (its session ended: an orphan cycle may hold the lock now); run the "
-            "restore again"
-        )
-    if outcome is FencedOutcome.EXISTS:
-        return f"{znode} was created by someone else meanwhile: not replaced"
-    if outcome is FencedOutcome.MISSING:
-        return f"{parent} vanished before {znode} could be re-created; run the restore again"
-    if outcome is FencedOutcome.NO_AUTH:
-        return str(
-            zk_access.refusal(
-                fence.client,
-                where.hosts,
-                what=f"re-creating {znode}",
-                permission=zk_access.CREATE,
-                znode=znode,
-                checked=parent,
-                names=where.names,
-            )
-        )
-    return f"ZooKeeper refused to re-create {znode} ({outcome})"
 
 
 def _acl(saved: Any) -> list[ACL]:
