@@ -346,7 +346,7 @@ def _delete(
                 "record_base64": base64.b64encode(data).decode("ascii"),
                 # Restore re-creates it with these: ledger-gc's own (digest) ACL would
                 # lock the bookies and brokers out of it.
-                "znode_acl": [[a.perms, a.id.scheme, a.id.id] for a in acls],
+                "znode_acl": zk_access.acl_rows(acls),
                 "restore": restore_hint(bookkeeper),
             },
         )

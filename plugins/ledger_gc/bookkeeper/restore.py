@@ -27,11 +27,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
-
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.config.endpoints import BookKeeperEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
@@ -118,7 +117,7 @@ def _restore_one(
     if fence is None:  # a dry run
         return result
     audit.append([_audit(record, restore_id, RESTORING)])
-    acl = _acl_of(record)
+    acl = zk_access.acl_of_rows(record.get("znode_acl"))
     parent = znode.rsplit("/", 1)[0]
     # The parents first, with the ledger's own ACL (BookKeeper gives a ledger's parents
     # its ACL): an empty parent is harmless, unlike a ledger znode, so it is not fenced.
@@ -145,15 +144,6 @@ def _restore_one(
     result["restored"] = True
     log.info("restored BookKeeper ledger %s (%s)", record.get("ledger_id"), znode)
     return result
-
-
-def _acl_of(record: dict[str, Any]) -> list[ACL]:
-    """The znode's ACL as the delete read it (a record without one: ZooKeeper's open
-    ACL, as BookKeeper creates ledger znodes without auth)."""
-    saved = record.get("znode_acl")
-    if not saved:
-        return list(OPEN_ACL_UNSAFE)
-    return [ACL(int(perms), Id(str(scheme), str(ident))) for perms, scheme, ident in saved]
 
 
 def _audit(

@@ -26,7 +26,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.protocol.serialization import int_struct, read_string
-from kazoo.security import ACL, Permissions
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from ledger_gc.config.zk_security import CONFIG_STORE_PREFIX, PULSAR_NAMES, Names
 from ledger_gc.errors import MetadataAccessError
@@ -251,3 +251,17 @@ def _acl(client: KazooClient, znode: str) -> list[ACL] | None:
         return list(acl)
     except Exception:  # a message depends on it, nothing else
         return None
+
+
+def acl_rows(acls: list[ACL]) -> list[list[Any]]:
+    """An ACL as an audit record keeps it: ``[perms, scheme, id]`` rows (JSON)."""
+    return [[a.perms, a.id.scheme, a.id.id] for a in acls]
+
+
+def acl_of_rows(rows: Any) -> list[ACL]:
+    """The ACL an audit record kept (``acl_rows``), for a restore to create the znode
+    with as it was; none kept (an older record): ZooKeeper's open ACL, which is what
+    BookKeeper and Pulsar create their znodes with when no login is configured."""
+    if not rows:
+        return list(OPEN_ACL_UNSAFE)
+    return [ACL(int(perms), Id(str(scheme), str(ident))) for perms, scheme, ident in rows]

@@ -574,8 +574,8 @@ class _Deletion:
     def _delete(self, znode: Znode, reason: str) -> RecheckResult | None:
         """Audit ahead, delete fenced, audit after; a result once the leftover stops."""
         walked = self.walked[znode.path]
-        acl = _acl_rows(self._acl(znode.path))
-        ancestors = [[a, _acl_rows(self._acl(a))] for a in leftovers.ancestors(znode.path)]
+        acl = zk_access.acl_rows(self._acl(znode.path))
+        ancestors = [[a, zk_access.acl_rows(self._acl(a))] for a in leftovers.ancestors(znode.path)]
         why = f"{reason}: {znode.kind} {znode.path}"
 
         def record(status: str, text: str = why) -> AuditRecord:
@@ -702,10 +702,6 @@ class _Deletion:
                 f"cannot hand the ledgers of {znode.path} to the BookKeeper source in the "
                 f"state store ({type(exc).__name__}): nothing more deleted"
             ) from exc
-
-
-def _acl_rows(acls: list[Any]) -> list[list[Any]]:
-    return [[a.perms, a.id.scheme, a.id.id] for a in acls]
 
 
 def _never_applied(store: MetadataStore, fence: Fence, znode: str, stat: Any) -> bool:

@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any
 
-from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
-
 from ledger_gc.audit import (
     DELETED,
     NOT_DELETED,
@@ -41,6 +39,7 @@ from ledger_gc.audit import (
 )
 from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
 from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.pulsar_metadata import leftovers
@@ -187,7 +186,7 @@ def _restore_one(
     outcome = None
     if failed is None:
         try:
-            outcome = fence.create(znode, data, _acl(record.get("znode_acl")))
+            outcome = fence.create(znode, data, zk_access.acl_of_rows(record.get("znode_acl")))
         except MetadataUnavailableError as exc:
             result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
             return result
@@ -221,19 +220,12 @@ def _ancestors(
         if store.data_now(path) is not None:
             continue
         try:
-            outcome = fence.create(path, b"", _acl(acl))
+            outcome = fence.create(path, b"", zk_access.acl_of_rows(acl))
         except MetadataUnavailableError as exc:
             return f"the create of {path} was sent but its answer was lost ({exc})"
         if outcome not in (FencedOutcome.APPLIED, FencedOutcome.EXISTS):
             return create_refusal(where, fence, path, outcome)
     return None
-
-
-def _acl(saved: Any) -> list[ACL]:
-    """An ACL as the delete read it (none recorded: ZooKeeper's open ACL)."""
-    if not saved:
-        return list(OPEN_ACL_UNSAFE)
-    return [ACL(int(perms), Id(str(scheme), str(ident))) for perms, scheme, ident in saved]
 
 
 def _audit(
