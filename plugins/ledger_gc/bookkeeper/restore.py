@@ -29,9 +29,9 @@ from typing import Any
 
 from ledger_gc.audit import NOT_RESTORED, RESTORE, RESTORED, RESTORING, AuditLog, AuditRecord
 from ledger_gc.config.endpoints import BookKeeperEndpoint
-from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
 from ledger_gc.metadata import zk_access
-from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
+from ledger_gc.metadata.fencing import Fence
+from ledger_gc.metadata.recreate import AHEAD, DONE, REFUSED, recreate
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.metadata.zk_client import guarded
 
@@ -108,42 +108,32 @@ def _restore_one(
         )
         return result
     data = base64.b64decode(raw)
-    present = bk.data_now(znode)
-    if present is not None:
-        result["already"] = present == data
-        if not result["already"]:
-            result["error"] = f"{znode} exists with another record: not replaced"
-        return result
-    if fence is None:  # a dry run
-        return result
-    audit.append([_audit(record, restore_id, RESTORING)])
     acl = zk_access.acl_of_rows(record.get("znode_acl"))
     parent = znode.rsplit("/", 1)[0]
-    # The parents first, with the ledger's own ACL (BookKeeper gives a ledger's parents
-    # its ACL): an empty parent is harmless, unlike a ledger znode, so it is not fenced.
-    guarded(f"creating {parent}", bk.hosts, lambda: bk.client.ensure_path(parent, acl=acl))
-    try:
-        outcome = fence.create(znode, data, acl)
-    except MetadataUnavailableError as exc:
-        result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
-        return result
-    if outcome is FencedOutcome.EXISTS and bk.data_now(znode) == data:
-        result["already"] = True  # re-created meanwhile with these very bytes
-        why = f"{znode} was re-created meanwhile with the audited record"
-        audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
-        return result
-    if outcome is not FencedOutcome.APPLIED:
-        result["error"] = create_refusal(bookkeeper.zk, fence, znode, outcome)
-        audit.append([_audit(record, restore_id, NOT_RESTORED, why=result["error"])])
-        return result
-    try:
-        audit.append([_audit(record, restore_id, RESTORED)])
-    except AuditUnavailableError:
-        log.warning("restored %s but could not record it in the audit log", znode)
-        raise
-    result["restored"] = True
-    log.info("restored BookKeeper ledger %s (%s)", record.get("ledger_id"), znode)
+
+    def parents() -> None:
+        # With the ledger's own ACL (BookKeeper gives a ledger's parents its ACL): an
+        # empty parent is harmless, unlike a ledger znode, so it is not fenced.
+        guarded(f"creating {parent}", bk.hosts, lambda: bk.client.ensure_path(parent, acl=acl))
+
+    done = recreate(
+        bookkeeper.zk,
+        bk,
+        fence,
+        znode,
+        data,
+        acl,
+        note=lambda step, why: audit.append([_audit(record, restore_id, _STATUS[step], why=why)]),
+        prepare=parents,
+    )
+    result.update(restored=done.restored, already=done.already, error=done.error)
+    if done.restored:
+        log.info("restored BookKeeper ledger %s (%s)", record.get("ledger_id"), znode)
     return result
+
+
+#: The audit status of each step of a restore (``recreate``'s ``note``).
+_STATUS = {AHEAD: RESTORING, DONE: RESTORED, REFUSED: NOT_RESTORED}
 
 
 def _audit(

@@ -38,9 +38,10 @@ from ledger_gc.audit import (
     AuditRecord,
 )
 from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
-from ledger_gc.errors import AuditUnavailableError, MetadataUnavailableError
+from ledger_gc.errors import MetadataUnavailableError
 from ledger_gc.metadata import zk_access
 from ledger_gc.metadata.fencing import Fence, FencedOutcome, create_refusal
+from ledger_gc.metadata.recreate import AHEAD, DONE, REFUSED, recreate
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.pulsar_metadata import leftovers
 from ledger_gc.rules.pulsar_metadata.classes import CONFIG, LOCAL, PM_ORPHAN_CLASSES
@@ -172,43 +173,24 @@ def _restore_one(
     if not znode or raw is None:
         result["error"] = "the audit record has no znode or bytes"
         return result
-    data = base64.b64decode(raw)
-    present = store.data_now(znode)
-    if present is not None:
-        result["already"] = present == data
-        if not result["already"]:
-            result["error"] = f"{znode} exists with other bytes: not replaced"
-        return result
-    if fence is None:  # a dry run
-        return result
-    audit.append([_audit(record, restore_id, RESTORING)])
-    failed = _ancestors(where, store, fence, record)
-    outcome = None
-    if failed is None:
-        try:
-            outcome = fence.create(znode, data, zk_access.acl_of_rows(record.get("znode_acl")))
-        except MetadataUnavailableError as exc:
-            result["error"] = f"the create of {znode} was sent but its answer was lost ({exc})"
-            return result
-        if outcome is FencedOutcome.EXISTS and store.data_now(znode) == data:
-            result["already"] = True  # re-created meanwhile with these very bytes
-            why = f"{znode} was re-created meanwhile with the audited bytes"
-            audit.append([_audit(record, restore_id, NOT_RESTORED, why=why)])
-            return result
-        if outcome is not FencedOutcome.APPLIED:
-            failed = create_refusal(where, fence, znode, outcome)
-    if failed is not None:
-        result["error"] = failed
-        audit.append([_audit(record, restore_id, NOT_RESTORED, why=failed)])
-        return result
-    try:
-        audit.append([_audit(record, restore_id, RESTORED)])
-    except AuditUnavailableError:
-        log.warning("restored %s but could not record it in the audit log", znode)
-        raise
-    result["restored"] = True
-    log.info("restored %s in the %s store", znode, record.get("store"))
+    done = recreate(
+        where,
+        store,
+        fence,
+        znode,
+        base64.b64decode(raw),
+        zk_access.acl_of_rows(record.get("znode_acl")),
+        note=lambda step, why: audit.append([_audit(record, restore_id, _STATUS[step], why=why)]),
+        prepare=lambda: _ancestors(where, store, fence, record) if fence is not None else None,
+    )
+    result.update(restored=done.restored, already=done.already, error=done.error)
+    if done.restored:
+        log.info("restored %s in the %s store", znode, record.get("store"))
     return result
+
+
+#: The audit status of each step of a restore (``recreate``'s ``note``).
+_STATUS = {AHEAD: RESTORING, DONE: RESTORED, REFUSED: NOT_RESTORED}
 
 
 def _ancestors(
