@@ -18,7 +18,7 @@ from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
-from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
@@ -174,17 +174,35 @@ def _cursor_references(
             continue  # deleted since it was listed
         info = decode_managed_cursor_info(raw[0], path=path)
         cursors[(name, cursor)] = info.cursorsLedgerId
-        if cursor == COMPACTION_CURSOR:
-            for prop in info.properties:
-                if prop.name == COMPACTED_LEDGER_PROPERTY and prop.value >= 0:
-                    compacted[name] = prop.value
-        for string_prop in info.cursorProperties:
-            if string_prop.name.startswith(BUCKET_PROPERTY_PREFIX):
-                try:
-                    buckets.add(int(string_prop.value))
-                except ValueError:
-                    log.warning("%s: bucket property %s is not a ledger id", path, string_prop.name)
+        ledger = compacted_ledger(cursor, info)
+        if ledger is not None:
+            compacted[name] = ledger
+        buckets |= bucket_ledgers(info, path)
     return cursors, compacted, buckets
+
+
+def compacted_ledger(cursor: str, info: ManagedCursorInfo) -> int | None:
+    """The compacted ledger a cursor names: the ``__compaction`` cursor's
+    ``CompactedTopicLedger`` property (None: not that cursor, or none yet)."""
+    if cursor != COMPACTION_CURSOR:
+        return None
+    found = None
+    for prop in info.properties:
+        if prop.name == COMPACTED_LEDGER_PROPERTY and prop.value >= 0:
+            found = prop.value
+    return found
+
+
+def bucket_ledgers(info: ManagedCursorInfo, path: str) -> set[int]:
+    """The delayed-delivery bucket snapshot ledgers a cursor's properties name."""
+    found: set[int] = set()
+    for prop in info.cursorProperties:
+        if prop.name.startswith(BUCKET_PROPERTY_PREFIX):
+            try:
+                found.add(int(prop.value))
+            except ValueError:
+                log.warning("%s: bucket property %s is not a ledger id", path, prop.name)
+    return found
 
 
 def _children(store: MetadataStore, parents: list[str]) -> list[str]:

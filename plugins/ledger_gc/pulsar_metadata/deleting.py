@@ -50,9 +50,8 @@ from ledger_gc.audit import DELETING as AUDIT_DELETING
 from ledger_gc.audit import NOT_DELETED as AUDIT_NOT_DELETED
 from ledger_gc.audit import AuditLog, AuditRecord
 from ledger_gc.bookkeeper.references import (
-    BUCKET_PROPERTY_PREFIX,
-    COMPACTED_LEDGER_PROPERTY,
-    COMPACTION_CURSOR,
+    bucket_ledgers,
+    compacted_ledger,
     schema_index,
 )
 from ledger_gc.config.endpoints import Endpoints, ZkEndpoint
@@ -419,16 +418,10 @@ def _ledger_ids(store: str, name: str, path: str, data: bytes) -> set[int]:
     if what == leftovers.CURSOR:
         cursor = decode_managed_cursor_info(data, path=path)
         ids = {cursor.cursorsLedgerId} if cursor.cursorsLedgerId >= 0 else set()
-        if path.rsplit("/", 1)[1] == COMPACTION_CURSOR:
-            ids |= {
-                p.value
-                for p in cursor.properties
-                if p.name == COMPACTED_LEDGER_PROPERTY and p.value >= 0
-            }
-        for prop in cursor.cursorProperties:
-            if prop.name.startswith(BUCKET_PROPERTY_PREFIX) and prop.value.isdigit():
-                ids.add(int(prop.value))
-        return ids
+        compacted = compacted_ledger(path.rsplit("/", 1)[1], cursor)
+        if compacted is not None:
+            ids.add(compacted)
+        return ids | bucket_ledgers(cursor, path)
     index = schema_index(data)
     if index.unreadable:
         raise ValueError(f"schema locator {path} {index.unreadable}")
