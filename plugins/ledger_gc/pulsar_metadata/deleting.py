@@ -253,7 +253,7 @@ def _one(
             f"{ephemeral[0]} is ephemeral (a broker owns a bundle of {name}, or a session "
             "holds it): nothing of it is deleted",
         )
-    if store_name == LOCAL and leftovers.tenant_level(name):
+    if store_name == LOCAL and roots.is_tenant_name(name):
         below = [w.path for w in walked if w.path not in unit]
         if below:
             return RecheckResult.of(
@@ -675,7 +675,7 @@ class _Deletion:
         (``AuditUnavailableError``)."""
         name = self.leftover.name
         try:
-            if self.leftover.store == LOCAL and not leftovers.tenant_level(name):
+            if self.leftover.store == LOCAL and not roots.is_tenant_name(name):
                 handoff.record_removed_namespaces(
                     self.stores.endpoints.state, self.run_id, [name], self.now_ms
                 )

@@ -6,8 +6,8 @@ tenant, in one store. Its delete re-derives those znodes live below the roots th
 reads (``roots.unit_paths``), tells records from parents as the survey does
 (``roots.kind_of``: ``classes.to_delete`` removes records first, parents only on a
 later cycle), and judges the name again with the survey's own rules
-(``judge.judge_namespace``, ``judge.judge_tenant``) over what the stores say now: the
-znodes to read for that (``facts_paths``) and the verdict (``live_class``). A leftover
+(``judge.judge_namespace``, ``judge.judge_tenant``) over what the stores say now
+(``live_class``). A leftover
 whose class changed is not deleted. What a removed record names (``named_ledgers_as``)
 is handed to the BookKeeper source; its ancestors' ACLs (``ancestors``) let a restore
 re-create missing parents as they were.
@@ -43,11 +43,6 @@ def check_name(name: str) -> str | None:
     if any(part in ("", ".", "..") for part in parts):
         return f"{name!r} has an empty or relative level"
     return None
-
-
-def tenant_level(name: str) -> bool:
-    """A leftover of a tenant itself (one level), not of one of its namespaces."""
-    return roots.is_tenant_name(name)
 
 
 def policies_path(name: str) -> str:
@@ -87,7 +82,7 @@ def belongs(store: str, name: str, path: str, child: str) -> bool:
     namespaces of that cluster (``acme/us-east/legacy``). So in the local store a
     namespace's managed-ledger node holds only its domains, its bundle-keyed nodes
     only bundle ranges, and its local policies (a record) nothing of its own."""
-    if store != LOCAL or tenant_level(name):
+    if store != LOCAL or roots.is_tenant_name(name):
         return True
     for root in roots.LOCAL_ROOTS:
         if path != f"{root.path}/{name}":
@@ -155,7 +150,7 @@ def live_class(
         now_ms=0,
         grace_ms=0,
     )
-    if tenant_level(name):
+    if roots.is_tenant_name(name):
         return judge.judge_tenant(name, facts).target_class
     return judge.judge_namespace(name, facts).target_class
 
@@ -164,7 +159,7 @@ def named_ledgers_as(store: str, name: str, path: str) -> tuple[str, str] | None
     """How a record's bytes name BookKeeper ledgers, and its owner: (MANAGED_LEDGER, the
     managed ledger's name), (CURSOR, its managed ledger's name), (SCHEMA, the schema
     id); None for a record that names none (policies, bundle data, quotas, metadata)."""
-    if store != LOCAL or tenant_level(name):
+    if store != LOCAL or roots.is_tenant_name(name):
         return None
     for tree in (roots.MANAGED_LEDGERS, roots.SCHEMAS):
         node = f"{tree}/{name}"
