@@ -43,11 +43,14 @@ _ACCESS_DENIED_CODES = frozenset(
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """One listed object: its key, size in bytes and last-modified time (epoch ms)."""
+    """One listed object: its key, size in bytes and last-modified time (epoch ms), and
+    its version where a delete can be conditioned on it (a GCS generation, an Azure ETag;
+    None in S3's listings: ``offload_bucket``)."""
 
     key: str
     size: int
     last_modified: int
+    version: str | None = None
 
 
 def build_client(
