@@ -151,19 +151,34 @@ class BookKeeperEndpoint:
 
 @dataclass(frozen=True)
 class ObjectStore:
-    """One bucket of an S3 store under a prefix, and how to reach it: the block store
-    (``LEDGERGC_BUCKET``) or Pulsar's tiered storage (``LEDGERGC_OFFLOAD_*``). An empty
-    ``bucket``: that store is off. Its credentials (None: boto3's default chain) stay
-    out of its ``repr``."""
+    """One bucket of an object store under a prefix, and how to reach it: the block
+    store (``LEDGERGC_BUCKET``, always S3) or Pulsar's tiered storage
+    (``LEDGERGC_OFFLOAD_*``: S3, Google Cloud Storage or Azure Blob Storage, ``driver``).
+    An empty ``bucket``: that store is off. Its credentials (None: the store's SDK's
+    default chain) stay out of its ``repr``; what crosses to a Spark executor is
+    short-lived (an S3 session, a GCS access token, an Azure SAS), never a key file."""
 
     bucket: str
     prefix: str = ""
-    #: The endpoint URL (None: AWS).
+    #: The endpoint URL (None: the cloud's own).
     endpoint: str | None = None
     region: str | None = None
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
+    #: ``s3``, ``gcs`` or ``azure`` (``storage.offload_bucket``: S3, GCS, AZURE).
+    driver: str = "s3"
+    #: GCS: an OAuth2 access token (minted at the edge from a key, ADC or workload
+    #: identity) and the project; neither set: anonymous (an emulator) or ADC.
+    gcs_token: str | None = field(default=None, repr=False)
+    gcs_project: str | None = None
+    #: Azure: the storage account, and one of its account key, a SAS token (a user
+    #: delegation SAS minted at the edge for a service principal or managed identity),
+    #: or a connection string.
+    azure_account: str | None = None
+    azure_key: str | None = field(default=None, repr=False)
+    azure_sas: str | None = field(default=None, repr=False)
+    azure_connection_string: str | None = field(default=None, repr=False)
 
     @property
     def key_prefix(self) -> str:
@@ -174,7 +189,15 @@ class ObjectStore:
         _arrived(self, state)
 
     def secrets(self) -> list[str]:
-        return [value for value in (self.secret_access_key, self.session_token) if value]
+        found = (
+            self.secret_access_key,
+            self.session_token,
+            self.gcs_token,
+            self.azure_key,
+            self.azure_sas,
+            self.azure_connection_string,
+        )
+        return [value for value in found if value]
 
     @property
     def configured(self) -> bool:
