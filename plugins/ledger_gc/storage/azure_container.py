@@ -362,8 +362,13 @@ class AzureContainer:
 
     def versioning(self) -> AzureVersioning:
         """Blob soft delete from the account's blob service properties; versioning from
-        a sample of the listing (the Blob API has no setting to read: a blob written with
-        versioning on has a version id). Either unreadable: "unknown"."""
+        the first ``VERSION_SAMPLE`` blobs listed with their versions: the Blob API has no
+        versioning setting to read, but a blob written while versioning is on has a
+        version id. A sample without one counts as off, so versioning turned on after
+        every sampled blob was written is missed (segments are written all the time, in
+        random uuid order, so a sample of 1000 rarely misses it). Soft delete unreadable
+        (a SAS scoped to the container may not read the account's properties) or the
+        listing refused: "unknown", which counts deleted bytes as recoverable."""
         try:
             policy = self.service.get_service_properties()["delete_retention_policy"]
             soft_days: int | None = int(policy.days or 0) if policy.enabled else 0
