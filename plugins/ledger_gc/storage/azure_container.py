@@ -435,9 +435,10 @@ class AzureContainer:
 
     def restore(self, found: DeletedVersion) -> None:
         """Undelete a soft-deleted blob, or copy a previous version back with
-        ``If-None-Match: *``. A blob at the key now is left alone; the copy's own condition
-        covers a blob written between this check and the copy, and an undelete never
-        replaces a live blob (Azure keeps what was deleted under it as a snapshot)."""
+        ``If-None-Match: *``. A blob at the key now is left alone. One written between
+        this check and the call: the copy's own condition refuses it; Undelete Blob on a
+        blob that is not soft-deleted restores only its soft-deleted snapshots, never its
+        content (Azure's "Undelete Blob"), so neither replaces the newer blob."""
         key = found.key
         now = self.head(key)
         if now is not None:
