@@ -32,6 +32,7 @@ from google.cloud import storage
 from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import BucketNotFoundError, StorageError
 from ledger_gc.rules.storage.offload_keys import segment_keys
+from ledger_gc.storage import gcs_bucket
 from ledger_gc.storage.gcs_bucket import GcsBucket
 from ledger_gc.storage.offload_bucket import GCS, GCS_BATCH, OffloadBucket
 from ledger_gc.storage.s3_bucket import ObjectInfo
@@ -289,6 +290,71 @@ def test_an_object_rewritten_since_the_listing_is_kept(bucket: GcsBucket, raw: A
     assert "moved since it was listed" in result.failed[index]
     assert "kept" in result.failed[index]
     assert [b.name for b in raw.client.list_blobs(raw.name)] == [index]
+
+
+class FlakySession:
+    """GCS's transient faults, which fake-gcs-server never has: the first ``lost`` batch
+    POSTs answered 503 (not forwarded), and the answer for ``unanswered`` left out of
+    every batch answer (the call itself forwarded)."""
+
+    def __init__(self, inner: Any, *, lost: int = 0, unanswered: str = "") -> None:
+        self.inner = inner
+        self.lost = lost
+        self.unanswered = unanswered
+        self.posts = 0
+
+    def request(
+        self, method: str, url: str, data: Any = None, headers: Any = None, **kw: Any
+    ) -> Any:
+        if not url.endswith("/batch/storage/v1"):
+            return self.inner.request(method, url, data=data, headers=headers, **kw)
+        self.posts += 1
+        if self.posts <= self.lost:
+            answer = requests.Response()
+            answer.status_code = 503
+            answer._content = b'{"error":{"code":503,"message":"Backend Error"}}'
+            answer.request = requests.Request(method, url).prepare()
+            return answer
+        answer = self.inner.request(method, url, data=data, headers=headers, **kw)
+        if self.unanswered:
+            boundary = _boundary(headers["Content-Type"])
+            ids = [
+                f["content_id"].strip("<>")
+                for f in map(_part_fields, data.split(f"--{boundary}")[1:-1])
+                if f["name"] == self.unanswered
+            ]
+            answer._content = _without(answer, [f"response-{i}" for i in ids])
+        return answer
+
+
+def _without(answer: Any, content_ids: list[str]) -> bytes:
+    boundary = _boundary(answer.headers["Content-Type"])
+    parts = answer.content.decode().split(f"--{boundary}")
+    kept = [p for p in parts if not any(f"<{i}>" in p for i in content_ids)]
+    return f"--{boundary}".join(kept).encode()
+
+
+def test_a_batch_lost_or_a_call_unanswered_is_sent_again_and_never_guessed(
+    bucket: GcsBucket, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gcs_bucket, "BATCH_BACKOFF_SECONDS", 0.0)
+    first, second = segment(), segment()
+    put(raw, [*first, *second])
+    listed = list(bucket.iter_objects())
+    bucket.batch_session = FlakySession(bucket.batch_session, lost=1)
+
+    on_retry = bucket.delete_listed([o for o in listed if o.key in first])
+
+    assert (on_retry.deleted, on_retry.failed, on_retry.requests) == (2, {}, 2)
+
+    silent = second[1]
+    bucket.batch_session = FlakySession(bucket.batch_session.inner, unanswered=silent)
+    unanswered = bucket.delete_listed([o for o in listed if o.key in second])
+
+    # The emulator deleted it, but no answer said so: it is not counted, and the next run
+    # finds it gone (a 404 then counts as deleted).
+    assert unanswered.deleted == 1 and unanswered.requests == gcs_bucket.BATCH_ATTEMPTS
+    assert list(unanswered.failed) == [silent] and "no answer" in unanswered.failed[silent]
 
 
 def test_foreign_objects_are_refused_and_never_sent(bucket: GcsBucket, raw: Any) -> None:

@@ -63,10 +63,11 @@ def answers(content_type: str, content: bytes, calls: int) -> dict[int, Answer]:
     message = email.parser.BytesParser().parsebytes(
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + content
     )
-    if not message.is_multipart():
+    if not content_type.lower().startswith("multipart/"):
         raise ValueError(f"the batch answer is not multipart ({content_type or 'no type'})")
     found: dict[int, Answer] = {}
-    for part in message.get_payload():
+    # A multipart answer with no part at all parses as a plain message: no call answered.
+    for part in message.get_payload() if message.is_multipart() else []:
         if not isinstance(part, Message):
             continue
         content_id = str(part.get("Content-ID", "")).strip().strip("<>")
