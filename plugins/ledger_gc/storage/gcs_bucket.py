@@ -125,7 +125,7 @@ class GcsBucket:
         try:
             self.client.get_bucket(self.bucket, timeout=TIMEOUT, retry=self._retry)
         except Exception as exc:
-            raise self._error(exc, f"checking bucket '{self.bucket}'") from exc
+            raise self._error(exc, f"checking bucket '{self.bucket}'", of_bucket=True) from exc
 
     def owns(self, key: str) -> str | None:
         if offload_keys.parse_segment_key(self.prefix, key) is not None:
@@ -175,7 +175,7 @@ class GcsBucket:
         try:
             yield from pages
         except Exception as exc:
-            raise self._error(exc, what) from exc
+            raise self._error(exc, what, of_bucket=True) from exc
 
     # --- reading ----------------------------------------------------------------------
 
@@ -372,14 +372,15 @@ class GcsBucket:
 
     # --- errors -----------------------------------------------------------------------
 
-    def _error(self, exc: Exception, what: str) -> StorageError:
-        """One line that names the bucket, the endpoint and the setting to fix."""
+    def _error(self, exc: Exception, what: str, *, of_bucket: bool = False) -> StorageError:
+        """One line that names the bucket, the endpoint and the setting to fix.
+        ``of_bucket``: a 404 means the bucket (a listing, a check), not an object."""
         if isinstance(exc, api.RetryError) and exc.cause is not None:
             exc = exc.cause  # type: ignore[assignment]
         where = f"bucket '{self.bucket}' at {self.endpoint}"
-        if isinstance(exc, api.NotFound) and what.startswith(("checking", "listing")):
+        if of_bucket and isinstance(exc, api.NotFound):
             return BucketNotFoundError(
-                f"{what}: {where} not found; create it or set LEDGERGC_OFFLOAD_BUCKET"
+                f"GCS {where} not found; create it or set LEDGERGC_OFFLOAD_BUCKET"
             )
         if isinstance(
             exc, api.Unauthorized | api.Forbidden | auth.RefreshError | auth.DefaultCredentialsError
