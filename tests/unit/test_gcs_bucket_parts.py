@@ -37,9 +37,9 @@ def test_soft_delete_keeps_deleted_objects_for_its_retention() -> None:
     found = gcs_versioning("offload", False, 7 * DAY, [], "")
 
     assert found.keeps_deleted_data and found.how == "soft-delete"
-    assert (found.soft_delete_days, found.noncurrent_expiration_days) == (7, 7)
+    assert (found.retention_days, found.noncurrent_expiration_days) == (7, 7)
     assert "7 days" in found.note and "restored" in found.note
-    assert found.to_dict()["soft_delete_days"] == 7
+    assert found.to_dict()["retention_days"] == 7
 
 
 def test_versions_kept_until_a_lifecycle_rule_then_soft_delete() -> None:

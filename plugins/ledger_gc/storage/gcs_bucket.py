@@ -323,7 +323,7 @@ class GcsBucket:
         are asked (both when that is unknown)."""
         kept = self.versioning()
         found: list[DeletedVersion] = []
-        if kept.soft_delete_days or kept.versioning == UNKNOWN:
+        if kept.retention_days or kept.versioning == UNKNOWN:
             for blob in self._blobs(f"listing deleted {key}", prefix=key, soft_deleted=True):
                 # Only a soft-deleted object has a soft_delete_time (an emulator that
                 # ignores the flag lists live objects here: they are skipped).

@@ -32,17 +32,17 @@ _WHOLE_PREFIX_CONDITIONS = frozenset({"daysSinceNoncurrentTime", "isLive", "matc
 @dataclass(frozen=True)
 class GcsVersioning(BucketVersioning):
     """``versioning``: object versioning, "Enabled" | "Off" | "unknown".
-    ``soft_delete_days``: the soft delete policy's retention (None: no policy, or unknown
+    ``retention_days``: the soft delete policy's retention (None: no policy, or unknown
     when ``versioning`` is). ``noncurrent_expiration_days``: days after a delete until the
     bytes are gone for good (None: never, or unknown)."""
 
-    soft_delete_days: int | None = None
+    retention_days: int | None = None
 
     @property
     def how(self) -> str:
         if self.versioning == ENABLED:
             return VERSIONS
-        if self.soft_delete_days:
+        if self.retention_days:
             return SOFT_DELETE
         return UNKNOWN if self.versioning == UNKNOWN else NONE
 
@@ -66,15 +66,15 @@ class GcsVersioning(BucketVersioning):
                 "recoverable, not reclaimed"
             )
         soft = (
-            f"then soft delete keeps them {self.soft_delete_days} days more"
-            if self.soft_delete_days
+            f"then soft delete keeps them {self.retention_days} days more"
+            if self.retention_days
             else "then they are gone for good"
         )
         if self.how == SOFT_DELETE:
             return (
-                f"{where} has a soft delete policy of {self.soft_delete_days} days: deleted "
+                f"{where} has a soft delete policy of {self.retention_days} days: deleted "
                 "objects stay billed and can be restored (ledgergc restore) for "
-                f"{self.soft_delete_days} days, then are gone for good"
+                f"{self.retention_days} days, then are gone for good"
             )
         head = (
             f"{where} has object versioning on: a delete makes each object a noncurrent "
@@ -91,7 +91,7 @@ class GcsVersioning(BucketVersioning):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "how": self.how, "soft_delete_days": self.soft_delete_days}
+        return {**super().to_dict(), "how": self.how, "retention_days": self.retention_days}
 
 
 def gcs_versioning(
@@ -106,11 +106,11 @@ def gcs_versioning(
     soft_days = -(-int(soft_delete_seconds) // 86400) if soft_delete_seconds else None
     if not versioning_enabled:
         return GcsVersioning(
-            bucket, OFF, noncurrent_expiration_days=soft_days, soft_delete_days=soft_days
+            bucket, OFF, noncurrent_expiration_days=soft_days, retention_days=soft_days
         )
     found = noncurrent_delete_days(lifecycle_rules, key_prefix)
     if found is None:
-        return GcsVersioning(bucket, ENABLED, soft_delete_days=soft_days)
+        return GcsVersioning(bucket, ENABLED, retention_days=soft_days)
     days, rule = found
     return GcsVersioning(bucket, ENABLED, "expires", days + (soft_days or 0), rule, soft_days)
 
