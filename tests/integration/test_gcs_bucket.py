@@ -1,15 +1,17 @@
 """The offload bucket on Google Cloud Storage (``GcsBucket``), against fake-gcs-server.
 
-Where fake-gcs-server 1.54.0 does not behave as GCS (tests/integration/
-test_object_store_emulators.py asserts each gap), the test says so and puts GCS's
-behaviour at the client:
+Where fake-gcs-server 1.54.0 does not behave as GCS (asserted in tests/integration/
+test_object_store_emulators.py, and in the ``test_fake_gcs_server_*`` tests here), the
+test says so and puts GCS's behaviour at the client:
 
-* it ignores ``ifGenerationMatch`` on a delete, so ``PreconditionLikeGcs`` below answers
-  412 for a batch part whose generation is no longer the object's, as GCS does, and does
-  not forward it; the requests themselves are recorded to show the condition is sent;
+* it ignores ``ifGenerationMatch`` on a delete and on a rewrite, so ``RecordingSession``
+  below answers 412 where GCS would, and does not forward the call; the requests
+  themselves are recorded to show the condition is sent;
 * its filesystem backend (the session's server) has no object versioning, so the restore
   of a noncurrent generation runs on a server of its own with the memory backend;
-* it has no soft delete: that restore is a unit test (tests/unit/test_gcs_bucket_parts.py).
+* it has no soft delete: that restore is a unit test (tests/unit/test_gcs_bucket_parts.py);
+* it lists noncurrent generations only for ``versions=true`` in lower case, which
+  ``GcsBucket`` sends (the client sends ``True``).
 """
 
 from __future__ import annotations
@@ -445,14 +447,25 @@ def versioned(versioning_gcs: FakeGcsServer) -> Any:
     return client.create_bucket(new)
 
 
-def test_fake_gcs_server_copy_ignores_if_generation_match(versioned: Any) -> None:
-    # GCS refuses a copy ifGenerationMatch=0 onto an object that exists (412); fake-gcs-
-    # server 1.54.0 writes it anyway (its rewrite creates with no conditions). A restore
-    # "never over a newer object" is shown with RecordingSession.like_gcs.
+def test_fake_gcs_server_lists_versions_only_for_lower_case_true(versioned: Any) -> None:
+    # google-cloud-storage sends versions=True; fake-gcs-server compares with "true".
+    versioned.blob("v").upload_from_string(b"1")
+    versioned.blob("v").upload_from_string(b"2")
+
+    client = versioned.client
+    assert len(list(client.list_blobs(versioned.name, versions=True))) == 1
+    assert len(list(client.list_blobs(versioned.name, versions="true"))) == 2
+
+
+def test_fake_gcs_server_rewrite_ignores_if_generation_match(versioned: Any) -> None:
+    # GCS refuses a rewrite (or copy) ifGenerationMatch=0 onto an object that exists
+    # (412); fake-gcs-server 1.54.0 writes it anyway (its rewriteObject creates with no
+    # conditions). A restore "never over a newer object" is shown with
+    # RecordingSession.like_gcs.
     versioned.blob("a").upload_from_string(b"old")
     versioned.blob("b").upload_from_string(b"newer")
 
-    versioned.copy_blob(versioned.blob("a"), versioned, "b", if_generation_match=0)
+    versioned.blob("b").rewrite(versioned.blob("a"), if_generation_match=0)
 
     assert versioned.blob("b").download_as_bytes() == b"old"
 
@@ -489,6 +502,7 @@ def test_restores_a_noncurrent_generation_never_over_a_newer_object(
     bucket.restore(found[0])
     assert versioned.blob(data).download_as_bytes() == b"the offloaded ledger"
     (copy,) = session.copies
+    assert f"/o/{data}/rewriteTo/" in copy
     assert f"sourceGeneration={before[data].version}" in copy and "ifGenerationMatch=0" in copy
 
     # The index was written again since its delete: its old generation is not put over it.

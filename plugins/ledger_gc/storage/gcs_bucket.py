@@ -345,23 +345,30 @@ class GcsBucket:
     def restore(self, found: DeletedVersion) -> None:
         """Bring ``found`` back, only if no object has ``found.key`` now
         (``ifGenerationMatch=0``): a soft-deleted generation through GCS's restore, a
-        noncurrent one copied over its own name."""
+        noncurrent one rewritten over its own name (a rewrite, not a copy: GCS may need
+        several calls for a large object, each carrying the same condition)."""
         what = f"restoring {found.key} (generation {found.version})"
+        if found.how not in ("soft-delete", "noncurrent-version"):
+            raise StorageError(f"{what}: '{found.how}' is not something GCS keeps")
         try:
             if found.how == "soft-delete":
                 self._gcs.restore_blob(
-                    found.key, generation=int(found.version), if_generation_match=0, timeout=TIMEOUT
-                )
-            else:
-                source = self._gcs.blob(found.key)
-                self._gcs.copy_blob(
-                    source,
-                    self._gcs,
                     found.key,
-                    source_generation=int(found.version),
+                    generation=int(found.version),
                     if_generation_match=0,
                     timeout=TIMEOUT,
+                    retry=self._retry,
                 )
+                return
+            source = self._gcs.blob(found.key, generation=int(found.version))
+            target = self._gcs.blob(found.key)
+            token = None
+            while True:
+                token, _, _ = target.rewrite(
+                    source, token=token, if_generation_match=0, timeout=TIMEOUT, retry=self._retry
+                )
+                if token is None:
+                    return
         except api.PreconditionFailed as exc:
             raise StorageError(
                 f"{what}: {found.key} exists now (written since the delete): left alone, "
