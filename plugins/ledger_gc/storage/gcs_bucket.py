@@ -48,6 +48,8 @@ TIMEOUT = (5.0, 30.0)
 #: A batch's calls answered 429 or 5xx (or the whole batch lost) are sent again this often.
 BATCH_ATTEMPTS = 3
 BATCH_BACKOFF_SECONDS = 0.5
+#: The four fields a listing uses (GCS sends the whole object resource otherwise).
+_LISTED_FIELDS = "items(name,size,updated,generation),nextPageToken"
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _CREDENTIALS = (
     "the GCS credentials (the google_cloud_default connection, the brokers' "
@@ -146,7 +148,10 @@ class GcsBucket:
         bounds. One page is held at a time: the client's iterator fetches the next when
         this one is consumed. ``last_modified`` is ``updated``, never before the
         generation's creation: an age read from it errs young, toward keeping."""
-        for blob in self._blobs(f"listing '{prefix}'", prefix=prefix, start=start, end=end):
+        listing = self._blobs(
+            f"listing '{prefix}'", prefix=prefix, start=start, end=end, fields=_LISTED_FIELDS
+        )
+        for blob in listing:
             yield ObjectInfo(
                 blob.name, int(blob.size or 0), _ms(blob.updated), str(blob.generation)
             )
