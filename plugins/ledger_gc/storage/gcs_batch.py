@@ -8,7 +8,7 @@ not be tested. Every part here carries ``Content-ID: <item-N>`` and each answer 
 by GCS's ``<response-item-N>``, never by position: a call with no answer is reported as
 such, not guessed. The body is built by hand because of one MIME rule: the CRLF before a
 boundary belongs to the boundary, so an HTTP request with no body needs one more CRLF
-after its blank line (fake-gcs-server answers 400 without it; GCS accepts both).
+after its blank line (fake-gcs-server answers 400 without it).
 """
 
 from __future__ import annotations
