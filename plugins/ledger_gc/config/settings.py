@@ -993,6 +993,14 @@ class Settings:
                 origins[spec.env] = Origin(source, detail, _given(changes[spec.field]))
         return replace(self, **changes, origins=origins)
 
+    def without_values(self, *fields: str) -> Settings:
+        """A copy with the settings ``fields`` names unset (None, their origins gone): what
+        a child process must not be handed (an Azure account key once a SAS replaces it)."""
+        gone = {spec.env for spec in declared(type(self)) if spec.field in fields}
+        origins = {env: origin for env, origin in self.origins.items() if env not in gone}
+        unset: dict[str, Any] = dict.fromkeys(fields)
+        return replace(self, **unset, origins=origins)
+
     def source_of(self, env: str) -> str:
         """``default`` when ``env``'s value is its default and nobody set it; else who set
         it (``env``, ``broker.conf``, ``connection``, ``variable``, ``params``, ``code``)."""
