@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -193,6 +197,38 @@ def test_the_brokers_key_file_is_exchanged_and_never_handed_on(
     shipped = everything_spark_gets(rendered_survey())
     assert str(key_file) not in shipped and "GCS_KEY_FILE" not in shipped
     assert _private_key_body(service_account_key) not in shipped
+
+
+def test_a_token_the_edge_mints_is_masked_in_its_process_log(
+    tmp_path: Path, service_account_key: dict[str, str]
+) -> None:
+    """The ``ledgergc`` command's edge (a process of its own, as the command is) mints the
+    token from the key file: a log record that carries it shows ``***``."""
+    key_file = tmp_path / "gcs-key.json"
+    key_file.write_text(json.dumps(service_account_key))
+    code = textwrap.dedent(
+        f"""
+        import logging
+        from ledger_gc.config.edge import resolve
+        from ledger_gc.config.settings import Settings
+        logging.basicConfig(level=logging.INFO)
+        store = resolve(Settings.from_env()).offload
+        logging.getLogger("probe").info("store token %s", store.gcs_token)
+        print("minted", store.gcs_token == {TOKEN!r})
+        """
+    )
+    env = {
+        **os.environ,
+        "LEDGERGC_OFFLOAD_DRIVER": "google-cloud-storage",
+        "LEDGERGC_OFFLOAD_BUCKET": "pulsar-offload",
+        "LEDGERGC_OFFLOAD_GCS_KEY_FILE": str(key_file),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "minted True" in done.stdout
+    assert "store token ***" in done.stderr and TOKEN not in done.stderr
 
 
 def test_a_key_google_refuses_is_one_line_naming_the_setting(

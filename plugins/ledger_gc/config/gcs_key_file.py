@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.errors import ConfigError
 
 KEY_FILE = "LEDGERGC_OFFLOAD_GCS_KEY_FILE"
@@ -52,4 +53,8 @@ def access_token(path: Path) -> tuple[str, str | None]:
             f"({type(exc).__name__}: {reason}); check the key is active and its account "
             "may use the bucket"
         ) from exc
-    return str(credentials.token), credentials.project_id
+    token = str(credentials.token)
+    # Minted here, so in no settings that the edge masked: masked in this process's logs
+    # from now on (an executor masks it as its ObjectStore arrives).
+    install_secret_masking([token])
+    return token, credentials.project_id
