@@ -247,6 +247,10 @@ class LedgerGcHook(BaseHook):
         not defined: ``LEDGERGC_ZK_HOSTS`` and ``LEDGERGC_ZK_DIGEST`` stand.
     :param s3_conn_id: the S3 connection (endpoint, region, bucket, prefix, key pair);
         not defined: the ``LEDGERGC_*`` S3 settings and boto3's default chain stand.
+    :param gcs_conn_id: the Google connection (``GCSHook``), read when tiered storage is
+        on GCS; not defined: the brokers' key file, or each process's own credentials.
+    :param wasb_conn_id: the Azure connection (``WasbHook``), read when tiered storage is
+        on Azure; not defined: ``AZURE_STORAGE_*`` as the brokers have them.
     """
 
     conn_name_attr = "zookeeper_conn_id"
@@ -254,11 +258,18 @@ class LedgerGcHook(BaseHook):
     hook_name = "ledger-gc"
 
     def __init__(
-        self, zookeeper_conn_id: str = ZK_CONN_ID, s3_conn_id: str = S3_CONN_ID, **kwargs: Any
+        self,
+        zookeeper_conn_id: str = ZK_CONN_ID,
+        s3_conn_id: str = S3_CONN_ID,
+        gcs_conn_id: str = GCS_CONN_ID,
+        wasb_conn_id: str = WASB_CONN_ID,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.s3_conn_id = s3_conn_id
+        self.gcs_conn_id = gcs_conn_id
+        self.wasb_conn_id = wasb_conn_id
 
     def get_conn(self) -> Settings:
         """The settings of a run without params (what every run starts from)."""
@@ -275,6 +286,8 @@ class LedgerGcHook(BaseHook):
                 params,
                 zookeeper_conn_id=self.zookeeper_conn_id,
                 s3_conn_id=self.s3_conn_id,
+                gcs_conn_id=self.gcs_conn_id,
+                wasb_conn_id=self.wasb_conn_id,
             )
         )
 
