@@ -110,6 +110,11 @@ def airflow_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         "AZURE_STORAGE_ACCESS_KEY",
         "AZURE_STORAGE_CONNECTION_STRING",
         "GOOGLE_APPLICATION_CREDENTIALS",
+        # The session's stack puts test AWS keys in os.environ; with them the block
+        # store's keys would be exchanged at AWS STS before the offload's are looked at.
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LEDGERGC_STATE_DIR", str(tmp_path))
