@@ -179,6 +179,28 @@ def test_a_gcs_connections_key_becomes_a_token_and_only_the_token_reaches_spark(
     assert TOKEN not in caplog.text
 
 
+def test_aws_keys_no_store_uses_never_reach_spark_nor_sts(
+    airflow_env: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    service_account_key: dict[str, str],
+) -> None:
+    """The block store off and tiered storage on GCS: no store is S3, so AWS keys in the
+    worker's environment are neither exchanged at AWS STS (unreachable from a GCP-only
+    worker: the task would fail) nor handed to the executors."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIALONGLIVEDUNUSED1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "long-lived-unused-aws-secret")
+    monkeypatch.setenv("LEDGERGC_OFFLOAD_DRIVER", "google-cloud-storage")
+    monkeypatch.setenv("LEDGERGC_OFFLOAD_BUCKET", "pulsar-offload")
+    airflow_env(
+        "google_cloud_default",
+        "google_cloud_platform",
+        extra={"keyfile_dict": json.dumps(service_account_key)},
+    )
+    shipped = everything_spark_gets(rendered_survey())
+    assert "long-lived-unused-aws-secret" not in shipped
+    assert "AKIALONGLIVEDUNUSED1" not in shipped
+
+
 def test_the_brokers_key_file_is_exchanged_and_never_handed_on(
     airflow_env: Any,
     monkeypatch: pytest.MonkeyPatch,
