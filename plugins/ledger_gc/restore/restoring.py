@@ -53,7 +53,7 @@ from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.pulsar_metadata import restore as pm_restore
 from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
-from ledger_gc.storage.gc_bucket import ObjectVersion
+from ledger_gc.storage.gc_bucket import ObjectVersion, run_markers
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
 from ledger_gc.storage.versioning import OFF
 
@@ -381,7 +381,7 @@ def _restore_prefix(
     # Per key: the delete markers to remove (newest first) and the version they uncover.
     markers: list[tuple[list[ObjectVersion], ObjectVersion]] = []
     for versions in by_key.values():
-        uncovered = _run_markers(versions, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
+        uncovered = run_markers(versions, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
         if uncovered is None:
             item.skipped += 1
         else:
@@ -402,29 +402,6 @@ def _restore_prefix(
         item.bytes_restored += data.size
     if item.objects_restored:
         audit.append([_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)])
-
-
-def _run_markers(
-    versions: list[ObjectVersion], earliest: int, latest_ms: int
-) -> tuple[list[ObjectVersion], ObjectVersion] | None:
-    """The delete markers on top of one key's versions that the run made (between
-    ``earliest`` and ``latest_ms``), newest first, and the data version under them; None
-    when the key's latest version is data, a marker from another time is in the way (a
-    later delete, which is not this run's to undo), or no data is under them (pure).
-
-    A retried DeleteObjects may stack several markers on one key; all of them go."""
-    top = [v for v in versions if v.is_latest]
-    rest = sorted(
-        (v for v in versions if not v.is_latest), key=lambda v: v.last_modified, reverse=True
-    )
-    found: list[ObjectVersion] = []
-    for version in top[:1] + rest:
-        if not version.delete_marker:
-            return (found, version) if found else None
-        if not earliest <= version.last_modified <= latest_ms:
-            return None
-        found.append(version)
-    return None
 
 
 def _record(
