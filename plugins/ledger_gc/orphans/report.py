@@ -134,6 +134,8 @@ from ledger_gc.rules.orphans.classify import (
     OFFLOAD_FOREIGN,
     ORPHAN_CLASSES,
     ORPHAN_SEGMENT,
+    ORPHAN_UPLOAD_PART,
+    OTHER_BUCKET_SEGMENT,
     OTHER_CLUSTER_SEGMENT,
 )
 from ledger_gc.rules.orphans.guards import METADATA_READ
@@ -511,6 +513,12 @@ def _tiered(
     held = [_target(vars(r), bytes=r.bytes or 0, reason=r.reason) for r in held_now] + list(
         diff.other_cluster_samples if diff else []
     )
+    held += list(diff.other_bucket_samples if diff else [])
+    parts = [r for r in deleted if r.target_class == ORPHAN_UPLOAD_PART]
+
+    def total(name: str, what: str) -> int:
+        return int((classes.get(name) or {}).get(what) or 0)
+
     return {
         "bucket": offload.get("bucket"),
         "prefix": offload.get("prefix"),
@@ -526,6 +534,14 @@ def _tiered(
         "other_cluster_segments": classes[OTHER_CLUSTER_SEGMENT]["units"],
         "other_cluster_bytes": classes[OTHER_CLUSTER_SEGMENT]["bytes"],
         "other_clusters": dict(diff.other_clusters if diff else {}),
+        # Segments whose ledgers were offloaded to another driver or bucket (kept).
+        "other_bucket_segments": total(OTHER_BUCKET_SEGMENT, "units"),
+        "other_bucket_bytes": total(OTHER_BUCKET_SEGMENT, "bytes"),
+        # GCS multipart leftovers (orphan-upload-part).
+        "orphan_upload_parts": total(ORPHAN_UPLOAD_PART, "units"),
+        "orphan_upload_part_bytes": total(ORPHAN_UPLOAD_PART, "bytes"),
+        "upload_parts_deleted": len(parts),
+        "upload_part_bytes_reclaimed": sum(r.bytes for r in parts if not r.recoverable),
         "our_clusters": diff.our_clusters if diff else None,
         "held_at_recheck": len(held_now),
         "held": held[:MAX_LISTED],

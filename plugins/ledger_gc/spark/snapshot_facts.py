@@ -21,7 +21,7 @@ from ledger_gc.spark.session import job_error
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid")
+_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid", "offload_place")
 
 
 def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -> dict[str, Any]:
