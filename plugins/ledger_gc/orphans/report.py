@@ -90,8 +90,15 @@ samples of those classes: ``{"name", "store", "class", "why", "command"}``),
 ``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
 "objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
 "foreign_objects", "deleted", "bytes_reclaimed", "other_cluster_segments",
-"other_cluster_bytes", "other_clusters", "our_clusters", "held_at_recheck", "held"}``:
+"other_cluster_bytes", "other_clusters", "other_bucket_segments", "other_bucket_bytes",
+"orphan_upload_parts", "orphan_upload_part_bytes", "upload_parts_deleted",
+"upload_part_bytes_reclaimed", "our_clusters", "held_at_recheck", "held"}``:
 the offload bucket as scanned and what this cycle deleted from it (segments, bytes).
+``other_bucket_segments``/``_bytes``: segments whose ledgers were offloaded to another
+driver or bucket (``driverMetadata``; class ``other-bucket-segment``: kept, listed in
+``held``); ``orphan_upload_parts``/``_bytes``: GCS multipart leftovers found
+(``orphan-upload-part``), ``upload_parts_deleted`` and ``upload_part_bytes_reclaimed``
+what this cycle deleted of them.
 ``other_cluster_segments``/``_bytes``: segments whose objects name another Pulsar cluster
 (class ``other-cluster-segment``; never registered or deleted, not orphans for the
 byte-fraction guard); ``other_clusters``: their count per ``pulsarClusterName``
@@ -773,6 +780,20 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
                 f"({_size(tiered['other_cluster_bytes'])}; {clusters or 'none in the diff'}), "
                 f"{tiered['held_at_recheck']} more at the live re-check; this store's "
                 f"clusters: {(tiered.get('our_clusters') or {}).get('names') or 'none named'}"
+            )
+        if tiered.get("other_bucket_segments"):
+            yield (
+                f"  held as offloaded elsewhere (never deleted): "
+                f"{tiered['other_bucket_segments']} segments "
+                f"({_size(tiered['other_bucket_bytes'])}) whose ledgers' driverMetadata names "
+                "another driver or bucket"
+            )
+        if tiered.get("orphan_upload_parts") or tiered.get("upload_parts_deleted"):
+            yield (
+                f"  GCS upload parts left by stopped uploads: {tiered['orphan_upload_parts']} "
+                f"({_size(tiered['orphan_upload_part_bytes'])}); deleted "
+                f"{tiered['upload_parts_deleted']}, "
+                f"{_size(tiered['upload_part_bytes_reclaimed'])} reclaimed"
             )
     bookkeeper = data.get("bookkeeper")
     if bookkeeper:
