@@ -258,7 +258,7 @@ class Deleter(Generic[Bucket]):
         (``delete_listed``: GCS generation, Azure ETag; a moved one is kept, in
         ``failed``); the store's bucket in DeleteObjects batches (``delete_keys``)."""
         if isinstance(self.storage, LedgerStorage) and not isinstance(self.storage, OffloadBucket):
-            return self.storage.delete_keys(block.key for block in blocks)
+            return self.storage.delete_keys([block.key for block in blocks])
         return self.storage.delete_listed(blocks)
 
     def _still_listed(self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]) -> set[str] | None:
