@@ -422,6 +422,7 @@ def add_other_bucket(
     """A segment whose ledger went to another driver or bucket: counted, a few listed."""
     carriers = sorted({(o.ml_name, o.place or "?") for o in owners if o.uuid == uuid})
     ml_name = carriers[0][0] if carriers else ""
+    segment = offload_keys.parse_segment_key("", data_key.rpartition("/")[2])
     result.add(namespace_of_ml(ml_name), OTHER_BUCKET_SEGMENT, count, size, 1)
     if len(result.other_bucket_samples) < MAX_OTHER_SAMPLES:
         result.other_bucket_samples.append(
@@ -429,6 +430,7 @@ def add_other_bucket(
                 "prefix": segment_target(bucket, data_key),
                 "target_class": OTHER_BUCKET_SEGMENT,
                 "ml_name": ml_name,
+                "ledger_id": segment.ledger_id if segment else None,
                 "bytes": size,
                 "reason": (
                     "its ledger was offloaded to "
