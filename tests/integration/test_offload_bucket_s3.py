@@ -49,12 +49,27 @@ def test_the_s3_offload_bucket_lists_every_key_once_across_the_shards(
     ]
     for key in keys:
         s3_client.put_object(Bucket=offload.bucket, Key=key, Body=b"x")
-    listed: list[str] = []
-    for shard in offload_keys.shard_prefixes("t"):
-        listed += [o.key for o in offload.iter_objects(shard)]
-    for start, end in offload_keys.outside_shards("t"):
-        listed += [o.key for o in offload.iter_objects("t/", start=start, end=end)]
-    assert sorted(listed) == sorted(keys)  # each once, none lost at a boundary
+
+    def every_shard() -> list[str]:
+        listed: list[str] = []
+        for shard in offload_keys.shard_prefixes("t"):
+            listed += [o.key for o in offload.iter_objects(shard)]
+        for start, end in offload_keys.outside_shards("t"):
+            listed += [o.key for o in offload.iter_objects("t/", start=start, end=end)]
+        return sorted(listed)
+
+    assert every_shard() == sorted(keys)  # each once, none lost at a boundary
+    # Again in pages of two keys: a range's later pages keep their start.
+    whole_pages = offload.client.list_objects_v2
+    pages = []
+
+    def in_twos(**request: Any) -> Any:
+        pages.append(request.get("ContinuationToken"))
+        return whole_pages(**request, MaxKeys=2)
+
+    offload.client.list_objects_v2 = in_twos
+    assert every_shard() == sorted(keys)
+    assert any(pages)  # some listing went past its first page
 
 
 def test_head_read_range_and_a_delete_that_refuses_foreign_keys(

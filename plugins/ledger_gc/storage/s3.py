@@ -95,12 +95,13 @@ class OffloadStorage(LedgerStorage):
     def _range_pages(self, prefix: str, start: str | None) -> Iterator[ObjectInfo]:
         after = _before(start) if start and start > prefix else None
         token: str | None = None
+        seen: set[str] = set()
         while True:
             request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if after:  # sent with every page, as boto3's paginator does
+                request["StartAfter"] = after
             if token:
                 request["ContinuationToken"] = token
-            elif after:
-                request["StartAfter"] = after
             try:
                 with list_pages.parsing_here():
                     page = self.client.list_objects_v2(**request)
@@ -110,13 +111,14 @@ class OffloadStorage(LedgerStorage):
             if not page.get("IsTruncated"):
                 return
             new = page.get("NextContinuationToken")
-            if not new or new == token:
+            if not new or new in seen:
                 raise StorageError(
                     f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: a "
                     "truncated page came without a new continuation token; the listing is "
                     "not used"
                 )
             token = new
+            seen.add(new)
 
     def head(self, key: str) -> ObjectHead | None:
         try:
