@@ -12,9 +12,8 @@ conditional delete.
   ``test_offload_protocol_paths`` with a GCS-like bucket in memory, and GcsBucket's own
   tests with the fault injected at the client.)
 
-The settings cannot name the driver yet (the config branch adds
-``LEDGERGC_OFFLOAD_DRIVER``), so the endpoints' offload store is set here; and the
-cycle's preflight is pointed at the factory, as the config branch does.
+The endpoints' offload store is set here as the edge resolves it for each emulator
+(driver, endpoint, the emulator's account), whatever the settings' credentials chain.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from ledger_gc.config.edge import resolve
 from ledger_gc.config.endpoints import Endpoints, ObjectStore
 from ledger_gc.config.settings import Settings
 from ledger_gc.formats.markers import java_uuid
-from ledger_gc.orphans import preflight
 from ledger_gc.orphans.cycle import run_orphan_cycle
 from ledger_gc.rules.orphans import outcomes
 from ledger_gc.rules.orphans.classify import segment_target
@@ -67,13 +65,6 @@ def _eager(settings: Settings, offload: ObjectStore) -> Endpoints:
     return dataclasses.replace(resolve(eager), offload=offload)
 
 
-@pytest.fixture
-def through_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        preflight, "OffloadStorage", lambda store: offload_buckets.offload_bucket(store)
-    )
-
-
 def _ledgers(zk: KazooClient, bucket: str) -> dict[int, tuple[int, int, str]]:
     """A lists 1 (offloaded here), 2 (offloaded to S3, a bucket of the same name)."""
     u = {n: _uuid(n) for n in (1, 2, 3, 4)}
@@ -97,7 +88,6 @@ def test_a_cycle_on_gcs_deletes_orphan_segments_and_old_upload_parts_only(
     zk_client: KazooClient,
     fake_gcs: FakeGcsServer,
     spark: Any,
-    through_factory: None,
 ) -> None:
     raw = fake_gcs.client().create_bucket(f"g-{uuidlib.uuid4().hex[:10]}")
     u = _ledgers(zk_client, raw.name)
@@ -162,7 +152,6 @@ def test_a_cycle_on_azure_deletes_orphan_segments_and_nothing_else(
     zk_client: KazooClient,
     azurite: AzuriteBlobServer,
     spark: Any,
-    through_factory: None,
 ) -> None:
     raw, store = _azure(azurite)
     u = _ledgers(zk_client, raw.container_name)

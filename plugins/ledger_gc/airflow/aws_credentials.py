@@ -45,6 +45,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import S3, family
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +150,10 @@ def for_spark(settings: Settings, connection: Any | None, *, local_master: bool)
 
 def _endpoints(settings: Settings) -> set[str | None]:
     """Every S3 endpoint the application uses the keys with (None: AWS's own): the
-    store's, and the offload bucket's when tiered storage is on."""
+    store's, and the offload bucket's when tiered storage is on and on S3."""
     endpoints = {settings.s3_endpoint}
-    if settings.offload_bucket:
-        endpoints.add(settings.offload_s3_endpoint or settings.s3_endpoint)
+    if settings.offload_bucket and family(settings.offload_driver) == S3:
+        endpoints.add(settings.offload_endpoint or settings.s3_endpoint)
     return endpoints
 
 

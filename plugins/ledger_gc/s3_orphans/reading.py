@@ -23,7 +23,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import segments
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
-from ledger_gc.rules.storage import offload_keys
+from ledger_gc.rules.storage import offload_drivers, offload_keys
 from ledger_gc.storage import list_pages, offload_buckets
 from ledger_gc.storage.offload_bucket import OffloadBucket
 from ledger_gc.storage.s3 import LedgerStorage
@@ -89,8 +89,10 @@ def offload_place_of(ledger: LedgerInfo) -> str | None:
     if not ledger.HasField("offloadContext"):
         return None
     metadata = ledger.offloadContext.driverMetadata
-    properties = {p.key: p.value for p in metadata.properties}
-    return segments.offload_place(metadata.name, properties.get("bucket"))
+    target = offload_drivers.offload_target(
+        metadata.name, {p.key: p.value for p in metadata.properties}
+    )
+    return segments.offload_place(target.driver, target.bucket)
 
 
 def marker_place(marker: dict) -> str | None:

@@ -29,6 +29,7 @@ own error text (several lines, the request's details) never reaches them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,6 +60,13 @@ from ledger_gc.storage.versioning import ENABLED, OFF, UNKNOWN, BucketVersioning
 
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 30
+
+# The SDK logs every request and response at INFO (headers redacted, but a line each):
+# a listing of millions of blobs would bury a task's log. Errors still show, and a
+# logging setup that names this logger's level keeps it.
+_HTTP_LOG = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+if _HTTP_LOG.level == logging.NOTSET:
+    _HTTP_LOG.setLevel(logging.WARNING)
 #: List Blobs' largest page.
 PAGE_SIZE = 5000
 #: Blobs whose listing (with versions) tells whether versioning is on (``versioning``).

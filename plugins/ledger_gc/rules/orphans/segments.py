@@ -58,7 +58,7 @@ from ledger_gc.rules.orphans.classify import (
     parse_segment_target,
     segment_target,
 )
-from ledger_gc.rules.storage import offload_keys
+from ledger_gc.rules.storage import offload_drivers, offload_keys
 
 #: The user-metadata key of Pulsar's cluster name on an offloaded object, as S3 returns
 #: it (lower case; ``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME`` is "pulsarClusterName").
@@ -104,29 +104,18 @@ def owners_by_ledger(snapshot: MetadataSnapshot) -> dict[int, list[Owner]]:
 
 # --- where an offload went: the ledger's driverMetadata ------------------------------
 
-#: Pulsar's offload driver names (``managedLedgerOffloadDriver``) by family; aliyun-oss
-#: speaks the S3 API. Any other name is a family of its own (``filesystem``).
-_FAMILIES = {
-    "aws-s3": "s3",
-    "s3": "s3",
-    "aliyun-oss": "s3",
-    "google-cloud-storage": "gcs",
-    "azureblob": "azure",
-}
-
 
 def offload_place(driver_name: str | None, bucket: str | None) -> str | None:
     """Where one offload went, as ``<family>/<bucket>`` (the bucket may be empty: the
-    driver only), from its ``driverMetadata`` (``name``, property ``bucket``); None when
-    it records neither (older Pulsar: then it is taken to be here).
-
-    (The config branch's ``rules.storage.offload_drivers`` maps driver names for the
-    settings; this is the same table for what a ledger recorded.)"""
-    name = (driver_name or "").strip().lower()
+    driver only), from its ``driverMetadata`` (the driver, ``offload_drivers.family``;
+    property ``bucket``); None when it records neither (older Pulsar: then it is taken
+    to be here). A driver of no family ledger-gc reads (``filesystem``) is a place of
+    its own, never here."""
+    name = (driver_name or "").strip()
     if not name and not bucket:
         return None
-    family = _FAMILIES.get(name, name) if name else ""
-    return f"{family}/{bucket or ''}"
+    known = offload_drivers.family(name) if name else ""
+    return f"{known if known is not None else name.lower()}/{bucket or ''}"
 
 
 def is_here(place: str | None, here: tuple[str, str] | None) -> bool:
