@@ -385,7 +385,13 @@ class AzureContainer:
             if status in (200, 202, 404):  # 404: already gone, as S3 counts it
                 deleted += 1
             elif status == 412:
-                now = self.head(obj.key)
+                try:
+                    now = self.head(obj.key)
+                except StorageError as exc:
+                    # Not known to be deleted: kept, tried again next run; the batch's
+                    # other answers still count.
+                    failed[obj.key] = f"412, and reading it again failed ({exc}): kept"
+                    continue
                 if now is None:
                     deleted += 1
                 else:
