@@ -294,6 +294,14 @@ class AzureContainer:
                 if end is not None and blob.name >= end:
                     break
                 if (start is None or blob.name >= start) and blob.name.startswith(prefix):
+                    if blob.last_modified is None:
+                        # Read as 0 (1970), it would be past any retention: never judged.
+                        raise StorageError(
+                            f"listing '{prefix}' in container '{self.bucket}' at "
+                            f"{self.endpoint}: {blob.name} came with no last-modified time; "
+                            "a blob of unknown age is never judged against retention, so "
+                            "the listing is not used"
+                        )
                     yield ObjectInfo(
                         blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
                     )
