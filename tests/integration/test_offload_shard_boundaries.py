@@ -10,7 +10,12 @@ import uuid as uuidlib
 from collections import Counter
 from typing import Any
 
+import pytest
+from azure.core.exceptions import HttpResponseError
+from google.api_core import exceptions as api
+
 from ledger_gc.config.endpoints import ObjectStore
+from ledger_gc.errors import StorageError
 from ledger_gc.s3_orphans import reading
 from ledger_gc.storage.offload_bucket import AZURE, GCS
 from local_stack.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteBlobServer
@@ -91,3 +96,60 @@ def test_azure_shards_list_each_key_once(azurite: AzuriteBlobServer) -> None:
         azure_key=AZURITE_KEY,
     )
     assert _listed(store) == _expected()
+
+
+def test_a_gcs_page_refused_mid_listing_fails_the_shard(
+    fake_gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second page of a shard refused (a 403, never retried): the shard raises, it
+    never ends early as if the bucket had no more objects."""
+    raw = fake_gcs.client().create_bucket(f"sh-{uuidlib.uuid4().hex[:10]}")
+    for n in range(5):
+        raw.blob(f"{PREFIX}/a{n}").upload_from_string(b"x")
+    store = ObjectStore(raw.name, prefix=PREFIX, endpoint=fake_gcs.endpoint, driver=GCS)
+    reading._OFFLOAD.clear()
+    bucket = reading.offload_bucket_for(store)
+    monkeypatch.setattr(bucket, "page_size", 2)
+    calls = bucket.client._connection.api_request
+    seen: list[int] = []  # pages asked for after the first
+
+    def refused_second_page(*args: Any, **kwargs: Any) -> Any:
+        if "pageToken" in (kwargs.get("query_params") or {}):
+            seen.append(1)
+            raise api.Forbidden("no storage.objects.list")
+        return calls(*args, **kwargs)
+
+    monkeypatch.setattr(bucket.client._connection, "api_request", refused_second_page)
+    rows = reading.list_offload_shards(store, [(f"{PREFIX}/a", None, None)])
+    with pytest.raises(StorageError, match="refused"):
+        list(rows)
+    assert seen == [1]
+
+
+def test_an_azure_page_failing_mid_listing_fails_the_shard(
+    azurite: AzuriteBlobServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = azurite.client().create_container(f"sh-{uuidlib.uuid4().hex[:10]}")
+    for n in range(5):
+        raw.upload_blob(f"{PREFIX}/a{n}", b"x")
+    store = ObjectStore(
+        raw.container_name,
+        prefix=PREFIX,
+        endpoint=azurite.account_url,
+        driver=AZURE,
+        azure_account=AZURITE_ACCOUNT,
+        azure_key=AZURITE_KEY,
+    )
+    reading._OFFLOAD.clear()
+    bucket = reading.offload_bucket_for(store)
+    listing = bucket.container.list_blobs
+
+    def fails_after_two(*args: Any, **kwargs: Any) -> Any:
+        for n, blob in enumerate(listing(*args, **kwargs)):
+            if n == 2:
+                raise HttpResponseError("the service is busy")
+            yield blob
+
+    monkeypatch.setattr(bucket.container, "list_blobs", fails_after_two)
+    with pytest.raises(StorageError):
+        list(reading.list_offload_shards(store, [(f"{PREFIX}/a", None, None)]))
