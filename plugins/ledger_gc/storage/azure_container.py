@@ -294,6 +294,14 @@ class AzureContainer:
                 if end is not None and blob.name >= end:
                     break
                 if (start is None or blob.name >= start) and blob.name.startswith(prefix):
+                    if blob.last_modified is None:
+                        # Read as 0 (1970), it would be past any retention: never judged.
+                        raise StorageError(
+                            f"listing '{prefix}' in container '{self.bucket}' at "
+                            f"{self.endpoint}: {blob.name} came with no last-modified time; "
+                            "a blob of unknown age is never judged against retention, so "
+                            "the listing is not used"
+                        )
                     yield ObjectInfo(
                         blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
                     )
@@ -385,7 +393,13 @@ class AzureContainer:
             if status in (200, 202, 404):  # 404: already gone, as S3 counts it
                 deleted += 1
             elif status == 412:
-                now = self.head(obj.key)
+                try:
+                    now = self.head(obj.key)
+                except StorageError as exc:
+                    # Not known to be deleted: kept, tried again next run; the batch's
+                    # other answers still count.
+                    failed[obj.key] = f"412, and reading it again failed ({exc}): kept"
+                    continue
                 if now is None:
                     deleted += 1
                 else:

@@ -152,6 +152,13 @@ class GcsBucket:
             f"listing '{prefix}'", prefix=prefix, start=start, end=end, fields=_LISTED_FIELDS
         )
         for blob in listing:
+            if blob.updated is None:
+                # Read as 0 (1970), it would be past any retention: never judged.
+                raise StorageError(
+                    f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: "
+                    f"{blob.name} came with no updated time; an object of unknown age is "
+                    "never judged against retention, so the listing is not used"
+                )
             yield ObjectInfo(
                 blob.name, int(blob.size or 0), _ms(blob.updated), str(blob.generation)
             )
