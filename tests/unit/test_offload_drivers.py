@@ -276,3 +276,46 @@ def test_a_connection_strings_key_and_sas_are_masked_on_their_own() -> None:
     assert "conn-account-key==" in secret_values(settings)
     assert "conn-account-key==" in resolve(settings).offload.secrets()
     assert "conn-account-key" not in repr(resolve(settings))
+
+
+@pytest.mark.parametrize(
+    ("variable", "url", "secret"),
+    [
+        # An account key (or an S3 secret) as the URL's password.
+        ("LEDGERGC_OFFLOAD_ENDPOINT", "https://acct:S3CR3TKEY@acct.blob.example", "S3CR3TKEY"),
+        # An Azure account URL with a SAS in its query, as the portal hands one out.
+        (
+            "LEDGERGC_OFFLOAD_ENDPOINT",
+            "https://acct.blob.core.windows.net/?sv=2022-11-02&sig=SASSIGNATURE",
+            "SASSIGNATURE",
+        ),
+        ("LEDGERGC_S3_ENDPOINT", "http://AKIA:S3CR3TKEY@127.0.0.1:9000", "S3CR3TKEY"),
+        # Refused for its scheme: the error must not echo the password either.
+        ("LEDGERGC_OFFLOAD_ENDPOINT", "htps://user:S3CR3TKEY@host", "S3CR3TKEY"),
+    ],
+)
+def test_an_endpoint_carrying_credentials_is_refused_without_showing_them(
+    variable: str, url: str, secret: str
+) -> None:
+    """An endpoint is no secret setting: ``status`` shows it, errors and logs name it. So
+    a password or a SAS written into it is refused, in one line that does not show it,
+    and the fix is named: the credential settings."""
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({variable: url})
+    message = str(raised.value)
+    assert variable in message and "\n" not in message
+    assert secret not in message
+
+
+def test_a_broker_conf_endpoint_carrying_credentials_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=azureblob\n"
+        "managedLedgerOffloadBucket=c\n"
+        "managedLedgerOffloadServiceEndpoint=https://a.blob.core.windows.net/?sig=SASSIG\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+    assert "SASSIG" not in str(raised.value)
+    assert "LEDGERGC_OFFLOAD_ENDPOINT" in str(raised.value)
+
