@@ -319,3 +319,47 @@ def test_a_broker_conf_endpoint_carrying_credentials_is_refused(tmp_path: Path) 
     assert "SASSIG" not in str(raised.value)
     assert "LEDGERGC_OFFLOAD_ENDPOINT" in str(raised.value)
 
+
+def test_a_broker_conf_for_another_store_lends_the_explicit_driver_nothing(
+    tmp_path: Path,
+) -> None:
+    """The environment says S3 (explicitly), the brokers' file says GCS: the environment
+    wins, and the file's bucket, endpoint and key file, which are GCS's, are not read
+    into an S3 store (an S3 client sent to fake-gcs-server, a GCS bucket name listed on
+    S3); ``status`` says why they were not."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=google-cloud-storage\n"
+        "gcsManagedLedgerOffloadBucket=gcs-offload\n"
+        "managedLedgerOffloadServiceEndpoint=http://127.0.0.1:4443\n"
+        "gcsManagedLedgerOffloadServiceAccountKeyFile=/etc/gcs.json\n"
+        "clusterName=east\n"
+    )
+    settings = Settings.from_env(
+        {"LEDGERGC_PULSAR_CONF": str(conf), "LEDGERGC_OFFLOAD_DRIVER": "aws-s3"}
+    )
+    assert settings.offload_driver == "aws-s3"
+    assert settings.offload_bucket == ""  # tiered storage off: no S3 bucket is named
+    assert settings.offload_endpoint is None
+    assert settings.offload_gcs_key_file is None
+    assert settings.pulsar_clusters == ("east",)  # the rest of the file still counts
+    shown = settings.provenance()
+    assert shown["LEDGERGC_OFFLOAD_DRIVER"]["source"] == "env"
+    why = shown["LEDGERGC_OFFLOAD_DRIVER"]["from"]
+    assert "managedLedgerOffloadDriver=google-cloud-storage" in why and str(conf) in why
+    assert resolve(settings).offload.configured is False
+    # Same family, other spelling: the file's keys are the store's and are read.
+    same = Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf), "LEDGERGC_OFFLOAD_DRIVER": "gcs"})
+    assert (same.offload_bucket, same.offload_endpoint) == (
+        "gcs-offload",
+        "http://127.0.0.1:4443",
+    )
+    # The bucket given explicitly with the other driver: still no endpoint of GCS's.
+    mine = Settings.from_env(
+        {
+            "LEDGERGC_PULSAR_CONF": str(conf),
+            "LEDGERGC_OFFLOAD_DRIVER": "azureblob",
+            "LEDGERGC_OFFLOAD_BUCKET": "container",
+        }
+    )
+    assert (mine.offload_bucket, mine.offload_endpoint) == ("container", None)

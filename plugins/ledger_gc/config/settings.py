@@ -73,7 +73,11 @@ from ledger_gc.config.zk_security import (
 )
 from ledger_gc.config.zk_security import specs as zk_security_specs
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import family as offload_family
 from ledger_gc.rules.trim.eligibility import TrimRetention
+
+#: The variable of the offload driver (``Settings.with_broker_conf``).
+DRIVER_ENV = "LEDGERGC_OFFLOAD_DRIVER"
 
 DAY = 24 * 3600
 
@@ -1021,14 +1025,41 @@ class Settings:
         specs = {spec.env: spec for spec in declared(type(self)) if spec.part is None}
         changes: dict[str, Any] = {}
         origins = dict(self.origins)
-        for found in broker_conf.read_broker_conf(path):
+        conf = broker_conf.read_broker_conf(path)
+        other_store = self._other_store(conf, path)
+        if other_store:
+            origins[DRIVER_ENV] = other_store
+        for found in conf:
             spec = specs[found.env]
             if self.source_of(found.env) != "default":
+                continue
+            if other_store and found.env in broker_conf.STORE_SETTINGS:
                 continue
             detail = f"{found.key} in {path}" + (f": {found.why}" if found.why else "")
             changes[spec.field] = found.value
             origins[found.env] = Origin("broker.conf", detail, found.value)
         return replace(self, **changes, origins=origins) if changes else self
+
+    def _other_store(self, conf: list[broker_conf.ConfValue], path: Path) -> Origin | None:
+        """The driver's origin, saying so, when it was set (not by the file) to another
+        family of store than the file's ``managedLedgerOffloadDriver``: the file's bucket,
+        region, endpoint and key file are that other store's, and are not read into this
+        one (an S3 client sent to a GCS endpoint, a GCS bucket listed on S3). None: the
+        file's store is this one (or names none)."""
+        driver = next((found for found in conf if found.env == DRIVER_ENV), None)
+        if driver is None or self.source_of(DRIVER_ENV) == "default":
+            return None
+        if offload_family(driver.value) == offload_family(self.offload_driver):
+            return None
+        origin = self.origins.get(DRIVER_ENV) or Origin("code")
+        return replace(
+            origin,
+            detail=(
+                f"{origin.describe()}, over {driver.key}={driver.value} in {path}: that "
+                "file's offload bucket, region, endpoint and key file are another store's "
+                "and are not read"
+            ),
+        )
 
     def provenance(self) -> dict[str, dict[str, Any]]:
         """Each setting's value (as given, secrets masked) and where it came from: what
