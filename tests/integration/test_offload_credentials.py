@@ -407,3 +407,63 @@ def test_an_azure_ad_login_gets_a_user_delegation_sas(
     assert settings.azure_storage_key is None and Client.asked
     shipped = everything_spark_gets(rendered_survey())
     assert "client-secret-value" not in shipped
+
+
+# --- What the spark-submit process itself is given --------------------------------------
+
+
+def environment_of_spark_submit(
+    operator: orphan_tasks.OrphanSparkSubmitOperator, tmp_path: Path
+) -> dict[str, str]:
+    """The environment the Spark provider really starts spark-submit with: the
+    operator's hook submits to a ``spark-submit`` that writes its environment down (the
+    provider adds ``env_vars`` to a copy of this worker's environment)."""
+    dump = tmp_path / "spark-submit-env.json"
+    binary = tmp_path / "spark-submit"
+    binary.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os\n"
+        f"open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+    )
+    binary.chmod(0o755)
+    operator.spark_submit = str(binary)
+    operator._get_hook().submit(operator.application)
+    environment: dict[str, str] = json.loads(dump.read_text())
+    return environment
+
+
+def test_the_workers_long_lived_variables_do_not_reach_spark_submit(
+    airflow_env: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    azurite: AzuriteBlobServer,
+    container: str,
+    tmp_path: Path,
+    service_account_key: dict[str, str],
+) -> None:
+    """The worker's environment holds the brokers' Azure account key and connection
+    string, a GCS key file's path and AWS keys no store uses. The task hands Spark a SAS
+    in their place, but the provider starts spark-submit with this worker's environment
+    plus ``env_vars``: whatever the settings leave out must be blanked there, or the
+    driver's settings read the long-lived key back and pickle it to every executor."""
+    key_file = tmp_path / "gcs-key.json"
+    key_file.write_text(json.dumps(service_account_key))
+    for name, value in (
+        ("LEDGERGC_OFFLOAD_DRIVER", "azureblob"),
+        ("LEDGERGC_OFFLOAD_BUCKET", container),
+        ("LEDGERGC_OFFLOAD_ENDPOINT", azurite.account_url),
+        ("AZURE_STORAGE_ACCOUNT", AZURITE_ACCOUNT),
+        ("AZURE_STORAGE_ACCESS_KEY", AZURITE_KEY),
+        ("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string),
+        ("LEDGERGC_OFFLOAD_GCS_KEY_FILE", str(key_file)),
+        ("AWS_ACCESS_KEY_ID", "AKIALONGLIVEDUNUSED1"),
+        ("AWS_SECRET_ACCESS_KEY", "long-lived-unused-aws-secret"),
+    ):
+        monkeypatch.setenv(name, value)
+    environment = environment_of_spark_submit(rendered_survey(), tmp_path)
+    text = json.dumps(environment)
+    assert AZURITE_KEY not in text
+    assert "long-lived-unused-aws-secret" not in text and str(key_file) not in text
+    # What the Spark driver's settings are, read from that environment as it reads them.
+    driver = resolve(Settings.from_env(environment)).offload
+    assert (driver.azure_key, driver.azure_connection_string) == (None, None)
+    assert driver.azure_sas and driver.azure_account == AZURITE_ACCOUNT

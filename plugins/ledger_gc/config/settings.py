@@ -938,6 +938,13 @@ class Settings:
                 env[spec.env] = text
         return env
 
+    @classmethod
+    def variables(cls) -> frozenset[str]:
+        """Every variable ``from_env`` reads (old names too): what a child process's
+        environment must hold only as ``to_env`` gives it."""
+        names = {spec.env for spec in declared(cls)}
+        return frozenset(names | {spec.fallback_env for spec in declared(cls) if spec.fallback_env})
+
     def secrets(self) -> list[str]:
         """The secret parts of these settings' values (a password, a key, a token), for
         a log masker: every setting declared secret, nothing else."""
