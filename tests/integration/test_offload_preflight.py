@@ -92,3 +92,83 @@ def test_a_wrong_azure_key_is_one_line_that_shows_no_key(
     )
     line = _refused_before_any_cycle(settings, broken)
     assert wrong not in line and container in line
+
+
+def _azure_container(azurite: AzuriteBlobServer, container: str) -> str:
+    try:
+        azurite.client().create_container(container)
+    except Exception as exc:
+        if "ContainerAlreadyExists" not in str(exc):
+            raise
+    return container
+
+
+def _expired_sas(container: str) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from local_stack.azurite import AZURITE_KEY
+
+    now = datetime.now(UTC)
+    return generate_container_sas(
+        AZURITE_ACCOUNT,
+        container,
+        account_key=AZURITE_KEY,
+        permission=ContainerSasPermissions(read=True, list=True),
+        start=now - timedelta(hours=3),
+        expiry=now - timedelta(hours=1),
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "secret", "names"),
+    [
+        ("key not base64", "not-a-base64-key!!", "AZURE_STORAGE_ACCESS_KEY"),
+        ("expired sas", None, "LEDGERGC_OFFLOAD_AZURE_SAS"),
+        ("connection string without key", None, "AZURE_STORAGE_CONNECTION_STRING"),
+        ("no credentials over http", None, "AZURE_STORAGE_ACCESS_KEY"),
+        ("malformed connection string", "AccountKey=MALFORMEDSECRET;x", "CONNECTION_STRING"),
+    ],
+)
+def test_wrong_azure_credentials_are_one_line_naming_the_setting(
+    settings: Settings, azurite: AzuriteBlobServer, case: str, secret: str | None, names: str
+) -> None:
+    """Each wrong credential an operator can give is exit 2 and one line before Spark
+    that names the setting to fix and shows no secret."""
+    pytest.importorskip("ledger_gc.storage.azure_container")
+    container = _azure_container(azurite, "preflight-credentials")
+    common = {
+        "offload_driver": "azureblob",
+        "offload_bucket": container,
+        "offload_endpoint": azurite.account_url,
+        "azure_storage_account": AZURITE_ACCOUNT,
+    }
+    if case == "key not base64":
+        broken = settings.with_overrides(**common, azure_storage_key=secret)
+    elif case == "expired sas":
+        secret = _expired_sas(container)
+        broken = settings.with_overrides(**common, azure_storage_sas=secret)
+    elif case == "connection string without key":
+        secret = "ZmFrZQ=="
+        connection = (
+            f"AccountName={AZURITE_ACCOUNT};BlobEndpoint={azurite.account_url};Foo={secret}"
+        )
+        broken = settings.with_overrides(
+            offload_driver="azureblob",
+            offload_bucket=container,
+            azure_storage_connection_string=connection,
+        )
+    elif case == "malformed connection string":
+        broken = settings.with_overrides(
+            offload_driver="azureblob",
+            offload_bucket=container,
+            azure_storage_connection_string=secret,
+        )
+    else:
+        broken = settings.with_overrides(**common)
+    line = _refused_before_any_cycle(settings, broken)
+    assert names in line, line
+    assert container in line or "container" in line
+    if secret:
+        assert secret not in line and secret.split("sig=")[-1][:20] not in line
