@@ -6,9 +6,14 @@ Azure classes are other parts of issue 35 (skipped until they are there)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 
 import pytest
 from test_status_command import LEDGERGC
@@ -172,3 +177,57 @@ def test_wrong_azure_credentials_are_one_line_naming_the_setting(
     assert container in line or "container" in line
     if secret:
         assert secret not in line and secret.split("sig=")[-1][:20] not in line
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A GCS JSON API that refuses every caller as Google does an expired or missing
+    token (fake-gcs-server checks no token, so this refusal cannot come from it)."""
+
+    def do_GET(self) -> None:
+        body = json.dumps(
+            {"error": {"code": 401, "message": "Invalid Credentials", "errors": []}}
+        ).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_gcs() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("token", "names"),
+    [
+        ("ya29.an-expired-token-TOKENSECRET", "LEDGERGC_OFFLOAD_GCS_TOKEN"),
+        # No token and an endpoint: the store is reached anonymously, which is what the
+        # line must say (an operator's private endpoint with ADC would get this).
+        (None, "anonymous"),
+    ],
+)
+def test_a_gcs_refusal_names_the_credential_in_use(
+    settings: Settings, refusing_gcs: str, token: str | None, names: str
+) -> None:
+    pytest.importorskip("ledger_gc.storage.gcs_bucket")
+    broken = settings.with_overrides(
+        offload_driver="google-cloud-storage",
+        offload_bucket="pulsar-offload",
+        offload_endpoint=refusing_gcs,
+        offload_gcs_token=token,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert names in line and "pulsar-offload" in line, line
+    assert "TOKENSECRET" not in line
