@@ -467,3 +467,55 @@ def test_the_workers_long_lived_variables_do_not_reach_spark_submit(
     driver = resolve(Settings.from_env(environment)).offload
     assert (driver.azure_key, driver.azure_connection_string) == (None, None)
     assert driver.azure_sas and driver.azure_account == AZURITE_ACCOUNT
+
+
+def test_a_sas_signature_is_masked_in_the_http_clients_debug_log(
+    monkeypatch: pytest.MonkeyPatch,
+    azurite: AzuriteBlobServer,
+    container: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``--log-level DEBUG`` shows urllib3's request lines, whose URL carries the SAS: the
+    SDK sends its signature re-encoded (``/`` as ``%2F``, ``+`` as ``%2B``), a form the
+    SAS as configured does not contain, so masking the setting's value alone let the
+    signature through. Any ``sig=`` of a URL is masked, as is an AccountKey."""
+    from datetime import UTC, datetime, timedelta
+    from urllib.parse import parse_qs, quote
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from ledger_gc.config.secret_masking import mask
+    from ledger_gc.config.secret_values import install_for
+    from ledger_gc.storage.offload_buckets import offload_bucket
+
+    now = datetime.now(UTC)
+    sas = ""
+    # A signature with a "/": the SAS keeps it, the SDK's request URL sends "%2F".
+    while "/" not in parse_qs(sas).get("sig", [""])[0]:
+        now += timedelta(seconds=1)
+        sas = generate_container_sas(
+            AZURITE_ACCOUNT,
+            container,
+            account_key=AZURITE_KEY,
+            permission=ContainerSasPermissions(read=True, list=True),
+            expiry=now + timedelta(hours=1),
+        )
+    signature = parse_qs(sas)["sig"][0]
+    settings = Settings(
+        offload_driver="azureblob",
+        offload_bucket=container,
+        offload_endpoint=azurite.account_url,
+        azure_storage_account=AZURITE_ACCOUNT,
+        azure_storage_sas=sas,
+    )
+    install_for(settings)
+    caplog.set_level(logging.DEBUG)
+    for name in ("urllib3", "azure"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.DEBUG)
+    bucket = offload_bucket(resolve(settings).offload)
+    bucket.check_bucket()
+    assert "restype=container" in caplog.text  # the request lines are there
+    for form in (signature, quote(signature, safe=""), sas):
+        assert form not in caplog.text
+    connection = f"AccountName=a;AccountKey={AZURITE_KEY[:20]}Zz==;BlobEndpoint=http://h/a"
+    assert AZURITE_KEY[:20] not in mask(f"bad connection string {connection}")
