@@ -281,7 +281,7 @@ def test_a_key_google_refuses_is_one_line_naming_the_setting(
         resolve(
             Settings(
                 offload_driver="google-cloud-storage",
-                offload_bucket="b",
+                offload_bucket="offload",
                 offload_gcs_key_file=tmp_path / "missing.json",
             )
         )

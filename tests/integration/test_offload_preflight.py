@@ -231,3 +231,34 @@ def test_a_gcs_refusal_names_the_credential_in_use(
     line = _refused_before_any_cycle(settings, broken)
     assert names in line and "pulsar-offload" in line, line
     assert "TOKENSECRET" not in line
+
+
+@pytest.mark.parametrize("name", ["Pulsar_Offload", "ab", "double--hyphen"])
+def test_a_bucket_name_azure_cannot_have_is_one_line_naming_the_setting(
+    settings: Settings, azurite: AzuriteBlobServer, name: str
+) -> None:
+    """A bucket name S3 takes that is no Azure container name (capitals, '_', too short,
+    '--'): one line naming LEDGERGC_OFFLOAD_BUCKET and Azure's rule, not the service's
+    error code."""
+    pytest.importorskip("ledger_gc.storage.azure_container")
+    broken = settings.with_overrides(
+        offload_driver="azureblob",
+        offload_bucket=name,
+        azure_storage_connection_string=azurite.connection_string,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert "LEDGERGC_OFFLOAD_BUCKET" in line and name in line, line
+
+
+@pytest.mark.parametrize("name", ["Pulsar-Offload", "ab", "-offload"])
+def test_a_bucket_name_gcs_cannot_have_is_one_line_naming_the_setting(
+    settings: Settings, fake_gcs: FakeGcsServer, name: str
+) -> None:
+    pytest.importorskip("ledger_gc.storage.gcs_bucket")
+    broken = settings.with_overrides(
+        offload_driver="google-cloud-storage",
+        offload_bucket=name,
+        offload_endpoint=fake_gcs.endpoint,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert "LEDGERGC_OFFLOAD_BUCKET" in line and name in line, line

@@ -241,7 +241,9 @@ def test_the_edge_gives_azure_its_account_and_credentials() -> None:
     assert offload.secret_access_key is None
     assert "azure-key-secret" not in repr(offload)
     sas = resolve(
-        Settings(offload_bucket="c", offload_driver="azureblob", azure_storage_sas="sv=x&sig=y")
+        Settings(
+            offload_bucket="offload", offload_driver="azureblob", azure_storage_sas="sv=x&sig=y"
+        )
     ).offload
     assert sas.azure_sas == "sv=x&sig=y"
 
@@ -250,7 +252,7 @@ def test_the_pulsar_azure_variables_are_read() -> None:
     settings = Settings.from_env(
         {
             "LEDGERGC_OFFLOAD_DRIVER": "azureblob",
-            "LEDGERGC_OFFLOAD_BUCKET": "c",
+            "LEDGERGC_OFFLOAD_BUCKET": "offload",
             "AZURE_STORAGE_ACCOUNT": "acct",
             "AZURE_STORAGE_ACCESS_KEY": "azure-key-secret",
         }
@@ -271,7 +273,9 @@ def test_a_connection_strings_key_and_sas_are_masked_on_their_own() -> None:
         "AccountKey=conn-account-key==;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
     )
     settings = Settings(
-        offload_bucket="c", offload_driver="azureblob", azure_storage_connection_string=connection
+        offload_bucket="offload",
+        offload_driver="azureblob",
+        azure_storage_connection_string=connection,
     )
     assert "conn-account-key==" in secret_values(settings)
     assert "conn-account-key==" in resolve(settings).offload.secrets()
@@ -363,3 +367,31 @@ def test_a_broker_conf_for_another_store_lends_the_explicit_driver_nothing(
         }
     )
     assert (mine.offload_bucket, mine.offload_endpoint) == ("container", None)
+
+
+@pytest.mark.parametrize(
+    ("family_name", "bucket", "refused"),
+    [
+        (AZURE, "pulsar-offload", False),
+        (AZURE, "$root", False),
+        (AZURE, "Pulsar_Offload", True),
+        (AZURE, "ab", True),
+        (AZURE, "a--b", True),
+        (AZURE, "-offload", True),
+        (AZURE, "x" * 64, True),
+        (GCS, "pulsar_offload.example.com", False),
+        (GCS, "pulsar-offload", False),
+        (GCS, "-offload", True),
+        (GCS, "Pulsar-Offload", True),
+        (GCS, "ab", True),
+        (GCS, "x" * 64, True),
+        (S3, "Any_Name", False),  # S3's names are the setting's own check
+        (AZURE, "", False),  # tiered storage off
+    ],
+)
+def test_a_bucket_name_the_store_refuses_is_named_before_any_request(
+    family_name: str, bucket: str, refused: bool
+) -> None:
+    from ledger_gc.rules.storage.offload_drivers import bucket_name_problem
+
+    assert (bucket_name_problem(family_name, bucket) is not None) is refused
