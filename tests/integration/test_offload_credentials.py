@@ -519,3 +519,25 @@ def test_a_sas_signature_is_masked_in_the_http_clients_debug_log(
         assert form not in caplog.text
     connection = f"AccountName=a;AccountKey={AZURITE_KEY[:20]}Zz==;BlobEndpoint=http://h/a"
     assert AZURITE_KEY[:20] not in mask(f"bad connection string {connection}")
+
+
+def test_a_sovereign_clouds_connection_string_sends_spark_to_that_cloud() -> None:
+    """A connection string without BlobEndpoint names its cloud by EndpointSuffix (Azure
+    China, US Government): the account SAS that replaces its key must go with that
+    cloud's endpoint, not https://<account>.blob.core.windows.net."""
+    connection = (
+        "DefaultEndpointsProtocol=https;AccountName=prodaccount;"
+        f"AccountKey={AZURITE_KEY};EndpointSuffix=core.chinacloudapi.cn"
+    )
+    settings = Settings(
+        offload_driver="azureblob",
+        offload_bucket="offload",
+        azure_storage_connection_string=connection,
+    )
+    handed = azure_credentials.for_spark(settings, local_master=False)
+    assert handed.azure_storage_connection_string is None and handed.azure_storage_sas
+    assert handed.offload_endpoint == "https://prodaccount.blob.core.chinacloudapi.cn"
+    store = resolve(handed).offload
+    from ledger_gc.storage.azure_container import service_client
+
+    assert service_client(store).url.startswith("https://prodaccount.blob.core.chinacloudapi.cn")
