@@ -395,3 +395,28 @@ def test_a_bucket_name_the_store_refuses_is_named_before_any_request(
     from ledger_gc.rules.storage.offload_drivers import bucket_name_problem
 
     assert (bucket_name_problem(family_name, bucket) is not None) is refused
+
+
+def test_a_driver_from_the_airflow_variable_drops_the_files_other_store_keys(
+    tmp_path: Path,
+) -> None:
+    """In a task the environment's settings (the file's already read into them) come
+    first, then the connections, the ledgergc_settings variable and the params, then the
+    file again: a driver the variable sets to another store must not keep the file's
+    bucket and endpoint that the first reading put there."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=google-cloud-storage\n"
+        "gcsManagedLedgerOffloadBucket=gcs-offload\n"
+        "managedLedgerOffloadServiceEndpoint=http://127.0.0.1:4443\n"
+    )
+    settings = (
+        Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+        .with_values({"offload_driver": "aws-s3"}, source="ledgergc_settings")
+        .with_broker_conf()
+    )
+    assert settings.offload_driver == "aws-s3"
+    assert (settings.offload_bucket, settings.offload_endpoint) == ("", None)
+    shown = settings.provenance()
+    assert shown["LEDGERGC_OFFLOAD_BUCKET"]["source"] == "default"
+    assert "google-cloud-storage" in shown["LEDGERGC_OFFLOAD_DRIVER"]["from"]

@@ -1036,6 +1036,12 @@ class Settings:
         other_store = self._other_store(conf, path)
         if other_store:
             origins[DRIVER_ENV] = other_store
+            # What an earlier reading of the file put there (a task reads it with the
+            # environment, then again after the variable and params set the driver).
+            for env in broker_conf.STORE_SETTINGS:
+                if self.source_of(env) == "broker.conf":
+                    changes[specs[env].field] = default_of(type(self), specs[env])
+                    origins.pop(env, None)
         for found in conf:
             spec = specs[found.env]
             if self.source_of(found.env) != "default":
