@@ -939,11 +939,14 @@ class Settings:
         return env
 
     @classmethod
-    def variables(cls) -> frozenset[str]:
-        """Every variable ``from_env`` reads (old names too): what a child process's
-        environment must hold only as ``to_env`` gives it."""
-        names = {spec.env for spec in declared(cls)}
-        return frozenset(names | {spec.fallback_env for spec in declared(cls) if spec.fallback_env})
+    def withheld_variables(cls) -> frozenset[str]:
+        """The variables a child process must not inherit from its parent's environment
+        when ``to_env`` leaves them out: every secret setting (a key a SAS replaced, keys
+        no store uses), every setting never handed on (a key file, broker.conf's path),
+        and the AWS key id that goes with its secret (boto3 refuses an id alone). Others
+        (a region) may stand as the parent has them."""
+        names = {spec.env for spec in declared(cls) if spec.secret or not spec.inherited}
+        return frozenset(names | {"AWS_ACCESS_KEY_ID"})
 
     def secrets(self) -> list[str]:
         """The secret parts of these settings' values (a password, a key, a token), for
