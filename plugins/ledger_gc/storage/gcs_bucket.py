@@ -51,10 +51,33 @@ BATCH_BACKOFF_SECONDS = 0.5
 #: The four fields a listing uses (GCS sends the whole object resource otherwise).
 _LISTED_FIELDS = "items(name,size,updated,generation),nextPageToken"
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_CREDENTIALS = (
-    "the GCS credentials (the google_cloud_default connection, the brokers' "
-    "gcsManagedLedgerOffloadServiceAccountKeyFile, or application default credentials)"
+#: Where GCS credentials come from, for an error's fix.
+_IDENTITIES = (
+    "the google_cloud_default connection's key or identity, LEDGERGC_OFFLOAD_GCS_KEY_FILE "
+    "(broker.conf's gcsManagedLedgerOffloadServiceAccountKeyFile)"
 )
+
+
+def credentials_named(store: ObjectStore) -> str:
+    """What ``store`` is reached with, for an error's fix: its access token, none at all
+    (an endpoint without a token is reached anonymously: an emulator's way, and wrong
+    for a private endpoint of Google's), or application default credentials."""
+    if store.gcs_token:
+        return (
+            "LEDGERGC_OFFLOAD_GCS_TOKEN (an access token lasts an hour; one minted from "
+            f"{_IDENTITIES} is minted anew by the next run)"
+        )
+    if store.endpoint:
+        return (
+            "the credentials: none were given, so LEDGERGC_OFFLOAD_ENDPOINT is reached "
+            f"anonymously; set {_IDENTITIES}, or LEDGERGC_OFFLOAD_GCS_TOKEN"
+        )
+    return (
+        "the application default credentials (GOOGLE_APPLICATION_CREDENTIALS, the "
+        f"workload identity or metadata server), or set {_IDENTITIES}"
+    )
+
+
 _TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, auth.TransportError)
 
 
@@ -79,7 +102,7 @@ def build_client(store: ObjectStore) -> Any:
     except auth.DefaultCredentialsError as exc:
         raise ConfigError(
             f"no GCS credentials for bucket '{store.bucket}' ({type(exc).__name__}); set "
-            f"{_CREDENTIALS}"
+            f"{credentials_named(store)}"
         ) from exc
 
 
@@ -407,7 +430,8 @@ class GcsBucket:
             status = getattr(exc, "code", None)
             return StorageError(
                 f"{what}: access to {where} refused ({type(exc).__name__}"
-                f"{f', HTTP {status}' if status else ''}); check {_CREDENTIALS} and the "
+                f"{f', HTTP {status}' if status else ''}); check {credentials_named(self.store)} "
+                "and the "
                 "bucket's IAM"
             )
         if isinstance(exc, _TRANSPORT):
