@@ -12,15 +12,20 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
+from ledger_gc.metadata.store import MetadataStore
+from ledger_gc.orphans.cycle import run_orphan_cycle
 from local_stack.spark_cluster import SparkStandaloneCluster
-from pulsar_cluster import PulsarCluster
+from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags, schema_tags
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -85,3 +90,57 @@ def test_the_survey_on_a_spark_cluster_in_parts_finds_what_the_driver_alone_find
         assert run["candidates"] == alone["candidates"], run["label"]
         assert run["held_reasons"] == alone["held_reasons"]
     assert len(alone["candidates"]) == (want["bk-orphan-ledger"] + want["bk-orphan-partition"])
+
+
+@pytest.mark.spark
+def test_a_cycle_with_both_sources_reads_each_managed_ledger_and_schema_once(
+    pulsar: Settings,
+    cluster: PulsarCluster,
+    spark: Any,
+    later: Callable[[float], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Pulsar-metadata source and the BookKeeper source share one read of
+    ``/managed-ledgers`` and ``/schemas``: every managed ledger's, cursor's and schema
+    locator's znode is read once per cycle, however many sources judge by them. (A
+    clean cluster: no live re-check of a suspect reads one again.)"""
+    topics = [f"acme/live/persistent/t-{i}" for i in range(3)]
+    cluster.cluster_definition()
+    cluster.policies("acme/live")
+    cluster.local_policies("acme/live")
+    for name in topics:
+        cluster.managed_ledger(name, [cluster.ledger(ml_tags(name)) for _ in range(2)])
+        cluster.cursor(name, "sub", cursors_ledger_id=cluster.ledger(cursor_tags(name, "sub")))
+    cluster.schema("acme/live/t-0", [(0, cluster.ledger(schema_tags("acme/live/t-0")))])
+    reads: Counter[str] = Counter()
+    listed: Counter[str] = Counter()
+    get_many, children_of_many = MetadataStore.get_many, MetadataStore.children_of_many
+
+    def counting_get(self: MetadataStore, znodes: Sequence[str]) -> Any:
+        reads.update(znodes)
+        return get_many(self, znodes)
+
+    def counting_children(self: MetadataStore, znodes: Sequence[str]) -> Any:
+        listed.update(znodes)
+        return children_of_many(self, znodes)
+
+    monkeypatch.setattr(MetadataStore, "get_many", counting_get)
+    monkeypatch.setattr(MetadataStore, "children_of_many", counting_children)
+    report = run_orphan_cycle(resolve(pulsar), spark=spark, **later(0)).to_dict()
+    assert report["status"] == "ok", report["refusals"]
+    assert report["pulsar_metadata"] is not None and report["bookkeeper"]["ledgers"] == 10
+    records = {
+        path: count
+        for path, count in reads.items()
+        if path.startswith(("/managed-ledgers/", "/schemas/"))
+    }
+    want = {f"/managed-ledgers/{name}" for name in topics}
+    want |= {f"/managed-ledgers/{name}/sub" for name in topics}
+    want |= {"/schemas/acme/live/t-0"}
+    assert set(records) == want
+    assert set(records.values()) == {1}, records
+    # The levels are listed again, names only (a few reads whatever the cluster): the
+    # Pulsar-metadata source walks its roots, /schemas among them, and the block-store
+    # source without a bucket counts the managed ledgers (orphans/survey_steps.py).
+    levels = {p: n for p, n in listed.items() if p.startswith(("/managed-ledgers/", "/schemas/"))}
+    assert levels and max(levels.values()) <= 2, levels
