@@ -419,12 +419,19 @@ def main() -> int:
         help="sizes, comma-separated (1000000,3000000,10000000): each on a ZooKeeper of its "
         "own, with the reader, the first survey, 1 %% churn and the second survey",
     )
+    parser.add_argument(
+        "--standalone",
+        help="sizes, comma-separated (100000,1000000): the first survey on a Spark "
+        "standalone cluster of two workers (the suite's scale-out fixture), no reader",
+    )
     parser.add_argument("--keep", action="store_true", help="keep ZooKeeper's data dir")
     parser.add_argument("--child-reader", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_reader:
         print(json.dumps(pipelined_reader(args.child_reader)), flush=True)
         return 0
+    if args.standalone:
+        return standalone([int(size) for size in args.standalone.split(",")], args.keep)
     if args.curve:
         sizes = [int(size) for size in args.curve.split(",")]
         if any(size < PER_ML * 10 or size % PER_ML for size in sizes):
@@ -445,6 +452,55 @@ def main() -> int:
     return report(size, reader, runs, args.budget, args.quick)
 
 
+def standalone(sizes: list[int], keep: bool) -> int:
+    """Each size's first survey with a Spark standalone cluster's executors (two workers
+    of one core, as the suite's ``spark_cluster``): the classes checked, the driver's
+    peak (the command's process) and each worker's tree (its executor's JVM and Python
+    workers) sampled apart."""
+    from local_stack.spark_cluster import SparkStandaloneCluster
+
+    base = _common.VAR / "bk-scan-standalone"
+    shutil.rmtree(base, ignore_errors=True)
+    cluster = SparkStandaloneCluster(base / "spark", executor_memory="768m")
+    cluster.start()
+    points = {}
+    try:
+        for size in sizes:
+            runs: dict[str, dict[str, Any]] = {}
+            samplers = [_common.TreeMemorySampler(worker._proc.pid) for worker in cluster.workers]
+            for sampler in samplers:
+                sampler.__enter__()
+            try:
+                measure(
+                    size,
+                    curve_heap(size),
+                    DEFAULT_BUDGET,
+                    keep,
+                    curve=True,
+                    reader=False,
+                    env=cluster.driver_env(),
+                    only_first=runs,
+                )
+            finally:
+                for sampler in samplers:
+                    sampler.__exit__(None, None, None)
+            first = runs["first"]
+            points[str(size)] = {
+                "seconds": round(first["seconds"], 2),
+                "classes": first["classes"],
+                "executor_tasks": first["cost"].get("executor_tasks"),
+                "driver_peak_mib": mib(first["peak_by_kind"].get("root", 0)),
+                "driver_tree_peak_mib": mib(first["peak_tree_rss_bytes"]),
+                "worker_tree_peaks_mib": [mib(s.peak_total) for s in samplers],
+                "zk_reads": first["zookeeper"]["reads"],
+            }
+            say(f"standalone {size:,}: {json.dumps(points[str(size)])}")
+    finally:
+        cluster.stop()
+    print(json.dumps({"benchmark": "bk_scan_standalone", "points": points}))
+    return 0
+
+
 def curve_heap(size: int) -> str:
     """ZooKeeper's heap for a tree of ``size`` ledgers: about 550 bytes a znode
     (measured: 1M fits in 3g with room), and a GiB to spare."""
@@ -452,7 +508,15 @@ def curve_heap(size: int) -> str:
 
 
 def measure(
-    size: int, heap: str, budget: int, keep: bool, *, curve: bool
+    size: int,
+    heap: str,
+    budget: int,
+    keep: bool,
+    *,
+    curve: bool,
+    reader: bool = True,
+    env: dict[str, str] | None = None,
+    only_first: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """One size, on a ZooKeeper of its own: the tree built, the reader, then the
     commands (``curve``: the first and second surveys only; else also the full read and
@@ -462,7 +526,8 @@ def measure(
     server = sized_server(directory, heap)
     say(f"starting ZooKeeper (-Xmx{heap}) in {directory / 'zookeeper'}")
     server.start()
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {} if only_first is None else only_first
+    extra = env or {}
     try:
         chroot = f"/bench-bk-scan-{_common.run_tag()}"
         settings = _common.Settings(zk_address=f"{server.hosts}{chroot}", bucket="")
@@ -483,18 +548,18 @@ def measure(
             build_s = build(client, 0, size // PER_ML)
             say(f"  built in {build_s:.1f} s; ZooKeeper JVM RSS {mib(server_rss(server)):,.0f} MiB")
 
-            say("the pipelined reader (kazoo get_async + decode), every ledger")
-            before = served()
-            reader = run_reader(hosts)
-            reader["served_bytes"] = served() - before
-            reader["build_s"] = build_s
-            reader["zk_rss_bytes"] = server_rss(server)
-            say(
-                f"  {reader['seconds']:.1f} s ({reader['ledgers']:,} ledgers, listing "
-                f"{reader['listing_s']:.1f} s), peak RSS {mib(reader['peak_rss_bytes']):,.0f} MiB"
-            )
-            if reader["ledgers"] != size:
-                raise SystemExit(f"the reader listed {reader['ledgers']} of {size} ledgers")
+            base: dict[str, Any] = {"build_s": build_s, "zk_rss_bytes": server_rss(server)}
+            if reader:
+                say("the pipelined reader (kazoo get_async + decode), every ledger")
+                before = served()
+                base |= run_reader(hosts)
+                base["served_bytes"] = served() - before
+                say(
+                    f"  {base['seconds']:.1f} s ({base['ledgers']:,} ledgers, listing "
+                    f"{base['listing_s']:.1f} s), peak RSS {mib(base['peak_rss_bytes']):,.0f} MiB"
+                )
+                if base["ledgers"] != size:
+                    raise SystemExit(f"the reader listed {base['ledgers']} of {size} ledgers")
 
             if not curve:
                 say("the full read: ledgergc orphans --dry-run --json, record cache off")
@@ -508,9 +573,11 @@ def measure(
                 check(runs["full"], want)
                 say(f"  {describe(runs['full'])}")
             say("the first survey: the same command, record cache on, empty state store")
-            runs["first"] = run_command(hosts, directory / "state", "first", served)
+            runs["first"] = run_command(hosts, directory / "state", "first", served, **extra)
             check(runs["first"], want)
             say(f"  {describe(runs['first'])}")
+            if only_first is not None:
+                return base, runs
 
             next_id = size
             new, deleted, next_id = churn(client, size, 0, next_id)
@@ -531,12 +598,12 @@ def measure(
                 )
                 check(runs["budget"], want)
                 say(f"under the budget: {describe(runs['budget'])}")
-            reader["zk_rss_end_bytes"] = server_rss(server)
+            base["zk_rss_end_bytes"] = server_rss(server)
     finally:
         server.stop()
         if not keep:
             shutil.rmtree(directory / "zookeeper", ignore_errors=True)
-    return reader, runs
+    return base, runs
 
 
 def report(

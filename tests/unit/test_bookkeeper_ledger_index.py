@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bookkeeper_classify import scenarios
 
+from ledger_gc.rules.bookkeeper import ledger_index
 from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
 from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
 
@@ -36,6 +37,13 @@ def test_an_index_answers_as_the_dict_of_the_first_label_found(
         assert index.get(lid) == want.get(lid)
     again = pickle.loads(pickle.dumps(index))
     assert dict(again.items()) == want
+    # Built in runs of three entries, merged: the same index (the first label kept).
+    was = ledger_index._RUN
+    ledger_index._RUN = 3
+    try:
+        assert dict(LedgerIndex.build(groups).items()) == want
+    finally:
+        ledger_index._RUN = was
 
 
 @settings(max_examples=200, deadline=None)

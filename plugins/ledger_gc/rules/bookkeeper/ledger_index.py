@@ -33,28 +33,30 @@ class LedgerIndex:
     @classmethod
     def build(cls, groups: Iterable[tuple[str, Iterable[int]]]) -> LedgerIndex:
         """From (label, ledger ids) groups; an id in several groups keeps the first's
-        label (as ``PulsarReferences.referenced``: the first record found names it)."""
+        label (as ``PulsarReferences.referenced``: the first record found names it).
+
+        Sorted in runs of ``_RUN`` entries, then merged (ties: the earlier run first):
+        a sort of all of them at once would hold two Python ints an entry meanwhile,
+        more than the index itself at a million ledgers."""
+        labels: list[str] = []
+        runs: list[tuple[array, array]] = []
         ids = array("q")
         codes = array("i")
-        labels: list[str] = []
         for label, group in groups:
             before = len(ids)
             ids.extend(group)
             if len(ids) > before:
                 codes.extend([len(labels)] * (len(ids) - before))
                 labels.append(label)
-        # (A stable sort of positions: the first of equal ids comes first and is kept.)
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        sorted_ids = array("q")
-        sorted_codes = array("i")
-        last = None
-        for position in order:
-            lid = ids[position]
-            if lid != last:
-                sorted_ids.append(lid)
-                sorted_codes.append(codes[position])
-                last = lid
-        return cls(sorted_ids, sorted_codes, labels)
+            if len(ids) >= _RUN:
+                runs.append(_sorted_run(ids, codes))
+                ids, codes = array("q"), array("i")
+        if ids:
+            runs.append(_sorted_run(ids, codes))
+        if len(runs) == 1:
+            return cls(*_first_of_each(iter(zip(*runs[0], strict=True))), labels)
+        merged = heapq.merge(*(zip(*run, strict=True) for run in runs), key=_first)
+        return cls(*_first_of_each(merged), labels)
 
     def get(self, ledger_id: int, default: str | None = None) -> str | None:
         ids = self._ids
@@ -178,6 +180,33 @@ class LedgerIds(AbstractSet[int]):
 
     def __reduce__(self) -> tuple[type[LedgerIds], tuple[array]]:
         return (LedgerIds, (self._ids,))
+
+
+#: Entries sorted at once when an index is built (``LedgerIndex.build``).
+_RUN = 1 << 16
+
+
+def _first(entry: tuple[int, int]) -> int:
+    return entry[0]
+
+
+def _sorted_run(ids: array, codes: array) -> tuple[array, array]:
+    """One run's entries by id (stable: of equal ids the earlier first)."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    return array("q", (ids[i] for i in order)), array("i", (codes[i] for i in order))
+
+
+def _first_of_each(entries: Iterator[tuple[int, int]]) -> tuple[array, array]:
+    """Sorted entries with each id once: its first entry's code."""
+    ids = array("q")
+    codes = array("i")
+    last = None
+    for lid, code in entries:
+        if lid != last:
+            ids.append(lid)
+            codes.append(code)
+            last = lid
+    return ids, codes
 
 
 def _strictly_sorted(ids: array) -> bool:
