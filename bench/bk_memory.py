@@ -39,8 +39,9 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def profile_survey(hosts: str, state_dir: Path, top: int) -> dict[str, Any]:
-    """The survey in this process, its heap and RSS at the end of each step."""
+def profile_survey(hosts: str, state_dir: Path, top: int, spark: bool) -> dict[str, Any]:
+    """The survey in this process, its heap and RSS at the end of each step (``spark``:
+    with a local session, as a cycle's driver: the executors read and classify)."""
     from ledger_gc.bookkeeper import cost as cost_module
     from ledger_gc.bookkeeper import survey as bk_survey
     from ledger_gc.config.edge import resolve
@@ -67,7 +68,7 @@ def profile_survey(hosts: str, state_dir: Path, top: int) -> dict[str, Any]:
         steps.append(
             {"step": name, "heap_mib": mib(current), "peak_mib": mib(peak), "rss_mib": mib(_rss())}
         )
-        if name == "ledgers":
+        if name in ("listing", "ledgers"):
             snapshot = tracemalloc.take_snapshot()
             tops[name] = [
                 f"{stat.size / 2**20:8.1f} MiB {stat.count:>10,} blocks  {stat.traceback[0]}"
@@ -75,13 +76,21 @@ def profile_survey(hosts: str, state_dir: Path, top: int) -> dict[str, Any]:
             ]
 
     cost_module.SurveyCost.step = step  # type: ignore[method-assign]
+    session = None
+    if spark:
+        from ledger_gc.spark.session import local_session
+
+        session = local_session("bk-memory", master="local[2]")
+        session.sparkContext.parallelize([0], 1).count()  # (started before the figures)
     rss_before = _rss()
     tracemalloc.start(1)
     started = time.perf_counter()
     try:
-        result = bk_survey.survey(endpoints)
+        result = bk_survey.survey(endpoints, spark=session)
     finally:
         cost_module.SurveyCost.step = original  # type: ignore[method-assign]
+        if session is not None:
+            session.stop()
     seconds = time.perf_counter() - started
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -105,6 +114,7 @@ def main() -> int:
     parser.add_argument("--zk-heap", default="3g")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--command", action="store_true", help="also the whole command")
+    parser.add_argument("--spark", action="store_true", help="the survey with a local session")
     args = parser.parse_args()
     from local_stack.zookeeper import ZooKeeperServer
 
@@ -136,11 +146,13 @@ def main() -> int:
             }
             say(f"the command: {json.dumps(out['command'])}")
         say("the survey in this process, tracemalloc on")
-        out["survey"] = profile_survey(settings.zk_hosts, directory / "state", args.top)
+        out["survey"] = profile_survey(settings.zk_hosts, directory / "state", args.top, args.spark)
         for row in out["survey"]["steps"]:
             say(f"  {row}")
-        for line in out["survey"]["top"].get("ledgers", []):
-            say(f"  {line}")
+        for step_name, lines in out["survey"]["top"].items():
+            say(f"  top at the end of {step_name}:")
+            for line in lines:
+                say(f"  {line}")
     finally:
         server.stop()
         shutil.rmtree(directory / "zookeeper", ignore_errors=True)

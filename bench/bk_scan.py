@@ -404,7 +404,12 @@ def describe(run: dict[str, Any]) -> str:
         f"{cost['zk_reads']:,} znodes read by the survey, {run['zookeeper']['reads']:,} by "
         f"the cycle (peak {run['zookeeper']['peak_per_second']:,}/s), "
         f"{cost['records_read']:,} records read, {cost['records_cached']:,} from the cache; "
-        f"peak tree RSS {mib(run['peak_tree_rss_bytes']):,.0f} MiB; load {run['load_before']:.1f}"
+        f"peak tree RSS {mib(run['peak_tree_rss_bytes']):,.0f} MiB (driver "
+        f"{mib(run['peak_by_kind'].get('root', 0)):,.0f}, a worker "
+        f"{mib(run['peak_by_kind'].get('python_worker', 0)):,.0f}, JVM "
+        f"{mib(run['peak_by_kind'].get('jvm', 0)):,.0f}); ZooKeeper served "
+        f"{mib(run.get('served_bytes', 0)):,.0f} MiB; {cost.get('executor_tasks', 0)} tasks; "
+        f"load {run['load_before']:.1f}-{run.get('load_after', 0):.1f}"
     )
 
 
