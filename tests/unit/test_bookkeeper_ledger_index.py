@@ -95,6 +95,10 @@ def test_a_classifier_cut_to_a_range_judges_its_ledgers_as_the_whole_one(
     directories exactly as the driver's whole classifier: class, owner, reason, hold."""
     refs, ledgers = scenario
     whole = Classifier(refs, shared=shared)
+    # The indexes answer as the dicts they replace (owner_of: the last listing wins).
+    assert dict(whole.referenced.items()) == refs.referenced()
+    owners = {lid: name for name, ids in refs.listed.items() for lid in ids}
+    assert dict(whole.owner_of.items()) == owners
     part = pickle.loads(pickle.dumps(whole.within([(cut, cut + width), (cut + width + 5, 200)])))
     for bk in ledgers:
         if cut <= bk.ledger_id < cut + width or bk.ledger_id >= cut + width + 5:

@@ -432,7 +432,8 @@ class Classifier:
         self.schema_namespaces = refs.namespaces | refs.schema_namespaces
         self.cursor_ids = dict(refs.cursors)
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
-        self.owner_of = LedgerIndex.build(refs.listed.items())
+        # (an id two managed ledgers list: the last one's, as a dict of them all had it)
+        self.owner_of = LedgerIndex.build(reversed(list(refs.listed.items())))
         # A schema locator that does not decode names ledgers no one can read off it.
         self.unreadable_locator = next(
             (
