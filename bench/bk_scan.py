@@ -429,6 +429,9 @@ def main() -> int:
         help="sizes, comma-separated (100000,1000000): the first survey on a Spark "
         "standalone cluster of two workers (the suite's scale-out fixture), no reader",
     )
+    parser.add_argument(
+        "--no-reader", action="store_true", help="--curve without the reader (its figures only)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep ZooKeeper's data dir")
     parser.add_argument("--child-reader", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -445,7 +448,9 @@ def main() -> int:
         points = []
         for size in sizes:
             heap = args.zk_heap if args.zk_heap != "3g" else curve_heap(size)
-            reader, runs = measure(size, heap, args.budget, args.keep, curve=True)
+            reader, runs = measure(
+                size, heap, args.budget, args.keep, curve=True, reader=not args.no_reader
+            )
             points.append((size, reader, runs))
         return report_curve(points)
     size = QUICK_SIZE if args.quick else args.size
@@ -739,7 +744,7 @@ def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any
     for size, reader, runs in points:
         first, second = runs["first"], runs["second"]
         kinds = first["peak_by_kind"]
-        speedup = ratio(reader["seconds"], first["seconds"])
+        speedup = ratio(reader["seconds"], first["seconds"]) if "seconds" in reader else 0.0
         growth = size / base_size
         time_ratio = first["seconds"] / base_first["seconds"]
         driver_ratio = kinds.get("root", 0) / max(1, base_first["peak_by_kind"].get("root", 1))
@@ -749,7 +754,7 @@ def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any
             (
                 f"{name}: first survey, whole command",
                 fmt_s(first["seconds"]),
-                fmt_s(reader["seconds"]),
+                fmt_s(reader["seconds"]) if "seconds" in reader else "(no reader)",
                 f"{speedup:.2f}x",
             ),
             (
@@ -773,7 +778,7 @@ def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any
             (
                 f"{name}:   peak process tree / reader",
                 f"{mib(first['peak_tree_rss_bytes']):,.0f} MiB",
-                f"{mib(reader['peak_rss_bytes']):,.0f} MiB",
+                f"{mib(reader.get('peak_rss_bytes', 0)):,.0f} MiB",
                 "",
             ),
             (
@@ -789,8 +794,9 @@ def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any
                 f"{share:.1%}",
             ),
         ]
+        if "seconds" in reader:
+            targets.append((f"{name}: first survey >= 3x the pipelined reader", speedup >= 3.0))
         targets += [
-            (f"{name}: first survey >= 3x the pipelined reader", speedup >= 3.0),
             (
                 f"{name}: second survey <= half the first's time",
                 second["seconds"] <= first["seconds"] / 2,
@@ -805,7 +811,7 @@ def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any
             ]
         result["curve"][str(size)] = {
             "reader": {k: v for k, v in reader.items() if k != "peak_rss_bytes"}
-            | {"peak_rss_mib": mib(reader["peak_rss_bytes"])},
+            | {"peak_rss_mib": mib(reader.get("peak_rss_bytes", 0))},
             "ratio": round(speedup, 3),
             "time_vs_base": round(time_ratio, 3),
             "driver_vs_base": round(driver_ratio, 3),
