@@ -199,7 +199,9 @@ class TreeMemorySampler:
     """Samples the resident memory of a process and all its descendants (psutil).
 
     ``peak_total`` is the largest sum over the tree seen at one instant; ``peak_by_kind``
-    the largest RSS of each kind of process ("jvm", "python", "other") at one instant.
+    the largest RSS of each kind of process ("jvm", "python", "other") at one instant,
+    and of the sampled process itself ("root": a command's driver, also counted in its
+    kind) and of its largest other Python process ("python_worker": one executor's).
     """
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
@@ -246,6 +248,10 @@ class TreeMemorySampler:
                     continue
                 kind = "jvm" if name == "java" else "python" if "python" in name else "other"
                 kinds[kind] = kinds.get(kind, 0) + rss
+                if proc.pid == self.pid:
+                    kinds["root"] = rss
+                elif kind == "python":
+                    kinds["python_worker"] = max(kinds.get("python_worker", 0), rss)
                 total += rss
             self.peak_total = max(self.peak_total, total)
             for kind, rss in kinds.items():

@@ -38,8 +38,18 @@ Each command's time is the whole process's (Python start, Spark's JVM, the cycle
 report), with its survey step's (``bookkeeper.cost.seconds``) and the process tree's peak
 resident memory (the command, its JVM and Python workers, sampled every 0.1 s) beside it.
 
+The curve (issue 36, ``--curve 1000000,3000000,10000000``): each size on a ZooKeeper of
+its own (``sized_server``: its heap by the size, ``snapCount`` and autopurge set, its data
+dir removed after), the tree built, the reader, the first survey and, after 1 % churn,
+the second; the full read and the budget's run are left out (figure 9 has them). Beside
+each command: ZooKeeper's reads (the report's meter) and the response bytes ZooKeeper
+served for the chroot (``mntr``'s ``read_per_namespace``), the peak memory of the
+command's own process (the driver), of its largest Python worker (an executor's), of
+its JVM and of the whole tree; each size against the first (time per ledger, the
+driver's peak).
+
     .venv/bin/python bench/bk_scan.py [--size 1000000] [--quick] [--budget 5000]
-        [--zk-heap 3g] [--keep]
+        [--zk-heap 3g] [--keep] [--curve SIZES]
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +320,13 @@ def run_reader(hosts: str) -> dict[str, Any]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def run_command(hosts: str, state_dir: Path, label: str, **settings: str) -> dict[str, Any]:
+def run_command(
+    hosts: str,
+    state_dir: Path,
+    label: str,
+    served: Callable[[], int] | None = None,
+    **settings: str,
+) -> dict[str, Any]:
     """``ledgergc orphans --dry-run --json`` as an operator runs it: its wall time, its
     report, the process tree's peak memory and CPU."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
@@ -326,11 +343,13 @@ def run_command(hosts: str, state_dir: Path, label: str, **settings: str) -> dic
     )
     command = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
     load = os.getloadavg()[0]
+    bytes_before = served() if served else 0
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with _common.TreeMemorySampler(process.pid) as sampler:
         out, err = process.communicate()
     seconds = time.perf_counter() - started
+    served_bytes_now = (served() - bytes_before) if served else 0
     if process.returncode not in (0, 1):
         raise SystemExit(
             f"{label}: ledgergc orphans failed (exit {process.returncode}):\n{err.decode()[-3000:]}"
@@ -342,6 +361,8 @@ def run_command(hosts: str, state_dir: Path, label: str, **settings: str) -> dic
         "seconds": seconds,
         "load_before": load,
         "peak_tree_rss_bytes": sampler.peak_total,
+        "served_bytes": served_bytes_now,
+        "load_after": os.getloadavg()[0],
         "peak_by_kind": sampler.peak_by_kind,
         "status": report["status"],
         "survey_s": bk["cost"]["seconds"]["total"],
@@ -383,7 +404,12 @@ def describe(run: dict[str, Any]) -> str:
         f"{cost['zk_reads']:,} znodes read by the survey, {run['zookeeper']['reads']:,} by "
         f"the cycle (peak {run['zookeeper']['peak_per_second']:,}/s), "
         f"{cost['records_read']:,} records read, {cost['records_cached']:,} from the cache; "
-        f"peak tree RSS {mib(run['peak_tree_rss_bytes']):,.0f} MiB; load {run['load_before']:.1f}"
+        f"peak tree RSS {mib(run['peak_tree_rss_bytes']):,.0f} MiB (driver "
+        f"{mib(run['peak_by_kind'].get('root', 0)):,.0f}, a worker "
+        f"{mib(run['peak_by_kind'].get('python_worker', 0)):,.0f}, JVM "
+        f"{mib(run['peak_by_kind'].get('jvm', 0)):,.0f}); ZooKeeper served "
+        f"{mib(run.get('served_bytes', 0)):,.0f} MiB; {cost.get('executor_tasks', 0)} tasks; "
+        f"load {run['load_before']:.1f}-{run.get('load_after', 0):.1f}"
     )
 
 
@@ -393,30 +419,133 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE:,} ledgers")
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="reads/s")
     parser.add_argument("--zk-heap", default="3g", help="-Xmx of the command's ZooKeeper")
+    parser.add_argument(
+        "--curve",
+        help="sizes, comma-separated (1000000,3000000,10000000): each on a ZooKeeper of its "
+        "own, with the reader, the first survey, 1 %% churn and the second survey",
+    )
+    parser.add_argument(
+        "--standalone",
+        help="sizes, comma-separated (100000,1000000): the first survey on a Spark "
+        "standalone cluster of two workers (the suite's scale-out fixture), no reader",
+    )
+    parser.add_argument(
+        "--no-reader", action="store_true", help="--curve without the reader (its figures only)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep ZooKeeper's data dir")
     parser.add_argument("--child-reader", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_reader:
         print(json.dumps(pipelined_reader(args.child_reader)), flush=True)
         return 0
+    if args.standalone:
+        return standalone([int(size) for size in args.standalone.split(",")], args.keep)
+    if args.curve:
+        sizes = [int(size) for size in args.curve.split(",")]
+        if any(size < PER_ML * 10 or size % PER_ML for size in sizes):
+            print("bk_scan.py: --curve sizes must be multiples of 100", file=sys.stderr)
+            return 2
+        points = []
+        for size in sizes:
+            heap = args.zk_heap if args.zk_heap != "3g" else curve_heap(size)
+            reader, runs = measure(
+                size, heap, args.budget, args.keep, curve=True, reader=not args.no_reader
+            )
+            points.append((size, reader, runs))
+        return report_curve(points)
     size = QUICK_SIZE if args.quick else args.size
     if size < PER_ML * 10 or size % PER_ML or args.budget < 1:
         print("bk_scan.py: --size must be a multiple of 100, at least 1000", file=sys.stderr)
         return 2
     heap = "1g" if args.quick else args.zk_heap
+    reader, runs = measure(size, heap, args.budget, args.keep, curve=False)
+    return report(size, reader, runs, args.budget, args.quick)
 
-    from local_stack.zookeeper import ZooKeeperServer
 
+def standalone(sizes: list[int], keep: bool) -> int:
+    """Each size's first survey with a Spark standalone cluster's executors (two workers
+    of one core, as the suite's ``spark_cluster``): the classes checked, the driver's
+    peak (the command's process) and each worker's tree (its executor's JVM and Python
+    workers) sampled apart."""
+    from local_stack.spark_cluster import SparkStandaloneCluster
+
+    base = _common.VAR / "bk-scan-standalone"
+    shutil.rmtree(base, ignore_errors=True)
+    cluster = SparkStandaloneCluster(base / "spark", executor_memory="768m")
+    cluster.start()
+    points = {}
+    try:
+        for size in sizes:
+            runs: dict[str, dict[str, Any]] = {}
+            samplers = [_common.TreeMemorySampler(worker._proc.pid) for worker in cluster.workers]
+            for sampler in samplers:
+                sampler.__enter__()
+            try:
+                measure(
+                    size,
+                    curve_heap(size),
+                    DEFAULT_BUDGET,
+                    keep,
+                    curve=True,
+                    reader=False,
+                    env=cluster.driver_env(),
+                    only_first=runs,
+                )
+            finally:
+                for sampler in samplers:
+                    sampler.__exit__(None, None, None)
+            first = runs["first"]
+            points[str(size)] = {
+                "seconds": round(first["seconds"], 2),
+                "classes": first["classes"],
+                "executor_tasks": first["cost"].get("executor_tasks"),
+                "driver_peak_mib": mib(first["peak_by_kind"].get("root", 0)),
+                "driver_tree_peak_mib": mib(first["peak_tree_rss_bytes"]),
+                "worker_tree_peaks_mib": [mib(s.peak_total) for s in samplers],
+                "zk_reads": first["zookeeper"]["reads"],
+            }
+            say(f"standalone {size:,}: {json.dumps(points[str(size)])}")
+    finally:
+        cluster.stop()
+    print(json.dumps({"benchmark": "bk_scan_standalone", "points": points}))
+    return 0
+
+
+def curve_heap(size: int) -> str:
+    """ZooKeeper's heap for a tree of ``size`` ledgers: about 550 bytes a znode
+    (measured: 1M fits in 3g with room), and a GiB to spare."""
+    return f"{max(3, -(-size * 800 // 1_000_000_000) + 1)}g"
+
+
+def measure(
+    size: int,
+    heap: str,
+    budget: int,
+    keep: bool,
+    *,
+    curve: bool,
+    reader: bool = True,
+    env: dict[str, str] | None = None,
+    only_first: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """One size, on a ZooKeeper of its own: the tree built, the reader, then the
+    commands (``curve``: the first and second surveys only; else also the full read and
+    the budget's run)."""
     directory = _common.VAR / "bk-scan"
     shutil.rmtree(directory, ignore_errors=True)
-    server = ZooKeeperServer(directory / "zookeeper", log_dir=directory / "logs", heap=heap)
+    server = sized_server(directory, heap)
     say(f"starting ZooKeeper (-Xmx{heap}) in {directory / 'zookeeper'}")
     server.start()
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {} if only_first is None else only_first
+    extra = env or {}
     try:
         chroot = f"/bench-bk-scan-{_common.run_tag()}"
         settings = _common.Settings(zk_address=f"{server.hosts}{chroot}", bucket="")
         hosts = settings.zk_hosts
+
+        def served() -> int:
+            return served_bytes(server, chroot)
+
         _common.create_chroot(settings)
         with _common.kazoo_client(settings) as client:
             import pulsar_cluster
@@ -429,48 +558,62 @@ def main() -> int:
             build_s = build(client, 0, size // PER_ML)
             say(f"  built in {build_s:.1f} s; ZooKeeper JVM RSS {mib(server_rss(server)):,.0f} MiB")
 
-            say("the pipelined reader (kazoo get_async + decode), every ledger")
-            reader = run_reader(hosts)
-            say(
-                f"  {reader['seconds']:.1f} s ({reader['ledgers']:,} ledgers, listing "
-                f"{reader['listing_s']:.1f} s), peak RSS {mib(reader['peak_rss_bytes']):,.0f} MiB"
-            )
-            if reader["ledgers"] != size:
-                raise SystemExit(f"the reader listed {reader['ledgers']} of {size} ledgers")
+            base: dict[str, Any] = {"build_s": build_s, "zk_rss_bytes": server_rss(server)}
+            if reader:
+                say("the pipelined reader (kazoo get_async + decode), every ledger")
+                before = served()
+                base |= run_reader(hosts)
+                base["served_bytes"] = served() - before
+                say(
+                    f"  {base['seconds']:.1f} s ({base['ledgers']:,} ledgers, listing "
+                    f"{base['listing_s']:.1f} s), peak RSS {mib(base['peak_rss_bytes']):,.0f} MiB"
+                )
+                if base["ledgers"] != size:
+                    raise SystemExit(f"the reader listed {base['ledgers']} of {size} ledgers")
 
-            say("the full read: ledgergc orphans --dry-run --json, record cache off")
-            runs["full"] = run_command(
-                hosts, directory / "state-full", "full", LEDGERGC_BK_RECORD_CACHE="false"
-            )
-            check(runs["full"], want)
-            say(f"  {describe(runs['full'])}")
+            if not curve:
+                say("the full read: ledgergc orphans --dry-run --json, record cache off")
+                runs["full"] = run_command(
+                    hosts,
+                    directory / "state-full",
+                    "full",
+                    served,
+                    LEDGERGC_BK_RECORD_CACHE="false",
+                )
+                check(runs["full"], want)
+                say(f"  {describe(runs['full'])}")
             say("the first survey: the same command, record cache on, empty state store")
-            runs["first"] = run_command(hosts, directory / "state", "first")
+            runs["first"] = run_command(hosts, directory / "state", "first", served, **extra)
             check(runs["first"], want)
             say(f"  {describe(runs['first'])}")
+            if only_first is not None:
+                return base, runs
 
             next_id = size
             new, deleted, next_id = churn(client, size, 0, next_id)
             say(f"churn: {new:,} new ledgers, {deleted:,} deleted")
-            runs["second"] = run_command(hosts, directory / "state", "second")
+            runs["second"] = run_command(hosts, directory / "state", "second", served)
             check(runs["second"], want)
             say(f"the second survey: {describe(runs['second'])}")
 
-            new, deleted, next_id = churn(client, size, 1, next_id)
-            say(f"churn: {new:,} new ledgers, {deleted:,} deleted; a budget of {args.budget:,}/s")
-            runs["budget"] = run_command(
-                hosts,
-                directory / "state",
-                "budget",
-                LEDGERGC_ZK_MAX_READS_PER_SECOND=str(args.budget),
-            )
-            check(runs["budget"], want)
-            say(f"under the budget: {describe(runs['budget'])}")
+            if not curve:
+                new, deleted, next_id = churn(client, size, 1, next_id)
+                say(f"churn: {new:,} new ledgers, {deleted:,} deleted; a budget of {budget:,}/s")
+                runs["budget"] = run_command(
+                    hosts,
+                    directory / "state",
+                    "budget",
+                    served,
+                    LEDGERGC_ZK_MAX_READS_PER_SECOND=str(budget),
+                )
+                check(runs["budget"], want)
+                say(f"under the budget: {describe(runs['budget'])}")
+            base["zk_rss_end_bytes"] = server_rss(server)
     finally:
         server.stop()
-        if not args.keep:
+        if not keep:
             shutil.rmtree(directory / "zookeeper", ignore_errors=True)
-    return report(size, reader, runs, args.budget, args.quick)
+    return base, runs
 
 
 def report(
@@ -590,7 +733,151 @@ def report(
     return 0
 
 
+def report_curve(points: list[tuple[int, dict[str, Any], dict[str, dict[str, Any]]]]) -> int:
+    """The curve: each size's first and second survey beside its reader, and each
+    against the smallest size (time per ledger, the driver's peak)."""
+    base_size, _, base_runs = points[0]
+    base_first = base_runs["first"]
+    rows = []
+    targets = []
+    result: dict[str, Any] = {"curve": {}}
+    for size, reader, runs in points:
+        first, second = runs["first"], runs["second"]
+        kinds = first["peak_by_kind"]
+        speedup = ratio(reader["seconds"], first["seconds"]) if "seconds" in reader else 0.0
+        growth = size / base_size
+        time_ratio = first["seconds"] / base_first["seconds"]
+        driver_ratio = kinds.get("root", 0) / max(1, base_first["peak_by_kind"].get("root", 1))
+        share = second["zookeeper"]["reads"] / max(1, first["zookeeper"]["reads"])
+        name = f"{size:,}"
+        rows += [
+            (
+                f"{name}: first survey, whole command",
+                fmt_s(first["seconds"]),
+                fmt_s(reader["seconds"]) if "seconds" in reader else "(no reader)",
+                f"{speedup:.2f}x",
+            ),
+            (
+                f"{name}:   x the {base_size:,} command / x ledgers",
+                f"{time_ratio:.2f}x",
+                f"{growth:.1f}x",
+                "",
+            ),
+            (
+                f"{name}:   ZooKeeper reads / response bytes",
+                f"{first['zookeeper']['reads']:,}",
+                f"{mib(first['served_bytes']):,.0f} MiB",
+                "",
+            ),
+            (
+                f"{name}:   peak driver / worker / JVM",
+                f"{mib(kinds.get('root', 0)):,.0f} MiB",
+                f"{mib(kinds.get('python_worker', 0)):,.0f} MiB",
+                f"{mib(kinds.get('jvm', 0)):,.0f}",
+            ),
+            (
+                f"{name}:   peak process tree / reader",
+                f"{mib(first['peak_tree_rss_bytes']):,.0f} MiB",
+                f"{mib(reader.get('peak_rss_bytes', 0)):,.0f} MiB",
+                "",
+            ),
+            (
+                f"{name}: second survey (1 % churn), command",
+                fmt_s(second["seconds"]),
+                fmt_s(first["seconds"]),
+                f"{second['seconds'] / first['seconds']:.2f}x",
+            ),
+            (
+                f"{name}:   its ZooKeeper reads / response bytes",
+                f"{second['zookeeper']['reads']:,}",
+                f"{mib(second['served_bytes']):,.0f} MiB",
+                f"{share:.1%}",
+            ),
+        ]
+        if "seconds" in reader:
+            targets.append((f"{name}: first survey >= 3x the pipelined reader", speedup >= 3.0))
+        targets += [
+            (
+                f"{name}: second survey <= half the first's time",
+                second["seconds"] <= first["seconds"] / 2,
+            ),
+            (f"{name}: second survey reads <= 5% of the first's", share <= 0.05),
+            (f"{name}: process tree <= 4 GiB", first["peak_tree_rss_bytes"] <= 4 * 2**30),
+        ]
+        if size != base_size:
+            targets += [
+                (f"{name}: time <= 1.1x linear from {base_size:,}", time_ratio <= 1.1 * growth),
+                (f"{name}: driver peak <= 1.5x {base_size:,}'s", driver_ratio <= 1.5),
+            ]
+        result["curve"][str(size)] = {
+            "reader": {k: v for k, v in reader.items() if k != "peak_rss_bytes"}
+            | {"peak_rss_mib": mib(reader.get("peak_rss_bytes", 0))},
+            "ratio": round(speedup, 3),
+            "time_vs_base": round(time_ratio, 3),
+            "driver_vs_base": round(driver_ratio, 3),
+            "second_read_share": round(share, 4),
+            "runs": {
+                label: {
+                    "seconds": round(run["seconds"], 2),
+                    "survey_seconds": run["cost"]["seconds"],
+                    "zk_reads": run["zookeeper"]["reads"],
+                    "served_mib": mib(run["served_bytes"]),
+                    "records_read": run["cost"]["records_read"],
+                    "records_cached": run["cost"]["records_cached"],
+                    "executor_tasks": run["cost"].get("executor_tasks"),
+                    "executor_seconds": run["cost"].get("executor_seconds"),
+                    "peak_tree_mib": mib(run["peak_tree_rss_bytes"]),
+                    "peak_by_kind_mib": {k: mib(v) for k, v in run["peak_by_kind"].items()},
+                    "load": [round(run["load_before"], 2), round(run["load_after"], 2)],
+                }
+                for label, run in runs.items()
+            },
+        }
+    _common.report("bk_scan_curve", rows, targets, result)
+    return 0
+
+
 # --- the server ---------------------------------------------------------------------------
+
+
+def sized_server(directory: Path, heap: str) -> Any:
+    """The bench's ZooKeeper, set up for a tree of millions: ``heap``; a snapshot every
+    ``SNAP_COUNT`` transactions (the build's multi-creates are one each: a 10M tree is
+    about 10,000, so it is written about once, not a 3 GB snapshot every 100,000
+    writes); old snapshots and logs purged (autopurge, 3 kept), and the data dir removed
+    after the run (its disk use bounded by about two snapshots and the logs since)."""
+    from local_stack.zookeeper import ZooKeeperServer
+
+    class SizedZooKeeper(ZooKeeperServer):
+        def _config_lines(self) -> list[str]:
+            return [
+                *super()._config_lines(),
+                f"snapCount={SNAP_COUNT}",
+                "autopurge.snapRetainCount=3",
+                "autopurge.purgeInterval=1",
+            ]
+
+    return SizedZooKeeper(directory / "zookeeper", log_dir=directory / "logs", heap=heap)
+
+
+#: ZooKeeper's snapCount for the bench (its default is 100,000).
+SNAP_COUNT = 200_000
+
+
+def served_bytes(server: Any, chroot: str) -> int:
+    """Response bytes ZooKeeper sent for reads under ``chroot`` so far (``mntr``'s
+    ``read_per_namespace`` summary of the chroot's first level; 0 if not reported)."""
+    namespace = chroot.strip("/").split("/")[0]
+    try:
+        text = server.four_letter_word("mntr", timeout=10.0)
+    except Exception:
+        return 0
+    for line in text.splitlines():
+        if f'read_per_namespace{{key="{namespace}"}}_sum' in line or (
+            "read_per_namespace" in line and namespace in line and "_sum" in line
+        ):
+            return int(float(line.split()[-1]))
+    return 0
 
 
 def server_rss(server: Any) -> int:

@@ -34,9 +34,11 @@ class SurveyCost:
     directories_reused: dict[str, int] = field(default_factory=dict)  # why -> count
     cache: dict[str, Any] = field(default_factory=dict)
     total_seconds: float = 0.0
-    # Executor tasks' own seconds, added up ("task": each task's whole; "classifier":
-    # building the references' indexes), beside the wall time of their step.
+    # Executor tasks' own seconds, added up ("task": each task's whole), beside the
+    # wall time of their step, and how many tasks (each a part of the tree: its
+    # directories and the references of their ledgers, ``survey.PART_LEDGERS``).
     task_seconds: dict[str, float] = field(default_factory=dict)
+    executor_tasks: int = 0
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -70,4 +72,5 @@ class SurveyCost:
             | {"total": round(self.total_seconds, 3)},
             "cache": self.cache,
             "executor_seconds": {k: round(v, 3) for k, v in sorted(self.task_seconds.items())},
+            "executor_tasks": self.executor_tasks,
         }

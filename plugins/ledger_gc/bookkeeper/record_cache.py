@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,7 +354,7 @@ class NewRow:
 
     directory: str
     state: DirectoryState
-    listed: list[int]
+    listed: Sequence[int]
     records: int
     body: bytes
     changed: bool  # differs from the row the cache has (else it is not written)

@@ -11,6 +11,7 @@ topic's schema is not needed to judge any other ledger.
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 
 from google.protobuf.message import DecodeError
 
@@ -20,6 +21,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
 from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
 
@@ -117,13 +119,13 @@ def read_live_references(
 def _managed_ledgers(
     store: MetadataStore, names: list[str]
 ) -> tuple[
-    dict[str, frozenset[int]], dict[str, frozenset[int]], dict[int, str], dict[int, OffloadedCopy]
+    dict[str, AbstractSet[int]], dict[str, frozenset[int]], dict[int, str], dict[int, OffloadedCopy]
 ]:
     """Listed and marked ids of each existing managed ledger of ``names``, the listed
     ledgers offloaded (complete) with ``bookkeeperDeleted``, and where their offloaded
     copies are (checked before their BookKeeper copies go: ``offloaded_copy``)."""
     ml_paths = [paths.managed_ledger_path(name) for name in names]
-    listed: dict[str, frozenset[int]] = {}
+    listed: dict[str, AbstractSet[int]] = {}
     marked: dict[str, frozenset[int]] = {}
     offloaded_deleted: dict[int, str] = {}
     copies: dict[int, OffloadedCopy] = {}
@@ -131,7 +133,8 @@ def _managed_ledgers(
         if raw is None:
             continue  # deleted since it was listed: it references nothing now
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        listed[name] = frozenset(ledger.ledgerId for ledger in info.ledgerInfo)
+        # (8 bytes an id: a frozenset of ints is about 60, a survey holds every one)
+        listed[name] = LedgerIds(ledger.ledgerId for ledger in info.ledgerInfo)
         marked[name] = frozenset(deletable_markers(info, path=path))
         for ledger in info.ledgerInfo:
             context = ledger.offloadContext

@@ -32,10 +32,12 @@ from __future__ import annotations
 import copy
 import logging
 import time
-import uuid
 from array import array
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
@@ -64,6 +66,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
@@ -139,7 +142,8 @@ class BookKeeperSurvey:
     # What the scan of the ledgers gathers, merged from every shard (not in the record):
     # the ids found, listed ids whose record names another topic, each gone topic's
     # newest ledger, gone topics with an open ledger.
-    found: array = field(default_factory=lambda: array("q"))
+    found_runs: list[array] = field(default_factory=list)  # sorted, one per directory
+    found: LedgerIds = field(default_factory=LedgerIds)  # the runs merged, at the end
     foreign_ids: set[int] = field(default_factory=set)
     gone_high: dict[str, int] = field(default_factory=dict)
     open_gone: set[str] = field(default_factory=set)
@@ -213,7 +217,7 @@ class BookKeeperSurvey:
         self.not_ledger_samples.extend(
             other.not_ledger_samples[: 20 - len(self.not_ledger_samples)]
         )
-        self.found.extend(other.found)
+        self.found_runs.extend(other.found_runs)
         self.foreign_ids |= other.foreign_ids
         for topic, high in other.gone_high.items():
             self.gone_high[topic] = max(self.gone_high.get(topic, -1), high)
@@ -509,7 +513,7 @@ def survey(
                     endpoints,
                     layout,
                     works,
-                    (refs, handed, removed),
+                    classifier,
                     cache.high,
                     run_id,
                     cost,
@@ -531,7 +535,9 @@ def survey(
             cost.records_cached += item.reused
         with cost.step("cache_save"):
             _save_cache(endpoints, cache, leaves, works, done, proven, probe)
-        found = set(result.found)
+        # The ids found, in one sorted array (8 bytes a ledger, not a set's 60).
+        found = result.found = LedgerIds.merged(result.found_runs)
+        result.found_runs = []
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
         result.hold_candidates(
@@ -572,9 +578,7 @@ def survey(
         counter = _id_counter(endpoints.zk)
     result.id_counter = counter
     if counter is not None:
-        result.above_counter = [
-            lid for lid in sorted(found) if counter <= lid < ledger_paths.SHORT_ID_LIMIT
-        ]
+        result.above_counter = list(found.at_least(counter, ledger_paths.SHORT_ID_LIMIT))
     orphaned = {target_of(c["segment"]) for c in result.candidates}
     for prefix in registered or {}:
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
@@ -644,7 +648,7 @@ def _forget_handed_off(
     endpoints: Endpoints,
     result: BookKeeperSurvey,
     handed: Mapping[int, classify.HandedOff],
-    found: set[int],
+    found: AbstractSet[int],
 ) -> int:
     """Forget the handed-off ids this BookKeeper no longer has (deleted: ids are never
     reused). Not when a guard of the root trips: another cluster's root, or a copy,
@@ -713,6 +717,7 @@ def scan_ledgers(
 ) -> None:
     """Classify and count some ledgers into ``into`` (one directory, or all)."""
     owner_of = classifier.owner_of
+    run = array("q")
     for ledger in ledgers:
         tagged = classifier.gone_topic(ledger.tags)
         if tagged is not None:
@@ -723,7 +728,7 @@ def scan_ledgers(
                 and ledger.tags.component == classify.MANAGED_LEDGER_COMPONENT
             ):
                 into.open_gone.add(tagged)
-        into.found.append(ledger.ledger_id)
+        run.append(ledger.ledger_id)
         # A listed ledger whose record names another managed ledger is not the one the
         # list means: another cluster's ledger under the same id (a wrong root).
         listed_by = owner_of.get(ledger.ledger_id)
@@ -733,6 +738,18 @@ def scan_ledgers(
         into.add(ledger, verdict)
         if verdict.candidate:
             into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
+    if run:  # (a directory's come in id order; the flat layout's by name)
+        into.found_runs.append(run if _ascending(run) else array("q", sorted(run)))
+
+
+def _scan_into(
+    classifier: classify.Classifier, into: BookKeeperSurvey, ledgers: Iterable[BkLedger]
+) -> None:
+    scan_ledgers(ledgers, classifier, into)
+
+
+def _ascending(ids: array) -> bool:
+    return all(a <= b for a, b in pairwise(ids))
 
 
 def _on_executors(
@@ -740,70 +757,62 @@ def _on_executors(
     endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
-    judged: tuple[classify.PulsarReferences, Mapping[int, classify.HandedOff], frozenset[str]],
+    classifier: classify.Classifier,
     high: int | None,
     run_id: str,
     cost: SurveyCost,
     leftovers: Mapping[int, str],
 ) -> tuple[list[BookKeeperSurvey], list[DirectoryDone]]:
-    """The directories read and classified on executors, each task over its own session
-    (the references broadcast once), each at its share of the read budget: the tasks
-    that run at once read no more than the budget together. A task that fails fails the
-    job: a partial scan is a refusal, never fewer ledgers."""
-    from ledger_gc.spark.session import at_once, job_error, job_group, task_slices, zk_share
+    """The directories read and classified on executors, in parts of about
+    ``PART_LEDGERS`` ledgers, each task over its own session with the classifier cut
+    to its ledgers (``Classifier.within``: a task holds its part, not the cluster), each
+    at its share of the read budget: the tasks that run at once read no more than the
+    budget together (``zk_share``). A task that fails fails the job: a partial scan is a
+    refusal, never fewer ledgers."""
+    from ledger_gc.spark.session import at_once, job_error, job_group, zk_share
 
     started = time.monotonic()
     context = spark.sparkContext  # (a session still starting is waited for here)
     cost.seconds["spark_wait"] = time.monotonic() - started
     bookkeeper = endpoints.bookkeeper
     root = bookkeeper.root
-    budget = bookkeeper.zk.max_reads_per_second
-    if budget > 0:
-        # As many tasks as can run at once: each reads at 1/tasks of the budget.
-        tasks = at_once(len(works), spark)
-    else:
-        tasks = task_slices(len(works), 1, spark, cap=2 * context.defaultParallelism)
+    ledgers = sum(len(work.ledger_ids) for work in works)
+    tasks = max(at_once(len(works), spark), -(-ledgers // PART_LEDGERS))
     groups = split_works(works, tasks)
     bk_endpoint = zk_share(bookkeeper.zk, len(groups), spark)  # pickled with the task
-    shared_bk = endpoints.policy.bk_shared
-    remove_unreadable = endpoints.policy.bk_remove_unreadable
-    # the references, the handed-off ids and the removed namespaces
-    broadcast = context.broadcast(judged)
-    token = f"{run_id}/{uuid.uuid4().hex}"  # names this broadcast in the workers' cache
-
     leftover_ids = dict(leftovers)  # pickled with the task (the leftovers' ledgers: few)
+    # (pickled by parallelize, one part a task)
+    parts_in = [(group, classifier.within(_spans(group))) for group in groups]
+    cost.executor_tasks = len(parts_in)
 
-    def survey_part(part: Iterable[list[DirectoryWork]]) -> Iterable[Any]:
-        mine = [work for group in part for work in group]
+    def survey_part(part: Iterable[tuple[list[DirectoryWork], classify.Classifier]]) -> Any:
         into = BookKeeperSurvey("", root, layout, leftover_ids=leftover_ids)
         done: list[DirectoryDone] = []
         # (The meter by its module: a closure's globals are pickled, and it has a lock.)
         mark = read_budget.METER.mark()
         started = time.monotonic()
-        seconds = {}
-        if mine:
-            classifier = _classifier_of(token, broadcast, shared_bk, remove_unreadable)
-            seconds["classifier"] = time.monotonic() - started
+        for mine, mine_classifier in part:
+            if not mine:
+                continue
             with MetadataStore.open(bk_endpoint) as bk:
                 bk.sync(root)
-                done = classify_directories(
+                done += classify_directories(
                     bk,
                     root,
                     layout,
                     mine,
                     high,
-                    lambda ledgers: scan_ledgers(ledgers, classifier, into),
+                    partial(_scan_into, mine_classifier, into),
                 )
-        seconds["task"] = time.monotonic() - started
-        yield into, done, read_budget.METER.since(mark), seconds
+        yield into, done, read_budget.METER.since(mark), {"task": time.monotonic() - started}
 
     with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
         try:
-            parts = context.parallelize(groups, len(groups)).mapPartitions(survey_part).collect()
+            rdd = context.parallelize(parts_in, len(parts_in))
+            del parts_in
+            parts = rdd.mapPartitions(survey_part).collect()
         except Exception as exc:
             raise job_error("the BookKeeper scan", exc) from exc
-        finally:
-            broadcast.unpersist()
     surveys = []
     done_all: list[DirectoryDone] = []
     for part, done, reads, seconds in parts:
@@ -815,25 +824,14 @@ def _on_executors(
     return surveys, done_all
 
 
-_CLASSIFIERS: dict[tuple[str, bool, bool], classify.Classifier] = {}
+#: Ledgers a Spark task of the survey classifies, about (its part of the references and
+#: of the record cache with it): what bounds an executor's memory, whatever the cluster.
+PART_LEDGERS = 250_000
 
 
-def _classifier_of(
-    token: str, broadcast: Any, shared: bool, remove_unreadable: bool
-) -> classify.Classifier:
-    """One classifier per broadcast per Python worker (its indexes cost a second)."""
-    key = (token, shared, remove_unreadable)
-    if key not in _CLASSIFIERS:
-        _CLASSIFIERS.clear()
-        refs, handed, removed = broadcast.value
-        _CLASSIFIERS[key] = classify.Classifier(
-            refs,
-            shared=shared,
-            handed_off=handed,
-            remove_unreadable=remove_unreadable,
-            removed_namespaces=removed,
-        )
-    return _CLASSIFIERS[key]
+def _spans(works: Iterable[DirectoryWork]) -> list[tuple[int, int]]:
+    """The id ranges of some directories' listed ledgers."""
+    return [(w.ledger_ids[0], w.ledger_ids[-1] + 1) for w in works if len(w.ledger_ids)]
 
 
 def _names_other(ledger: BkLedger, ml_name: str) -> bool:
@@ -862,7 +860,7 @@ def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> di
     }
 
 
-def _why_not(prefix: str, root: str, layout: str, found: set[int]) -> str:
+def _why_not(prefix: str, root: str, layout: str, found: AbstractSet[int]) -> str:
     znode = znode_of_target(prefix) or ""
     relative = znode[len(root) + 1 :] if znode.startswith(root + "/") else None
     ledger_id = ledger_paths.ledger_id_of(relative, layout) if relative else None
@@ -874,7 +872,7 @@ def _why_not(prefix: str, root: str, layout: str, found: set[int]) -> str:
 
 
 def _missing_listed(
-    pulsar: MetadataStore, refs: classify.PulsarReferences, found: set[int]
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: AbstractSet[int]
 ) -> tuple[list[dict[str, Any]], int]:
     """Listed ledgers (not offloaded with bookkeeperDeleted) that BookKeeper lacks, read
     again live: a trim or topic deletion since the references were read is not counted."""
@@ -923,7 +921,7 @@ def topic_name(ml_name: str) -> str:
 
 
 def _missing_named(
-    pulsar: MetadataStore, refs: classify.PulsarReferences, found: set[int]
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: AbstractSet[int]
 ) -> list[dict[str, Any]]:
     """Cursor and schema ledgers BookKeeper lacks, each record read again live: a cursor
     that switched ledgers or a schema rewritten since the references were read names

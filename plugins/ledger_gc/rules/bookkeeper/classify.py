@@ -58,11 +58,15 @@ the read is what the grace window and the live re-check are for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import copy
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
@@ -303,8 +307,9 @@ class PulsarReferences:
     """What the Pulsar metadata says about BookKeeper ledgers, read before the BK scan."""
 
     # managed ledger -> its listed and marked ledger ids
-    listed: Mapping[str, frozenset[int]]
-    marked: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    # (a frozenset, or as read from ZooKeeper a ``LedgerIds``: 8 bytes an id)
+    listed: Mapping[str, AbstractSet[int]]
+    marked: Mapping[str, AbstractSet[int]] = field(default_factory=dict)
     # listed ledger id -> its managed ledger, for offloads complete with bookkeeperDeleted
     offloaded_deleted: Mapping[int, str] = field(default_factory=dict)
     # those ledgers' offloaded copies: uuid, driver, bucket (checked before a delete)
@@ -323,36 +328,41 @@ class PulsarReferences:
     # non-persistent topics has schemas and no managed ledger
     schema_namespaces: frozenset[str] = frozenset()
 
-    def referenced(self) -> dict[int, str]:
-        """Every ledger id some record names -> which record (the first found)."""
-        found: dict[int, str] = {}
+    def reference_groups(self) -> Iterator[tuple[str, Iterable[int]]]:
+        """Each record that names ledgers, as (which record, the ids it names), in the
+        order ``referenced`` takes them (the first found names an id)."""
         for name, ids in self.listed.items():
-            for lid in ids:
-                found.setdefault(lid, f"listed by {name}")
+            yield f"listed by {name}", ids
         for name, ids in self.marked.items():
-            for lid in ids:
-                found.setdefault(lid, f"marked deletable by {name}")
+            yield f"marked deletable by {name}", ids
         for (name, cursor), lid in self.cursors.items():
             if lid >= 0:
-                found.setdefault(lid, f"ledger of cursor {cursor} of {name}")
+                yield f"ledger of cursor {cursor} of {name}", (lid,)
         for name, lid in self.compacted.items():
-            found.setdefault(lid, f"compacted ledger of {name}")
-        for lid in self.buckets:
-            found.setdefault(lid, "a delayed-delivery bucket snapshot")
+            yield f"compacted ledger of {name}", (lid,)
+        yield "a delayed-delivery bucket snapshot", sorted(self.buckets)
         for schema_id, index in self.schemas.items():
-            for lid in index.ledger_ids:
-                found.setdefault(lid, f"schema of {schema_id}")
+            yield f"schema of {schema_id}", index.ledger_ids
+
+    def referenced(self) -> dict[int, str]:
+        """Every ledger id some record names -> which record (the first found). (The
+        classifier keeps the same in a ``LedgerIndex``: a dict is 200 bytes a ledger.)"""
+        found: dict[int, str] = {}
+        for label, ids in self.reference_groups():
+            for lid in ids:
+                found.setdefault(lid, label)
         return found
 
     def high(self) -> int | None:
         """The highest ledger id any record names: ledgers above it are newer than the
         metadata read (ids only grow)."""
-        return max(self.referenced(), default=None)
+        return LedgerIndex.build(self.reference_groups()).high
 
     def ml_high(self, name: str) -> int | None:
-        return max(
-            self.listed.get(name, frozenset()) | self.marked.get(name, frozenset()), default=None
-        )
+        highs = [
+            max(ids, default=None) for ids in (self.listed.get(name, ()), self.marked.get(name, ()))
+        ]
+        return max((high for high in highs if high is not None), default=None)
 
 
 @dataclass(frozen=True)
@@ -413,15 +423,17 @@ class Classifier:
         self.handed_off = handed_off or {}
         self.removed_namespaces = frozenset(removed_namespaces)
         self.remove_unreadable = remove_unreadable
-        self.referenced = refs.referenced()
-        self.high = max(self.referenced, default=None)
+        # ledger id -> which record names it; listed id -> its managed ledger (the
+        # survey's root-mismatch evidence): 12 bytes a ledger each (``ledger_index``)
+        self.referenced = LedgerIndex.build(refs.reference_groups())
+        self.high = self.referenced.high
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         # A schema ledger's namespace is known by its managed ledgers or its schemas.
         self.schema_namespaces = refs.namespaces | refs.schema_namespaces
         self.cursor_ids = dict(refs.cursors)
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
-        # listed id -> its managed ledger (the survey's root-mismatch evidence)
-        self.owner_of = {lid: name for name, ids in refs.listed.items() for lid in ids}
+        # (an id two managed ledgers list: the last one's, as a dict of them all had it)
+        self.owner_of = LedgerIndex.build(reversed(list(refs.listed.items())))
         # A schema locator that does not decode names ledgers no one can read off it.
         self.unreadable_locator = next(
             (
@@ -431,6 +443,33 @@ class Classifier:
             ),
             None,
         )
+
+    def within(self, ranges: Iterable[tuple[int, int]]) -> Classifier:
+        """This classifier for ledgers in ``ranges`` (``(low, high)``: ``low <= id <
+        high``) only: its per-ledger indexes cut to them, the managed ledgers' listed
+        ids left out (their names, highest ids and the horizon stay whole). What a
+        Spark task classifying some directories is sent: bounded by its part of the
+        cluster, not by the cluster."""
+        spans: list[tuple[int, int]] = []
+        for low, high in sorted(ranges):  # (merged where they overlap)
+            if spans and low <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+            else:
+                spans.append((low, high))
+        part = copy.copy(self)
+        part.referenced = self.referenced.within(spans)
+        part.owner_of = self.owner_of.within(spans)
+        part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
+        offloaded = {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)}
+        empty = LedgerIds()
+        part.refs = replace(
+            self.refs,
+            listed=dict.fromkeys(self.refs.listed, empty),
+            marked={},
+            offloaded_deleted=offloaded,
+            offload_copies={},
+        )
+        return part
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id
@@ -672,6 +711,14 @@ class Classifier:
         if tags.component == SCHEMA_COMPONENT and tags.schema_id in self.refs.schemas:
             return None
         return name
+
+
+def _in(ledger_id: int, spans: list[tuple[int, int]]) -> bool:
+    at = bisect_right(spans, (ledger_id, _ABOVE_EVERY_ID)) - 1
+    return at >= 0 and spans[at][0] <= ledger_id < spans[at][1]
+
+
+_ABOVE_EVERY_ID = 2**63
 
 
 def _same_owner(tags: PulsarTags, owner: str) -> bool:

@@ -1,0 +1,107 @@
+"""The classification's compact per-ledger indexes (issue 36): ``LedgerIndex`` answers
+as the dict it replaces, ``LedgerIds`` as the frozenset, and a classifier cut to some id
+ranges (what a Spark task is sent) judges every ledger in them as the whole one does."""
+
+from __future__ import annotations
+
+import pickle
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_bookkeeper_classify import scenarios
+
+from ledger_gc.rules.bookkeeper import ledger_index
+from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
+
+groups = st.lists(
+    st.tuples(st.sampled_from("abcdef"), st.lists(st.integers(0, 60), max_size=8)), max_size=8
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups=groups, probe=st.lists(st.integers(-2, 64), max_size=20))
+def test_an_index_answers_as_the_dict_of_the_first_label_found(
+    groups: list[tuple[str, list[int]]], probe: list[int]
+) -> None:
+    want: dict[int, str] = {}
+    for label, ids in groups:
+        for lid in ids:
+            want.setdefault(lid, label)
+    index = LedgerIndex.build(groups)
+    assert dict(index.items()) == want
+    assert len(index) == len(want)
+    assert index.high == max(want, default=None)
+    for lid in probe:
+        assert (lid in index) == (lid in want)
+        assert index.get(lid) == want.get(lid)
+    again = pickle.loads(pickle.dumps(index))
+    assert dict(again.items()) == want
+    # Built in runs of three entries, merged: the same index (the first label kept).
+    was = ledger_index._RUN
+    ledger_index._RUN = 3
+    try:
+        assert dict(LedgerIndex.build(groups).items()) == want
+    finally:
+        ledger_index._RUN = was
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    groups=groups,
+    spans=st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20)), max_size=4),
+)
+def test_an_index_cut_to_ranges_keeps_exactly_their_entries(
+    groups: list[tuple[str, list[int]]], spans: list[tuple[int, int]]
+) -> None:
+    index = LedgerIndex.build(groups)
+    ranges: list[tuple[int, int]] = []
+    for low, width in sorted(spans):  # disjoint, sorted
+        low = max(low, ranges[-1][1] if ranges else 0)
+        ranges.append((low, low + width))
+    part = index.within(ranges)
+    want = {lid: label for lid, label in index.items() if any(a <= lid < b for a, b in ranges)}
+    assert dict(part.items()) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.integers(0, 99), max_size=30), other=st.frozensets(st.integers(0, 99)))
+def test_ledger_ids_behave_as_the_frozenset(ids: list[int], other: frozenset[int]) -> None:
+    mine, want = LedgerIds(ids), frozenset(ids)
+    assert mine == want and want == mine
+    assert len(mine) == len(want) and sorted(mine) == sorted(want)
+    assert (mine | other) == (want | other) == (other | mine)
+    assert (mine & other) == (want & other)
+    assert (mine - other) == (want - other)
+    assert (other - mine) == (other - want)
+    assert all((lid in mine) == (lid in want) for lid in range(-1, 101))
+    assert max(mine, default=None) == max(want, default=None)
+    assert pickle.loads(pickle.dumps(mine)) == want
+    runs = [sorted(ids[: len(ids) // 2]), sorted(ids[len(ids) // 2 :])]
+    assert LedgerIds.merged(runs) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scenario=scenarios(),
+    shared=st.booleans(),
+    cut=st.integers(0, 30),
+    width=st.integers(1, 30),
+)
+def test_a_classifier_cut_to_a_range_judges_its_ledgers_as_the_whole_one(
+    scenario: tuple[PulsarReferences, list[BkLedger]], shared: bool, cut: int, width: int
+) -> None:
+    """What a Spark task is sent (``Classifier.within``) classifies every ledger of its
+    directories exactly as the driver's whole classifier: class, owner, reason, hold."""
+    refs, ledgers = scenario
+    whole = Classifier(refs, shared=shared)
+    # The indexes answer as the dicts they replace (owner_of: the last listing wins).
+    assert dict(whole.referenced.items()) == refs.referenced()
+    owners = {lid: name for name, ids in refs.listed.items() for lid in ids}
+    assert dict(whole.owner_of.items()) == owners
+    part = pickle.loads(pickle.dumps(whole.within([(cut, cut + width), (cut + width + 5, 200)])))
+    for bk in ledgers:
+        if cut <= bk.ledger_id < cut + width or bk.ledger_id >= cut + width + 5:
+            assert part.classify(bk) == whole.classify(bk)
+            assert part.gone_topic(bk.tags) == whole.gone_topic(bk.tags)
+            assert part.owner_of.get(bk.ledger_id) == whole.owner_of.get(bk.ledger_id)
