@@ -1,11 +1,14 @@
 """Read the Pulsar cluster name of offloaded segments (the I/O of ``segments.our_clusters``).
 
-A listing, and an S3 Inventory, report no user metadata, so the name is read with one
-HEAD per segment: of a few live segments (to learn this store's names) and of every
-orphan-looking one, in the diff (threads on the driver), and again, with both objects,
-at the live re-check just before a delete (``deleting.py``): that is the decision that
-must hold. A HEAD that fails leaves the segment unread here; the diff then keeps it an
-orphan candidate and the re-check, which reads it again, keeps it when it cannot.
+GCS's and Azure's listings return each object's user metadata, and the offload scan
+keeps the name from them (``reading.list_offload_shards``). An S3 listing, and an S3
+Inventory, report none, so there the name is read with one HEAD per segment: of a few
+live segments (to learn this store's names) and of every orphan-looking one, in the
+diff (threads on the driver; ``segment_tags`` takes the listed names and HEADs only the
+rest). The live re-check just before a delete (``deleting.py``) reads both objects with
+a HEAD on every store: that is the decision that must hold. A HEAD that fails leaves
+the segment unread here; the diff then keeps it an orphan candidate and the re-check,
+which reads it again, keeps it when it cannot.
 """
 
 from __future__ import annotations
@@ -91,3 +94,14 @@ def read_segment_tags(offload: ObjectStore, data_keys: Sequence[str]) -> dict[st
     with ThreadPoolExecutor(max_workers=min(THREADS, len(data_keys))) as pool:
         read = list(pool.map(lambda key: _tag(storage, key), data_keys))
     return {key: tag for key, tag, ok in read if ok}
+
+
+def segment_tags(
+    offload: ObjectStore, segments: Sequence[tuple[str, bool, str | None]]
+) -> dict[str, str | None]:
+    """``read_segment_tags`` of (data key, listed?, listed cluster name) triples: a
+    segment whose listing carried its user metadata (GCS, Azure) is named from it, as a
+    HEAD would have named it; only the others (S3) are read with a HEAD."""
+    tags = {key: cluster for key, listed, cluster in segments if listed}
+    tags.update(read_segment_tags(offload, [key for key, listed, _ in segments if not listed]))
+    return tags

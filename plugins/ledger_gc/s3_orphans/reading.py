@@ -24,6 +24,7 @@ from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import segments
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
 from ledger_gc.rules.storage import offload_drivers, offload_keys
+from ledger_gc.s3_orphans import cluster_tags
 from ledger_gc.storage import list_pages, offload_buckets
 from ledger_gc.storage.offload_bucket import OffloadBucket
 from ledger_gc.storage.s3 import LedgerStorage
@@ -37,6 +38,10 @@ MARKED_ROW = "marked"
 
 SnapshotRow = tuple[str, str, int | None, str | None, str | None]
 ObjectRow = tuple[str, int, int]
+#: A row of the offload listing (``scan.OFFLOAD_SCHEMA``): an ``ObjectRow``, whether the
+#: listing carried the object's user metadata (GCS, Azure; not S3), and the Pulsar
+#: cluster name in it (None: none, or not listed).
+OffloadRow = tuple[str, int, int, bool, str | None]
 
 
 def read_managed_ledgers(zk: ZkEndpoint, names: Sequence[str]) -> list[SnapshotRow]:
@@ -231,15 +236,18 @@ def offload_shards(offload: ObjectStore) -> list[tuple[str, str | None, str | No
 
 def list_offload_shards(
     offload: ObjectStore, shards: Sequence[tuple[str, str | None, str | None]]
-) -> Iterator[ObjectRow]:
+) -> Iterator[OffloadRow]:
     """Every object of some shards of the offload bucket (``offload_shards``), as rows,
-    through the store's ``OffloadBucket`` (S3, GCS or Azure; one per process)."""
+    through the store's ``OffloadBucket`` (S3, GCS or Azure; one per process), with the
+    cluster name where the listing carries user metadata (the diff then needs no HEAD)."""
     if not shards:
         return
     bucket = offload_bucket_for(offload)
     for prefix, start, end in shards:
         for obj in bucket.iter_objects(prefix, start=start, end=end):
-            yield (obj.key, obj.size, obj.last_modified)
+            listed = obj.metadata is not None
+            cluster = cluster_tags.cluster_of(dict(obj.metadata)) if obj.metadata else None
+            yield (obj.key, obj.size, obj.last_modified, listed, cluster)
 
 
 def offload_bucket_for(offload: ObjectStore) -> OffloadBucket:
@@ -255,7 +263,7 @@ def offload_bucket_for(offload: ObjectStore) -> OffloadBucket:
 _OFFLOAD: dict[tuple[int, ObjectStore], OffloadBucket] = {}
 
 
-def list_offload_bucket(offload: ObjectStore) -> Iterator[ObjectRow]:
+def list_offload_bucket(offload: ObjectStore) -> Iterator[OffloadRow]:
     """Every object of the offload bucket under ``LEDGERGC_OFFLOAD_PREFIX`` as rows,
     shard after shard (the scan runs the shards on executors: ``scan.scan_offload``)."""
     yield from list_offload_shards(offload, offload_shards(offload))

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 #: The scan's rows: an object's key, size and LastModified (ms since the epoch, UTC).
 OBJECT_SCHEMA = "key string, size long, last_modified long"
+#: The offload scan's rows (``reading.OffloadRow``): also whether the listing carried the
+#: object's user metadata (GCS, Azure; never S3 or an S3 Inventory) and the Pulsar
+#: cluster name in it, which the diff then reads instead of a HEAD per segment.
+OFFLOAD_SCHEMA = f"{OBJECT_SCHEMA}, listed_metadata boolean, cluster string"
 
 
 @dataclass(frozen=True)
@@ -93,13 +97,14 @@ def scan_offload(
     try:
         if inventory:
             frame, files, fmt = read_inventory(spark, offload, inventory)
+            frame = unlisted_metadata(frame)
             described.update(inventory_format=fmt, inventory_files=files)
         else:
             shards = reading.offload_shards(offload)
             rdd = spark.sparkContext.parallelize(
                 shards, task_slices(len(shards), 1, spark)
             ).mapPartitions(lambda part: reading.list_offload_shards(offload, list(part)))
-            frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
+            frame = spark.createDataFrame(rdd, OFFLOAD_SCHEMA)
             described["shards"] = len(shards)
         kept = checkpoint(frame)
         objects, size, undated = _totals(kept)
@@ -115,6 +120,16 @@ def scan_offload(
         )
     described.update(objects=objects, bytes=size)
     return ObjectScan(kept, described, objects, size)
+
+
+def unlisted_metadata(frame: DataFrame) -> DataFrame:
+    """``frame`` (``OBJECT_SCHEMA``) as offload rows whose metadata was not listed (an S3
+    Inventory carries none): the diff reads their cluster names with HEADs."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumn("listed_metadata", F.lit(False)).withColumn(
+        "cluster", F.lit(None).cast("string")
+    )
 
 
 def _totals(frame: DataFrame) -> tuple[int, int, int]:

@@ -2,9 +2,10 @@
 snapshot by ``segments.py``'s rule (``segments.diff_segments`` is the reference), as a
 join, into the store's ``DiffResult``.
 
-Whose segments (``segments.our_clusters``) needs user metadata a listing does not
-carry: a few live data objects and every orphan-looking one are read with a HEAD
-(``cluster_tags``) from the driver.
+Whose segments (``segments.our_clusters``) needs user metadata: GCS's and Azure's
+listings carry it (the scan's ``cluster`` column); where a listing does not (S3), a few
+live data objects and every orphan-looking one are read with a HEAD (``cluster_tags``)
+from the driver.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ledger_gc.rules.orphans.classify import (
 from ledger_gc.rules.storage import keys
 from ledger_gc.s3_orphans import cluster_tags, reading
 from ledger_gc.spark.diff import MAX_FOREIGN_SAMPLES
+from ledger_gc.spark.scan import unlisted_metadata
 from ledger_gc.spark.session import job_error
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ def _diff_segments(
     if base:
         # An inventory of the whole bucket: keys outside the prefix are not ours to judge.
         objects = objects.where(F.col("key").startswith(base))
+    if "listed_metadata" not in objects.columns:  # rows of OBJECT_SCHEMA: none listed
+        objects = unlisted_metadata(objects)
     rest = F.col("key").substr(len(base) + 1, 1 << 30)
     uuid = F.regexp_extract(rest, segments.SEGMENT_RE_JAVA, 1)
     ledger_text = F.regexp_extract(rest, segments.SEGMENT_RE_JAVA, 2)
@@ -123,6 +127,8 @@ def _diff_segments(
         F.coalesce(is_segment, F.lit(False)).alias("is_segment"),
         uuid.alias("uuid"),
         ledger_text.alias("ledger_text"),
+        "listed_metadata",
+        "cluster",
     )
     here = (offload_store.driver, offload_store.bucket)
     referenced = snapshot.where(F.col("entry_type") != reading.ML_ROW)
@@ -142,6 +148,7 @@ def _diff_segments(
         .withColumn("carried", F.lit(True))
     )
     carried_here = carriers.where(F.col("here") == 1).drop("here")
+    is_index = F.col("key").endswith("-index")
     owners = referenced.groupBy("ledger_id").agg(F.min("ml_name").alias("owner"))
     grouped = (
         parsed.where(F.col("is_segment"))
@@ -151,6 +158,8 @@ def _diff_segments(
             F.sum("size").alias("bytes"),
             F.max("last_modified").alias("newest_ms"),
             F.min("last_modified").alias("oldest_ms"),
+            # The name a HEAD would read: the data object's, else (missing) the index's.
+            F.min(F.struct(is_index, "listed_metadata", "cluster")).alias("tag"),
         )
         .join(carriers, ["ledger_id", "uuid"], "left")
         .join(owners, "ledger_id", "left")
@@ -174,18 +183,19 @@ def _diff_segments(
         namespace = classify.namespace_of_ml(row["owner"] or "")
         result.add(namespace, LIVE_SEGMENT, int(row["objects"]), int(row["b"]), int(row["units"]))
         result.segment_objects += int(row["objects"])
-    # Whose segments (segments.our_clusters): listings carry no user metadata, so a few
-    # live data objects and every orphan-looking one are read with a HEAD (cluster_tags).
+    # Whose segments (segments.our_clusters): named by the listing (GCS, Azure), else a
+    # few live data objects and every orphan-looking one are read with a HEAD (S3).
     live_keys = (
         parsed.where(F.col("is_segment") & ~F.col("key").endswith("-index"))
         .withColumn("ledger_id", F.col("ledger_text").cast("long"))
         .join(carried_here, ["ledger_id", "uuid"], "inner")
-        .select("key")
+        .select("key", "listed_metadata", "cluster")
         .limit(segments.MAX_LIVE_SAMPLE * 8)
         .collect()
     )
     to_learn = segments.live_sample([row["key"] for row in live_keys])
-    learned = cluster_tags.read_segment_tags(offload_store, to_learn)
+    listed = {row["key"]: (row["listed_metadata"], row["cluster"]) for row in live_keys}
+    learned = cluster_tags.segment_tags(offload_store, [(k, *listed[k]) for k in to_learn])
     ours = segments.our_clusters(
         pulsar_clusters, [learned[key] for key in to_learn if key in learned]
     )
@@ -195,7 +205,13 @@ def _diff_segments(
         _other_buckets(snapshot, elsewhere, bucket, base, result)
     orphan_rows = grouped.where(F.col("class") == ORPHAN_SEGMENT).collect()
     data_keys = [f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}" for row in orphan_rows]
-    tags = cluster_tags.read_segment_tags(offload_store, data_keys)
+    tags = cluster_tags.segment_tags(
+        offload_store,
+        [
+            (key, row["tag"]["listed_metadata"], row["tag"]["cluster"])
+            for row, key in zip(orphan_rows, data_keys, strict=True)
+        ],
+    )
     for row, data_key in sorted(zip(orphan_rows, data_keys, strict=True), key=lambda p: p[1]):
         result.segment_objects += int(row["objects"])
         candidate = Candidate(

@@ -60,7 +60,7 @@ from ledger_gc.errors import BucketNotFoundError, ConfigError, StorageError
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.storage.bulk_delete import DeleteResult
 from ledger_gc.storage.offload_bucket import AZURE, AZURE_BATCH, DeletedVersion, ObjectHead
-from ledger_gc.storage.s3_bucket import ObjectInfo
+from ledger_gc.storage.s3_bucket import ObjectInfo, listed_metadata
 from ledger_gc.storage.versioning import ENABLED, OFF, UNKNOWN, BucketVersioning
 
 CONNECT_TIMEOUT_SECONDS = 5
@@ -327,7 +327,8 @@ class AzureContainer:
         """One List Blobs page at a time (memory is one page's); see the module's doc for
         how ``[start, end)`` is listed."""
         for name_prefix in listing_plan(prefix, start, end):
-            for blob in self._blobs(name_prefix, f"listing '{prefix}'"):
+            listing = self._blobs(name_prefix, f"listing '{prefix}'", include=["metadata"])
+            for blob in listing:
                 if end is not None and blob.name >= end:
                     break
                 if (start is None or blob.name >= start) and blob.name.startswith(prefix):
@@ -340,7 +341,11 @@ class AzureContainer:
                             "the listing is not used"
                         )
                     yield ObjectInfo(
-                        blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
+                        blob.name,
+                        blob.size,
+                        epoch_ms(blob.last_modified),
+                        _unquoted(blob.etag),
+                        listed_metadata(blob.metadata),
                     )
 
     def list_prefixes(

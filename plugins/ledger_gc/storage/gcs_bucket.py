@@ -39,7 +39,7 @@ from ledger_gc.storage import gcs_batch
 from ledger_gc.storage.bulk_delete import DeleteResult
 from ledger_gc.storage.gcs_versioning import GcsVersioning, gcs_versioning
 from ledger_gc.storage.offload_bucket import GCS, GCS_BATCH, DeletedVersion, ObjectHead
-from ledger_gc.storage.s3_bucket import ObjectInfo
+from ledger_gc.storage.s3_bucket import ObjectInfo, listed_metadata
 from ledger_gc.storage.versioning import OFF, UNKNOWN
 
 GCS_API = "https://storage.googleapis.com"
@@ -48,8 +48,9 @@ TIMEOUT = (5.0, 30.0)
 #: A batch's calls answered 429 or 5xx (or the whole batch lost) are sent again this often.
 BATCH_ATTEMPTS = 3
 BATCH_BACKOFF_SECONDS = 0.5
-#: The four fields a listing uses (GCS sends the whole object resource otherwise).
-_LISTED_FIELDS = "items(name,size,updated,generation),nextPageToken"
+#: The fields a listing uses (GCS sends the whole object resource otherwise), user
+#: metadata included: the diff reads Pulsar's cluster name from it instead of a HEAD.
+_LISTED_FIELDS = "items(name,size,updated,generation,metadata),nextPageToken"
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 #: Where GCS credentials come from, for an error's fix.
 _IDENTITIES = (
@@ -183,7 +184,11 @@ class GcsBucket:
                     "never judged against retention, so the listing is not used"
                 )
             yield ObjectInfo(
-                blob.name, int(blob.size or 0), _ms(blob.updated), str(blob.generation)
+                blob.name,
+                int(blob.size or 0),
+                _ms(blob.updated),
+                str(blob.generation),
+                listed_metadata(blob.metadata),
             )
 
     def list_prefixes(

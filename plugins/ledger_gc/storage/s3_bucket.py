@@ -41,16 +41,37 @@ _ACCESS_DENIED_CODES = frozenset(
 )
 
 
+#: The user metadata a listing keeps (lower-case keys): the two names Pulsar's offloader
+#: writes into every object that the tiered-storage diff reads (``segments.CLUSTER_METADATA``,
+#: ``cluster_tags.ML_NAME_METADATA``); the rest is left out to keep the scan's rows small.
+LISTED_METADATA = frozenset({"managedledgername", "pulsarclustername"})
+
+#: An object's user metadata as listed: (lower-case key, value) pairs, sorted.
+ListedMetadata = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     """One listed object: its key, size in bytes and last-modified time (epoch ms), and
     its version where a delete can be conditioned on it (a GCS generation, an Azure ETag;
-    None in S3's listings: ``offload_bucket``)."""
+    None in S3's listings: ``offload_bucket``).
+
+    ``metadata``: the ``LISTED_METADATA`` of the object where the listing returns user
+    metadata (GCS, Azure); ``()`` when it has none of them; None when the listing carries
+    no metadata at all (S3, an S3 Inventory): only a HEAD can tell."""
 
     key: str
     size: int
     last_modified: int
     version: str | None = None
+    metadata: ListedMetadata | None = None
+
+
+def listed_metadata(raw: Any) -> ListedMetadata:
+    """The ``LISTED_METADATA`` of a listed object's user metadata (a mapping, or None
+    when it has none), keys lower-cased as a HEAD's are."""
+    found = {str(k).lower(): str(v) for k, v in (raw or {}).items()}
+    return tuple(sorted((k, v) for k, v in found.items() if k in LISTED_METADATA))
 
 
 def build_client(
