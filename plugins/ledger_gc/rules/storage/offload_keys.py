@@ -52,3 +52,45 @@ def parse_segment_key(prefix: str, key: str) -> SegmentKey | None:
     if match is None or int(match.group(2)) > MAX_ID:
         return None
     return SegmentKey(key, match.group(1), int(match.group(2)), match.group(3) is not None)
+
+
+# jclouds uploads a multipart upload to GCS as parts ``<random uuid>_<8 digits>`` and
+# composes them; a broker stopped mid-upload leaves the parts (``orphan-upload-part``).
+_UPLOAD_PART = re.compile(rf"({_UUID})_([0-9]{{8}})", re.ASCII)
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    """A part of a GCS multipart upload: ``<uuid>_<8 digits>``."""
+
+    key: str
+    uuid: str
+    number: int
+
+
+def parse_upload_part(prefix: str, key: str) -> UploadPart | None:
+    """The upload part a key is, or None when it is not one."""
+    base = _base(prefix)
+    if not key.startswith(base):
+        return None
+    match = _UPLOAD_PART.fullmatch(key[len(base) :])
+    if match is None:
+        return None
+    return UploadPart(key, match.group(1), int(match.group(2)))
+
+
+#: The first character of every segment and upload-part key below the prefix (the uuid's
+#: first hex digit): the offload listing runs one shard per digit, plus the keys outside.
+SHARD_DIGITS = "0123456789abcdef"
+
+
+def shard_prefixes(prefix: str) -> list[str]:
+    """The 16 key prefixes the offload listing is sharded by."""
+    return [f"{_base(prefix)}{digit}" for digit in SHARD_DIGITS]
+
+
+def outside_shards(prefix: str) -> list[tuple[str | None, str | None]]:
+    """(start, end) ranges of the keys below ``prefix`` that no shard lists (a first
+    character before "0", between "9" and "a", after "f"): foreign keys, listed apart."""
+    base = _base(prefix)
+    return [(None, f"{base}0"), (f"{base}:", f"{base}a"), (f"{base}g", None)]
