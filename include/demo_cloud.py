@@ -122,6 +122,9 @@ def plant(client: KazooClient, store: CloudStore) -> dict[str, Any]:
     c.init()
     if not client.exists(f"/admin/clusters/{CLUSTER}"):
         c.cluster_definition(CLUSTER)
+        # Id 0 would give the nil uuid (``pulsar_cluster.offload_uuid``): a broker's
+        # first ledger is its own anyway.
+        c.next_id()
     c.policies(store.namespace, replication_clusters=(CLUSTER,))
     c.namespace(store.namespace)
     topic = f"{store.namespace}/persistent/events"
