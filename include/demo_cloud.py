@@ -8,7 +8,8 @@ container), as Pulsar's jclouds offloaders write them (``<uuid>-ledger-<id>`` an
 ``-index``, the cluster's name in ``pulsarClusterName``). Per store (``cloud/gcs``,
 ``cloud/azure``):
 
-* a live topic with three ledgers offloaded and marked ``bookkeeperDeleted`` whose
+* a live topic with an offloaded ledger whose BookKeeper copy is gone, as Pulsar leaves
+  it (live segments), and three offloaded and marked ``bookkeeperDeleted`` whose
   BookKeeper copies are still there (``bk-offloaded-copy``): one whose offloaded copy is
   whole (**confirmed**: its BookKeeper copy goes), one whose index object is missing and
   one whose data object is shorter than its index says (**unconfirmed**: held);
@@ -133,9 +134,17 @@ def plant(client: KazooClient, store: CloudStore) -> dict[str, Any]:
         "index missing": c.ledger(ml_tags(topic), length=MIB),
         "data truncated": c.ledger(ml_tags(topic), length=MIB),
     }
+    # Older data offloaded long ago (its BookKeeper copy deleted, as Pulsar does), and
+    # the topic's newest ledgers in BookKeeper: the bulk of the namespace, so that the
+    # leaks stay under the orphan-fraction guard as in a real cluster.
+    archived = c.ledger(ml_tags(topic), length=MIB)
+    recent = c.ledger(ml_tags(topic), length=256 * MIB)
     current = c.ledger(ml_tags(topic), closed=False)
-    c.managed_ledger(topic, [*copies.values(), current], offloaded_deleted=copies.values())
-    live_keys = [key for lid in copies.values() for key in c.offload_keys(lid)]
+    offloaded = [archived, *copies.values()]
+    c.managed_ledger(topic, [*offloaded, recent, current], offloaded_deleted=offloaded)
+    c.offload_objects(archived, topic, data_bytes=MIB // 2)
+    c.bk.delete(c.path(archived))
+    live_keys = [key for lid in offloaded for key in c.offload_keys(lid)]
     # The offloaded copies that cannot be confirmed: an index never written, a data
     # object cut short (its index records the whole length).
     store.writer.delete_object(Bucket=store.bucket, Key=c.offload_keys(copies["index missing"])[1])
@@ -194,12 +203,15 @@ def check(client: KazooClient, store: CloudStore, planted: dict[str, Any]) -> di
     return there
 
 
-def leaks_left(there: dict[str, Any]) -> dict[str, bool]:
-    return {
+def leaks_left(there: dict[str, Any], store: CloudStore) -> dict[str, bool]:
+    """Each planted leak of ``store``: still there?"""
+    left = {
         "confirmed BookKeeper copy": there["copies"]["confirmed"],
         "orphan segments": bool(there["orphan segments"]),
-        "upload parts": bool(there["upload parts"]),
     }
+    if store.name == "gcs":
+        left["upload parts"] = bool(there["upload parts"])
+    return left
 
 
 def store_settings(pulsar: Settings, store: CloudStore) -> Settings:
@@ -267,7 +279,7 @@ def cloud_demo(
         client.stop()
         client.close()
     for store in stores:
-        restore_note(store, results[store.name], say)
+        restore_note(store, results[store.name], planted[store.name], say)
 
 
 def run_store(
@@ -298,19 +310,19 @@ def run_store(
             log_name=f"{store.name}-orphan_removal-{number}",
         )
         there = check(client, store, planted)
-        for what, left in leaks_left(there).items():
+        for what, left in leaks_left(there, store).items():
             if not left:
                 reclaimed_in.setdefault(what, number)
-        if number >= 2 and not any(leaks_left(there).values()):
+        if number >= 2 and not any(leaks_left(there, store).values()):
             break
     runs = run_log.read_runs(pulsar, run_log.ORPHANS)[first_run:]
     for number, run in enumerate(runs, 1):
         for line in cycle_lines(run):
             say(f"   cycle {number}: {line}" if not line.startswith(" ") else f"   {line}")
-    for what in leaks_left(there):
+    for what in leaks_left(there, store):
         when = f"reclaimed in cycle {reclaimed_in[what]}" if what in reclaimed_in else "STILL THERE"
         say(f"   leak {what}: {when}")
-    still = [what for what, ok in leaks_left(there).items() if ok]
+    still = [what for what, ok in leaks_left(there, store).items() if ok]
     if still:
         raise SystemExit(
             f"demo: {store.name}: planted leaks not reclaimed in {len(runs)} cycles: {still}"
@@ -326,7 +338,7 @@ def cycle_lines(run: dict[str, Any]) -> list[str]:
     found = ", ".join(
         f"{name} {value.get('units', 0)}"
         for name, value in classes.items()
-        if value.get("units") and name not in ("live-segment",)
+        if value.get("units") and name != "live-segment"
     )
     lines.append(f"({run.get('status')}) found {found or 'nothing'}")
     if tiered:
@@ -334,40 +346,64 @@ def cycle_lines(run: dict[str, Any]) -> list[str]:
             f"  {tiered.get('bucket')}: {tiered.get('live_segments')} live segments, "
             f"{tiered.get('orphan_segments')} orphan segments "
             f"({human_bytes(tiered.get('orphan_bytes') or 0)}), "
-            f"{tiered.get('foreign_objects')} foreign objects untouched, "
-            f"{tiered.get('other_cluster_segments', 0)} of other clusters; deleted "
-            f"{tiered.get('deleted')} segments, {human_bytes(tiered.get('bytes_reclaimed') or 0)} "
-            "reclaimed"
+            + (
+                f"{tiered['orphan_upload_parts']} upload parts "
+                f"({human_bytes(tiered.get('orphan_upload_part_bytes') or 0)}), "
+                if tiered.get("orphan_upload_parts")
+                else ""
+            )
+            + f"{tiered.get('foreign_objects')} foreign objects untouched"
+        )
+        freed = (tiered.get("bytes_reclaimed") or 0) + (
+            tiered.get("upload_part_bytes_reclaimed") or 0
+        )
+        lines.append(
+            f"  deleted {tiered.get('deleted')} segments and "
+            f"{tiered.get('upload_parts_deleted', 0)} upload parts: {human_bytes(freed)}"
+            f" freed, {human_bytes(run.get('bytes_recoverable') or 0)} kept by the bucket "
+            "(restorable)"
         )
         for held in tiered.get("held") or []:
             lines.append(f"  held: {held.get('prefix') or held.get('key')}: {held.get('reason')}")
     bk = run.get("bookkeeper") or {}
-    copies = (bk.get("classes") or {}).get("bk-offloaded-copy") or {}
     if bk:
+        copies = (bk.get("classes") or {}).get("bk-offloaded-copy") or {}
         lines.append(
-            f"  BookKeeper: {copies.get('ledgers', 0)} offloaded copies found, "
-            f"{bk.get('deleted', 0)} ledgers deleted"
+            f"  BookKeeper: {copies.get('ledgers', 0)} offloaded copy confirmed, "
+            f"{bk.get('deleted', 0)} ledgers deleted; held:"
         )
-        for held in (bk.get("held") or [])[:8]:
-            lines.append(f"  held: ledger {held.get('ledger_id')}: {held.get('reason')}")
+        for held in (bk.get("samples") or {}).get("bk-held", [])[:8]:
+            lines.append(f"    ledger {held.get('ledger_id')}: {held.get('reason')}")
     for refusal in run.get("refusals", []):
         lines.append(f"  refused: {refusal}")
     return lines
 
 
-def restore_note(store: CloudStore, result: dict[str, Any], say: Callable[[str], None]) -> None:
-    """``ledgergc restore --run <id> --dry-run`` of the store's deleting cycle: what a
-    restore would bring back there (a versioned GCS bucket: the noncurrent generations;
-    Azurite keeps no deleted blob: its deletes cannot be undone)."""
+def restore_note(
+    store: CloudStore,
+    result: dict[str, Any],
+    planted: dict[str, Any],
+    say: Callable[[str], None],
+) -> None:
+    """What the store keeps of a delete, in the library's words, and, where it keeps it,
+    ``ledgergc restore --run <id>`` of the store's deleting cycle: its segments back from
+    their noncurrent generations (fake-gcs-server keeps them in a versioned bucket;
+    Azurite keeps no deleted blob, so there only the BookKeeper ledger comes back)."""
+    from ledger_gc.config.edge import offload_store
+    from ledger_gc.storage.offload_buckets import offload_bucket
+
+    settings: Settings = result["settings"]
+    kept = offload_bucket(offload_store(settings)).versioning()
+    say(f"   {store.name}: {kept.note}")
     deleting = [r for r in result["runs"] if (r.get("tiered") or {}).get("deleted")]
     if not deleting:
         return
-    run_id = deleting[-1].get("run_id")
+    run_id = str(deleting[-1].get("run_id"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
-    env.update(result["settings"].to_env())
+    env.update(settings.to_env())
     ledgergc = os.path.join(os.path.dirname(sys.executable), "ledgergc")
     done = subprocess.run(
-        [ledgergc, "restore", "--run", str(run_id), "--dry-run", "--json"],
+        [ledgergc, "restore", "--run", run_id, "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -376,9 +412,18 @@ def restore_note(store: CloudStore, result: dict[str, Any], say: Callable[[str],
     try:
         report = json.loads(done.stdout)
     except ValueError:
-        say(
-            f"   {store.name}: restore --dry-run of run {run_id}: exit {done.returncode}: "
-            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-        )
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"   {store.name}: ledgergc restore --run {run_id}: exit {done.returncode}: {last}")
         return
-    say(f"   {store.name}: `ledgergc restore --run {run_id}` would: {json.dumps(report)[:600]}")
+    deleted = planted["orphan_keys"] + planted["part_keys"]
+    back = set(store.writer.sizes(store.bucket))
+    ledgers = sum(
+        1 for p in report.get("prefixes", []) if p.get("target_class", "").startswith("bk-")
+    )
+    say(
+        f"   {store.name}: `ledgergc restore --run {run_id}`: "
+        f"{report.get('objects_restored', 0)} restored "
+        f"({human_bytes(report.get('bytes_restored') or 0)}): {ledgers} BookKeeper ledger "
+        f"re-created, {sum(1 for k in deleted if k in back)} of the {len(deleted)} deleted "
+        "objects in the bucket again (a restored orphan is an orphan again)"
+    )
