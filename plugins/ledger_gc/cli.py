@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def quiet_clients(level: int, *, verbose: bool) -> None:
-    """The ZooKeeper and S3 clients' logs: errors only, unless asked for.
+    """The ZooKeeper and object-store clients' logs: errors only, unless asked for.
 
     kazoo logs every connection attempt, and a WARNING per retry to an unreachable
     server ("Connection dropped: socket connection error"): lines that came before,
@@ -215,7 +215,7 @@ def quiet_clients(level: int, *, verbose: bool) -> None:
     asked = verbose or level <= logging.DEBUG
     logging.getLogger("kazoo").setLevel(logging.DEBUG if asked else logging.ERROR)
     shown = level if level <= logging.DEBUG else logging.WARNING if verbose else logging.ERROR
-    for name in ("botocore", "boto3", "urllib3"):
+    for name in ("botocore", "boto3", "urllib3", "azure", "google"):
         logging.getLogger(name).setLevel(shown)
 
 

@@ -37,12 +37,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ledger_gc import termination
 from ledger_gc.audit import DELETED, DELETING, AuditLog, AuditRecord
 from ledger_gc.rules.storage.keys import parse_key
 from ledger_gc.rules.storage.offload_keys import parse_segment_key
-from ledger_gc.storage.bulk_delete import MAX_KEYS_PER_DELETE
+from ledger_gc.storage.bulk_delete import MAX_KEYS_PER_DELETE, DeleteResult
+from ledger_gc.storage.offload_bucket import OffloadBucket
 from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.storage.s3_bucket import ObjectInfo
 from ledger_gc.storage.versioning import BucketVersioning
@@ -57,6 +59,9 @@ ORPHAN_SEGMENT = "orphan-segment"
 # Targets in the offload bucket: the prefix is the data key, and exactly it and its
 # ``-index`` key may be deleted (Pulsar's deleteOffloaded removes the same two).
 SEGMENT_TARGETS = (OFFLOADED_LEDGER, ORPHAN_SEGMENT)
+# A GCS multipart leftover in the offload bucket: the prefix is its key, and exactly it.
+ORPHAN_UPLOAD_PART = "orphan-upload-part"
+OFFLOAD_TARGETS = (*SEGMENT_TARGETS, ORPHAN_UPLOAD_PART)
 # Confirmation listings of one batch run this many at a time (one per group of prefixes).
 LISTING_WORKERS = 8
 
@@ -99,19 +104,23 @@ class TargetOutcome:
     noncurrent_expiration_days: int | None = None
 
 
-class Deleter:
+#: The store's bucket (blocks) or the offload bucket (segments, upload parts).
+Bucket = TypeVar("Bucket", LedgerStorage, OffloadBucket)
+
+
+class Deleter(Generic[Bucket]):
     """Deletes the block objects of targets in bulk, audited before and after."""
 
     def __init__(
         self,
-        storage: LedgerStorage,
+        storage: Bucket,
         audit: AuditLog | None,
         run_id: str,
         *,
         dry_run: bool = False,
         should_stop: Callable[[], bool] = termination.requested,
     ) -> None:
-        self.storage = storage
+        self.storage: Bucket = storage
         self.audit = audit
         self.run_id = run_id
         self.dry_run = dry_run
@@ -122,6 +131,8 @@ class Deleter:
         prefix is foreign: reported, never deleted)."""
         if not key.startswith(target.prefix) or self.storage.owns(key) is not None:
             return False
+        if target.target_class == ORPHAN_UPLOAD_PART:
+            return key == target.prefix
         if target.target_class in SEGMENT_TARGETS:
             segment = parse_segment_key(self.storage.prefix, key)
             return (
@@ -147,8 +158,7 @@ class Deleter:
             if self._belongs(target, obj.key):
                 blocks.append(obj)
             elif not (
-                target.target_class in SEGMENT_TARGETS
-                and parse_segment_key(self.storage.prefix, obj.key) is not None
+                target.target_class in OFFLOAD_TARGETS and self.storage.owns(obj.key) is None
             ):
                 outcome.foreign_keys.append(obj.key)  # (another ledger's segment is not)
         return blocks
@@ -197,11 +207,16 @@ class Deleter:
         """
         if self.audit is not None:
             self.audit.append(
-                self._record(outcome.target, len(blocks), sum(b.size for b in blocks), DELETING)
+                self._record(
+                    outcome.target,
+                    len(blocks),
+                    sum(b.size for b in blocks),
+                    DELETING,
+                    versions=_versions(blocks),
+                )
                 for outcome, blocks in batch
             )
-        keys = [block.key for _, blocks in batch for block in blocks]
-        result = self.storage.delete_keys(keys)
+        result = self._send([block for _, blocks in batch for block in blocks])
         bucket = self.storage.versioning()
         left = self._still_listed(batch)
         records = []
@@ -238,6 +253,14 @@ class Deleter:
                 # The deletes happened and their intent is on record; say so loudly.
                 log.error("deleted %d targets but could not record it: %s", len(records), exc)
 
+    def _send(self, blocks: list[ObjectInfo]) -> DeleteResult:
+        """The offload bucket deletes each object only if it is still the version listed
+        (``delete_listed``: GCS generation, Azure ETag; a moved one is kept, in
+        ``failed``); the store's bucket in DeleteObjects batches (``delete_keys``)."""
+        if isinstance(self.storage, LedgerStorage) and not isinstance(self.storage, OffloadBucket):
+            return self.storage.delete_keys([block.key for block in blocks])
+        return self.storage.delete_listed(blocks)
+
     def _still_listed(self, batch: list[tuple[TargetOutcome, list[ObjectInfo]]]) -> set[str] | None:
         """Keys that a listing after the delete still shows (None: could not list)."""
         prefixes = sorted({o.target.confirm_prefix or o.target.prefix for o, _ in batch})
@@ -257,7 +280,10 @@ class Deleter:
         size: int,
         status: str,
         bucket: BucketVersioning | None = None,
+        versions: dict[str, str] | None = None,
     ) -> AuditRecord:
+        """``versions``: each object's version as listed (a GCS generation, an Azure
+        ETag), what the delete was conditioned on and what a restore looks for."""
         bucket = bucket or self.storage.versioning()
         return AuditRecord(
             operation=target.operation,
@@ -274,7 +300,14 @@ class Deleter:
             recoverable=bucket.keeps_deleted_data,
             versioning=bucket.versioning,
             noncurrent_expiration_days=bucket.noncurrent_expiration_days,
+            extra={"versions": versions} if versions else None,
         )
+
+
+def _versions(blocks: Sequence[ObjectInfo]) -> dict[str, str] | None:
+    """key -> the version listed, for the objects whose store names one (None: S3)."""
+    found = {block.key: block.version for block in blocks if block.version is not None}
+    return found or None
 
 
 def _batches(

@@ -17,6 +17,7 @@ import gc
 import socket
 import tracemalloc
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -110,6 +111,30 @@ def test_lists_every_blob_with_its_etag_and_by_first_digit_shard(
         by_digit["0"][0]: [listed[n] for n in sorted(by_digit["0"])],
         "f": [listed[n] for n in sorted(by_digit["f"])],
     }
+
+
+def test_the_ranges_outside_the_shards_read_none_of_the_shards_names(
+    bucket: AzureContainer, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Azure lists by name prefix only: the scan's ranges of the keys outside the 16 uuid
+    shards are listed one first character at a time, so they read the foreign names and
+    not the millions of segments (each range read the whole container before)."""
+    shards = [name for digit in "0123456789abcdef" for name in segments(digit)]
+    foreign = ["!readme", ":between", "Upper", "_underscore", "g-first", "zz/other.csv", "~tilde"]
+    upload_many(raw, shards + foreign)
+    read: list[str] = []
+    listing = bucket.container.list_blobs
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for blob in listing(*args, **kwargs):
+            read.append(blob.name)
+            yield blob
+
+    monkeypatch.setattr(bucket.container, "list_blobs", counted)
+    found = [o.key for o in bucket.iter_objects(start=":", end="a")]
+    found += [o.key for o in bucket.iter_objects(start="g")]
+    assert found == [":between", "Upper", "_underscore", "g-first", "zz/other.csv", "~tilde"]
+    assert sorted(read) == sorted(found)
 
 
 def test_lists_under_the_store_prefix(azurite: AzuriteBlobServer, raw: Any) -> None:

@@ -32,13 +32,14 @@ PREFIX = "ledgers"
 LIVE = "t1/ns1/persistent/orders"
 ENCODED = "t1/ns2/persistent/my%20topic"
 GONE = "t2/ns1/persistent/deleted"
+# (entry type, managed ledger, ledger id, offload uuid, offload place)
 SNAPSHOT_ROWS = [
-    (ML_ROW, LIVE, None, None),
-    (LISTED_ROW, LIVE, 10, None),
-    (MARKED_ROW, LIVE, 7, None),
-    (ML_ROW, ENCODED, None, None),
-    (LISTED_ROW, ENCODED, 20, None),
-    (ML_ROW, "t3/ns/persistent/empty", None, None),
+    (ML_ROW, LIVE, None, None, None),
+    (LISTED_ROW, LIVE, 10, None, None),
+    (MARKED_ROW, LIVE, 7, None, None),
+    (ML_ROW, ENCODED, None, None, None),
+    (LISTED_ROW, ENCODED, 20, None, None),
+    (ML_ROW, "t3/ns/persistent/empty", None, None, None),
 ]
 BLOCKS = [
     block_key(PREFIX, LIVE, 10, 0),

@@ -178,7 +178,14 @@ def live_store(zk: KazooClient, s3_client: Any, settings: Settings) -> None:
 
 
 def _relist(
-    zk: KazooClient, name: str, ledger_id: int, msb: int, lsb: int, *, complete: bool = False
+    zk: KazooClient,
+    name: str,
+    ledger_id: int,
+    msb: int,
+    lsb: int,
+    *,
+    bucket: str,
+    complete: bool = False,
 ) -> None:
     """Put ``ledger_id`` into ``name``'s ledger list carrying uuid (msb, lsb): an operator
     restoring it, or an offload starting (uuid written before the upload)."""
@@ -188,7 +195,7 @@ def _relist(
         info = decode_managed_ledger_info(zk.get(path)[0], path=path, allow_empty=True)
     kept = [li for li in info.ledgerInfo if li.ledgerId != ledger_id]
     restored = ManagedLedgerInfo.LedgerInfo(ledgerId=ledger_id, entries=2, size=100, timestamp=1)
-    offload(restored, msb, lsb, complete=complete)
+    offload(restored, msb, lsb, complete=complete, bucket=bucket)  # (its driverMetadata)
     del info.ledgerInfo[:]
     info.ledgerInfo.extend(sorted([*kept, restored], key=lambda li: li.ledgerId))
     write_record(zk, name, info)
@@ -210,8 +217,8 @@ def test_a_segment_re_listed_or_whose_offload_starts_in_the_grace_window_is_kept
     u = built["uuids"]
     # An offload of ledger 4 starts again under the old uuid (written before the upload);
     # the deleted topic is re-created and an operator restores ledger 7 into it.
-    _relist(zk_client, A, 4, *u[40][:2])
-    _relist(zk_client, GONE, 7, *u[7][:2], complete=True)
+    _relist(zk_client, A, 4, *u[40][:2], bucket=tiered.offload_bucket)
+    _relist(zk_client, GONE, 7, *u[7][:2], bucket=tiered.offload_bucket, complete=True)
 
     second = run_orphan_cycle(resolve(enabled), spark=spark, **later(25)).to_dict()
 
@@ -242,7 +249,7 @@ def test_the_live_re_check_keeps_a_segment_re_listed_after_the_scan(
     survey_steps.step_diff(resolve(eager), run_id, spark)
     applied = cycle.step_phases(resolve(eager), run_id)
     assert applied.added == 1
-    _relist(zk_client, GONE, 7, msb, lsb, complete=True)
+    _relist(zk_client, GONE, 7, msb, lsb, bucket=eager.offload_bucket, complete=True)
 
     result = cycle.step_delete(resolve(eager), run_id)
 
@@ -375,4 +382,5 @@ def test_a_v1_topics_offloaded_segments_are_live(
     from ledger_gc.s3_orphans.deleting import read_segment_carriers
 
     with MetadataStore.open(zk_endpoint(eager)) as store:
-        assert read_segment_carriers(store, set(), 30, v1_uuid[2]) == {V1}
+        carriers = read_segment_carriers(store, set(), 30, v1_uuid[2])
+        assert carriers == {V1: {f"s3/{bucket}"}}  # with where its offload went

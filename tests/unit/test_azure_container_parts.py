@@ -15,6 +15,7 @@ from ledger_gc.storage.azure_container import (
     VERSIONS,
     AzureContainer,
     AzureVersioning,
+    listing_plan,
     listing_prefix,
     service_client,
 )
@@ -85,3 +86,26 @@ def test_the_endpoint_shown_carries_no_sas() -> None:
     store = ObjectStore("c", driver="azure", azure_account="acct", azure_sas="?sv=2025&sig=c2Vj")
     bucket = AzureContainer(store)
     assert bucket.endpoint == "https://acct.blob.core.windows.net"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "start", "end", "expected"),
+    [
+        ("", "3", "4", ["3"]),  # a uuid shard: one name prefix
+        ("", None, "0", [""]),  # open at the start: read up to "0" and stop
+        ("", ":", "a", [chr(c) for c in range(ord(":"), ord("a"))]),  # not "a" itself
+        ("", "g", None, [chr(c) for c in range(ord("g"), 0x7F)]),
+        ("", "g", "zq", [chr(c) for c in range(ord("g"), ord("z") + 1)]),  # "z" < "zq"
+        ("p/", "p/:", "p/a", [f"p/{chr(c)}" for c in range(ord(":"), ord("a"))]),
+        (
+            "",
+            "1",
+            "b\u00e9",
+            ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
+            + [chr(c) for c in range(ord(":"), ord("b") + 1)],
+        ),
+        ("", "\u00e9", None, [""]),  # not printable ASCII: one filtered listing
+    ],
+)
+def test_listing_plan(prefix: str, start: str | None, end: str | None, expected: list[str]) -> None:
+    assert listing_plan(prefix, start, end) == expected

@@ -126,9 +126,10 @@ def test_offload_keys_the_drivers_older_spelling_first_then_the_generic_one() ->
         "managedLedgerOffloadServiceEndpoint": "http://minio:9000",
     }
     assert _values(conf) == {
+        "LEDGERGC_OFFLOAD_DRIVER": ("aws-s3", "managedLedgerOffloadDriver"),
         "LEDGERGC_OFFLOAD_BUCKET": ("old-bucket", "s3ManagedLedgerOffloadBucket"),
         "LEDGERGC_OFFLOAD_S3_REGION": ("eu-west-1", "managedLedgerOffloadRegion"),
-        "LEDGERGC_OFFLOAD_S3_ENDPOINT": (
+        "LEDGERGC_OFFLOAD_ENDPOINT": (
             "http://minio:9000",
             "managedLedgerOffloadServiceEndpoint",
         ),
@@ -139,9 +140,10 @@ def test_offload_keys_the_drivers_older_spelling_first_then_the_generic_one() ->
     for driver in ("S3", "s3", "aliyun-oss"):
         other = {**conf, "managedLedgerOffloadDriver": driver}
         assert _values(other) == {
+            "LEDGERGC_OFFLOAD_DRIVER": (driver, "managedLedgerOffloadDriver"),
             "LEDGERGC_OFFLOAD_BUCKET": ("new-bucket", "managedLedgerOffloadBucket"),
             "LEDGERGC_OFFLOAD_S3_REGION": ("eu-west-1", "managedLedgerOffloadRegion"),
-            "LEDGERGC_OFFLOAD_S3_ENDPOINT": (
+            "LEDGERGC_OFFLOAD_ENDPOINT": (
                 "http://minio:9000",
                 "managedLedgerOffloadServiceEndpoint",
             ),
@@ -157,10 +159,10 @@ def test_offload_keys_the_drivers_older_spelling_first_then_the_generic_one() ->
     assert _values({**conf, "managedLedgerOffloadDriver": ""}) == {}
 
 
-def test_a_driver_that_is_not_s3_leaves_tiered_storage_off_and_says_why() -> None:
+def test_a_driver_that_is_no_object_store_leaves_tiered_storage_off_and_says_why() -> None:
     conf = {
-        "managedLedgerOffloadDriver": "google-cloud-storage",
-        "gcsManagedLedgerOffloadBucket": "g",
+        "managedLedgerOffloadDriver": "filesystem",
+        "managedLedgerOffloadBucket": "g",
     }
     [value] = settings_of(conf)
     assert (value.env, value.value, value.key) == (
@@ -168,7 +170,7 @@ def test_a_driver_that_is_not_s3_leaves_tiered_storage_off_and_says_why() -> Non
         "",
         "managedLedgerOffloadDriver",
     )
-    assert "google-cloud-storage is not an S3-compatible offloader" in value.why
+    assert "managedLedgerOffloadDriver=filesystem is no object store ledger-gc reads" in value.why
 
 
 def test_the_cluster_name_is_the_offload_tag_to_keep() -> None:
@@ -208,7 +210,7 @@ def test_settings_not_set_otherwise_come_from_the_broker_conf(tmp_path: Path) ->
     assert settings.bookkeeper_root == "/ledgers"
     assert settings.offload_bucket == "pulsar-offload"
     assert settings.offload_s3_region == "eu-west-1"
-    assert settings.offload_s3_endpoint is None
+    assert settings.offload_endpoint is None
     assert settings.pulsar_clusters == ("us-east",)
     shown = settings.provenance()
     assert shown["LEDGERGC_ZK_HOSTS"] == {

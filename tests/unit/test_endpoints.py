@@ -65,7 +65,7 @@ def test_tiered_storage_takes_the_block_stores_endpoint_and_credentials_unless_i
     assert (offload.bucket, offload.key_prefix) == ("offload", "tiered/")
     assert (offload.endpoint, offload.region) == ("http://s3.local:8333", "eu-west-1")
     assert offload.access_key_id == "AKIDEXAMPLE" and offload.secret_access_key == "secret"
-    own = resolve(settings.with_overrides(offload_s3_endpoint="http://other:9000")).offload
+    own = resolve(settings.with_overrides(offload_endpoint="http://other:9000")).offload
     assert own.endpoint == "http://other:9000"
     assert not resolve(settings.with_overrides(bucket="")).blocks.configured
 

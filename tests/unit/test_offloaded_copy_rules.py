@@ -24,8 +24,8 @@ def index_header(data_length: int, magic: int = oc.INDEX_MAGIC) -> bytes:
     [
         (COPY, "", "LEDGERGC_OFFLOAD_BUCKET is empty"),
         (None, BUCKET, "no uuid"),
-        (OffloadedCopy("u", driver="google-cloud-storage"), BUCKET, "not S3-compatible"),
-        (OffloadedCopy("u", driver="azureblob"), BUCKET, "not S3-compatible"),
+        (OffloadedCopy("u", driver="google-cloud-storage"), BUCKET, "not to the s3 store"),
+        (OffloadedCopy("u", driver="azureblob"), BUCKET, "not to the s3 store"),
         (OffloadedCopy("u", driver=None), BUCKET, "not recorded"),
         (OffloadedCopy("u", driver="aws-s3", bucket="elsewhere"), BUCKET, "elsewhere"),
     ],

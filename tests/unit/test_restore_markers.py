@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ledger_gc.restore.restoring import _run_markers
 from ledger_gc.storage.gc_bucket import ObjectVersion
+from ledger_gc.storage.gc_bucket import run_markers as _run_markers
 
 KEY = "ledgers/t/ns/persistent/x/ledgers/00000000000000000001/00000000000000000000.blk"
 

@@ -71,8 +71,16 @@ EVERY_SETTING_CHANGED = Settings(
     metadata_read_only="true",
     offload_bucket="offload",
     offload_prefix="tiered",
-    offload_s3_endpoint="http://127.0.0.1:9001",
+    offload_endpoint="http://127.0.0.1:9001",
     offload_s3_region="eu-central-1",
+    offload_driver="google-cloud-storage",
+    offload_gcs_key_file=Path("/etc/pulsar/gcs.json"),
+    offload_gcs_token="ya29.gcs-token",
+    offload_gcs_project="gcs-project",
+    azure_storage_account="azureaccount",
+    azure_storage_key="azure-account-key",
+    azure_storage_sas="sv=2025&sig=azure-sas",
+    azure_storage_connection_string="AccountName=a;AccountKey=azure-conn-key",
     bookkeeper="false",
     bk_ledgers_root="/bk/ledgers",
     bk_zk_address="zk3:2181/bk",
@@ -102,8 +110,9 @@ SAMPLES = (EVERY_SETTING_CHANGED, WITH_JAAS)
 
 def inherited(sample: Settings) -> Settings:
     """What a child process gets back from ``to_env``: all but the broker.conf's path (it
-    gets the values instead; a Spark driver on another host has no broker.conf)."""
-    return dataclasses.replace(sample, pulsar_conf=None)
+    gets the values instead; a Spark driver on another host has no broker.conf) and the
+    GCS key file (it gets the access token made of it, never the key)."""
+    return dataclasses.replace(sample, pulsar_conf=None, offload_gcs_key_file=None)
 
 
 def _value(settings: Settings, spec) -> object:  # type: ignore[no-untyped-def]
@@ -165,6 +174,8 @@ def test_the_secrets_are_every_secret_setting_and_never_shown() -> None:
     ]
     assert sorted(EVERY_SETTING_CHANGED.secrets()) == sorted(
         ["zk-pass", "cfg-pass", "s3cret-key", "session-token", "db-pass", *tls_keys]
+        + ["ya29.gcs-token", "azure-account-key", "sv=2025&sig=azure-sas"]
+        + ["AccountName=a;AccountKey=azure-conn-key"]
         + [f"{kind}-{zk}" for kind in ("key", "trust", "sasl") for zk in ("zk", "bk", "cfg")]
     )
     assert Settings().secrets() == []

@@ -45,6 +45,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import S3, family
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,16 @@ def for_spark(settings: Settings, connection: Any | None, *, local_master: bool)
     """The settings a Spark application is handed: temporary credentials, none (the
     executors' own chain), or, for a store that is not AWS and has no STS, its static
     keys (see the module's docstring)."""
-    if not settings.s3_access_key_id or settings.s3_session_token or local_master:
+    if not settings.s3_access_key_id or local_master:
+        return settings
+    if not _endpoints(settings):
+        # No store of this application is S3 (the block store off, tiered storage on GCS
+        # or Azure): its AWS keys are nobody's business there, long-lived or not.
+        log.info("no store is S3: the AWS keys are not handed to the Spark application")
+        return settings.without_values(
+            "s3_access_key_id", "s3_secret_access_key", "s3_session_token"
+        )
+    if settings.s3_session_token:
         return settings
     config = ConnectionAwsHook(connection).conn_config if connection is not None else None
     # The connection's own STS (never its S3 endpoint_url), as the provider resolves it.
@@ -149,10 +159,11 @@ def for_spark(settings: Settings, connection: Any | None, *, local_master: bool)
 
 def _endpoints(settings: Settings) -> set[str | None]:
     """Every S3 endpoint the application uses the keys with (None: AWS's own): the
-    store's, and the offload bucket's when tiered storage is on."""
-    endpoints = {settings.s3_endpoint}
-    if settings.offload_bucket:
-        endpoints.add(settings.offload_s3_endpoint or settings.s3_endpoint)
+    block store's when it is on, and the offload bucket's when tiered storage is on and
+    on S3; empty when no store is S3."""
+    endpoints: set[str | None] = {settings.s3_endpoint} if settings.bucket else set()
+    if settings.offload_bucket and family(settings.offload_driver) == S3:
+        endpoints.add(settings.offload_endpoint or settings.s3_endpoint)
     return endpoints
 
 

@@ -26,10 +26,17 @@ Connections (all optional; see ``airflow_settings.yaml``):
 * ``ledgergc_s3``: type ``aws``; ``extra.endpoint_url`` (empty: AWS), ``extra.region_name``,
   ``extra.bucket`` and ``extra.prefix``; its identity as the Amazon provider's
   ``AwsBaseHook`` reads it: keys, a role to assume, web identity (IRSA), a profile, or
-  none (boto3's default chain) (``aws_credentials``).
+  none (boto3's default chain) (``aws_credentials``);
+* ``google_cloud_default``: the Google provider's ``GCSHook`` connection, read when tiered
+  storage is on GCS (``LEDGERGC_OFFLOAD_DRIVER=google-cloud-storage``): an access token
+  is minted from its identity for the task (``gcp_credentials``);
+* ``wasb_default``: the Microsoft Azure provider's ``WasbHook`` connection, read when
+  tiered storage is on Azure (``azureblob``): a SAS for the container, or the account
+  key, SAS or connection string it holds (``azure_credentials``).
 
 A Spark task's application gets its credentials through ``spark_settings``: temporary
-ones, or none (the executors' own chain); long-lived AWS keys never reach a cluster.
+ones, or none (the executors' own chain); long-lived AWS keys never reach a cluster, nor
+do a GCS key (an access token does) or an Azure account key (a SAS does).
 """
 
 from __future__ import annotations
@@ -43,9 +50,12 @@ from airflow.sdk import BaseHook
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_addresses import is_bookkeeper_url
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import AZURE, GCS, family
 
 ZK_CONN_ID = "ledgergc_zookeeper"
 S3_CONN_ID = "ledgergc_s3"
+GCS_CONN_ID = "google_cloud_default"
+WASB_CONN_ID = "wasb_default"
 SETTINGS_VARIABLE = "ledgergc_settings"
 
 #: The DAG params (of either DAG) that are settings.
@@ -171,6 +181,8 @@ def assemble_settings(
     zookeeper_conn_id: str = ZK_CONN_ID,
     s3_conn_id: str = S3_CONN_ID,
     s3_credentials: bool = True,
+    gcs_conn_id: str = GCS_CONN_ID,
+    wasb_conn_id: str = WASB_CONN_ID,
 ) -> Settings:
     """The effective settings, whoever reads Airflow's connections and variable: the
     environment, the connections, the variable, then ``params`` (every key of which must
@@ -179,8 +191,9 @@ def assemble_settings(
     ``connection(conn_id)`` (None: not defined) and ``variable()`` read them: the Task SDK
     in a task (``LedgerGcHook``), the core models in the API server (the plugin's page),
     so that the page sees what the tasks see. ``s3_credentials``: resolve the S3
-    connection's identity (a role is assumed then); the page, which reads no bucket,
-    does without."""
+    connection's identity (a role is assumed then), and tiered storage's on GCS or
+    Azure (a token or SAS is minted then: ``offload_credentials``); the page, which
+    reads no bucket, does without."""
     settings = Settings.from_env()
     zk = connection(zookeeper_conn_id)
     if zk is not None:
@@ -201,7 +214,30 @@ def assemble_settings(
     settings = apply_mapping(settings, variable())
     settings = settings.with_values(params or {}, source="the run's params", kind="params")
     # A broker.conf named by the variable (pulsar_conf) fills what is still unset.
-    return settings.with_broker_conf()
+    settings = settings.with_broker_conf()
+    if s3_credentials:
+        settings = offload_credentials(settings, connection, gcs_conn_id, wasb_conn_id)
+    return settings
+
+
+def offload_credentials(
+    settings: Settings,
+    connection: Callable[[str], Any | None],
+    gcs_conn_id: str = GCS_CONN_ID,
+    wasb_conn_id: str = WASB_CONN_ID,
+) -> Settings:
+    """Tiered storage's credentials when it is on GCS or Azure (the driver known once a
+    broker.conf has been read): the provider's connection, read only then."""
+    store = family(settings.offload_driver)
+    if not settings.offload_bucket or store not in (GCS, AZURE):
+        return settings
+    if store == GCS:
+        from ledger_gc.airflow.gcp_credentials import with_gcs_token
+
+        return with_gcs_token(settings, connection(gcs_conn_id))
+    from ledger_gc.airflow.azure_credentials import with_azure_credentials
+
+    return with_azure_credentials(settings, connection(wasb_conn_id))
 
 
 class LedgerGcHook(BaseHook):
@@ -211,6 +247,10 @@ class LedgerGcHook(BaseHook):
         not defined: ``LEDGERGC_ZK_HOSTS`` and ``LEDGERGC_ZK_DIGEST`` stand.
     :param s3_conn_id: the S3 connection (endpoint, region, bucket, prefix, key pair);
         not defined: the ``LEDGERGC_*`` S3 settings and boto3's default chain stand.
+    :param gcs_conn_id: the Google connection (``GCSHook``), read when tiered storage is
+        on GCS; not defined: the brokers' key file, or each process's own credentials.
+    :param wasb_conn_id: the Azure connection (``WasbHook``), read when tiered storage is
+        on Azure; not defined: ``AZURE_STORAGE_*`` as the brokers have them.
     """
 
     conn_name_attr = "zookeeper_conn_id"
@@ -218,11 +258,18 @@ class LedgerGcHook(BaseHook):
     hook_name = "ledger-gc"
 
     def __init__(
-        self, zookeeper_conn_id: str = ZK_CONN_ID, s3_conn_id: str = S3_CONN_ID, **kwargs: Any
+        self,
+        zookeeper_conn_id: str = ZK_CONN_ID,
+        s3_conn_id: str = S3_CONN_ID,
+        gcs_conn_id: str = GCS_CONN_ID,
+        wasb_conn_id: str = WASB_CONN_ID,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.s3_conn_id = s3_conn_id
+        self.gcs_conn_id = gcs_conn_id
+        self.wasb_conn_id = wasb_conn_id
 
     def get_conn(self) -> Settings:
         """The settings of a run without params (what every run starts from)."""
@@ -239,16 +286,21 @@ class LedgerGcHook(BaseHook):
                 params,
                 zookeeper_conn_id=self.zookeeper_conn_id,
                 s3_conn_id=self.s3_conn_id,
+                gcs_conn_id=self.gcs_conn_id,
+                wasb_conn_id=self.wasb_conn_id,
             )
         )
 
 
 def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
     """What a Spark application of a task is handed: never long-lived AWS keys on a
-    cluster (``aws_credentials.for_spark``)."""
+    cluster (``aws_credentials.for_spark``), nor an Azure account key
+    (``azure_credentials.for_spark``: a SAS instead); GCS gets its access token only."""
+    from ledger_gc.airflow import azure_credentials
     from ledger_gc.airflow.aws_credentials import for_spark
 
-    return masked(for_spark(settings, _connection(S3_CONN_ID), local_master=local_master))
+    settings = for_spark(settings, _connection(S3_CONN_ID), local_master=local_master)
+    return masked(azure_credentials.for_spark(settings, local_master=local_master))
 
 
 def masked(settings: Settings) -> Settings:

@@ -1,9 +1,10 @@
 """Look at a ``bk-offloaded-copy``'s offloaded objects before its BookKeeper copy goes.
 
 The rules are ``rules.bookkeeper.offloaded_copy``; this is their I/O: a HEAD of the data
-object and of the index in ``LEDGERGC_OFFLOAD_BUCKET`` (under
-``LEDGERGC_OFFLOAD_PREFIX``, through ``storage.s3.OffloadStorage`` as the tiered-storage
-source reads it), and the index's first 16 bytes (the length the offload wrote). Asked
+object and of the index in ``LEDGERGC_OFFLOAD_BUCKET`` (under ``LEDGERGC_OFFLOAD_PREFIX``,
+in the store ``LEDGERGC_OFFLOAD_DRIVER`` names: S3, GCS or Azure, through the
+``OffloadBucket`` that ``storage.offload_buckets`` makes, as the tiered-storage source
+reads it), and the index's first 16 bytes (the length the offload wrote). Asked
 by the survey (so the report shows such a ledger held) and again by the live re-check
 just before the delete, which is the decision that must hold. Any answer but the
 objects themselves (a 403, a timeout) holds the ledger: it is retried next cycle.
@@ -27,7 +28,8 @@ from ledger_gc.rules.bookkeeper.offloaded_copy import (
     why_unverifiable,
 )
 from ledger_gc.rules.storage import offload_keys
-from ledger_gc.storage.s3 import OffloadStorage
+from ledger_gc.storage.offload_bucket import OffloadBucket
+from ledger_gc.storage.offload_buckets import offload_bucket
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +45,14 @@ def hold_reason(
     offload: ObjectStore,
     ledger_id: int,
     copy: OffloadedCopy | None,
-    storage: OffloadStorage | None = None,
+    storage: OffloadBucket | None = None,
 ) -> str | None:
     """Why ledger ``ledger_id``'s BookKeeper copy must stay (None: its offloaded copy is
     there, whole). ``offload``: tiered storage (``LEDGERGC_OFFLOAD_*``)."""
-    why = why_unverifiable(copy, offload.bucket)
+    why = why_unverifiable(copy, offload.bucket, family=offload.driver)
     if why is not None or copy is None:
         return why
-    storage = storage or OffloadStorage(offload)
+    storage = storage or offload_bucket(offload)
     keys = offload_keys.segment_keys(storage.prefix, copy.uuid, ledger_id)
     try:
         read = _read(storage, keys)
@@ -67,7 +69,7 @@ def hold_reasons(
     ledger id -> why, for those that must stay."""
     if not copies:
         return {}
-    storage = OffloadStorage(offload) if offload.configured else None
+    storage = offload_bucket(offload) if offload.configured else None
     items = sorted(copies.items())
     with ThreadPoolExecutor(max_workers=min(THREADS, len(items))) as pool:
         found = list(pool.map(lambda item: hold_reason(offload, item[0], item[1], storage), items))
@@ -85,7 +87,7 @@ def live_hold_reason(
     return hold_reason(offload, ledger_id, refs.offload_copies.get(ledger_id))
 
 
-def _read(storage: OffloadStorage, keys: tuple[str, str]) -> ObjectsRead:
+def _read(storage: OffloadBucket, keys: tuple[str, str]) -> ObjectsRead:
     data_key, index_key = keys
     data = _head(storage, data_key)
     index = _head(storage, index_key)
@@ -95,8 +97,40 @@ def _read(storage: OffloadStorage, keys: tuple[str, str]) -> ObjectsRead:
     return ObjectsRead(data, index, header)
 
 
-def _head(storage: OffloadStorage, key: str) -> int | None:
+def _head(storage: OffloadBucket, key: str) -> int | None:
     """The object's length, None when there is none (a delete marker's 404 included)."""
+    if not _speaks_protocol(storage):
+        return _s3_head(storage, key)
+    try:
+        head = storage.head(key)
+    except Exception as exc:
+        log.warning("cannot HEAD %s/%s: %s", storage.bucket, key, exc)
+        raise _Unreadable(f"HEAD {key}: {exc}") from exc
+    return None if head is None else head.size
+
+
+def _first_bytes(storage: OffloadBucket, key: str, count: int) -> bytes:
+    if count <= 0:
+        return b""
+    if not _speaks_protocol(storage):
+        return _s3_first_bytes(storage, key, count)
+    try:
+        return bytes(storage.read_range(key, 0, count))
+    except Exception as exc:
+        log.warning("cannot read %s/%s: %s", storage.bucket, key, exc)
+        raise _Unreadable(f"GET {key}: {exc}") from exc
+
+
+def _speaks_protocol(storage: OffloadBucket) -> bool:
+    """Whether ``storage`` has the protocol's ``head``/``read_range``. S3's
+    ``OffloadStorage`` gets them with the tiered-storage source's move onto the protocol
+    (issue 35); until then its boto3 client is read directly (``_s3_head``)."""
+    return callable(getattr(storage, "head", None)) and callable(
+        getattr(storage, "read_range", None)
+    )
+
+
+def _s3_head(storage: Any, key: str) -> int | None:
     try:
         head = storage.client.head_object(Bucket=storage.bucket, Key=key)
     except Exception as exc:
@@ -107,9 +141,7 @@ def _head(storage: OffloadStorage, key: str) -> int | None:
     return int(head.get("ContentLength", 0))
 
 
-def _first_bytes(storage: OffloadStorage, key: str, count: int) -> bytes:
-    if count <= 0:
-        return b""
+def _s3_first_bytes(storage: Any, key: str, count: int) -> bytes:
     try:
         got = storage.client.get_object(
             Bucket=storage.bucket, Key=key, Range=f"bytes=0-{count - 1}"

@@ -26,8 +26,13 @@ their precedence are Pulsar's own:
 * the cluster's name, ``clusterName``: what Pulsar tags its offloaded objects with
   (``LEDGERGC_PULSAR_CLUSTER``).
 
-ledger-gc reads S3-compatible offload buckets (``aws-s3``, ``S3``, ``aliyun-oss``); with
-another driver tiered storage stays off, and the settings say why.
+The driver (``LEDGERGC_OFFLOAD_DRIVER``) names the store: S3's API (``aws-s3``, ``S3``,
+``aliyun-oss``), Google Cloud Storage (``google-cloud-storage``, whose service account
+key file ``gcsManagedLedgerOffloadServiceAccountKeyFile`` is ``LEDGERGC_OFFLOAD_GCS_KEY_FILE``)
+or Azure Blob Storage (``azureblob``: the container is the bucket; its account and key
+are the brokers' environment, ``AZURE_STORAGE_ACCOUNT``/``AZURE_STORAGE_ACCESS_KEY``,
+which the settings read as they are). The region is S3's only. With another driver
+(``filesystem``, ``transient``) tiered storage stays off, and the settings say why.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from pathlib import Path
 
 from ledger_gc.config.java_properties import parse_properties
 from ledger_gc.errors import ConfigError
-from ledger_gc.rules.bookkeeper.offloaded_copy import S3_DRIVERS
+from ledger_gc.rules.storage.offload_drivers import PULSAR_DRIVERS, S3, family
 
 PULSAR_CONF = "LEDGERGC_PULSAR_CONF"
 #: The configuration store's keys, newest first (``ServiceConfiguration.
@@ -55,8 +60,11 @@ GENERIC_OFFLOAD = "managedLedgerOffload"
 OFFLOAD_FIELDS = (
     ("Bucket", "LEDGERGC_OFFLOAD_BUCKET"),
     ("Region", "LEDGERGC_OFFLOAD_S3_REGION"),
-    ("ServiceEndpoint", "LEDGERGC_OFFLOAD_S3_ENDPOINT"),
+    ("ServiceEndpoint", "LEDGERGC_OFFLOAD_ENDPOINT"),
 )
+#: The brokers' GCS service account key file (``TieredStorageConfiguration``'s GCS
+#: credentials), read for ``google-cloud-storage`` only.
+GCS_KEY_FILE = ("gcsManagedLedgerOffloadServiceAccountKeyFile", "LEDGERGC_OFFLOAD_GCS_KEY_FILE")
 
 
 @dataclass(frozen=True)
@@ -112,19 +120,25 @@ def _offload(properties: dict[str, str]) -> list[ConfValue]:
         return []
     name, key = driver
     # Pulsar matches a driver's name ignoring case (JCloudBlobStoreProvider.getProvider).
-    if name.lower() not in S3_DRIVERS:
+    store = family(name)
+    if store is None:
         why = (
-            f"tiered storage off: {key}={name} is not an S3-compatible offloader, and "
-            f"ledger-gc reads offload buckets of {', '.join(sorted(S3_DRIVERS))} only"
+            f"tiered storage off: {key}={name} is no object store ledger-gc reads "
+            f"({', '.join(PULSAR_DRIVERS)})"
         )
         return [ConfValue("LEDGERGC_OFFLOAD_BUCKET", "", key, why)]
     older = OLDER_KEYS.get(name.lower())
-    found = []
+    found = [ConfValue("LEDGERGC_OFFLOAD_DRIVER", name, key)]
     for suffix, env in OFFLOAD_FIELDS:
+        if suffix == "Region" and store != S3:
+            continue
         keys = [f"{older}{suffix}"] if older else []
         value = _first(properties, *keys, f"{GENERIC_OFFLOAD}{suffix}")
         if value is not None:
             found.append(ConfValue(env, *value))
+    key_file = _first(properties, GCS_KEY_FILE[0]) if store != S3 else None
+    if key_file is not None and name.lower() == "google-cloud-storage":
+        found.append(ConfValue(GCS_KEY_FILE[1], *key_file))
     return found
 
 

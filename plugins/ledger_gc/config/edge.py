@@ -10,6 +10,7 @@ likewise), which variable each error names.
 
 from __future__ import annotations
 
+from ledger_gc.config import gcs_key_file
 from ledger_gc.config.endpoints import (
     BOOKKEEPER,
     CONFIGURATION,
@@ -23,6 +24,7 @@ from ledger_gc.config.policy import Policy
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_addresses import ZkAddress
 from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, Names, ZkSecurity, names_for
+from ledger_gc.rules.storage import offload_drivers
 
 
 def resolve(settings: Settings) -> Endpoints:
@@ -76,16 +78,49 @@ def block_store(settings: Settings) -> ObjectStore:
 
 
 def offload_store(settings: Settings) -> ObjectStore:
-    """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``; its endpoint and region,
-    unset, the block store's; the same credentials)."""
+    """Pulsar's tiered-storage bucket (``LEDGERGC_OFFLOAD_*``) in the store its driver
+    names (``LEDGERGC_OFFLOAD_DRIVER``), with that store's credentials and nothing else's:
+
+    * S3's API: its endpoint and region, unset, the block store's; the same keys;
+    * GCS: ``LEDGERGC_OFFLOAD_ENDPOINT`` (unset: Google's), an access token (given, or
+      exchanged here, once, for ``LEDGERGC_OFFLOAD_GCS_KEY_FILE``'s key: the key file
+      itself goes no further), the project;
+    * Azure: the endpoint (unset: the account's), the account and its key, a SAS or a
+      connection string, as the settings hold them.
+
+    Tiered storage off (no bucket): the driver's family only, no credential read."""
+    driver = offload_drivers.family(settings.offload_driver) or offload_drivers.S3
+    common = (settings.offload_bucket, settings.offload_prefix)
+    if driver == offload_drivers.GCS:
+        token, project = settings.offload_gcs_token, settings.offload_gcs_project
+        if not token and settings.offload_gcs_key_file and settings.offload_bucket:
+            token, key_project = gcs_key_file.access_token(settings.offload_gcs_key_file)
+            project = project or key_project
+        return ObjectStore(
+            *common,
+            settings.offload_endpoint,
+            driver=driver,
+            gcs_token=token,
+            gcs_project=project,
+        )
+    if driver == offload_drivers.AZURE:
+        return ObjectStore(
+            *common,
+            settings.offload_endpoint,
+            driver=driver,
+            azure_account=settings.azure_storage_account,
+            azure_key=settings.azure_storage_key,
+            azure_sas=settings.azure_storage_sas,
+            azure_connection_string=settings.azure_storage_connection_string,
+        )
     return ObjectStore(
-        settings.offload_bucket,
-        settings.offload_prefix,
-        settings.offload_s3_endpoint or settings.s3_endpoint,
+        *common,
+        settings.offload_endpoint or settings.s3_endpoint,
         settings.offload_s3_region or settings.s3_region,
         settings.s3_access_key_id,
         settings.s3_secret_access_key,
         settings.s3_session_token,
+        driver=driver,
     )
 
 

@@ -36,7 +36,11 @@ from typing import Any
 from ledger_gc.config.jaas import ZooKeeperLogin
 from ledger_gc.config.policy import Policy
 from ledger_gc.config.secret_masking import install_secret_masking
-from ledger_gc.config.secret_values import digest_secrets, login_password
+from ledger_gc.config.secret_values import (
+    connection_string_secrets,
+    digest_secrets,
+    login_password,
+)
 from ledger_gc.config.zk_addresses import ZkAddress
 from ledger_gc.config.zk_security import PULSAR_NAMES, PULSAR_PREFIX, Names, ZkSecurity
 from ledger_gc.config.zk_security import specs as security_specs
@@ -196,6 +200,7 @@ class ObjectStore:
             self.azure_key,
             self.azure_sas,
             self.azure_connection_string,
+            *connection_string_secrets(self.azure_connection_string),
         )
         return [value for value in found if value]
 

@@ -54,6 +54,9 @@ class Settings(Protocol):
     @property
     def configuration_digest(self) -> str | None: ...
 
+    @property
+    def azure_storage_connection_string(self) -> str | None: ...
+
     def secrets(self) -> list[str]: ...
 
 
@@ -71,6 +74,7 @@ def secret_values(settings: Settings) -> list[str]:
         found.append(password(settings.state_url) or "")
     found += digest_secrets(settings.zk_digest)
     found += digest_secrets(settings.configuration_digest)
+    found += connection_string_secrets(settings.azure_storage_connection_string)
     for security in (
         settings.zk_security,
         settings.bookkeeper_security,
@@ -87,6 +91,21 @@ def digest_secrets(digest: str | None) -> list[str]:
         return []
     user, _, secret = digest.partition(":")
     return [secret, zookeeper_digest(user, secret)]
+
+
+#: The parts of an Azure Storage connection string that are secrets.
+CONNECTION_STRING_SECRETS = ("accountkey", "sharedaccesssignature")
+
+
+def connection_string_secrets(connection_string: str | None) -> list[str]:
+    """What of an Azure Storage connection string a log must not show besides the whole:
+    its ``AccountKey`` and ``SharedAccessSignature`` (an SDK's error may quote either)."""
+    found = []
+    for part in (connection_string or "").split(";"):
+        name, _, value = part.partition("=")
+        if name.strip().lower() in CONNECTION_STRING_SECRETS and value.strip():
+            found.append(value.strip())
+    return found
 
 
 def login_password(security: ZkSecurity, names: Names | None = None) -> str | None:

@@ -18,6 +18,7 @@ from ledger_gc.config.zk_addresses import (
     parse_zk_address,
 )
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import check_driver
 from ledger_gc.rules.storage.offload_keys import UNTAGGED_CLUSTER
 
 # botocore's own rules: a region is a DNS label; a bucket name as botocore accepts it
@@ -69,6 +70,14 @@ def check_endpoint(name: str, url: str | None) -> None:
             f"{name}={url!r} is not an endpoint URL; set it like http://127.0.0.1:9000 or "
             "https://s3.example.com (empty: AWS)"
         )
+
+
+def check_offload_driver(name: str, driver: str) -> None:
+    """One of Pulsar's offload drivers whose store ledger-gc reads (S3's API, GCS, Azure)."""
+    try:
+        check_driver(name, driver)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def check_region(name: str, region: str) -> None:

@@ -37,6 +37,7 @@ from ledger_gc.config.setting_forms import (
     check_digest,
     check_endpoint,
     check_ledgers_root,
+    check_offload_driver,
     check_pulsar_clusters,
     check_region,
     check_zk_address,
@@ -386,14 +387,29 @@ class Settings:
             normalize=lambda prefix: prefix.strip("/"),
         ),
     )
-    offload_s3_endpoint: str | None = setting(
+    # Which store Pulsar offloads to (rules.storage.offload_drivers: Pulsar's driver
+    # strings, matched ignoring case, and the families' own names).
+    offload_driver: str = setting(
+        "aws-s3",
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_DRIVER",
+            TEXT,
+            "the offloader's driver, as broker.conf's `managedLedgerOffloadDriver`: `aws-s3`, "
+            "`S3`, `aliyun-oss` (S3's API), `google-cloud-storage`, `azureblob`",
+            check=check_offload_driver,
+        ),
+    )
+    offload_endpoint: str | None = setting(
         None,
         SettingSpec(
-            "LEDGERGC_OFFLOAD_S3_ENDPOINT",
+            "LEDGERGC_OFFLOAD_ENDPOINT",
             TEXT,
-            "its S3 endpoint, when it differs",
+            "its endpoint, when not the cloud's own (an S3-compatible store, fake-gcs-server, "
+            "Azurite); the old name `LEDGERGC_OFFLOAD_S3_ENDPOINT` still works",
             check=check_endpoint,
-            default_doc="`LEDGERGC_S3_ENDPOINT`",
+            default_doc="S3: `LEDGERGC_S3_ENDPOINT`; GCS, Azure: the cloud's",
+            fallback_env="LEDGERGC_OFFLOAD_S3_ENDPOINT",
+            also_keys=("offload_s3_endpoint",),
         ),
     )
     offload_s3_region: str | None = setting(
@@ -404,6 +420,83 @@ class Settings:
             "its region, when it differs (broker.conf's `s3ManagedLedgerOffloadRegion`)",
             check=check_region,
             default_doc="`LEDGERGC_S3_REGION`",
+        ),
+    )
+    # Google Cloud Storage's credentials: a service account's key file (the brokers' own
+    # gcsManagedLedgerOffloadServiceAccountKeyFile), exchanged at the edge for an access
+    # token, or a token minted by the Airflow task (airflow.gcp_credentials). Neither: an
+    # endpoint's emulator is anonymous, Google's own is application default credentials.
+    offload_gcs_key_file: Path | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_GCS_KEY_FILE",
+            PATH,
+            "a GCS service account's JSON key file (broker.conf's "
+            "`gcsManagedLedgerOffloadServiceAccountKeyFile`); exchanged for an access token "
+            "once per run, never handed to a child process",
+            default_doc="application default credentials",
+            inherited=False,
+        ),
+    )
+    offload_gcs_token: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_GCS_TOKEN",
+            TEXT,
+            "a GCS OAuth2 access token (short-lived; what a Spark application is handed)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
+        ),
+    )
+    offload_gcs_project: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_GCS_PROJECT",
+            TEXT,
+            "the GCS project (the key's or ADC's when unset)",
+            omit_when_empty=True,
+        ),
+    )
+    # Azure Blob Storage's credentials, by the variables Pulsar's brokers read
+    # (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_ACCESS_KEY) and the SDK's connection string;
+    # or a SAS (one the Airflow task minted: airflow.azure_credentials).
+    azure_storage_account: str | None = setting(
+        None,
+        SettingSpec(
+            "AZURE_STORAGE_ACCOUNT",
+            TEXT,
+            "the Azure storage account (as Pulsar's brokers read it)",
+            omit_when_empty=True,
+        ),
+    )
+    azure_storage_key: str | None = setting(
+        None,
+        SettingSpec(
+            "AZURE_STORAGE_ACCESS_KEY",
+            TEXT,
+            "its account key (as Pulsar's brokers read it)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
+        ),
+    )
+    azure_storage_sas: str | None = setting(
+        None,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_AZURE_SAS",
+            TEXT,
+            "a SAS token for the container (short-lived; what a Spark application is handed)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
+        ),
+    )
+    azure_storage_connection_string: str | None = setting(
+        None,
+        SettingSpec(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            TEXT,
+            "an Azure Storage connection string (the SDK's; Azurite's)",
+            secret=SECRET_WHOLE,
+            omit_when_empty=True,
         ),
     )
     # BookKeeper's ledger metadata (DESIGN.md "BookKeeper ledgers"): "auto" scans it when
@@ -899,6 +992,14 @@ class Settings:
             if spec.field in changes and spec.part is None:
                 origins[spec.env] = Origin(source, detail, _given(changes[spec.field]))
         return replace(self, **changes, origins=origins)
+
+    def without_values(self, *fields: str) -> Settings:
+        """A copy with the settings ``fields`` names unset (None, their origins gone): what
+        a child process must not be handed (an Azure account key once a SAS replaces it)."""
+        gone = {spec.env for spec in declared(type(self)) if spec.field in fields}
+        origins = {env: origin for env, origin in self.origins.items() if env not in gone}
+        unset: dict[str, Any] = dict.fromkeys(fields)
+        return replace(self, **unset, origins=origins)
 
     def source_of(self, env: str) -> str:
         """``default`` when ``env``'s value is its default and nobody set it; else who set

@@ -209,6 +209,9 @@ class SettingSpec:
     #: False: ``to_env`` never writes it; a child process gets the values it set instead
     #: (``LEDGERGC_PULSAR_CONF``: a Spark driver on another host has no broker.conf).
     inherited: bool = True
+    #: Older keys of the setting in the ``ledgergc_settings`` variable and run params
+    #: (a renamed setting's old field name), still read.
+    also_keys: tuple[str, ...] = ()
     field: str = ""
 
     @property
@@ -222,7 +225,8 @@ class SettingSpec:
         lower case without ``LEDGERGC_`` where that differs (``pulsar_cluster``)."""
         from_env = self.env.removeprefix("LEDGERGC_").lower()
         named = self.env.startswith("LEDGERGC_") and from_env != self.key
-        return (self.key, from_env) if named else (self.key,)
+        keys = (self.key, from_env) if named else (self.key,)
+        return keys + tuple(key for key in self.also_keys if key not in keys)
 
     def read_env(self, environ: Mapping[str, str]) -> tuple[bool, Any]:
         """``(found, value)`` from the environment; ``found`` False: the default stands."""

@@ -152,6 +152,7 @@ class DiffRecord(StepRecord):
     our_clusters: dict[str, Any] | None = None
     other_clusters: dict[str, Any] = field(default_factory=dict)
     other_cluster_samples: list[Any] = field(default_factory=list)
+    other_bucket_samples: list[Any] = field(default_factory=list)
     # What the S3 source knew when it classified (order, time, horizon, snapshot facts).
     snapshot_started_ms: int | None = None
     scan_started_ms: int | None = None

@@ -90,8 +90,15 @@ samples of those classes: ``{"name", "store", "class", "why", "command"}``),
 ``tiered``: null with tiered storage off, else ``{"bucket", "prefix", "source",
 "objects", "bytes", "live_segments", "orphan_segments", "orphan_bytes",
 "foreign_objects", "deleted", "bytes_reclaimed", "other_cluster_segments",
-"other_cluster_bytes", "other_clusters", "our_clusters", "held_at_recheck", "held"}``:
+"other_cluster_bytes", "other_clusters", "other_bucket_segments", "other_bucket_bytes",
+"orphan_upload_parts", "orphan_upload_part_bytes", "upload_parts_deleted",
+"upload_part_bytes_reclaimed", "our_clusters", "held_at_recheck", "held"}``:
 the offload bucket as scanned and what this cycle deleted from it (segments, bytes).
+``other_bucket_segments``/``_bytes``: segments whose ledgers were offloaded to another
+driver or bucket (``driverMetadata``; class ``other-bucket-segment``: kept, listed in
+``held``); ``orphan_upload_parts``/``_bytes``: GCS multipart leftovers found
+(``orphan-upload-part``), ``upload_parts_deleted`` and ``upload_part_bytes_reclaimed``
+what this cycle deleted of them.
 ``other_cluster_segments``/``_bytes``: segments whose objects name another Pulsar cluster
 (class ``other-cluster-segment``; never registered or deleted, not orphans for the
 byte-fraction guard); ``other_clusters``: their count per ``pulsarClusterName``
@@ -134,6 +141,8 @@ from ledger_gc.rules.orphans.classify import (
     OFFLOAD_FOREIGN,
     ORPHAN_CLASSES,
     ORPHAN_SEGMENT,
+    ORPHAN_UPLOAD_PART,
+    OTHER_BUCKET_SEGMENT,
     OTHER_CLUSTER_SEGMENT,
 )
 from ledger_gc.rules.orphans.guards import METADATA_READ
@@ -511,6 +520,12 @@ def _tiered(
     held = [_target(vars(r), bytes=r.bytes or 0, reason=r.reason) for r in held_now] + list(
         diff.other_cluster_samples if diff else []
     )
+    held += list(diff.other_bucket_samples if diff else [])
+    parts = [r for r in deleted if r.target_class == ORPHAN_UPLOAD_PART]
+
+    def total(name: str, what: str) -> int:
+        return int((classes.get(name) or {}).get(what) or 0)
+
     return {
         "bucket": offload.get("bucket"),
         "prefix": offload.get("prefix"),
@@ -526,6 +541,14 @@ def _tiered(
         "other_cluster_segments": classes[OTHER_CLUSTER_SEGMENT]["units"],
         "other_cluster_bytes": classes[OTHER_CLUSTER_SEGMENT]["bytes"],
         "other_clusters": dict(diff.other_clusters if diff else {}),
+        # Segments whose ledgers were offloaded to another driver or bucket (kept).
+        "other_bucket_segments": total(OTHER_BUCKET_SEGMENT, "units"),
+        "other_bucket_bytes": total(OTHER_BUCKET_SEGMENT, "bytes"),
+        # GCS multipart leftovers (orphan-upload-part).
+        "orphan_upload_parts": total(ORPHAN_UPLOAD_PART, "units"),
+        "orphan_upload_part_bytes": total(ORPHAN_UPLOAD_PART, "bytes"),
+        "upload_parts_deleted": len(parts),
+        "upload_part_bytes_reclaimed": sum(r.bytes for r in parts if not r.recoverable),
         "our_clusters": diff.our_clusters if diff else None,
         "held_at_recheck": len(held_now),
         "held": held[:MAX_LISTED],
@@ -757,6 +780,20 @@ def render_text(cycle_report: CycleReport) -> Iterable[str]:
                 f"({_size(tiered['other_cluster_bytes'])}; {clusters or 'none in the diff'}), "
                 f"{tiered['held_at_recheck']} more at the live re-check; this store's "
                 f"clusters: {(tiered.get('our_clusters') or {}).get('names') or 'none named'}"
+            )
+        if tiered.get("other_bucket_segments"):
+            yield (
+                f"  held as offloaded elsewhere (never deleted): "
+                f"{tiered['other_bucket_segments']} segments "
+                f"({_size(tiered['other_bucket_bytes'])}) whose ledgers' driverMetadata names "
+                "another driver or bucket"
+            )
+        if tiered.get("orphan_upload_parts") or tiered.get("upload_parts_deleted"):
+            yield (
+                f"  GCS upload parts left by stopped uploads: {tiered['orphan_upload_parts']} "
+                f"({_size(tiered['orphan_upload_part_bytes'])}); deleted "
+                f"{tiered['upload_parts_deleted']}, "
+                f"{_size(tiered['upload_part_bytes_reclaimed'])} reclaimed"
             )
     bookkeeper = data.get("bookkeeper")
     if bookkeeper:

@@ -293,6 +293,8 @@ def classify(
     objects = _scan_objects(spark, endpoints.blocks, run, scan_record)
     if "offload_uuid" not in snapshot.columns:  # a snapshot of an older ledger-gc
         snapshot = snapshot.withColumn("offload_uuid", F.lit(None).cast("string"))
+    if "offload_place" not in snapshot.columns:  # older still: no offload's place
+        snapshot = snapshot.withColumn("offload_place", F.lit(None).cast("string"))
     blocks = diff_blocks(
         snapshot,
         objects,

@@ -48,14 +48,15 @@ from ledger_gc.audit import (
 )
 from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import Endpoints
-from ledger_gc.deletion import SEGMENT_TARGETS
+from ledger_gc.deletion import OFFLOAD_TARGETS, SEGMENT_TARGETS
 from ledger_gc.errors import AuditUnavailableError, SafetyRefusalError
 from ledger_gc.pulsar_metadata import restore as pm_restore
 from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
-from ledger_gc.storage.gc_bucket import ObjectVersion
-from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
-from ledger_gc.storage.versioning import OFF
+from ledger_gc.storage import offload_buckets
+from ledger_gc.storage.gc_bucket import ObjectVersion, run_markers
+from ledger_gc.storage.offload_bucket import DeletedVersion, OffloadBucket
+from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger(__name__)
 
@@ -182,17 +183,18 @@ def restore_run(
     # bare key of the offload bucket, never one of the ledger bucket.
     storages = _Storages(endpoints, storage)
     where = {id(r): storages.of(r) for r in deleted}
-    usable = {s.bucket: s for s in where.values() if isinstance(s, LedgerStorage)}
+    usable = {s.bucket: s for s in where.values() if not isinstance(s, str)}
     if not usable:
         raise SafetyRefusalError(f"run {run_id!r}: {next(iter(where.values()))}")
     versioned: dict[str, Any] = {}
     for name, store in usable.items():
         store.check_bucket()  # a missing bucket is its own clear error, not "unknown"
         versioned[name] = store.versioning()
-    if versioned and all(v.versioning == OFF for v in versioned.values()):
+    if versioned and all(not v.keeps_deleted_data for v in versioned.values()):
         raise SafetyRefusalError(
-            f"bucket {', '.join(repr(n) for n in sorted(versioned))} is not versioned: its "
-            "deletes freed the data and nothing can be restored"
+            f"bucket {', '.join(repr(n) for n in sorted(versioned))} keeps no deleted data "
+            f"({'; '.join(v.note for v in versioned.values())}): its deletes freed the data "
+            "and nothing can be restored"
         )
     recoverable = [r for r in deleted if r.get("recoverable")]
     if not recoverable:
@@ -206,7 +208,7 @@ def restore_run(
         if record.get("status") == DELETING:
             prefix = str(record["prefix"])
             announced[prefix] = min(announced.get(prefix, record["time_ms"]), record["time_ms"])
-    first = next(v for v in versioned.values() if v.versioning != OFF)
+    first = next(v for v in versioned.values() if v.keeps_deleted_data)
     report = RestoreReport(new_restore_id(clock), run_id, dry_run, first.to_dict())
     for record in recoverable:
         prefix = str(record["prefix"])
@@ -221,11 +223,14 @@ def restore_run(
             item.error = target
             continue
         item.bucket = target.bucket
-        if versioned[target.bucket].versioning == OFF:
-            item.error = f"bucket {target.bucket!r} is not versioned: nothing to restore"
+        if not versioned[target.bucket].keeps_deleted_data:
+            item.error = f"bucket {target.bucket!r} keeps no deleted data: nothing to restore"
             continue
         try:
-            _restore_prefix(target, audit, report, item, started, ended, dry_run)
+            if isinstance(target, OffloadBucket):
+                _restore_offload(target, audit, report, item, started, ended, dry_run)
+            else:
+                _restore_prefix(target, audit, report, item, started, ended, dry_run)
         except AuditUnavailableError:
             raise  # no restore without its record: stop here
         except Exception as exc:  # one prefix must not stop the others; reported
@@ -381,7 +386,7 @@ def _restore_prefix(
     # Per key: the delete markers to remove (newest first) and the version they uncover.
     markers: list[tuple[list[ObjectVersion], ObjectVersion]] = []
     for versions in by_key.values():
-        uncovered = _run_markers(versions, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
+        uncovered = run_markers(versions, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
         if uncovered is None:
             item.skipped += 1
         else:
@@ -404,31 +409,62 @@ def _restore_prefix(
         audit.append([_record(report, item, item.objects_restored, item.bytes_restored, RESTORED)])
 
 
-def _run_markers(
-    versions: list[ObjectVersion], earliest: int, latest_ms: int
-) -> tuple[list[ObjectVersion], ObjectVersion] | None:
-    """The delete markers on top of one key's versions that the run made (between
-    ``earliest`` and ``latest_ms``), newest first, and the data version under them; None
-    when the key's latest version is data, a marker from another time is in the way (a
-    later delete, which is not this run's to undo), or no data is under them (pure).
-
-    A retried DeleteObjects may stack several markers on one key; all of them go."""
-    top = [v for v in versions if v.is_latest]
-    rest = sorted(
-        (v for v in versions if not v.is_latest), key=lambda v: v.last_modified, reverse=True
+def _restore_offload(
+    storage: OffloadBucket,
+    audit: AuditLog,
+    report: RestoreReport,
+    item: RestoredPrefix,
+    started: int,
+    ended: int,
+    dry_run: bool,
+) -> None:
+    """Bring back an offload-bucket target (a segment's data and index keys, an upload
+    part's key) through the bucket's own keeping: what ``deleted_versions`` finds of each
+    key deleted during the run's delete (S3 delete markers, GCS soft-deleted or
+    noncurrent generations, Azure soft-deleted blobs or versions), made current by
+    ``restore``, which never overwrites an object written since."""
+    wanted = (
+        [item.prefix, f"{item.prefix}-index"]
+        if item.target_class in SEGMENT_TARGETS
+        else [item.prefix]
     )
-    found: list[ObjectVersion] = []
-    for version in top[:1] + rest:
-        if not version.delete_marker:
-            return (found, version) if found else None
-        if not earliest <= version.last_modified <= latest_ms:
-            return None
-        found.append(version)
-    return None
+    found = []
+    for key in wanted:
+        if storage.owns(key) is not None:
+            continue
+        kept = storage.deleted_versions(key, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
+        if kept:
+            found.append(kept[0])  # the newest: what the run's delete removed
+        elif storage.head(key) is not None:
+            item.skipped += 1  # written again since: not the run's to undo
+    item.markers = len(found)
+    if dry_run or not found:
+        return
+    size = sum(version.size for version in found)
+    audit.append([_record(report, item, len(found), size, RESTORING, found)])
+    done = []
+    for version in found:
+        try:
+            storage.restore(version)
+        except Exception as exc:
+            item.error = str(exc)
+            break
+        done.append(version)
+        item.objects_restored += 1
+        item.bytes_restored += version.size
+    if done:
+        audit.append(
+            [_record(report, item, item.objects_restored, item.bytes_restored, RESTORED, done)]
+        )
 
 
 def _record(
-    report: RestoreReport, item: RestoredPrefix, objects: int, size: int, status: str
+    report: RestoreReport,
+    item: RestoredPrefix,
+    objects: int,
+    size: int,
+    status: str,
+    versions: list[DeletedVersion] | None = None,
 ) -> AuditRecord:
     return AuditRecord(
         operation=RESTORE,
@@ -443,6 +479,7 @@ def _record(
         status=status,
         versioning=str(report.bucket.get("versioning")),
         bucket=item.bucket,
+        extra={"versions": {v.key: f"{v.how}:{v.version}" for v in versions}} if versions else None,
     )
 
 
@@ -454,10 +491,10 @@ class _Storages:
     def __init__(self, endpoints: Endpoints, ledger: LedgerStorage | None) -> None:
         self.endpoints = endpoints
         self.ledger = ledger
-        self.offload: LedgerStorage | None = None
+        self.offload: OffloadBucket | None = None
 
-    def of(self, record: dict[str, Any]) -> LedgerStorage | str:
-        segment = record.get("target_class") in SEGMENT_TARGETS
+    def of(self, record: dict[str, Any]) -> LedgerStorage | OffloadBucket | str:
+        segment = record.get("target_class") in OFFLOAD_TARGETS
         wanted = self.endpoints.offload.bucket if segment else self.endpoints.blocks.bucket
         bucket = record.get("bucket") or wanted
         if not bucket or bucket != wanted:
@@ -468,7 +505,7 @@ class _Storages:
                 "that run)"
             )
         if segment:
-            self.offload = self.offload or OffloadStorage(self.endpoints.offload)
+            self.offload = self.offload or offload_buckets.offload_bucket(self.endpoints.offload)
             return self.offload
         self.ledger = self.ledger or LedgerStorage(self.endpoints.blocks)
         return self.ledger

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.rules.orphans.segments import CLUSTER_METADATA
-from ledger_gc.storage.s3 import OffloadStorage
+from ledger_gc.storage import offload_buckets
+from ledger_gc.storage.offload_bucket import OffloadBucket
 
 log = logging.getLogger(__name__)
 
@@ -47,43 +47,38 @@ def cluster_of(metadata: Mapping[str, str] | None) -> str | None:
     return None
 
 
-def _missing(exc: Exception) -> bool:
-    response: Any = getattr(exc, "response", None) or {}
-    code = str((response.get("Error") or {}).get("Code", ""))
-    return code in ("404", "NoSuchKey", "NotFound")
-
-
-def read_segment_metadata(storage: OffloadStorage, data_key: str) -> SegmentMetadata:
+def read_segment_metadata(storage: OffloadBucket, data_key: str) -> SegmentMetadata:
     """Both objects' user metadata (the data object's, and the index's that Pulsar
-    writes with the same user metadata); a missing object is skipped."""
+    writes with the same user metadata), read with the bucket's ``head``; a missing
+    object is skipped."""
     found = SegmentMetadata()
     for key in (data_key, f"{data_key}-index"):
         try:
-            head = storage.client.head_object(Bucket=storage.bucket, Key=key)
+            head = storage.head(key)
         except Exception as exc:
-            if not _missing(exc):
-                log.warning("cannot read the user metadata of %s/%s: %s", storage.bucket, key, exc)
-                found.unreadable.append(key)
+            log.warning("cannot read the user metadata of %s/%s: %s", storage.bucket, key, exc)
+            found.unreadable.append(key)
             continue
-        metadata = head.get("Metadata") or {}
-        found.clusters.add(cluster_of(metadata))
-        for name, value in metadata.items():
+        if head is None:
+            continue
+        found.clusters.add(cluster_of(head.metadata))
+        for name, value in head.metadata.items():
             if name.lower() == ML_NAME_METADATA and value:
                 found.ml_names.add(value)
     return found
 
 
-def _tag(storage: OffloadStorage, data_key: str) -> tuple[str, str | None, bool]:
+def _tag(storage: OffloadBucket, data_key: str) -> tuple[str, str | None, bool]:
     """(key, cluster name, read?) from the data object, else from its index."""
     for key in (data_key, f"{data_key}-index"):
         try:
-            head = storage.client.head_object(Bucket=storage.bucket, Key=key)
+            head = storage.head(key)
         except Exception as exc:
-            if _missing(exc):
-                continue
             log.warning("cannot read the user metadata of %s/%s: %s", storage.bucket, key, exc)
             return data_key, None, False
-        return data_key, cluster_of(head.get("Metadata")), True
+        if head is None:
+            continue
+        return data_key, cluster_of(head.metadata), True
     return data_key, None, False
 
 
@@ -92,7 +87,7 @@ def read_segment_tags(offload: ObjectStore, data_keys: Sequence[str]) -> dict[st
     not be read is absent (the diff keeps it an orphan candidate)."""
     if not data_keys:
         return {}
-    storage = OffloadStorage(offload)
+    storage = offload_buckets.offload_bucket(offload)
     with ThreadPoolExecutor(max_workers=min(THREADS, len(data_keys))) as pool:
         read = list(pool.map(lambda key: _tag(storage, key), data_keys))
     return {key: tag for key, tag, ok in read if ok}

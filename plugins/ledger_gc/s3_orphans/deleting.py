@@ -53,7 +53,11 @@ from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import phases, segments
-from ledger_gc.rules.orphans.classify import ORPHAN_SEGMENT, parse_segment_target
+from ledger_gc.rules.orphans.classify import (
+    OFFLOAD_ORPHAN_CLASSES,
+    ORPHAN_UPLOAD_PART,
+    parse_segment_target,
+)
 from ledger_gc.rules.orphans.outcomes import (
     CORRECTED,
     DELETED,
@@ -71,7 +75,10 @@ from ledger_gc.rules.orphans.phases import Decision, ListingState, LiveState, Re
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.rules.storage.keys import ledger_dir, parse_key
 from ledger_gc.s3_orphans import cluster_tags
-from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from ledger_gc.storage import offload_buckets
+from ledger_gc.storage.offload_bucket import OffloadBucket
+from ledger_gc.storage.s3 import LedgerStorage
+from ledger_gc.storage.s3_bucket import ObjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +108,13 @@ def read_segment_carriers(
     ledger_id: int,
     uuid: str,
     policies: MetadataStore | None = None,
-) -> frozenset[str]:
+) -> dict[str, set[str | None]]:
     """The managed ledgers (of ``names``; all of them if empty) whose listed or marked
-    ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now.
+    ledger ``ledger_id`` carries ``uuid``, as ZooKeeper's leader has them now, each with
+    where that offload went (``segments.offload_place``; None: not recorded).
     ``policies``: the configuration store, where listing them all needs a namespace's
     policies (None: ``store``)."""
-    from ledger_gc.s3_orphans.reading import offload_uuid_of
+    from ledger_gc.s3_orphans.reading import marker_place, offload_place_of, offload_uuid_of
 
     store.sync(paths.MANAGED_LEDGERS_ROOT)
     candidates = (
@@ -115,28 +123,30 @@ def read_segment_carriers(
         else store.list_managed_ledgers(sync=True, include_v1=True, policies=policies)
     )
     znodes = [paths.managed_ledger_path(name) for name in candidates]
-    carriers = set()
+    carriers: dict[str, set[str | None]] = {}
     for name, path, raw in zip(candidates, znodes, store.get_many_raw(znodes), strict=True):
         if raw is None:
             continue
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        listed = {
-            offload_uuid_of(ledger) for ledger in info.ledgerInfo if ledger.ledgerId == ledger_id
-        }
+        for ledger in info.ledgerInfo:
+            if ledger.ledgerId == ledger_id and offload_uuid_of(ledger) == uuid:
+                carriers.setdefault(name, set()).add(offload_place_of(ledger))
         marker = deletable_markers(info, path=path).get(ledger_id) or {}
-        if uuid in listed or marker.get("offloadUuid") == uuid:
-            carriers.add(name)
-    return frozenset(carriers)
+        if marker.get("offloadUuid") == uuid:
+            carriers.setdefault(name, set()).add(marker_place(marker))
+    return carriers
 
 
-def read_segment_listing(storage: OffloadStorage, data_key: str, ledger_id: int) -> ListingState:
-    """The segment's two objects as S3 lists them now (exactly those two keys)."""
-    wanted = {data_key, f"{data_key}-index"}
-    newest: int | None = None
-    for obj in storage.iter_objects(data_key):
-        if obj.key in wanted:
-            newest = obj.last_modified if newest is None else max(newest, obj.last_modified)
-    return ListingState(frozenset({ledger_id}) if newest is not None else frozenset(), newest)
+def read_segment_listing(
+    storage: OffloadBucket, data_key: str, ledger_id: int | None
+) -> tuple[ListingState, list[ObjectInfo]]:
+    """The target's objects as the bucket lists them now (exactly the segment's two
+    keys, or the upload part's one), with the versions a conditional delete needs."""
+    wanted = {data_key} if ledger_id is None else {data_key, f"{data_key}-index"}
+    found = [obj for obj in storage.iter_objects(data_key) if obj.key in wanted]
+    newest = max((obj.last_modified for obj in found), default=None)
+    ids = frozenset({ledger_id}) if newest is not None and ledger_id is not None else frozenset()
+    return ListingState(ids, newest), found
 
 
 @dataclass(frozen=True)
@@ -148,20 +158,28 @@ class Held:
 
 def _segment_state(
     store: MetadataStore,
-    offload: OffloadStorage | None,
+    offload: OffloadBucket | None,
     entry: RegistryEntry,
     ours: segments.OurClusters,
     config: MetadataStore | None = None,
-) -> tuple[LiveState, ListingState] | Held | str:
-    """Live state and listing of an orphan segment, why it is held, or why it cannot be
-    re-checked. ``config``: the configuration store (None: ``store``)."""
+) -> tuple[LiveState, ListingState, list[ObjectInfo]] | Held | str:
+    """Live state, listing and listed objects of an orphan segment or upload part, why
+    it is held, or why it cannot be re-checked. ``config``: the configuration store
+    (None: ``store``)."""
     where = parse_segment_target(entry.prefix)
     if offload is None or where is None or where[0] != offload.bucket:
         configured = offload.bucket if offload is not None else "none"
         return (
-            f"segment of offload bucket {where[0] if where else '?'}, but "
+            f"{entry.target_class} of offload bucket {where[0] if where else '?'}, but "
             f"LEDGERGC_OFFLOAD_BUCKET is {configured}; kept"
         )
+    if entry.target_class == ORPHAN_UPLOAD_PART:
+        part = offload_keys.parse_upload_part(offload.prefix, where[1])
+        why_not = offload.owns(where[1])
+        if part is None or entry.ledger_id is not None or why_not is not None:
+            return f"{where[1]} is not an upload part of this bucket ({why_not}); kept"
+        listing, objects = read_segment_listing(offload, part.key, None)
+        return LiveState(ml_exists=False), listing, objects
     segment = offload_keys.parse_segment_key(offload.prefix, where[1])
     if segment is None or segment.is_index or entry.ledger_id != segment.ledger_id:
         return f"{where[1]} is not a data segment key under LEDGERGC_OFFLOAD_PREFIX; kept"
@@ -175,9 +193,22 @@ def _segment_state(
     if why is not None:
         return Held(why)
     names = ({entry.ml_name} - {""}) | metadata.ml_names
-    carriers = read_segment_carriers(store, names, segment.ledger_id, segment.uuid, config)
-    listing = read_segment_listing(offload, segment.key, segment.ledger_id)
-    return LiveState(ml_exists=bool(carriers), segment_carriers=carriers), listing
+    found = read_segment_carriers(store, names, segment.ledger_id, segment.uuid, config)
+    here = (offload.driver, offload.bucket)
+    carriers = frozenset(
+        name
+        for name, places in found.items()
+        if any(segments.is_here(place, here) for place in places)
+    )
+    if found and not carriers:
+        elsewhere = sorted({place or "?" for places in found.values() for place in places})
+        return Held(
+            f"ledger {segment.ledger_id} of {', '.join(sorted(found))} carries this "
+            f"segment's uuid but was offloaded to {', '.join(elsewhere)} (driverMetadata), "
+            f"not to {here[0]}/{here[1]}: neither live here nor an orphan; kept"
+        )
+    listing, objects = read_segment_listing(offload, segment.key, segment.ledger_id)
+    return LiveState(ml_exists=bool(carriers), segment_carriers=carriers), listing, objects
 
 
 def read_listing(storage: LedgerStorage, entry: RegistryEntry) -> ListingState:
@@ -222,11 +253,14 @@ def recheck_and_delete(
     if not items:
         return []
     results: list[RecheckResult] = []
-    if not endpoints.blocks.configured and any(e.target_class != ORPHAN_SEGMENT for e in items):
-        blocks = [e for e in items if e.target_class != ORPHAN_SEGMENT]
+    offload_classes = OFFLOAD_ORPHAN_CLASSES
+    if not endpoints.blocks.configured and any(
+        e.target_class not in offload_classes for e in items
+    ):
+        blocks = [e for e in items if e.target_class not in offload_classes]
         why = "LEDGERGC_BUCKET is empty (the block store is off): ledger blocks are not re-checked"
         results = [RecheckResult.of(e, FAILED, why, error=why) for e in blocks]
-        items = [e for e in items if e.target_class == ORPHAN_SEGMENT]
+        items = [e for e in items if e.target_class in offload_classes]
         if not items:
             return results
     storage = LedgerStorage(endpoints.blocks) if endpoints.blocks.configured else None
@@ -238,7 +272,9 @@ def recheck_and_delete(
         if storage
         else None
     )
-    offload = OffloadStorage(endpoints.offload) if endpoints.offload.configured else None
+    offload = (
+        offload_buckets.offload_bucket(endpoints.offload) if endpoints.offload.configured else None
+    )
     offload_deleter = (
         Deleter(offload, audit, run_id, dry_run=not deleting, should_stop=should_stop)
         if offload is not None
@@ -254,6 +290,7 @@ def recheck_and_delete(
         for offset in range(0, len(items), BATCH_SIZE):
             to_delete: list[tuple[RegistryEntry, Decision]] = []
             segments_to_delete: list[tuple[RegistryEntry, Decision]] = []
+            listed: dict[str, list[ObjectInfo]] = {}
             for entry in items[offset : offset + BATCH_SIZE]:
                 if unavailable is None and should_stop():
                     unavailable = STOPPED
@@ -261,7 +298,7 @@ def recheck_and_delete(
                     results.append(skipped(entry, unavailable))
                     continue
                 try:
-                    if entry.target_class == ORPHAN_SEGMENT:
+                    if entry.target_class in offload_classes:
                         state = _segment_state(store, offload, entry, clusters, config)
                         if isinstance(state, Held):
                             results.append(RecheckResult.of(entry, HELD, state.reason))
@@ -269,7 +306,7 @@ def recheck_and_delete(
                         if isinstance(state, str):
                             results.append(RecheckResult.of(entry, FAILED, state, error=state))
                             continue
-                        live, listing = state
+                        live, listing, listed[entry.prefix] = state
                     else:
                         assert storage is not None  # block entries were set aside above
                         live = read_live_state(store, entry.ml_name)
@@ -287,7 +324,7 @@ def recheck_and_delete(
                 decision = phases.decide(
                     entry, live, listing, now_ms, endpoints.policy.retention_seconds
                 )
-                if decision.action == phases.DELETE and entry.target_class == ORPHAN_SEGMENT:
+                if decision.action == phases.DELETE and entry.target_class in offload_classes:
                     segments_to_delete.append((entry, decision))
                 elif decision.action == phases.DELETE:
                     to_delete.append((entry, decision))
@@ -304,7 +341,7 @@ def recheck_and_delete(
             if to_delete and deleter is not None and storage is not None:
                 results.extend(_delete(deleter, storage.prefix, to_delete, deleting))
             if segments_to_delete and offload_deleter is not None:
-                results.extend(_delete(offload_deleter, "", segments_to_delete, deleting))
+                results.extend(_delete(offload_deleter, "", segments_to_delete, deleting, listed))
     return results
 
 
@@ -313,24 +350,36 @@ def _delete(
     store_prefix: str,
     to_delete: list[tuple[RegistryEntry, Decision]],
     deleting: bool,
+    listed: dict[str, list[ObjectInfo]] | None = None,
 ) -> list[RecheckResult]:
+    """``listed``: the objects the re-check listed of each offload target; where the
+    bucket names their versions (GCS, Azure) the delete is of exactly those versions
+    (``delete_listed``), so an object re-written after the re-check is kept. (S3's
+    listings name none: the delete path lists them again just before the delete.)"""
     targets = []
     owners = []
     for entry, decision in to_delete:
         where = parse_segment_target(entry.prefix)
-        for ledger_id in decision.ledger_ids:
+        seen = (listed or {}).get(entry.prefix) or []
+        versioned = tuple(seen) if seen and all(o.version is not None for o in seen) else None
+        ids: tuple[int | None, ...] = decision.ledger_ids
+        if entry.target_class == ORPHAN_UPLOAD_PART:
+            ids = (None,)
+        for ledger_id in ids:
             targets.append(
                 DeleteTarget(
                     # An orphan segment: its data key, which the delete path extends to
-                    # exactly the data and index keys (deletion.ORPHAN_SEGMENT).
+                    # exactly the data and index keys (deletion.ORPHAN_SEGMENT); an upload
+                    # part: its key, exactly.
                     prefix=where[1]
                     if where is not None
-                    else ledger_dir(store_prefix, entry.ml_name, ledger_id),
+                    else ledger_dir(store_prefix, entry.ml_name, ledger_id or 0),
                     operation=OPERATION,
                     target_class=entry.target_class,
                     ml_name=entry.ml_name,
                     ledger_id=ledger_id,
                     reason=decision.reason,
+                    objects=versioned,
                 )
             )
             owners.append(entry.prefix)

@@ -21,17 +21,21 @@ from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import LedgerInfo, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.orphans import segments
 from ledger_gc.rules.orphans.classify import ManagedLedgerRefs, MetadataSnapshot
-from ledger_gc.storage import list_pages
-from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from ledger_gc.rules.storage import offload_drivers, offload_keys
+from ledger_gc.storage import list_pages, offload_buckets
+from ledger_gc.storage.offload_bucket import OffloadBucket
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.storage.s3_bucket import ObjectInfo
 
-# Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid).
+# Row types of the snapshot dataset: (entry_type, ml_name, ledger_id, offload_uuid,
+# offload_place): the place is where that offload went (``segments.offload_place``).
 ML_ROW = "ml"
 LISTED_ROW = "listed"
 MARKED_ROW = "marked"
 
-SnapshotRow = tuple[str, str, int | None, str | None]
+SnapshotRow = tuple[str, str, int | None, str | None, str | None]
 ObjectRow = tuple[str, int, int]
 
 
@@ -57,13 +61,13 @@ def read_managed_ledgers(zk: ZkEndpoint, names: Sequence[str]) -> list[SnapshotR
         if raw is None:
             continue
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
-        rows.append((ML_ROW, name, None, None))
+        rows.append((ML_ROW, name, None, None, None))
         rows.extend(
-            (LISTED_ROW, name, ledger.ledgerId, offload_uuid_of(ledger))
+            (LISTED_ROW, name, ledger.ledgerId, offload_uuid_of(ledger), offload_place_of(ledger))
             for ledger in info.ledgerInfo
         )
         rows.extend(
-            (MARKED_ROW, name, lid, _marker_uuid(marker))
+            (MARKED_ROW, name, lid, _marker_uuid(marker), marker_place(marker))
             for lid, marker in deletable_markers(info, path=path).items()
         )
     return rows
@@ -79,6 +83,25 @@ def offload_uuid_of(ledger: LedgerInfo) -> str | None:
     return java_uuid(context.uidMsb, context.uidLsb)
 
 
+def offload_place_of(ledger: LedgerInfo) -> str | None:
+    """Where a listed ledger's offload went (``segments.offload_place``): its
+    ``offloadContext.driverMetadata`` name and ``bucket`` property (None: not recorded)."""
+    if not ledger.HasField("offloadContext"):
+        return None
+    metadata = ledger.offloadContext.driverMetadata
+    target = offload_drivers.offload_target(
+        metadata.name, {p.key: p.value for p in metadata.properties}
+    )
+    return segments.offload_place(target.driver, target.bucket)
+
+
+def marker_place(marker: dict) -> str | None:
+    """Where a marked ledger's offload went, as its marker names it."""
+    details = marker.get("offloadDriverMetadata")
+    bucket = details.get("bucket") if isinstance(details, dict) else None
+    return segments.offload_place(marker.get("offloadDriverName"), bucket)
+
+
 def _marker_uuid(marker: dict) -> str | None:
     value = marker.get("offloadUuid")
     return str(value) if value else None
@@ -89,9 +112,11 @@ def snapshot_from_rows(rows: Sequence[SnapshotRow]) -> MetadataSnapshot:
     listed: dict[str, set[int]] = {}
     marked: dict[str, set[int]] = {}
     offloads: dict[tuple[str, int], set[str]] = {}
+    places: dict[tuple[str, int, str], str] = {}
     for row in rows:
         entry_type, name, ledger_id = row[0], row[1], row[2]
         uuid = row[3] if len(row) > 3 else None  # rows of an older snapshot have none
+        place = row[4] if len(row) > 4 else None
         listed.setdefault(name, set())
         marked.setdefault(name, set())
         if entry_type == LISTED_ROW and ledger_id is not None:
@@ -100,12 +125,15 @@ def snapshot_from_rows(rows: Sequence[SnapshotRow]) -> MetadataSnapshot:
             marked[name].add(ledger_id)
         if uuid and ledger_id is not None and entry_type != ML_ROW:
             offloads.setdefault((name, ledger_id), set()).add(uuid)
+            if place:
+                places[(name, ledger_id, uuid)] = place
     return MetadataSnapshot(
         {
             name: ManagedLedgerRefs(frozenset(listed[name]), frozenset(marked[name]))
             for name in listed
         },
         {key: frozenset(uuids) for key, uuids in offloads.items()},
+        places,
     )
 
 
@@ -187,12 +215,47 @@ def rows_of(objects: Sequence[ObjectInfo]) -> list[ObjectRow]:
     return [(obj.key, obj.size, obj.last_modified) for obj in objects]
 
 
-def list_offload_bucket(offload: ObjectStore) -> Iterator[ObjectRow]:
-    """Every object of the offload bucket under ``LEDGERGC_OFFLOAD_PREFIX`` as rows.
+def offload_shards(offload: ObjectStore) -> list[tuple[str, str | None, str | None]]:
+    """The offload listing's shards as (prefix, start, end): one per first hex digit of
+    the uuid (every segment and upload part starts with one), and the three ranges of
+    keys outside them (foreign keys), so that each key is listed exactly once."""
+    shards: list[tuple[str, str | None, str | None]] = [
+        (prefix, None, None) for prefix in offload_keys.shard_prefixes(offload.prefix)
+    ]
+    shards += [
+        (offload.key_prefix, start, end)
+        for start, end in offload_keys.outside_shards(offload.prefix)
+    ]
+    return shards
 
-    One listing: the offload bucket is flat (``<uuid>-ledger-<id>``), so there are no
-    namespace prefixes to split it by; a large one is better read from an S3 Inventory.
-    """
-    storage = OffloadStorage(offload)
-    for obj in storage.iter_objects(offload.key_prefix):
-        yield (obj.key, obj.size, obj.last_modified)
+
+def list_offload_shards(
+    offload: ObjectStore, shards: Sequence[tuple[str, str | None, str | None]]
+) -> Iterator[ObjectRow]:
+    """Every object of some shards of the offload bucket (``offload_shards``), as rows,
+    through the store's ``OffloadBucket`` (S3, GCS or Azure; one per process)."""
+    if not shards:
+        return
+    bucket = offload_bucket_for(offload)
+    for prefix, start, end in shards:
+        for obj in bucket.iter_objects(prefix, start=start, end=end):
+            yield (obj.key, obj.size, obj.last_modified)
+
+
+def offload_bucket_for(offload: ObjectStore) -> OffloadBucket:
+    """One ``OffloadBucket`` per store per process (as ``storage_for``)."""
+    key = (os.getpid(), offload)
+    with _STORAGE_LOCK:
+        bucket = _OFFLOAD.get(key)
+        if bucket is None:
+            bucket = _OFFLOAD[key] = offload_buckets.offload_bucket(offload)
+        return bucket
+
+
+_OFFLOAD: dict[tuple[int, ObjectStore], OffloadBucket] = {}
+
+
+def list_offload_bucket(offload: ObjectStore) -> Iterator[ObjectRow]:
+    """Every object of the offload bucket under ``LEDGERGC_OFFLOAD_PREFIX`` as rows,
+    shard after shard (the scan runs the shards on executors: ``scan.scan_offload``)."""
+    yield from list_offload_shards(offload, offload_shards(offload))

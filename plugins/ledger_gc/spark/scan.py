@@ -81,7 +81,8 @@ def scan_store(spark: SparkSession, store: ObjectStore, inventory: str | None = 
 def scan_offload(
     spark: SparkSession, offload: ObjectStore, inventory: str | None = None
 ) -> ObjectScan:
-    """The offload bucket's objects under its prefix (one listing task, or an S3
+    """The offload bucket's objects under its prefix (listed on the executors, one task
+    per shard: the uuid's first hex digit, and the keys outside those; or an S3
     Inventory of that bucket), kept as a checkpoint either way."""
     described: dict[str, Any] = {
         "bucket": offload.bucket,
@@ -94,10 +95,12 @@ def scan_offload(
             frame, files, fmt = read_inventory(spark, offload, inventory)
             described.update(inventory_format=fmt, inventory_files=files)
         else:
-            rdd = spark.sparkContext.parallelize([0], 1).mapPartitions(
-                lambda _: reading.list_offload_bucket(offload)
-            )
+            shards = reading.offload_shards(offload)
+            rdd = spark.sparkContext.parallelize(
+                shards, task_slices(len(shards), 1, spark)
+            ).mapPartitions(lambda part: reading.list_offload_shards(offload, list(part)))
             frame = spark.createDataFrame(rdd, OBJECT_SCHEMA)
+            described["shards"] = len(shards)
         kept = checkpoint(frame)
         objects, size, undated = _totals(kept)
     except LedgerGcError:

@@ -19,6 +19,7 @@ from ledger_gc.rules.orphans.classify import (
     NO_NAMESPACE,
     OFFLOAD_FOREIGN,
     ORPHAN_SEGMENT,
+    OTHER_BUCKET_SEGMENT,
     Candidate,
     DiffResult,
 )
@@ -29,6 +30,42 @@ from ledger_gc.spark.session import job_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+
+#: A GCS multipart part below the offload prefix (``offload_keys.parse_upload_part``).
+UPLOAD_PART_RE_JAVA = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}_[0-9]{8}\z"
+
+
+def _other_buckets(
+    snapshot: DataFrame, rows: list[Any], bucket: str, base: str, result: DiffResult
+) -> None:
+    """Segments whose ledgers were offloaded to another driver or bucket: counted and a
+    few listed (``segments.add_other_bucket``), with the places their ledgers name."""
+    from pyspark.sql import functions as F
+
+    ids = sorted({int(row["ledger_id"]) for row in rows})
+    owners: dict[int, list[segments.Owner]] = {}
+    for found in (
+        snapshot.where((F.col("entry_type") != reading.ML_ROW) & F.col("ledger_id").isin(ids))
+        .select("ml_name", "ledger_id", "offload_uuid", "offload_place")
+        .collect()
+    ):
+        owners.setdefault(int(found["ledger_id"]), []).append(
+            segments.Owner(found["ml_name"], found["offload_uuid"], found["offload_place"])
+        )
+    for row in sorted(rows, key=lambda r: (r["uuid"], r["ledger_id"])):
+        ledger_id = int(row["ledger_id"])
+        data_key = f"{base}{row['uuid']}-ledger-{ledger_id}"
+        result.segment_objects += int(row["objects"])
+        segments.add_other_bucket(
+            result,
+            bucket,
+            data_key,
+            owners.get(ledger_id, []),
+            row["uuid"],
+            int(row["objects"]),
+            int(row["bytes"]),
+        )
 
 
 def diff_segments(
@@ -87,13 +124,24 @@ def _diff_segments(
         uuid.alias("uuid"),
         ledger_text.alias("ledger_text"),
     )
+    here = (offload_store.driver, offload_store.bucket)
     referenced = snapshot.where(F.col("entry_type") != reading.ML_ROW)
+    # Carried here: by a ledger whose driverMetadata names this driver family and
+    # bucket (or names neither); carried only elsewhere: an other-bucket segment.
+    place = F.col("offload_place")
+    family = F.substring_index(place, "/", 1)
+    named_bucket = F.expr("substring(offload_place, instr(offload_place, '/') + 1)")
+    at_here = place.isNull() | (
+        ((family == "") | (family == here[0])) & ((named_bucket == "") | (named_bucket == here[1]))
+    )
     carriers = (
         referenced.where(F.col("offload_uuid").isNotNull())
-        .select("ledger_id", F.col("offload_uuid").alias("uuid"))
-        .distinct()
+        .select("ledger_id", F.col("offload_uuid").alias("uuid"), at_here.alias("here"))
+        .groupBy("ledger_id", "uuid")
+        .agg(F.max(F.col("here").cast("int")).alias("here"))
         .withColumn("carried", F.lit(True))
     )
+    carried_here = carriers.where(F.col("here") == 1).drop("here")
     owners = referenced.groupBy("ledger_id").agg(F.min("ml_name").alias("owner"))
     grouped = (
         parsed.where(F.col("is_segment"))
@@ -106,7 +154,12 @@ def _diff_segments(
         )
         .join(carriers, ["ledger_id", "uuid"], "left")
         .join(owners, "ledger_id", "left")
-        .withColumn("class", F.when(F.col("carried"), LIVE_SEGMENT).otherwise(ORPHAN_SEGMENT))
+        .withColumn(
+            "class",
+            F.when(F.col("here") == 1, LIVE_SEGMENT)
+            .when(F.col("carried"), OTHER_BUCKET_SEGMENT)
+            .otherwise(ORPHAN_SEGMENT),
+        )
     )
     live = (
         grouped.where(F.col("class") == LIVE_SEGMENT)
@@ -126,7 +179,7 @@ def _diff_segments(
     live_keys = (
         parsed.where(F.col("is_segment") & ~F.col("key").endswith("-index"))
         .withColumn("ledger_id", F.col("ledger_text").cast("long"))
-        .join(carriers, ["ledger_id", "uuid"], "inner")
+        .join(carried_here, ["ledger_id", "uuid"], "inner")
         .select("key")
         .limit(segments.MAX_LIVE_SAMPLE * 8)
         .collect()
@@ -137,6 +190,9 @@ def _diff_segments(
         pulsar_clusters, [learned[key] for key in to_learn if key in learned]
     )
     result.our_clusters = ours
+    elsewhere = grouped.where(F.col("class") == OTHER_BUCKET_SEGMENT).collect()
+    if elsewhere:
+        _other_buckets(snapshot, elsewhere, bucket, base, result)
     orphan_rows = grouped.where(F.col("class") == ORPHAN_SEGMENT).collect()
     data_keys = [f"{base}{row['uuid']}-ledger-{int(row['ledger_id'])}" for row in orphan_rows]
     tags = cluster_tags.read_segment_tags(offload_store, data_keys)
@@ -154,6 +210,13 @@ def _diff_segments(
         )
         segments.add_orphan_or_other(result, candidate, data_key, bucket, tags, ours)
     foreign = parsed.where(~F.col("is_segment"))
+    if segments.has_upload_parts(offload_store.driver):
+        is_part = F.col("key").substr(len(base) + 1, 1 << 30).rlike(UPLOAD_PART_RE_JAVA)
+        for part in foreign.where(is_part).orderBy("key").collect():
+            segments.add_upload_part(
+                result, bucket, part["key"], int(part["size"]), int(part["last_modified"])
+            )
+        foreign = foreign.where(~is_part)
     row = foreign.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
     if row["n"]:
         result.add(NO_NAMESPACE, OFFLOAD_FOREIGN, int(row["n"]), int(row["b"] or 0), 0)

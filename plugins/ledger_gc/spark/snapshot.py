@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: The snapshot's rows: one ``ml`` row per managed ledger, one per listed or marked ledger.
-SNAPSHOT_SCHEMA = "entry_type string, ml_name string, ledger_id long, offload_uuid string"
+SNAPSHOT_SCHEMA = (
+    "entry_type string, ml_name string, ledger_id long, offload_uuid string, offload_place string"
+)
 #: Managed ledgers read per executor task (one ZooKeeper session, pipelined gets).
 NAMES_PER_SHARD = 2000
 

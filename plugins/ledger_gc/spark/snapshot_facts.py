@@ -13,7 +13,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError
-from ledger_gc.rules.orphans.classify import ORPHAN_CLASSES, ORPHAN_SEGMENT
+from ledger_gc.rules.orphans.classify import (
+    OFFLOAD_ORPHAN_CLASSES,
+    ORPHAN_CLASSES,
+    ORPHAN_SEGMENT,
+)
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.s3_orphans import reading
 from ledger_gc.spark.session import job_error
@@ -21,7 +25,7 @@ from ledger_gc.spark.session import job_error
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid")
+_ROW_COLUMNS = ("entry_type", "ml_name", "ledger_id", "offload_uuid", "offload_place")
 
 
 def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -
     # Facts of this source's targets only: another source's (BookKeeper's ledgers)
     # are its own to explain, and tens of thousands in an ``isin`` cost seconds.
     mine = [e for e in entries if e.target_class in ORPHAN_CLASSES]
-    in_mls = [e for e in mine if e.target_class != ORPHAN_SEGMENT]
+    in_mls = [e for e in mine if e.target_class not in OFFLOAD_ORPHAN_CLASSES]
     ml_names = sorted({e.ml_name for e in in_mls})
     pairs = {(e.ml_name, e.ledger_id) for e in in_mls if e.ledger_id is not None}
     segment_ids = sorted(

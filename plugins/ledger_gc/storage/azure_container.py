@@ -10,9 +10,14 @@ blobs, as on S3; what differs is below the interface:
   "start after" (its ``startFrom`` needs service version 2026-02-06; the SDK sends
   2025-11-05). A shard ``[start, end)`` that is exactly one name prefix (the offload
   scan's ``<prefix><hex digit>`` shards: ``start="3", end="4"``) is listed by that prefix;
+  a range whose bounds differ in a printable ASCII character (the scan's ranges of the
+  keys outside those shards, ``[":", "a")`` and ``["g", ...)``) is listed as one name
+  prefix per character in it (``listing_plan``), so no shard re-reads another's names;
   any other range is listed from the longest name prefix its bounds share and filtered,
-  stopping at the first name at or past ``end`` (Azure lists in name order). So a range
-  with only a ``start`` reads, and drops, the names before it.
+  stopping at the first name at or past ``end`` (Azure lists in name order). A name
+  whose first character past the shared prefix is not printable ASCII, in a range open
+  at its end, is not listed: no offloaded object is named so, and such a name would be
+  foreign (reported, never deleted), so only the foreign count can miss it.
 * **Deletes that cannot hit a moved blob.** Blob Batch, 256 deletes per request, each
   ``If-Match`` the ETag listed: a blob re-written since answers 412 and is kept. Azure
   answers 412 too (Azurite does, at least) when the blob is already gone, so a 412 is
@@ -29,6 +34,7 @@ own error text (several lines, the request's details) never reaches them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,6 +65,13 @@ from ledger_gc.storage.versioning import ENABLED, OFF, UNKNOWN, BucketVersioning
 
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 30
+
+# The SDK logs every request and response at INFO (headers redacted, but a line each):
+# a listing of millions of blobs would bury a task's log. Errors still show, and a
+# logging setup that names this logger's level keeps it.
+_HTTP_LOG = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+if _HTTP_LOG.level == logging.NOTSET:
+    _HTTP_LOG.setLevel(logging.WARNING)
 #: List Blobs' largest page.
 PAGE_SIZE = 5000
 #: Blobs whose listing (with versions) tells whether versioning is on (``versioning``).
@@ -129,6 +142,30 @@ def listing_prefix(prefix: str, start: str | None, end: str | None) -> str:
         if shared.startswith(prefix):
             return shared
     return prefix
+
+
+#: The characters a range is split at (``listing_plan``): printable ASCII.
+_FIRST_PRINTABLE, _LAST_PRINTABLE = 0x20, 0x7E
+
+
+def listing_plan(prefix: str, start: str | None, end: str | None) -> list[str]:
+    """The name prefixes that list ``[start, end)`` under ``prefix`` (pure): one when the
+    range is one name prefix or cannot be split; else one per printable ASCII character
+    at the first position past the shared prefix, from ``start``'s up to ``end``'s."""
+    shared = listing_prefix(prefix, start, end)
+    at = len(shared)
+    if start is None or len(start) <= at or not shared.startswith(prefix):
+        return [shared]
+    first = ord(start[at])
+    if end is None:
+        last = _LAST_PRINTABLE
+    elif len(end) > at and ord(end[at]) <= _LAST_PRINTABLE + 1:
+        last = ord(end[at]) - 1 if end == shared + end[at] else ord(end[at])
+    else:
+        return [shared]
+    if not _FIRST_PRINTABLE <= first <= last:
+        return [shared]
+    return [shared + chr(code) for code in range(first, last + 1)]
 
 
 def _common_start(first: str, second: str) -> str:
@@ -252,13 +289,14 @@ class AzureContainer:
     ) -> Iterator[ObjectInfo]:
         """One List Blobs page at a time (memory is one page's); see the module's doc for
         how ``[start, end)`` is listed."""
-        for blob in self._blobs(listing_prefix(prefix, start, end), f"listing '{prefix}'"):
-            if end is not None and blob.name >= end:
-                return
-            if (start is None or blob.name >= start) and blob.name.startswith(prefix):
-                yield ObjectInfo(
-                    blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
-                )
+        for name_prefix in listing_plan(prefix, start, end):
+            for blob in self._blobs(name_prefix, f"listing '{prefix}'"):
+                if end is not None and blob.name >= end:
+                    break
+                if (start is None or blob.name >= start) and blob.name.startswith(prefix):
+                    yield ObjectInfo(
+                        blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
+                    )
 
     def list_prefixes(
         self, prefixes: Sequence[str], *, workers: int = 8

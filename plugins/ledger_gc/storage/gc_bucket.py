@@ -230,6 +230,29 @@ class GcBucket(S3Bucket):
         )
 
 
+def run_markers(
+    versions: list[ObjectVersion], earliest: int, latest_ms: int
+) -> tuple[list[ObjectVersion], ObjectVersion] | None:
+    """The delete markers on top of one key's versions that the run made (between
+    ``earliest`` and ``latest_ms``), newest first, and the data version under them; None
+    when the key's latest version is data, a marker from another time is in the way (a
+    later delete, which is not this run's to undo), or no data is under them (pure).
+
+    A retried DeleteObjects may stack several markers on one key; all of them go."""
+    top = [v for v in versions if v.is_latest]
+    rest = sorted(
+        (v for v in versions if not v.is_latest), key=lambda v: v.last_modified, reverse=True
+    )
+    found: list[ObjectVersion] = []
+    for version in top[:1] + rest:
+        if not version.delete_marker:
+            return (found, version) if found else None
+        if not earliest <= version.last_modified <= latest_ms:
+            return None
+        found.append(version)
+    return None
+
+
 def _parent_dir(prefix: str, *, levels: int) -> str:
     """``prefix`` (a directory, ending in ``/``) ``levels`` directories up; "" at the top."""
     parts = prefix.rstrip("/").split("/")

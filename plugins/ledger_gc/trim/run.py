@@ -35,7 +35,8 @@ from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.read_only import metadata_is_read_only
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.storage.keys import validate_ml_name
-from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from ledger_gc.storage import offload_buckets
+from ledger_gc.storage.s3 import LedgerStorage
 from ledger_gc.termination import NEVER
 from ledger_gc.trim.clocks import trim_clocks
 from ledger_gc.trim.lock import TRIM_LOCK_WAIT_SECONDS, TrimLockBusy, trim_lock
@@ -252,7 +253,7 @@ def run_trim(
         )
         offload = (
             Deleter(
-                OffloadStorage(endpoints.offload),
+                offload_buckets.offload_bucket(endpoints.offload),
                 deleter.audit,
                 run_id,
                 dry_run=dry_run,

@@ -21,10 +21,11 @@ framing). The data object's user metadata holds no size, and the ledger's size c
 entries only, so neither alone can confirm the object.
 
 Held, with why, when any of it cannot be confirmed: tiered storage off
-(``LEDGERGC_OFFLOAD_BUCKET`` empty), a driver that is not S3's API (Google Cloud Storage,
-Azure Blob Storage, a filesystem offloader: ledger-gc reads S3 only), a copy recorded in
-another bucket than the one configured, an object missing or of another length, an
-index ledger-gc cannot read.
+(``LEDGERGC_OFFLOAD_BUCKET`` empty), a copy whose driver is of another family of store
+than the one configured (``LEDGERGC_OFFLOAD_DRIVER``: S3's API, Google Cloud Storage,
+Azure Blob Storage; ``rules.storage.offload_drivers``) or no object store at all (a
+filesystem offloader), a copy recorded in another bucket or container than the one
+configured, an object missing or of another length, an index ledger-gc cannot read.
 """
 
 from __future__ import annotations
@@ -32,16 +33,22 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ledger_gc.rules.storage import offload_drivers
+
 #: The offload drivers (``offloadContext.driverMetadata.name``, jclouds' provider ids as
 #: Pulsar's ``JCloudBlobStoreProvider`` names them) that speak S3's API.
-S3_DRIVERS = frozenset({"aws-s3", "s3", "aliyun-oss"})
+S3_DRIVERS = frozenset(
+    name for name, kind in offload_drivers.DRIVERS.items() if kind == offload_drivers.S3
+)
 #: ``OffloadIndexBlockImpl.INDEX_MAGIC_WORD``: the index the blob-store offloader writes.
 INDEX_MAGIC = 0xDE47DE47
 #: magic, index block length (ints), data object length (long).
 INDEX_HEADER_BYTES = 16
 _HEADER = struct.Struct(">IIq")
 #: The driver-metadata property that names the offload bucket.
-BUCKET_PROPERTY = "bucket"
+BUCKET_PROPERTY = offload_drivers.BUCKET_PROPERTY
+#: How each family's messages name a bucket.
+_BUCKET_WORD = {offload_drivers.AZURE: "container"}
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,12 @@ class ObjectsRead:
     index_header: bytes | None = None
 
 
-def why_unverifiable(copy: OffloadedCopy | None, offload_bucket: str) -> str | None:
-    """Why the offloaded copy cannot be looked at here (None: it can)."""
+def why_unverifiable(
+    copy: OffloadedCopy | None, offload_bucket: str, *, family: str = offload_drivers.S3
+) -> str | None:
+    """Why the offloaded copy cannot be looked at here (None: it can). ``family``: the
+    configured store's (``ObjectStore.driver``); the copy's driver must be of it, and
+    its bucket (where recorded) the configured one."""
     if not offload_bucket:
         return (
             "LEDGERGC_OFFLOAD_BUCKET is empty (tiered storage off): its offloaded copy "
@@ -72,16 +83,23 @@ def why_unverifiable(copy: OffloadedCopy | None, offload_bucket: str) -> str | N
         )
     if copy is None:
         return "its offloadContext names no offloaded copy (no uuid); held"
-    driver = (copy.driver or "").lower()
-    if driver not in S3_DRIVERS:
-        named = copy.driver or "not recorded"
+    named = copy.driver or "not recorded"
+    copy_family = offload_drivers.family(copy.driver)
+    if copy_family is None:
         return (
-            f"its offload driver ({named}) is not S3-compatible: ledger-gc can only check "
-            "an offloaded copy in S3; held"
+            f"its offload driver ({named}) is no object store ledger-gc reads: its "
+            "offloaded copy cannot be checked; held"
+        )
+    if copy_family != family:
+        return (
+            f"it was offloaded with driver {named} ({copy_family}), not to the "
+            f"{family} store LEDGERGC_OFFLOAD_DRIVER names: its copy is not where "
+            "ledger-gc can check it; held"
         )
     if copy.bucket and copy.bucket != offload_bucket:
+        word = _BUCKET_WORD.get(family, "bucket")
         return (
-            f"it was offloaded to bucket {copy.bucket}, not LEDGERGC_OFFLOAD_BUCKET="
+            f"it was offloaded to {word} {copy.bucket}, not LEDGERGC_OFFLOAD_BUCKET="
             f"{offload_bucket}: its copy is not where ledger-gc can check it; held"
         )
     return None

@@ -27,7 +27,15 @@ storage"; ``segments.py`` has the rule and the reference diff):
   another Pulsar cluster (``pulsarClusterName``) than this store's: a bucket shared with
   another cluster, whose ledger ids collide with ours and whose metadata we cannot see.
   Reported, never registered or deleted, not an orphan for the byte-fraction guard
-  (``segments.our_clusters``).
+  (``segments.our_clusters``);
+* ``other-bucket-segment``: a segment whose ledger is listed with its uuid, but offloaded
+  (``offloadContext.driverMetadata``) to another driver or bucket than the configured
+  one: its copy is there, this object is neither live here nor an orphan. Reported,
+  never registered or deleted;
+* ``orphan-upload-part``: in a GCS offload bucket, a part of a multipart upload
+  (``<uuid>_<8 digits>``) that jclouds composes and deletes; a broker stopped mid-upload
+  leaves them for good. An orphan under the three phases (retention keeps the parts of an
+  upload still running).
 
 The unit that orphan removal tracks and deletes is a *target*: a ledger directory for an
 orphan ledger, a managed-ledger directory for an orphan partition. ``Candidate`` is one
@@ -62,9 +70,20 @@ LIVE_SEGMENT = "live-segment"
 ORPHAN_SEGMENT = "orphan-segment"
 OFFLOAD_FOREIGN = "offload-foreign"
 OTHER_CLUSTER_SEGMENT = "other-cluster-segment"
-SEGMENT_CLASSES = (LIVE_SEGMENT, ORPHAN_SEGMENT, OFFLOAD_FOREIGN, OTHER_CLUSTER_SEGMENT)
+OTHER_BUCKET_SEGMENT = "other-bucket-segment"
+ORPHAN_UPLOAD_PART = "orphan-upload-part"
+SEGMENT_CLASSES = (
+    LIVE_SEGMENT,
+    ORPHAN_SEGMENT,
+    OFFLOAD_FOREIGN,
+    OTHER_CLUSTER_SEGMENT,
+    OTHER_BUCKET_SEGMENT,
+    ORPHAN_UPLOAD_PART,
+)
 CLASSES = (LIVE, MARKED, ORPHAN_LEDGER, ORPHAN_PARTITION, FOREIGN, *SEGMENT_CLASSES)
-ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT)
+ORPHAN_CLASSES = (ORPHAN_LEDGER, ORPHAN_PARTITION, ORPHAN_SEGMENT, ORPHAN_UPLOAD_PART)
+#: The orphan classes of the offload bucket (target ``offload:<bucket>/<key>``).
+OFFLOAD_ORPHAN_CLASSES = (ORPHAN_SEGMENT, ORPHAN_UPLOAD_PART)
 #: Every class the registry tracks: the S3 and tiered-storage orphans, BookKeeper's
 #: (``ledger_gc.rules.bookkeeper.classify``; their target is the ledger's metadata znode)
 #: and Pulsar's own metadata's (``ledger_gc.rules.pulsar_metadata.classes``; their target
@@ -141,6 +160,9 @@ class MetadataSnapshot:
     # (managed ledger, ledger id) -> the offload uuids its listed LedgerInfo's
     # offloadContext or its marker's offloadUuid carry (segments.py); absent: none.
     offloads: Mapping[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    # (managed ledger, ledger id, uuid) -> where that offload went, ``<family>/<bucket>``
+    # from its ``driverMetadata`` (``segments.offload_place``); absent: not recorded.
+    places: Mapping[tuple[str, int, str], str] = field(default_factory=dict)
 
     def class_of_block(self, ml_name: str, ledger_id: int) -> str:
         refs = self.managed_ledgers.get(ml_name)
@@ -191,13 +213,17 @@ class Candidate:
     def __post_init__(self) -> None:
         if self.target_class not in TARGET_CLASSES:
             raise ValueError(f"{self.target_class!r} is not an orphan class")
-        unnumbered = self.target_class == ORPHAN_PARTITION or self.pulsar_metadata
+        unnumbered = self.target_class in (ORPHAN_PARTITION, ORPHAN_UPLOAD_PART) or (
+            self.pulsar_metadata
+        )
         if unnumbered == (self.ledger_id is not None):
             raise ValueError(
                 "an orphan ledger or segment has a ledger id, a partition or a Pulsar "
                 "metadata leftover none"
             )
-        named = self.target_class == ORPHAN_SEGMENT or self.bookkeeper or self.pulsar_metadata
+        named = (
+            self.target_class in OFFLOAD_ORPHAN_CLASSES or self.bookkeeper or self.pulsar_metadata
+        )
         if named != (self.segment is not None):
             raise ValueError(
                 "an orphan segment or BookKeeper ledger, and only they, name their object"
@@ -299,6 +325,8 @@ class DiffResult:
     our_clusters: Any = None
     other_clusters: dict[str, int] = field(default_factory=dict)
     other_cluster_samples: list[dict[str, Any]] = field(default_factory=list)
+    # Segments whose ledgers were offloaded to another driver or bucket (a few listed).
+    other_bucket_samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def orphan_bytes(self) -> int:
@@ -335,6 +363,7 @@ class DiffResult:
             "our_clusters": self.our_clusters.to_dict() if self.our_clusters else None,
             "other_clusters": dict(sorted(self.other_clusters.items())),
             "other_cluster_samples": self.other_cluster_samples,
+            "other_bucket_samples": self.other_bucket_samples,
         }
 
 

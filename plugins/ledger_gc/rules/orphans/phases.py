@@ -32,6 +32,7 @@ from ledger_gc.rules.orphans.classify import (
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
     ORPHAN_SEGMENT,
+    ORPHAN_UPLOAD_PART,
     Candidate,
     ManagedLedgerRefs,
     namespace_of_ml,
@@ -99,6 +100,10 @@ class RegistryEntry:
             where = parse_segment_target(self.prefix)
             key = f"{where[0]}/{where[1]}" if where else self.prefix
             return f"orphan segment {key}[-index] (ledger {self.ledger_id})"
+        if self.target_class == ORPHAN_UPLOAD_PART:
+            where = parse_segment_target(self.prefix)
+            key = f"{where[0]}/{where[1]}" if where else self.prefix
+            return f"orphan upload part {key}"
         if self.ledger_id is None:
             return f"orphan partition {self.ml_name}"
         return f"orphan ledger {self.ledger_id} of {self.ml_name}"
@@ -142,6 +147,8 @@ def why_not_orphan(entry: RegistryEntry, refs: ManagedLedgerRefs | None, scan_nu
     """
     if entry.target_class == ORPHAN_SEGMENT:
         return f"no object of it was seen by scan {scan_number} (gone), or it is live again"
+    if entry.target_class == ORPHAN_UPLOAD_PART:
+        return f"scan {scan_number} did not see it (gone: composed or deleted)"
     if entry.target_class == ORPHAN_PARTITION:
         if refs is not None:
             return f"managed ledger {entry.ml_name} exists again"
@@ -344,6 +351,10 @@ def live_verdict(entry: RegistryEntry, live: LiveState) -> str | None:
                 "carries this segment's offload uuid (live re-check)"
             )
         return None
+    if entry.target_class == ORPHAN_UPLOAD_PART:
+        # No record names an upload's parts: its age (retention) is what keeps the parts
+        # of an upload still running; the re-check lists it again (``decide``).
+        return None
     if entry.target_class == ORPHAN_PARTITION:
         return f"managed ledger {entry.ml_name} exists again" if live.ml_exists else None
     if entry.target_class != ORPHAN_LEDGER or entry.ledger_id is None:
@@ -372,7 +383,9 @@ def decide(
     reason = live_verdict(entry, live)
     if reason is not None:
         return Decision(CORRECT, reason)
-    if listing.newest_ms is None or not listing.block_ledgers:
+    # (An upload part is one object of no ledger: its newest time alone says it is there.)
+    unnumbered = entry.target_class == ORPHAN_UPLOAD_PART
+    if listing.newest_ms is None or not (listing.block_ledgers or unnumbered):
         return Decision(ALREADY_GONE, "no block left under the prefix (deleted earlier)")
     if listing.newest_ms > entry.newest_ms:
         return Decision(
@@ -383,12 +396,14 @@ def decide(
     until = listing.newest_ms + retention_seconds * 1000
     if now_ms < until:
         return Decision(WAIT, "newest block younger than retention", until)
-    if entry.target_class in (ORPHAN_LEDGER, ORPHAN_SEGMENT):
+    if entry.target_class == ORPHAN_UPLOAD_PART:
+        ids: tuple[int, ...] = ()  # one object, no ledger: the target is its key
+    elif entry.target_class in (ORPHAN_LEDGER, ORPHAN_SEGMENT):
         if entry.ledger_id is None:
             raise ValueError(f"{entry.describe()} has no ledger id; nothing deleted")
         # The prefix is the ledger's own directory (or its two segment objects): only
         # that ledger's data can be in it.
-        ids: tuple[int, ...] = (entry.ledger_id,)
+        ids = (entry.ledger_id,)
     else:
         # One target per ledger directory found, never the whole managed-ledger prefix:
         # ledger ids are never reused, so a topic re-created after this check gets new

@@ -47,6 +47,8 @@ from ledger_gc.rules.orphans.classify import (
     NO_NAMESPACE,
     OFFLOAD_FOREIGN,
     ORPHAN_SEGMENT,
+    ORPHAN_UPLOAD_PART,
+    OTHER_BUCKET_SEGMENT,
     OTHER_CLUSTER_SEGMENT,
     Candidate,
     DiffResult,
@@ -56,7 +58,7 @@ from ledger_gc.rules.orphans.classify import (
     parse_segment_target,
     segment_target,
 )
-from ledger_gc.rules.storage import offload_keys
+from ledger_gc.rules.storage import offload_drivers, offload_keys
 
 #: The user-metadata key of Pulsar's cluster name on an offloaded object, as S3 returns
 #: it (lower case; ``LedgerOffloader.METADATA_PULSAR_CLUSTER_NAME`` is "pulsarClusterName").
@@ -79,10 +81,12 @@ SEGMENT_RE_JAVA = rf"^({_UUID})-ledger-(0|[1-9][0-9]{{0,18}})(-index)?\z"
 
 @dataclass(frozen=True)
 class Owner:
-    """A listed or marked ledger as the metadata names it: whose, and which uuid."""
+    """A listed or marked ledger as the metadata names it: whose, which uuid, and where
+    that offload went (``offload_place``; None: not recorded)."""
 
     ml_name: str
     uuid: str | None  # None: the ledger was never offloaded
+    place: str | None = None
 
 
 def owners_by_ledger(snapshot: MetadataSnapshot) -> dict[int, list[Owner]]:
@@ -91,8 +95,37 @@ def owners_by_ledger(snapshot: MetadataSnapshot) -> dict[int, list[Owner]]:
     for name, refs in snapshot.managed_ledgers.items():
         for ledger_id in refs.listed | refs.marked:
             uuids: Iterable[str | None] = snapshot.offloads.get((name, ledger_id)) or (None,)
-            index.setdefault(ledger_id, []).extend(Owner(name, u) for u in sorted(uuids, key=str))
+            index.setdefault(ledger_id, []).extend(
+                Owner(name, u, snapshot.places.get((name, ledger_id, u)) if u else None)
+                for u in sorted(uuids, key=str)
+            )
     return index
+
+
+# --- where an offload went: the ledger's driverMetadata ------------------------------
+
+
+def offload_place(driver_name: str | None, bucket: str | None) -> str | None:
+    """Where one offload went, as ``<family>/<bucket>`` (the bucket may be empty: the
+    driver only), from its ``driverMetadata`` (the driver, ``offload_drivers.family``;
+    property ``bucket``); None when it records neither (older Pulsar: then it is taken
+    to be here). A driver of no family ledger-gc reads (``filesystem``) is a place of
+    its own, never here."""
+    name = (driver_name or "").strip()
+    if not name and not bucket:
+        return None
+    known = offload_drivers.family(name) if name else ""
+    return f"{known if known is not None else name.lower()}/{bucket or ''}"
+
+
+def is_here(place: str | None, here: tuple[str, str] | None) -> bool:
+    """Whether an offload recorded at ``place`` is in the configured bucket ``here``
+    (family, bucket; None: not checked). Unrecorded, or only partly (a driver without a
+    bucket, a bucket without a driver), what is recorded must agree."""
+    if place is None or here is None:
+        return True
+    family, _, bucket = place.partition("/")
+    return (not family or family == here[0]) and (not bucket or bucket == here[1])
 
 
 # --- whose segment: Pulsar's cluster name --------------------------------------------
@@ -184,7 +217,10 @@ def live_sample(data_keys: Sequence[str]) -> list[str]:
 
 
 def live_data_keys(
-    objects: Iterable[StoredObject], snapshot: MetadataSnapshot, prefix: str
+    objects: Iterable[StoredObject],
+    snapshot: MetadataSnapshot,
+    prefix: str,
+    here: tuple[str, str] | None = None,
 ) -> list[str]:
     """The data keys of live segments among ``objects`` (what ``live_sample`` takes)."""
     owners = owners_by_ledger(snapshot)
@@ -193,7 +229,7 @@ def live_data_keys(
         segment = offload_keys.parse_segment_key(prefix, obj.key)
         if segment is None or segment.is_index:
             continue
-        if segment_class(owners.get(segment.ledger_id, []), segment.uuid) == LIVE_SEGMENT:
+        if segment_class(owners.get(segment.ledger_id, []), segment.uuid, here) == LIVE_SEGMENT:
             found.append(obj.key)
     return sorted(found)
 
@@ -239,9 +275,15 @@ def add_orphan_or_other(
         )
 
 
-def segment_class(owners: Iterable[Owner], uuid: str) -> str:
-    """``live-segment`` when a referencing ledger carries ``uuid``, else ``orphan-segment``."""
-    return LIVE_SEGMENT if any(owner.uuid == uuid for owner in owners) else ORPHAN_SEGMENT
+def segment_class(owners: Iterable[Owner], uuid: str, here: tuple[str, str] | None = None) -> str:
+    """``live-segment`` when a referencing ledger carries ``uuid`` and names this bucket
+    (``here``; or names none), ``other-bucket-segment`` when the ledgers that carry it
+    name only another driver or bucket (its copy is there: neither live here nor an
+    orphan), else ``orphan-segment``."""
+    carriers = [owner for owner in owners if owner.uuid == uuid]
+    if any(is_here(owner.place, here) for owner in carriers):
+        return LIVE_SEGMENT
+    return OTHER_BUCKET_SEGMENT if carriers else ORPHAN_SEGMENT
 
 
 def associated_ml(owners: Iterable[Owner]) -> str:
@@ -275,17 +317,21 @@ def diff_segments(
     counted_elsewhere: str | None = None,
     tags: Mapping[str, str | None] | None = None,
     configured: Sequence[str] = (),
+    here: tuple[str, str] | None = None,
 ) -> None:
     """Classify the offload bucket's objects into ``result`` (the reference diff).
 
     ``counted_elsewhere``: keys under it are in the ledger scan's totals already
     (``counted_by_ledger_scan``). ``tags``: the cluster name read from a data object
     (None: it has none; absent: not read), for the live sample and the orphan-looking
-    segments; ``configured``: ``LEDGERGC_PULSAR_CLUSTER``."""
+    segments; ``configured``: ``LEDGERGC_PULSAR_CLUSTER``. ``here``: the configured
+    store's (driver family, bucket); a GCS bucket's upload parts are orphans
+    (``orphan-upload-part``), elsewhere such keys are foreign."""
     objects = list(objects)
     tags = tags or {}
     owners = owners_by_ledger(snapshot)
-    sample = live_sample(live_data_keys(objects, snapshot, prefix))
+    parts = here is not None and has_upload_parts(here[0])
+    sample = live_sample(live_data_keys(objects, snapshot, prefix, here))
     ours = our_clusters(configured, [tags[key] for key in sample if key in tags])
     result.our_clusters = ours
     per_segment: dict[tuple[str, int], list[int]] = {}
@@ -296,6 +342,9 @@ def diff_segments(
         result.offload_objects += 1
         result.offload_bytes += obj.size
         segment = offload_keys.parse_segment_key(prefix, obj.key)
+        if segment is None and parts and offload_keys.parse_upload_part(prefix, obj.key):
+            add_upload_part(result, bucket, obj.key, obj.size, obj.last_modified)
+            continue
         if segment is None:
             result.add(NO_NAMESPACE, OFFLOAD_FOREIGN, 1, obj.size, 0)
             if len(result.foreign_samples) < max_foreign_samples:
@@ -311,8 +360,12 @@ def diff_segments(
         agg[3] = min(agg[3], obj.last_modified)
     for (uuid, ledger_id), (count, size, newest, oldest) in sorted(per_segment.items()):
         mine = owners.get(ledger_id, [])
-        name = segment_class(mine, uuid)
+        name = segment_class(mine, uuid, here)
         ml_name = associated_ml(mine)
+        if name == OTHER_BUCKET_SEGMENT:
+            data_key, _ = offload_keys.segment_keys(prefix, uuid, ledger_id)
+            add_other_bucket(result, bucket, data_key, mine, uuid, count, size)
+            continue
         if name != ORPHAN_SEGMENT:
             result.add(namespace_of_ml(ml_name), name, count, size, 1)
             continue
@@ -328,6 +381,53 @@ def diff_segments(
             segment=f"{bucket}/{data_key}",
         )
         add_orphan_or_other(result, candidate, data_key, bucket, tags, ours)
+
+
+def has_upload_parts(family: str) -> bool:
+    """Whether jclouds leaves multipart parts (``<uuid>_<8 digits>``) in a bucket of this
+    driver family: on GCS only (it composes them there)."""
+    return family == "gcs"
+
+
+def add_upload_part(result: DiffResult, bucket: str, key: str, size: int, modified: int) -> None:
+    """A GCS multipart leftover into ``result``: an orphan candidate (its age decides)."""
+    result.add(NO_NAMESPACE, ORPHAN_UPLOAD_PART, 1, size, 1)
+    result.candidates.append(
+        Candidate(
+            ORPHAN_UPLOAD_PART, "", None, 1, size, modified, modified, segment=f"{bucket}/{key}"
+        )
+    )
+
+
+def add_other_bucket(
+    result: DiffResult,
+    bucket: str,
+    data_key: str,
+    owners: Iterable[Owner],
+    uuid: str,
+    count: int,
+    size: int,
+) -> None:
+    """A segment whose ledger went to another driver or bucket: counted, a few listed."""
+    carriers = sorted({(o.ml_name, o.place or "?") for o in owners if o.uuid == uuid})
+    ml_name = carriers[0][0] if carriers else ""
+    segment = offload_keys.parse_segment_key("", data_key.rpartition("/")[2])
+    result.add(namespace_of_ml(ml_name), OTHER_BUCKET_SEGMENT, count, size, 1)
+    if len(result.other_bucket_samples) < MAX_OTHER_SAMPLES:
+        result.other_bucket_samples.append(
+            {
+                "prefix": segment_target(bucket, data_key),
+                "target_class": OTHER_BUCKET_SEGMENT,
+                "ml_name": ml_name,
+                "ledger_id": segment.ledger_id if segment else None,
+                "bytes": size,
+                "reason": (
+                    "its ledger was offloaded to "
+                    f"{', '.join(place for _, place in carriers)} (driverMetadata), not to "
+                    f"this bucket; neither live here nor an orphan: kept"
+                ),
+            }
+        )
 
 
 def segment_of_target(prefix: str, offload_prefix: str) -> offload_keys.SegmentKey | None:
@@ -351,12 +451,17 @@ __all__ = [
     "OurClusters",
     "Owner",
     "add_orphan_or_other",
+    "add_other_bucket",
+    "add_upload_part",
     "associated_ml",
     "carried",
     "counted_by_ledger_scan",
     "diff_segments",
+    "has_upload_parts",
+    "is_here",
     "live_data_keys",
     "live_sample",
+    "offload_place",
     "our_clusters",
     "owners_by_ledger",
     "segment_class",
