@@ -95,4 +95,6 @@ def test_offload_listing_benchmark_prints_a_json_result(tmp_path: Path) -> None:
         for size in ("big", "small"):
             command = result["stores"][store][size]["command"]
             assert command["ok"], f"{store} {size}: {command['error']}"
-            assert command["tiered"]["orphan_segments"] > 0
+        # The bench checks each command's classes against its plan; the quick small size
+        # has no deleted topic (one in every 20 managed ledgers), the big one does.
+        assert result["stores"][store]["big"]["command"]["tiered"]["orphan_segments"] > 0
