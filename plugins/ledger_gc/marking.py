@@ -35,6 +35,7 @@ from ledger_gc.formats.records import properties_of, remove_properties, set_prop
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.storage import offload_drivers
 from ledger_gc.rules.storage.keys import LEDGERS_DIR, ledger_dir, ml_dir, parse_key
 from ledger_gc.rules.storage.offload_keys import segment_keys
 from ledger_gc.storage.s3_bucket import ObjectInfo
@@ -50,6 +51,11 @@ MAX_ERROR_CHARS = 160
 TIERED_STORAGE_OFF = (
     "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is kept: tiered storage is off "
     "(set LEDGERGC_OFFLOAD_BUCKET to delete it); the marker keeps what that needs"
+)
+OTHER_OFFLOAD_DRIVER = (
+    "its tiered-storage copy ({uuid}-ledger-{ledger_id}) was offloaded with driver "
+    "{driver!r}, not to the {configured} store LEDGERGC_OFFLOAD_DRIVER names; kept "
+    "(never guessed)"
 )
 OTHER_OFFLOAD_BUCKET = (
     "its tiered-storage copy ({uuid}-ledger-{ledger_id}) is in bucket {bucket!r}, not "
@@ -275,7 +281,18 @@ def _plan_offloaded(
     if offload is None:
         return TIERED_STORAGE_OFF.format(uuid=uuid, ledger_id=ledger_id)
     storage = offload.storage
-    named = dict(marker.get("offloadDriverMetadata") or {}).get("bucket")
+    properties = dict(marker.get("offloadDriverMetadata") or {})
+    target = offload_drivers.offload_target(
+        marker.get("offloadDriverName"), {str(k): str(v) for k, v in properties.items()}
+    )
+    # The copy is where its driver wrote it: a driver of another family (or of none
+    # ledger-gc reads) put it in another store, whatever its bucket is called.
+    configured = str(getattr(storage, "driver", offload_drivers.S3))
+    if target.driver is not None and target.family != configured:
+        return OTHER_OFFLOAD_DRIVER.format(
+            uuid=uuid, ledger_id=ledger_id, driver=target.driver, configured=configured
+        )
+    named = target.bucket
     if named and named != storage.bucket:
         return OTHER_OFFLOAD_BUCKET.format(
             uuid=uuid, ledger_id=ledger_id, bucket=named, configured=storage.bucket

@@ -226,6 +226,49 @@ def test_batch_delete_keeps_a_blob_rewritten_since_it_was_listed(
     assert raw.download_blob(moved).readall() == DATA + b" appended"
 
 
+def test_a_412_whose_second_look_fails_keeps_that_blob_and_counts_the_rest(
+    bucket: AzureContainer, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 412 is looked at once more (gone or moved?); when that read fails, the blob is
+    kept as not known to be deleted, and the batch's other answers still count: the
+    failure must not throw away what the batch did."""
+    names = segments()
+    upload_many(raw, names)
+    listed = list(bucket.iter_objects())
+    moved = names[0]
+    raw.upload_blob(moved, DATA + b" appended", overwrite=True)  # a new ETag: a real 412
+
+    def unreachable(key: str) -> Any:
+        raise StorageError(f"reading {key}: Azure Blob unreachable")
+
+    monkeypatch.setattr(bucket, "head", unreachable)
+    result = bucket.delete_listed(listed)
+
+    assert result.deleted == 1
+    assert list(result.failed) == [moved] and "unreachable" in result.failed[moved]
+    assert [b.name for b in raw.list_blobs()] == [moved]
+
+
+def test_a_blob_listed_without_a_last_modified_time_fails_the_listing(
+    bucket: AzureContainer, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob of unknown age is never judged against retention (read as 0, 1970, it
+    would be past any). Azure always sends Last-Modified; the answer without it is
+    injected."""
+    upload_many(raw, segments())
+    listing = bucket.container.list_blobs
+
+    def without_time(*args: Any, **kwargs: Any) -> Any:
+        for blob in listing(*args, **kwargs):
+            blob.last_modified = None
+            yield blob
+
+    monkeypatch.setattr(bucket.container, "list_blobs", without_time)
+
+    with pytest.raises(StorageError, match="no last-modified time"):
+        list(bucket.iter_objects())
+
+
 def test_foreign_keys_are_refused_and_never_sent(bucket: AzureContainer, raw: Any) -> None:
     data, _index = segments()
     foreign = [f"{data}.bak", f"{uuid.uuid4()}", f"{uuid.uuid4()}_00000001", "x/" + data]

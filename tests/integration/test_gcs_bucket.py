@@ -199,6 +199,26 @@ def test_lists_every_object_with_its_generation_and_by_shard(bucket: GcsBucket, 
     }
 
 
+def test_an_object_listed_without_an_updated_time_fails_the_listing(
+    bucket: GcsBucket, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object of unknown age is never judged against retention: read as 0 (1970) it
+    would be the oldest object of the bucket, past any retention, at the scan and again
+    at the re-check. (GCS always sends ``updated``; the answer without it is injected.)"""
+    put(raw, [upload_part()])
+    listing = bucket.client.list_blobs
+
+    def without_updated(*args: Any, **kwargs: Any) -> Any:
+        for blob in listing(*args, **kwargs):
+            blob._properties.pop("updated", None)
+            yield blob
+
+    monkeypatch.setattr(bucket.client, "list_blobs", without_updated)
+
+    with pytest.raises(StorageError, match="no updated time"):
+        list(bucket.iter_objects())
+
+
 def test_listing_memory_stays_flat_in_the_number_of_objects(bucket: GcsBucket, raw: Any) -> None:
     # An iterator over pages dropped once read: listing 4x the objects peaks at about the
     # same memory (one page), not 4x.

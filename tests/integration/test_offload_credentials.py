@@ -281,7 +281,7 @@ def test_a_key_google_refuses_is_one_line_naming_the_setting(
         resolve(
             Settings(
                 offload_driver="google-cloud-storage",
-                offload_bucket="b",
+                offload_bucket="offload",
                 offload_gcs_key_file=tmp_path / "missing.json",
             )
         )
@@ -407,3 +407,137 @@ def test_an_azure_ad_login_gets_a_user_delegation_sas(
     assert settings.azure_storage_key is None and Client.asked
     shipped = everything_spark_gets(rendered_survey())
     assert "client-secret-value" not in shipped
+
+
+# --- What the spark-submit process itself is given --------------------------------------
+
+
+def environment_of_spark_submit(
+    operator: orphan_tasks.OrphanSparkSubmitOperator, tmp_path: Path
+) -> dict[str, str]:
+    """The environment the Spark provider really starts spark-submit with: the
+    operator's hook submits to a ``spark-submit`` that writes its environment down (the
+    provider adds ``env_vars`` to a copy of this worker's environment)."""
+    dump = tmp_path / "spark-submit-env.json"
+    binary = tmp_path / "spark-submit"
+    binary.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os\n"
+        f"open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+    )
+    binary.chmod(0o755)
+    operator.spark_submit = str(binary)
+    operator._get_hook().submit(operator.application)
+    environment: dict[str, str] = json.loads(dump.read_text())
+    return environment
+
+
+def test_the_workers_long_lived_variables_do_not_reach_spark_submit(
+    airflow_env: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    azurite: AzuriteBlobServer,
+    container: str,
+    tmp_path: Path,
+    service_account_key: dict[str, str],
+) -> None:
+    """The worker's environment holds the brokers' Azure account key and connection
+    string, a GCS key file's path and AWS keys no store uses. The task hands Spark a SAS
+    in their place, but the provider starts spark-submit with this worker's environment
+    plus ``env_vars``: whatever the settings leave out must be blanked there, or the
+    driver's settings read the long-lived key back and pickle it to every executor."""
+    key_file = tmp_path / "gcs-key.json"
+    key_file.write_text(json.dumps(service_account_key))
+    for name, value in (
+        ("LEDGERGC_OFFLOAD_DRIVER", "azureblob"),
+        ("LEDGERGC_OFFLOAD_BUCKET", container),
+        ("LEDGERGC_OFFLOAD_ENDPOINT", azurite.account_url),
+        ("AZURE_STORAGE_ACCOUNT", AZURITE_ACCOUNT),
+        ("AZURE_STORAGE_ACCESS_KEY", AZURITE_KEY),
+        ("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string),
+        ("LEDGERGC_OFFLOAD_GCS_KEY_FILE", str(key_file)),
+        ("AWS_ACCESS_KEY_ID", "AKIALONGLIVEDUNUSED1"),
+        ("AWS_SECRET_ACCESS_KEY", "long-lived-unused-aws-secret"),
+    ):
+        monkeypatch.setenv(name, value)
+    environment = environment_of_spark_submit(rendered_survey(), tmp_path)
+    text = json.dumps(environment)
+    assert AZURITE_KEY not in text
+    assert "long-lived-unused-aws-secret" not in text and str(key_file) not in text
+    # What the Spark driver's settings are, read from that environment as it reads them.
+    driver = resolve(Settings.from_env(environment)).offload
+    assert (driver.azure_key, driver.azure_connection_string) == (None, None)
+    assert driver.azure_sas and driver.azure_account == AZURITE_ACCOUNT
+
+
+def test_a_sas_signature_is_masked_in_the_http_clients_debug_log(
+    monkeypatch: pytest.MonkeyPatch,
+    azurite: AzuriteBlobServer,
+    container: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``--log-level DEBUG`` shows urllib3's request lines, whose URL carries the SAS: the
+    SDK sends its signature re-encoded (``/`` as ``%2F``, ``+`` as ``%2B``), a form the
+    SAS as configured does not contain, so masking the setting's value alone let the
+    signature through. Any ``sig=`` of a URL is masked, as is an AccountKey."""
+    from datetime import UTC, datetime, timedelta
+    from urllib.parse import parse_qs, quote
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from ledger_gc.config.secret_masking import mask
+    from ledger_gc.config.secret_values import install_for
+    from ledger_gc.storage.offload_buckets import offload_bucket
+
+    now = datetime.now(UTC)
+    sas = ""
+    # A signature with a "/": the SAS keeps it, the SDK's request URL sends "%2F".
+    while "/" not in parse_qs(sas).get("sig", [""])[0]:
+        now += timedelta(seconds=1)
+        sas = generate_container_sas(
+            AZURITE_ACCOUNT,
+            container,
+            account_key=AZURITE_KEY,
+            permission=ContainerSasPermissions(read=True, list=True),
+            expiry=now + timedelta(hours=1),
+        )
+    signature = parse_qs(sas)["sig"][0]
+    settings = Settings(
+        offload_driver="azureblob",
+        offload_bucket=container,
+        offload_endpoint=azurite.account_url,
+        azure_storage_account=AZURITE_ACCOUNT,
+        azure_storage_sas=sas,
+    )
+    install_for(settings)
+    caplog.set_level(logging.DEBUG)
+    for name in ("urllib3", "azure"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.DEBUG)
+    bucket = offload_bucket(resolve(settings).offload)
+    bucket.check_bucket()
+    assert "restype=container" in caplog.text  # the request lines are there
+    for form in (signature, quote(signature, safe=""), sas):
+        assert form not in caplog.text
+    connection = f"AccountName=a;AccountKey={AZURITE_KEY[:20]}Zz==;BlobEndpoint=http://h/a"
+    assert AZURITE_KEY[:20] not in mask(f"bad connection string {connection}")
+
+
+def test_a_sovereign_clouds_connection_string_sends_spark_to_that_cloud() -> None:
+    """A connection string without BlobEndpoint names its cloud by EndpointSuffix (Azure
+    China, US Government): the account SAS that replaces its key must go with that
+    cloud's endpoint, not https://<account>.blob.core.windows.net."""
+    connection = (
+        "DefaultEndpointsProtocol=https;AccountName=prodaccount;"
+        f"AccountKey={AZURITE_KEY};EndpointSuffix=core.chinacloudapi.cn"
+    )
+    settings = Settings(
+        offload_driver="azureblob",
+        offload_bucket="offload",
+        azure_storage_connection_string=connection,
+    )
+    handed = azure_credentials.for_spark(settings, local_master=False)
+    assert handed.azure_storage_connection_string is None and handed.azure_storage_sas
+    assert handed.offload_endpoint == "https://prodaccount.blob.core.chinacloudapi.cn"
+    store = resolve(handed).offload
+    from ledger_gc.storage.azure_container import service_client
+
+    assert service_client(store).url.startswith("https://prodaccount.blob.core.chinacloudapi.cn")

@@ -6,9 +6,14 @@ Azure classes are other parts of issue 35 (skipped until they are there)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 
 import pytest
 from test_status_command import LEDGERGC
@@ -92,3 +97,168 @@ def test_a_wrong_azure_key_is_one_line_that_shows_no_key(
     )
     line = _refused_before_any_cycle(settings, broken)
     assert wrong not in line and container in line
+
+
+def _azure_container(azurite: AzuriteBlobServer, container: str) -> str:
+    try:
+        azurite.client().create_container(container)
+    except Exception as exc:
+        if "ContainerAlreadyExists" not in str(exc):
+            raise
+    return container
+
+
+def _expired_sas(container: str) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from local_stack.azurite import AZURITE_KEY
+
+    now = datetime.now(UTC)
+    return generate_container_sas(
+        AZURITE_ACCOUNT,
+        container,
+        account_key=AZURITE_KEY,
+        permission=ContainerSasPermissions(read=True, list=True),
+        start=now - timedelta(hours=3),
+        expiry=now - timedelta(hours=1),
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "secret", "names"),
+    [
+        ("key not base64", "not-a-base64-key!!", "AZURE_STORAGE_ACCESS_KEY"),
+        ("expired sas", None, "LEDGERGC_OFFLOAD_AZURE_SAS"),
+        ("connection string without key", None, "AZURE_STORAGE_CONNECTION_STRING"),
+        ("no credentials over http", None, "AZURE_STORAGE_ACCESS_KEY"),
+        ("malformed connection string", "AccountKey=MALFORMEDSECRET;x", "CONNECTION_STRING"),
+    ],
+)
+def test_wrong_azure_credentials_are_one_line_naming_the_setting(
+    settings: Settings, azurite: AzuriteBlobServer, case: str, secret: str | None, names: str
+) -> None:
+    """Each wrong credential an operator can give is exit 2 and one line before Spark
+    that names the setting to fix and shows no secret."""
+    pytest.importorskip("ledger_gc.storage.azure_container")
+    container = _azure_container(azurite, "preflight-credentials")
+    common = {
+        "offload_driver": "azureblob",
+        "offload_bucket": container,
+        "offload_endpoint": azurite.account_url,
+        "azure_storage_account": AZURITE_ACCOUNT,
+    }
+    if case == "key not base64":
+        broken = settings.with_overrides(**common, azure_storage_key=secret)
+    elif case == "expired sas":
+        secret = _expired_sas(container)
+        broken = settings.with_overrides(**common, azure_storage_sas=secret)
+    elif case == "connection string without key":
+        secret = "ZmFrZQ=="
+        connection = (
+            f"AccountName={AZURITE_ACCOUNT};BlobEndpoint={azurite.account_url};Foo={secret}"
+        )
+        broken = settings.with_overrides(
+            offload_driver="azureblob",
+            offload_bucket=container,
+            azure_storage_connection_string=connection,
+        )
+    elif case == "malformed connection string":
+        broken = settings.with_overrides(
+            offload_driver="azureblob",
+            offload_bucket=container,
+            azure_storage_connection_string=secret,
+        )
+    else:
+        broken = settings.with_overrides(**common)
+    line = _refused_before_any_cycle(settings, broken)
+    assert names in line, line
+    assert container in line or "container" in line
+    if secret:
+        assert secret not in line and secret.split("sig=")[-1][:20] not in line
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A GCS JSON API that refuses every caller as Google does an expired or missing
+    token (fake-gcs-server checks no token, so this refusal cannot come from it)."""
+
+    def do_GET(self) -> None:
+        body = json.dumps(
+            {"error": {"code": 401, "message": "Invalid Credentials", "errors": []}}
+        ).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_gcs() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("token", "names"),
+    [
+        ("ya29.an-expired-token-TOKENSECRET", "LEDGERGC_OFFLOAD_GCS_TOKEN"),
+        # No token and an endpoint: the store is reached anonymously, which is what the
+        # line must say (an operator's private endpoint with ADC would get this).
+        (None, "anonymous"),
+    ],
+)
+def test_a_gcs_refusal_names_the_credential_in_use(
+    settings: Settings, refusing_gcs: str, token: str | None, names: str
+) -> None:
+    pytest.importorskip("ledger_gc.storage.gcs_bucket")
+    broken = settings.with_overrides(
+        offload_driver="google-cloud-storage",
+        offload_bucket="pulsar-offload",
+        offload_endpoint=refusing_gcs,
+        offload_gcs_token=token,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert names in line and "pulsar-offload" in line, line
+    assert "TOKENSECRET" not in line
+
+
+@pytest.mark.parametrize("name", ["Pulsar_Offload", "ab", "double--hyphen"])
+def test_a_bucket_name_azure_cannot_have_is_one_line_naming_the_setting(
+    settings: Settings, azurite: AzuriteBlobServer, name: str
+) -> None:
+    """A bucket name S3 takes that is no Azure container name (capitals, '_', too short,
+    '--'): one line naming LEDGERGC_OFFLOAD_BUCKET and Azure's rule, not the service's
+    error code."""
+    pytest.importorskip("ledger_gc.storage.azure_container")
+    broken = settings.with_overrides(
+        offload_driver="azureblob",
+        offload_bucket=name,
+        azure_storage_connection_string=azurite.connection_string,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert "LEDGERGC_OFFLOAD_BUCKET" in line and name in line, line
+
+
+@pytest.mark.parametrize("name", ["Pulsar-Offload", "ab", "-offload"])
+def test_a_bucket_name_gcs_cannot_have_is_one_line_naming_the_setting(
+    settings: Settings, fake_gcs: FakeGcsServer, name: str
+) -> None:
+    pytest.importorskip("ledger_gc.storage.gcs_bucket")
+    broken = settings.with_overrides(
+        offload_driver="google-cloud-storage",
+        offload_bucket=name,
+        offload_endpoint=fake_gcs.endpoint,
+    )
+    line = _refused_before_any_cycle(settings, broken)
+    assert "LEDGERGC_OFFLOAD_BUCKET" in line and name in line, line

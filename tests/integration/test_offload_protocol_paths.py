@@ -163,8 +163,11 @@ def test_old_upload_parts_are_deleted_young_ones_wait_foreign_keys_never(
 ) -> None:
     settings, bucket = gcs
     _, _, uuid = _uuid(1)
+    _, _, running = _uuid(2)
     now = int(time.time() * 1000)
-    old_part, young_part = f"{uuid}_00000001", f"{uuid}_00000002"
+    # Two uploads: one stopped long ago, one still writing (an old part of an upload
+    # that wrote a part since waits too: test_offload_real_stores).
+    old_part, young_part = f"{uuid}_00000001", f"{running}_00000002"
     bucket.put(old_part, modified=now - 10 * DAY_MS)
     bucket.put(young_part, modified=now - 1000)
     bucket.put(f"{uuid}_1", modified=now - 10 * DAY_MS)  # not 8 digits: foreign

@@ -228,3 +228,58 @@ def test_a_blob_re_written_between_the_re_check_and_the_delete_is_kept_on_azure(
     assert left == {data: b"new"}  # the re-written blob kept, the unmoved index deleted
     [ahead] = [r for r in AuditLog(endpoints.state).read() if r["status"] == "deleting"]
     assert set(ahead["versions"]) == {data, f"{data}-index"}
+
+
+def _part_entry(bucket: str, key: str, newest: int) -> RegistryEntry:
+    return RegistryEntry(
+        prefix=segment_target(bucket, key),
+        target_class="orphan-upload-part",
+        ml_name="",
+        ledger_id=None,
+        first_seen_ms=0,
+        last_seen_ms=0,
+        first_scan=1,
+        last_scan=2,
+        scans_seen=2,
+        objects=1,
+        bytes=50,
+        newest_ms=newest,
+    )
+
+
+def test_an_old_part_of_an_upload_still_running_is_kept_on_gcs(
+    settings: Settings, zk_client: KazooClient, fake_gcs: FakeGcsServer
+) -> None:
+    """jclouds writes one upload's parts ``<upload id>_00000001``, ``_00000002``, ... and
+    composes them at the end: a part older than retention whose upload wrote another part
+    since is of an upload still running (or just stopped), and deleting it would break
+    that upload's compose. The upload's newest part decides, not the part's own age."""
+    raw = fake_gcs.client().create_bucket(f"g-{uuidlib.uuid4().hex[:10]}")
+    _, _, upload = _uuid(5)
+    first, second = f"{upload}_00000001", f"{upload}_00000002"
+    raw.blob(first).upload_from_string(b"x" * 50)
+    time.sleep(1.5)
+    raw.blob(second).upload_from_string(b"y" * 50)
+    written = {b.name: int(b.updated.timestamp() * 1000) for b in raw.client.list_blobs(raw.name)}
+    store = ObjectStore(raw.name, endpoint=fake_gcs.endpoint, driver=GCS)
+    endpoints = dataclasses.replace(
+        _eager(settings, store),
+        policy=dataclasses.replace(_eager(settings, store).policy, retention_seconds=1),
+    )
+    # The first part is past retention (1 s), the second, written since, is not.
+    now = written[second] + 500
+    assert now - written[first] >= 1000
+
+    results = deleting.recheck_and_delete(
+        endpoints,
+        [
+            _part_entry(raw.name, first, written[first]),
+            _part_entry(raw.name, second, written[second]),
+        ],
+        run_id="orphans-1",
+        now_ms=now,
+        deleting=True,
+    )
+
+    assert {r.action for r in results} == {outcomes.WAITING}, results
+    assert {b.name for b in raw.client.list_blobs(raw.name)} == {first, second}

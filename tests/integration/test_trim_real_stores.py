@@ -576,7 +576,9 @@ def test_sigterm_mid_delete_finishes_the_batch_audits_it_and_stops(
 # --- tiered storage: the trim deletes both copies --------------------------------------
 
 
-def offloaded_store(zk_client, storage, s3_client, settings, *, driver_bucket=None):
+def offloaded_store(
+    zk_client, storage, s3_client, settings, *, driver_bucket=None, driver="aws-s3"
+):
     """Ledgers 1 and 2 consumed; ledger 1 offloaded (complete) with its two objects in an
     offload bucket, beside another ledger's segment and a foreign key."""
     offload_bucket = f"{settings.bucket}-offload"
@@ -584,7 +586,7 @@ def offloaded_store(zk_client, storage, s3_client, settings, *, driver_bucket=No
     info = record([Ledger(1), Ledger(2), Ledger(3, entries=0)])
     context = info.ledgerInfo[0].offloadContext
     context.uidMsb, context.uidLsb, context.complete = 0x1234, 0x5678, True
-    context.driverMetadata.name = "aws-s3"
+    context.driverMetadata.name = driver
     context.driverMetadata.properties.add(key="bucket", value=driver_bucket or offload_bucket)
     write_record(zk_client, ML, info)
     write_data(storage, ML, [Ledger(1), Ledger(2)])
@@ -643,6 +645,27 @@ def test_an_offloaded_copy_in_another_bucket_is_reported_and_kept(
     assert [p.ledger_id for p in result.pending] == [1]
     assert "some-other-bucket" in result.pending[0].last_error
     assert f"tiered/{uuid}-ledger-1" in bucket_keys(s3_client, bucket)
+    assert listed_and_marked(store)[1][1]["offloadUuid"] == uuid
+
+
+@pytest.mark.parametrize("driver", ["google-cloud-storage", "azureblob", "filesystem"])
+def test_an_offloaded_copy_of_another_driver_is_not_deleted_from_a_bucket_of_its_name(
+    zk_client, storage, store, s3_client, settings, driver
+):
+    """The ledger went to a GCS bucket (or an Azure container, or a filesystem) that has
+    the S3 offload bucket's name: the S3 objects at its keys (a copy made there, say for
+    a migration) are not the copy Pulsar reads, and the marker, the only pointer to that
+    copy, stays. As the orphan scan holds such a segment (other-bucket-segment)."""
+    tiered, bucket, uuid = offloaded_store(zk_client, storage, s3_client, settings, driver=driver)
+
+    report = run_trim(resolve(tiered))
+
+    [result] = report.managed_ledgers
+    assert [p.ledger_id for p in result.pending] == [1]
+    assert driver in result.pending[0].last_error
+    assert {f"tiered/{uuid}-ledger-1", f"tiered/{uuid}-ledger-1-index"} <= bucket_keys(
+        s3_client, bucket
+    )
     assert listed_and_marked(store)[1][1]["offloadUuid"] == uuid
 
 

@@ -241,7 +241,9 @@ def test_the_edge_gives_azure_its_account_and_credentials() -> None:
     assert offload.secret_access_key is None
     assert "azure-key-secret" not in repr(offload)
     sas = resolve(
-        Settings(offload_bucket="c", offload_driver="azureblob", azure_storage_sas="sv=x&sig=y")
+        Settings(
+            offload_bucket="offload", offload_driver="azureblob", azure_storage_sas="sv=x&sig=y"
+        )
     ).offload
     assert sas.azure_sas == "sv=x&sig=y"
 
@@ -250,7 +252,7 @@ def test_the_pulsar_azure_variables_are_read() -> None:
     settings = Settings.from_env(
         {
             "LEDGERGC_OFFLOAD_DRIVER": "azureblob",
-            "LEDGERGC_OFFLOAD_BUCKET": "c",
+            "LEDGERGC_OFFLOAD_BUCKET": "offload",
             "AZURE_STORAGE_ACCOUNT": "acct",
             "AZURE_STORAGE_ACCESS_KEY": "azure-key-secret",
         }
@@ -271,8 +273,150 @@ def test_a_connection_strings_key_and_sas_are_masked_on_their_own() -> None:
         "AccountKey=conn-account-key==;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
     )
     settings = Settings(
-        offload_bucket="c", offload_driver="azureblob", azure_storage_connection_string=connection
+        offload_bucket="offload",
+        offload_driver="azureblob",
+        azure_storage_connection_string=connection,
     )
     assert "conn-account-key==" in secret_values(settings)
     assert "conn-account-key==" in resolve(settings).offload.secrets()
     assert "conn-account-key" not in repr(resolve(settings))
+
+
+@pytest.mark.parametrize(
+    ("variable", "url", "secret"),
+    [
+        # An account key (or an S3 secret) as the URL's password.
+        ("LEDGERGC_OFFLOAD_ENDPOINT", "https://acct:S3CR3TKEY@acct.blob.example", "S3CR3TKEY"),
+        # An Azure account URL with a SAS in its query, as the portal hands one out.
+        (
+            "LEDGERGC_OFFLOAD_ENDPOINT",
+            "https://acct.blob.core.windows.net/?sv=2022-11-02&sig=SASSIGNATURE",
+            "SASSIGNATURE",
+        ),
+        ("LEDGERGC_S3_ENDPOINT", "http://AKIA:S3CR3TKEY@127.0.0.1:9000", "S3CR3TKEY"),
+        # Refused for its scheme: the error must not echo the password either.
+        ("LEDGERGC_OFFLOAD_ENDPOINT", "htps://user:S3CR3TKEY@host", "S3CR3TKEY"),
+    ],
+)
+def test_an_endpoint_carrying_credentials_is_refused_without_showing_them(
+    variable: str, url: str, secret: str
+) -> None:
+    """An endpoint is no secret setting: ``status`` shows it, errors and logs name it. So
+    a password or a SAS written into it is refused, in one line that does not show it,
+    and the fix is named: the credential settings."""
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({variable: url})
+    message = str(raised.value)
+    assert variable in message and "\n" not in message
+    assert secret not in message
+
+
+def test_a_broker_conf_endpoint_carrying_credentials_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=azureblob\n"
+        "managedLedgerOffloadBucket=c\n"
+        "managedLedgerOffloadServiceEndpoint=https://a.blob.core.windows.net/?sig=SASSIG\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+    assert "SASSIG" not in str(raised.value)
+    assert "LEDGERGC_OFFLOAD_ENDPOINT" in str(raised.value)
+
+
+def test_a_broker_conf_for_another_store_lends_the_explicit_driver_nothing(
+    tmp_path: Path,
+) -> None:
+    """The environment says S3 (explicitly), the brokers' file says GCS: the environment
+    wins, and the file's bucket, endpoint and key file, which are GCS's, are not read
+    into an S3 store (an S3 client sent to fake-gcs-server, a GCS bucket name listed on
+    S3); ``status`` says why they were not."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=google-cloud-storage\n"
+        "gcsManagedLedgerOffloadBucket=gcs-offload\n"
+        "managedLedgerOffloadServiceEndpoint=http://127.0.0.1:4443\n"
+        "gcsManagedLedgerOffloadServiceAccountKeyFile=/etc/gcs.json\n"
+        "clusterName=east\n"
+    )
+    settings = Settings.from_env(
+        {"LEDGERGC_PULSAR_CONF": str(conf), "LEDGERGC_OFFLOAD_DRIVER": "aws-s3"}
+    )
+    assert settings.offload_driver == "aws-s3"
+    assert settings.offload_bucket == ""  # tiered storage off: no S3 bucket is named
+    assert settings.offload_endpoint is None
+    assert settings.offload_gcs_key_file is None
+    assert settings.pulsar_clusters == ("east",)  # the rest of the file still counts
+    shown = settings.provenance()
+    assert shown["LEDGERGC_OFFLOAD_DRIVER"]["source"] == "env"
+    why = shown["LEDGERGC_OFFLOAD_DRIVER"]["from"]
+    assert "managedLedgerOffloadDriver=google-cloud-storage" in why and str(conf) in why
+    assert resolve(settings).offload.configured is False
+    # Same family, other spelling: the file's keys are the store's and are read.
+    same = Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf), "LEDGERGC_OFFLOAD_DRIVER": "gcs"})
+    assert (same.offload_bucket, same.offload_endpoint) == (
+        "gcs-offload",
+        "http://127.0.0.1:4443",
+    )
+    # The bucket given explicitly with the other driver: still no endpoint of GCS's.
+    mine = Settings.from_env(
+        {
+            "LEDGERGC_PULSAR_CONF": str(conf),
+            "LEDGERGC_OFFLOAD_DRIVER": "azureblob",
+            "LEDGERGC_OFFLOAD_BUCKET": "container",
+        }
+    )
+    assert (mine.offload_bucket, mine.offload_endpoint) == ("container", None)
+
+
+@pytest.mark.parametrize(
+    ("family_name", "bucket", "refused"),
+    [
+        (AZURE, "pulsar-offload", False),
+        (AZURE, "$root", False),
+        (AZURE, "Pulsar_Offload", True),
+        (AZURE, "ab", True),
+        (AZURE, "a--b", True),
+        (AZURE, "-offload", True),
+        (AZURE, "x" * 64, True),
+        (GCS, "pulsar_offload.example.com", False),
+        (GCS, "pulsar-offload", False),
+        (GCS, "-offload", True),
+        (GCS, "Pulsar-Offload", True),
+        (GCS, "ab", True),
+        (GCS, "x" * 64, True),
+        (S3, "Any_Name", False),  # S3's names are the setting's own check
+        (AZURE, "", False),  # tiered storage off
+    ],
+)
+def test_a_bucket_name_the_store_refuses_is_named_before_any_request(
+    family_name: str, bucket: str, refused: bool
+) -> None:
+    from ledger_gc.rules.storage.offload_drivers import bucket_name_problem
+
+    assert (bucket_name_problem(family_name, bucket) is not None) is refused
+
+
+def test_a_driver_from_the_airflow_variable_drops_the_files_other_store_keys(
+    tmp_path: Path,
+) -> None:
+    """In a task the environment's settings (the file's already read into them) come
+    first, then the connections, the ledgergc_settings variable and the params, then the
+    file again: a driver the variable sets to another store must not keep the file's
+    bucket and endpoint that the first reading put there."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "managedLedgerOffloadDriver=google-cloud-storage\n"
+        "gcsManagedLedgerOffloadBucket=gcs-offload\n"
+        "managedLedgerOffloadServiceEndpoint=http://127.0.0.1:4443\n"
+    )
+    settings = (
+        Settings.from_env({"LEDGERGC_PULSAR_CONF": str(conf)})
+        .with_values({"offload_driver": "aws-s3"}, source="ledgergc_settings")
+        .with_broker_conf()
+    )
+    assert settings.offload_driver == "aws-s3"
+    assert (settings.offload_bucket, settings.offload_endpoint) == ("", None)
+    shown = settings.provenance()
+    assert shown["LEDGERGC_OFFLOAD_BUCKET"]["source"] == "default"
+    assert "google-cloud-storage" in shown["LEDGERGC_OFFLOAD_DRIVER"]["from"]

@@ -182,7 +182,13 @@ def _account_key(settings: Settings) -> tuple[str | None, str | None, str | None
             parts[name.strip().lower()] = value.strip()
     account = settings.azure_storage_account or parts.get("accountname")
     key = settings.azure_storage_key or parts.get("accountkey")
-    return account, key, parts.get("blobendpoint")
+    endpoint = parts.get("blobendpoint")
+    suffix = parts.get("endpointsuffix")
+    if not endpoint and suffix and account:
+        # A sovereign cloud's (Azure China, US Government) string names its cloud so.
+        scheme = parts.get("defaultendpointsprotocol") or "https"
+        endpoint = f"{scheme}://{account}.blob.{suffix}"
+    return account, key, endpoint
 
 
 def _window() -> tuple[datetime, datetime]:

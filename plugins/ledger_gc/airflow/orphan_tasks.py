@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,12 +103,22 @@ def app_args(step: str, run_id: str, params: dict[str, Any] | None) -> list[str]
 def submit_env(settings: Settings, *, local_master: bool) -> dict[str, str]:
     """The environment of the spark-submit process: the settings (``LEDGERGC_*`` and
     boto3's credential variables: temporary ones, or none, on a cluster:
-    ``settings_hook.spark_settings``), and which Python runs the driver (and, with a local
-    master, the executors). Their secrets are masked (``spark_settings``: this process's
-    log filter and Airflow's masker), so the task log and the Rendered view show them as
-    ``***``."""
+    ``settings_hook.spark_settings``), every secret or never-handed variable of the
+    settings that this worker's environment sets and they leave out blanked (the
+    provider copies that environment under ``env_vars``), and which Python runs the
+    driver (and, with a local master, the executors). Their secrets are masked
+    (``spark_settings``: this process's log filter and Airflow's masker), so the task
+    log and the Rendered view show them as ``***``."""
     settings = spark_settings(settings, local_master=local_master)
     env = settings.to_env()
+    # The provider starts spark-submit with this worker's environment and ``env_vars``
+    # over it: a variable these settings leave out (an account key a SAS replaced, a key
+    # file exchanged for a token, AWS keys no store uses, broker.conf's path) is blanked
+    # there (empty: unset), or the Spark driver's settings would read it back and pickle
+    # it to every executor.
+    for name in Settings.withheld_variables():
+        if name not in env and os.environ.get(name):
+            env[name] = ""
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if local_master:
         env["PYSPARK_PYTHON"] = sys.executable

@@ -62,6 +62,9 @@ OFFLOAD_FIELDS = (
     ("Region", "LEDGERGC_OFFLOAD_S3_REGION"),
     ("ServiceEndpoint", "LEDGERGC_OFFLOAD_ENDPOINT"),
 )
+#: The settings that are one store's (its bucket, region, endpoint, key file): read from
+#: the file only for the store its driver names (``Settings.with_broker_conf``).
+STORE_SETTINGS = frozenset({env for _, env in OFFLOAD_FIELDS} | {"LEDGERGC_OFFLOAD_GCS_KEY_FILE"})
 #: The brokers' GCS service account key file (``TieredStorageConfiguration``'s GCS
 #: credentials), read for ``google-cloud-storage`` only.
 GCS_KEY_FILE = ("gcsManagedLedgerOffloadServiceAccountKeyFile", "LEDGERGC_OFFLOAD_GCS_KEY_FILE")

@@ -24,6 +24,7 @@ from ledger_gc.config.policy import Policy
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_addresses import ZkAddress
 from ledger_gc.config.zk_security import BOOKKEEPER_PREFIX, Names, ZkSecurity, names_for
+from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage import offload_drivers
 
 
@@ -91,6 +92,13 @@ def offload_store(settings: Settings) -> ObjectStore:
     Tiered storage off (no bucket): the driver's family only, no credential read."""
     driver = offload_drivers.family(settings.offload_driver) or offload_drivers.S3
     common = (settings.offload_bucket, settings.offload_prefix)
+    problem = offload_drivers.bucket_name_problem(driver, settings.offload_bucket)
+    if problem:
+        raise ConfigError(
+            f"LEDGERGC_OFFLOAD_BUCKET={settings.offload_bucket!r} {problem}; "
+            f"LEDGERGC_OFFLOAD_DRIVER={settings.offload_driver} names that store: set the "
+            "bucket its brokers offload to, or the driver they use"
+        )
     if driver == offload_drivers.GCS:
         token, project = settings.offload_gcs_token, settings.offload_gcs_project
         if not token and settings.offload_gcs_key_file and settings.offload_bucket:

@@ -21,7 +21,8 @@ traceback text and its stack. Besides the values given, the masker knows the for
 secrets that no setting names, because a client derives them anew: the session token in a
 signed request (``x-amz-security-token``), a request's signature, the secret key and
 token in an STS answer, a SASL DIGEST-MD5 ``response=`` (an MD5 of the password), a
-ZooKeeper session's password, a digest ACL's ``user:base64(sha1)``, a URL's password.
+ZooKeeper session's password, a digest ACL's ``user:base64(sha1)``, a URL's password,
+an Azure SAS's ``sig=`` in a request URL, a connection string's ``AccountKey=``.
 
 A leaf: it imports nothing of ledger-gc, so every layer (and an executor) may use it.
 """
@@ -62,6 +63,11 @@ DERIVED: tuple[re.Pattern[str], ...] = (
     # characters (a hex or base64 blob in a debug log) was tried from each of its
     # characters, a log call quadratic in its length (seconds at 16k characters).
     re.compile(r"(?<![\w+.-])([A-Za-z][\w+.-]{0,31}://[^:/@\s]{0,256}:)[^@\s]{1,1024}(?=@)"),
+    # an Azure SAS's signature in a URL's query (the SDK re-encodes it, "/" as "%2F": a
+    # form the SAS as configured does not hold), and an Azure connection string's key
+    # and SAS.
+    re.compile(r"(?i)([?&]sig=)[^&\s\"'<>]{1,1024}"),
+    re.compile(r"(?i)((?:AccountKey|SharedAccessSignature)=)[^;\s\"'<>]{1,2048}"),
 )
 #: What the (case-folded) text holds wherever the ``DERIVED`` pattern of the same place
 #: can match: a text without any of them is not searched with it. Most log lines hold
@@ -74,6 +80,8 @@ _NEEDLES: tuple[tuple[str, ...], ...] = (
     ("session_passwd",),
     ("scheme='digest'",),
     ("://",),
+    ("sig=",),
+    ("accountkey=", "sharedaccesssignature="),
 )
 _MARK = "_ledgergc_masked"
 

@@ -57,7 +57,11 @@ def as_zk_address(address: str | ZkAddress) -> ZkAddress:
 
 
 def check_endpoint(name: str, url: str | None) -> None:
-    """An http(s) URL with a host (empty: AWS)."""
+    """An http(s) URL with a host (empty: the cloud's own), and nothing else in it.
+
+    An endpoint is no secret setting: ``status`` shows it, errors and logs name it. So
+    a password (``https://user:key@host``) or a query (an Azure account URL with its
+    SAS, ``?sv=...&sig=...``) is refused, and the error shows the URL without either."""
     if not url:
         return
     parts = urlsplit(url)
@@ -67,9 +71,34 @@ def check_endpoint(name: str, url: str | None) -> None:
         port = -1
     if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
         raise ConfigError(
-            f"{name}={url!r} is not an endpoint URL; set it like http://127.0.0.1:9000 or "
-            "https://s3.example.com (empty: AWS)"
+            f"{name}={_without_secrets(url)!r} is not an endpoint URL; set it like "
+            "http://127.0.0.1:9000 or https://s3.example.com (empty: the cloud's own)"
         )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{name}={_without_secrets(url)!r} carries a user name or password; give the "
+            "endpoint without it and the credentials in their own settings (AWS_*, "
+            "AZURE_STORAGE_*, LEDGERGC_OFFLOAD_GCS_*, or a connection)"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"{name}={_without_secrets(url)!r} carries a query (a SAS?); give the endpoint "
+            "without it and a SAS as LEDGERGC_OFFLOAD_AZURE_SAS (or the wasb_default "
+            "connection's sas_token)"
+        )
+
+
+def _without_secrets(url: str) -> str:
+    """``url`` as an error may show it: no user or password, no query or fragment."""
+    scheme, _, rest = url.partition("://")
+    if not rest:
+        scheme, rest = "", url
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    host, slash, path = rest.partition("/")
+    if "@" in host:
+        host = "***@" + host.rsplit("@", 1)[1]
+    shown = f"{scheme}://{host}{slash}{path}" if scheme else f"{host}{slash}{path}"
+    return shown + ("?***" if re.search(r"[?#]", url) else "")
 
 
 def check_offload_driver(name: str, driver: str) -> None:

@@ -73,7 +73,11 @@ from ledger_gc.config.zk_security import (
 )
 from ledger_gc.config.zk_security import specs as zk_security_specs
 from ledger_gc.errors import ConfigError
+from ledger_gc.rules.storage.offload_drivers import family as offload_family
 from ledger_gc.rules.trim.eligibility import TrimRetention
+
+#: The variable of the offload driver (``Settings.with_broker_conf``).
+DRIVER_ENV = "LEDGERGC_OFFLOAD_DRIVER"
 
 DAY = 24 * 3600
 
@@ -934,6 +938,16 @@ class Settings:
                 env[spec.env] = text
         return env
 
+    @classmethod
+    def withheld_variables(cls) -> frozenset[str]:
+        """The variables a child process must not inherit from its parent's environment
+        when ``to_env`` leaves them out: every secret setting (a key a SAS replaced, keys
+        no store uses), every setting never handed on (a key file, broker.conf's path),
+        and the AWS key id that goes with its secret (boto3 refuses an id alone). Others
+        (a region) may stand as the parent has them."""
+        names = {spec.env for spec in declared(cls) if spec.secret or not spec.inherited}
+        return frozenset(names | {"AWS_ACCESS_KEY_ID"})
+
     def secrets(self) -> list[str]:
         """The secret parts of these settings' values (a password, a key, a token), for
         a log masker: every setting declared secret, nothing else."""
@@ -1021,14 +1035,47 @@ class Settings:
         specs = {spec.env: spec for spec in declared(type(self)) if spec.part is None}
         changes: dict[str, Any] = {}
         origins = dict(self.origins)
-        for found in broker_conf.read_broker_conf(path):
+        conf = broker_conf.read_broker_conf(path)
+        other_store = self._other_store(conf, path)
+        if other_store:
+            origins[DRIVER_ENV] = other_store
+            # What an earlier reading of the file put there (a task reads it with the
+            # environment, then again after the variable and params set the driver).
+            for env in broker_conf.STORE_SETTINGS:
+                if self.source_of(env) == "broker.conf":
+                    changes[specs[env].field] = default_of(type(self), specs[env])
+                    origins.pop(env, None)
+        for found in conf:
             spec = specs[found.env]
             if self.source_of(found.env) != "default":
+                continue
+            if other_store and found.env in broker_conf.STORE_SETTINGS:
                 continue
             detail = f"{found.key} in {path}" + (f": {found.why}" if found.why else "")
             changes[spec.field] = found.value
             origins[found.env] = Origin("broker.conf", detail, found.value)
         return replace(self, **changes, origins=origins) if changes else self
+
+    def _other_store(self, conf: list[broker_conf.ConfValue], path: Path) -> Origin | None:
+        """The driver's origin, saying so, when it was set (not by the file) to another
+        family of store than the file's ``managedLedgerOffloadDriver``: the file's bucket,
+        region, endpoint and key file are that other store's, and are not read into this
+        one (an S3 client sent to a GCS endpoint, a GCS bucket listed on S3). None: the
+        file's store is this one (or names none)."""
+        driver = next((found for found in conf if found.env == DRIVER_ENV), None)
+        if driver is None or self.source_of(DRIVER_ENV) == "default":
+            return None
+        if offload_family(driver.value) == offload_family(self.offload_driver):
+            return None
+        origin = self.origins.get(DRIVER_ENV) or Origin("code")
+        return replace(
+            origin,
+            detail=(
+                f"{origin.describe()}, over {driver.key}={driver.value} in {path}: that "
+                "file's offload bucket, region, endpoint and key file are another store's "
+                "and are not read"
+            ),
+        )
 
     def provenance(self) -> dict[str, dict[str, Any]]:
         """Each setting's value (as given, secrets masked) and where it came from: what

@@ -36,6 +36,7 @@ If ZooKeeper becomes unreachable, nothing more in the batch is re-checked or del
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -179,6 +180,16 @@ def _segment_state(
         if part is None or entry.ledger_id is not None or why_not is not None:
             return f"{where[1]} is not an upload part of this bucket ({why_not}); kept"
         listing, objects = read_segment_listing(offload, part.key, None)
+        upload = f"{part.key[: -len('00000000')]}"  # <prefix><upload id>_
+        newest = max(
+            (
+                obj.last_modified
+                for obj in offload.iter_objects(upload)
+                if offload_keys.parse_upload_part(offload.prefix, obj.key) is not None
+            ),
+            default=None,
+        )
+        listing = dataclasses.replace(listing, upload_newest_ms=newest)
         return LiveState(ml_exists=False), listing, objects
     segment = offload_keys.parse_segment_key(offload.prefix, where[1])
     if segment is None or segment.is_index or entry.ledger_id != segment.ledger_id:

@@ -83,24 +83,52 @@ NONCURRENT = "noncurrent-version"
 VERSIONS = "versions"
 NONE = "none"
 
-_CREDENTIALS = (
-    "the credentials (AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_ACCESS_KEY, or the "
-    "wasb_default connection)"
-)
+#: The connection that fills the settings below in an Airflow task.
+_CONNECTION = "or the wasb_default connection that set it"
+
+
+def credentials_named(store: ObjectStore) -> str:
+    """The setting of the credential ``store`` is reached with, for an error's fix: the
+    one in use (a connection string wins, then the key, then a SAS), else the identity
+    ``DefaultAzureCredential`` found."""
+    if store.azure_connection_string:
+        return f"AZURE_STORAGE_CONNECTION_STRING ({_CONNECTION})"
+    if store.azure_key:
+        return f"AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_ACCESS_KEY ({_CONNECTION})"
+    if store.azure_sas:
+        return f"LEDGERGC_OFFLOAD_AZURE_SAS, its expiry and permissions ({_CONNECTION})"
+    return (
+        "the worker's Azure AD identity (DefaultAzureCredential: a managed or workload "
+        "identity, AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET), or set "
+        "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_ACCESS_KEY"
+    )
 
 
 def service_client(store: ObjectStore) -> BlobServiceClient:
     """The Blob service client of ``store``: its connection string; else the account URL
     (``LEDGERGC_OFFLOAD_ENDPOINT``, or ``https://<account>.blob.core.windows.net``) with
     the account key or a SAS; else ``DefaultAzureCredential`` when azure-identity is
-    installed. Bounded retries: a few seconds, not the SDK's minutes, before an error."""
+    installed. Bounded retries: a few seconds, not the SDK's minutes, before an error.
+    The SDK's refusal of what it is given (a malformed connection string, a token login
+    over plain http) is one ``ConfigError`` naming the setting, never its text."""
     options: dict[str, Any] = {
         "connection_timeout": CONNECT_TIMEOUT_SECONDS,
         "read_timeout": READ_TIMEOUT_SECONDS,
         "retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=3),
     }
     if store.azure_connection_string:
-        return BlobServiceClient.from_connection_string(store.azure_connection_string, **options)
+        try:
+            return BlobServiceClient.from_connection_string(
+                store.azure_connection_string, **options
+            )
+        except ValueError as exc:
+            raise ConfigError(
+                f"AZURE_STORAGE_CONNECTION_STRING (container '{store.bucket}') is not a Blob "
+                "Storage connection string the SDK can use (it needs AccountName with "
+                "AccountKey or SharedAccessSignature, and BlobEndpoint or "
+                "DefaultEndpointsProtocol); copy "
+                "it again from the storage account's access keys"
+            ) from exc
     if not (store.endpoint or store.azure_account):
         raise ConfigError(
             f"no Azure storage account for container '{store.bucket}': set "
@@ -117,6 +145,15 @@ def service_client(store: ObjectStore) -> BlobServiceClient:
     elif store.azure_sas:
         credential = store.azure_sas.lstrip("?")
     else:
+        if url.lower().startswith("http://"):
+            # The SDK sends no token over plain http (and says so in a ValueError).
+            raise ConfigError(
+                f"no Azure credentials for container '{store.bucket}' at {url} "
+                "(LEDGERGC_OFFLOAD_ENDPOINT), and an Azure AD "
+                "login is sent over HTTPS only; set AZURE_STORAGE_ACCOUNT and "
+                "AZURE_STORAGE_ACCESS_KEY, LEDGERGC_OFFLOAD_AZURE_SAS, "
+                "AZURE_STORAGE_CONNECTION_STRING or the wasb_default connection"
+            )
         try:
             from azure.identity import DefaultAzureCredential
         except ImportError:
@@ -294,6 +331,14 @@ class AzureContainer:
                 if end is not None and blob.name >= end:
                     break
                 if (start is None or blob.name >= start) and blob.name.startswith(prefix):
+                    if blob.last_modified is None:
+                        # Read as 0 (1970), it would be past any retention: never judged.
+                        raise StorageError(
+                            f"listing '{prefix}' in container '{self.bucket}' at "
+                            f"{self.endpoint}: {blob.name} came with no last-modified time; "
+                            "a blob of unknown age is never judged against retention, so "
+                            "the listing is not used"
+                        )
                     yield ObjectInfo(
                         blob.name, blob.size, epoch_ms(blob.last_modified), _unquoted(blob.etag)
                     )
@@ -385,7 +430,13 @@ class AzureContainer:
             if status in (200, 202, 404):  # 404: already gone, as S3 counts it
                 deleted += 1
             elif status == 412:
-                now = self.head(obj.key)
+                try:
+                    now = self.head(obj.key)
+                except StorageError as exc:
+                    # Not known to be deleted: kept, tried again next run; the batch's
+                    # other answers still count.
+                    failed[obj.key] = f"412, and reading it again failed ({exc}): kept"
+                    continue
                 if now is None:
                     deleted += 1
                 else:
@@ -515,11 +566,13 @@ class AzureContainer:
             )
         if isinstance(exc, ClientAuthenticationError) and status is None:
             return StorageError(
-                f"{what}: no usable Azure credentials for {where}; set {_CREDENTIALS}"
+                f"{what}: no usable Azure credentials for {where}; check "
+                f"{credentials_named(self.store)}"
             )
         if status in (401, 403):
             return StorageError(
-                f"{what}: access denied to {where} ({code or status}); check {_CREDENTIALS}"
+                f"{what}: access denied to {where} ({code or status}); check "
+                f"{credentials_named(self.store)}"
             )
         if isinstance(exc, ServiceRequestError | ServiceResponseError):
             return StorageError(

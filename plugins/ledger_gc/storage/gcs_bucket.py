@@ -51,10 +51,33 @@ BATCH_BACKOFF_SECONDS = 0.5
 #: The four fields a listing uses (GCS sends the whole object resource otherwise).
 _LISTED_FIELDS = "items(name,size,updated,generation),nextPageToken"
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_CREDENTIALS = (
-    "the GCS credentials (the google_cloud_default connection, the brokers' "
-    "gcsManagedLedgerOffloadServiceAccountKeyFile, or application default credentials)"
+#: Where GCS credentials come from, for an error's fix.
+_IDENTITIES = (
+    "the google_cloud_default connection's key or identity, LEDGERGC_OFFLOAD_GCS_KEY_FILE "
+    "(broker.conf's gcsManagedLedgerOffloadServiceAccountKeyFile)"
 )
+
+
+def credentials_named(store: ObjectStore) -> str:
+    """What ``store`` is reached with, for an error's fix: its access token, none at all
+    (an endpoint without a token is reached anonymously: an emulator's way, and wrong
+    for a private endpoint of Google's), or application default credentials."""
+    if store.gcs_token:
+        return (
+            "LEDGERGC_OFFLOAD_GCS_TOKEN (an access token lasts an hour; one minted from "
+            f"{_IDENTITIES} is minted anew by the next run)"
+        )
+    if store.endpoint:
+        return (
+            "the credentials: none were given, so LEDGERGC_OFFLOAD_ENDPOINT is reached "
+            f"anonymously; set {_IDENTITIES}, or LEDGERGC_OFFLOAD_GCS_TOKEN"
+        )
+    return (
+        "the application default credentials (GOOGLE_APPLICATION_CREDENTIALS, the "
+        f"workload identity or metadata server), or set {_IDENTITIES}"
+    )
+
+
 _TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, auth.TransportError)
 
 
@@ -79,7 +102,7 @@ def build_client(store: ObjectStore) -> Any:
     except auth.DefaultCredentialsError as exc:
         raise ConfigError(
             f"no GCS credentials for bucket '{store.bucket}' ({type(exc).__name__}); set "
-            f"{_CREDENTIALS}"
+            f"{credentials_named(store)}"
         ) from exc
 
 
@@ -152,6 +175,13 @@ class GcsBucket:
             f"listing '{prefix}'", prefix=prefix, start=start, end=end, fields=_LISTED_FIELDS
         )
         for blob in listing:
+            if blob.updated is None:
+                # Read as 0 (1970), it would be past any retention: never judged.
+                raise StorageError(
+                    f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: "
+                    f"{blob.name} came with no updated time; an object of unknown age is "
+                    "never judged against retention, so the listing is not used"
+                )
             yield ObjectInfo(
                 blob.name, int(blob.size or 0), _ms(blob.updated), str(blob.generation)
             )
@@ -400,7 +430,8 @@ class GcsBucket:
             status = getattr(exc, "code", None)
             return StorageError(
                 f"{what}: access to {where} refused ({type(exc).__name__}"
-                f"{f', HTTP {status}' if status else ''}); check {_CREDENTIALS} and the "
+                f"{f', HTTP {status}' if status else ''}); check {credentials_named(self.store)} "
+                "and the "
                 "bucket's IAM"
             )
         if isinstance(exc, _TRANSPORT):

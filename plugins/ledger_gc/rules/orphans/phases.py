@@ -321,6 +321,10 @@ class ListingState:
 
     block_ledgers: frozenset[int]  # ledger ids with at least one block under the prefix
     newest_ms: int | None  # the newest block; None when no block is left
+    # An upload part: the newest part of the same upload (``<upload id>_<8 digits>``).
+    # jclouds composes an upload's parts only when the last is written, so a part is
+    # left over only once its whole upload has been still for retention (None: unread).
+    upload_newest_ms: int | None = None
 
 
 DELETE = "delete"
@@ -396,6 +400,14 @@ def decide(
     until = listing.newest_ms + retention_seconds * 1000
     if now_ms < until:
         return Decision(WAIT, "newest block younger than retention", until)
+    if unnumbered and (listing.upload_newest_ms or 0) + retention_seconds * 1000 > now_ms:
+        until = (listing.upload_newest_ms or 0) + retention_seconds * 1000
+        return Decision(
+            WAIT,
+            f"its upload wrote a part {iso(listing.upload_newest_ms or 0)}, younger than "
+            "retention: the upload may still be running",
+            until,
+        )
     if entry.target_class == ORPHAN_UPLOAD_PART:
         ids: tuple[int, ...] = ()  # one object, no ledger: the target is its key
     elif entry.target_class in (ORPHAN_LEDGER, ORPHAN_SEGMENT):

@@ -18,6 +18,7 @@ looks (neither live nor orphan there; its BookKeeper copy is held).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -60,6 +61,41 @@ def check_driver(env: str, driver: str) -> None:
             f"{env}={driver!r} is not an offload driver ledger-gc reads; use one of "
             f"{', '.join(PULSAR_DRIVERS)} (as broker.conf's {DRIVER_PROPERTY})"
         )
+
+
+#: Azure's container names: 3-63 of lower-case letters, digits and single hyphens,
+#: starting and ending with a letter or digit (and the account's special containers).
+_AZURE_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]")
+_AZURE_SPECIAL = frozenset({"$root", "$web", "$logs"})
+#: GCS's bucket names: lower-case letters, digits, '-', '_', '.', starting and ending
+#: with a letter or digit; 3-63 characters, or up to 222 when dotted (63 between dots).
+_GCS_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9._-]{1,220})[a-z0-9]")
+
+
+def bucket_name_problem(family_name: str, bucket: str) -> str | None:
+    """What the store of ``family_name`` refuses in ``bucket`` as a name (None: nothing;
+    an empty bucket is tiered storage off, and S3's names are checked with the setting).
+    Said before any request, for a name S3 takes that the store does not: a service
+    answers those with a bare 400 code, and an SDK with a ValueError."""
+    if not bucket:
+        return None
+    if family_name == AZURE:
+        if bucket in _AZURE_SPECIAL or _AZURE_CONTAINER.fullmatch(bucket):
+            return None
+        return (
+            "is no Azure container name (3-63 lower-case letters, digits and single "
+            "hyphens, starting and ending with a letter or digit)"
+        )
+    if family_name == GCS:
+        parts = bucket.split(".")
+        too_long = len(bucket) > (222 if len(parts) > 1 else 63)
+        if _GCS_BUCKET.fullmatch(bucket) and not too_long and all(len(p) <= 63 for p in parts):
+            return None
+        return (
+            "is no GCS bucket name (3-63 lower-case letters, digits, '-', '_' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
 
 
 @dataclass(frozen=True)
