@@ -198,6 +198,13 @@ class PulsarCluster:
     offload_bucket: str = "offload"
     offload_prefix: str = ""
     config: KazooClient | None = None
+    #: The offload driver the ledgers' ``driverMetadata`` names (Pulsar's driver names:
+    #: ``aws-s3``, ``google-cloud-storage``, ``azureblob``); ``s3`` is then any object
+    #: writer with boto3's ``put_object`` (``demo_object_stores``).
+    offload_driver: str = "aws-s3"
+    #: The ``pulsarClusterName`` its offloader writes into each object's user metadata
+    #: (None: none, as offloaders before Pulsar 2.10 wrote).
+    cluster_name: str | None = None
 
     @property
     def bk(self) -> KazooClient:
@@ -412,8 +419,8 @@ class PulsarCluster:
         offloaded_deleted: Iterable[int] = (),
     ) -> None:
         """A managed ledger listing ``ledger_ids``; those of ``offloaded_deleted`` are
-        offloaded (complete, bookkeeperDeleted) by the S3 offloader to ``offload_bucket``,
-        whose objects are uploaded first when the cluster has ``s3``."""
+        offloaded (complete, bookkeeperDeleted) by ``offload_driver`` to
+        ``offload_bucket``, whose objects are uploaded first when the cluster has ``s3``."""
         info = ManagedLedgerInfo()
         gone = set(offloaded_deleted)
         for lid in sorted(ledger_ids):
@@ -426,9 +433,10 @@ class PulsarCluster:
                 context.uidLsb = -lid
                 context.complete = True
                 context.bookkeeperDeleted = True
-                context.driverMetadata.name = "aws-s3"
+                context.driverMetadata.name = self.offload_driver
                 context.driverMetadata.properties.add(key="bucket", value=self.offload_bucket)
-                context.driverMetadata.properties.add(key="region", value="us-east-1")
+                if self.offload_driver == "aws-s3":
+                    context.driverMetadata.properties.add(key="region", value="us-east-1")
         self._put(paths.managed_ledger_path(ml_name), encode_managed_ledger_info(info))
 
     def offload_keys(self, ledger_id: int) -> tuple[str, str]:
@@ -445,6 +453,8 @@ class PulsarCluster:
         data object's length."""
         data_key, index_key = self.offload_keys(ledger_id)
         metadata = {"ManagedLedgerName": ml_name, "s3managedledgeroffloaderversion": "1"}
+        if self.cluster_name:
+            metadata["pulsarClusterName"] = self.cluster_name
         self.s3.put_object(
             Bucket=self.offload_bucket,
             Key=data_key,

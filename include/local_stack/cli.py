@@ -1,4 +1,10 @@
-"""``python include/local_stack run|up``: start the local stack for a command or a shell."""
+"""``python include/local_stack run|up``: start the local stack for a command or a shell.
+
+The stack here is the whole one: ZooKeeper, SeaweedFS S3, and the GCS and Azure
+emulators (fake-gcs-server, Azurite) that the demo's and the benchmarks' tiered storage
+on those stores needs; ``LOCAL_STACK_GCS_ENDPOINT`` and ``LOCAL_STACK_AZURE_BLOB_ENDPOINT``
+say where they are.
+"""
 
 from __future__ import annotations
 
@@ -113,12 +119,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    stack = LocalStack(args.base_dir)
+    stack = LocalStack(args.base_dir, object_stores=True)
     with _terminate_on_signals():
         try:
-            _say(f"starting ZooKeeper and SeaweedFS S3 (logs in {stack.log_dir})")
+            _say(
+                "starting ZooKeeper, SeaweedFS S3, fake-gcs-server and Azurite "
+                f"(logs in {stack.log_dir})"
+            )
             stack.start()
-            _say(f"ZooKeeper {stack.zk_hosts}, S3 {stack.s3_endpoint}")
+            _say(_addresses(stack))
             _say(f"running {shlex.join(command)}")
             return run_command(command, command_env(stack.env(), os.environ))
         except LocalStackError as exc:
@@ -130,8 +139,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
             stack.stop()
 
 
+def _addresses(stack: LocalStack) -> str:
+    """Where each server of the stack listens, in one line."""
+    line = f"ZooKeeper {stack.zk_hosts}, S3 {stack.s3_endpoint}"
+    if stack.gcs is not None:
+        line += f", GCS {stack.gcs.endpoint}"
+    if stack.azure is not None:
+        line += f", Azure Blob {stack.azure.account_url}"
+    return line
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
-    stack = LocalStack(args.base_dir)
+    stack = LocalStack(args.base_dir, object_stores=True)
     with _terminate_on_signals():
         try:
             stack.start()
@@ -139,8 +158,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
             env_file = stack.base_dir / "env.sh"
             env_file.write_text(exports)
             print(exports, end="")
+            _say(_addresses(stack))
             _say(f"(also in {env_file}; logs in {stack.log_dir}); Ctrl-C stops the stack")
-            while stack.zookeeper.running and stack.s3.running:
+            while stack.running:
                 time.sleep(1)
             print(f"local_stack: a server exited; logs in {stack.log_dir}", file=sys.stderr)
             return 1
@@ -160,7 +180,10 @@ def _say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python include/local_stack``."""
     parser = argparse.ArgumentParser(
-        prog="local_stack", description="Run a local ZooKeeper + SeaweedFS S3 for ledger-gc."
+        prog="local_stack",
+        description=(
+            "Run a local ZooKeeper, SeaweedFS S3, fake-gcs-server and Azurite for ledger-gc."
+        ),
     )
     sub = parser.add_subparsers(dest="action", required=True)
     common: dict[str, Any] = {

@@ -83,3 +83,18 @@ def test_pulsar_metadata_benchmark_prints_a_json_result(tmp_path: Path) -> None:
     """Starts a ZooKeeper of its own; four whole `ledgergc orphans`, the source on and off."""
     result = run_quick("pulsar_metadata", None, tmp_path)
     assert result["items"] > 0 and result["runs"]["steady-on-0"]["pulsar_metadata_cost"]
+
+
+@pytest.mark.spark
+def test_offload_listing_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    """Starts a ZooKeeper, fake-gcs-server and Azurite of its own; per store and size, a
+    whole `ledgergc orphans` beside a user's paginated SDK listing."""
+    result = run_quick("offload_listing", None, tmp_path, timeout=600)
+    assert result["items"] > 0
+    for store in ("gcs", "azure"):
+        for size in ("big", "small"):
+            command = result["stores"][store][size]["command"]
+            assert command["ok"], f"{store} {size}: {command['error']}"
+        # The bench checks each command's classes against its plan; the quick small size
+        # has no deleted topic (one in every 20 managed ledgers), the big one does.
+        assert result["stores"][store]["big"]["command"]["tiered"]["orphan_segments"] > 0

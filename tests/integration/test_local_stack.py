@@ -259,6 +259,39 @@ print(zk_port, os.environ["LEDGERGC_S3_ENDPOINT"].rsplit(":", 1)[1], flush=True)
 {tail}
 """
 
+# The object-store emulators the stack starts beside them: a client of each, built only
+# from what the stack put into the environment, writes and lists an object.
+EMULATORS_CHILD = """
+import os
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+from azure.storage.blob import BlobServiceClient
+
+gcs = storage.Client(
+    project="p",
+    credentials=AnonymousCredentials(),
+    client_options={"api_endpoint": os.environ["LOCAL_STACK_GCS_ENDPOINT"]},
+)
+bucket = gcs.bucket("stack-check")
+bucket.versioning_enabled = True
+bucket = gcs.create_bucket(bucket)
+bucket.blob("a").upload_from_string(b"x")
+assert [b.name for b in gcs.list_blobs("stack-check")] == ["a"]
+assert gcs.get_bucket("stack-check").versioning_enabled
+
+account, key = os.environ["AZURE_STORAGE_ACCOUNT"], os.environ["AZURE_STORAGE_ACCESS_KEY"]
+azure = BlobServiceClient(
+    os.environ["LOCAL_STACK_AZURE_BLOB_ENDPOINT"],
+    credential={"account_name": account, "account_key": key},
+)
+container = azure.create_container("stack-check")
+container.upload_blob("a", b"x")
+assert [b.name for b in container.list_blobs()] == ["a"]
+gcs_port = os.environ["LOCAL_STACK_GCS_ENDPOINT"].rsplit(":", 1)[1]
+azure_port = os.environ["LOCAL_STACK_AZURE_BLOB_ENDPOINT"].split(":")[2].split("/")[0]
+print(gcs_port, azure_port, flush=True)
+"""
+
 
 def test_run_passes_the_env_and_the_exit_code_and_stops_the_stack(tmp_path: Path) -> None:
     child = CHILD.format(tail="sys.exit(3)")
@@ -271,6 +304,18 @@ def test_run_passes_the_env_and_the_exit_code_and_stops_the_stack(tmp_path: Path
     assert not port_open(s3_port)
     assert (tmp_path / "stack" / "logs" / "zookeeper.log").stat().st_size > 0
     assert (tmp_path / "stack" / "logs" / "seaweedfs.log").stat().st_size > 0
+
+
+def test_run_starts_fake_gcs_and_azurite_for_the_command_and_stops_them(tmp_path: Path) -> None:
+    proc = local_stack_cli(tmp_path, "run", "--", sys.executable, "-c", EMULATORS_CHILD)
+    out, _ = proc.communicate(timeout=120)
+
+    assert proc.returncode == 0, out
+    gcs_port, azure_port = map(int, out.split())
+    assert not port_open(gcs_port)
+    assert not port_open(azure_port)
+    assert (tmp_path / "stack" / "logs" / "fake-gcs-server.log").exists()
+    assert (tmp_path / "stack" / "logs" / "azurite-debug.log").stat().st_size > 0
 
 
 def test_run_passes_sigterm_on_and_stops_the_stack(tmp_path: Path) -> None:
