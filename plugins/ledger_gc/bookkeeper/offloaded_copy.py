@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from ledger_gc.bookkeeper import references
 from ledger_gc.config.endpoints import ObjectStore
@@ -99,8 +98,6 @@ def _read(storage: OffloadBucket, keys: tuple[str, str]) -> ObjectsRead:
 
 def _head(storage: OffloadBucket, key: str) -> int | None:
     """The object's length, None when there is none (a delete marker's 404 included)."""
-    if not _speaks_protocol(storage):
-        return _s3_head(storage, key)
     try:
         head = storage.head(key)
     except Exception as exc:
@@ -112,48 +109,8 @@ def _head(storage: OffloadBucket, key: str) -> int | None:
 def _first_bytes(storage: OffloadBucket, key: str, count: int) -> bytes:
     if count <= 0:
         return b""
-    if not _speaks_protocol(storage):
-        return _s3_first_bytes(storage, key, count)
     try:
         return bytes(storage.read_range(key, 0, count))
     except Exception as exc:
         log.warning("cannot read %s/%s: %s", storage.bucket, key, exc)
         raise _Unreadable(f"GET {key}: {exc}") from exc
-
-
-def _speaks_protocol(storage: OffloadBucket) -> bool:
-    """Whether ``storage`` has the protocol's ``head``/``read_range``. S3's
-    ``OffloadStorage`` gets them with the tiered-storage source's move onto the protocol
-    (issue 35); until then its boto3 client is read directly (``_s3_head``)."""
-    return callable(getattr(storage, "head", None)) and callable(
-        getattr(storage, "read_range", None)
-    )
-
-
-def _s3_head(storage: Any, key: str) -> int | None:
-    try:
-        head = storage.client.head_object(Bucket=storage.bucket, Key=key)
-    except Exception as exc:
-        if _missing(exc):
-            return None
-        log.warning("cannot HEAD %s/%s: %s", storage.bucket, key, exc)
-        raise _Unreadable(f"HEAD {key}: {exc}") from exc
-    return int(head.get("ContentLength", 0))
-
-
-def _s3_first_bytes(storage: Any, key: str, count: int) -> bytes:
-    try:
-        got = storage.client.get_object(
-            Bucket=storage.bucket, Key=key, Range=f"bytes=0-{count - 1}"
-        )
-        return bytes(got["Body"].read())
-    except Exception as exc:
-        log.warning("cannot read %s/%s: %s", storage.bucket, key, exc)
-        raise _Unreadable(f"GET {key}: {exc}") from exc
-
-
-def _missing(exc: Exception) -> bool:
-    response: Any = getattr(exc, "response", None) or {}
-    error = response.get("Error") or {}
-    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    return str(error.get("Code", "")) in ("404", "NoSuchKey", "NotFound") or status == 404
