@@ -16,7 +16,6 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger_gc.config.endpoints import ObjectStore
-from ledger_gc.errors import StorageError
 from ledger_gc.rules.storage import offload_keys
 from ledger_gc.storage import list_pages
 from ledger_gc.storage.bulk_delete import DeleteResult, RetryPolicy, error_details
@@ -94,31 +93,8 @@ class OffloadStorage(LedgerStorage):
 
     def _range_pages(self, prefix: str, start: str | None) -> Iterator[ObjectInfo]:
         after = _before(start) if start and start > prefix else None
-        token: str | None = None
-        seen: set[str] = set()
-        while True:
-            request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-            if after:  # sent with every page, as boto3's paginator does
-                request["StartAfter"] = after
-            if token:
-                request["ContinuationToken"] = token
-            try:
-                with list_pages.parsing_here():
-                    page = self.client.list_objects_v2(**request)
-            except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, f"listing '{prefix}' from '{start}'") from exc
-            yield from (ObjectInfo(*row) for row in list_pages.objects_of(page))
-            if not page.get("IsTruncated"):
-                return
-            new = page.get("NextContinuationToken")
-            if not new or new in seen:
-                raise StorageError(
-                    f"listing '{prefix}' in bucket '{self.bucket}' at {self.endpoint}: a "
-                    "truncated page came without a new continuation token; the listing is "
-                    "not used"
-                )
-            token = new
-            seen.add(new)
+        for objects, _more in self._object_pages(prefix, after):
+            yield from objects
 
     def head(self, key: str) -> ObjectHead | None:
         try:

@@ -174,21 +174,27 @@ class S3Bucket:
         for objects, _more in self._object_pages(prefix):
             yield from objects
 
-    def _object_pages(self, prefix: str) -> Iterator[tuple[list[ObjectInfo], bool]]:
+    def _object_pages(
+        self, prefix: str, start_after: str | None = None
+    ) -> Iterator[tuple[list[ObjectInfo], bool]]:
         """The pages of one listing as (objects, more pages follow), the objects read
-        without botocore's per-key parse (``list_pages``). A truncated page without a new
-        continuation token raises: it would loop, or end the listing early."""
+        without botocore's per-key parse (``list_pages``); ``start_after`` is sent as
+        ``StartAfter`` with every page, as boto3's paginator does. A truncated page
+        without a new continuation token raises: it would loop, or end the listing early."""
         token: str | None = None
         seen: set[str] = set()
         while True:
             request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if start_after:
+                request["StartAfter"] = start_after
             if token:
                 request["ContinuationToken"] = token
             try:
                 with list_pages.parsing_here():
                     page = self.client.list_objects_v2(**request)
             except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, f"listing '{prefix}'") from exc
+                after = f" after '{start_after}'" if start_after else ""
+                raise self._error(exc, f"listing '{prefix}'{after}") from exc
             objects = [ObjectInfo(*row) for row in list_pages.objects_of(page)]
             if not page.get("IsTruncated"):
                 yield objects, False
