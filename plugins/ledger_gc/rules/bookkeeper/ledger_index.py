@@ -59,18 +59,11 @@ class LedgerIndex:
         return cls(*_first_of_each(merged), labels)
 
     def get(self, ledger_id: int, default: str | None = None) -> str | None:
-        ids = self._ids
-        at = bisect_left(ids, ledger_id)
-        if at < len(ids) and ids[at] == ledger_id:
-            return self._labels[self._codes[at]]
-        return default
+        at = _position(self._ids, ledger_id)
+        return default if at is None else self._labels[self._codes[at]]
 
     def __contains__(self, ledger_id: object) -> bool:
-        if not isinstance(ledger_id, int):
-            return False
-        ids = self._ids
-        at = bisect_left(ids, ledger_id)
-        return at < len(ids) and ids[at] == ledger_id
+        return _position(self._ids, ledger_id) is not None
 
     def __getitem__(self, ledger_id: int) -> str:
         label = self.get(ledger_id)
@@ -145,11 +138,7 @@ class LedgerIds(AbstractSet[int]):
         return cls(out)
 
     def __contains__(self, ledger_id: object) -> bool:
-        if not isinstance(ledger_id, int):
-            return False
-        ids = self._ids
-        at = bisect_left(ids, ledger_id)
-        return at < len(ids) and ids[at] == ledger_id
+        return _position(self._ids, ledger_id) is not None
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._ids)
@@ -180,6 +169,14 @@ class LedgerIds(AbstractSet[int]):
 
     def __reduce__(self) -> tuple[type[LedgerIds], tuple[array]]:
         return (LedgerIds, (self._ids,))
+
+
+def _position(ids: array, ledger_id: object) -> int | None:
+    """Where ``ledger_id`` is in the sorted ``ids`` (None: not there, or not an id)."""
+    if not isinstance(ledger_id, int):
+        return None
+    at = bisect_left(ids, ledger_id)
+    return at if at < len(ids) and ids[at] == ledger_id else None
 
 
 #: Entries sorted at once when an index is built (``LedgerIndex.build``).
