@@ -315,9 +315,7 @@ class AzureContainer:
     def owns(self, key: str) -> str | None:
         # jclouds uploads a large blob to Azure as uncommitted blocks of the blob itself
         # (no part objects, as on GCS): only segments are ours here.
-        if offload_keys.parse_segment_key(self.prefix, key) is None:
-            return "not an offloaded-ledger segment (<uuid>-ledger-<id>[-index]); never deleted"
-        return None
+        return offload_keys.why_not_a_segment(self.prefix, key)
 
     # --- listing ----------------------------------------------------------------------
 

@@ -68,9 +68,7 @@ class OffloadStorage(LedgerStorage):
     def owns(self, key: str) -> str | None:
         # GCS's multipart parts (``<uuid>_<8 digits>``) are jclouds' on GCS only: on
         # S3 such a key is someone else's.
-        if offload_keys.parse_segment_key(self.prefix, key) is None:
-            return "not an offloaded-ledger segment (<uuid>-ledger-<id>[-index]); never deleted"
-        return None
+        return offload_keys.why_not_a_segment(self.prefix, key)
 
     def iter_objects(
         self, prefix: str = "", *, start: str | None = None, end: str | None = None

@@ -54,6 +54,16 @@ def parse_segment_key(prefix: str, key: str) -> SegmentKey | None:
     return SegmentKey(key, match.group(1), int(match.group(2)), match.group(3) is not None)
 
 
+#: Why a key that is not a segment is never deleted from an offload bucket.
+NOT_A_SEGMENT = "not an offloaded-ledger segment (<uuid>-ledger-<id>[-index]); never deleted"
+
+
+def why_not_a_segment(prefix: str, key: str) -> str | None:
+    """None when ``key`` is a segment below ``prefix``, else ``NOT_A_SEGMENT``: what an
+    offload bucket owns on S3 and Azure (GCS owns its upload parts too)."""
+    return None if parse_segment_key(prefix, key) is not None else NOT_A_SEGMENT
+
+
 # jclouds uploads a multipart upload to GCS as parts ``<random uuid>_<8 digits>`` and
 # composes them; a broker stopped mid-upload leaves the parts (``orphan-upload-part``).
 _UPLOAD_PART = re.compile(rf"({_UUID})_([0-9]{{8}})", re.ASCII)
