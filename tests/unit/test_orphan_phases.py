@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -117,6 +118,33 @@ def test_new_data_corrects_the_entry_away() -> None:
     assert corrected == entry
     assert "new data arrived" in reason
     assert not changes.seen
+
+
+@pytest.mark.parametrize("grown", [{"objects": 3}, {"bytes": 300}])
+def test_a_block_written_in_the_same_second_still_corrects_the_entry_away(
+    grown: dict[str, int],
+) -> None:
+    # S3's LastModified (and SeaweedFS's) has whole seconds: a block written in the
+    # second of the registered newest one leaves the time as it was, so growth is the sign.
+    entry = _entry(newest_ms=1_000)
+    candidate = replace(_candidate(newest=1_000), **grown)
+
+    changes = initialize_and_correct({entry.prefix: entry}, {entry.prefix: candidate}, 2, 5, {})
+
+    [(corrected, reason)] = changes.corrected
+    assert corrected == entry
+    assert "new data arrived" in reason
+    assert not changes.seen
+
+
+def test_blocks_that_went_away_are_no_new_data() -> None:
+    entry = _entry(newest_ms=1_000)
+    candidate = replace(_candidate(newest=1_000), objects=1, bytes=100)
+
+    changes = initialize_and_correct({entry.prefix: entry}, {entry.prefix: candidate}, 2, 5, {})
+
+    assert not changes.corrected
+    assert len(changes.seen) == 1
 
 
 def test_an_entry_no_scan_reports_is_corrected_with_the_reason_given() -> None:

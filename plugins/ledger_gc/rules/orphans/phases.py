@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.orphans.classify import (
+    ORPHAN_CLASSES,
     ORPHAN_LEDGER,
     ORPHAN_PARTITION,
     ORPHAN_SEGMENT,
@@ -166,6 +167,19 @@ def why_not_orphan(entry: RegistryEntry, refs: ManagedLedgerRefs | None, scan_nu
     return f"no block of it was seen by scan {scan_number} (data gone)"
 
 
+def _new_data_arrived(entry: RegistryEntry, candidate: Candidate) -> bool:
+    """Whether the target changed since it was registered in a way only a writer explains.
+
+    Object stores list whole seconds (S3's LastModified, SeaweedFS's too), so a block
+    written in the second of the newest one registered leaves the time as it was: more
+    objects or more bytes under the prefix say it instead. Fewer say nothing (a delete).
+    """
+    if candidate.newest_ms != entry.newest_ms:
+        return candidate.newest_ms > entry.newest_ms
+    listed = entry.target_class in ORPHAN_CLASSES
+    return listed and (candidate.objects > entry.objects or candidate.bytes > entry.bytes)
+
+
 def initialize_and_correct(
     entries: Mapping[str, RegistryEntry],
     candidates: Mapping[str, Candidate],
@@ -185,7 +199,7 @@ def initialize_and_correct(
             changes.added.append(new_entry(prefix, candidate, scan_number, now_ms))
         elif entry.last_scan >= scan_number:
             continue  # this scan was applied already (idempotent re-run)
-        elif candidate.newest_ms > entry.newest_ms:
+        elif _new_data_arrived(entry, candidate):
             # KIP-370's correction: data that keeps arriving is being written by someone.
             changes.corrected.append(
                 (
