@@ -452,6 +452,39 @@ def test_the_executors_reuse_what_the_driver_would(
     assert verdicts(second)[victim] == bk.BK_FOREIGN
 
 
+@pytest.mark.spark
+def test_the_executors_send_back_only_the_records_of_directories_that_changed(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steady state's driver gets back what changed, not the whole cache again."""
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    ids = [5, 10_005, 20_005, 35_000]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, ids)
+    survey(resolve(pulsar), spark=spark)
+    returned: list[directories.DirectoryDone] = []
+    save = survey_module._save_cache
+
+    def spy(*args: Any) -> None:
+        returned.extend(args[4])
+        save(*args)
+
+    monkeypatch.setattr(survey_module, "_save_cache", spy)
+    new = cluster.ledger(ml_tags(ORDERS), ledger_id=20_006)
+    cluster.managed_ledger(ORDERS, [*ids, new])
+
+    second = survey(resolve(pulsar), spark=spark)
+
+    assert second is not None and second.cost.records_read == 1
+    sent = {item.directory: item.records for item in returned if item.body is not None}
+    assert list(sent.values()) == [2], sent  # 20_005's directory, with the new ledger
+    third = survey(resolve(pulsar), spark=spark)
+    assert third is not None
+    assert (third.cost.records_read, third.cost.records_cached) == (0, 5)
+    assert verdicts(third) == fresh(pulsar)
+
+
 def _lie_in_the_cache(pulsar: Settings, cluster: PulsarCluster, lid: int, tags: dict) -> None:
     """Rewrite the cached record of ``lid`` (its row's stat kept, so it is reused)."""
     table = schema.bk_records

@@ -57,7 +57,9 @@ class DirectoryDone:
     reused: int  # ledgers classified from the cache
     read: int  # ledger znodes read
     records: int  # records in ``body``
-    body: bytes  # the directory's packed records now (b"" unless kept)
+    # The directory's packed records now: b"" unless kept, None when they are the
+    # ones its work carried (the steady state's driver gets back only what changed).
+    body: bytes | None
 
 
 def classify_directories(
@@ -100,12 +102,14 @@ def _classify_directory(
     ledgers: dict[int, BkLedger] = {}
     packed = Packed()
     keep: list[int] = []
+    damaged = False
     if work.body:
         try:
             packed = decode_packed(work.body)
             keep = packed.standing(set(work.ledger_ids), high)
         except BodyError as exc:
             log.warning("cached records of %s: %s; read again", work.directory, exc)
+            damaged = True
     # Straight from the columns; each distinct custom-metadata map's tags once.
     tags = [scan.tags_of(custom) for custom in packed.customs]
     ids, tag_index, formats = packed.ledger_ids, packed.tag_index, packed.formats
@@ -148,8 +152,9 @@ def _classify_directory(
     classify([ledgers[lid] for lid in sorted(ledgers)])
     if not work.keep:
         return DirectoryDone(work.directory, reused, read, 0, b"")
-    if not fresh and len(keep) == len(packed):
-        body = work.body or encode_records([])  # unchanged: the same bytes
+    if not fresh and len(keep) == len(packed) and not damaged:
+        # Unchanged: the bytes the driver holds already (or none to keep).
+        body = None if work.body else encode_records([])
     else:
         body = encode_records(fresh, packed.rows(keep))
     return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body)

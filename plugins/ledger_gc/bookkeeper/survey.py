@@ -685,16 +685,21 @@ def _save_cache(
         item = by_directory[leaf.directory]
         before = cache.rows.get(leaf.directory)
         high = max(high or 0, leaf.ledger_ids[-1])
+        if item.body is None:  # the records its work carried: the row's own
+            assert before is not None, leaf.directory
+            body = before.body
+        else:
+            body = item.body
         rows.append(
             record_cache.NewRow(
                 leaf.directory,
                 leaf.state,
                 leaf.ledger_ids,
                 item.records,
-                item.body,
+                body,
                 changed=before is None
                 or before.row.state != leaf.state
-                or before.body != item.body
+                or before.body != body
                 or before.row.proven != proven,
             )
         )
