@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -199,12 +200,26 @@ def test_gcs_an_audited_generation_no_longer_kept_is_not_restored_and_said_so(
     assert any(data in row and "not restored" in row for row in shown), shown
 
 
-# --- Azure: the audited ETag among previous versions (injected: Azurite keeps none) ------
+# --- Azure: the audited ETag among what Azure keeps (injected: Azurite keeps nothing) -----
 
 
-def test_azure_restore_copies_back_the_previous_version_with_the_audited_etag(
+@dataclass
+class AzureRun:
+    """A segment the run deleted from Azurite, and the container client whose listing of
+    what Azure keeps (soft-deleted blobs, previous versions) the test fills in."""
+
+    settings: Settings
+    raw: Any
+    container: KeepsDeleted
+    data: str
+    index: str
+    etags: dict[str, str]  # key -> the ETag the run's delete was conditioned on
+
+
+@pytest.fixture
+def azure_run(
     settings: Settings, azurite: AzuriteBlobServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> AzureRun:
     service = azurite.client()
     raw = service.create_container(f"exact-{uuid.uuid4().hex[:12]}")
     tiered = settings.with_overrides(
@@ -221,39 +236,70 @@ def test_azure_restore_copies_back_the_previous_version_with_the_audited_etag(
     raw.upload_blob(index, b"its index")
     heads = {k: raw.get_blob_client(k).get_blob_properties() for k in (data, index)}
     newest = max(int(h.last_modified.timestamp() * 1000) for h in heads.values())
-    # What Azure with versioning on would list after the run's delete and another write
-    # deleted since: both writes of the data key as previous versions, each with the ETag
-    # it had; and what each version's ?versionid= URL reads (Azurite has no versions).
-    raw.upload_blob("version-store/run", RUN)
-    raw.upload_blob("version-store/other", OTHER)
-    raw.upload_blob("version-store/index", b"its index")
-    created = datetime.now(UTC) - timedelta(seconds=1)
-    first, later = "2026-11-29T10:00:00.0000000Z", "2026-11-29T10:00:01.0000000Z"
-    run_version = kept_blob(data, len(RUN), version_id=first, created=created)
-    run_version.etag = heads[data].etag
-    other_version = kept_blob(data, len(OTHER), version_id=later, created=datetime.now(UTC))
-    other_version.etag = '"0x8DDOTHERWRITE"'
-    index_first = "2026-11-29T09:59:59.0000000Z"
-    index_version = kept_blob(index, 9, version_id=index_first, created=created)
-    index_version.etag = heads[index].etag
     # Versioning is on: a blob elsewhere in the container lists with a version id.
-    elsewhere = kept_blob("elsewhere/report", 1, version_id=first, created=created)
+    elsewhere = kept_blob("elsewhere/report", 1, version_id="2026-01-01T00:00:00.0000000Z")
     elsewhere.is_current_version = True
     container = KeepsDeleted(raw, [(elsewhere, b"")], {})
-    client = Service(service, container)
-    bucket = AzureContainer(store_for(azurite, raw.container_name), client=client)
+    bucket = AzureContainer(
+        store_for(azurite, raw.container_name), client=Service(service, container)
+    )
     monkeypatch.setattr(offload_buckets, "offload_bucket", lambda store, client=None: bucket)
+    etags = {k: str(h.etag).strip('"') for k, h in heads.items()}
+    _delete_as_the_run(tiered, data, newest, "orphans-exact-az")
+    assert _audited(tiered, "orphans-exact-az") == etags
+    return AzureRun(tiered, raw, container, data, index, etags)
 
-    _delete_as_the_run(tiered, data, newest, "orphans-exact-3")
-    assert _audited(tiered, "orphans-exact-3")[data] == heads[data].etag.strip('"')
-    container.kept += [(run_version, b""), (other_version, b""), (index_version, b"")]
-    container.versions = {
-        first: "version-store/run",
-        later: "version-store/other",
-        index_first: "version-store/index",
-    }
 
-    report = restore_run(resolve(tiered), "orphans-exact-3").to_dict()
+def _version(run: AzureRun, key: str, data: bytes, etag: str, version_id: str, age_s: int):
+    """A previous version of ``key`` as Azure lists it, and what its ?versionid= URL reads
+    (Azurite has no versions: a blob of its own)."""
+    store = f"version-store/{uuid.uuid4().hex}"
+    run.raw.upload_blob(store, data)
+    run.container.versions[version_id] = store
+    found = kept_blob(
+        key, len(data), version_id=version_id, created=datetime.now(UTC) - timedelta(seconds=age_s)
+    )
+    found.etag = f'"{etag}"'
+    run.container.kept.append((found, data))
 
-    assert raw.download_blob(data).readall() == RUN, report
+
+def test_azure_restore_copies_back_the_previous_version_with_the_audited_etag(
+    azure_run: AzureRun,
+) -> None:
+    run = azure_run
+    # After the run's delete, another write of the data key deleted since: both are
+    # previous versions, the other one newer.
+    _version(run, run.data, RUN, run.etags[run.data], "2026-11-29T10:00:00.0000000Z", 2)
+    _version(run, run.data, OTHER, "0x8DDOTHERWRITE", "2026-11-29T10:00:01.0000000Z", 1)
+    _version(run, run.index, b"its index", run.etags[run.index], "2026-11-29T09:59:59.0Z", 2)
+
+    report = restore_run(resolve(run.settings), "orphans-exact-az").to_dict()
+
+    assert run.raw.download_blob(run.data).readall() == RUN, report
+    assert run.raw.download_blob(run.index).readall() == b"its index"
     assert report["exit_code"] == 0 and report["prefixes"][0]["unrestorable"] == [], report
+    assert report["prefixes"][0]["chosen_by"] == "audited version"
+
+
+def test_azure_a_soft_deleted_blob_of_another_write_is_not_undeleted(
+    azure_run: AzureRun,
+) -> None:
+    run = azure_run
+    # Soft delete only: another write of the data key, deleted since, is the soft-deleted
+    # blob Undelete Blob would bring back; the run's own write is not kept any more.
+    other = kept_blob(run.data, len(OTHER), deleted_at=datetime.now(UTC))
+    other.etag = '"0x8DDOTHERWRITE"'
+    index = kept_blob(run.index, 9, deleted_at=datetime.now(UTC))
+    index.etag = f'"{run.etags[run.index]}"'
+    run.container.kept += [(other, OTHER), (index, b"its index")]
+
+    report = restore_run(resolve(run.settings), "orphans-exact-az").to_dict()
+
+    assert report["exit_code"] == 1, report
+    [item] = report["prefixes"]
+    assert run.container.undeleted == [run.index]
+    assert not run.raw.get_blob_client(run.data).exists()
+    assert run.raw.download_blob(run.index).readall() == b"its index"
+    [line] = item["unrestorable"]
+    assert run.data in line and run.etags[run.data] in line and "0x8DDOTHERWRITE" in line
+    assert "ETag" in line and "not restored" in line
