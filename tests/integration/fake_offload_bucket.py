@@ -129,7 +129,7 @@ class FakeGcsBucket:
 
     def deleted_versions(self, key: str, earliest: int, latest: int) -> list[DeletedVersion]:
         found = [
-            DeletedVersion(key, obj.generation, len(obj.data), at, "soft-delete")
+            DeletedVersion(key, obj.generation, len(obj.data), at, "soft-delete", obj.generation)
             for k, obj, at in self.deleted
             if k == key and earliest <= at <= latest
         ]

@@ -519,6 +519,7 @@ def test_restore_undeletes_a_soft_deleted_blob_unless_written_since(
         (kept_blob(index, len(INDEX), deleted_at=now - timedelta(minutes=5)), INDEX),
         (kept_blob(data, 3, deleted_at=now - timedelta(days=2)), b"old"),  # another time
     ]
+    kept[0][0].etag = '"0x8DD00000000000A"'  # the ETag it had: what a run's audit names
     container = KeepsDeleted(raw, kept, {})
     bucket = AzureContainer(
         store_for(azurite, raw.container_name), client=Service(azurite.client(), container)
@@ -528,7 +529,9 @@ def test_restore_undeletes_a_soft_deleted_blob_unless_written_since(
 
     found = bucket.deleted_versions(data, *window)
     assert found == [
-        DeletedVersion(data, "", len(DATA), ms(now - timedelta(minutes=5)), "soft-delete")
+        DeletedVersion(
+            data, "", len(DATA), ms(now - timedelta(minutes=5)), "soft-delete", "0x8DD00000000000A"
+        )
     ]
     bucket.restore(found[0])
     assert raw.download_blob(data).readall() == DATA
@@ -555,6 +558,7 @@ def test_restore_copies_a_previous_version_back_never_over_a_newer_blob(
         (kept_blob(data, len(DATA), version_id=old, created=created), b""),
         (kept_blob(index, len(DATA), version_id=old, created=created), b""),
     ]
+    kept[0][0].etag, kept[1][0].etag = '"0x8DD000000000001"', '"0x8DD000000000002"'
     versions = {old: "version-store/new", older: "version-store/old"}
     container = KeepsDeleted(raw, kept, versions)
     bucket = AzureContainer(
@@ -562,8 +566,13 @@ def test_restore_copies_a_previous_version_back_never_over_a_newer_blob(
     )
     now = ms(datetime.now(UTC))
 
+    # Every previous version, newest first, each with the ETag it had: a restore matches
+    # it against the ETag the run's audit names (test_restore_exact_version.py).
     found = bucket.deleted_versions(data, now - 3_600_000, now)
-    assert found == [DeletedVersion(data, old, len(DATA), 0, "noncurrent-version")]
+    assert found == [
+        DeletedVersion(data, old, len(DATA), 0, "noncurrent-version", "0x8DD000000000002"),
+        DeletedVersion(data, older, 5, 0, "noncurrent-version", "0x8DD000000000001"),
+    ]
     bucket.restore(found[0])
     assert raw.download_blob(data).readall() == DATA
 

@@ -517,6 +517,7 @@ def test_restores_a_noncurrent_generation_never_over_a_newer_object(
         (data, before[data].version, "noncurrent-version")
     ]
     assert found[0].size == len(b"the offloaded ledger") and found[0].deleted_at > 0
+    assert found[0].listed_version == before[data].version  # as the delete's audit names it
     assert bucket.deleted_versions(data, 0, found[0].deleted_at - 1) == []
 
     bucket.restore(found[0])

@@ -182,6 +182,7 @@ def test_a_soft_deleted_generation_is_found_and_restored_only_if_nothing_is_ther
     found = bucket.deleted_versions(KEY, 0, 2**62)
 
     assert [(f.version, f.how) for f in found] == [("12", "soft-delete"), ("11", "soft-delete")]
+    assert [f.listed_version for f in found] == ["12", "11"]  # what a run's audit names
     in_window = bucket.deleted_versions(KEY, 0, found[1].deleted_at)
     assert [f.version for f in in_window] == ["11"]
     bucket.restore(found[0])

@@ -6,12 +6,15 @@ An orphan cycle's BookKeeper ledgers get their metadata znodes back (``bookkeepe
 restore.py``: the record's bytes, written ahead of each delete), until the bookies' next
 garbage collection; its Pulsar-metadata znodes too (``pulsar_metadata/restore.py``:
 parents first, with the ACLs they had); a trim's or an orphan cycle's blocks and offloaded
-segments come back in a versioned bucket, where the run's delete markers are removed (``restore/
-restoring.py``). Audited ahead. Prints per target what was (or, with ``--dry-run``,
-would be) restored. Exit status: 0 done, 1 some target could not be restored (the rest
-was), 2 refused or an error (one line: an unversioned bucket, a run id the audit log
-does not know). Restored trimmed ledgers are data only: their metadata entry is not
-re-created (they show up as orphan ledgers).
+segments come back in a bucket that keeps deleted objects: on S3 the run's delete markers
+are removed (``restore/restoring.py``), on GCS and Azure the version the run's audit names
+(the generation or ETag its delete was conditioned on) is made current again. Audited
+ahead. Prints per target what was (or, with ``--dry-run``, would be) restored. Exit
+status: 0 done, 1 some target could not be restored (the rest was; an offloaded object
+whose audited version the bucket no longer keeps is one), 2 refused or an error (one
+line: an unversioned bucket, a run id the audit log does not know). Restored trimmed
+ledgers are data only: their metadata entry is not re-created (they show up as orphan
+ledgers).
 """
 
 from __future__ import annotations
@@ -116,12 +119,21 @@ def print_text(data: dict[str, Any]) -> None:
             if item["skipped"]
             else ""
         )
+        by_time = (
+            ", chosen by time (the newest kept in the run's window: its audit names no version)"
+            if item.get("chosen_by") == "time"
+            else ""
+        )
         error = f"; error: {item['error']}" if item["error"] else ""
-        print(f"  {item['prefix']}: {what}{skipped}{error}")
+        print(f"  {item['prefix']}: {what}{by_time}{skipped}{error}")
+        for line in item.get("unrestorable") or []:
+            print(f"    {line}")
     unit = "znodes" if where["versioning"] in IN_ZOOKEEPER else "objects"
     already = f", {data['already_restored']} already there" if data["already_restored"] else ""
+    unrestorable = f", {data['unrestorable']} not kept any more" if data.get("unrestorable") else ""
     print(
         f"result: {data['objects_restored']} {unit} "
         f"({human_bytes(data['bytes_restored'])}) restored{already}, {data['errors']} errors"
+        f"{unrestorable}"
     )
     print(f"note: {data['note']}")

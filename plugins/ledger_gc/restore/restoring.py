@@ -14,6 +14,17 @@ with the VersionId) every delete marker that
 
 which makes the version before it current again: GET works, listings show it.
 
+An offloaded segment (or GCS upload part) comes back through its bucket's own keeping
+(``OffloadBucket.deleted_versions``/``restore``: S3 delete markers, GCS soft-deleted or
+noncurrent generations, Azure soft-deleted blobs or previous versions). There the version
+brought back is the one the run's write-ahead record names for the key (the GCS generation
+or Azure ETag its delete was conditioned on), not merely the newest deleted in the run's
+window: another write of the key deleted in that window is kept there too. When that
+version is no longer kept, nothing is restored for the key and the report says why (exit
+status 1). Where the record names none (S3's listings carry no version; records of before
+that field), the newest in the window is restored and the report says it was chosen by
+time.
+
 The restore is audited ahead like a delete: a ``restoring`` record (operation
 ``restore``) per prefix before any of its markers is removed, a ``restored`` record with
 what came back after. A restore that cannot be audited is not made.
@@ -55,7 +66,7 @@ from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 from ledger_gc.storage import offload_buckets
 from ledger_gc.storage.gc_bucket import ObjectVersion, run_markers
-from ledger_gc.storage.offload_bucket import DeletedVersion, OffloadBucket
+from ledger_gc.storage.offload_bucket import AZURE, GCS, DeletedVersion, OffloadBucket
 from ledger_gc.storage.s3 import LedgerStorage
 
 log = logging.getLogger(__name__)
@@ -83,6 +94,13 @@ class RestoredPrefix:
     objects_restored: int = 0
     bytes_restored: int = 0
     skipped: int = 0  # keys whose latest version is not this run's delete marker
+    # An offload-bucket key whose version the run's audit names (a GCS generation, an
+    # Azure ETag) but the bucket no longer keeps: one line each, why it was not restored.
+    unrestorable: list[str] = field(default_factory=list)
+    # How the offload-bucket versions to restore were chosen: "audited version" (the
+    # generation/ETag the run's write-ahead record names), "time" (the newest kept in the
+    # run's window: the audit names none, as on S3 or in records of before that field).
+    chosen_by: str | None = None
     already: int = 0  # restored before (a BookKeeper znode that holds the audited record)
     error: str | None = None
     bucket: str | None = None  # where it was restored (the record's bucket)
@@ -104,7 +122,7 @@ class RestoreReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(p.error for p in self.prefixes) else 0
+        return 1 if any(p.error or p.unrestorable for p in self.prefixes) else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +136,7 @@ class RestoreReport:
             "already_restored": sum(p.already for p in self.prefixes),
             "bytes_restored": sum(p.bytes_restored for p in self.prefixes),
             "errors": sum(1 for p in self.prefixes if p.error),
+            "unrestorable": sum(len(p.unrestorable) for p in self.prefixes),
             "exit_code": self.exit_code,
             "note": self.note or NOTE,
         }
@@ -202,12 +221,17 @@ def restore_run(
             f"run {run_id!r} deleted from an unversioned bucket (no recoverable records in "
             f"{audit.path}); nothing can be restored"
         )
-    # The earliest write-ahead record of each prefix: its delete came after it.
+    # The earliest write-ahead record of each prefix: its delete came after it. And what
+    # those records name of each object the delete was conditioned on (its version).
     announced: dict[str, int] = {}
+    audited: dict[str, dict[str, set[str]]] = {}
     for record in records:
         if record.get("status") == DELETING:
             prefix = str(record["prefix"])
             announced[prefix] = min(announced.get(prefix, record["time_ms"]), record["time_ms"])
+            named = audited.setdefault(prefix, {})
+            for key, version in (record.get("versions") or {}).items():
+                named.setdefault(str(key), set()).add(str(version))
     first = next(v for v in versioned.values() if v.keeps_deleted_data)
     report = RestoreReport(new_restore_id(clock), run_id, dry_run, first.to_dict())
     for record in recoverable:
@@ -228,7 +252,8 @@ def restore_run(
             continue
         try:
             if isinstance(target, OffloadBucket):
-                _restore_offload(target, audit, report, item, started, ended, dry_run)
+                versions = audited.get(prefix, {})
+                _restore_offload(target, audit, report, item, (started, ended), versions, dry_run)
             else:
                 _restore_prefix(target, audit, report, item, started, ended, dry_run)
         except AuditUnavailableError:
@@ -414,30 +439,52 @@ def _restore_offload(
     audit: AuditLog,
     report: RestoreReport,
     item: RestoredPrefix,
-    started: int,
-    ended: int,
+    window: tuple[int, int],
+    audited: dict[str, set[str]],
     dry_run: bool,
 ) -> None:
     """Bring back an offload-bucket target (a segment's data and index keys, an upload
     part's key) through the bucket's own keeping: what ``deleted_versions`` finds of each
     key deleted during the run's delete (S3 delete markers, GCS soft-deleted or
     noncurrent generations, Azure soft-deleted blobs or versions), made current by
-    ``restore``, which never overwrites an object written since."""
+    ``restore``, which never overwrites an object written since.
+
+    Which one: the version the run's write-ahead record names for the key (``audited``:
+    the GCS generation or Azure ETag its delete was conditioned on), since another
+    write of the key deleted in the same window (a broker that offloaded it again,
+    someone else's delete, a clock skew that widens the window) is kept there too and
+    is not the run's to bring back; none of them when that version is no longer kept
+    (``unrestorable``). Where the audit names none (S3; records of before that field),
+    the newest kept in the window, and the report says it was chosen by time."""
     wanted = (
         [item.prefix, f"{item.prefix}-index"]
         if item.target_class in SEGMENT_TARGETS
         else [item.prefix]
     )
-    found = []
+    started, ended = window
+    found, by_time = [], False
     for key in wanted:
         if storage.owns(key) is not None:
             continue
         kept = storage.deleted_versions(key, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
-        if kept:
-            found.append(kept[0])  # the newest: what the run's delete removed
+        named = audited.get(key)
+        if not named:
+            if kept:
+                found.append(kept[0])  # the newest: what the run's delete removed, by time
+                by_time = True
+            elif storage.head(key) is not None:
+                item.skipped += 1  # written again since: not the run's to undo
+            continue
+        matching = [version for version in kept if version.listed_version in named]
+        if matching:
+            found.append(matching[0])
         elif storage.head(key) is not None:
             item.skipped += 1  # written again since: not the run's to undo
+        else:
+            item.unrestorable.append(_not_kept(storage.driver, key, named, kept))
     item.markers = len(found)
+    if found:
+        item.chosen_by = "time" if by_time else "audited version"
     if dry_run or not found:
         return
     size = sum(version.size for version in found)
@@ -456,6 +503,27 @@ def _restore_offload(
         audit.append(
             [_record(report, item, item.objects_restored, item.bytes_restored, RESTORED, done)]
         )
+
+
+#: What names an object's version in each store family, for the report.
+_VERSION_NAME = {GCS: "generation", AZURE: "ETag"}
+
+
+def _not_kept(driver: str, key: str, named: set[str], kept: list[DeletedVersion]) -> str:
+    """One line: the version the run deleted is not kept, and what is kept instead."""
+    what = _VERSION_NAME.get(driver, "version")
+    if kept:
+        others = ", ".join(f"{v.how} {what} {v.listed_version or '(not named)'}" for v in kept)
+        instead = f"in the run's window the bucket keeps only {others}: another write's bytes"
+    else:
+        instead = (
+            "the bucket keeps nothing of it in the run's window: its soft delete retention "
+            "or a lifecycle rule may have removed it"
+        )
+    return (
+        f"{key}: {what} {' or '.join(sorted(named))} that the run deleted is no longer kept "
+        f"({instead}); not restored"
+    )
 
 
 def _record(

@@ -496,9 +496,11 @@ class AzureContainer:
         return AzureVersioning(self.bucket, OFF, how=NONE)
 
     def deleted_versions(self, key: str, earliest: int, latest: int) -> list[DeletedVersion]:
-        """The soft-deleted blob deleted between ``earliest`` and ``latest``, and the newest
-        previous version written before ``latest`` (Azure keeps no delete time of a
-        version: ``deleted_at`` 0), newest first."""
+        """The soft-deleted blob deleted between ``earliest`` and ``latest`` (the one
+        Undelete Blob brings back), then every previous version written before ``latest``,
+        newest first (Azure keeps no delete time of a version: ``deleted_at`` 0). Each
+        with the ETag it had (``listed_version``), which a run's audit recorded of what
+        it deleted: another write deleted in the same window is a previous version too."""
         found: list[DeletedVersion] = []
         listed = self._blobs(key, f"listing what is kept of {key}", include=["deleted", "versions"])
         kept = [b for b in listed if b.name == key and not b.snapshot]
@@ -510,7 +512,14 @@ class AzureContainer:
         if soft:
             newest = max(soft, key=lambda blob: epoch_ms(blob.deleted_time))
             found.append(
-                DeletedVersion(key, "", newest.size, epoch_ms(newest.deleted_time), SOFT_DELETE)
+                DeletedVersion(
+                    key,
+                    "",
+                    newest.size,
+                    epoch_ms(newest.deleted_time),
+                    SOFT_DELETE,
+                    _unquoted(newest.etag),
+                )
             )
         previous = [
             b
@@ -520,9 +529,11 @@ class AzureContainer:
             and not b.deleted
             and epoch_ms(b.last_modified) <= latest
         ]
-        if previous:
-            newest = max(previous, key=lambda blob: epoch_ms(blob.last_modified))
-            found.append(DeletedVersion(key, newest.version_id, newest.size, 0, NONCURRENT))
+        previous.sort(key=lambda blob: epoch_ms(blob.last_modified), reverse=True)
+        found.extend(
+            DeletedVersion(key, b.version_id, b.size, 0, NONCURRENT, _unquoted(b.etag))
+            for b in previous
+        )
         return found
 
     def restore(self, found: DeletedVersion) -> None:

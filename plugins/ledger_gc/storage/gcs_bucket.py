@@ -378,8 +378,9 @@ class GcsBucket:
 
     @staticmethod
     def _found(blob: Any, deleted: datetime, how: str) -> DeletedVersion:
+        generation = str(blob.generation)  # what it was listed with, and what comes back
         return DeletedVersion(
-            blob.name, str(blob.generation), int(blob.size or 0), _ms(deleted), how
+            blob.name, generation, int(blob.size or 0), _ms(deleted), how, generation
         )
 
     def restore(self, found: DeletedVersion) -> None:

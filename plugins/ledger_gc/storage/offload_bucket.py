@@ -66,6 +66,12 @@ class DeletedVersion:
     ``version``: what the store's restore takes (an S3 delete marker's version id, a GCS
     generation, an Azure version id or "" for a soft-deleted blob); ``how``: "delete-marker",
     "soft-delete" or "noncurrent-version", for the audit and the report.
+
+    ``listed_version``: the object's version while it was live, as ``ObjectInfo.version``
+    named it (a GCS generation, an Azure ETag without quotes): what a run's write-ahead
+    audit records of each object it deletes, so that a restore brings back exactly the
+    version the run deleted and not another deleted near the same time. None where the
+    store's listings name none (S3), or the store did not say.
     """
 
     key: str
@@ -73,6 +79,7 @@ class DeletedVersion:
     size: int
     deleted_at: int  # epoch ms; 0 when the store does not say
     how: str
+    listed_version: str | None = None
 
 
 @runtime_checkable
@@ -142,7 +149,9 @@ class OffloadBucket(Protocol):
 
     def deleted_versions(self, key: str, earliest: int, latest: int) -> list[DeletedVersion]:
         """What the bucket keeps of ``key`` deleted between ``earliest`` and ``latest``
-        (epoch ms), newest first; [] when nothing is kept."""
+        (epoch ms), newest first, each with its ``listed_version`` where the store names
+        one (every version kept in the window, not only the newest: the restore picks the
+        one the run's audit names); [] when nothing is kept."""
         ...
 
     def restore(self, found: DeletedVersion) -> None:
