@@ -23,7 +23,7 @@ from ledger_gc.config.edge import resolve
 from ledger_gc.config.settings import Settings
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.cycle import run_orphan_cycle
-from pulsar_cluster import PulsarCluster, cursor_tags, ml_tags, schema_tags
+from pulsar_cluster import CLUSTER, PulsarCluster, cursor_tags, ml_tags, schema_tags
 
 pytestmark = pytest.mark.spark
 
@@ -95,8 +95,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reads]:
 def deployment(settings: Settings, zk_client: KazooClient) -> Settings:
     """A Pulsar cluster on BookKeeper with no block store and no tiered storage: v2
     topics with cursors and schemas, a namespace of non-persistent topics (a schema and
-    no managed ledger), a partitioned topic's schema under its base name, a v1
-    namespace's topic, and a namespace deleted half way."""
+    no managed ledger), a v1 namespace's topic, a registered broker's heartbeat
+    namespace, and a namespace deleted half way."""
     c = PulsarCluster(zk_client).init()
     c.cluster_definition()
     for namespace in ("acme/orders", "acme/events", "acme/volatile", GONE):
@@ -119,7 +119,14 @@ def deployment(settings: Settings, zk_client: KazooClient) -> Settings:
     c.cursor(gone, "sub", c.ledger(cursor_tags(gone, "sub")))
     c.schema(f"{GONE}/x", [(0, c.ledger(schema_tags(f"{GONE}/x")))])
     c.delete_policies(GONE)
+    # A registered broker and its heartbeat namespace. (This cluster is named: unnamed,
+    # the check of the configuration store, before the cycle and again in the survey,
+    # lists the heartbeat and SLA tenants' levels of every local root to learn the name
+    # from them, ``learned_clusters``: a few reads whatever the cluster's size.)
+    c.broker("broker-1:8080", zk_client)
+    c.heartbeat("broker-1:8080")
     return settings.with_overrides(
+        pulsar_clusters=(CLUSTER,),
         pulsar_metadata="auto",
         bookkeeper="auto",
         bucket="",
@@ -156,6 +163,6 @@ def test_one_cycle_lists_and_reads_each_managed_ledger_and_schema_znode_once(
     stats = sorted(znode for kind, znode in reads.by if kind == "stat")
     assert all(f"/{GONE}" in znode for znode in stats), stats
     # Every managed ledger counted, v1 and the leftover's too, by whichever source.
-    assert report["snapshot"]["managed_ledgers"] == 5
+    assert report["snapshot"]["managed_ledgers"] == 6
     if report["bookkeeper"] is not None:
-        assert report["bookkeeper"]["managed_ledgers"] == 5
+        assert report["bookkeeper"]["managed_ledgers"] == 6
