@@ -163,8 +163,8 @@ def test_a_ledger_created_during_the_scan_is_never_registered(
     made: list[int] = []
     real = references.read_references
 
-    def then_create(store: Any, policies: Any = None) -> Any:
-        refs = real(store, policies=policies)
+    def then_create(store: Any, policies: Any = None, **listed: Any) -> Any:
+        refs = real(store, policies=policies, **listed)  # (what the cycle listed)
         made.append(c.ledger(ml_tags(GONE)))
         made.append(c.ledger(cursor_tags(GONE, "sub")))
         return refs

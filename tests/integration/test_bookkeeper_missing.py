@@ -97,8 +97,8 @@ def test_records_that_stop_naming_the_ledger_before_the_check_are_not_counted(
     ids = plant(c)
     real = references.read_references
 
-    def and_then_trim(store: Any, policies: Any = None) -> Any:
-        refs = real(store, policies=policies)
+    def and_then_trim(store: Any, policies: Any = None, **listed: Any) -> Any:
+        refs = real(store, policies=policies, **listed)  # (what the cycle listed)
         c.managed_ledger(TOPIC, [ids["present"]])
         c.cursor(TOPIC, "sub", ids["present"])
         c.schema(SCHEMA, [(0, ids["schema-ok"])])

@@ -11,6 +11,7 @@ topic's schema is not needed to judge any other ledger.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
 from google.protobuf.message import DecodeError
@@ -24,6 +25,7 @@ from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
 from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
 from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
+from ledger_gc.rules.metadata.namespaces import ManagedLedgerTree
 
 log = logging.getLogger(__name__)
 LedgerInfo = ManagedLedgerInfo.LedgerInfo
@@ -37,21 +39,38 @@ COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
 BUCKET_PROPERTY_PREFIX = "#pulsar.internal.delayed.bucket"
 
 
+#: ``/schemas`` as listed (``list_schemas``): tenant -> namespace -> its topics.
+SchemaTree = Mapping[str, Mapping[str, list[str]]]
+
+
 def read_references(
-    store: MetadataStore, policies: MetadataStore | None = None
+    store: MetadataStore,
+    policies: MetadataStore | None = None,
+    *,
+    tree: ManagedLedgerTree | None = None,
+    schemas: SchemaTree | None = None,
 ) -> PulsarReferences:
     """Every reference Pulsar's metadata in ``store``'s chroot (the local store) makes
     to a ledger. ``policies``: the configuration store, whose ``/admin/policies`` says
-    what a level of ``/managed-ledgers`` is where the tree does not (None: ``store``)."""
+    what a level of ``/managed-ledgers`` is where the tree does not (None: ``store``).
+    ``tree`` and ``schemas``: ``/managed-ledgers`` and ``/schemas`` as this cycle
+    already listed them (``managed_ledger_tree``, ``list_schemas``; None: listed here),
+    so that one cycle lists each once."""
     store.sync("/")
     if policies is not None and policies is not store:
         policies.sync("/")
     # v1 and v2 managed ledgers, each level read as the namespace it is: a v1 namespace
-    # called "persistent" is not a v2 topic (rules/metadata/namespaces.py).
-    tree = store.managed_ledger_tree(policies=policies)
+    # called "persistent" is not a v2 topic (rules/metadata/namespaces.py). A tree this
+    # cycle listed a moment ago (``without_buckets``) is not listed again: a topic
+    # created since is then one the records read below do not name, as one created just
+    # after this listing would be (the horizon, the grace window and the live re-check).
+    if tree is None:
+        tree = store.managed_ledger_tree(policies=policies)
     listed, marked, offloaded_deleted, copies = _managed_ledgers(store, list(tree.names))
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
-    schemas, schema_namespaces = _schemas(store)
+    if schemas is None:
+        schemas = list_schemas(store)
+    locators, schema_namespaces = _schemas(store, schemas)
     return PulsarReferences(
         listed=listed,
         marked=marked,
@@ -60,7 +79,7 @@ def read_references(
         cursors=cursors,
         compacted=compacted,
         buckets=frozenset(buckets),
-        schemas=schemas,
+        schemas=locators,
         # This cluster's own namespaces: its local metadata's, not /admin/policies (a
         # configuration store that geo-replicated clusters share lists theirs too).
         namespaces=tree.namespaces,
@@ -208,20 +227,35 @@ def bucket_ledgers(info: ManagedCursorInfo, path: str) -> set[int]:
     return found
 
 
-def _children(store: MetadataStore, parents: list[str]) -> list[str]:
-    return [
-        f"{parent}/{child}"
-        for parent, children in zip(parents, store.children_of_many(parents), strict=True)
-        for child in children
+def list_schemas(store: MetadataStore) -> dict[str, dict[str, list[str]]]:
+    """``/schemas`` level by level, pipelined: tenant -> namespace -> its topics (a
+    tenant or namespace with nothing below it is there, empty)."""
+    tenants = store.children_of_many([SCHEMAS_ROOT])[0]
+    levels = store.children_of_many([f"{SCHEMAS_ROOT}/{t}" for t in tenants])
+    pairs = [(t, ns) for t, got in zip(tenants, levels, strict=True) for ns in got]
+    topics = store.children_of_many([f"{SCHEMAS_ROOT}/{t}/{ns}" for t, ns in pairs])
+    found: dict[str, dict[str, list[str]]] = {tenant: {} for tenant in tenants}
+    for (tenant, namespace), below in zip(pairs, topics, strict=True):
+        found[tenant][namespace] = below
+    return found
+
+
+def _schemas(store: MetadataStore, listed: SchemaTree) -> tuple[dict[str, SchemaIndex], list[str]]:
+    """Every schema locator (``/schemas/<tenant>/<ns>/<topic>``) of ``listed``
+    (``list_schemas``), and the namespaces that hold one: schemas live in this cluster's
+    local store like its managed ledgers, and a namespace of non-persistent topics has
+    schemas but no managed ledger."""
+    namespaces = [
+        f"{SCHEMAS_ROOT}/{tenant}/{namespace}"
+        for tenant, below in listed.items()
+        for namespace in below
     ]
-
-
-def _schemas(store: MetadataStore) -> tuple[dict[str, SchemaIndex], list[str]]:
-    """Every schema locator (``/schemas/<tenant>/<ns>/<topic>``), and the namespaces
-    that hold one: schemas live in this cluster's local store like its managed ledgers,
-    and a namespace of non-persistent topics has schemas but no managed ledger."""
-    namespaces = _children(store, _children(store, [SCHEMAS_ROOT]))
-    topics = _children(store, namespaces)
+    topics = [
+        f"{SCHEMAS_ROOT}/{tenant}/{namespace}/{topic}"
+        for tenant, below in listed.items()
+        for namespace, names in below.items()
+        for topic in names
+    ]
     schemas: dict[str, SchemaIndex] = {}
     for path, raw in zip(topics, store.get_many_raw(topics), strict=True):
         if raw is None:

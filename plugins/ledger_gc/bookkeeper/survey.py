@@ -81,6 +81,11 @@ MAX_SAMPLES = 50
 #: ``SurveyRequest.shared`` keys the Pulsar-metadata survey fills before this one runs.
 SHARED_REFERENCES = "pulsar_references"
 SHARED_LEFTOVER_LEDGERS = "leftover_ledgers"
+#: ... and the S3 source's survey with nothing to scan (``survey_steps.without_buckets``):
+#: ``/managed-ledgers`` as it listed it to count the managed ledgers (a
+#: ``ManagedLedgerTree``), which the references' read of this cycle uses instead of
+#: listing it again.
+SHARED_MANAGED_LEDGERS = "managed_ledger_tree"
 #: Classes counted without samples (live ledgers, and the orphans: their candidates).
 _COUNTED_ONLY = frozenset((classify.BK_LIVE, *BK_ORPHAN_CLASSES))
 
@@ -411,7 +416,9 @@ def survey(
     ``cost``. ``shared``: what the Pulsar-metadata survey of this cycle read before
     (``SurveyRequest.shared``): Pulsar's references (``pulsar_references``), used
     instead of reading ``/managed-ledgers`` again, and the ledgers its leftovers name
-    (``leftover_ledgers``: id -> target), whose bytes the result counts per target."""
+    (``leftover_ledgers``: id -> target), whose bytes the result counts per target;
+    without them (that source off), the tree the S3 source's survey listed
+    (``managed_ledger_tree``), whose records are then read here."""
     if not endpoints.bookkeeper_on:
         return None
     bookkeeper = endpoints.bookkeeper
@@ -448,8 +455,9 @@ def survey(
         with cost.step("references"):
             refs = (shared or {}).get(SHARED_REFERENCES)
             if refs is None:  # (the Pulsar-metadata source is off: read them here)
+                tree = (shared or {}).get(SHARED_MANAGED_LEDGERS)
                 with configuration_store(pulsar, endpoints.config_store) as config:
-                    refs = references.read_references(pulsar, policies=config)
+                    refs = references.read_references(pulsar, policies=config, tree=tree)
             handed = _handed_off(endpoints)
             removed = handoff.removed_namespaces(endpoints.state)
         result = BookKeeperSurvey(bookkeeper.hosts, root, layout)

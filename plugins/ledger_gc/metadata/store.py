@@ -234,7 +234,7 @@ class MetadataStore:
             self.sync(root)
         self.reading(1)
         if not self._call("reading the root", lambda: self.client.exists(root)):
-            return namespaces.ManagedLedgerTree((), frozenset())
+            return namespaces.ManagedLedgerTree((), frozenset(), exists=False)
         tenants = self.children_of_many([root])[0]
         levels = [
             f"{tenant}/{child}"
@@ -255,7 +255,9 @@ class MetadataStore:
             zip(unread, self.children_of_many([f"{root}/{d}" for d in unread]), strict=True)
         )
         names = [f"{domain}/{topic}" for domain in domains for topic in tree[domain]]
-        return namespaces.ManagedLedgerTree(tuple(sorted(names)), frozenset(found))
+        return namespaces.ManagedLedgerTree(
+            tuple(sorted(names)), frozenset(found), tenants=tuple(sorted(tenants))
+        )
 
     def namespace_shapes(
         self, levels: Sequence[str], policies: MetadataStore | None = None

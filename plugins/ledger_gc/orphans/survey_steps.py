@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ledger_gc.bookkeeper.survey import SHARED_MANAGED_LEDGERS
 from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import Endpoints, ObjectStore
 from ledger_gc.metadata import id_counter, read_budget
@@ -99,7 +100,9 @@ def without_buckets(request: SurveyRequest) -> Findings:
     """The records of a survey with nothing to scan (``nothing_to_scan``), as the full
     survey would make them: the run's ZooKeeper sequence and the servers' times (the run
     order and every grace window depend on them), the managed ledgers' count, no
-    objects, no candidates."""
+    objects, no candidates. The tree listed to count them is handed to the later
+    sources of this survey (``request.shared``), whose reads of Pulsar's references
+    then do not list ``/managed-ledgers`` again."""
     endpoints, run_id, clock = request.endpoints, request.run_id, request.clock
     zk = endpoints.zk
     steps = RunSteps(endpoints.state, run_id)
@@ -111,7 +114,9 @@ def without_buckets(request: SurveyRequest) -> Findings:
         MetadataStore.open(zk) as store,
         configuration_store(store, endpoints.config_store) as config,
     ):
-        names = store.list_managed_ledgers(sync=True, include_v1=True, policies=config)
+        tree = store.managed_ledger_tree(sync=True, policies=config)
+    request.shared[SHARED_MANAGED_LEDGERS] = tree
+    names = tree.names  # v1 ones too (``list_managed_ledgers(include_v1=True)``)
     snapshot = SnapshotRecord(
         started_ms=started,
         finished_ms=clock(),

@@ -12,7 +12,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ledger_gc.bookkeeper.survey import SHARED_LEFTOVER_LEDGERS, SHARED_REFERENCES
+from ledger_gc.bookkeeper.survey import (
+    SHARED_LEFTOVER_LEDGERS,
+    SHARED_MANAGED_LEDGERS,
+    SHARED_REFERENCES,
+)
 from ledger_gc.orphan_source import Comparison, Findings
 from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.orphans.classify import Candidate
@@ -37,7 +41,9 @@ class PulsarMetadataSource:
         """Its part of the record is ``pulsar_metadata`` (None: the source is off). Hands
         the BookKeeper survey Pulsar's references (``shared["pulsar_references"]``: read
         once per cycle) and the ledgers its leftovers name (``shared["leftover_ledgers"]``:
-        ledger id -> leftover target), whose bytes that survey counts."""
+        ledger id -> leftover target), whose bytes that survey counts. Lists no
+        ``/managed-ledgers`` the S3 source's survey of this cycle listed
+        (``shared["managed_ledger_tree"]``)."""
         from ledger_gc.pulsar_metadata.survey import survey
 
         if request.witness is None:
@@ -47,6 +53,7 @@ class PulsarMetadataSource:
             witness=request.witness,
             registered=request.registered(),
             clock=request.clock,
+            tree=request.shared.get(SHARED_MANAGED_LEDGERS),
         )
         if found is None:
             return Findings({"pulsar_metadata": None})

@@ -10,10 +10,12 @@ Order (DESIGN.md "Pulsar's own metadata", ``rules/pulsar_metadata``):
    names is another cluster's;
 2. Pulsar's references to BookKeeper ledgers, read once (``bookkeeper.references``) and
    handed to the BookKeeper survey of the same cycle (``SurveyRequest.shared``), so
-   ``/managed-ledgers`` is walked once per cycle;
+   ``/managed-ledgers`` is walked once per cycle (its tree not even once here when the
+   S3 source's survey listed it: ``tree``);
 3. the local store's roots level by level, pipelined: each namespace (v1 and v2) and
    each tenant with no namespace below it, in each root where it is one
-   (``rules/pulsar_metadata/roots.py``);
+   (``rules/pulsar_metadata/roots.py``); ``/managed-ledgers`` and ``/schemas`` as
+   listed once for the references' read, not listed again;
 4. the configuration store's facts for those names (policies, tenants, partitioned
    topics) and the registered brokers, each judged (``rules/pulsar_metadata/judge.py``);
 5. each leftover's znodes read with their stats (only leftovers: a healthy cluster costs
@@ -41,7 +43,7 @@ from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.read_budget import METER
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences
-from ledger_gc.rules.metadata.namespaces import DOMAIN, is_v2_name
+from ledger_gc.rules.metadata.namespaces import DOMAIN, ManagedLedgerTree, is_v2_name
 from ledger_gc.rules.pulsar_metadata import judge, roots
 from ledger_gc.rules.pulsar_metadata.classes import (
     CONFIG,
@@ -141,25 +143,32 @@ def survey(
     witness: ServerClocks,
     registered: Mapping[str, Any] | None = None,
     clock: Callable[[], int] = lambda: int(time.time() * 1000),
+    tree: ManagedLedgerTree | None = None,
 ) -> PulsarMetadataSurvey | None:
     """Survey both stores; None when the source is off (``LEDGERGC_PULSAR_METADATA``
     false, or ``auto`` without ``/managed-ledgers``, or ``auto`` with no configuration
     store given and no ``/admin/policies`` in the local store). Raises ConfigError for a
     wrong configuration store. ``witness`` reads ZooKeeper's clock (the engine's, which
-    tests shift): ages are ZooKeeper's."""
+    tests shift): ages are ZooKeeper's. ``tree``: ``/managed-ledgers`` as this cycle's
+    survey listed it a moment before (``SurveyRequest.shared``; None: listed here)."""
     if not endpoints.pulsar_metadata_on:
         return None
     started = time.monotonic()
     mark = METER.mark()
     with stores(endpoints) as (local, config):
-        if _sane_tenants(endpoints, local, config) is None:
+        if _sane_tenants(endpoints, local, config, tree=tree) is None:
             return None
         now_ms = witness.observe(endpoints.zk, clock).instant.zk_ms
         if now_ms is None:  # (never: ZooKeeper's clock is always read)
             raise RuntimeError("ZooKeeper's clock was not read")
+        # /managed-ledgers (unless this cycle's S3 survey listed it) and /schemas listed
+        # once: the references' read and the units' listing below both use them.
+        if tree is None:
+            tree = local.managed_ledger_tree(policies=config)
+        schemas = references.list_schemas(local)
         # Pulsar's references, read once per cycle: the BookKeeper survey uses them.
-        refs = references.read_references(local, policies=config)
-        listing = _list_local(local, refs)
+        refs = references.read_references(local, policies=config, tree=tree, schemas=schemas)
+        listing = _list_local(local, refs, tree, schemas)
         brokers = frozenset(local.children_of_many([roots.BROKERS])[0])
         # The configuration store's facts after everything they judge is listed: Pulsar
         # writes a tenant, then its namespaces' policies, then their local znodes and
@@ -240,12 +249,22 @@ def check_config_store(endpoints: Endpoints) -> bool:
 
 
 def _sane_tenants(
-    endpoints: Endpoints, local: MetadataStore, config: MetadataStore, *, warn: bool = True
+    endpoints: Endpoints,
+    local: MetadataStore,
+    config: MetadataStore,
+    *,
+    warn: bool = True,
+    tree: ManagedLedgerTree | None = None,
 ) -> frozenset[str] | None:
     """The configuration store's tenants, or None when the source is off (``auto`` and
-    no ``/managed-ledgers`` in the local store; see ``_tenants``)."""
+    no ``/managed-ledgers`` in the local store, as ``tree`` saw it if this cycle listed
+    it; see ``_tenants``)."""
     local.sync("/")
-    if endpoints.pulsar_metadata_mode == "auto" and not _exists(local, roots.MANAGED_LEDGERS):
+    if tree is not None:
+        has_root = tree.exists
+    else:
+        has_root = endpoints.pulsar_metadata_mode != "auto" or _exists(local, roots.MANAGED_LEDGERS)
+    if endpoints.pulsar_metadata_mode == "auto" and not has_root:
         # Said by the survey, not by the checks before a cycle (whose stderr is the one
         # line of an error when a later check fails).
         if warn:
@@ -371,12 +390,25 @@ class LocalListing:
         self.nodes.setdefault(name, []).append(node)
 
 
-def _list_local(local: MetadataStore, refs: PulsarReferences) -> LocalListing:
+def _list_local(
+    local: MetadataStore,
+    refs: PulsarReferences,
+    tree: ManagedLedgerTree,
+    schemas: references.SchemaTree,
+) -> LocalListing:
     """Each root's tenants, then each tenant's namespaces (level by level, pipelined).
-    ``/managed-ledgers`` as the references read it (v1 beside v2)."""
+    ``/managed-ledgers`` and ``/schemas`` as listed for the references' read (``tree``:
+    v1 beside v2, ``schemas``), never listed twice in one survey."""
     listing = LocalListing()
-    all_roots = [root.path for root in roots.LOCAL_ROOTS]
-    tenants_of = dict(zip(all_roots, local.children_of_many(all_roots), strict=True))
+    unread = [
+        root.path
+        for root in roots.LOCAL_ROOTS
+        if root.path not in (roots.MANAGED_LEDGERS, SCHEMAS_ROOT)
+    ]
+    tenants_of = dict(zip(unread, local.children_of_many(unread), strict=True))
+    tenants_of[roots.MANAGED_LEDGERS] = list(tree.tenants)
+    tenants_of[SCHEMAS_ROOT] = list(schemas)
+    tenants_of = {root.path: tenants_of[root.path] for root in roots.LOCAL_ROOTS}
     listing.counted += sum(1 + len(t) for t in tenants_of.values())
     # /managed-ledgers: the namespaces the references' tree found (v1 and v2).
     ml_tenants = tenants_of[roots.MANAGED_LEDGERS]
@@ -389,14 +421,14 @@ def _list_local(local: MetadataStore, refs: PulsarReferences) -> LocalListing:
     # The others: tenant -> levels -> (bundle roots, local policies) one more level.
     others = [root for root in roots.LOCAL_ROOTS if root.path != roots.MANAGED_LEDGERS]
     tenant_nodes = [(root, t) for root in others for t in tenants_of[root.path]]
-    level_lists = local.children_of_many([f"{root.path}/{t}" for root, t in tenant_nodes])
+    level_lists = _levels(local, schemas, [f"{root.path}/{t}" for root, t in tenant_nodes])
     below = [
         (root, tenant, level)
         for (root, tenant), levels in zip(tenant_nodes, level_lists, strict=True)
         for level in levels
     ]
     listing.counted += len(below)
-    deeper = local.children_of_many([f"{root.path}/{t}/{lv}" for root, t, lv in below])
+    deeper = _levels(local, schemas, [f"{root.path}/{t}/{lv}" for root, t, lv in below])
     listing.counted += sum(len(d) for d in deeper)
     per_tenant: dict[tuple[str, str], dict[str, list[str]]] = {}
     for (root, tenant), _ in zip(tenant_nodes, level_lists, strict=True):
@@ -415,6 +447,21 @@ def _list_local(local: MetadataStore, refs: PulsarReferences) -> LocalListing:
     if refs.schemas:
         listing.counted += len(refs.schemas)
     return listing
+
+
+def _levels(
+    local: MetadataStore, schemas: references.SchemaTree, nodes: list[str]
+) -> list[list[str]]:
+    """The children of each of ``nodes``: those under ``/schemas`` as ``schemas`` has
+    them, the others listed now (pipelined, in one go)."""
+    known: dict[str, list[str]] = {}
+    for tenant, namespaces in schemas.items():
+        known[f"{SCHEMAS_ROOT}/{tenant}"] = list(namespaces)
+        for namespace, topics in namespaces.items():
+            known[f"{SCHEMAS_ROOT}/{tenant}/{namespace}"] = list(topics)
+    unread = [node for node in nodes if node not in known]
+    known.update(zip(unread, local.children_of_many(unread), strict=True))
+    return [known.get(node, []) for node in nodes]
 
 
 def _namespaces_below(root: Root, tenant: str, levels: Mapping[str, list[str]]) -> list[str]:

@@ -202,6 +202,10 @@ class ManagedLedgerTree:
 
     names: tuple[str, ...]  # every managed-ledger name, sorted
     namespaces: frozenset[str]  # tenant/ns (v2) and property/cluster/ns (v1)
+    # The root's children as listed (a tenant with no namespace is one too), and whether
+    # the root exists: what a later reader of the same cycle needs without listing again.
+    tenants: tuple[str, ...] = ()
+    exists: bool = True
 
     @property
     def v2_names(self) -> list[str]:
