@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bookkeeper_classify import scenarios
 
+from ledger_gc.bookkeeper.survey import pack_part, unpack_part
 from ledger_gc.rules.bookkeeper import ledger_index
 from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
 from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
@@ -99,9 +100,23 @@ def test_a_classifier_cut_to_a_range_judges_its_ledgers_as_the_whole_one(
     assert dict(whole.referenced.items()) == refs.referenced()
     owners = {lid: name for name, ids in refs.listed.items() for lid in ids}
     assert dict(whole.owner_of.items()) == owners
-    part = pickle.loads(pickle.dumps(whole.within([(cut, cut + width), (cut + width + 5, 200)])))
+    sent, _ = pack_part(([], whole.within([(cut, cut + width), (cut + width + 5, 200)])))
+    _, part = unpack_part(sent)  # as a task gets it
     for bk in ledgers:
         if cut <= bk.ledger_id < cut + width or bk.ledger_id >= cut + width + 5:
             assert part.classify(bk) == whole.classify(bk)
             assert part.gone_topic(bk.tags) == whole.gone_topic(bk.tags)
             assert part.owner_of.get(bk.ledger_id) == whole.owner_of.get(bk.ledger_id)
+
+
+def test_a_part_is_sent_packed_at_a_fraction_of_its_pickle() -> None:
+    """A task's part is mostly sorted ids: packed, the driver's JVM holds a fraction of
+    them for every task while the job runs (the size, not the time, is the point)."""
+    names = [f"tenant/ns/persistent/topic-{t}" for t in range(1_000)]
+    refs = PulsarReferences(
+        listed={name: LedgerIds(range(t * 100, t * 100 + 100)) for t, name in enumerate(names)}
+    )
+    whole = Classifier(refs)
+    packed, pickled = pack_part(([], whole.within([(0, 100_000)])))
+    assert len(unpack_part(packed)[1].referenced) == 100_000
+    assert len(packed) * 4 < pickled

@@ -39,6 +39,11 @@ class SurveyCost:
     # directories and the references of their ledgers, ``survey.PART_LEDGERS``).
     task_seconds: dict[str, float] = field(default_factory=dict)
     executor_tasks: int = 0
+    # What the tasks were sent, packed (their directories, cached records and cut
+    # classifiers), and what that was before packing: what the driver and its JVM hold
+    # for them while the job runs.
+    executor_sent_bytes: int = 0
+    executor_sent_unpacked_bytes: int = 0
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -73,4 +78,6 @@ class SurveyCost:
             "cache": self.cache,
             "executor_seconds": {k: round(v, 3) for k, v in sorted(self.task_seconds.items())},
             "executor_tasks": self.executor_tasks,
+            "executor_sent_bytes": self.executor_sent_bytes,
+            "executor_sent_unpacked_bytes": self.executor_sent_unpacked_bytes,
         }

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import pickle
 import time
+import zlib
 from array import array
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -794,17 +796,24 @@ def _on_executors(
     groups = split_works(works, tasks)
     bk_endpoint = zk_share(bookkeeper.zk, len(groups), spark)  # pickled with the task
     leftover_ids = dict(leftovers)  # pickled with the task (the leftovers' ledgers: few)
-    # (pickled by parallelize, one part a task)
-    parts_in = [(group, classifier.within(_spans(group))) for group in groups]
+    # One part a task, each packed as soon as it is cut: the driver holds the packed
+    # bytes of all (parallelize hands them to its JVM), never every cut classifier.
+    parts_in = []
+    for group in groups:
+        packed, unpacked = pack_part((group, classifier.within(_spans(group))))
+        parts_in.append(packed)
+        cost.executor_sent_bytes += len(packed)
+        cost.executor_sent_unpacked_bytes += unpacked
     cost.executor_tasks = len(parts_in)
 
-    def survey_part(part: Iterable[tuple[list[DirectoryWork], classify.Classifier]]) -> Any:
+    def survey_part(packed_parts: Iterable[bytes]) -> Any:
         into = BookKeeperSurvey("", root, layout, leftover_ids=leftover_ids)
         done: list[DirectoryDone] = []
         # (The meter by its module: a closure's globals are pickled, and it has a lock.)
         mark = read_budget.METER.mark()
         started = time.monotonic()
-        for mine, mine_classifier in part:
+        for packed in packed_parts:
+            mine, mine_classifier = unpack_part(packed)
             if not mine:
                 continue
             with MetadataStore.open(bk_endpoint) as bk:
@@ -835,6 +844,21 @@ def _on_executors(
         for name, took in seconds.items():
             cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
     return surveys, done_all
+
+
+def pack_part(part: tuple[list[DirectoryWork], classify.Classifier]) -> tuple[bytes, int]:
+    """A task's part as it is sent, and its pickled size before packing. Compressed,
+    since it is mostly sorted ids (flat arrays whose high bytes repeat) and the managed
+    ledgers' names every part carries whole, which the driver's JVM holds for every
+    task until the job ends: packed, several times smaller (a part of 250,000 ledgers
+    of 10,000 topics: 6.9 MB pickled, 0.9 MB packed, in 0.08 s)."""
+    pickled = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+    return zlib.compress(pickled, 1), len(pickled)
+
+
+def unpack_part(packed: bytes) -> tuple[list[DirectoryWork], classify.Classifier]:
+    part: tuple[list[DirectoryWork], classify.Classifier] = pickle.loads(zlib.decompress(packed))
+    return part
 
 
 #: Ledgers a Spark task of the survey classifies, about (its part of the references and
