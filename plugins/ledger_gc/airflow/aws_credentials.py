@@ -31,27 +31,24 @@ an AWS partition's domains, as botocore lists them). With a local master the exe
 are this worker's own processes; and an S3-compatible store that is not AWS and has no
 STS (SeaweedFS, MinIO, Ceph at a custom endpoint) has only its static keys: those are
 handed over as they are. (A task never hands secrets to a master that would show them
-on spark-submit's command line: ``orphan_tasks.check_spark_master``.)
+on spark-submit's command line: ``orphan_tasks.check_spark_master``.) The exchange
+itself is the library's (``config.spark_credentials``): the ``ledgergc`` command run
+against a cluster makes the same one.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from ledger_gc.config import spark_credentials
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
-from ledger_gc.rules.storage.offload_drivers import S3, family
-
-log = logging.getLogger(__name__)
 
 #: How long the temporary credentials that replace long-lived keys last (STS allows
 #: 900 s to 36 h for an IAM user); ``extra.session_duration_seconds`` overrides it.
-SESSION_SECONDS = 12 * 3600
+SESSION_SECONDS = spark_credentials.SESSION_SECONDS
 
 
 class ConnectionAwsHook(AwsBaseHook):
@@ -95,100 +92,30 @@ def connection_credentials(connection: Any) -> dict[str, Any]:
 def for_spark(settings: Settings, connection: Any | None, *, local_master: bool) -> Settings:
     """The settings a Spark application is handed: temporary credentials, none (the
     executors' own chain), or, for a store that is not AWS and has no STS, its static
-    keys (see the module's docstring)."""
+    keys (see the module's docstring). The exchange is the library's
+    (``config.spark_credentials.aws_for_spark``, which the ``ledgergc`` command calls
+    too); the connection names its STS (``service_config.sts.endpoint_url``, as the
+    provider resolves it, never its S3 ``endpoint_url``) and how long a session lasts."""
     if not settings.s3_access_key_id or local_master:
         return settings
-    if not _endpoints(settings):
-        # No store of this application is S3 (the block store off, tiered storage on GCS
-        # or Azure): its AWS keys are nobody's business there, long-lived or not.
-        log.info("no store is S3: the AWS keys are not handed to the Spark application")
-        return settings.without_values(
-            "s3_access_key_id", "s3_secret_access_key", "s3_session_token"
-        )
-    if settings.s3_session_token:
-        return settings
     config = ConnectionAwsHook(connection).conn_config if connection is not None else None
-    # The connection's own STS (never its S3 endpoint_url), as the provider resolves it.
     sts_endpoint = (
         config.get_service_endpoint_url("sts", sts_connection_assume=True) if config else None
     )
-    if sts_endpoint is None and not any(map(is_aws_endpoint, _endpoints(settings))):
-        log.info(
-            "S3 at %s is not AWS and has no STS: its static keys go to the Spark "
-            "application as they are",
-            ", ".join(sorted(endpoint for endpoint in _endpoints(settings) if endpoint)),
-        )
-        return settings
     extra = (connection.extra_dejson or {}) if connection is not None else {}
-    seconds = int(extra.get("session_duration_seconds", SESSION_SECONDS))
-    import boto3
-
-    session = boto3.session.Session(
-        aws_access_key_id=settings.s3_access_key_id,
-        aws_secret_access_key=settings.s3_secret_access_key,
-        region_name=settings.s3_region,
-    )
-    where = sts_endpoint or f"AWS STS ({settings.s3_region})"
-    try:
-        answer = session.client("sts", endpoint_url=sts_endpoint).get_session_token(
-            DurationSeconds=seconds
-        )
-    except Exception as exc:  # botocore's errors: refused, unreachable
-        raise ConfigError(
-            f"long-lived AWS keys are never handed to Spark executors, and exchanging them "
-            f"for temporary ones at {where} failed ({_reason(exc)}); give the ledgergc_s3 "
-            "connection a role_arn to assume, or no keys (the executors' own instance "
-            "profile or IRSA)"
-        ) from exc
-    temporary = answer["Credentials"]
-    log.info(
-        "long-lived AWS keys exchanged for temporary credentials (%s, until %s) for Spark",
-        where,
-        temporary["Expiration"],
-    )
-    return settings.overridden_by(
-        "sts",
-        f"GetSessionToken at {where}",
-        {
-            "s3_access_key_id": temporary["AccessKeyId"],
-            "s3_secret_access_key": temporary["SecretAccessKey"],
-            "s3_session_token": temporary["SessionToken"],
-        },
+    return spark_credentials.aws_for_spark(
+        settings,
+        local_master=local_master,
+        sts_endpoint=sts_endpoint,
+        session_seconds=int(extra.get("session_duration_seconds", SESSION_SECONDS)),
+        fix=f"give the {connection.conn_id if connection is not None else 'ledgergc_s3'} "
+        "connection a role_arn to assume, or no keys (the executors' own instance profile "
+        "or IRSA)",
     )
 
 
-def _endpoints(settings: Settings) -> set[str | None]:
-    """Every S3 endpoint the application uses the keys with (None: AWS's own): the
-    block store's when it is on, and the offload bucket's when tiered storage is on and
-    on S3; empty when no store is S3."""
-    endpoints: set[str | None] = {settings.s3_endpoint} if settings.bucket else set()
-    if settings.offload_bucket and family(settings.offload_driver) == S3:
-        endpoints.add(settings.offload_endpoint or settings.s3_endpoint)
-    return endpoints
-
-
-def is_aws_endpoint(endpoint: str | None) -> bool:
-    """Whether an S3 endpoint is AWS's own: none (boto3's default), or a host in one of
-    the domains of AWS's partitions as botocore knows them (``amazonaws.com`` with its
-    FIPS, dual-stack and VPC endpoint hosts, ``api.aws``, ``amazonaws.com.cn``, the
-    isolated partitions'). Such a store has AWS's STS, whatever its endpoint says."""
-    if not endpoint:
-        return True
-    host = (urlsplit(endpoint).hostname or "").lower().rstrip(".")
-    return any(host == domain or host.endswith("." + domain) for domain in _aws_domains())
-
-
-@functools.cache
-def _aws_domains() -> frozenset[str]:
-    from botocore.loaders import create_loader
-
-    partitions = create_loader().load_data("partitions")["partitions"]
-    return frozenset(
-        domain
-        for partition in partitions
-        for key in ("dnsSuffix", "dualStackDnsSuffix")
-        if (domain := partition["outputs"].get(key))
-    )
+#: Whether an S3 endpoint is AWS's own (``config.spark_credentials``).
+is_aws_endpoint = spark_credentials.is_aws_endpoint
 
 
 def _reason(exc: Exception) -> str:

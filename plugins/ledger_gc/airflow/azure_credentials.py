@@ -20,8 +20,9 @@ what its credential is decides what the settings carry:
   login asks the account for (``SAS_SECONDS``): the login's own token never leaves.
 
 And what a Spark application on a cluster gets (``for_spark``): never the account key.
-It is exchanged here for an account SAS of ``SAS_SECONDS`` (signed with the key on this
-worker, no request), and the key and any connection string are left out. With a local
+It is exchanged on this worker for an account SAS of ``SAS_SECONDS`` (signed with the key,
+no request; the library's ``config.spark_credentials``, which the ``ledgergc`` command
+run against a cluster calls too), and the key and any connection string are left out. With a local
 master the executors are this worker's processes and get the settings as they are (as
 ``aws_credentials`` does). Every SAS is a secret setting: masked in logs, and refused
 where the Spark provider would put it on spark-submit's command line
@@ -31,9 +32,10 @@ where the Spark provider would put it on spark-submit's command line
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from ledger_gc.config import spark_credentials
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage.offload_drivers import AZURE, family
@@ -42,9 +44,7 @@ log = logging.getLogger(__name__)
 
 WASB_CONN_ID = "wasb_default"
 #: How long a SAS minted for a task lasts (a cycle's survey and delete fit in it).
-SAS_SECONDS = 12 * 3600
-#: A SAS starts a little in the past: the storage service's clock may be behind ours.
-CLOCK_SKEW = timedelta(minutes=5)
+SAS_SECONDS = spark_credentials.SAS_SECONDS
 
 
 def connection_hook(connection: Any) -> Any:
@@ -133,67 +133,14 @@ def user_delegation_sas(client: Any, container: str, conn_id: str) -> str:
 
 def for_spark(settings: Settings, *, local_master: bool) -> Settings:
     """The settings a Spark application is handed: on a cluster, an account SAS in
-    place of the account key (and of a connection string that holds one)."""
-    if local_master or family(settings.offload_driver) != AZURE or not settings.offload_bucket:
-        return settings
-    account, key, endpoint = _account_key(settings)
-    if not key:
-        return settings
-    if not account:
-        raise ConfigError(
-            "an Azure account key is never handed to Spark executors, and no account names "
-            "it for a SAS; set AZURE_STORAGE_ACCOUNT (or the wasb connection's login)"
-        )
-    from azure.storage.blob import (
-        AccountSasPermissions,
-        ResourceTypes,
-        generate_account_sas,
-    )
-
-    start, expiry = _window()
-    sas = generate_account_sas(
-        account,
-        key,
-        resource_types=ResourceTypes(service=True, container=True, object=True),
-        permission=AccountSasPermissions(
-            read=True, write=True, delete=True, list=True, delete_previous_version=True
-        ),
-        expiry=expiry,
-        start=start,
-    )
-    log.info("Azure account key exchanged for an account SAS (until %s) for Spark", expiry)
-    return settings.overridden_by(
-        "sas",
-        "account SAS signed with the account key",
-        {
-            "azure_storage_sas": sas,
-            "azure_storage_account": account,
-            "offload_endpoint": settings.offload_endpoint or endpoint,
-        },
-    ).without_values("azure_storage_key", "azure_storage_connection_string")
-
-
-def _account_key(settings: Settings) -> tuple[str | None, str | None, str | None]:
-    """The account, its key and blob endpoint: the settings', else a connection string's."""
-    parts: dict[str, str] = {}
-    for part in (settings.azure_storage_connection_string or "").split(";"):
-        name, _, value = part.partition("=")
-        if name.strip():
-            parts[name.strip().lower()] = value.strip()
-    account = settings.azure_storage_account or parts.get("accountname")
-    key = settings.azure_storage_key or parts.get("accountkey")
-    endpoint = parts.get("blobendpoint")
-    suffix = parts.get("endpointsuffix")
-    if not endpoint and suffix and account:
-        # A sovereign cloud's (Azure China, US Government) string names its cloud so.
-        scheme = parts.get("defaultendpointsprotocol") or "https"
-        endpoint = f"{scheme}://{account}.blob.{suffix}"
-    return account, key, endpoint
+    place of the account key (and of a connection string that holds one). The exchange
+    is the library's (``config.spark_credentials.azure_for_spark``), which the
+    ``ledgergc`` command run against a cluster makes too."""
+    return spark_credentials.azure_for_spark(settings, local_master=local_master)
 
 
 def _window() -> tuple[datetime, datetime]:
-    now = datetime.now(UTC)
-    return now - CLOCK_SKEW, now + timedelta(seconds=SAS_SECONDS)
+    return spark_credentials.sas_window()
 
 
 def _reason(exc: Exception) -> str:

@@ -295,7 +295,9 @@ class LedgerGcHook(BaseHook):
 def spark_settings(settings: Settings, *, local_master: bool) -> Settings:
     """What a Spark application of a task is handed: never long-lived AWS keys on a
     cluster (``aws_credentials.for_spark``), nor an Azure account key
-    (``azure_credentials.for_spark``: a SAS instead); GCS gets its access token only."""
+    (``azure_credentials.for_spark``: a SAS instead); GCS gets its access token only.
+    Both exchanges are the library's (``config.spark_credentials``), which the
+    ``ledgergc`` command calls the same way when its master is not local."""
     from ledger_gc.airflow import azure_credentials
     from ledger_gc.airflow.aws_credentials import for_spark
 

@@ -1,27 +1,40 @@
 """The ``ledgergc orphans`` subcommand: one full orphan cycle, reported.
 
 Runs ``run_orphan_cycle`` with a Spark session on ``local[*]``, or on the master that
-``PYSPARK_SUBMIT_ARGS`` names (``--master spark://host:7077 ... pyspark-shell``). Exit
-status: 0 when the cycle completed, 1 when a guard refused it, a delete failed or another
-cycle held the delete lock (work left for the next run), 2 on an error (nothing deleted
-after it).
+``PYSPARK_SUBMIT_ARGS`` names (``--master spark://host:7077 ... pyspark-shell``). On a
+master that is not local the executors are other processes (other hosts), which get the
+object stores' credentials in their tasks: like an Airflow task's application, they get
+short-lived ones only (``config.spark_credentials``: an STS session for long-lived AWS
+keys, an account SAS for an Azure account key), minted before Spark starts; a refused
+exchange is exit 2 and one line. Exit status: 0 when the cycle completed, 1 when a guard
+refused it, a delete failed or another cycle held the delete lock (work left for the
+next run), 2 on an error (nothing deleted after it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from ledger_gc.clock import now_ms
+from ledger_gc.config import spark_credentials
 from ledger_gc.config.edge import resolve
+from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.settings import Settings
 from ledger_gc.orphans.cycle import DeleteLockLost, OrphanCycleError, run_orphan_cycle
 from ledger_gc.orphans.options import FORCE_HELP
 from ledger_gc.orphans.records import CycleStatus
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.orphans.report import CycleReport, render_text
+from ledger_gc.spark.session import LazySession, local_session, session_master
 from ledger_gc.state.store import RESET_CONSEQUENCE
 from ledger_gc.state.stores import open_store
 from ledger_gc.termination import stop_on_signals
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
@@ -151,16 +164,37 @@ def render_listing(listing: dict) -> list[str]:
     return lines
 
 
+def cycle_endpoints(settings: Settings) -> tuple[Endpoints, str]:
+    """The endpoints of a cycle (the edge: resolved once, for the whole cycle) and the
+    Spark master it runs on (``session_master``). On a master that is not local the
+    settings' long-lived secrets are exchanged first (``spark_credentials.for_spark``),
+    as an Airflow task's are: the executors get what these endpoints carry. The STS is
+    boto3's ``AWS_ENDPOINT_URL_STS`` when set (an S3-compatible store's own STS), else
+    AWS's; a store that is not AWS and names none hands its static keys on, as the
+    Airflow path does."""
+    master = session_master()
+    settings = spark_credentials.for_spark(
+        settings,
+        local_master=spark_credentials.is_local_master(master),
+        sts_endpoint=os.environ.get("AWS_ENDPOINT_URL_STS") or None,
+    )
+    return resolve(settings), master
+
+
 def run_orphans(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset_registry:
         return reset_registry(settings, args.json)
     if args.list:
         return list_registered(settings, args.json)
+    endpoints, master = cycle_endpoints(settings)
+    # Made when a step needs it, on the master the credentials were decided for.
+    spark = cast("SparkSession", LazySession(partial(local_session, master=master)))
     try:
         # SIGTERM: the delete batch under way finishes and is audited, the rest waits.
         with stop_on_signals():
             report = run_orphan_cycle(
-                resolve(settings),  # the edge: resolved once, for the whole cycle
+                endpoints,
+                spark=spark,
                 dry_run=True if args.dry_run else None,
                 force=args.force,
                 inventory=args.inventory,

@@ -41,14 +41,32 @@ MIN_SHUFFLE_PARTITIONS = 8
 
 
 def submitted_master(submit_args: str) -> str | None:
-    """The ``--master`` among spark-submit arguments (``PYSPARK_SUBMIT_ARGS``), if any."""
+    """The master among spark-submit arguments (``PYSPARK_SUBMIT_ARGS``), if any: its
+    ``--master``, else a ``--conf spark.master=...`` (spark-submit's own precedence)."""
     words = shlex.split(submit_args)
+    master = conf_master = None
     for i, word in enumerate(words):
         if word == "--master" and i + 1 < len(words):
-            return words[i + 1]
-        if word.startswith("--master="):
-            return word.split("=", 1)[1]
-    return None
+            master = words[i + 1]
+        elif word.startswith("--master="):
+            master = word.split("=", 1)[1]
+        elif word == "--conf" and i + 1 < len(words):
+            conf_master = _conf_master(words[i + 1]) or conf_master
+        elif word.startswith("--conf="):
+            conf_master = _conf_master(word.split("=", 1)[1]) or conf_master
+    return master or conf_master
+
+
+def _conf_master(pair: str) -> str | None:
+    key, _, value = pair.partition("=")
+    return value if key.strip() == "spark.master" and value else None
+
+
+def session_master(master: str | None = None) -> str:
+    """The master a session of ``local_session`` runs on: ``master`` if given, else the
+    one ``PYSPARK_SUBMIT_ARGS`` names, else ``DEFAULT_MASTER``. What the ``ledgergc``
+    command decides its executors' credentials by (``config.spark_credentials``)."""
+    return master or submitted_master(os.environ.get("PYSPARK_SUBMIT_ARGS", "")) or DEFAULT_MASTER
 
 
 def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None) -> SparkSession:
@@ -57,8 +75,11 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
 
     On ``master`` if given, else on the master ``PYSPARK_SUBMIT_ARGS`` names (PySpark's
     own way to point a Python program at a cluster: ``--master spark://host:7077 ...
-    pyspark-shell``), else ``local[*]``. Executors run ``PYSPARK_PYTHON`` (default
-    ``python3``); unless it is set, use this interpreter, the one that has kazoo and boto3.
+    pyspark-shell``, or ``--conf spark.master=...``), else ``local[*]``
+    (``session_master``). The builder sets the master, so nothing else (a
+    ``spark-defaults.conf``) moves the session off the master decided here. Executors
+    run ``PYSPARK_PYTHON`` (default ``python3``); unless it is set, use this interpreter,
+    the one that has kazoo and boto3.
     They get the library as spark-submit's ``py_files`` would give it
     (``spark.submit.pyFiles``): the same zip, the one way it reaches executors.
     """
@@ -66,9 +87,7 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
-        SparkSession.builder.master(
-            master or submitted_master(os.environ.get("PYSPARK_SUBMIT_ARGS", "")) or DEFAULT_MASTER
-        )
+        SparkSession.builder.master(session_master(master))
         .appName(app_name)
         .config("spark.submit.pyFiles", str(library_zip()))
         .config("spark.ui.enabled", "false")
