@@ -16,6 +16,7 @@ as ``test_azure_container`` does, and Azurite does the rest (the delete, the cop
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 from test_azure_container import KeepsDeleted, Service, kept_blob, store_for
 
+from ledger_gc import audit as audit_module
 from ledger_gc.audit import AuditLog
 from ledger_gc.commands.restore import print_text
 from ledger_gc.config.edge import resolve
@@ -152,6 +154,32 @@ def test_gcs_restore_brings_back_the_audited_generation_not_a_newer_one(
     assert item["unrestorable"] == [] and item["chosen_by"] == "audited version"
     [done] = [r for r in AuditLog(settings).read() if r.get("status") == "restored"]
     assert done["versions"][data].endswith(f":{generation}")
+
+
+class _Behind:
+    """A host clock 10 s behind the store's."""
+
+    @staticmethod
+    def time() -> float:
+        return time.time() - 10.0
+
+
+def test_gcs_an_audited_generation_comes_back_whatever_the_hosts_clock_said(
+    on_gcs: tuple[Settings, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's window is the host's clock and the delete times the store's: with the
+    generation named, a host 10 s behind the store must not make it "no longer kept"."""
+    settings, raw = on_gcs
+    data, _, newest, generation = _gcs_segment(raw)
+    monkeypatch.setattr(audit_module, "time", _Behind)  # the audit's clock only
+    _delete_as_the_run(settings, data, newest, "orphans-behind-1")
+    monkeypatch.undo()
+    assert _audited(settings, "orphans-behind-1")[data] == generation
+
+    report = restore_run(resolve(settings), "orphans-behind-1").to_dict()
+
+    assert (report["objects_restored"], report["unrestorable"]) == (2, 0), report
+    assert raw.blob(data).download_as_bytes() == RUN
 
 
 def test_gcs_an_audited_generation_no_longer_kept_is_not_restored_and_said_so(

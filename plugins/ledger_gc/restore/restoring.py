@@ -466,8 +466,12 @@ def _restore_offload(
     for key in wanted:
         if storage.owns(key) is not None:
             continue
-        kept = storage.deleted_versions(key, started - CLOCK_SKEW_MS, ended + CLOCK_SKEW_MS)
         named = audited.get(key)
+        # A named version is the run's whenever it was deleted: the window is the
+        # host's clock, the delete times the store's, and a host behind by more than the
+        # skew would otherwise call a version the bucket keeps "no longer kept".
+        earliest, latest = (0, _EVER) if named else (started, ended)
+        kept = storage.deleted_versions(key, earliest - CLOCK_SKEW_MS, latest + CLOCK_SKEW_MS)
         if not named:
             if kept:
                 found.append(kept[0])  # the newest: what the run's delete removed, by time
@@ -505,6 +509,10 @@ def _restore_offload(
         )
 
 
+#: Later than any delete time (epoch ms): a version named by the audit is looked for
+#: among all the bucket keeps.
+_EVER = 2**62
+
 #: What names an object's version in each store family, for the report.
 _VERSION_NAME = {GCS: "generation", AZURE: "ETag"}
 
@@ -514,11 +522,11 @@ def _not_kept(driver: str, key: str, named: set[str], kept: list[DeletedVersion]
     what = _VERSION_NAME.get(driver, "version")
     if kept:
         others = ", ".join(f"{v.how} {what} {v.listed_version or '(not named)'}" for v in kept)
-        instead = f"in the run's window the bucket keeps only {others}: another write's bytes"
+        instead = f"the bucket keeps only {others}: other writes' bytes"
     else:
         instead = (
-            "the bucket keeps nothing of it in the run's window: its soft delete retention "
-            "or a lifecycle rule may have removed it"
+            "the bucket keeps nothing of it: its soft delete retention or a lifecycle rule "
+            "may have removed it"
         )
     return (
         f"{key}: {what} {' or '.join(sorted(named))} that the run deleted is no longer kept "
