@@ -5,7 +5,7 @@ storage on Google Cloud Storage and Azure Blob Storage").
 A CLI whose master is not local (``PYSPARK_SUBMIT_ARGS --master spark://...``) ships its
 object stores' credentials to executors in other processes (on other hosts, in a real
 cluster) inside the tasks' pickled closures. Long-lived AWS keys are exchanged for an STS
-session first, an Azure account key for an account SAS; where the exchange fails the
+session first, an Azure account key for a SAS of its container; where the exchange fails the
 command stops in one line (exit 2) before Spark starts; with a local master nothing
 changes. The S3 store here is moto's server (S3 and STS on one loopback port: it checks
 no signature, so the session's credentials work on its S3), Azure is Azurite (which
@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import HttpResponseError
+from azure.storage.blob import BlobServiceClient
 
 from ledger_gc import run_log
 from ledger_gc.config.settings import Settings
@@ -170,7 +172,7 @@ def test_a_cli_cycle_on_a_spark_cluster_hands_executors_short_lived_credentials_
     assert LONG_LIVED[1].encode() not in data
     assert LONG_LIVED[0].encode() not in data
     assert AZURITE_KEY.encode() not in data
-    # ... but working short-lived ones: an STS session, and an account SAS (the cycle
+    # ... but working short-lived ones: an STS session, and a container SAS (the cycle
     # listed both stores on the executors with them, and completed).
     assert MOTO_SESSION_TOKEN in data
     assert b"sig=" in data and b"sv=" in data
@@ -301,16 +303,13 @@ def test_an_azure_key_that_is_not_one_is_one_line_naming_the_setting(
 def test_the_sas_a_cluster_gets_reads_the_container_as_the_key_did(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, azurite: AzuriteBlobServer
 ) -> None:
-    """The account SAS the CLI's executors and driver get in place of the key does what
-    a cycle's survey does with the container (Azurite checks its signature and
-    permissions): check it, read the account's soft delete and versioning as the key
-    reads them, list, head, read a range.
-
-    Emulator gap: Azurite 3.35 answers a Blob Batch (``Container_SubmitBatch``) signed
-    with an account SAS with HTTP 500 (its debug log: "OPERATION_ACCOUNT_SAS_PERMISSIONS
-    doesn't have configuration for operation Container_SubmitBatch"), where the key or a
-    container SAS gets 202. The batch delete is then safe (nothing deleted, the blob kept
-    and reported failed); a delete on Azure itself is not shown here."""
+    """The SAS the CLI's executors and driver get in place of the key does what a
+    cycle does with the container (Azurite checks its signature and permissions): check
+    it, read the account's soft delete and versioning as the key reads them (the soft
+    delete read with the key when the SAS was minted: a container SAS cannot read the
+    account's properties), list, head, read a range, batch-delete; and nothing else: no
+    other container, no write, not the account's properties (that decide whether a
+    delete can be undone)."""
     from ledger_gc.commands.orphans import cycle_endpoints
     from ledger_gc.config.edge import resolve
     from ledger_gc.storage.azure_container import AzureContainer
@@ -340,6 +339,19 @@ def test_the_sas_a_cluster_gets_reads_the_container_as_the_key_did(
     head = bucket.head(segment)
     assert head is not None and head.size == len(b"segment")
     assert bucket.read_range(segment, 0, 3) == b"seg"
-    result = bucket.delete_listed([listed])  # the emulator gap above: kept
-    assert result.deleted == 0 and segment in result.failed
-    assert bucket.head(segment) is not None
+    result = bucket.delete_listed([listed])
+    assert (result.deleted, result.failed) == (1, {})
+    assert bucket.head(segment) is None
+    other = _container(azurite, "someone-elses-data")
+    azurite.client().get_container_client(other).upload_blob("precious", b"not the GC's")
+    executor = BlobServiceClient(azurite.account_url, credential=store.azure_sas)
+    policy = azurite.client().get_service_properties()["delete_retention_policy"]
+    for refused in (
+        lambda: executor.delete_container(other),
+        lambda: executor.get_container_client(other).delete_blob("precious"),
+        lambda: executor.get_container_client(container).upload_blob("x", b"written"),
+        lambda: executor.set_service_properties(delete_retention_policy=policy),
+    ):
+        with pytest.raises(HttpResponseError):
+            refused()
+    assert "precious" in {b.name for b in azurite.client().get_container_client(other).list_blobs()}

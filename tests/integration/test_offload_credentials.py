@@ -523,7 +523,7 @@ def test_a_sas_signature_is_masked_in_the_http_clients_debug_log(
 
 def test_a_sovereign_clouds_connection_string_sends_spark_to_that_cloud() -> None:
     """A connection string without BlobEndpoint names its cloud by EndpointSuffix (Azure
-    China, US Government): the account SAS that replaces its key must go with that
+    China, US Government): the container SAS that replaces its key must go with that
     cloud's endpoint, not https://<account>.blob.core.windows.net."""
     connection = (
         "DefaultEndpointsProtocol=https;AccountName=prodaccount;"

@@ -80,6 +80,7 @@ EVERY_SETTING_CHANGED = Settings(
     azure_storage_account="azureaccount",
     azure_storage_key="azure-account-key",
     azure_storage_sas="sv=2025&sig=azure-sas",
+    azure_soft_delete_days=7,
     azure_storage_connection_string="AccountName=a;AccountKey=azure-conn-key",
     bookkeeper="false",
     bk_ledgers_root="/bk/ledgers",

@@ -20,13 +20,14 @@ what its credential is decides what the settings carry:
   login asks the account for (``SAS_SECONDS``): the login's own token never leaves.
 
 And what a Spark application on a cluster gets (``for_spark``): never the account key.
-It is exchanged on this worker for an account SAS of ``SAS_SECONDS`` (signed with the key,
-no request; the library's ``config.spark_credentials``, which the ``ledgergc`` command
-run against a cluster calls too), and the key and any connection string are left out. With a local
-master the executors are this worker's processes and get the settings as they are (as
-``aws_credentials`` does). Every SAS is a secret setting: masked in logs, and refused
-where the Spark provider would put it on spark-submit's command line
-(``orphan_tasks.check_spark_master``).
+It is exchanged on this worker for a SAS of the offload container of ``SAS_SECONDS``
+(signed with the key; list, read, delete only; the account's soft delete read with the
+key and handed on beside it; the library's ``config.spark_credentials``, which the
+``ledgergc`` command run against a cluster calls too), and the key and any connection
+string are left out. With a local master the executors are this worker's processes and
+get the settings as they are (as ``aws_credentials`` does). Every SAS is a secret
+setting: masked in logs, and refused where the Spark provider would put it on
+spark-submit's command line (``orphan_tasks.check_spark_master``).
 """
 
 from __future__ import annotations
@@ -132,11 +133,21 @@ def user_delegation_sas(client: Any, container: str, conn_id: str) -> str:
 
 
 def for_spark(settings: Settings, *, local_master: bool) -> Settings:
-    """The settings a Spark application is handed: on a cluster, an account SAS in
-    place of the account key (and of a connection string that holds one). The exchange
-    is the library's (``config.spark_credentials.azure_for_spark``), which the
-    ``ledgergc`` command run against a cluster makes too."""
-    return spark_credentials.azure_for_spark(settings, local_master=local_master)
+    """The settings a Spark application is handed: on a cluster, a SAS of the offload
+    container in place of the account key (and of a connection string that holds one),
+    with the account's soft delete read with the key. The exchange is the library's
+    (``config.spark_credentials.azure_for_spark``), which the ``ledgergc`` command run
+    against a cluster makes too."""
+    return spark_credentials.azure_for_spark(
+        settings, local_master=local_master, soft_delete_days=_soft_delete_days
+    )
+
+
+def _soft_delete_days(settings: Settings) -> int | None:
+    from ledger_gc.config.edge import offload_store
+    from ledger_gc.storage.azure_container import AzureContainer
+
+    return AzureContainer(offload_store(settings)).soft_delete_days()
 
 
 def _window() -> tuple[datetime, datetime]:

@@ -5,10 +5,10 @@ Runs ``run_orphan_cycle`` with a Spark session on ``local[*]``, or on the master
 master that is not local the executors are other processes (other hosts), which get the
 object stores' credentials in their tasks: like an Airflow task's application, they get
 short-lived ones only (``config.spark_credentials``: an STS session for long-lived AWS
-keys, an account SAS for an Azure account key), minted before Spark starts; a refused
-exchange is exit 2 and one line. Exit status: 0 when the cycle completed, 1 when a guard
-refused it, a delete failed or another cycle held the delete lock (work left for the
-next run), 2 on an error (nothing deleted after it).
+keys, a SAS of the offload container for an Azure account key), minted before Spark
+starts; a refused exchange is exit 2 and one line. Exit status: 0 when the cycle
+completed, 1 when a guard refused it, a delete failed or another cycle held the delete
+lock (work left for the next run), 2 on an error (nothing deleted after it).
 """
 
 from __future__ import annotations
@@ -176,9 +176,17 @@ def cycle_endpoints(settings: Settings) -> tuple[Endpoints, str]:
     settings = spark_credentials.for_spark(
         settings,
         local_master=spark_credentials.is_local_master(master),
+        soft_delete_days=_azure_soft_delete_days,
         sts_endpoint=os.environ.get("AWS_ENDPOINT_URL_STS") or None,
     )
     return resolve(settings), master
+
+
+def _azure_soft_delete_days(settings: Settings) -> int | None:
+    from ledger_gc.config.edge import offload_store
+    from ledger_gc.storage.azure_container import AzureContainer
+
+    return AzureContainer(offload_store(settings)).soft_delete_days()
 
 
 def run_orphans(args: argparse.Namespace, settings: Settings) -> int:

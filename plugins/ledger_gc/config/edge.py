@@ -120,6 +120,9 @@ def offload_store(settings: Settings) -> ObjectStore:
             azure_key=settings.azure_storage_key,
             azure_sas=settings.azure_storage_sas,
             azure_connection_string=settings.azure_storage_connection_string,
+            azure_soft_delete_days=(
+                settings.azure_soft_delete_days if settings.azure_soft_delete_days >= 0 else None
+            ),
         )
     return ObjectStore(
         *common,

@@ -183,6 +183,9 @@ class ObjectStore:
     azure_key: str | None = field(default=None, repr=False)
     azure_sas: str | None = field(default=None, repr=False)
     azure_connection_string: str | None = field(default=None, repr=False)
+    #: The account's blob soft delete retention in days (0: off) when read with the key
+    #: before a container SAS replaced it (None: the store reads it itself).
+    azure_soft_delete_days: int | None = None
 
     @property
     def key_prefix(self) -> str:

@@ -493,6 +493,19 @@ class Settings:
             omit_when_empty=True,
         ),
     )
+    azure_soft_delete_days: int = setting(
+        -1,
+        SettingSpec(
+            "LEDGERGC_OFFLOAD_AZURE_SOFT_DELETE_DAYS",
+            INTEGER,
+            "the account's blob soft delete retention (0: off), as read with the account "
+            "key when a Spark application is handed a container SAS in its place (which "
+            "cannot read the account's properties); set by ledger-gc with that SAS; -1: "
+            "read it",
+            minimum=-1,
+            unit="days",
+        ),
+    )
     azure_storage_connection_string: str | None = setting(
         None,
         SettingSpec(

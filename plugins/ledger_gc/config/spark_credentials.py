@@ -14,8 +14,10 @@ hands it the settings this module returns, never long-lived secrets:
   (SeaweedFS, MinIO, Ceph) has only its static keys, which are handed over as they are
   (logged). A refused or unreachable exchange is one line, before Spark starts. AWS keys
   that no store of the application uses are left out.
-* an Azure account key (given, or in a connection string) is exchanged for an account
-  SAS signed with it here (no request); the key and the connection string are left out.
+* an Azure account key (given, or in a connection string) is exchanged for a SAS of
+  the offload container signed with it here (list, read, delete), beside the account's
+  soft delete retention read with the key (a container SAS cannot read it); the key and
+  the connection string are left out.
 * GCS's key file never gets this far: the edge exchanges it for an access token
   (``gcs_key_file``), which is all an ``ObjectStore`` carries.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -64,6 +67,7 @@ def for_spark(
     settings: Settings,
     *,
     local_master: bool,
+    soft_delete_days: Callable[[Settings], int | None],
     sts_endpoint: str | None = None,
     session_seconds: int = SESSION_SECONDS,
     aws_fix: str = AWS_KEYS_FIX,
@@ -77,7 +81,7 @@ def for_spark(
         session_seconds=session_seconds,
         fix=aws_fix,
     )
-    return azure_for_spark(settings, local_master=local_master)
+    return azure_for_spark(settings, local_master=local_master, soft_delete_days=soft_delete_days)
 
 
 def aws_for_spark(
@@ -146,9 +150,22 @@ def aws_for_spark(
     )
 
 
-def azure_for_spark(settings: Settings, *, local_master: bool) -> Settings:
-    """On a cluster, an account SAS in place of the account key (and of a connection
-    string that holds one); one line naming the setting when no SAS can be signed."""
+def azure_for_spark(
+    settings: Settings,
+    *,
+    local_master: bool,
+    soft_delete_days: Callable[[Settings], int | None],
+) -> Settings:
+    """On a cluster, a SAS for the offload container in place of the account key (and
+    of a connection string that holds one); one line naming the setting when no SAS can
+    be signed.
+
+    Scoped to what a cycle does there (list, read, delete, and a version's delete): not
+    an account SAS, which would let whoever holds a task's closure for its 12 hours
+    delete any container of the account or turn off the soft delete a restore relies on.
+    Such a SAS cannot read the account's soft delete setting, so ``soft_delete_days``
+    reads it with the key (the caller's: the store is a layer above this one) and it is
+    handed on beside the SAS (``azure_soft_delete_days``)."""
     if local_master or family(settings.offload_driver) != AZURE or not settings.offload_bucket:
         return settings
     account, key, endpoint = account_key(settings)
@@ -160,7 +177,7 @@ def azure_for_spark(settings: Settings, *, local_master: bool) -> Settings:
             "it for a SAS; set AZURE_STORAGE_ACCOUNT (or the wasb connection's login)"
         )
     try:
-        from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
     except ImportError as exc:
         raise ConfigError(
             "an Azure account key is exchanged for a SAS before Spark executors get it, and "
@@ -168,12 +185,12 @@ def azure_for_spark(settings: Settings, *, local_master: bool) -> Settings:
         ) from exc
     start, expiry = sas_window()
     try:
-        sas = generate_account_sas(
+        sas = generate_container_sas(
             account,
-            key,
-            resource_types=ResourceTypes(service=True, container=True, object=True),
-            permission=AccountSasPermissions(
-                read=True, write=True, delete=True, list=True, delete_previous_version=True
+            settings.offload_bucket,
+            account_key=key,
+            permission=ContainerSasPermissions(
+                read=True, delete=True, list=True, delete_previous_version=True
             ),
             expiry=expiry,
             start=start,
@@ -191,14 +208,21 @@ def azure_for_spark(settings: Settings, *, local_master: bool) -> Settings:
             "(LEDGERGC_OFFLOAD_AZURE_SAS)"
         ) from exc
     install_secret_masking([sas])
-    log.info("Azure account key exchanged for an account SAS (until %s) for Spark", expiry)
+    days = soft_delete_days(settings)  # with the key, before it goes
+    soft_days = -1 if days is None else days  # (unreadable: "unknown" in the report)
+    log.info(
+        "Azure account key exchanged for a SAS of container %s (until %s) for Spark",
+        settings.offload_bucket,
+        expiry,
+    )
     return settings.overridden_by(
         "sas",
-        "account SAS signed with the account key",
+        "container SAS signed with the account key",
         {
             "azure_storage_sas": sas,
             "azure_storage_account": account,
             "offload_endpoint": settings.offload_endpoint or endpoint,
+            "azure_soft_delete_days": soft_days,
         },
     ).without_values("azure_storage_key", "azure_storage_connection_string")
 

@@ -459,13 +459,13 @@ class AzureContainer:
         version id. A sample without one counts as off, so versioning turned on after
         every sampled blob was written is missed (segments are written all the time, in
         random uuid order, so a sample of 1000 rarely misses it). Soft delete unreadable
-        (a SAS scoped to the container may not read the account's properties) or the
-        listing refused: "unknown", which counts deleted bytes as recoverable."""
-        try:
-            policy = self.service.get_service_properties()["delete_retention_policy"]
-            soft_days: int | None = int(policy.days or 0) if policy.enabled else 0
-        except (AzureError, KeyError, TypeError, ValueError):
-            soft_days = None
+        (a SAS scoped to the container cannot read the account's properties: the
+        retention read with the key when it was minted stands in, ``ObjectStore.
+        azure_soft_delete_days``) or the listing refused: "unknown", which counts deleted
+        bytes as recoverable."""
+        soft_days = self.store.azure_soft_delete_days  # (read with the key, for a SAS)
+        if soft_days is None:
+            soft_days = self.soft_delete_days()
         try:
             sample = islice(
                 self.container.list_blobs(
@@ -494,6 +494,15 @@ class AzureContainer:
         if soft_days is None or versions is None:
             return AzureVersioning(self.bucket, UNKNOWN, UNKNOWN, how=UNKNOWN)
         return AzureVersioning(self.bucket, OFF, how=NONE)
+
+    def soft_delete_days(self) -> int | None:
+        """The account's blob soft delete retention in days (0: off; None: unreadable,
+        as with a SAS scoped to the container)."""
+        try:
+            policy = self.service.get_service_properties()["delete_retention_policy"]
+            return int(policy.days or 0) if policy.enabled else 0
+        except (AzureError, KeyError, TypeError, ValueError):
+            return None
 
     def deleted_versions(self, key: str, earliest: int, latest: int) -> list[DeletedVersion]:
         """The soft-deleted blob deleted between ``earliest`` and ``latest`` (the one
