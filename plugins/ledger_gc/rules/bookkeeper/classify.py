@@ -63,6 +63,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
@@ -253,6 +254,12 @@ def schema_ml_name(schema_id: str) -> str | None:
     return f"{parts[0]}/{parts[1]}/persistent/{parts[2]}"
 
 
+#: Names whose form is kept (``lru_cache``): a survey asks the same few thousand topics'
+#: names about every one of their ledgers (a tenth of a cached ledger's time).
+_NAMES_CACHED = 1 << 16
+
+
+@lru_cache(maxsize=_NAMES_CACHED)
 def is_topic_ml_name(name: str) -> bool:
     """A managed-ledger name of today's form, ``tenant/ns/persistent/<encoded topic>``.
 
@@ -268,6 +275,7 @@ def is_v1_ml_name(name: str) -> bool:
     return len(parts) == 5 and all(parts) and parts[3] == "persistent"
 
 
+@lru_cache(maxsize=_NAMES_CACHED)
 def namespace_of(name: str) -> str | None:
     """``tenant/ns`` of a managed-ledger name or a schema id."""
     parts = name.split("/")
@@ -496,8 +504,9 @@ class Classifier:
                 f"{copy_of} lists it as offloaded with bookkeeperDeleted=true, but its tags "
                 f"name {owner or 'nothing'}",
             )
-        if lid in self.referenced:
-            return Verdict(BK_LIVE, owner, self.referenced[lid])
+        named_by = self.referenced.get(lid)  # (one lookup: every ledger comes here)
+        if named_by is not None:
+            return Verdict(BK_LIVE, owner, named_by)
         return self._unreferenced(ledger, owner)
 
     def _unreadable(self, lid: int, owner: str, error: str) -> Verdict:
