@@ -33,13 +33,14 @@ spark-submit's command line (``orphan_tasks.check_spark_master``).
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from ledger_gc.config import spark_credentials
 from ledger_gc.config.settings import Settings
+from ledger_gc.config.spark_credentials import reason
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage.offload_drivers import AZURE, family
+from ledger_gc.storage.offload_buckets import account_soft_delete_days
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def with_azure_credentials(settings: Settings, connection: Any | None) -> Settin
     except Exception as exc:  # the provider's and the SDK's errors (a bad connection string)
         raise ConfigError(
             f"Airflow connection {connection.conn_id}: no Blob Storage client can be made of "
-            f"it ({_reason(exc)}); check its connection_string, login, key or sas_token"
+            f"it ({reason(exc)}); check its connection_string, login, key or sas_token"
         ) from exc
     changes: dict[str, Any] = {"azure_storage_account": client.account_name}
     if not settings.offload_endpoint:
@@ -108,13 +109,13 @@ def user_delegation_sas(client: Any, container: str, conn_id: str) -> str:
     Storage Blob Data Contributor); one line naming the connection on a refusal."""
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
-    start, expiry = _window()
+    start, expiry = spark_credentials.sas_window()
     try:
         key = client.get_user_delegation_key(start, expiry)
     except Exception as exc:  # azure.core's HttpResponseError, ClientAuthenticationError
         raise ConfigError(
             f"Airflow connection {conn_id}: getting a user delegation key for a SAS failed "
-            f"({_reason(exc)}); give the login a role on the account that may (Storage "
+            f"({reason(exc)}); give the login a role on the account that may (Storage "
             "Blob Data Contributor)"
         ) from exc
     log.info("user delegation SAS minted for container %s, until %s", container, expiry)
@@ -139,21 +140,5 @@ def for_spark(settings: Settings, *, local_master: bool) -> Settings:
     (``config.spark_credentials.azure_for_spark``), which the ``ledgergc`` command run
     against a cluster makes too."""
     return spark_credentials.azure_for_spark(
-        settings, local_master=local_master, soft_delete_days=_soft_delete_days
+        settings, local_master=local_master, soft_delete_days=account_soft_delete_days
     )
-
-
-def _soft_delete_days(settings: Settings) -> int | None:
-    from ledger_gc.config.edge import offload_store
-    from ledger_gc.storage.azure_container import AzureContainer
-
-    return AzureContainer(offload_store(settings)).soft_delete_days()
-
-
-def _window() -> tuple[datetime, datetime]:
-    return spark_credentials.sas_window()
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -27,6 +27,7 @@ from typing import Any
 
 from ledger_gc.config import gcs_key_file
 from ledger_gc.config.settings import Settings
+from ledger_gc.config.spark_credentials import reason
 from ledger_gc.errors import ConfigError
 from ledger_gc.rules.storage.offload_drivers import GCS, family
 
@@ -62,7 +63,7 @@ def access_token(connection: Any) -> tuple[str, str | None]:
     except Exception as exc:  # google.auth's and the provider's errors alike
         raise ConfigError(
             f"Airflow connection {connection.conn_id}: minting a GCS access token failed "
-            f"({_reason(exc)}); check its key_path, keyfile_dict, credential_config_file "
+            f"({reason(exc)}); check its key_path, keyfile_dict, credential_config_file "
             "or the worker's application default credentials"
         ) from exc
     return str(credentials.token), (project or None)
@@ -98,8 +99,3 @@ def with_gcs_token(settings: Settings, connection: Any | None) -> Settings:
     if project and not settings.offload_gcs_project:
         changes["offload_gcs_project"] = project
     return settings.overridden_by(source, detail, changes)
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

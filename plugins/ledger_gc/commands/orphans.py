@@ -31,6 +31,7 @@ from ledger_gc.orphans.report import CycleReport, render_text
 from ledger_gc.spark.session import LazySession, local_session, session_master
 from ledger_gc.state.store import RESET_CONSEQUENCE
 from ledger_gc.state.stores import open_store
+from ledger_gc.storage.offload_buckets import account_soft_delete_days
 from ledger_gc.termination import stop_on_signals
 
 if TYPE_CHECKING:
@@ -176,17 +177,10 @@ def cycle_endpoints(settings: Settings) -> tuple[Endpoints, str]:
     settings = spark_credentials.for_spark(
         settings,
         local_master=spark_credentials.is_local_master(master),
-        soft_delete_days=_azure_soft_delete_days,
+        soft_delete_days=account_soft_delete_days,
         sts_endpoint=os.environ.get("AWS_ENDPOINT_URL_STS") or None,
     )
     return resolve(settings), master
-
-
-def _azure_soft_delete_days(settings: Settings) -> int | None:
-    from ledger_gc.config.edge import offload_store
-    from ledger_gc.storage.azure_container import AzureContainer
-
-    return AzureContainer(offload_store(settings)).soft_delete_days()
 
 
 def run_orphans(args: argparse.Namespace, settings: Settings) -> int:

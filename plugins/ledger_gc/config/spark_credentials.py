@@ -33,6 +33,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+from ledger_gc.config.edge import offload_store
+from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.config.secret_masking import install_secret_masking
 from ledger_gc.config.settings import Settings
 from ledger_gc.errors import ConfigError
@@ -67,7 +69,7 @@ def for_spark(
     settings: Settings,
     *,
     local_master: bool,
-    soft_delete_days: Callable[[Settings], int | None],
+    soft_delete_days: Callable[[ObjectStore], int | None],
     sts_endpoint: str | None = None,
     session_seconds: int = SESSION_SECONDS,
     aws_fix: str = AWS_KEYS_FIX,
@@ -154,7 +156,7 @@ def azure_for_spark(
     settings: Settings,
     *,
     local_master: bool,
-    soft_delete_days: Callable[[Settings], int | None],
+    soft_delete_days: Callable[[ObjectStore], int | None],
 ) -> Settings:
     """On a cluster, a SAS for the offload container in place of the account key (and
     of a connection string that holds one); one line naming the setting when no SAS can
@@ -164,8 +166,9 @@ def azure_for_spark(
     an account SAS, which would let whoever holds a task's closure for its 12 hours
     delete any container of the account or turn off the soft delete a restore relies on.
     Such a SAS cannot read the account's soft delete setting, so ``soft_delete_days``
-    reads it with the key (the caller's: the store is a layer above this one) and it is
-    handed on beside the SAS (``azure_soft_delete_days``)."""
+    (``storage.offload_buckets.account_soft_delete_days``, a layer above this one)
+    reads it with the key and it is handed on beside the SAS
+    (``azure_soft_delete_days``)."""
     if local_master or family(settings.offload_driver) != AZURE or not settings.offload_bucket:
         return settings
     account, key, endpoint = account_key(settings)
@@ -208,7 +211,7 @@ def azure_for_spark(
             "(LEDGERGC_OFFLOAD_AZURE_SAS)"
         ) from exc
     install_secret_masking([sas])
-    days = soft_delete_days(settings)  # with the key, before it goes
+    days = soft_delete_days(offload_store(settings))  # with the key, before it goes
     soft_days = -1 if days is None else days  # (unreadable: "unknown" in the report)
     log.info(
         "Azure account key exchanged for a SAS of container %s (until %s) for Spark",

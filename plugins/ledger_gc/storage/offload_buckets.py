@@ -13,11 +13,14 @@ traceback halfway through a cycle.
 from __future__ import annotations
 
 import importlib
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ledger_gc.config.endpoints import ObjectStore
 from ledger_gc.errors import ConfigError
 from ledger_gc.storage.offload_bucket import AZURE, GCS, S3, OffloadBucket
+
+if TYPE_CHECKING:
+    from ledger_gc.storage.azure_container import AzureContainer
 
 
 class _Implementation(NamedTuple):
@@ -56,6 +59,13 @@ def offload_bucket(store: ObjectStore, client: Any = None) -> OffloadBucket:
         return cast(OffloadBucket, getattr(module, implementation.cls)(store, client=client))
     except ImportError as exc:
         raise _missing(implementation, exc) from exc
+
+
+def account_soft_delete_days(store: ObjectStore) -> int | None:
+    """An Azure store's account blob soft delete retention in days as ``store``'s
+    credentials read it (0: off; None: unreadable): what a container SAS minted for Spark
+    cannot read, read with the key before it is replaced (``config.spark_credentials``)."""
+    return cast("AzureContainer", offload_bucket(store)).soft_delete_days()
 
 
 def _missing(implementation: _Implementation, exc: ImportError) -> ConfigError:
