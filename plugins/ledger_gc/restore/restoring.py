@@ -472,19 +472,14 @@ def _restore_offload(
         # skew would otherwise call a version the bucket keeps "no longer kept".
         earliest, latest = (0, _EVER) if named else (started, ended)
         kept = storage.deleted_versions(key, earliest - CLOCK_SKEW_MS, latest + CLOCK_SKEW_MS)
-        if not named:
-            if kept:
-                found.append(kept[0])  # the newest: what the run's delete removed, by time
-                by_time = True
-            elif storage.head(key) is not None:
-                item.skipped += 1  # written again since: not the run's to undo
-            continue
-        matching = [version for version in kept if version.listed_version in named]
-        if matching:
-            found.append(matching[0])
+        # The audited version, else (none named) the newest: what the delete removed, by time.
+        chosen = [v for v in kept if v.listed_version in named] if named else kept
+        if chosen:
+            found.append(chosen[0])
+            by_time = by_time or not named
         elif storage.head(key) is not None:
             item.skipped += 1  # written again since: not the run's to undo
-        else:
+        elif named:
             item.unrestorable.append(_not_kept(storage.driver, key, named, kept))
     item.markers = len(found)
     if found:
