@@ -260,11 +260,9 @@ def _sane_tenants(
     no ``/managed-ledgers`` in the local store, as ``tree`` saw it if this cycle listed
     it; see ``_tenants``)."""
     local.sync("/")
-    if tree is not None:
-        has_root = tree.exists
-    else:
-        has_root = endpoints.pulsar_metadata_mode != "auto" or _exists(local, roots.MANAGED_LEDGERS)
-    if endpoints.pulsar_metadata_mode == "auto" and not has_root:
+    if endpoints.pulsar_metadata_mode == "auto" and not (
+        tree.exists if tree is not None else _exists(local, roots.MANAGED_LEDGERS)
+    ):
         # Said by the survey, not by the checks before a cycle (whose stderr is the one
         # line of an error when a later check fails).
         if warn:
