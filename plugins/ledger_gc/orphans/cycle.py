@@ -498,7 +498,9 @@ def _apply_delete_results(
         outcomes.CORRECTED: phases.CORRECTED,
     }
     with registry.transaction() as txn:
-        entries = txn.entries()
+        # Only the entries the results name (the registry may hold 500,000; a dry run's
+        # first cycles none of them).
+        entries = txn.entries_of({result.prefix for result in results})
         for result in results:
             entry = entries.get(result.prefix)
             if entry is None:

@@ -250,6 +250,19 @@ class RegistryTransaction:
     def entries(self) -> dict[str, RegistryEntry]:
         return _entries(self.conn)
 
+    def entries_of(self, prefixes: Iterable[str]) -> dict[str, RegistryEntry]:
+        """The registered entries among ``prefixes`` (a step that changes a few of the
+        registry's entries reads those, not all of them)."""
+        from sqlalchemy import select
+
+        table = schema.orphans
+        columns = [table.c[k] for k in _ENTRY_FIELDS]
+        found: dict[str, RegistryEntry] = {}
+        for batch in _batches(prefixes, _IN_BATCH):
+            rows = self.conn.execute(select(*columns).where(table.c.prefix.in_(batch)))
+            found.update((row[0], RegistryEntry(*row)) for row in rows)
+        return found
+
     def latest_scan(self) -> ScanRecord | None:
         return _latest_scan(self.conn)
 
