@@ -157,8 +157,9 @@ def step_phases(
     diff = steps.read_record(DIFF, DiffRecord) or DiffRecord()
     steps.start_step(PHASES)
     refusals = survey_refusals(diff, endpoints.policy.orphan_max_fraction, force=force)
-    found = {c.prefix(endpoints.blocks.prefix): c for c in steps.iter_candidates()}
-    candidates, held = hold_by_source(found, diff)
+    candidates, held = hold_by_source(
+        {c.prefix(endpoints.blocks.prefix): c for c in steps.iter_candidates()}, diff
+    )  # (the survey's dict is not kept beside the one the phases use)
     stale = guards.stale_metadata(horizon.proof_of_staleness(held), endpoints.zk.hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
