@@ -5,6 +5,7 @@ hand-over to spark-submit."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,30 @@ def test_history_keeps_every_event_with_its_reason(state_location: Any) -> None:
     )
     assert registry.entries()[entry.prefix].attempts == 1
     assert registry.history(run_id="other") == []
+
+
+@pytest.mark.state_backends
+def test_the_registry_streamed_and_in_part_reads_what_the_whole_read_does(
+    state_location: Any,
+) -> None:
+    """``iter_entries`` (by prefix), ``entries_of`` (a few prefixes, batched) and
+    ``count`` agree with ``entries``; an upsert of more rows than a batch, with a prefix
+    given twice, keeps the last (issue 36: the steps stream instead of holding all)."""
+    registry = OrphanRegistry(state_location)
+    many = [_entry(f"p/{n:05d}/") for n in range(1234)]
+    again = RegistryEntry(**{**asdict(many[7]), "bytes": 999})
+    with registry.transaction() as txn:
+        txn.upsert_many(iter([*many, again]))
+    whole = registry.entries()
+    assert list(registry.iter_entries()) == list(whole.values())
+    assert registry.count() == len(whole) == 1234
+    assert whole[again.prefix].bytes == 999
+    asked = [f"p/{n:05d}/" for n in range(0, 2000, 3)]
+    with registry.transaction() as txn:
+        found = txn.entries_of(asked)
+        assert txn.entries_of([]) == {}
+    assert found == {p: whole[p] for p in asked if p in whole}
+    assert len(found) == 412
 
 
 def test_a_registry_file_from_a_newer_ledger_gc_is_refused(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ledger_gc import termination
@@ -156,8 +157,9 @@ def step_phases(
     diff = steps.read_record(DIFF, DiffRecord) or DiffRecord()
     steps.start_step(PHASES)
     refusals = survey_refusals(diff, endpoints.policy.orphan_max_fraction, force=force)
-    found = {c.prefix(endpoints.blocks.prefix): c for c in steps.read_candidates()}
-    candidates, held = hold_by_source(found, diff)
+    candidates, held = hold_by_source(
+        {c.prefix(endpoints.blocks.prefix): c for c in steps.iter_candidates()}, diff
+    )  # (the survey's dict is not kept beside the one the phases use)
     stale = guards.stale_metadata(horizon.proof_of_staleness(held), endpoints.zk.hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
@@ -245,15 +247,17 @@ def _apply_scan(
         reasons.update(compared.held)
         changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
         # In a few statements each (a large cluster's scan sees tens of thousands).
-        txn.upsert_many([*changes.added, *changes.seen, *(entry for entry, _ in changes.restarted)])
+        txn.upsert_many(
+            chain(changes.added, changes.seen, (entry for entry, _ in changes.restarted))
+        )
         for entry, _ in changes.corrected:
             txn.remove(entry.prefix)
         txn.add_history_many(
-            [
-                *((entry, phases.REGISTERED, "first seen orphaned") for entry in changes.added),
-                *((entry, phases.CLOCK_RESTARTED, why) for entry, why in changes.restarted),
-                *((entry, phases.CORRECTED, why) for entry, why in changes.corrected),
-            ],
+            chain(
+                ((entry, phases.REGISTERED, "first seen orphaned") for entry in changes.added),
+                ((entry, phases.CLOCK_RESTARTED, why) for entry, why in changes.restarted),
+                ((entry, phases.CORRECTED, why) for entry, why in changes.corrected),
+            ),
             run_id=run_id,
             scan=number,
             time_ms=now,
@@ -382,8 +386,7 @@ def delete_needs_spark(endpoints: Endpoints) -> bool:
     """Whether the delete step has work for executors: more registered orphans than
     ``endpoints.policy.orphan_delete_spark_over`` (an upper bound of what can be due, read
     without the lock; ``step_delete`` decides again under it)."""
-    entries = OrphanRegistry(endpoints.state).entries()
-    return len(entries) > endpoints.policy.orphan_delete_spark_over
+    return OrphanRegistry(endpoints.state).count() > endpoints.policy.orphan_delete_spark_over
 
 
 def _delete_under_lock(
@@ -414,17 +417,18 @@ def _delete_under_lock(
     _, instant, warnings = observe(endpoints.zk, endpoints.blocks, run_id, witness, clock)
     now = instant.now_ms()
     result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
-    entries = registry.entries()
-    plan = phases.plan_deletion(
-        entries.values(),
+    instants = registry.scan_instants()
+    # The registry streamed, only the due entries kept (phases.plan_deletion's eligible).
+    eligible = phases.eligible_entries(
+        registry.iter_entries(),
         latest.number,
         now,
         endpoints.policy.grace_seconds,
         endpoints.policy.retention_seconds,
-        timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant),
+        lambda entry: timekeeping.entry_grace_elapsed(entry, instants, instant),
     )
     ours = _our_clusters(endpoints.policy, latest.result).to_dict()
-    result = replace(result, eligible=len(plan.eligible), our_clusters=ours)
+    result = replace(result, eligible=len(eligible), our_clusters=ours)
 
     # A signal, or the lock lost with its session: stop before the next request.
     def stop() -> bool:
@@ -445,7 +449,7 @@ def _delete_under_lock(
         fence_for=lock.fence_for,
     )
     mark = read_budget.METER.mark()
-    results = delete_by_source(request, list(plan.eligible))
+    results = delete_by_source(request, eligible)
     reads = read_budget.Reads.merged([read_budget.METER.since(mark)])
     reads.add(request.executor_reads.per_second)
     # Audited ahead by the delete path (deletion.Deleter).
@@ -495,7 +499,9 @@ def _apply_delete_results(
         outcomes.CORRECTED: phases.CORRECTED,
     }
     with registry.transaction() as txn:
-        entries = txn.entries()
+        # Only the entries the results name (the registry may hold 500,000; a dry run's
+        # first cycles none of them).
+        entries = txn.entries_of({result.prefix for result in results})
         for result in results:
             entry = entries.get(result.prefix)
             if entry is None:

@@ -111,8 +111,9 @@ live re-check kept as another cluster's; ``held``: ``[{"prefix", "target_class",
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,8 @@ from ledger_gc.rules.pulsar_metadata.classes import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
+
     from ledger_gc.orphans.options import CycleOptions
 
 KIND = run_log.ORPHANS
@@ -226,7 +229,7 @@ class _PhaseTally:
             by_class["bytes"] += size
 
 
-def _target(item: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _target(item: Mapping[str, Any] | RowMapping, **extra: Any) -> dict[str, Any]:
     return {
         "prefix": item["prefix"],
         "target_class": item["target_class"],
@@ -234,6 +237,98 @@ def _target(item: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "ledger_id": item["ledger_id"],
         **extra,
     }
+
+
+#: The history columns the report reads (a row's other columns are not needed).
+_HISTORY_COLUMNS = ("prefix", "target_class", "ml_name", "ledger_id", "event", "reason", "bytes")
+
+
+@dataclass(frozen=True)
+class _Registered:
+    """What the report says of the registry: its size, and the waiting entries soonest
+    first (the first ``MAX_LISTED``; ``waiting_total`` counts all)."""
+
+    entries: int
+    bytes: int
+    waiting: list[dict[str, Any]]
+    waiting_total: int
+
+
+def _waiting_order(waiting: phases.Waiting) -> tuple[bool, int, str]:
+    """Soonest first; "after the next scan" (no time) last; then by prefix (unique)."""
+    return (waiting.until_ms is None, waiting.until_ms or 0, waiting.entry.prefix)
+
+
+def _tally_registry(
+    registry: OrphanRegistry,
+    tally: _PhaseTally,
+    latest_scan: int | None,
+    instant: Instant,
+    endpoints: Endpoints,
+) -> _Registered:
+    """Walk the registry once, streamed: every entry counted as registered and in its
+    phase (``tally``), only the ``MAX_LISTED`` soonest waiting ones kept. A registry of
+    500,000 entries (a 10M-ledger cluster's first scan) is never held whole: as a dict of
+    entries, a grace time per prefix and a waiting item per entry it was over 1 GB."""
+    instants = registry.scan_instants()
+    now = instant.now_ms()
+    policy = endpoints.policy
+    counts = {"entries": 0, "bytes": 0, "waiting": 0}
+
+    def waiting() -> Iterator[phases.Waiting]:
+        for entry in registry.iter_entries():
+            counts["entries"] += 1
+            counts["bytes"] += entry.bytes
+            tally.add("registered", entry.namespace, entry.target_class, entry.bytes)
+            if latest_scan is None:
+                continue
+            where = phases.entry_phase(
+                entry,
+                latest_scan,
+                now,
+                policy.grace_seconds,
+                policy.retention_seconds,
+                grace_elapsed_ms=timekeeping.entry_grace_elapsed(entry, instants, instant),
+            )
+            if where is None:
+                tally.add("eligible", entry.namespace, entry.target_class, entry.bytes)
+                continue
+            name = _WAITING_PHASES.get(where.phase)
+            if name:
+                tally.add(name, entry.namespace, entry.target_class, entry.bytes)
+            counts["waiting"] += 1
+            yield where
+
+    soonest = heapq.nsmallest(MAX_LISTED, waiting(), key=_waiting_order)
+    return _Registered(
+        entries=counts["entries"],
+        bytes=counts["bytes"],
+        waiting=[
+            {
+                "prefix": where.entry.prefix,
+                "target_class": where.entry.target_class,
+                "ml_name": where.entry.ml_name,
+                "ledger_id": where.entry.ledger_id,
+                "bytes": where.entry.bytes,
+                "phase": where.phase,
+                "first_seen_ms": where.entry.first_seen_ms,
+                "until_ms": where.until_ms,
+            }
+            for where in soonest
+        ],
+        waiting_total=counts["waiting"],
+    )
+
+
+def _result_item(result: RecheckResult) -> dict[str, Any]:
+    """A re-check's result as the report's ``deleted`` and ``would_delete`` list it."""
+    return _target(vars(result), objects=result.objects, bytes=result.bytes, reason=result.reason)
+
+
+_WAITING_PHASES = {
+    phases.WAITING_GRACE: "waiting_grace",
+    phases.WAITING_RETENTION: "waiting_retention",
+}
 
 
 def build_report(
@@ -254,8 +349,6 @@ def build_report(
     deleted = steps.read_record(DELETE, DeleteRecord, required=False)
     found = {SNAPSHOT: snapshot, SCAN: scan, DIFF: diff, PHASES: applied, DELETE: deleted}
     registry = OrphanRegistry(endpoints.state)
-    entries = registry.entries()
-    history = registry.history(run_id=run_id)
     latest = registry.latest_scan()
 
     refusals: list[dict[str, Any]] = list(applied.refusals) if applied else []
@@ -284,80 +377,44 @@ def build_report(
 
     tally = _PhaseTally()
     delete_results = deleted.results if deleted else []
-    for entry in entries.values():
-        tally.add("registered", entry.namespace, entry.target_class, entry.bytes)
-    waiting: list[dict[str, Any]] = []
     # The phase of each entry as the delete step judged it: the servers' time it read
     # (timekeeping.py). A cycle that did not get that far has no such time, and its
     # entries show as waiting for grace (no evidence that any time has passed).
     instant = Instant.from_dict(deleted.now_instant if deleted else None) or Instant(now_ms)
-    elapsed = timekeeping.grace_elapsed(entries.values(), registry.scan_instants(), instant)
-    if latest is not None:
-        for entry in entries.values():
-            where = phases.entry_phase(
-                entry,
-                latest.number,
-                instant.now_ms(),
-                endpoints.policy.grace_seconds,
-                endpoints.policy.retention_seconds,
-                grace_elapsed_ms=elapsed.get(entry.prefix, 0),
-            )
-            if where is None:
-                tally.add("eligible", entry.namespace, entry.target_class, entry.bytes)
-                continue
-            name = {
-                phases.WAITING_GRACE: "waiting_grace",
-                phases.WAITING_RETENTION: "waiting_retention",
-            }.get(where.phase)
-            if name:
-                tally.add(name, entry.namespace, entry.target_class, entry.bytes)
-            waiting.append(
-                _target(
-                    vars(entry),
-                    bytes=entry.bytes,
-                    phase=where.phase,
-                    first_seen_ms=entry.first_seen_ms,
-                    until_ms=where.until_ms,
-                )
-            )
-    waiting.sort(key=lambda w: (w["until_ms"] is None, w["until_ms"] or 0, w["prefix"]))
-    corrected, deleted_list, failed = [], [], []
-    for row in history:
+    registered = _tally_registry(
+        registry, tally, latest.number if latest is not None else None, instant, endpoints
+    )
+    corrected: list[dict[str, Any]] = []
+    deleted_list: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    # Streamed and tallied row by row: a large cluster's first scan registers tens of
+    # thousands, of which only the first MAX_LISTED of each list are reported.
+    for row in registry.iter_history(run_id=run_id, columns=_HISTORY_COLUMNS):
         namespace = _namespace(row["ml_name"])
         if row["event"] == phases.REGISTERED:
             tally.add("new", namespace, row["target_class"], row["bytes"])
         elif row["event"] == phases.CORRECTED:
             tally.add("corrected", namespace, row["target_class"], row["bytes"])
-            corrected.append(_target(row, reason=row["reason"]))
+            if len(corrected) < MAX_LISTED:
+                corrected.append(_target(row, reason=row["reason"]))
         elif row["event"] == phases.DELETE_FAILED:
             tally.add("delete_failed", namespace, row["target_class"], row["bytes"])
-            failed.append({"prefix": row["prefix"], "error": row["reason"]})
-    would_delete = []
+            if len(failed) < MAX_LISTED:
+                failed.append({"prefix": row["prefix"], "error": row["reason"]})
+    would_delete: list[dict[str, Any]] = []
     for result in delete_results:
         # What was deleted is what the delete step's results say, each once: the
         # registry's history of it is written only when the step ends well (a cycle
         # that lost its lock mid-way deleted some and applied none).
         if result.action == outcomes.DELETED:
             tally.add("deleted", result.namespace, result.target_class, result.bytes)
-            deleted_list.append(
-                _target(
-                    vars(result),
-                    objects=result.objects,
-                    bytes=result.bytes,
-                    reason=result.reason,
-                )
-            )
+            if len(deleted_list) < MAX_LISTED:
+                deleted_list.append(_result_item(result))
         elif result.action == outcomes.WOULD_DELETE:
             tally.add("would_delete", result.namespace, result.target_class, result.bytes)
-            would_delete.append(
-                _target(
-                    vars(result),
-                    objects=result.objects,
-                    bytes=result.bytes,
-                    reason=result.reason,
-                )
-            )
-        elif result.action == outcomes.SKIPPED:
+            if len(would_delete) < MAX_LISTED:
+                would_delete.append(_result_item(result))
+        elif result.action == outcomes.SKIPPED and len(failed) < MAX_LISTED:
             failed.append({"prefix": result.prefix, "error": result.error})
 
     # A versioned bucket keeps deleted bytes as noncurrent versions: recoverable, not freed.
@@ -444,20 +501,20 @@ def build_report(
         "pending": bool(deleted and deleted.lock_busy),
         "bytes_reclaimed": bytes_reclaimed,
         "bytes_recoverable": bytes_recoverable,
-        "deleted": deleted_list[:MAX_LISTED],
-        "would_delete": would_delete[:MAX_LISTED],
-        "waiting": waiting[:MAX_LISTED],
-        "waiting_total": len(waiting),
-        "corrected": corrected[:MAX_LISTED],
-        "failed": failed[:MAX_LISTED],
+        "deleted": deleted_list,
+        "would_delete": would_delete,
+        "waiting": registered.waiting,
+        "waiting_total": registered.waiting_total,
+        "corrected": corrected,
+        "failed": failed,
         "foreign": {
             "objects": classes[FOREIGN]["objects"],
             "bytes": classes[FOREIGN]["bytes"],
             "samples": diff.foreign_samples if diff else [],
         },
         "registry": {
-            "entries": len(entries),
-            "bytes": sum(entry.bytes for entry in entries.values()),
+            "entries": registered.entries,
+            "bytes": registered.bytes,
             "scan_number": applied.scan_number if applied else None,
         },
         "zookeeper": _zookeeper(endpoints.zk, snapshot, diff, deleted),

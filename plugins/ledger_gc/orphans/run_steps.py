@@ -18,7 +18,9 @@ record and candidates are one transaction. Records of old runs are pruned
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.errors import LedgerGcError
@@ -39,6 +41,9 @@ PHASES = "phases"
 DELETE = "delete"
 STEPS = (SNAPSHOT, SCAN, DIFF, PHASES, DELETE)
 
+#: Candidates per insert, and fetched at a time when read back.
+_INSERT_BATCH = 1000
+_STREAM_BATCH = 2000
 _CANDIDATE_COLUMNS = (
     "target_class",
     "ml_name",
@@ -119,35 +124,50 @@ class RunSteps:
     ) -> None:
         """The diff's record (``records.DiffRecord``) and its candidates in one
         transaction (all or nothing); each candidate keyed by its target prefix under
-        ``store_prefix``."""
+        ``store_prefix``. Rows are made a batch at a time: all at once they were another
+        copy of every candidate in the driver's memory."""
         table = schema.run_candidates
-        rows = [
-            {
-                "run_id": self.run_id,
-                "position": position,
-                "prefix": candidate.prefix(store_prefix),
-                **{name: getattr(candidate, name) for name in _CANDIDATE_COLUMNS},
-            }
-            for position, candidate in enumerate(candidates)
-        ]
         with self.store.write() as conn:
             self._forget(conn, DIFF)
-            if rows:
+            for start in range(0, len(candidates), _INSERT_BATCH):
+                rows = [
+                    {
+                        "run_id": self.run_id,
+                        "position": position,
+                        "prefix": candidate.prefix(store_prefix),
+                        **{name: getattr(candidate, name) for name in _CANDIDATE_COLUMNS},
+                    }
+                    for position, candidate in enumerate(
+                        candidates[start : start + _INSERT_BATCH], start
+                    )
+                ]
                 conn.execute(table.insert(), rows)
             self._put(conn, DIFF, record.to_dict())
 
     def read_candidates(self) -> list[Candidate]:
         """The diff's orphan candidates, in the diff's order (requires its record)."""
+        return list(self.iter_candidates())
+
+    def iter_candidates(self) -> Iterator[Candidate]:
+        """``read_candidates`` streamed from the store, for a reader that keeps them its
+        own way (the phases step: by prefix), so they are not also held as a list."""
         from sqlalchemy import select
 
         self.read_manifest(DIFF)
         table = schema.run_candidates
         columns = [table.c[name] for name in _CANDIDATE_COLUMNS]
+        query = (
+            select(*columns)
+            .where(table.c.run_id == self.run_id)
+            .order_by(table.c.position)
+            .execution_options(yield_per=_STREAM_BATCH)
+        )
         with self.store.read() as conn:
-            rows = conn.execute(
-                select(*columns).where(table.c.run_id == self.run_id).order_by(table.c.position)
-            ).all()
-        return [Candidate(**dict(zip(_CANDIDATE_COLUMNS, row, strict=True))) for row in rows]
+            for row in conn.execute(query):
+                found = dict(zip(_CANDIDATE_COLUMNS, row, strict=True))
+                # (one string per class, not one per candidate)
+                found["target_class"] = sys.intern(found["target_class"])
+                yield Candidate(**found)
 
     # --- inside a write transaction ---------------------------------------------------
 

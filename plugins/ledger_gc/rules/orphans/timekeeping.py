@@ -82,11 +82,14 @@ def grace_elapsed(
     entries: Iterable[Any], instants: Mapping[int, Instant], now: Instant
 ) -> dict[str, int]:
     """Elapsed grace per registry entry prefix (``elapsed_ms`` from ``grace_start``)."""
-    result = {}
-    for entry in entries:
-        start = grace_start(entry.first_scan, entry.last_scan, instants)
-        result[entry.prefix] = 0 if start is None else elapsed_ms(start, now)
-    return result
+    return {entry.prefix: entry_grace_elapsed(entry, instants, now) for entry in entries}
+
+
+def entry_grace_elapsed(entry: Any, instants: Mapping[int, Instant], now: Instant) -> int:
+    """Elapsed grace of one registry entry (``grace_elapsed``'s value for its prefix), for
+    a reader that walks the registry without keeping a value per entry (the report)."""
+    start = grace_start(entry.first_scan, entry.last_scan, instants)
+    return 0 if start is None else elapsed_ms(start, now)
 
 
 def _span(ms: int) -> str:
