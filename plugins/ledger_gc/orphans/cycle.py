@@ -338,23 +338,23 @@ def _apply_scan(
         # What each source sees against the previous applied scan (e.g. a gone topic
         # whose BookKeeper ledgers still grow): held now, remembered for the next.
         compared, record = compare_scan_by_source(scan.view.summaries, diff, before, number)
-        done_ = _Applied()
+        tally = _Applied()
         for page in scan.steps.candidate_pages(txn.conn, scan.batch):
-            _apply_candidates(txn, page, scan, compared, done_, run_id, number, now)
-        _correct_unseen(txn, scan, compared, done_, run_id, number, now)
+            _apply_candidates(txn, page, scan, compared, tally, run_id, number, now)
+        _correct_unseen(txn, scan, compared, tally, run_id, number, now)
         applied = replace(
             result,
             applied=True,
-            held=[*result.held, *done_.held_rows],
+            held=[*result.held, *tally.held_rows],
             scan_number=number,
             snapshot_started_ms=diff.snapshot_started_ms,
             snapshot_sequence=sequence,
             snapshot_instant=diff.snapshot_instant,
             instant=scan.instant.to_dict() if diff.scan_instant else None,
-            added=done_.added,
-            seen=done_.seen,
-            restarted=done_.restarted,
-            corrected=done_.corrected,
+            added=tally.added,
+            seen=tally.seen,
+            restarted=tally.restarted,
+            corrected=tally.corrected,
             **record,
         )
         txn.set_scan_result(number, applied.to_dict())
@@ -366,7 +366,7 @@ def _apply_candidates(
     page: list[Candidate],
     scan: _Scan,
     compared: dict[str, ScanComparison],
-    done: _Applied,
+    tally: _Applied,
     run_id: str,
     number: int,
     now: int,
@@ -386,17 +386,17 @@ def _apply_candidates(
         if why is not None:
             del candidates[prefix]
             entries.pop(prefix, None)
-            done.held_now[prefix] = why
-            done.held_rows.append(horizon.Held(candidate, prefix, why, False).to_dict())
+            tally.held_now[prefix] = why
+            tally.held_rows.append(horizon.Held(candidate, prefix, why, False).to_dict())
     changes = phases.initialize_and_correct(entries, candidates, number, now, {})
-    done.write(txn, changes, run_id, number, now)
+    tally.write(txn, changes, run_id, number, now)
 
 
 def _correct_unseen(
     txn: RegistryTransaction,
     scan: _Scan,
     compared: dict[str, ScanComparison],
-    done: _Applied,
+    tally: _Applied,
     run_id: str,
     number: int,
     now: int,
@@ -412,7 +412,7 @@ def _correct_unseen(
         missing = [entry for entry in page if entry.prefix in diff.registered]
         reasons = reasons_by_source(missing, diff, number)
         for entry in page:
-            why = done.held_now.get(entry.prefix) or held_by_source(
+            why = tally.held_now.get(entry.prefix) or held_by_source(
                 compared, entry.target_class, entry.ml_name
             )
             if why is None:
@@ -422,7 +422,7 @@ def _correct_unseen(
         changes = phases.initialize_and_correct(
             {entry.prefix: entry for entry in page}, {}, number, now, reasons
         )
-        done.write(txn, changes, run_id, number, now)
+        tally.write(txn, changes, run_id, number, now)
 
 
 def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:
