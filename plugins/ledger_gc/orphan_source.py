@@ -17,7 +17,7 @@ either importing the other back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -69,10 +69,23 @@ class Findings:
 
 @dataclass(frozen=True)
 class Comparison:
-    """What one source's findings say against the previous applied scan's: targets held
-    now, with why (their candidates are not registered, their registered entries are
-    dropped with that reason), and what the next scan must compare with (fields of the
-    ``PhasesRecord``, which the registry keeps with the scan)."""
+    """What the sources' findings say against the previous applied scan's, by target:
+    targets held now, with why (their candidates are not registered, their registered
+    entries are dropped with that reason), and what the next scan must compare with
+    (fields of the ``PhasesRecord``, which the registry keeps with the scan). The
+    whole-dict form (``sources.compare_by_source``); the phases step asks by batch."""
+
+    held: dict[str, str] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScanComparison:
+    """One source's comparison of this scan with the previous applied one, made from a
+    summary of the scan's candidates (``OrphanSource.summarize``), never from each
+    target: the names it holds now (the source's own key, e.g. BookKeeper's topics),
+    with why (``OrphanSource.held_by`` says which targets they hold), and what the next
+    scan must compare with (fields of the ``PhasesRecord``)."""
 
     held: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
@@ -124,21 +137,30 @@ class OrphanSource(Protocol):
     ) -> tuple[dict[str, Candidate], list[Held]]:
         """This source's candidates (by prefix) split into those to register and those
         its evidence holds back (with why): e.g. a ledger the store's metadata may not
-        know of yet. Held ones are neither registered nor deleted this run."""
+        know of yet. Held ones are neither registered nor deleted this run. Each
+        candidate's fate is its own: the phases step asks a batch at a time (any split
+        of the scan's candidates gives the same answer); held ones by prefix."""
+        ...
+
+    def summarize(self, candidates: Iterable[Candidate]) -> set[str]:
+        """What ``compare`` needs of the whole scan's candidates of this source that
+        ``hold`` let through: a few names (topics, managed ledgers), never one item per
+        target. Asked a batch at a time; the engine unions the batches' answers."""
         ...
 
     def compare(
-        self,
-        candidates: dict[str, Candidate],
-        entries: dict[str, RegistryEntry],
-        diff: DiffRecord,
-        before: PhasesRecord,
-        number: int,
-    ) -> Comparison:
+        self, names: frozenset[str], diff: DiffRecord, before: PhasesRecord, number: int
+    ) -> ScanComparison:
         """This scan (``number``) against the previous applied one (``before``), inside
-        the registry's transaction: this source's candidates and registered entries, by
-        prefix. E.g. a topic this metadata lacks whose ledgers still grow is another
-        cluster's live topic."""
+        the registry's transaction, from the candidates' summary (``names``). E.g. a
+        topic this metadata lacks whose ledgers still grow is another cluster's live
+        topic."""
+        ...
+
+    def held_by(self, comparison: ScanComparison, target_class: str, ml_name: str) -> str | None:
+        """Why ``comparison`` holds a target of this source (a candidate or a registered
+        entry, by its class and owner), or None: a held candidate is not registered, a
+        held entry is dropped with that reason."""
         ...
 
     def reasons(

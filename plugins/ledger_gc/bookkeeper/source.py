@@ -9,10 +9,11 @@ distribute over Spark's executors.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper import deleting
-from ledger_gc.orphan_source import Comparison, Findings
+from ledger_gc.orphan_source import Findings, ScanComparison
 from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES, topic_of
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import Candidate
@@ -72,31 +73,29 @@ class BookKeeperSource:
         chroot's lists and id counter) says nothing about BookKeeper's ledgers."""
         return dict(candidates), []
 
+    def summarize(self, candidates: Iterable[Candidate]) -> set[str]:
+        """The topics of its candidates (``live_elsewhere`` keeps a carried name only
+        while a ledger of it is still a candidate)."""
+        return {topic_of(c.target_class, c.ml_name) for c in candidates if c.bookkeeper}
+
     def compare(
-        self,
-        candidates: dict[str, Candidate],
-        entries: dict[str, RegistryEntry],
-        diff: DiffRecord,
-        before: PhasesRecord,
-        number: int,
-    ) -> Comparison:
+        self, names: frozenset[str], diff: DiffRecord, before: PhasesRecord, number: int
+    ) -> ScanComparison:
         """Ledgers of a topic another Pulsar cluster sharing this BookKeeper writes are
-        held (``live_elsewhere``), candidates and registered entries alike; the next
-        scan compares with this one's highest ledger per gone topic."""
+        held (``live_elsewhere``, by topic; ``held_by``), candidates and registered
+        entries alike; the next scan compares with this one's highest ledger per gone
+        topic."""
         gone_high = (diff.bookkeeper or {}).get("gone_topic_high") or {}
-        elsewhere = live_elsewhere(candidates, before, gone_high, number)
+        elsewhere = live_elsewhere(names, before, gone_high, number)
         for name, why in elsewhere.items():
             log.warning("scan %d holds BookKeeper ledgers of %s: %s", number, name, why)
-        owners = [(p, e.target_class, e.ml_name) for p, e in entries.items()]
-        owners += [(p, c.target_class, c.ml_name) for p, c in candidates.items()]
-        held = {
-            prefix: elsewhere[topic]
-            for prefix, target_class, owner in owners
-            if target_class in BK_TARGET_CLASSES
-            and (topic := topic_of(target_class, owner)) in elsewhere
-        }
         record = {"bookkeeper_live_elsewhere": elsewhere, "bookkeeper_gone_topic_high": gone_high}
-        return Comparison(held, record)
+        return ScanComparison(elsewhere, record)
+
+    def held_by(self, comparison: ScanComparison, target_class: str, ml_name: str) -> str | None:
+        if target_class not in BK_TARGET_CLASSES:
+            return None
+        return comparison.held.get(topic_of(target_class, ml_name))
 
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int
@@ -126,7 +125,7 @@ class BookKeeperSource:
 
 
 def live_elsewhere(
-    candidates: dict[str, Candidate],
+    names: frozenset[str],
     latest: PhasesRecord,
     gone_topic_high: dict[str, int],
     number: int,
@@ -139,7 +138,8 @@ def live_elsewhere(
     (``gone_topic_high``, held ledgers included) is higher than the previous applied
     scan saw is a live topic somewhere (DESIGN.md "Shared BookKeeper"). Once seen, a
     name stays held (each applied scan's result carries it) while any ledger of it is
-    still a candidate. An idle topic gains nothing; its open ledger holds it instead
+    still a candidate (``names``: the topics of this scan's candidates, ``summarize``).
+    An idle topic gains nothing; its open ledger holds it instead
     (``bookkeeper.survey``)."""
     carried = dict(latest.bookkeeper_live_elsewhere)
     before = dict(latest.bookkeeper_gone_topic_high)
@@ -152,6 +152,5 @@ def live_elsewhere(
                 "another Pulsar cluster sharing this BookKeeper writes it. Held; set "
                 "LEDGERGC_BK_SHARED=true if BookKeeper is shared"
             )
-    names = {topic_of(c.target_class, c.ml_name) for c in candidates.values() if c.bookkeeper}
     found.update({name: why for name, why in carried.items() if name in names})
     return found

@@ -30,8 +30,8 @@ reports what it would delete (DESIGN.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -41,20 +41,23 @@ from ledger_gc.config.endpoints import Endpoints
 from ledger_gc.config.policy import Policy
 from ledger_gc.errors import LedgerGcError, MetadataError
 from ledger_gc.metadata import read_budget
-from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
+from ledger_gc.orphan_source import DeleteRequest, ScanComparison, SurveyRequest
 from ledger_gc.orphans import report
 from ledger_gc.orphans.delete_lock import DeleteLock, DeleteLockBusy, delete_lock
 from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.preflight import check_servers
 from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, ScanRecord
-from ledger_gc.orphans.registry import OrphanRegistry
+from ledger_gc.orphans.registry import OrphanRegistry, RegistryTransaction
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
 from ledger_gc.orphans.sources import (
-    compare_by_source,
+    SOURCES,
+    compare_scan_by_source,
     delete_by_source,
+    held_by_source,
     hold_by_source,
     reasons_by_source,
+    summarize_by_source,
     survey_refusals,
     survey_sources,
 )
@@ -146,20 +149,73 @@ def _once(read: Callable[[], T]) -> Callable[[], T]:
 # --- phases 1 and 2 --------------------------------------------------------------------
 
 
+#: Candidates (and registered entries) the phases step decides on at a time: its memory
+#: is a batch's plus what is per topic or managed ledger, never per target.
+PHASES_BATCH = 10_000
+
+
+@dataclass
+class _ScanView:
+    """What the phases step keeps of the whole scan's candidates (a first pass over
+    them, a batch at a time): those the sources hold back, and each source's summary
+    for its comparison with the previous scan (``OrphanSource.summarize``)."""
+
+    held: list[horizon.Held]
+    summaries: dict[str, set[str]]
+
+
+def _view_scan(steps: RunSteps, diff: DiffRecord, store_prefix: str, batch: int) -> _ScanView:
+    held_by: dict[str, list[horizon.Held]] = {}
+    summaries: dict[str, set[str]] = {}
+    for page in _batches(steps.iter_candidates(), batch):
+        usable, held = hold_by_source({c.prefix(store_prefix): c for c in page}, diff)
+        for item in held:
+            held_by.setdefault(item.candidate.target_class, []).append(item)
+        summarize_by_source(usable.values(), summaries)
+    # As hold_by_source over every candidate at once: each source's held by prefix, in
+    # the order of the sources (only the S3 source holds any).
+    held = [
+        item
+        for source in SOURCES
+        for item in sorted(
+            (i for cls, items in held_by.items() if source.owns(cls) for i in items),
+            key=lambda i: i.prefix,
+        )
+    ]
+    return _ScanView(held, summaries)
+
+
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size``, in order."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def step_phases(
-    endpoints: Endpoints, run_id: str, *, force: bool = False, clock: Clock = now_ms
+    endpoints: Endpoints,
+    run_id: str,
+    *,
+    force: bool = False,
+    clock: Clock = now_ms,
+    batch: int = PHASES_BATCH,
 ) -> PhasesRecord:
     """Guards, then initialize and correct, in one registry transaction (idempotent).
 
     Reads only the state store: the survey's diff record (guard inputs, snapshot facts)
-    and candidates, and the registry; records its result there (``PHASES``)."""
+    and candidates, and the registry; records its result there (``PHASES``). The
+    candidates and the registry are read ``batch`` at a time, never all at once."""
     steps = RunSteps(endpoints.state, run_id)
     diff = steps.read_record(DIFF, DiffRecord) or DiffRecord()
     steps.start_step(PHASES)
     refusals = survey_refusals(diff, endpoints.policy.orphan_max_fraction, force=force)
-    candidates, held = hold_by_source(
-        {c.prefix(endpoints.blocks.prefix): c for c in steps.iter_candidates()}, diff
-    )  # (the survey's dict is not kept beside the one the phases use)
+    view = _view_scan(steps, diff, endpoints.blocks.prefix, batch)
+    held = view.held
     stale = guards.stale_metadata(horizon.proof_of_staleness(held), endpoints.zk.hosts, force=force)
     if stale is not None:
         refusals.insert(0, stale)
@@ -185,22 +241,75 @@ def step_phases(
     # The result is recorded after the registry's transaction (a second write while it
     # is open would wait for it): a crash in between leaves the scan applied and no
     # record, and the re-run finds the scan of this run and records its result.
-    applied = _apply_scan(registry, run_id, result, candidates, held, diff, instant)
+    scan = _Scan(steps, diff, endpoints.blocks.prefix, view, instant, batch)
+    applied = _apply_scan(registry, run_id, result, scan)
     steps.write_record(PHASES, applied)
     return applied
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """One run's scan as the phases apply it: where its candidates are, and what the
+    first pass over them kept (``_ScanView``)."""
+
+    steps: RunSteps
+    diff: DiffRecord
+    store_prefix: str
+    view: _ScanView
+    instant: Instant
+    batch: int
+
+
+@dataclass
+class _Applied:
+    """The counts of what a scan did to the registry, and the candidates its sources'
+    comparison held (recorded with the others held)."""
+
+    added: int = 0
+    seen: int = 0
+    restarted: int = 0
+    corrected: int = 0
+    held_now: dict[str, str] = field(default_factory=dict)  # prefix: why
+    held_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def write(
+        self,
+        txn: RegistryTransaction,
+        changes: phases.PhaseChanges,
+        run_id: str,
+        number: int,
+        now: int,
+    ) -> None:
+        """One batch's changes, written in the step's transaction."""
+        txn.upsert_many(
+            chain(changes.added, changes.seen, (entry for entry, _ in changes.restarted))
+        )
+        for entry, _ in changes.corrected:
+            txn.remove(entry.prefix)
+        txn.add_history_many(
+            chain(
+                ((entry, phases.REGISTERED, "first seen orphaned") for entry in changes.added),
+                ((entry, phases.CLOCK_RESTARTED, why) for entry, why in changes.restarted),
+                ((entry, phases.CORRECTED, why) for entry, why in changes.corrected),
+            ),
+            run_id=run_id,
+            scan=number,
+            time_ms=now,
+        )
+        self.added += len(changes.added)
+        self.seen += len(changes.seen)
+        self.restarted += len(changes.restarted)
+        self.corrected += len(changes.corrected)
+
+
 def _apply_scan(
-    registry: OrphanRegistry,
-    run_id: str,
-    result: PhasesRecord,
-    candidates: dict[str, Candidate],
-    held: list[horizon.Held],
-    diff: DiffRecord,
-    instant: Instant,
+    registry: OrphanRegistry, run_id: str, result: PhasesRecord, scan: _Scan
 ) -> PhasesRecord:
-    """Phases 1 and 2 in one registry transaction, once per run id."""
-    now = instant.now_ms()
+    """Phases 1 and 2 in one registry transaction, once per run id: the candidates a
+    batch at a time (with the entries of their prefixes), then the registered entries
+    this scan did not see, a batch at a time."""
+    diff = scan.diff
+    now = scan.instant.now_ms()
     sequence = diff.snapshot_sequence
     with registry.transaction() as txn:
         done = txn.scan_of_run(run_id)
@@ -226,59 +335,94 @@ def _apply_scan(
             )
             return replace(result, refusals=[*result.refusals, stale.to_dict()])
         number = txn.record_scan(run_id, now, {})
-        entries = txn.entries()
         # What each source sees against the previous applied scan (e.g. a gone topic
         # whose BookKeeper ledgers still grow): held now, remembered for the next.
-        compared = compare_by_source(candidates, entries, diff, before, number)
-        held_now = []
-        for prefix, why in compared.held.items():
-            candidate = candidates.pop(prefix, None)
-            if candidate is not None:  # recorded with the others held: reports count it so
-                held_now.append(horizon.Held(candidate, prefix, why, False).to_dict())
-        # An entry registered after the survey read the registry (another cycle's) has
-        # no facts here; it gets the generic reason (reasons are text, never a verdict).
-        missing = [
-            entry
-            for prefix, entry in entries.items()
-            if prefix not in candidates and prefix in diff.registered
-        ]
-        reasons = reasons_by_source(missing, diff, number)
-        reasons.update({item.prefix: item.reason for item in held if item.prefix in entries})
-        reasons.update(compared.held)
-        changes = phases.initialize_and_correct(entries, candidates, number, now, reasons)
-        # In a few statements each (a large cluster's scan sees tens of thousands).
-        txn.upsert_many(
-            chain(changes.added, changes.seen, (entry for entry, _ in changes.restarted))
-        )
-        for entry, _ in changes.corrected:
-            txn.remove(entry.prefix)
-        txn.add_history_many(
-            chain(
-                ((entry, phases.REGISTERED, "first seen orphaned") for entry in changes.added),
-                ((entry, phases.CLOCK_RESTARTED, why) for entry, why in changes.restarted),
-                ((entry, phases.CORRECTED, why) for entry, why in changes.corrected),
-            ),
-            run_id=run_id,
-            scan=number,
-            time_ms=now,
-        )
+        compared, record = compare_scan_by_source(scan.view.summaries, diff, before, number)
+        tally = _Applied()
+        for page in scan.steps.candidate_pages(txn.conn, scan.batch):
+            _apply_candidates(txn, page, scan, compared, tally, run_id, number, now)
+        _correct_unseen(txn, scan, compared, tally, run_id, number, now)
         applied = replace(
             result,
             applied=True,
-            held=[*result.held, *held_now],
+            held=[*result.held, *tally.held_rows],
             scan_number=number,
             snapshot_started_ms=diff.snapshot_started_ms,
             snapshot_sequence=sequence,
             snapshot_instant=diff.snapshot_instant,
-            instant=instant.to_dict() if diff.scan_instant else None,
-            added=len(changes.added),
-            seen=len(changes.seen),
-            restarted=len(changes.restarted),
-            corrected=len(changes.corrected),
-            **compared.record,
+            instant=scan.instant.to_dict() if diff.scan_instant else None,
+            added=tally.added,
+            seen=tally.seen,
+            restarted=tally.restarted,
+            corrected=tally.corrected,
+            **record,
         )
         txn.set_scan_result(number, applied.to_dict())
     return applied
+
+
+def _apply_candidates(
+    txn: RegistryTransaction,
+    page: list[Candidate],
+    scan: _Scan,
+    compared: dict[str, ScanComparison],
+    tally: _Applied,
+    run_id: str,
+    number: int,
+    now: int,
+) -> None:
+    """Phase 1 and the new-data correction for one batch of candidates: those the
+    sources let through, against the registered entries of the same prefixes. A
+    candidate the comparison holds (by itself or by its registered entry) is not
+    registered; its entry is corrected with the unseen ones (``_correct_unseen``)."""
+    candidates, _ = hold_by_source({c.prefix(scan.store_prefix): c for c in page}, scan.diff)
+    entries = txn.entries_of(candidates)
+    for prefix in list(candidates):
+        candidate = candidates[prefix]
+        entry = entries.get(prefix)
+        why = held_by_source(compared, candidate.target_class, candidate.ml_name)
+        if why is None and entry is not None:
+            why = held_by_source(compared, entry.target_class, entry.ml_name)
+        if why is not None:
+            del candidates[prefix]
+            entries.pop(prefix, None)
+            tally.held_now[prefix] = why
+            tally.held_rows.append(horizon.Held(candidate, prefix, why, False).to_dict())
+    changes = phases.initialize_and_correct(entries, candidates, number, now, {})
+    tally.write(txn, changes, run_id, number, now)
+
+
+def _correct_unseen(
+    txn: RegistryTransaction,
+    scan: _Scan,
+    compared: dict[str, ScanComparison],
+    tally: _Applied,
+    run_id: str,
+    number: int,
+    now: int,
+) -> None:
+    """Phase 2 for the registered entries this scan did not find orphaned (after the
+    candidates' batches, every entry a usable candidate saw has this scan's number or
+    is gone): each corrected with why, a batch at a time."""
+    diff = scan.diff
+    held_reasons = {item.prefix: item.reason for item in scan.view.held}
+    for page in txn.unseen_pages(number, scan.batch):
+        # An entry registered after the survey read the registry (another cycle's) has
+        # no facts here; it gets the generic reason (reasons are text, never a verdict).
+        missing = [entry for entry in page if entry.prefix in diff.registered]
+        reasons = reasons_by_source(missing, diff, number)
+        for entry in page:
+            why = tally.held_now.get(entry.prefix) or held_by_source(
+                compared, entry.target_class, entry.ml_name
+            )
+            if why is None:
+                why = held_reasons.get(entry.prefix)
+            if why is not None:
+                reasons[entry.prefix] = why
+        changes = phases.initialize_and_correct(
+            {entry.prefix: entry for entry in page}, {}, number, now, reasons
+        )
+        tally.write(txn, changes, run_id, number, now)
 
 
 def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:

@@ -263,6 +263,26 @@ class RegistryTransaction:
             found.update((row[0], RegistryEntry(*row)) for row in rows)
         return found
 
+    def unseen_pages(self, scan: int, size: int) -> Iterator[list[RegistryEntry]]:
+        """The entries whose ``last_scan`` is below ``scan``, by prefix, ``size`` at a
+        time; each page is its own query after the previous page's last prefix, so the
+        transaction may change or remove entries between pages (the phases step
+        corrects a page before it reads the next)."""
+        from sqlalchemy import select
+
+        table = schema.orphans
+        columns = [table.c[k] for k in _ENTRY_FIELDS]
+        after: str | None = None
+        while True:
+            query = select(*columns).where(table.c.last_scan < scan)
+            if after is not None:
+                query = query.where(table.c.prefix > after)
+            rows = self.conn.execute(query.order_by(table.c.prefix).limit(size)).all()
+            if not rows:
+                return
+            yield [RegistryEntry(prefix, sys.intern(cls), *rest) for prefix, cls, *rest in rows]
+            after = rows[-1][0]
+
     def latest_scan(self) -> ScanRecord | None:
         return _latest_scan(self.conn)
 

@@ -171,6 +171,31 @@ class RunSteps:
 
     # --- inside a write transaction ---------------------------------------------------
 
+    def candidate_pages(self, conn: Any, size: int) -> Iterator[list[Candidate]]:
+        """The diff's candidates, ``size`` at a time, by prefix, read on ``conn`` (the
+        phases step's registry transaction, in the same store: no second connection
+        reads beside its writer); each page its own query after the previous page's
+        last prefix."""
+        from sqlalchemy import select
+
+        table = schema.run_candidates
+        columns = [table.c.prefix, *(table.c[name] for name in _CANDIDATE_COLUMNS)]
+        after: str | None = None
+        while True:
+            query = select(*columns).where(table.c.run_id == self.run_id)
+            if after is not None:
+                query = query.where(table.c.prefix > after)
+            rows = conn.execute(query.order_by(table.c.prefix).limit(size)).all()
+            if not rows:
+                return
+            page = []
+            for _, *values in rows:
+                found = dict(zip(_CANDIDATE_COLUMNS, values, strict=True))
+                found["target_class"] = sys.intern(found["target_class"])
+                page.append(Candidate(**found))
+            yield page
+            after = rows[-1][0]
+
     def _forget(self, conn: Any, step: str) -> None:
         from sqlalchemy import delete
 

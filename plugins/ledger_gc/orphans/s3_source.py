@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ledger_gc.orphan_source import Comparison
+from ledger_gc.orphan_source import ScanComparison
 from ledger_gc.orphans import survey_steps
 from ledger_gc.rules.orphans import guards, horizon, phases, segments
 from ledger_gc.rules.orphans.classify import (
@@ -51,19 +51,22 @@ class S3Source:
         self, candidates: dict[str, Candidate], diff: DiffRecord
     ) -> tuple[dict[str, Candidate], list[horizon.Held]]:
         """A ledger newer than everything the scanned metadata knows of may be one a
-        writer just created: held until the metadata catches up (horizon.py)."""
+        writer just created: held until the metadata catches up (horizon.py). Per
+        candidate: the horizon of a batch has the highs of its candidates' own managed
+        ledgers, the only ones a candidate is judged by."""
         return horizon.split_held(candidates, _horizon(diff, candidates.values()))
 
+    def summarize(self, candidates: Iterable[Candidate]) -> set[str]:
+        return set()
+
     def compare(
-        self,
-        candidates: dict[str, Candidate],
-        entries: dict[str, RegistryEntry],
-        diff: DiffRecord,
-        before: PhasesRecord,
-        number: int,
-    ) -> Comparison:
+        self, names: frozenset[str], diff: DiffRecord, before: PhasesRecord, number: int
+    ) -> ScanComparison:
         """Nothing across scans: a block ledger is held by this scan's horizon alone."""
-        return Comparison()
+        return ScanComparison()
+
+    def held_by(self, comparison: ScanComparison, target_class: str, ml_name: str) -> str | None:
+        return None
 
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int

@@ -13,11 +13,18 @@ source at all.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.bookkeeper.source import BookKeeperSource
-from ledger_gc.orphan_source import Comparison, DeleteRequest, OrphanSource, SurveyRequest
+from ledger_gc.orphan_source import (
+    Comparison,
+    DeleteRequest,
+    OrphanSource,
+    ScanComparison,
+    SurveyRequest,
+)
 from ledger_gc.orphans.records import DiffRecord, PhasesRecord
 from ledger_gc.orphans.s3_source import S3Source
 from ledger_gc.pulsar_metadata.source import PulsarMetadataSource
@@ -90,6 +97,45 @@ def hold_by_source(
     return usable, held
 
 
+def summarize_by_source(
+    candidates: Iterable[Candidate], into: dict[str, set[str]] | None = None
+) -> dict[str, set[str]]:
+    """Each source's summary (``OrphanSource.summarize``, by source name) of candidates
+    ``hold`` let through, added to ``into`` (the summaries of earlier batches)."""
+    into = {} if into is None else into
+    batch = list(candidates)
+    for source in SOURCES:
+        mine = [c for c in batch if source.owns(c.target_class)]
+        into.setdefault(source.name, set()).update(source.summarize(mine))
+    return into
+
+
+def compare_scan_by_source(
+    summaries: Mapping[str, set[str]], diff: DiffRecord, before: PhasesRecord, number: int
+) -> tuple[dict[str, ScanComparison], dict[str, Any]]:
+    """Every source's comparison of this scan with the previous applied one, from its
+    summary of the scan's candidates: by source name, and every source's fields for the
+    scan's ``PhasesRecord``."""
+    compared: dict[str, ScanComparison] = {}
+    record: dict[str, Any] = {}
+    for source in SOURCES:
+        found = source.compare(frozenset(summaries.get(source.name, ())), diff, before, number)
+        compared[source.name] = found
+        _add_fields(record, found.record, source, PhasesRecord)
+    return compared, record
+
+
+def held_by_source(
+    compared: Mapping[str, ScanComparison], target_class: str, ml_name: str
+) -> str | None:
+    """Why the comparisons hold a target of this class and owner (its source's word;
+    None: not held, or a class no source owns)."""
+    for source in SOURCES:
+        if source.owns(target_class):
+            return source.held_by(compared[source.name], target_class, ml_name)
+    return None
+
+
 def compare_by_source(
     candidates: dict[str, Candidate],
     entries: dict[str, RegistryEntry],
@@ -98,16 +144,21 @@ def compare_by_source(
     number: int,
 ) -> Comparison:
     """Every source's comparison of this scan with the previous applied one, over the
-    candidates and registered entries it owns: all held targets, and every source's
-    fields for the scan's ``PhasesRecord``."""
+    candidates and registered entries it owns, all at once: all held targets by prefix
+    (a candidate's reason over its entry's), and every source's fields for the scan's
+    ``PhasesRecord``. The phases step asks the same a batch at a time."""
+    compared, record = compare_scan_by_source(
+        summarize_by_source(candidates.values()), diff, before, number
+    )
     held: dict[str, str] = {}
-    record: dict[str, Any] = {}
-    for source in SOURCES:
-        found = source.compare(
-            _owned(source, candidates), _owned(source, entries), diff, before, number
-        )
-        held.update(found.held)
-        _add_fields(record, found.record, source, PhasesRecord)
+    targets = chain(
+        ((p, e.target_class, e.ml_name) for p, e in entries.items()),
+        ((p, c.target_class, c.ml_name) for p, c in candidates.items()),
+    )
+    for prefix, target_class, owner in targets:
+        why = held_by_source(compared, target_class, owner)
+        if why is not None:
+            held[prefix] = why
     return Comparison(held, record)
 
 

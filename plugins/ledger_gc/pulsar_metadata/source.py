@@ -10,6 +10,7 @@ ACL so that ``ledgergc restore`` can put the tree back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper.survey import (
@@ -17,7 +18,7 @@ from ledger_gc.bookkeeper.survey import (
     SHARED_MANAGED_LEDGERS,
     SHARED_REFERENCES,
 )
-from ledger_gc.orphan_source import Comparison, Findings
+from ledger_gc.orphan_source import Findings, ScanComparison
 from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import HELD, RecheckResult
@@ -87,17 +88,18 @@ class PulsarMetadataSource:
         (the manifest's ``held``) and made no candidate of it."""
         return dict(candidates), []
 
+    def summarize(self, candidates: Iterable[Candidate]) -> set[str]:
+        return set()
+
     def compare(
-        self,
-        candidates: dict[str, Candidate],
-        entries: dict[str, RegistryEntry],
-        diff: DiffRecord,
-        before: PhasesRecord,
-        number: int,
-    ) -> Comparison:
+        self, names: frozenset[str], diff: DiffRecord, before: PhasesRecord, number: int
+    ) -> ScanComparison:
         """Nothing across scans: each scan judges every leftover afresh against both
         stores, and a leftover no longer found is corrected (``reasons``)."""
-        return Comparison()
+        return ScanComparison()
+
+    def held_by(self, comparison: ScanComparison, target_class: str, ml_name: str) -> str | None:
+        return None
 
     def reasons(
         self, entries: list[RegistryEntry], diff: DiffRecord, number: int
