@@ -67,7 +67,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex, Spans
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
@@ -761,12 +761,13 @@ def _highest(ids: Iterable[int]) -> int | None:
 def _cut(
     groups: Iterable[tuple[str, Iterable[int]]], spans: list[tuple[int, int]]
 ) -> Iterator[tuple[str, Iterable[int]]]:
-    """Each group with only its ids in ``spans`` (sorted, disjoint), in the same order."""
+    """Each group with ids in ``spans`` (sorted, disjoint), with only those, in the same
+    order."""
+    cut = Spans(spans)
     for label, ids in groups:
-        if isinstance(ids, LedgerIds):
-            yield label, ids.within(spans)
-        else:
-            yield label, [lid for lid in ids if _in(lid, spans)]
+        mine = ids.within(cut) if isinstance(ids, LedgerIds) else [i for i in ids if _in(i, spans)]
+        if mine:
+            yield label, mine
 
 
 def _in(ledger_id: int, spans: list[tuple[int, int]]) -> bool:

@@ -172,23 +172,46 @@ class LedgerIds(AbstractSet[int]):
         """The highest id (None: empty)."""
         return self._ids[-1] if self._ids else None
 
-    def within(self, spans: Sequence[tuple[int, int]]) -> array:
+    def within(self, spans: Spans | Sequence[tuple[int, int]]) -> Sequence[int]:
         """The ids in ``spans`` (sorted, disjoint ``(low, high)``: ``low <= id < high``),
         in order: found by halving, not by looking at every id."""
-        ids = self._ids
-        out = array("q")
-        if not ids:
-            return out
-        # The first span that may hold the lowest id, then each up to the highest.
-        at = max(0, bisect_right(spans, (ids[0], _ABOVE_EVERY_ID)) - 1)
-        for low, high in spans[at:]:
-            if low > ids[-1]:
-                break
-            out.extend(ids[bisect_left(ids, low) : bisect_left(ids, high)])
-        return out
+        return (spans if isinstance(spans, Spans) else Spans(spans)).cut(self._ids)
 
     def __reduce__(self) -> tuple[type[LedgerIds], tuple[array]]:
         return (LedgerIds, (self._ids,))
+
+
+class Spans:
+    """Sorted, disjoint id ranges ``(low, high)``, ``low <= id < high``: a Spark task's
+    directories. ``cut`` answers a sorted array's ids in them, and in a few operations
+    that it has none (a survey cuts every record's ids to every task's spans)."""
+
+    __slots__ = ("_highs", "_lows")
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        self._lows = array("q")
+        self._highs = array("q")
+        for low, high in spans:
+            self._lows.append(low)
+            self._highs.append(high)
+
+    def cut(self, ids: array) -> Sequence[int]:
+        """The ids of ``ids`` (sorted) in these spans, in order (``()``: none)."""
+        if not ids:
+            return ()
+        lows, highs = self._lows, self._highs
+        # The span that may hold the lowest id (else the next one), up to the highest.
+        first, last = ids[0], ids[-1]
+        at = bisect_right(lows, first) - 1
+        if at < 0 or highs[at] <= first:
+            at += 1
+        if at >= len(lows) or lows[at] > last:
+            return ()
+        out = array("q")
+        while at < len(lows) and lows[at] <= last:
+            out.extend(ids[bisect_left(ids, lows[at]) : bisect_left(ids, highs[at])])
+            at += 1
+        return out
 
 
 class FoundIds(AbstractSet[int]):
@@ -249,7 +272,11 @@ class FoundIds(AbstractSet[int]):
             less = [lid for lid in other if lid in self]
         else:
             less = [lid for lid in self if lid in other]
-        return FoundIds(self._runs, self._gone.union(less))
+        out = FoundIds.__new__(FoundIds)  # (the runs as they are: checked once)
+        out._runs, out._starts = self._runs, self._starts
+        out._gone = self._gone.union(less)
+        out._len = self._len + len(self._gone) - len(out._gone)
+        return out
 
     def at_least(self, low: int, below: int | None = None) -> array:
         """The ids from ``low`` on (and under ``below``), in order."""
@@ -276,7 +303,6 @@ def _position(ids: Sequence[int], ledger_id: object) -> int | None:
 
 #: Entries sorted at once when an index is built (``LedgerIndex.build``).
 _RUN = 1 << 16
-_ABOVE_EVERY_ID = 2**63
 
 
 def _head(run: Sequence[int]) -> int:
