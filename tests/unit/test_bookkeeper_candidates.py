@@ -59,4 +59,5 @@ def test_a_tasks_candidates_share_their_topics_name_once_collected() -> None:
     ]
     back = pickle.loads(pickle.dumps(part))
     assert back == part and all(type(c) is BkCandidate for c in back)
+    assert not hasattr(back[0], "__dict__")  # (slots, as Candidate's)
     assert len({id(c.ml_name) for c in back}) == 1

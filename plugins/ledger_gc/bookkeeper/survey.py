@@ -885,6 +885,8 @@ class BkCandidate(Candidate):
     fields also read by name (``candidate["ledger_id"]``) as the dict it replaces.
     Equal to a ``Candidate`` of the same fields, as one."""
 
+    __slots__ = ()  # (as ``Candidate``'s: no ``__dict__`` for each of a million)
+
     def __getitem__(self, name: str) -> Any:
         if name not in _CANDIDATE_FIELDS:
             raise KeyError(name)
