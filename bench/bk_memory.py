@@ -4,11 +4,14 @@ with ``bench/bk_scan.py``'s tree of ``--size`` ledgers, then the survey run in t
 process (the driver alone, no Spark: every structure the driver builds is here), with
 ``tracemalloc`` and the resident set read at the end of each of its steps
 (``SurveyCost.step``): the Python heap per step, its peak, and the lines that hold the
-most at the end of the ledgers' step. Then, with ``--command``, the whole
+most at the end of the ledgers' step (``--spark``: with a local session, the executors
+reading and classifying, as a cycle's driver). Then, with ``--command``, the whole
 ``ledgergc orphans --dry-run --json`` (Spark's path) with the process tree sampled: the
-command's own process (the driver), its JVM and its Python workers apart.
+command's own process (the driver), its JVM and its Python workers apart; and the
+driver's peak split at the BookKeeper source's end (its log line): what the survey
+holds, and what the steps after it (the candidates' phases, the report) add.
 
-    .venv/bin/python bench/bk_memory.py [--size 1000000] [--command] [--top 12]
+    .venv/bin/python bench/bk_memory.py [--size 1000000] [--command] [--spark] [--top 12]
 
 A measurement, not a figure with a target: it prints, and ends with one JSON line.
 """
@@ -19,7 +22,9 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -37,6 +42,59 @@ sys.path.insert(0, str(_common.ROOT / "include"))
 
 def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
+
+
+#: The BookKeeper source's log line once its survey has returned (``source.py``).
+_SURVEY_DONE = "ledger_gc.bookkeeper.source"
+
+
+def driver_by_phase(hosts: str, state_dir: Path) -> dict[str, float]:
+    """The whole command once more, its driver's resident memory sampled: the peak
+    until the BookKeeper source logged its survey's end, and after it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
+    env.update(
+        {
+            "LEDGERGC_ZK_HOSTS": hosts,
+            "LEDGERGC_BUCKET": "",
+            "LEDGERGC_BOOKKEEPER": "true",
+            "LEDGERGC_STATE_DIR": str(state_dir),
+            "LEDGERGC_ORPHAN_MAX_FRACTION": "1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+    )
+    command = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    surveyed = threading.Event()
+
+    def watch_log() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if _SURVEY_DONE.encode() in line:
+                surveyed.set()
+
+    assert process.stdout is not None
+    drain = threading.Thread(target=process.stdout.read, daemon=True)  # (a full pipe waits)
+    log_reader = threading.Thread(target=watch_log, daemon=True)
+    drain.start()
+    log_reader.start()
+    driver = psutil.Process(process.pid)
+    peaks = {"survey": 0, "after": 0}
+    while process.poll() is None:
+        try:
+            rss = int(driver.memory_info().rss)
+        except psutil.Error:
+            break
+        phase = "after" if surveyed.is_set() else "survey"
+        peaks[phase] = max(peaks[phase], rss)
+        time.sleep(0.05)
+    process.wait()
+    drain.join()
+    log_reader.join()
+    if not surveyed.is_set():
+        raise SystemExit(
+            f"ledgergc orphans logged no {_SURVEY_DONE} line (exit {process.returncode})"
+        )
+    return {f"driver_peak_{phase}_mib": mib(rss) for phase, rss in peaks.items()}
 
 
 def profile_survey(hosts: str, state_dir: Path, top: int, spark: bool) -> dict[str, Any]:
@@ -145,6 +203,8 @@ def main() -> int:
                 "peak_by_kind_mib": {k: mib(v) for k, v in run["peak_by_kind"].items()},
             }
             say(f"the command: {json.dumps(out['command'])}")
+            out["command"] |= driver_by_phase(settings.zk_hosts, directory / "state-phases")
+            say(f"the command again, its driver until the survey's end and after: {out['command']}")
         say("the survey in this process, tracemalloc on")
         out["survey"] = profile_survey(settings.zk_hosts, directory / "state", args.top, args.spark)
         for row in out["survey"]["steps"]:

@@ -5,6 +5,7 @@ ranges (what a Spark task is sent) judges every ledger in them as the whole one 
 from __future__ import annotations
 
 import pickle
+from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from test_bookkeeper_classify import scenarios
 from ledger_gc.bookkeeper.survey import pack_part, unpack_part
 from ledger_gc.rules.bookkeeper import ledger_index
 from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
-from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
+from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LedgerIds, LedgerIndex
 
 groups = st.lists(
     st.tuples(st.sampled_from("abcdef"), st.lists(st.integers(0, 60), max_size=8)), max_size=8
@@ -120,3 +121,92 @@ def test_a_part_is_sent_packed_at_a_fraction_of_its_pickle() -> None:
     packed, pickled = pack_part(([], whole.within([(0, 100_000)])))
     assert len(unpack_part(packed)[1].referenced) == 100_000
     assert len(packed) * 4 < pickled
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scenario=scenarios(),
+    shared=st.booleans(),
+    cut=st.integers(0, 30),
+    width=st.integers(1, 30),
+)
+def test_a_part_cut_from_the_references_is_the_whole_index_cut(
+    scenario: tuple[PulsarReferences, list[BkLedger]], shared: bool, cut: int, width: int
+) -> None:
+    """The driver of a survey on Spark cuts each task's classifier from the references
+    without building the whole cluster's indexes (issue 36: 24 bytes a ledger of the
+    cluster in the driver); the part judges and answers exactly as a cut of the whole."""
+    refs, ledgers = scenario
+    ranges = [(cut, cut + width), (cut + width + 5, 200)]
+    fresh = Classifier(refs, shared=shared)
+    _, part = unpack_part(pack_part(([], fresh.within(ranges)))[0])
+    assert fresh._referenced is None and fresh._owner_of is None  # never built whole
+    whole = Classifier(refs, shared=shared)
+    assert fresh.high == whole.referenced.high == max(refs.referenced(), default=None)
+    cut_whole = whole.within(ranges)
+    assert dict(part.referenced.items()) == dict(cut_whole.referenced.items())
+    assert dict(part.owner_of.items()) == dict(cut_whole.owner_of.items())
+    for bk in ledgers:
+        if cut <= bk.ledger_id < cut + width or bk.ledger_id >= cut + width + 5:
+            assert part.classify(bk) == whole.classify(bk)
+            assert part.gone_topic(bk.tags) == whole.gone_topic(bk.tags)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 99), max_size=30),
+    spans=st.lists(st.tuples(st.integers(0, 99), st.integers(1, 20)), max_size=5),
+)
+def test_ledger_ids_within_spans_are_exactly_theirs(
+    ids: list[int], spans: list[tuple[int, int]]
+) -> None:
+    ranges: list[tuple[int, int]] = []
+    for low, width in sorted(spans):  # disjoint, sorted
+        low = max(low, ranges[-1][1] if ranges else 0)
+        ranges.append((low, low + width))
+    got = LedgerIds(ids).within(ranges)
+    assert list(got) == sorted(lid for lid in set(ids) if any(a <= lid < b for a, b in ranges))
+
+
+directories = st.lists(st.lists(st.integers(0, 199), max_size=12), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=directories,
+    gone=st.frozensets(st.integers(-5, 205), max_size=8),
+    other=st.frozensets(st.integers(-5, 205), max_size=8),
+    low=st.integers(-5, 205),
+    below=st.none() | st.integers(-5, 205),
+    by_directory=st.booleans(),
+)
+def test_found_ids_are_the_listing_less_what_was_gone(
+    runs: list[list[int]],
+    gone: frozenset[int],
+    other: frozenset[int],
+    low: int,
+    below: int | None,
+    by_directory: bool,
+) -> None:
+    """The ids a survey found, kept as the listing's own arrays less the ids gone before
+    their read, answer every check as the set of them does (``missing_listed``,
+    ``above_counter``, ``_why_not``, the hand-offs): directories of disjoint ranges as a
+    layout lists them, or any runs at all."""
+    if by_directory:  # each directory its own range of ids, sorted, as a listing's
+        listing = [array("q", sorted({d * 200 + i for i in run})) for d, run in enumerate(runs)]
+        gone = frozenset(d * 200 + g for d in range(len(runs)) for g in gone)
+    else:
+        listing = [array("q", run) for run in runs]
+    want = frozenset(lid for run in listing for lid in run) - gone
+    found = FoundIds(listing, gone)
+    assert found == want and want == found
+    assert len(found) == len(want) and list(found) == sorted(want)
+    assert all((lid in found) == (lid in want) for lid in range(-5, 1300))
+    assert "1" not in found
+    less = found - other
+    assert less == want - other and (other - found) == (other - want)
+    assert list(found.at_least(low, below)) == [
+        lid for lid in sorted(want) if lid >= low and (below is None or lid < below)
+    ]
+    assert pickle.loads(pickle.dumps(less)) == want - other
+    assert FoundIds() == frozenset() and len(FoundIds()) == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class DirectoryDone:
     # The directory's packed records now: b"" unless kept, None when they are the
     # ones its work carried (the steady state's driver gets back only what changed).
     body: bytes | None
+    # Ids listed but not there when read (deleted since the listing): the ledgers
+    # found are the listing's less these (``ledger_index.FoundIds``), no copy of them.
+    absent: Sequence[int] = ()
 
 
 def classify_directories(
@@ -150,14 +154,15 @@ def _classify_directory(
                 )
             )
     classify([ledgers[lid] for lid in sorted(ledgers)])
+    absent = array("q", (lid for lid in missing if lid not in ledgers))
     if not work.keep:
-        return DirectoryDone(work.directory, reused, read, 0, b"")
+        return DirectoryDone(work.directory, reused, read, 0, b"", absent)
     if not fresh and len(keep) == len(packed) and not damaged:
         # Unchanged: the bytes the driver holds already (or none to keep).
         body = None if work.body else encode_records([])
     else:
         body = encode_records(fresh, packed.rows(keep))
-    return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body)
+    return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body, absent)
 
 
 def split_works(works: Sequence[DirectoryWork], tasks: int) -> list[list[DirectoryWork]]:

@@ -55,7 +55,8 @@ class BookKeeperSource:
             found.ledgers,
             len(found.candidates),
         )
-        candidates = [Candidate(**fields) for fields in found.candidates]
+        # (Built once, where each ledger was classified: registered as they are.)
+        candidates: list[Candidate] = list(found.candidates)
         return Findings({"bookkeeper": found.to_manifest()}, candidates)
 
     def owns(self, target_class: str) -> bool:

@@ -32,14 +32,14 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
+import sys
 import time
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
@@ -68,10 +68,11 @@ from ledger_gc.rules.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
-from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
+from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
+from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.state import handoff
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class BookKeeperSurvey:
     classes: dict[str, Totals] = field(default_factory=lambda: {c: Totals() for c in BK_CLASSES})
     namespaces: dict[str, dict[str, Totals]] = field(default_factory=dict)
     held_reasons: dict[str, int] = field(default_factory=dict)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[BkCandidate] = field(default_factory=list)
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     not_ledgers: int = 0
     not_ledger_samples: list[str] = field(default_factory=list)
@@ -147,10 +148,10 @@ class BookKeeperSurvey:
     # ledger: someone's live topic (a shared BookKeeper: cycle.py).
     gone_topic_high: dict[str, int] = field(default_factory=dict)
     # What the scan of the ledgers gathers, merged from every shard (not in the record):
-    # the ids found, listed ids whose record names another topic, each gone topic's
-    # newest ledger, gone topics with an open ledger.
-    found_runs: list[array] = field(default_factory=list)  # sorted, one per directory
-    found: LedgerIds = field(default_factory=LedgerIds)  # the runs merged, at the end
+    # the ids found (the listing's less those gone before their read: set at the end),
+    # listed ids whose record names another topic, each gone topic's newest ledger, gone
+    # topics with an open ledger.
+    found: FoundIds = field(default_factory=FoundIds)
     foreign_ids: set[int] = field(default_factory=set)
     gone_high: dict[str, int] = field(default_factory=dict)
     open_gone: set[str] = field(default_factory=set)
@@ -224,7 +225,6 @@ class BookKeeperSurvey:
         self.not_ledger_samples.extend(
             other.not_ledger_samples[: 20 - len(self.not_ledger_samples)]
         )
-        self.found_runs.extend(other.found_runs)
         self.foreign_ids |= other.foreign_ids
         for topic, high in other.gone_high.items():
             self.gone_high[topic] = max(self.gone_high.get(topic, -1), high)
@@ -234,9 +234,9 @@ class BookKeeperSurvey:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
         reasons = {}
         for candidate in self.candidates:
-            topic = classify.topic_of(candidate["target_class"], candidate["ml_name"])
+            topic = classify.topic_of(candidate.target_class, candidate.ml_name)
             if topic in topics:
-                reasons[candidate["ledger_id"]] = why.format(topic=topic)
+                reasons[candidate.bk_ledger_id] = why.format(topic=topic)
         self.hold_ledgers(reasons, hold)
 
     def hold_ledgers(self, reasons: Mapping[int, str], hold: str) -> None:
@@ -244,12 +244,12 @@ class BookKeeperSurvey:
         ``bk-held``, each with its reason."""
         kept = []
         for candidate in self.candidates:
-            why = reasons.get(candidate["ledger_id"])
+            why = reasons.get(candidate.bk_ledger_id)
             if why is None:
                 kept.append(candidate)
                 continue
-            size, cls = candidate["bytes"], candidate["target_class"]
-            namespace = classify.namespace_of(candidate["ml_name"]) or "(none)"
+            size, cls = candidate.bytes, candidate.target_class
+            namespace = classify.namespace_of(candidate.ml_name) or "(none)"
             for totals in (self.classes, self.namespaces.setdefault(namespace, {})):
                 moved = totals.setdefault(cls, Totals())
                 moved.ledgers -= 1
@@ -260,9 +260,9 @@ class BookKeeperSurvey:
             if len(sample) < MAX_SAMPLES:
                 sample.append(
                     {
-                        "ledger_id": candidate["ledger_id"],
+                        "ledger_id": candidate.bk_ledger_id,
                         "class": classify.BK_HELD,
-                        "owner": candidate["ml_name"],
+                        "owner": candidate.ml_name,
                         "reason": why,
                         "hold": hold,
                     }
@@ -273,7 +273,7 @@ class BookKeeperSurvey:
         """Unreadable ledger records: how many, how many go through the phases, and what
         they do to BookKeeper with the setting that decides (Pulsar 13480)."""
         count = self.classes[classify.BK_UNREADABLE].ledgers
-        removable = sum(1 for c in self.candidates if c["target_class"] == classify.BK_UNREADABLE)
+        removable = sum(1 for c in self.candidates if c.target_class == classify.BK_UNREADABLE)
         if self.remove_unreadable:
             note = (
                 f"{classify.UNREADABLE_HARM}. LEDGERGC_BK_REMOVE_UNREADABLE=true: {removable} "
@@ -512,9 +512,11 @@ def survey(
             cache.why,
         )
         with cost.step("ledgers"):
+            flat_found = array("q")
             if listing.ledger_ids:  # the flat layout's ledgers are the root's own
-                flat = scan.read_ledgers(bk, root, layout, listing.ledger_ids)
-                scan_ledgers(list(flat), classifier, result)
+                flat = list(scan.read_ledgers(bk, root, layout, listing.ledger_ids))
+                scan_ledgers(flat, classifier, result)
+                flat_found = array("q", sorted(ledger.ledger_id for ledger in flat))
                 cost.records_read += len(listing.ledger_ids)
             if spark is not None and _worth_executors(works):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
@@ -545,9 +547,12 @@ def survey(
             cost.records_cached += item.reused
         with cost.step("cache_save"):
             _save_cache(endpoints, cache, leaves, works, done, proven, probe)
-        # The ids found, in one sorted array (8 bytes a ledger, not a set's 60).
-        found = result.found = LedgerIds.merged(result.found_runs)
-        result.found_runs = []
+        # The ids found: the listing's own arrays less the few gone before their read
+        # (no copy of them: 8 bytes a ledger that the listing holds anyway).
+        found = result.found = FoundIds(
+            [*(leaf.ledger_ids for leaf in leaves.leaves), flat_found],
+            (lid for item in done for lid in item.absent),
+        )
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
         result.hold_candidates(
@@ -560,15 +565,15 @@ def survey(
         # An offloaded copy goes only while its offloaded objects are there (the delete
         # checks again, live): the report shows the others held.
         copies = {
-            c["ledger_id"]: refs.offload_copies.get(c["ledger_id"])
+            c.bk_ledger_id: refs.offload_copies.get(c.bk_ledger_id)
             for c in result.candidates
-            if c["target_class"] == classify.BK_OFFLOADED_COPY
+            if c.target_class == classify.BK_OFFLOADED_COPY
         }
         result.hold_ledgers(
             offloaded_copy.hold_reasons(endpoints.offload, copies),
             classify.HOLD_OFFLOAD_UNCONFIRMED,
         )
-        judged = {classify.topic_of(c["target_class"], c["ml_name"]) for c in result.candidates}
+        judged = {classify.topic_of(c.target_class, c.ml_name) for c in result.candidates}
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
         with cost.step("checks"):
             result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
@@ -589,7 +594,7 @@ def survey(
     result.id_counter = counter
     if counter is not None:
         result.above_counter = list(found.at_least(counter, ledger_paths.SHORT_ID_LIMIT))
-    orphaned = {target_of(c["segment"]) for c in result.candidates}
+    orphaned = {target_of(str(c.segment)) for c in result.candidates}
     for prefix in registered or {}:
         if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
             result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
@@ -732,7 +737,6 @@ def scan_ledgers(
 ) -> None:
     """Classify and count some ledgers into ``into`` (one directory, or all)."""
     owner_of = classifier.owner_of
-    run = array("q")
     for ledger in ledgers:
         tagged = classifier.gone_topic(ledger.tags)
         if tagged is not None:
@@ -743,7 +747,6 @@ def scan_ledgers(
                 and ledger.tags.component == classify.MANAGED_LEDGER_COMPONENT
             ):
                 into.open_gone.add(tagged)
-        run.append(ledger.ledger_id)
         # A listed ledger whose record names another managed ledger is not the one the
         # list means: another cluster's ledger under the same id (a wrong root).
         listed_by = owner_of.get(ledger.ledger_id)
@@ -753,18 +756,12 @@ def scan_ledgers(
         into.add(ledger, verdict)
         if verdict.candidate:
             into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
-    if run:  # (a directory's come in id order; the flat layout's by name)
-        into.found_runs.append(run if _ascending(run) else array("q", sorted(run)))
 
 
 def _scan_into(
     classifier: classify.Classifier, into: BookKeeperSurvey, ledgers: Iterable[BkLedger]
 ) -> None:
     scan_ledgers(ledgers, classifier, into)
-
-
-def _ascending(ids: array) -> bool:
-    return all(a <= b for a, b in pairwise(ids))
 
 
 def _on_executors(
@@ -882,19 +879,50 @@ def _names_other(ledger: BkLedger, ml_name: str) -> bool:
     )
 
 
-def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> dict[str, Any]:
-    """A candidate's fields (``orphans.classify.Candidate``)."""
-    return {
-        "target_class": verdict.ledger_class,
-        "ml_name": verdict.owner,
-        "ledger_id": ledger.ledger_id,
-        "objects": 1,
-        "bytes": ledger.bytes,
-        "newest_ms": ledger.ctime_ms,
-        "oldest_ms": ledger.ctime_ms,
-        "max_ledger_id": ledger.ledger_id,
-        "segment": ledger_paths.ledger_path(root, ledger.ledger_id, layout),
-    }
+class BkCandidate(Candidate):
+    """A BookKeeper ledger's candidate, built once where the ledger is classified (an
+    executor, or here) and registered as it is: the ``Candidate`` of the cycle, whose
+    fields also read by name (``candidate["ledger_id"]``) as the dict it replaces.
+    Equal to a ``Candidate`` of the same fields, as one."""
+
+    __slots__ = ()  # (as ``Candidate``'s: no ``__dict__`` for each of a million)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in _CANDIDATE_FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Candidate):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _CANDIDATE_FIELDS)
+
+    __hash__ = Candidate.__hash__
+
+    @property
+    def bk_ledger_id(self) -> int:
+        """Its ledger id (a BookKeeper candidate always has one)."""
+        assert self.ledger_id is not None
+        return self.ledger_id
+
+
+_CANDIDATE_FIELDS = frozenset(f.name for f in fields(Candidate))
+
+
+def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> BkCandidate:
+    """A candidate (the owner's name interned: a topic's candidates, and their pickle
+    from an executor, share one string)."""
+    return BkCandidate(
+        target_class=verdict.ledger_class,
+        ml_name=sys.intern(verdict.owner),
+        ledger_id=ledger.ledger_id,
+        objects=1,
+        bytes=ledger.bytes,
+        newest_ms=ledger.ctime_ms,
+        oldest_ms=ledger.ctime_ms,
+        max_ledger_id=ledger.ledger_id,
+        segment=ledger_paths.ledger_path(root, ledger.ledger_id, layout),
+    )
 
 
 def _why_not(prefix: str, root: str, layout: str, found: AbstractSet[int]) -> str:

@@ -67,7 +67,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex
+from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex, Spans
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
@@ -363,8 +363,11 @@ class PulsarReferences:
 
     def high(self) -> int | None:
         """The highest ledger id any record names: ledgers above it are newer than the
-        metadata read (ids only grow)."""
-        return LedgerIndex.build(self.reference_groups()).high
+        metadata read (ids only grow). (Each record's highest: no index of them all.)"""
+        return max(
+            (high for _, ids in self.reference_groups() if (high := _highest(ids)) is not None),
+            default=None,
+        )
 
     def ml_high(self, name: str) -> int | None:
         highs = [
@@ -432,16 +435,17 @@ class Classifier:
         self.removed_namespaces = frozenset(removed_namespaces)
         self.remove_unreadable = remove_unreadable
         # ledger id -> which record names it; listed id -> its managed ledger (the
-        # survey's root-mismatch evidence): 12 bytes a ledger each (``ledger_index``)
-        self.referenced = LedgerIndex.build(refs.reference_groups())
-        self.high = self.referenced.high
+        # survey's root-mismatch evidence): 12 bytes a ledger each (``ledger_index``),
+        # built when first asked (``referenced``, ``owner_of``): a survey on Spark only
+        # builds each task's part of them (``within``), never the whole cluster's.
+        self._referenced: LedgerIndex | None = None
+        self._owner_of: LedgerIndex | None = None
+        self.high = refs.high()
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         # A schema ledger's namespace is known by its managed ledgers or its schemas.
         self.schema_namespaces = refs.namespaces | refs.schema_namespaces
         self.cursor_ids = dict(refs.cursors)
         self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
-        # (an id two managed ledgers list: the last one's, as a dict of them all had it)
-        self.owner_of = LedgerIndex.build(reversed(list(refs.listed.items())))
         # A schema locator that does not decode names ledgers no one can read off it.
         self.unreadable_locator = next(
             (
@@ -452,12 +456,32 @@ class Classifier:
             None,
         )
 
+    @property
+    def referenced(self) -> LedgerIndex:
+        """Ledger id -> which record names it (the first found)."""
+        if self._referenced is None:
+            self._referenced = LedgerIndex.build(self.refs.reference_groups())
+        return self._referenced
+
+    @property
+    def owner_of(self) -> LedgerIndex:
+        """Listed ledger id -> its managed ledger (an id two managed ledgers list: the
+        last one's, as a dict of them all had it)."""
+        if self._owner_of is None:
+            self._owner_of = LedgerIndex.build(self._owner_groups())
+        return self._owner_of
+
+    def _owner_groups(self) -> Iterator[tuple[str, Iterable[int]]]:
+        return reversed(list(self.refs.listed.items()))
+
     def within(self, ranges: Iterable[tuple[int, int]]) -> Classifier:
         """This classifier for ledgers in ``ranges`` (``(low, high)``: ``low <= id <
         high``) only: its per-ledger indexes cut to them, the managed ledgers' listed
         ids left out (their names, highest ids and the horizon stay whole). What a
         Spark task classifying some directories is sent: bounded by its part of the
-        cluster, not by the cluster."""
+        cluster, not by the cluster. Indexes not built yet are built for the ranges
+        alone, from the references (the driver of a survey on Spark never holds the
+        whole cluster's)."""
         spans: list[tuple[int, int]] = []
         for low, high in sorted(ranges):  # (merged where they overlap)
             if spans and low <= spans[-1][1]:
@@ -465,8 +489,16 @@ class Classifier:
             else:
                 spans.append((low, high))
         part = copy.copy(self)
-        part.referenced = self.referenced.within(spans)
-        part.owner_of = self.owner_of.within(spans)
+        part._referenced = (
+            self._referenced.within(spans)
+            if self._referenced is not None
+            else LedgerIndex.build(_cut(self.refs.reference_groups(), spans))
+        )
+        part._owner_of = (
+            self._owner_of.within(spans)
+            if self._owner_of is not None
+            else LedgerIndex.build(_cut(self._owner_groups(), spans))
+        )
         part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
         offloaded = {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)}
         empty = LedgerIds()
@@ -720,6 +752,22 @@ class Classifier:
         if tags.component == SCHEMA_COMPONENT and tags.schema_id in self.refs.schemas:
             return None
         return name
+
+
+def _highest(ids: Iterable[int]) -> int | None:
+    return ids.high if isinstance(ids, LedgerIds) else max(ids, default=None)
+
+
+def _cut(
+    groups: Iterable[tuple[str, Iterable[int]]], spans: list[tuple[int, int]]
+) -> Iterator[tuple[str, Iterable[int]]]:
+    """Each group with ids in ``spans`` (sorted, disjoint), with only those, in the same
+    order."""
+    cut = Spans(spans)
+    for label, ids in groups:
+        mine = ids.within(cut) if isinstance(ids, LedgerIds) else [i for i in ids if _in(i, spans)]
+        if mine:
+            yield label, mine
 
 
 def _in(ledger_id: int, spans: list[tuple[int, int]]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import pairwise
@@ -167,11 +167,133 @@ class LedgerIds(AbstractSet[int]):
         end = len(self._ids) if below is None else bisect_left(self._ids, below)
         return self._ids[start:end]
 
+    @property
+    def high(self) -> int | None:
+        """The highest id (None: empty)."""
+        return self._ids[-1] if self._ids else None
+
+    def within(self, spans: Spans | Sequence[tuple[int, int]]) -> Sequence[int]:
+        """The ids in ``spans`` (sorted, disjoint ``(low, high)``: ``low <= id < high``),
+        in order: found by halving, not by looking at every id."""
+        return (spans if isinstance(spans, Spans) else Spans(spans)).cut(self._ids)
+
     def __reduce__(self) -> tuple[type[LedgerIds], tuple[array]]:
         return (LedgerIds, (self._ids,))
 
 
-def _position(ids: array, ledger_id: object) -> int | None:
+class Spans:
+    """Sorted, disjoint id ranges ``(low, high)``, ``low <= id < high``: a Spark task's
+    directories. ``cut`` answers a sorted array's ids in them, and in a few operations
+    that it has none (a survey cuts every record's ids to every task's spans)."""
+
+    __slots__ = ("_highs", "_lows")
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        self._lows = array("q")
+        self._highs = array("q")
+        for low, high in spans:
+            self._lows.append(low)
+            self._highs.append(high)
+
+    def cut(self, ids: array) -> Sequence[int]:
+        """The ids of ``ids`` (sorted) in these spans, in order (``()``: none)."""
+        if not ids:
+            return ()
+        lows, highs = self._lows, self._highs
+        # The span that may hold the lowest id (else the next one), up to the highest.
+        first, last = ids[0], ids[-1]
+        at = bisect_right(lows, first) - 1
+        if at < 0 or highs[at] <= first:
+            at += 1
+        if at >= len(lows) or lows[at] > last:
+            return ()
+        out = array("q")
+        while at < len(lows) and lows[at] <= last:
+            out.extend(ids[bisect_left(ids, lows[at]) : bisect_left(ids, highs[at])])
+            at += 1
+        return out
+
+
+class FoundIds(AbstractSet[int]):
+    """The ids a survey found, without a copy of them: the listing's own sorted arrays
+    (one a directory, which a survey keeps anyway) less the few ids listed that were
+    not found when read (``gone``: a znode deleted between the listing and its read).
+    A set to every caller, as ``LedgerIds``; ``- other`` adds to ``gone``."""
+
+    __slots__ = ("_gone", "_len", "_runs", "_starts")
+
+    def __init__(self, runs: Iterable[Sequence[int]] = (), gone: Iterable[int] = ()) -> None:
+        kept = sorted((run for run in runs if len(run)), key=_head)
+        if not all(_strictly_sorted(run) for run in kept) or any(
+            a[-1] >= b[0] for a, b in pairwise(kept)
+        ):
+            # Runs that overlap, or one out of order (not a listing's): one merged run.
+            kept = [LedgerIds.merged(sorted(run) for run in kept)._ids] if kept else []
+        self._runs: list[Sequence[int]] = kept
+        self._starts = [run[0] for run in kept]
+        self._gone = frozenset(lid for lid in gone if self._listed(lid))
+        self._len = sum(len(run) for run in kept) - len(self._gone)
+
+    def _listed(self, ledger_id: object) -> bool:
+        if not isinstance(ledger_id, int):
+            return False
+        at = bisect_right(self._starts, ledger_id) - 1
+        return at >= 0 and _position(self._runs[at], ledger_id) is not None
+
+    def __contains__(self, ledger_id: object) -> bool:
+        return self._listed(ledger_id) and ledger_id not in self._gone
+
+    def __iter__(self) -> Iterator[int]:
+        gone = self._gone
+        for run in self._runs:
+            if gone:
+                yield from (lid for lid in run if lid not in gone)
+            else:
+                yield from run
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return f"FoundIds({list(self)!r})"
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[Any]) -> AbstractSet[Any]:
+        return LedgerIds(it)
+
+    def __sub__(self, other: AbstractSet[Any]) -> FoundIds:  # type: ignore[override]
+        """These ids less ``other``'s (a few: the foreign ones), the runs shared."""
+        if not other:
+            return self
+        if len(other) <= len(self):
+            less = [lid for lid in other if lid in self]
+        else:
+            less = [lid for lid in self if lid in other]
+        out = FoundIds.__new__(FoundIds)  # (the runs as they are: checked once)
+        out._runs, out._starts = self._runs, self._starts
+        out._gone = self._gone.union(less)
+        out._len = self._len + len(self._gone) - len(out._gone)
+        return out
+
+    def at_least(self, low: int, below: int | None = None) -> array:
+        """The ids from ``low`` on (and under ``below``), in order."""
+        out = array("q")
+        for run in self._runs[max(0, bisect_right(self._starts, low) - 1) :]:
+            if below is not None and run[0] >= below:
+                break
+            start = bisect_left(run, low)
+            end = len(run) if below is None else bisect_left(run, below)
+            out.extend(lid for lid in run[start:end] if lid not in self._gone)
+        return out
+
+    def __reduce__(self) -> tuple[type[FoundIds], tuple[list[Sequence[int]], frozenset[int]]]:
+        return (FoundIds, (self._runs, self._gone))
+
+
+def _position(ids: Sequence[int], ledger_id: object) -> int | None:
     """Where ``ledger_id`` is in the sorted ``ids`` (None: not there, or not an id)."""
     if not isinstance(ledger_id, int):
         return None
@@ -181,6 +303,10 @@ def _position(ids: array, ledger_id: object) -> int | None:
 
 #: Entries sorted at once when an index is built (``LedgerIndex.build``).
 _RUN = 1 << 16
+
+
+def _head(run: Sequence[int]) -> int:
+    return run[0]
 
 
 def _first(entry: tuple[int, int]) -> int:
@@ -206,5 +332,5 @@ def _first_of_each(entries: Iterator[tuple[int, int]]) -> tuple[array, array]:
     return ids, codes
 
 
-def _strictly_sorted(ids: array) -> bool:
+def _strictly_sorted(ids: Sequence[int]) -> bool:
     return all(a < b for a, b in pairwise(ids))
