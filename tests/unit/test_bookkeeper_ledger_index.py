@@ -201,6 +201,10 @@ def test_found_ids_are_the_listing_less_what_was_gone(
         lid for lid in sorted(want) if lid >= low and (below is None or lid < below)
     ]
     assert pickle.loads(pickle.dumps(less)) == want - other
+    # The ids of a sorted list (a managed ledger's) these lack, asked at once.
+    for asked in (sorted(other), sorted(want)[::3], list(range(-3, 1300, 7))):
+        assert found.lacking(asked) == [lid for lid in asked if lid not in want]
+        assert less.lacking(asked) == [lid for lid in asked if lid not in want - other]
     assert FoundIds() == frozenset() and len(FoundIds()) == 0
 
 

@@ -36,7 +36,7 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -68,7 +68,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
-from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
+from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LedgerIds
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
@@ -937,20 +937,21 @@ def _why_not(prefix: str, root: str, layout: str, found: AbstractSet[int]) -> st
 
 
 def _missing_listed(
-    pulsar: MetadataStore, refs: classify.PulsarReferences, found: AbstractSet[int]
+    pulsar: MetadataStore, refs: classify.PulsarReferences, found: FoundIds
 ) -> tuple[list[dict[str, Any]], int]:
     """Listed ledgers (not offloaded with bookkeeperDeleted) that BookKeeper lacks, read
-    again live: a trim or topic deletion since the references were read is not counted."""
+    again live: a trim or topic deletion since the references were read is not counted.
+    (A managed ledger's ids asked of the ids found at once: ``FoundIds.lacking``.)"""
     suspects: dict[str, set[int]] = {}
     present = 0
+    offloaded = refs.offloaded_deleted
     for name, ids in refs.listed.items():
-        for lid in ids:
-            if lid in refs.offloaded_deleted:
-                continue
-            if lid in found:
-                present += 1
-            else:
-                suspects.setdefault(name, set()).add(lid)
+        lacking = [lid for lid in found.lacking(_ids_of(ids)) if lid not in offloaded]
+        if lacking:
+            suspects[name] = set(lacking)
+        present += len(ids) - len(lacking)
+        if offloaded:  # (those are counted neither way)
+            present -= sum(1 for lid in ids if lid in offloaded)
     if not suspects:
         return [], present
     names = sorted(suspects)
@@ -970,6 +971,11 @@ def _missing_listed(
             {"ml_name": name, "ledger_id": lid} for lid in sorted(suspects[name] & still)
         )
     return missing, present
+
+
+def _ids_of(ids: AbstractSet[int]) -> Sequence[int]:
+    """A managed ledger's listed ids, sorted (a ``LedgerIds``' own array, not a copy)."""
+    return ids.sorted_array() if isinstance(ids, LedgerIds) else sorted(ids)
 
 
 def _missing_item(ml_name: str, ledger_id: int, named_by: str) -> dict[str, Any]:

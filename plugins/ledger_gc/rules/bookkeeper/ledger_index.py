@@ -159,6 +159,10 @@ class LedgerIds(AbstractSet[int]):
         end = len(self._ids) if below is None else bisect_left(self._ids, below)
         return self._ids[start:end]
 
+    def sorted_array(self) -> array:
+        """The ids, sorted, as the array this set keeps (not a copy: do not change it)."""
+        return self._ids
+
     @property
     def high(self) -> int | None:
         """The highest id (None: empty)."""
@@ -269,6 +273,30 @@ class FoundIds(AbstractSet[int]):
         out._gone = self._gone.union(less)
         out._len = self._len + len(self._gone) - len(out._gone)
         return out
+
+    def lacking(self, ids: Sequence[int]) -> list[int]:
+        """The ids of ``ids`` (sorted: a managed ledger's listed ids) not among these, in
+        order: each run that may hold some of them searched once by numpy, not an id at
+        a time (the survey's check of every listed ledger: 10,000,000 lookups at 10M)."""
+        import numpy as np  # (here: the rules import without it until a check runs)
+
+        if not len(ids):
+            return []
+        asked = np.frombuffer(ids, dtype=np.int64) if isinstance(ids, array) else np.array(ids)
+        present = np.zeros(len(asked), dtype=bool)
+        start = max(0, bisect_right(self._starts, int(asked[0])) - 1)
+        last = int(asked[-1])
+        for run in self._runs[start:]:
+            if run[0] > last:
+                break
+            values = np.frombuffer(run, dtype=np.int64) if isinstance(run, array) else np.array(run)
+            at = np.searchsorted(values, asked).clip(max=len(values) - 1)
+            present |= values[at] == asked
+        if self._gone:
+            gone = np.fromiter(self._gone, dtype=np.int64, count=len(self._gone))
+            present &= ~np.isin(asked, gone)
+        lacking: list[int] = asked[~present].tolist()
+        return lacking
 
     def at_least(self, low: int, below: int | None = None) -> array:
         """The ids from ``low`` on (and under ``below``), in order."""
