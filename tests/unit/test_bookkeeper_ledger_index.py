@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pickle
 from array import array
+from itertools import pairwise
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from test_bookkeeper_classify import scenarios
 
 from ledger_gc.bookkeeper.survey import pack_part, unpack_part
 from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
-from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LedgerIds, LedgerIndex
+from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, GroupTable, LedgerIds, LedgerIndex
 
 groups = st.lists(
     st.tuples(st.sampled_from("abcdef"), st.lists(st.integers(0, 60), max_size=8)), max_size=8
@@ -223,3 +225,35 @@ def test_an_index_keeps_64_bit_ids_and_the_first_label_of_each() -> None:
         (top, "ml"),
     ]
     assert LedgerIndex.build([]).high is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    groups=st.lists(
+        st.tuples(
+            st.sampled_from("abcdef"),
+            st.one_of(
+                st.lists(st.integers(0, 300), max_size=8).map(LedgerIds),
+                st.frozensets(st.integers(0, 300), max_size=5),
+                st.tuples(st.integers(0, 300)),
+            ),
+        ),
+        max_size=10,
+    ),
+    bounds=st.lists(st.integers(0, 310), min_size=2, max_size=8, unique=True),
+)
+def test_a_group_table_cuts_as_every_group_asked_in_turn(
+    groups: list[tuple[str, Any]], bounds: list[int]
+) -> None:
+    """Cutting the references to a task's spans by each group's id range (only the
+    groups that reach into them) gives the groups, ids and order that asking every
+    group does."""
+    edges = sorted(bounds)
+    spans = list(pairwise(edges))[::2]  # (disjoint, sorted; some ranges left out)
+    want = []
+    for label, ids in groups:
+        mine = sorted(lid for lid in ids if any(low <= lid < high for low, high in spans))
+        if mine:
+            want.append((label, mine))
+    got = [(label, list(ids)) for label, ids in GroupTable(groups).cut(spans)]
+    assert got == want

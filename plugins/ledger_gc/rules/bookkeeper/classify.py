@@ -67,7 +67,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds, LedgerIndex, Spans
+from ledger_gc.rules.bookkeeper.ledger_index import GroupTable, LedgerIds, LedgerIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
 
@@ -440,6 +440,8 @@ class Classifier:
         # builds each task's part of them (``within``), never the whole cluster's.
         self._referenced: LedgerIndex | None = None
         self._owner_of: LedgerIndex | None = None
+        # the references' groups by id range, for cutting parts (``within``)
+        self._tables: tuple[GroupTable, GroupTable] | None = None
         self.high = refs.high()
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         # A schema ledger's namespace is known by its managed ledgers or its schemas.
@@ -489,16 +491,19 @@ class Classifier:
             else:
                 spans.append((low, high))
         part = copy.copy(self)
-        part._referenced = (
-            self._referenced.within(spans)
-            if self._referenced is not None
-            else LedgerIndex.build(_cut(self.refs.reference_groups(), spans))
-        )
-        part._owner_of = (
-            self._owner_of.within(spans)
-            if self._owner_of is not None
-            else LedgerIndex.build(_cut(self._owner_groups(), spans))
-        )
+        part._tables = None  # (the whole references' groups: never sent with a part)
+        if self._referenced is not None and self._owner_of is not None:
+            part._referenced = self._referenced.within(spans)
+            part._owner_of = self._owner_of.within(spans)
+        else:
+            if self._tables is None:  # (once: every part is cut from the same groups)
+                self._tables = (
+                    GroupTable(self.refs.reference_groups()),
+                    GroupTable(self._owner_groups()),
+                )
+            referenced, owners = self._tables
+            part._referenced = LedgerIndex.build(referenced.cut(spans))
+            part._owner_of = LedgerIndex.build(owners.cut(spans))
         part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
         offloaded = {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)}
         empty = LedgerIds()
@@ -756,18 +761,6 @@ class Classifier:
 
 def _highest(ids: Iterable[int]) -> int | None:
     return ids.high if isinstance(ids, LedgerIds) else max(ids, default=None)
-
-
-def _cut(
-    groups: Iterable[tuple[str, Iterable[int]]], spans: list[tuple[int, int]]
-) -> Iterator[tuple[str, Iterable[int]]]:
-    """Each group with ids in ``spans`` (sorted, disjoint), with only those, in the same
-    order."""
-    cut = Spans(spans)
-    for label, ids in groups:
-        mine = ids.within(cut) if isinstance(ids, LedgerIds) else [i for i in ids if _in(i, spans)]
-        if mine:
-            yield label, mine
 
 
 def _in(ledger_id: int, spans: list[tuple[int, int]]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import pairwise
 from typing import Any
@@ -208,6 +208,66 @@ class Spans:
             out.extend(ids[bisect_left(ids, lows[at]) : bisect_left(ids, highs[at])])
             at += 1
         return out
+
+
+class GroupTable:
+    """(label, ids) groups (``LedgerIndex.build``'s: each record and the ledgers it
+    names) with each group's lowest and highest id, so that cutting them to a Spark
+    task's spans looks only at the groups that reach into them: a survey cuts the
+    references once per task (40 at 10,000,000 ledgers), and asking every one of
+    100,000 records each time took 13 s of the driver's."""
+
+    __slots__ = ("_groups", "_highs", "_lows")
+
+    def __init__(self, groups: Iterable[tuple[str, Iterable[int]]]) -> None:
+        import numpy as np  # (here: the rules import without it until a table is built)
+
+        self._groups: list[tuple[str, Collection[int]]] = []
+        lows, highs = array("q"), array("q")
+        for label, ids in groups:
+            kept = ids if isinstance(ids, Collection) else list(ids)
+            if not kept:
+                continue
+            self._groups.append((label, kept))
+            if isinstance(kept, (LedgerIds, array, range)):  # sorted: its ends
+                lows.append(_ends(kept)[0])
+                highs.append(_ends(kept)[1])
+            else:
+                lows.append(min(kept))
+                highs.append(max(kept))
+        self._lows = np.frombuffer(lows, dtype=np.int64) if lows else np.zeros(0, np.int64)
+        self._highs = np.frombuffer(highs, dtype=np.int64) if highs else np.zeros(0, np.int64)
+
+    def cut(self, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[str, Sequence[int]]]:
+        """Each group with ids in ``spans`` (sorted, disjoint ``(low, high)``), with only
+        those, in the groups' order."""
+        import numpy as np
+
+        if not spans or not self._groups:
+            return
+        low, high = spans[0][0], spans[-1][1]
+        reach = np.flatnonzero((self._lows < high) & (self._highs >= low))
+        cut = Spans(spans)
+        for at in reach.tolist():
+            label, ids = self._groups[at]
+            mine = cut.cut(_as_array(ids))
+            if len(mine):
+                yield label, mine
+
+
+def _ends(ids: LedgerIds | array | range) -> tuple[int, int]:
+    if isinstance(ids, LedgerIds):
+        ids = ids.sorted_array()
+    return ids[0], ids[-1]
+
+
+def _as_array(ids: Collection[int]) -> array:
+    """Sorted ids as an ``array('q')`` (a ``LedgerIds``' own, not a copy)."""
+    if isinstance(ids, LedgerIds):
+        return ids.sorted_array()
+    if isinstance(ids, array) and ids.typecode == "q":
+        return ids
+    return array("q", sorted(ids))
 
 
 class FoundIds(AbstractSet[int]):
