@@ -257,3 +257,49 @@ def test_a_group_table_cuts_as_every_group_asked_in_turn(
             want.append((label, mine))
     got = [(label, list(ids)) for label, ids in GroupTable(groups).cut(spans)]
     assert got == want
+
+
+def test_a_part_cut_at_the_highest_ledger_id() -> None:
+    """BookKeeper accepts ledger id 2**63 - 1 (``ledger_paths.MAX_LEDGER_ID``); a Spark
+    task whose directory holds it has a span ending at 2**63, beyond a signed 64-bit
+    array. Its part is cut from the references as any other, not a failed cycle."""
+    top = 2**63 - 1
+    refs = PulsarReferences(listed={"t/ns/persistent/a": LedgerIds([7, top])})
+    part = Classifier(refs).within([(top, top + 1)])
+    assert part.referenced.get(top) == "listed by t/ns/persistent/a"
+    assert part.referenced.get(7) is None
+    assert list(LedgerIds([7, top]).within([(top, top + 1)])) == [top]
+    assert [label for label, _ in GroupTable(refs.reference_groups()).cut([(8, 2**63)])] == [
+        "listed by t/ns/persistent/a"
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scenario=scenarios(),
+    edges=st.lists(st.integers(1, 30), min_size=1, max_size=6, unique=True),
+    interleave=st.booleans(),
+)
+def test_every_part_cut_at_once_is_the_whole_index_cut(
+    scenario: tuple[PulsarReferences, list[BkLedger]], edges: list[int], interleave: bool
+) -> None:
+    """A survey's driver cuts all its tasks' classifiers in one pass over the references
+    (``Classifier.parts``: which parts each record's ledgers fall in, asked once); each
+    part is exactly the whole index cut to its ranges, whatever the records span (a
+    managed ledger whose new ledger is far above the rest reaches into every part)."""
+    refs, _ = scenario
+    bounds = [0, *sorted(edges), 201]
+    pieces = list(pairwise(bounds))
+    if interleave:  # (a part of several ranges, the parts' ranges interleaved)
+        parts = [pieces[0::2], pieces[1::2]] if len(pieces) > 1 else [pieces]
+    else:
+        parts = [[piece] for piece in pieces]
+    fresh = Classifier(refs)
+    cut = list(fresh.parts(parts))
+    assert fresh._referenced is None and fresh._owner_of is None  # never built whole
+    whole = Classifier(refs)
+    for mine, ranges in zip(cut, parts, strict=True):
+        want = whole.within(ranges)
+        assert dict(mine.referenced.items()) == dict(want.referenced.items())
+        assert dict(mine.owner_of.items()) == dict(want.owner_of.items())
+        assert mine.handed_off == want.handed_off

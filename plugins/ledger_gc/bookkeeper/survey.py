@@ -796,8 +796,8 @@ def _on_executors(
     # One part a task, each packed as soon as it is cut: the driver holds the packed
     # bytes of all (parallelize hands them to its JVM), never every cut classifier.
     parts_in = []
-    for group in groups:
-        packed, unpacked = pack_part((group, classifier.within(_spans(group))))
+    for group, part in zip(groups, classifier.parts([_spans(g) for g in groups]), strict=True):
+        packed, unpacked = pack_part((group, part))
         parts_in.append(packed)
         cost.executor_sent_bytes += len(packed)
         cost.executor_sent_unpacked_bytes += unpacked

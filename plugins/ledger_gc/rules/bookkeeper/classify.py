@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import copy
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -440,8 +440,6 @@ class Classifier:
         # builds each task's part of them (``within``), never the whole cluster's.
         self._referenced: LedgerIndex | None = None
         self._owner_of: LedgerIndex | None = None
-        # the references' groups by id range, for cutting parts (``within``)
-        self._tables: tuple[GroupTable, GroupTable] | None = None
         self.high = refs.high()
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         # A schema ledger's namespace is known by its managed ledgers or its schemas.
@@ -484,37 +482,39 @@ class Classifier:
         cluster, not by the cluster. Indexes not built yet are built for the ranges
         alone, from the references (the driver of a survey on Spark never holds the
         whole cluster's)."""
-        spans: list[tuple[int, int]] = []
-        for low, high in sorted(ranges):  # (merged where they overlap)
-            if spans and low <= spans[-1][1]:
-                spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+        return next(self.parts([ranges]))
+
+    def parts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[Classifier]:
+        """``within`` each of several parts' ranges, in turn (one a Spark task): the
+        references asked once which parts each record's ledgers fall in, not once a
+        part (``GroupTable.assign``)."""
+        merged = [_merged(mine) for mine in ranges]
+        built = self._referenced is not None and self._owner_of is not None
+        if not built:
+            referenced = GroupTable(self.refs.reference_groups())
+            owners = GroupTable(self._owner_groups())
+            referenced_of, owners_of = referenced.assign(merged), owners.assign(merged)
+        for at, spans in enumerate(merged):
+            part = copy.copy(self)
+            if built:
+                assert self._referenced is not None and self._owner_of is not None
+                part._referenced = self._referenced.within(spans)
+                part._owner_of = self._owner_of.within(spans)
             else:
-                spans.append((low, high))
-        part = copy.copy(self)
-        part._tables = None  # (the whole references' groups: never sent with a part)
-        if self._referenced is not None and self._owner_of is not None:
-            part._referenced = self._referenced.within(spans)
-            part._owner_of = self._owner_of.within(spans)
-        else:
-            if self._tables is None:  # (once: every part is cut from the same groups)
-                self._tables = (
-                    GroupTable(self.refs.reference_groups()),
-                    GroupTable(self._owner_groups()),
-                )
-            referenced, owners = self._tables
-            part._referenced = LedgerIndex.build(referenced.cut(spans))
-            part._owner_of = LedgerIndex.build(owners.cut(spans))
-        part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
-        offloaded = {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)}
-        empty = LedgerIds()
-        part.refs = replace(
-            self.refs,
-            listed=dict.fromkeys(self.refs.listed, empty),
-            marked={},
-            offloaded_deleted=offloaded,
-            offload_copies={},
-        )
-        return part
+                part._referenced = LedgerIndex.build(referenced.cut(spans, referenced_of[at]))
+                part._owner_of = LedgerIndex.build(owners.cut(spans, owners_of[at]))
+            part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
+            offloaded = {
+                lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)
+            }
+            part.refs = replace(
+                self.refs,
+                listed=dict.fromkeys(self.refs.listed, LedgerIds()),
+                marked={},
+                offloaded_deleted=offloaded,
+                offload_copies={},
+            )
+            yield part
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id
@@ -761,6 +761,17 @@ class Classifier:
 
 def _highest(ids: Iterable[int]) -> int | None:
     return ids.high if isinstance(ids, LedgerIds) else max(ids, default=None)
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges sorted, those that overlap or touch merged."""
+    spans: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if spans and low <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+        else:
+            spans.append((low, high))
+    return spans
 
 
 def _in(ledger_id: int, spans: list[tuple[int, int]]) -> bool:

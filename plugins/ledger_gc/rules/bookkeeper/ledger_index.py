@@ -186,7 +186,8 @@ class Spans:
 
     def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
         self._lows = array("q")
-        self._highs = array("q")
+        # (Python ints: the span of ledger 2**63 - 1, BookKeeper's highest, ends at 2**63.)
+        self._highs: list[int] = []
         for low, high in spans:
             self._lows.append(low)
             self._highs.append(high)
@@ -238,21 +239,51 @@ class GroupTable:
         self._lows = np.frombuffer(lows, dtype=np.int64) if lows else np.zeros(0, np.int64)
         self._highs = np.frombuffer(highs, dtype=np.int64) if highs else np.zeros(0, np.int64)
 
-    def cut(self, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[str, Sequence[int]]]:
+    def cut(
+        self, spans: Sequence[tuple[int, int]], among: Iterable[int] | None = None
+    ) -> Iterator[tuple[str, Sequence[int]]]:
         """Each group with ids in ``spans`` (sorted, disjoint ``(low, high)``), with only
-        those, in the groups' order."""
+        those, in the groups' order. ``among``: the groups that may have some (``assign``'s,
+        ascending); else those whose range reaches into the spans'."""
         import numpy as np
 
         if not spans or not self._groups:
             return
-        low, high = spans[0][0], spans[-1][1]
-        reach = np.flatnonzero((self._lows < high) & (self._highs >= low))
+        if among is None:
+            low, high = spans[0][0], spans[-1][1]
+            among = np.flatnonzero((self._lows < high) & (self._highs >= low)).tolist()
         cut = Spans(spans)
-        for at in reach.tolist():
+        for at in among:
             label, ids = self._groups[at]
             mine = cut.cut(_as_array(ids))
             if len(mine):
                 yield label, mine
+
+    def assign(self, parts: Sequence[Sequence[tuple[int, int]]]) -> list[array]:
+        """For each part (its sorted, disjoint spans), the groups with ids in it, in
+        order: every group asked once for all parts. A managed ledger's ids span every
+        directory between its oldest and newest ledger (after a rollover, its new one is
+        far above the rest), so a group's range reaches into most parts; its ids fall in
+        one or two, and only those cut it."""
+        import numpy as np
+
+        spans = sorted((low, high, part) for part, mine in enumerate(parts) for low, high in mine)
+        lows = np.array([low for low, _, _ in spans], dtype=np.int64)
+        # (inclusive: the span of ledger 2**63 - 1 ends at 2**63, beyond an int64)
+        lasts = np.array([high - 1 for _, high, _ in spans], dtype=np.int64)
+        owner = np.array([part for _, _, part in spans], dtype=np.int64)
+        by_part = [array("i") for _ in parts]
+        if not spans:
+            return by_part
+        for at, (_, ids) in enumerate(self._groups):
+            values = np.frombuffer(_as_array(ids), dtype=np.int64)
+            span = np.searchsorted(lows, values, side="right") - 1
+            inside = span >= 0
+            span = span[inside]
+            span = span[values[inside] <= lasts[span]]
+            for part in np.unique(owner[span]).tolist():
+                by_part[part].append(at)
+        return by_part
 
 
 def _ends(ids: LedgerIds | array | range) -> tuple[int, int]:
