@@ -30,7 +30,7 @@ reports what it would delete (DESIGN.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -48,7 +48,7 @@ from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.preflight import check_servers
 from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, ScanRecord
-from ledger_gc.orphans.registry import OrphanRegistry, RegistryTransaction
+from ledger_gc.orphans.registry import OrphanRegistry, RegistryTransaction, batches
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
 from ledger_gc.orphans.sources import (
     SOURCES,
@@ -167,7 +167,7 @@ class _ScanView:
 def _view_scan(steps: RunSteps, diff: DiffRecord, store_prefix: str, batch: int) -> _ScanView:
     held_by: dict[str, list[horizon.Held]] = {}
     summaries: dict[str, set[str]] = {}
-    for page in _batches(steps.iter_candidates(), batch):
+    for page in batches(steps.iter_candidates(), batch):
         usable, held = hold_by_source({c.prefix(store_prefix): c for c in page}, diff)
         for item in held:
             held_by.setdefault(item.candidate.target_class, []).append(item)
@@ -183,18 +183,6 @@ def _view_scan(steps: RunSteps, diff: DiffRecord, store_prefix: str, batch: int)
         )
     ]
     return _ScanView(held, summaries)
-
-
-def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of at most ``size``, in order."""
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def step_phases(

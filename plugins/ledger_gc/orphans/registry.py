@@ -258,7 +258,7 @@ class RegistryTransaction:
         table = schema.orphans
         columns = [table.c[k] for k in _ENTRY_FIELDS]
         found: dict[str, RegistryEntry] = {}
-        for batch in _batches(prefixes, _IN_BATCH):
+        for batch in batches(prefixes, _IN_BATCH):
             rows = self.conn.execute(select(*columns).where(table.c.prefix.in_(batch)))
             found.update((row[0], RegistryEntry(*row)) for row in rows)
         return found
@@ -322,7 +322,7 @@ class RegistryTransaction:
         The rows are made a batch at a time (all at once they were another copy of every
         entry in the driver's memory); a prefix given twice keeps its last entry."""
         table = schema.orphans
-        for batch in _batches(entries, _INSERT_BATCH):
+        for batch in batches(entries, _INSERT_BATCH):
             rows = {e.prefix: {k: getattr(e, k) for k in _ENTRY_FIELDS} for e in batch}
             prefixes = list(rows)
             for start in range(0, len(prefixes), _IN_BATCH):
@@ -379,7 +379,7 @@ class RegistryTransaction:
     ) -> None:
         """``add_history`` of many ``(entry, event, reason)``, in order, in few statements
         (their rows made a batch at a time)."""
-        for batch in _batches(events, _INSERT_BATCH):
+        for batch in batches(events, _INSERT_BATCH):
             rows = [
                 {
                     "time_ms": time_ms,
@@ -399,8 +399,9 @@ class RegistryTransaction:
             self.conn.execute(schema.history.insert(), rows)
 
 
-def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of at most ``size``, in order."""
+def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size``, in order (rows written, or read, a page
+    at a time)."""
     batch: list[T] = []
     for item in items:
         batch.append(item)
