@@ -15,7 +15,13 @@ from test_bookkeeper_classify import scenarios
 
 from ledger_gc.bookkeeper.survey import pack_part, unpack_part
 from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarReferences
-from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, GroupTable, LedgerIds, LedgerIndex
+from ledger_gc.rules.bookkeeper.ledger_index import (
+    FoundIds,
+    GroupTable,
+    LedgerIds,
+    LedgerIndex,
+    Spans,
+)
 
 groups = st.lists(
     st.tuples(st.sampled_from("abcdef"), st.lists(st.integers(0, 60), max_size=8)), max_size=8
@@ -151,14 +157,12 @@ def test_a_part_cut_from_the_references_is_the_whole_index_cut(
     ids=st.lists(st.integers(0, 99), max_size=30),
     spans=st.lists(st.tuples(st.integers(0, 99), st.integers(1, 20)), max_size=5),
 )
-def test_ledger_ids_within_spans_are_exactly_theirs(
-    ids: list[int], spans: list[tuple[int, int]]
-) -> None:
+def test_ids_cut_to_spans_are_exactly_theirs(ids: list[int], spans: list[tuple[int, int]]) -> None:
     ranges: list[tuple[int, int]] = []
     for low, width in sorted(spans):  # disjoint, sorted
         low = max(low, ranges[-1][1] if ranges else 0)
         ranges.append((low, low + width))
-    got = LedgerIds(ids).within(ranges)
+    got = Spans(ranges).cut(LedgerIds(ids).sorted_array())
     assert list(got) == sorted(lid for lid in set(ids) if any(a <= lid < b for a, b in ranges))
 
 
@@ -255,7 +259,8 @@ def test_a_group_table_cuts_as_every_group_asked_in_turn(
         mine = sorted(lid for lid in ids if any(low <= lid < high for low, high in spans))
         if mine:
             want.append((label, mine))
-    got = [(label, list(ids)) for label, ids in GroupTable(groups).cut(spans)]
+    table = GroupTable(groups)
+    got = [(label, list(ids)) for label, ids in table.cut(spans, table.assign([spans])[0])]
     assert got == want
 
 
@@ -268,8 +273,9 @@ def test_a_part_cut_at_the_highest_ledger_id() -> None:
     part = Classifier(refs).within([(top, top + 1)])
     assert part.referenced.get(top) == "listed by t/ns/persistent/a"
     assert part.referenced.get(7) is None
-    assert list(LedgerIds([7, top]).within([(top, top + 1)])) == [top]
-    assert [label for label, _ in GroupTable(refs.reference_groups()).cut([(8, 2**63)])] == [
+    assert list(Spans([(top, top + 1)]).cut(LedgerIds([7, top]).sorted_array())) == [top]
+    table = GroupTable(refs.reference_groups())
+    assert [label for label, _ in table.cut([(8, 2**63)], table.assign([[(8, 2**63)]])[0])] == [
         "listed by t/ns/persistent/a"
     ]
 

@@ -36,7 +36,7 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -68,7 +68,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     target_of,
     znode_of_target,
 )
-from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LedgerIds
+from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
@@ -946,7 +946,7 @@ def _missing_listed(
     present = 0
     offloaded = refs.offloaded_deleted
     for name, ids in refs.listed.items():
-        lacking = [lid for lid in found.lacking(_ids_of(ids)) if lid not in offloaded]
+        lacking = [lid for lid in found.lacking(ids) if lid not in offloaded]
         if lacking:
             suspects[name] = set(lacking)
         present += len(ids) - len(lacking)
@@ -971,11 +971,6 @@ def _missing_listed(
             {"ml_name": name, "ledger_id": lid} for lid in sorted(suspects[name] & still)
         )
     return missing, present
-
-
-def _ids_of(ids: AbstractSet[int]) -> Sequence[int]:
-    """A managed ledger's listed ids, sorted (a ``LedgerIds``' own array, not a copy)."""
-    return ids.sorted_array() if isinstance(ids, LedgerIds) else sorted(ids)
 
 
 def _missing_item(ml_name: str, ledger_id: int, named_by: str) -> dict[str, Any]:
