@@ -17,7 +17,7 @@ either importing the other back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,7 +64,9 @@ class Findings:
     its own (no two sources fill the same field), and its orphan candidates."""
 
     record: dict[str, Any]
-    candidates: list[Candidate] = field(default_factory=list)
+    # (Any collection: the BookKeeper source's are a table that makes each as it is
+    # read, not a list of every one.)
+    candidates: Collection[Candidate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

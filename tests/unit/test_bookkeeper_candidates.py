@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from ledger_gc.bookkeeper.survey import BkCandidate, _candidate
+from ledger_gc.bookkeeper.candidate_table import BkCandidate, CandidateTable
 from ledger_gc.rules.bookkeeper import classify, ledger_paths
 from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags, Verdict
 from ledger_gc.rules.orphans.classify import Candidate
@@ -27,6 +27,13 @@ def _verdict() -> Verdict:
     # (a new string each time, as each ledger's record decodes its own)
     owner = "".join(["public/default/", "persistent/orders"])
     return Verdict(classify.BK_ORPHAN_LEDGER, owner, "neither lists nor marks it")
+
+
+def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> BkCandidate:
+    table = CandidateTable(root, layout)
+    table.add(ledger, verdict)
+    (candidate,) = table
+    return candidate
 
 
 def test_a_candidate_is_the_cycles_candidate_read_by_name_as_the_dict_was() -> None:
@@ -53,11 +60,10 @@ def test_a_candidate_is_the_cycles_candidate_read_by_name_as_the_dict_was() -> N
 
 
 def test_a_tasks_candidates_share_their_topics_name_once_collected() -> None:
-    part = [
-        _candidate("/ledgers", ledger_paths.HIERARCHICAL, _ledger(lid), _verdict())
-        for lid in range(1, 200)
-    ]
-    back = pickle.loads(pickle.dumps(part))
-    assert back == part and all(type(c) is BkCandidate for c in back)
+    part = CandidateTable("/ledgers", ledger_paths.HIERARCHICAL)
+    for lid in range(1, 200):
+        part.add(_ledger(lid), _verdict())
+    back = list(pickle.loads(pickle.dumps(part)))
+    assert back == list(part) and all(type(c) is BkCandidate for c in back)
     assert not hasattr(back[0], "__dict__")  # (slots, as Candidate's)
     assert len({id(c.ml_name) for c in back}) == 1

@@ -5,6 +5,8 @@ hand-over to spark-submit."""
 from __future__ import annotations
 
 import sqlite3
+import tracemalloc
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -183,6 +185,41 @@ def test_the_diff_and_its_candidates_are_recorded_together(state_location: Any) 
     assert steps.read_manifest("diff", required=False) is None
     steps.write_diff(DiffRecord(), [], "ledgers")
     assert steps.read_candidates() == []
+
+
+def test_the_diff_writes_candidates_as_they_are_made_not_all_at_once(tmp_path: Path) -> None:
+    """A source's candidates may be made as they are read (the BookKeeper survey's
+    table, issue 36): the diff takes them a batch at a time, in order, and holds no
+    list of every one."""
+    made = 0
+
+    def candidates() -> Iterator[Candidate]:
+        nonlocal made
+        for number in range(2500):
+            made += 1
+            yield Candidate(ORPHAN_LEDGER, f"t/ns/persistent/t{number}", number, 1, 10, 4, 4)
+
+    steps = RunSteps(tmp_path, "r1")
+    steps.write_diff(DiffRecord(candidates=2500), candidates(), "ledgers")
+    assert made == 2500
+    assert [c.ledger_id for c in steps.iter_candidates()] == list(range(2500))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        steps.write_diff(DiffRecord(candidates=30_000), _many(30_000), "ledgers")
+        written = tracemalloc.get_traced_memory()[1] - before
+        every = list(_many(30_000))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(every) == 30_000 == sum(1 for _ in steps.iter_candidates())
+    assert written < held / 2, (written, held)
+
+
+def _many(count: int) -> Iterator[Candidate]:
+    for number in range(count):
+        yield Candidate(ORPHAN_LEDGER, f"t/ns/persistent/t{number}", number, 1, 10, 4, 4)
 
 
 def test_old_runs_records_are_pruned(tmp_path: Path) -> None:

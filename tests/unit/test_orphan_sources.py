@@ -87,7 +87,7 @@ def test_every_sources_findings_make_one_record_and_a_field_filled_twice_fails(
 
     diff, candidates = sources.survey_sources(None)  # type: ignore[arg-type]
 
-    assert candidates == [block, ledger]
+    assert list(candidates) == [block, ledger] and len(candidates) == 2
     assert (diff.managed_ledgers, diff.orphan_bytes, diff.candidates) == (3, 10, 2)
     assert diff.bookkeeper == {"ledgers": 5}
     monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_bytes": 1}, [])))

@@ -55,9 +55,8 @@ class BookKeeperSource:
             found.ledgers,
             len(found.candidates),
         )
-        # (Built once, where each ledger was classified: registered as they are.)
-        candidates: list[Candidate] = list(found.candidates)
-        return Findings({"bookkeeper": found.to_manifest()}, candidates)
+        # (As the survey keeps them, a table: each made as the diff writes it.)
+        return Findings({"bookkeeper": found.to_manifest()}, found.candidates)
 
     def owns(self, target_class: str) -> bool:
         return target_class in BK_TARGET_CLASSES

@@ -32,18 +32,18 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
-import sys
 import time
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
 from ledger_gc.bookkeeper import offloaded_copy, record_cache, references, scan
+from ledger_gc.bookkeeper.candidate_table import BkCandidate, CandidateTable
 from ledger_gc.bookkeeper.cost import SurveyCost
 from ledger_gc.bookkeeper.directories import (
     DirectoryDone,
@@ -65,14 +65,12 @@ from ledger_gc.rules.bookkeeper.classify import (
     TARGET_SCHEME,
     BkLedger,
     Verdict,
-    target_of,
     znode_of_target,
 )
 from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
 from ledger_gc.rules.bookkeeper.record_cache import reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
-from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.state import handoff
 
 if TYPE_CHECKING:
@@ -120,7 +118,8 @@ class BookKeeperSurvey:
     classes: dict[str, Totals] = field(default_factory=lambda: {c: Totals() for c in BK_CLASSES})
     namespaces: dict[str, dict[str, Totals]] = field(default_factory=dict)
     held_reasons: dict[str, int] = field(default_factory=dict)
-    candidates: list[BkCandidate] = field(default_factory=list)
+    # (made for ``root`` and ``layout`` by ``__post_init__``)
+    candidates: CandidateTable = field(init=False)
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     not_ledgers: int = 0
     not_ledger_samples: list[str] = field(default_factory=list)
@@ -162,6 +161,9 @@ class BookKeeperSurvey:
     # metadata left behind holds back in BookKeeper.
     leftover_ids: Mapping[int, str] = field(default_factory=dict)
     leftover_ledgers: dict[str, Totals] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.candidates = CandidateTable(self.root, self.layout)
 
     @property
     def orphan_bytes(self) -> int:
@@ -232,48 +234,45 @@ class BookKeeperSurvey:
 
     def hold_candidates(self, topics: set[str], hold: str, why: str) -> None:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
-        reasons = {}
-        for candidate in self.candidates:
+        if not topics:
+            return
+        held = self.candidates.ids_where(lambda cls, owner: classify.topic_of(cls, owner) in topics)
+        for candidate in self.candidates.remove(held):
             topic = classify.topic_of(candidate.target_class, candidate.ml_name)
-            if topic in topics:
-                reasons[candidate.bk_ledger_id] = why.format(topic=topic)
-        self.hold_ledgers(reasons, hold)
+            self._held(candidate, why.format(topic=topic), hold)
 
     def hold_ledgers(self, reasons: Mapping[int, str], hold: str) -> None:
         """Move the candidates of these ledger ids from their orphan class to
         ``bk-held``, each with its reason."""
-        kept = []
-        for candidate in self.candidates:
-            why = reasons.get(candidate.bk_ledger_id)
-            if why is None:
-                kept.append(candidate)
-                continue
-            size, cls = candidate.bytes, candidate.target_class
-            namespace = classify.namespace_of(candidate.ml_name) or "(none)"
-            for totals in (self.classes, self.namespaces.setdefault(namespace, {})):
-                moved = totals.setdefault(cls, Totals())
-                moved.ledgers -= 1
-                moved.bytes -= size
-                totals.setdefault(classify.BK_HELD, Totals()).add(size)
-            self.held_reasons[hold] = self.held_reasons.get(hold, 0) + 1
-            sample = self.samples.setdefault(classify.BK_HELD, [])
-            if len(sample) < MAX_SAMPLES:
-                sample.append(
-                    {
-                        "ledger_id": candidate.bk_ledger_id,
-                        "class": classify.BK_HELD,
-                        "owner": candidate.ml_name,
-                        "reason": why,
-                        "hold": hold,
-                    }
-                )
-        self.candidates = kept
+        for candidate in self.candidates.remove(reasons.keys()):
+            self._held(candidate, reasons[candidate.bk_ledger_id], hold)
+
+    def _held(self, candidate: BkCandidate, why: str, hold: str) -> None:
+        size, cls = candidate.bytes, candidate.target_class
+        namespace = classify.namespace_of(candidate.ml_name) or "(none)"
+        for totals in (self.classes, self.namespaces.setdefault(namespace, {})):
+            moved = totals.setdefault(cls, Totals())
+            moved.ledgers -= 1
+            moved.bytes -= size
+            totals.setdefault(classify.BK_HELD, Totals()).add(size)
+        self.held_reasons[hold] = self.held_reasons.get(hold, 0) + 1
+        sample = self.samples.setdefault(classify.BK_HELD, [])
+        if len(sample) < MAX_SAMPLES:
+            sample.append(
+                {
+                    "ledger_id": candidate.bk_ledger_id,
+                    "class": classify.BK_HELD,
+                    "owner": candidate.ml_name,
+                    "reason": why,
+                    "hold": hold,
+                }
+            )
 
     def unreadable(self) -> dict[str, Any]:
         """Unreadable ledger records: how many, how many go through the phases, and what
         they do to BookKeeper with the setting that decides (Pulsar 13480)."""
         count = self.classes[classify.BK_UNREADABLE].ledgers
-        removable = sum(1 for c in self.candidates if c.target_class == classify.BK_UNREADABLE)
+        removable = self.candidates.count(classify.BK_UNREADABLE)
         if self.remove_unreadable:
             note = (
                 f"{classify.UNREADABLE_HARM}. LEDGERGC_BK_REMOVE_UNREADABLE=true: {removable} "
@@ -565,15 +564,14 @@ def survey(
         # An offloaded copy goes only while its offloaded objects are there (the delete
         # checks again, live): the report shows the others held.
         copies = {
-            c.bk_ledger_id: refs.offload_copies.get(c.bk_ledger_id)
-            for c in result.candidates
-            if c.target_class == classify.BK_OFFLOADED_COPY
+            lid: refs.offload_copies.get(lid)
+            for lid in result.candidates.ids_of(classify.BK_OFFLOADED_COPY)
         }
         result.hold_ledgers(
             offloaded_copy.hold_reasons(endpoints.offload, copies),
             classify.HOLD_OFFLOAD_UNCONFIRMED,
         )
-        judged = {classify.topic_of(c.target_class, c.ml_name) for c in result.candidates}
+        judged = result.candidates.topics()
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
         with cost.step("checks"):
             result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
@@ -594,10 +592,9 @@ def survey(
     result.id_counter = counter
     if counter is not None:
         result.above_counter = list(found.at_least(counter, ledger_paths.SHORT_ID_LIMIT))
-    orphaned = {target_of(str(c.segment)) for c in result.candidates}
-    for prefix in registered or {}:
-        if prefix.startswith(TARGET_SCHEME) and prefix not in orphaned:
-            result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
+    mine = (prefix for prefix in registered or {} if prefix.startswith(TARGET_SCHEME))
+    for prefix in result.candidates.not_candidates(mine):
+        result.registered_reasons[prefix] = _why_not(prefix, root, layout, found)
     result.handed_off_forgotten = _forget_handed_off(endpoints, result, handed, found)
     cost.cache = cache.to_dict() | {"cversion_proven": proven}
     if cannot is not None:
@@ -755,7 +752,7 @@ def scan_ledgers(
         verdict = classifier.classify(ledger)
         into.add(ledger, verdict)
         if verdict.candidate:
-            into.candidates.append(_candidate(into.root, into.layout, ledger, verdict))
+            into.candidates.add(ledger, verdict)
 
 
 def _scan_into(
@@ -876,52 +873,6 @@ def _names_other(ledger: BkLedger, ml_name: str) -> bool:
         and tags.component == classify.MANAGED_LEDGER_COMPONENT
         and tags.ml_name is not None
         and tags.ml_name != ml_name
-    )
-
-
-class BkCandidate(Candidate):
-    """A BookKeeper ledger's candidate, built once where the ledger is classified (an
-    executor, or here) and registered as it is: the ``Candidate`` of the cycle, whose
-    fields also read by name (``candidate["ledger_id"]``) as the dict it replaces.
-    Equal to a ``Candidate`` of the same fields, as one."""
-
-    __slots__ = ()  # (as ``Candidate``'s: no ``__dict__`` for each of a million)
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in _CANDIDATE_FIELDS:
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Candidate):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _CANDIDATE_FIELDS)
-
-    __hash__ = Candidate.__hash__
-
-    @property
-    def bk_ledger_id(self) -> int:
-        """Its ledger id (a BookKeeper candidate always has one)."""
-        assert self.ledger_id is not None
-        return self.ledger_id
-
-
-_CANDIDATE_FIELDS = frozenset(f.name for f in fields(Candidate))
-
-
-def _candidate(root: str, layout: str, ledger: BkLedger, verdict: Verdict) -> BkCandidate:
-    """A candidate (the owner's name interned: a topic's candidates, and their pickle
-    from an executor, share one string)."""
-    return BkCandidate(
-        target_class=verdict.ledger_class,
-        ml_name=sys.intern(verdict.owner),
-        ledger_id=ledger.ledger_id,
-        objects=1,
-        bytes=ledger.bytes,
-        newest_ms=ledger.ctime_ms,
-        oldest_ms=ledger.ctime_ms,
-        max_ledger_id=ledger.ledger_id,
-        segment=ledger_paths.ledger_path(root, ledger.ledger_id, layout),
     )
 
 

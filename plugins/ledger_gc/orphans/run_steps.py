@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.errors import LedgerGcError
@@ -120,28 +121,30 @@ class RunSteps:
     # --- the diff: its record and its candidates, together ---------------------------
 
     def write_diff(
-        self, record: StepRecord, candidates: list[Candidate], store_prefix: str
+        self, record: StepRecord, candidates: Iterable[Candidate], store_prefix: str
     ) -> None:
         """The diff's record (``records.DiffRecord``) and its candidates in one
         transaction (all or nothing); each candidate keyed by its target prefix under
-        ``store_prefix``. Rows are made a batch at a time: all at once they were another
-        copy of every candidate in the driver's memory."""
+        ``store_prefix``. Rows are made a batch at a time, as the candidates are read
+        (a source's may be made as they are: ``SurveyCandidates``): all at once they
+        were another copy of every candidate in the driver's memory."""
         table = schema.run_candidates
         with self.store.write() as conn:
             self._forget(conn, DIFF)
-            for start in range(0, len(candidates), _INSERT_BATCH):
+            position = 0
+            listed = iter(candidates)
+            while batch := list(islice(listed, _INSERT_BATCH)):
                 rows = [
                     {
                         "run_id": self.run_id,
-                        "position": position,
+                        "position": at,
                         "prefix": candidate.prefix(store_prefix),
                         **{name: getattr(candidate, name) for name in _CANDIDATE_COLUMNS},
                     }
-                    for position, candidate in enumerate(
-                        candidates[start : start + _INSERT_BATCH], start
-                    )
+                    for at, candidate in enumerate(batch, position)
                 ]
                 conn.execute(table.insert(), rows)
+                position += len(batch)
             self._put(conn, DIFF, record.to_dict())
 
     def read_candidates(self) -> list[Candidate]:

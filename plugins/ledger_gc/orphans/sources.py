@@ -13,7 +13,7 @@ source at all.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,17 +44,35 @@ Target = TypeVar("Target", Candidate, RegistryEntry)
 SOURCES: tuple[OrphanSource, ...] = (S3Source(), PulsarMetadataSource(), BookKeeperSource())
 
 
-def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, list[Candidate]]:
+def survey_sources(request: SurveyRequest) -> tuple[DiffRecord, SurveyCandidates]:
     """Every source's survey, in order: the run's diff record (each source's fields)
     and every candidate. A source that fails fails the survey (nothing is recorded); a
     field filled twice, or one the record does not have, is a programming error."""
     fields: dict[str, Any] = {}
-    candidates: list[Candidate] = []
+    candidates: list[Collection[Candidate]] = []
     for source in SOURCES:
         found = source.survey(request)
         _add_fields(fields, found.record, source, DiffRecord)
-        candidates += found.candidates
-    return DiffRecord.from_dict(fields | {"candidates": len(candidates)}), candidates
+        candidates.append(found.candidates)
+    every = SurveyCandidates(tuple(candidates))
+    return DiffRecord.from_dict(fields | {"candidates": len(every)}), every
+
+
+@dataclasses.dataclass(frozen=True)
+class SurveyCandidates(Collection[Candidate]):
+    """Every source's candidates, one after the other, as each source keeps them (not
+    copied into one list: the diff writes them a batch at a time)."""
+
+    parts: tuple[Collection[Candidate], ...]
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return chain.from_iterable(self.parts)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item in part for part in self.parts)
 
 
 def _add_fields(

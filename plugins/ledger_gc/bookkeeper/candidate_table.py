@@ -1,0 +1,255 @@
+"""The BookKeeper survey's orphan candidates, kept as columns.
+
+A candidate differs from the next in a few numbers: its ledger id, bytes and time, its
+class and its owner (a topic with many). As objects (a ``BkCandidate``, its znode's path
+and its ints) they were hundreds of bytes each, and the driver held all of them: 500,000
+at 10M ledgers, 193 MiB collected from the executors. Here they are 21 bytes each in
+flat arrays that pickle as bytes, the few distinct classes and owners once; a
+``BkCandidate`` is made again only for whoever iterates (the diff's rows, a batch at a
+time), with the znode path its id and the layout give.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from ledger_gc.rules.bookkeeper import ledger_paths
+from ledger_gc.rules.bookkeeper.classify import (
+    BkLedger,
+    Verdict,
+    topic_of,
+    znode_of_target,
+)
+from ledger_gc.rules.orphans.classify import Candidate
+
+
+class BkCandidate(Candidate):
+    """A BookKeeper ledger's candidate: the ``Candidate`` of the cycle, whose fields
+    also read by name (``candidate["ledger_id"]``) as the dict it replaced. Equal to a
+    ``Candidate`` of the same fields, as one."""
+
+    __slots__ = ()  # (as ``Candidate``'s: no ``__dict__``)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in _CANDIDATE_FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Candidate):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _CANDIDATE_FIELDS)
+
+    __hash__ = Candidate.__hash__
+
+    @property
+    def bk_ledger_id(self) -> int:
+        """Its ledger id (a BookKeeper candidate always has one)."""
+        assert self.ledger_id is not None
+        return self.ledger_id
+
+
+_CANDIDATE_FIELDS = frozenset(f.name for f in fields(Candidate))
+
+
+def make_candidate(
+    root: str, layout: str, ledger_id: int, ledger_class: str, owner: str, size: int, ctime_ms: int
+) -> BkCandidate:
+    """The candidate of one classified ledger (one object: every field is its own)."""
+    return BkCandidate(
+        target_class=ledger_class,
+        ml_name=owner,
+        ledger_id=ledger_id,
+        objects=1,
+        bytes=size,
+        newest_ms=ctime_ms,
+        oldest_ms=ctime_ms,
+        max_ledger_id=ledger_id,
+        segment=ledger_paths.ledger_path(root, ledger_id, layout),
+    )
+
+
+class CandidateTable(Collection[BkCandidate]):
+    """Candidates of one BookKeeper root and layout, in the order they were added."""
+
+    def __init__(self, root: str, layout: str) -> None:
+        self.root = root
+        self.layout = layout
+        self._ids = array("q")
+        self._bytes = array("q")
+        self._ctimes = array("q")
+        self._classes = array("B")  # index into _class_names
+        self._owners = array("i")  # index into _owner_names
+        self._class_names: list[str] = []
+        self._owner_names: list[str] = []
+        self._class_at: dict[str, int] = {}
+        self._owner_at: dict[str, int] = {}
+
+    # --- filling it ---------------------------------------------------------------------
+
+    def add(self, ledger: BkLedger, verdict: Verdict) -> None:
+        """A classified ledger whose verdict is a candidate."""
+        self._ids.append(ledger.ledger_id)
+        self._bytes.append(ledger.bytes)
+        self._ctimes.append(ledger.ctime_ms)
+        self._classes.append(_index(self._class_at, self._class_names, verdict.ledger_class))
+        self._owners.append(_index(self._owner_at, self._owner_names, verdict.owner))
+
+    def extend(self, other: CandidateTable) -> None:
+        """Another part's candidates after these (an executor task's, of the same root)."""
+        if (other.root, other.layout) != (self.root, self.layout):
+            raise ValueError(
+                f"candidates of {other.root} ({other.layout}) added to {self.root} ({self.layout})"
+            )
+        self._ids.extend(other._ids)
+        self._bytes.extend(other._bytes)
+        self._ctimes.extend(other._ctimes)
+        self._classes.extend(_renumbered(other._classes, other._class_names, self, "B"))
+        self._owners.extend(_renumbered(other._owners, other._owner_names, self, "i"))
+
+    def remove(self, ledger_ids: Collection[int]) -> list[BkCandidate]:
+        """Take out the candidates of these ledgers; the ones taken, in order."""
+        if not self._ids or not ledger_ids:
+            return []
+        ids = np.frombuffer(self._ids, dtype=np.int64)
+        wanted = np.fromiter((int(i) for i in ledger_ids), dtype=np.int64, count=len(ledger_ids))
+        hit = np.isin(ids, wanted)
+        if not hit.any():
+            return []
+        taken = [self._candidate(int(i)) for i in np.flatnonzero(hit)]
+        keep = ~hit
+        for name, code in (
+            ("_ids", "q"),
+            ("_bytes", "q"),
+            ("_ctimes", "q"),
+            ("_classes", "B"),
+            ("_owners", "i"),
+        ):
+            column = getattr(self, name)
+            kept = np.frombuffer(column, dtype=np.dtype(code))[keep]
+            setattr(self, name, array(code, kept.tobytes()))
+        return taken
+
+    # --- reading it ---------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[BkCandidate]:
+        for row in range(len(self._ids)):
+            yield self._candidate(row)
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, Candidate) and any(c == item for c in self)
+
+    def count(self, ledger_class: str) -> int:
+        at = self._class_at.get(ledger_class)
+        return 0 if at is None else self._classes.count(at)
+
+    def ids_of(self, ledger_class: str) -> list[int]:
+        """The ledger ids of one class's candidates, in order."""
+        at = self._class_at.get(ledger_class)
+        if at is None:
+            return []
+        return [lid for lid, cls in zip(self._ids, self._classes, strict=True) if cls == at]
+
+    def topics(self) -> set[str]:
+        """The topics the candidates belong to (``classify.topic_of``)."""
+        return {
+            topic_of(self._class_names[cls], self._owner_names[owner])
+            for cls, owner in self._pairs()
+        }
+
+    def ids_where(self, owned: Callable[[str, str], bool]) -> list[int]:
+        """The ledger ids of the candidates whose class and owner ``owned`` takes."""
+        chosen = {
+            (cls, owner)
+            for cls, owner in self._pairs()
+            if owned(self._class_names[cls], self._owner_names[owner])
+        }
+        return [
+            lid
+            for lid, cls, owner in zip(self._ids, self._classes, self._owners, strict=True)
+            if (cls, owner) in chosen
+        ]
+
+    def not_candidates(self, prefixes: Iterable[str]) -> list[str]:
+        """Of these registry prefixes, those no candidate here is (by its ledger's
+        znode: a prefix of another root, layout or source is none)."""
+        ids = np.sort(np.frombuffer(self._ids, dtype=np.int64))
+        out = []
+        for prefix in prefixes:
+            lid = self._ledger_id_of(prefix)
+            if lid is None or not _holds(ids, lid):
+                out.append(prefix)
+        return out
+
+    # --- pickled to and from executors ---------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_class_at"], state["_owner_at"]  # (made again from the names)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._class_names = [sys.intern(name) for name in self._class_names]
+        self._owner_names = [sys.intern(name) for name in self._owner_names]
+        self._class_at = {name: at for at, name in enumerate(self._class_names)}
+        self._owner_at = {name: at for at, name in enumerate(self._owner_names)}
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _candidate(self, row: int) -> BkCandidate:
+        return make_candidate(
+            self.root,
+            self.layout,
+            self._ids[row],
+            self._class_names[self._classes[row]],
+            self._owner_names[self._owners[row]],
+            self._bytes[row],
+            self._ctimes[row],
+        )
+
+    def _pairs(self) -> set[tuple[int, int]]:
+        return set(zip(self._classes, self._owners, strict=True))
+
+    def _ledger_id_of(self, prefix: str) -> int | None:
+        znode = znode_of_target(prefix)
+        base = self.root.rstrip("/") + "/"
+        if znode is None or not znode.startswith(base):
+            return None
+        lid = ledger_paths.ledger_id_of(znode[len(base) :], self.layout)
+        if lid is None or ledger_paths.ledger_path(self.root, lid, self.layout) != znode:
+            return None
+        return lid
+
+
+def _index(at: dict[str, int], names: list[str], name: str) -> int:
+    found = at.get(name)
+    if found is None:
+        found = at[name] = len(names)
+        names.append(sys.intern(name))
+    return found
+
+
+def _renumbered(codes: array[int], names: list[str], into: CandidateTable, code: str) -> array[int]:
+    """Another table's class or owner numbers as ``into`` numbers the same names."""
+    mine = into._class_at if code == "B" else into._owner_at
+    my_names = into._class_names if code == "B" else into._owner_names
+    mapping = np.array([_index(mine, my_names, name) for name in names], dtype=np.dtype(code))
+    if not len(codes):
+        return array(code)
+    renumbered = mapping[np.frombuffer(codes, dtype=np.dtype(code))]
+    return array(code, renumbered.tobytes())
+
+
+def _holds(sorted_ids: np.ndarray[Any, Any], ledger_id: int) -> bool:
+    at = int(np.searchsorted(sorted_ids, ledger_id))
+    return at < len(sorted_ids) and int(sorted_ids[at]) == ledger_id
