@@ -467,7 +467,7 @@ def test_the_executors_send_back_only_the_records_of_directories_that_changed(
     save = survey_module._save_cache
 
     def spy(*args: Any) -> None:
-        returned.extend(args[4])
+        returned.extend(args[3])
         save(*args)
 
     monkeypatch.setattr(survey_module, "_save_cache", spy)
@@ -482,6 +482,68 @@ def test_the_executors_send_back_only_the_records_of_directories_that_changed(
     third = survey(resolve(pulsar), spark=spark)
     assert third is not None
     assert (third.cost.records_read, third.cost.records_cached) == (0, 5)
+    assert verdicts(third) == fresh(pulsar)
+
+
+@pytest.mark.spark
+def test_the_driver_loads_a_parts_cached_records_only_to_pack_it(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steady state's driver held every directory's cached records and ids listed
+    from the plan to the save (at 10M, 120 MiB and 80 MiB, beside the parts packed
+    from them): the plan keeps each row's stat, and a part's rows are loaded to pack
+    that part."""
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.PART_LEDGERS", 2)
+    ids = [5, 6, 10_005, 10_006, 20_005, 20_006, 35_000, 35_001]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, ids)
+    survey(resolve(pulsar), spark=spark)
+    loaded: list[list[str]] = []
+    load = record_cache.load_rows
+
+    def spy(state: Any, cache: record_cache.CachePlan, directories: Any) -> Any:
+        assert all(isinstance(row, record_cache.RowStat) for row in cache.rows.values())
+        asked = list(directories)
+        loaded.append(asked)
+        return load(state, cache, asked)
+
+    monkeypatch.setattr(record_cache, "load_rows", spy)
+
+    second = survey(resolve(pulsar), spark=spark)
+
+    assert second is not None and second.cost.executor_tasks == 4
+    assert sorted(len(asked) for asked in loaded) == [1, 1, 1, 1]  # a part at a time
+    assert (second.cost.records_read, second.cost.records_cached) == (0, 8)
+    assert verdicts(second) == fresh(pulsar)
+
+
+@pytest.mark.spark
+def test_a_directory_whose_records_all_stand_gets_a_row_of_this_listing(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open ledger (read every cycle, never cached) deleted between two cycles: the
+    directory's cached records all stand ("accounted"), none is read; its row is
+    written again with this listing's stat, so the next cycle finds it unchanged."""
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    ids = [5, 10_005, 20_005, 35_000]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    brief = cluster.ledger(ml_tags(ORDERS), ledger_id=20_006, closed=False)
+    cluster.managed_ledger(ORDERS, [*ids, brief])
+    survey(resolve(pulsar), spark=spark)
+    cluster.managed_ledger(ORDERS, ids)
+    cluster.client.delete(cluster.path(brief))
+
+    second = survey(resolve(pulsar), spark=spark)
+    third = survey(resolve(pulsar), spark=spark)
+
+    assert second is not None and third is not None
+    assert second.cost.directories_reused.get("accounted") == 1
+    assert (second.cost.records_read, second.cost.records_cached) == (0, 4)
+    assert third.cost.directories_reused == {"unchanged": 4}
+    assert (third.cost.records_read, third.cost.records_cached) == (0, 4)
     assert verdicts(third) == fresh(pulsar)
 
 

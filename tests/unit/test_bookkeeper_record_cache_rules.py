@@ -219,18 +219,20 @@ def test_works_are_split_evenly_by_ledgers() -> None:
 
 
 def test_a_cached_million_is_classified_here_a_read_million_on_executors() -> None:
+    from ledger_gc.bookkeeper.record_cache import CachePlan, RowStat
     from ledger_gc.bookkeeper.survey import _worth_executors
 
-    def works(cached: bool) -> list[DirectoryWork]:
-        body = b"packed" if cached else None
-        return [
-            DirectoryWork(f"00/{i:04d}", 0, range(10_000), body, True)  # type: ignore[arg-type]
-            for i in range(100)
-        ]
-
-    assert _worth_executors(works(cached=False))
-    assert not _worth_executors(works(cached=True))
-    assert not _worth_executors(works(cached=False)[:1])  # one directory: nothing to share
+    works = [
+        DirectoryWork(f"00/{i:04d}", 0, range(10_000), None, True)  # type: ignore[arg-type]
+        for i in range(100)
+    ]
+    stat = RowStat(DirectoryState(1, 2, 3), proven=True)
+    cached = CachePlan(True, False, "", rows={w.directory: stat for w in works})
+    full = CachePlan(True, True, "", rows=cached.rows)  # (rows of a full read stand for none)
+    assert _worth_executors(works, CachePlan(True, True, ""))
+    assert _worth_executors(works, full)
+    assert not _worth_executors(works, cached)
+    assert not _worth_executors(works[:1], full)  # one directory: nothing to share
 
 
 def test_a_probe_mark_gone_created_again_or_lower_is_a_history_gone_back() -> None:

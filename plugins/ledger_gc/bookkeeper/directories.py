@@ -48,6 +48,9 @@ class DirectoryWork:
     ledger_ids: Sequence[int]  # listed, sorted
     body: bytes | None  # packed records that may stand (None: read every ledger)
     keep: bool  # return the directory's new packed records (the cache is on)
+    # Its row's stat is not this listing's: the records go back even if none changed
+    # (the row is written again whole, records and stat of one listing).
+    restate: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ class DirectoryDone:
     read: int  # ledger znodes read
     records: int  # records in ``body``
     # The directory's packed records now: b"" unless kept, None when they are the
-    # ones its work carried (the steady state's driver gets back only what changed).
+    # ones its work carried and its row stands as it is (the steady state's driver
+    # gets back only what changed).
     body: bytes | None
     # Ids listed but not there when read (deleted since the listing): the ledgers
     # found are the listing's less these (``ledger_index.FoundIds``), no copy of them.
@@ -157,9 +161,10 @@ def _classify_directory(
     absent = array("q", (lid for lid in missing if lid not in ledgers))
     if not work.keep:
         return DirectoryDone(work.directory, reused, read, 0, b"", absent)
-    if not fresh and len(keep) == len(packed) and not damaged:
-        # Unchanged: the bytes the driver holds already (or none to keep).
-        body = None if work.body else encode_records([])
+    body: bytes | None
+    if work.body and not fresh and len(keep) == len(packed) and not damaged:
+        # The records it carried, all standing: none back if its row stands too.
+        body = work.body if work.restate else None
     else:
         body = encode_records(fresh, packed.rows(keep))
     return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body, absent)

@@ -230,6 +230,15 @@ class CachedDirectory:
     body: bytes
 
 
+@dataclass(frozen=True)
+class RowStat:
+    """What the plan keeps of a directory's row: its stat when listed, not its ids or
+    records (those are loaded a task's directories at a time: ``load_rows``)."""
+
+    state: DirectoryState
+    proven: bool
+
+
 @dataclass
 class CachePlan:
     """What this cycle does with the record cache, and why."""
@@ -244,7 +253,9 @@ class CachePlan:
     cycles_since_full: int = 0  # before this cycle
     high: int | None = None  # the previous cycle's highest listed id
     full_read_ms: int = 0
-    rows: dict[str, CachedDirectory] = field(default_factory=dict)
+    # The rows there are, by directory (their records stay in the store until a part
+    # of the survey needs them: ``load_rows``).
+    rows: dict[str, RowStat] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -325,27 +336,63 @@ def plan(endpoints: Endpoints, bk: MetadataStore, layout: str) -> CachePlan:
         return base
     base.full = False
     base.why = "records of CLOSED ledgers read by earlier cycles are reused where they stand"
-    base.rows = dict(_load_rows(endpoints.state, identity.instance_id, location))
+    base.rows = _row_stats(endpoints.state, identity.instance_id, location)
     return base
 
 
-def _load_rows(
-    state_store: StateEndpoint, instance_id: str, location: str
-) -> Iterator[tuple[str, CachedDirectory]]:
+def _row_stats(state_store: StateEndpoint, instance_id: str, location: str) -> dict[str, RowStat]:
     table = schema.bk_records
+    columns = (
+        table.c.directory,
+        table.c.dir_czxid,
+        table.c.dir_cversion,
+        table.c.dir_pzxid,
+        table.c.cversion_proven,
+    )
     with open_store(state_store).read() as conn:
         rows = conn.execute(
-            table.select().where(table.c.instance_id == instance_id, table.c.location == location)
+            sa.select(*columns).where(
+                table.c.instance_id == instance_id, table.c.location == location
+            )
         ).all()
-    for row in rows:
-        try:
-            listed = decode_ids(bytes(row.listed))
-        except BodyError as exc:
-            log.warning("record cache row %s does not decode (%s): read again", row.directory, exc)
-            continue
-        state = DirectoryState(int(row.dir_czxid), int(row.dir_cversion), int(row.dir_pzxid))
-        directory_row = DirectoryRow(row.directory, state, bool(row.cversion_proven), listed)
-        yield row.directory, CachedDirectory(directory_row, bytes(row.body))
+    return {
+        directory: RowStat(DirectoryState(int(czxid), int(cversion), int(pzxid)), bool(proven))
+        for directory, czxid, cversion, pzxid, proven in rows
+    }
+
+
+def load_rows(
+    state_store: StateEndpoint, cache: CachePlan, directories: Iterable[str]
+) -> dict[str, CachedDirectory]:
+    """The rows (ids listed and packed records) of these directories, those the cache
+    has: a part's, while the survey packs it, never every directory's at once (at 10M
+    ledgers, 120 MiB of records and 80 MiB of ids)."""
+    keys = sorted({_first_id(d, cache.layout) for d in directories if d in cache.rows})
+    table = schema.bk_records
+    found: dict[str, CachedDirectory] = {}
+    if not keys or cache.instance_id is None:
+        return found
+    mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
+    with open_store(state_store).read() as conn:
+        for batch in _batches(keys, 500):
+            for row in conn.execute(
+                table.select().where(mine & table.c.first_ledger_id.in_(batch))
+            ):
+                try:
+                    listed = decode_ids(bytes(row.listed))
+                except BodyError as exc:
+                    log.warning(
+                        "record cache row %s does not decode (%s): read again", row.directory, exc
+                    )
+                    continue
+                state = DirectoryState(
+                    int(row.dir_czxid), int(row.dir_cversion), int(row.dir_pzxid)
+                )
+                directory_row = DirectoryRow(
+                    row.directory, state, bool(row.cversion_proven), listed
+                )
+                found[row.directory] = CachedDirectory(directory_row, bytes(row.body))
+    return found
 
 
 @dataclass(frozen=True)
@@ -356,8 +403,9 @@ class NewRow:
     state: DirectoryState
     listed: Sequence[int]
     records: int
-    body: bytes
-    changed: bool  # differs from the row the cache has (else it is not written)
+    # Its packed records; None: its row stands as it is (the same records and stat),
+    # and is not written.
+    body: bytes | None
 
 
 def save(
@@ -382,7 +430,9 @@ def save(
     mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
     rows = list(rows)
     keys = {_first_id(r.directory, cache.layout) for r in rows}
-    changed = [r for r in rows if r.changed or cache.full]
+    changed = [r for r in rows if r.body is not None]
+    if cache.full and len(changed) < len(rows):
+        raise ValueError("a full read left directories without their records")
     with open_store(state).write() as conn:
         existing = {
             int(k)
@@ -408,7 +458,7 @@ def save(
                 "ledgers": len(r.listed),
                 "records": r.records,
                 "listed": encode_ids(r.listed),
-                "body": r.body,
+                "body": r.body,  # (not None: ``changed``)
             }
             for r in changed
         ]

@@ -35,9 +35,9 @@ import pickle
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
@@ -52,7 +52,7 @@ from ledger_gc.bookkeeper.directories import (
     split_works,
 )
 from ledger_gc.clock import now_ms
-from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, ZkEndpoint
+from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, StateEndpoint, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata import read_budget
@@ -68,7 +68,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     znode_of_target,
 )
 from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
-from ledger_gc.rules.bookkeeper.record_cache import reusable
+from ledger_gc.rules.bookkeeper.record_cache import DirectoryState, reusable
 from ledger_gc.rules.metadata import paths
 from ledger_gc.rules.orphans import guards
 from ledger_gc.state import handoff
@@ -501,7 +501,9 @@ def survey(
         result.not_ledger_samples = (
             listing.not_ledgers + odd.not_ledgers + leaves.odd.not_ledgers
         )[:20]
-        works = _works(cache, leaves, proven, cost)
+        works = _works(cache, leaves)
+        states = {leaf.directory: leaf.state for leaf in leaves.leaves}
+        cost.directories = len(works)
         log.info(
             "BookKeeper at %s (%s): %d ledger znodes in %d directories; record cache: %s",
             where,
@@ -517,13 +519,15 @@ def survey(
                 scan_ledgers(flat, classifier, result)
                 flat_found = array("q", sorted(ledger.ledger_id for ledger in flat))
                 cost.records_read += len(listing.ledger_ids)
-            if spark is not None and _worth_executors(works):
+            if spark is not None and _worth_executors(works, cache):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
+                with_cache = partial(_with_cache, endpoints.state, cache, proven, cost, states)
                 parts, done = _on_executors(
                     spark,
                     endpoints,
                     layout,
                     works,
+                    with_cache,
                     classifier,
                     cache.high,
                     run_id,
@@ -537,7 +541,7 @@ def survey(
                     bk,
                     root,
                     layout,
-                    works,
+                    _with_cache(endpoints.state, cache, proven, cost, states, works),
                     cache.high,
                     lambda ledgers: scan_ledgers(ledgers, classifier, result),
                 )
@@ -545,7 +549,7 @@ def survey(
             cost.records_read += item.read
             cost.records_cached += item.reused
         with cost.step("cache_save"):
-            _save_cache(endpoints, cache, leaves, works, done, proven, probe)
+            _save_cache(endpoints, cache, leaves, done, proven, probe)
         # The ids found: the listing's own arrays less the few gone before their read
         # (no copy of them: 8 bytes a ledger that the listing holds anyway).
         found = result.found = FoundIds(
@@ -617,35 +621,52 @@ _READ_SECONDS = 30e-6
 _CACHED_SECONDS = 7e-6
 
 
-def _worth_executors(works: list[DirectoryWork]) -> bool:
-    here = sum(len(w.ledger_ids) * (_CACHED_SECONDS if w.body else _READ_SECONDS) for w in works)
+def _worth_executors(works: list[DirectoryWork], cache: record_cache.CachePlan) -> bool:
+    """Whether the directories are more work than ``SPARK_OVER_SECONDS`` here (those
+    the cache has a row of counted as cached: a guess, their rows not read yet)."""
+    here = sum(
+        len(w.ledger_ids)
+        * (_CACHED_SECONDS if not cache.full and w.directory in cache.rows else _READ_SECONDS)
+        for w in works
+    )
     return len(works) >= MIN_SHARDS_FOR_SPARK and here >= SPARK_OVER_SECONDS
 
 
-def _works(
-    cache: record_cache.CachePlan, leaves: scan.Leaves, proven: bool, cost: SurveyCost
+def _works(cache: record_cache.CachePlan, leaves: scan.Leaves) -> list[DirectoryWork]:
+    """Each leaf directory to classify, its cached records not yet with it."""
+    return [
+        DirectoryWork(leaf.directory, leaf.state.pzxid, leaf.ledger_ids, None, cache.enabled)
+        for leaf in leaves.leaves
+    ]
+
+
+def _with_cache(
+    state: StateEndpoint,
+    cache: record_cache.CachePlan,
+    proven: bool,
+    cost: SurveyCost,
+    states: Mapping[str, DirectoryState],
+    works: list[DirectoryWork],
 ) -> list[DirectoryWork]:
-    """Each leaf directory to classify, with the cached records that may stand for
-    reads (``record_cache.reusable``)."""
-    works = []
-    for leaf in leaves.leaves:
-        cached = None if cache.full else cache.rows.get(leaf.directory)
+    """Some directories' works with the cached records that may stand for reads
+    (``record_cache.reusable``), their rows loaded now (a part's, not the cache's)."""
+    if cache.full:
+        return works
+    rows = record_cache.load_rows(state, cache, (w.directory for w in works))
+    out = []
+    for work in works:
+        cached = rows.get(work.directory)
+        listed_state = states[work.directory]
         decision = reusable(
-            cached.row if cached else None, leaf.state, leaf.ledger_ids, proven=proven
+            cached.row if cached else None, listed_state, work.ledger_ids, proven=proven
         )
-        if not cache.full:
-            cost.directories_reused[decision.why] = cost.directories_reused.get(decision.why, 0) + 1
-        works.append(
-            DirectoryWork(
-                leaf.directory,
-                leaf.state.pzxid,
-                leaf.ledger_ids,
-                cached.body if cached is not None and decision.reuse else None,
-                cache.enabled,
-            )
+        cost.directories_reused[decision.why] = cost.directories_reused.get(decision.why, 0) + 1
+        restate = cached is not None and (
+            cached.row.state != listed_state or cached.row.proven != proven
         )
-    cost.directories = len(works)
-    return works
+        body = cached.body if cached is not None and decision.reuse else None
+        out.append(replace(work, body=body, restate=restate))
+    return out
 
 
 def _handed_off(endpoints: Endpoints) -> dict[int, classify.HandedOff]:
@@ -677,12 +698,12 @@ def _save_cache(
     endpoints: Endpoints,
     cache: record_cache.CachePlan,
     leaves: scan.Leaves,
-    works: list[DirectoryWork],
     done: list[DirectoryDone],
     proven: bool,
     probe: list[int] | None,
 ) -> None:
-    """This cycle's rows: each directory's listing and its records now."""
+    """This cycle's rows: each directory's listing and its records now (a directory
+    whose records came back; the others' rows stand as they are)."""
     if not cache.enabled:
         return
     by_directory = {item.directory: item for item in done}
@@ -695,24 +716,10 @@ def _save_cache(
             # the hierarchical layout) has no row key of its own.
             continue
         item = by_directory[leaf.directory]
-        before = cache.rows.get(leaf.directory)
         high = max(high or 0, leaf.ledger_ids[-1])
-        if item.body is None:  # the records its work carried: the row's own
-            assert before is not None, leaf.directory
-            body = before.body
-        else:
-            body = item.body
         rows.append(
             record_cache.NewRow(
-                leaf.directory,
-                leaf.state,
-                leaf.ledger_ids,
-                item.records,
-                body,
-                changed=before is None
-                or before.row.state != leaf.state
-                or before.body != body
-                or before.row.proven != proven,
+                leaf.directory, leaf.state, leaf.ledger_ids, item.records, item.body
             )
         )
     record_cache.save(
@@ -766,6 +773,7 @@ def _on_executors(
     endpoints: Endpoints,
     layout: str,
     works: list[DirectoryWork],
+    with_cache: Callable[[list[DirectoryWork]], list[DirectoryWork]],
     classifier: classify.Classifier,
     high: int | None,
     run_id: str,
@@ -794,7 +802,7 @@ def _on_executors(
     # bytes of all (parallelize hands them to its JVM), never every cut classifier.
     parts_in = []
     for group, part in zip(groups, classifier.parts([_spans(g) for g in groups]), strict=True):
-        packed, unpacked = pack_part((group, part))
+        packed, unpacked = pack_part((with_cache(group), part))
         parts_in.append(packed)
         cost.executor_sent_bytes += len(packed)
         cost.executor_sent_unpacked_bytes += unpacked
