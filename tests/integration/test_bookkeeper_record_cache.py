@@ -467,8 +467,12 @@ def test_the_executors_send_back_only_the_records_of_directories_that_changed(
     save = survey_module._save_cache
 
     def spy(*args: Any) -> None:
-        returned.extend(args[3])
-        save(*args)
+        def seen(items: Any) -> Any:
+            for item in items:
+                returned.append(item)
+                yield item
+
+        save(*args[:3], seen(args[3]), *args[4:])
 
     monkeypatch.setattr(survey_module, "_save_cache", spy)
     new = cluster.ledger(ml_tags(ORDERS), ledger_id=20_006)

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import sqlalchemy as sa
@@ -411,6 +412,7 @@ class NewRow:
 def save(
     state: StateEndpoint,
     cache: CachePlan,
+    directories: Sequence[str],
     rows: Iterable[NewRow],
     *,
     proven: bool,
@@ -419,20 +421,19 @@ def save(
     probe: list[int] | None = None,
     keep_days: int = 30,
 ) -> None:
-    """Write this cycle's rows and cycle count in one transaction: rows of directories
-    gone from the listing leave, changed ones are replaced. ``probe``: the probe
-    parent's mark after this cycle's listing (``probe_cversion``). Rows of any other
-    BookKeeper or location that no cycle used for ``keep_days`` days go too
-    (``drop_unused``)."""
+    """Write this cycle's rows and cycle count in one transaction: ``directories``, every
+    directory with a row this cycle (rows of others leave), and ``rows``, those written
+    anew (read as they come, a batch at a time: the survey's parts arrive with them).
+    ``probe``: the probe parent's mark after this cycle's listing (``probe_cversion``).
+    Rows of any other BookKeeper or location that no cycle used for ``keep_days`` days
+    go too (``drop_unused``). Nothing is written unless every row is."""
     if not cache.enabled or cache.instance_id is None or cache.identity is None:
+        for _ in rows:  # (read to the end all the same: what comes with them counts)
+            pass
         return
     table, cycles = schema.bk_records, schema.bk_record_cycles
     mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
-    rows = list(rows)
-    keys = {_first_id(r.directory, cache.layout) for r in rows}
-    changed = [r for r in rows if r.body is not None]
-    if cache.full and len(changed) < len(rows):
-        raise ValueError("a full read left directories without their records")
+    keys = {_first_id(d, cache.layout) for d in directories}
     with open_store(state).write() as conn:
         existing = {
             int(k)
@@ -440,30 +441,18 @@ def save(
                 table.select().with_only_columns(table.c.first_ledger_id).where(mine)
             )
         }
-        gone = sorted(existing - keys)
-        renew = sorted({_first_id(r.directory, cache.layout) for r in changed} & existing)
-        for batch in _batches(gone + renew, 500):
+        for batch in _batches(sorted(existing - keys), 500):
             conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(batch)))
-        values = [
-            {
-                "instance_id": cache.instance_id,
-                "location": cache.location,
-                "first_ledger_id": _first_id(r.directory, cache.layout),
-                "directory": r.directory,
-                "dir_czxid": r.state.czxid,
-                "dir_cversion": r.state.cversion,
-                "dir_pzxid": r.state.pzxid,
-                "cversion_proven": proven,
-                "listed_ms": now_ms,
-                "ledgers": len(r.listed),
-                "records": r.records,
-                "listed": encode_ids(r.listed),
-                "body": r.body,  # (not None: ``changed``)
-            }
-            for r in changed
-        ]
-        for batch in _batches(values, _ROWS_PER_INSERT):
-            conn.execute(table.insert(), batch)
+        written = 0
+        for batch in _batched(rows, _ROWS_PER_INSERT):
+            values = [_row_values(cache, r, proven, now_ms) for r in batch]
+            renew = [v["first_ledger_id"] for v in values if v["first_ledger_id"] in existing]
+            if renew:
+                conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(renew)))
+            conn.execute(table.insert(), values)
+            written += len(values)
+        if cache.full and written < len(keys):
+            raise ValueError("a full read left directories without their records")
         conn.execute(
             cycles.delete().where(
                 (cycles.c.instance_id == cache.instance_id) & (cycles.c.location == cache.location)
@@ -485,6 +474,24 @@ def save(
                 full_read_ms=now_ms if cache.full else cache.full_read_ms,
             )
         )
+
+
+def _row_values(cache: CachePlan, row: NewRow, proven: bool, now_ms: int) -> dict[str, Any]:
+    return {
+        "instance_id": cache.instance_id,
+        "location": cache.location,
+        "first_ledger_id": _first_id(row.directory, cache.layout),
+        "directory": row.directory,
+        "dir_czxid": row.state.czxid,
+        "dir_cversion": row.state.cversion,
+        "dir_pzxid": row.state.pzxid,
+        "cversion_proven": proven,
+        "listed_ms": now_ms,
+        "ledgers": len(row.listed),
+        "records": row.records,
+        "listed": encode_ids(row.listed),
+        "body": row.body,
+    }
 
 
 def drop_unused(conn: Any, now_ms: int, keep_days: int, mine: tuple[str, str]) -> int:
@@ -541,6 +548,13 @@ def _first_id(directory: str, layout: str) -> int:
     if layout == ledger_paths.HIERARCHICAL and long_tree:
         first = max(first, ledger_paths.SHORT_ID_LIMIT)
     return first
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` a list of ``size`` at a time, as they are read."""
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:

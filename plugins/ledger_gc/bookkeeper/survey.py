@@ -35,7 +35,7 @@ import pickle
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -522,22 +522,22 @@ def survey(
             if spark is not None and _worth_executors(works, cache):
                 log.info("BookKeeper at %s (%s): %d shards on Spark", where, layout, len(works))
                 with_cache = partial(_with_cache, endpoints.state, cache, proven, cost, states)
-                parts, done = _on_executors(
-                    spark,
-                    endpoints,
-                    layout,
-                    works,
-                    with_cache,
-                    classifier,
-                    cache.high,
-                    run_id,
-                    cost,
-                    result.leftover_ids,
+                results: Iterable[tuple[BookKeeperSurvey | None, list[DirectoryDone]]] = (
+                    _on_executors(
+                        spark,
+                        endpoints,
+                        layout,
+                        works,
+                        with_cache,
+                        classifier,
+                        cache.high,
+                        run_id,
+                        cost,
+                        result.leftover_ids,
+                    )
                 )
-                for part in parts:
-                    result.merge(part)
             else:
-                done = classify_directories(
+                done_here = classify_directories(
                     bk,
                     root,
                     layout,
@@ -545,16 +545,24 @@ def survey(
                     cache.high,
                     lambda ledgers: scan_ledgers(ledgers, classifier, result),
                 )
-        for item in done:
-            cost.records_read += item.read
-            cost.records_cached += item.reused
+                results = [(None, done_here)]
+        # Each part's results as they come (a task's at a time), merged, and the cache's
+        # rows of its directories written as they come, in the save's one transaction:
+        # never every directory's records in the driver at once.
+        absent = array("q")
         with cost.step("cache_save"):
-            _save_cache(endpoints, cache, leaves, done, proven, probe)
+            _save_cache(
+                endpoints,
+                cache,
+                leaves,
+                _merged(results, result, cost, absent),
+                proven,
+                probe,
+            )
         # The ids found: the listing's own arrays less the few gone before their read
         # (no copy of them: 8 bytes a ledger that the listing holds anyway).
         found = result.found = FoundIds(
-            [*(leaf.ledger_ids for leaf in leaves.leaves), flat_found],
-            (lid for item in done for lid in item.absent),
+            [*(leaf.ledger_ids for leaf in leaves.leaves), flat_found], absent
         )
         # A topic this metadata lacks with an open ledger has a writer: another cluster's
         # live topic in a shared BookKeeper (even an idle one), or a delete under way.
@@ -619,6 +627,25 @@ MIN_SHARDS_FOR_SPARK = 2
 SPARK_OVER_SECONDS = 8.0
 _READ_SECONDS = 30e-6
 _CACHED_SECONDS = 7e-6
+
+
+def _merged(
+    results: Iterable[tuple[BookKeeperSurvey | None, list[DirectoryDone]]],
+    into: BookKeeperSurvey,
+    cost: SurveyCost,
+    absent: array[int],
+) -> Iterator[DirectoryDone]:
+    """Each directory's outcome, its part's survey merged into ``into`` first (None:
+    the driver classified it into ``into`` already); the ids gone before their read
+    are added to ``absent``."""
+    for part, done in results:
+        if part is not None:
+            into.merge(part)
+        for item in done:
+            cost.records_read += item.read
+            cost.records_cached += item.reused
+            absent.extend(item.absent)
+            yield item
 
 
 def _worth_executors(works: list[DirectoryWork], cache: record_cache.CachePlan) -> bool:
@@ -698,33 +725,37 @@ def _save_cache(
     endpoints: Endpoints,
     cache: record_cache.CachePlan,
     leaves: scan.Leaves,
-    done: list[DirectoryDone],
+    done: Iterable[DirectoryDone],
     proven: bool,
     probe: list[int] | None,
 ) -> None:
     """This cycle's rows: each directory's listing and its records now (a directory
-    whose records came back; the others' rows stand as they are)."""
+    whose records came back; the others' rows stand as they are). ``done`` is read to
+    its end whether the cache is on or not (the survey's parts come with it)."""
     if not cache.enabled:
+        for _ in done:
+            pass
         return
-    by_directory = {item.directory: item for item in done}
-    rows = []
-    high = None
-    for leaf in leaves.leaves:
-        if not leaf.ledger_ids:
-            # Nothing to keep (a row without records saves no read), and a directory
-            # that can hold no ledger of this layout (a stray long path of small ids in
-            # the hierarchical layout) has no row key of its own.
-            continue
-        item = by_directory[leaf.directory]
-        high = max(high or 0, leaf.ledger_ids[-1])
-        rows.append(
-            record_cache.NewRow(
-                leaf.directory, leaf.state, leaf.ledger_ids, item.records, item.body
-            )
+    # Nothing to keep of a directory without ledgers (a row without records saves no
+    # read), and one that can hold no ledger of this layout (a stray long path of small
+    # ids in the hierarchical layout) has no row key of its own.
+    kept = {leaf.directory: leaf for leaf in leaves.leaves if leaf.ledger_ids}
+    high = max((leaf.ledger_ids[-1] for leaf in kept.values()), default=None)
+    rows = (
+        record_cache.NewRow(
+            item.directory,
+            kept[item.directory].state,
+            kept[item.directory].ledger_ids,
+            item.records,
+            item.body,
         )
+        for item in done
+        if item.body is not None and item.directory in kept
+    )
     record_cache.save(
         endpoints.state,
         cache,
+        list(kept),
         rows,
         proven=proven,
         high=high,
@@ -779,13 +810,16 @@ def _on_executors(
     run_id: str,
     cost: SurveyCost,
     leftovers: Mapping[int, str],
-) -> tuple[list[BookKeeperSurvey], list[DirectoryDone]]:
+) -> Iterator[tuple[BookKeeperSurvey | None, list[DirectoryDone]]]:
     """The directories read and classified on executors, in parts of about
     ``PART_LEDGERS`` ledgers, each task over its own session with the classifier cut
     to its ledgers (``Classifier.within``: a task holds its part, not the cluster), each
     at its share of the read budget: the tasks that run at once read no more than the
     budget together (``zk_share``). A task that fails fails the job: a partial scan is a
-    refusal, never fewer ledgers."""
+    refusal, never fewer ledgers. The job runs here; its tasks' results are kept where
+    they ran and fetched a task's at a time by the returned iterator (``_fetched``)."""
+    from pyspark import StorageLevel
+
     from ledger_gc.spark.session import at_once, job_error, job_group, zk_share
 
     started = time.monotonic()
@@ -831,21 +865,47 @@ def _on_executors(
         yield into, done, read_budget.METER.since(mark), {"task": time.monotonic() - started}
 
     with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
+        rdd = context.parallelize(parts_in, len(parts_in))
+        del parts_in
+        results = rdd.mapPartitions(survey_part).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            rdd = context.parallelize(parts_in, len(parts_in))
-            del parts_in
-            parts = rdd.mapPartitions(survey_part).collect()
+            results.count()  # (every task at once, as a collect would run them)
         except Exception as exc:
+            results_unpersist(results)
             raise job_error("the BookKeeper scan", exc) from exc
-    surveys = []
-    done_all: list[DirectoryDone] = []
-    for part, done, reads, seconds in parts:
-        surveys.append(part)
-        done_all += done
-        cost.add_remote("ledgers", reads)
-        for name, took in seconds.items():
-            cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
-    return surveys, done_all
+    return _fetched(spark, run_id, results, cost)
+
+
+def _fetched(
+    spark: SparkSession, run_id: str, results: Any, cost: SurveyCost
+) -> Iterator[tuple[BookKeeperSurvey | None, list[DirectoryDone]]]:
+    """The tasks' results, one task's at a time (``toLocalIterator``: a job a task that
+    reads its kept result): collected at once, at 10M ledgers they were 120 MiB of
+    packed records and the candidates in the driver together. Then they are let go."""
+    from ledger_gc.spark.session import job_error, job_group
+
+    try:
+        with job_group(spark, run_id, "bookkeeper", "fetch each BookKeeper part's results"):
+            try:
+                for part, done, reads, seconds in results.toLocalIterator(prefetchPartitions=True):
+                    cost.add_remote("ledgers", reads)
+                    for name, took in seconds.items():
+                        cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
+                    yield part, done
+            except Exception as exc:
+                raise job_error("the BookKeeper scan", exc) from exc
+    finally:
+        results_unpersist(results)
+
+
+def results_unpersist(results: Any) -> None:
+    """Let a job's kept results go (best effort: a session already stopped keeps none)."""
+    if results is None:
+        return
+    try:
+        results.unpersist()
+    except Exception as exc:  # (the cycle's own error, if any, is what counts)
+        log.debug("could not unpersist the BookKeeper scan's results: %s", exc)
 
 
 def pack_part(part: tuple[list[DirectoryWork], classify.Classifier]) -> tuple[bytes, int]:
