@@ -142,7 +142,9 @@ class OrphanSource(Protocol):
 
     def survey(self, request: SurveyRequest) -> Findings:
         """List this source's candidates, read what references them, classify them.
-        Fails (raises) rather than return findings from a partial read."""
+        Reads of the registry only its own targets (``request.registry``), for why
+        those it does not find orphaned are none. Fails (raises) rather than return
+        findings from a partial read."""
         ...
 
     def owns(self, target_class: str) -> bool:

@@ -214,8 +214,9 @@ class OrphanRegistry:
     def mark(self) -> dict[str, Any]:
         """The registry as it is now, in a few bytes: its latest scan's number and run
         (``{"scan": 0, "run_id": None}``: none). Every entry registered now was first
-        registered by a scan up to it, and every entry registered later by a later one
-        (``surveyed``): a survey keeps this instead of the list of what it read."""
+        registered by a scan up to it, and every entry registered later by a later one,
+        or after a reset (``RegistryTransaction.surveyed`` tells which): a survey keeps
+        this instead of the list of what it read."""
         from sqlalchemy import select
 
         table = schema.scans
