@@ -17,7 +17,7 @@ either importing the other back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +37,28 @@ if TYPE_CHECKING:
     from ledger_gc.rules.orphans.phases import RegistryEntry
 
 
+class Registered(Protocol):
+    """The orphan registry as a survey reads it (``orphans.registry.OrphanRegistry``):
+    only a source's own targets, streamed, never the whole registry (a large cluster's
+    holds 500,000 BookKeeper entries, which no other source needs). What a source reads
+    is for the reasons of its registered targets it does not find orphaned (text, never
+    a verdict) and for the facts of them its survey records; the engine tells which
+    entries the survey saw by the registry's mark read before any source read
+    (``DiffRecord.registry_mark``)."""
+
+    def prefixes(self, scheme: str) -> Iterator[str]:
+        """The registered prefixes that start with ``scheme`` (e.g. ``bookkeeper:``)."""
+        ...
+
+    def entries_of_classes(self, classes: Iterable[str]) -> Iterator[RegistryEntry]:
+        """The registered entries of these target classes."""
+        ...
+
+    def holds_any(self, classes: Iterable[str]) -> bool:
+        """Whether any entry of these target classes is registered."""
+        ...
+
+
 @dataclass(frozen=True)
 class SurveyRequest:
     """What every source's survey is given: one run, in one Spark application."""
@@ -45,9 +67,8 @@ class SurveyRequest:
     run_id: str
     spark: SparkSession
     clock: Callable[[], int]  # this host's clock, epoch ms (tests give a wrong one)
-    # The registry's entries by prefix, read when a source asks (only for the reasons
-    # of those it does not find orphaned: text, never a verdict).
-    registered: Callable[[], Mapping[str, RegistryEntry]]
+    # The registry, read by each source for its own targets only (``Registered``).
+    registry: Registered
     witness: ServerClocks | None = None  # reads the servers' clocks (tests shift them)
     inventory: str | None = None  # an S3 Inventory instead of listing the bucket
     offload_inventory: str | None = None  # the offload bucket's
@@ -121,7 +142,9 @@ class OrphanSource(Protocol):
 
     def survey(self, request: SurveyRequest) -> Findings:
         """List this source's candidates, read what references them, classify them.
-        Fails (raises) rather than return findings from a partial read."""
+        Reads of the registry only its own targets (``request.registry``), for why
+        those it does not find orphaned are none. Fails (raises) rather than return
+        findings from a partial read."""
         ...
 
     def owns(self, target_class: str) -> bool:

@@ -33,7 +33,7 @@ def request(settings: Settings, spark: Any, run_id: str) -> SurveyRequest:
         run_id=run_id,
         spark=spark,
         clock=lambda: int(time.time() * 1000),
-        registered=OrphanRegistry(settings).entries,
+        registry=OrphanRegistry(settings),
     )
 
 

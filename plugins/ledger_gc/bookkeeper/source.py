@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ledger_gc.bookkeeper import deleting
 from ledger_gc.orphan_source import Findings, ScanComparison
-from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES, topic_of
+from ledger_gc.rules.bookkeeper.classify import BK_TARGET_CLASSES, TARGET_SCHEME, topic_of
 from ledger_gc.rules.orphans import guards
 from ledger_gc.rules.orphans.classify import Candidate
 
@@ -40,7 +40,7 @@ class BookKeeperSource:
         run_id = request.run_id
         found = survey(
             request.endpoints,
-            request.registered(),
+            request.registry.prefixes(TARGET_SCHEME),
             spark=request.spark,
             run_id=run_id,
             shared=request.shared,

@@ -400,7 +400,7 @@ def check_layout(endpoints: Endpoints) -> str | None:
 
 def survey(
     endpoints: Endpoints,
-    registered: Mapping[str, Any] | None = None,
+    registered: Iterable[str] | None = None,
     *,
     spark: SparkSession | None = None,
     run_id: str = "bookkeeper",
@@ -408,8 +408,8 @@ def survey(
 ) -> BookKeeperSurvey | None:
     """Survey the BookKeeper source; None when it is off (``auto`` and no LAYOUT).
 
-    ``registered``: the registry's entries by prefix (for the reasons of those this
-    survey does not find orphaned). The driver lists every leaf directory; with
+    ``registered``: the registry's ``bookkeeper:`` prefixes, streamed (for the reasons
+    of those this survey does not find orphaned). The driver lists every leaf directory; with
     ``spark``, a tree of several directories is read and classified on its executors
     (``_on_executors``), else here. CLOSED ledgers' records read by earlier cycles stand
     in for reads where the record cache shows their znodes unchanged

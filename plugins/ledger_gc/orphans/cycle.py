@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ledger_gc import termination
 from ledger_gc.clock import now_ms
@@ -64,6 +64,7 @@ from ledger_gc.orphans.sources import (
 from ledger_gc.orphans.witness import ServerClocks, observe
 from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments, timekeeping
 from ledger_gc.rules.orphans.classify import Candidate
+from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.orphans.timekeeping import Instant
 
 if TYPE_CHECKING:
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-T = TypeVar("T")
 
 
 class DeleteLockLost(LedgerGcError):
@@ -105,13 +105,18 @@ def step_survey(
     snapshot, scan and diff, then BookKeeper's (orphans/sources.py). Their findings are
     the run's diff record and candidates, recorded in one transaction; a re-run
     overwrites them. Returns a short summary (the app prints it; the record holds the
-    rest)."""
+    rest).
+
+    The registry is read by each source for its own targets, streamed
+    (``orphan_source.Registered``); the record keeps its mark, read before any source
+    reads it (``DiffRecord.registry_mark``), not the prefixes it held."""
+    registry = OrphanRegistry(endpoints.state)
     request = SurveyRequest(
         endpoints=endpoints,
         run_id=run_id,
         spark=spark,
         clock=clock,
-        registered=_once(OrphanRegistry(endpoints.state).entries),
+        registry=registry,
         # (a source below the engine reads ZooKeeper's clock by it: the Pulsar metadata's)
         witness=witness or ServerClocks(),
         inventory=inventory,
@@ -119,7 +124,9 @@ def step_survey(
     )
     steps = RunSteps(endpoints.state, run_id)
     steps.start_step(DIFF)
+    mark = registry.mark()
     diff, candidates = survey_sources(request)
+    diff = replace(diff, registry_mark=mark)
     steps.write_diff(diff, candidates, endpoints.blocks.prefix)
     scan = steps.read_record(SCAN, ScanRecord, required=False) or ScanRecord()
     return {
@@ -131,19 +138,6 @@ def step_survey(
         "orphan_bytes": diff.orphan_bytes,
         "orphan_fraction": diff.orphan_fraction,
     }
-
-
-def _once(read: Callable[[], T]) -> Callable[[], T]:
-    """``read``, called at most once (every source asks for the registry as the survey
-    read it: one read of tens of thousands of rows, not one per source)."""
-    got: list[T] = []
-
-    def once() -> T:
-        if not got:
-            got.append(read())
-        return got[0]
-
-    return once
 
 
 # --- phases 1 and 2 --------------------------------------------------------------------
@@ -394,10 +388,11 @@ def _correct_unseen(
     is gone): each corrected with why, a batch at a time."""
     diff = scan.diff
     held_reasons = {item.prefix: item.reason for item in scan.view.held}
+    surveyed = _surveyed(txn, diff)
     for page in txn.unseen_pages(number, scan.batch):
         # An entry registered after the survey read the registry (another cycle's) has
         # no facts here; it gets the generic reason (reasons are text, never a verdict).
-        missing = [entry for entry in page if entry.prefix in diff.registered]
+        missing = [entry for entry in page if surveyed(entry)]
         reasons = reasons_by_source(missing, diff, number)
         for entry in page:
             why = tally.held_now.get(entry.prefix) or held_by_source(
@@ -411,6 +406,16 @@ def _correct_unseen(
             {entry.prefix: entry for entry in page}, {}, number, now, reasons
         )
         tally.write(txn, changes, run_id, number, now)
+
+
+def _surveyed(txn: RegistryTransaction, diff: DiffRecord) -> Callable[[RegistryEntry], bool]:
+    """Whether a registered entry was in the registry when the survey read it: by the
+    registry's mark the survey kept (``RegistryTransaction.surveyed``), or, in a record
+    an older ledger-gc wrote (an upgrade mid-run), by its list of the prefixes."""
+    if diff.registry_mark is None:
+        listed = diff.registered
+        return lambda entry: entry.prefix in listed
+    return txn.surveyed(diff.registry_mark)
 
 
 def _sequence_restarted(latest: PhasesRecord, diff: DiffRecord) -> bool:

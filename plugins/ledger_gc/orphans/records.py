@@ -169,11 +169,18 @@ class DiffRecord(StepRecord):
     # The Pulsar-metadata source's survey (``PulsarMetadataManifest``; None: it was off).
     pulsar_metadata: dict[str, Any] | None = None
     candidates: int = 0  # every source's, in the rows beside the record
+    # The registry's mark (``OrphanRegistry.mark``: its latest scan's number and run),
+    # read by the engine before any source read the registry: which registered entries
+    # the survey saw (``RegistryTransaction.surveyed``). None: a record an older
+    # ledger-gc wrote, which listed them instead (``registered``).
+    registry_mark: dict[str, Any] | None = None
 
     @cached_property  # asked once per registry entry by the phases step
     def registered(self) -> frozenset[str]:
-        """The registry's prefixes as the survey read them: an entry registered after
-        that (by another cycle) was not looked for, so this run does not correct it."""
+        """The registry's prefixes as the survey read them, as an older ledger-gc
+        listed them (a record without ``registry_mark``: an upgrade mid-run): an entry
+        registered after that (by another cycle) has no facts in this run, and gets the
+        generic reason when corrected."""
         return frozenset(self.snapshot_facts.get("registered") or ())
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -168,6 +168,65 @@ class OrphanRegistry:
         with self.store.read() as conn:
             yield from _iter_entries(conn)
 
+    def prefixes(self, scheme: str) -> Iterator[str]:
+        """The prefixes that start with ``scheme`` (one source's targets, e.g.
+        ``bookkeeper:``), by prefix, streamed: a survey that explains its own registered
+        targets reads only theirs, never another source's or a whole entry."""
+        from sqlalchemy import func, select
+
+        column = schema.orphans.c.prefix
+        query = (
+            select(column)
+            # (a compared substring, not LIKE: SQLite's LIKE ignores case, and a range
+            # would follow PostgreSQL's collation, not the scheme's characters)
+            .where(func.substr(column, 1, len(scheme)) == scheme)
+            .order_by(column)
+            .execution_options(yield_per=_STREAM_BATCH)
+        )
+        with self.store.read() as conn:
+            for (prefix,) in conn.execute(query):
+                yield prefix
+
+    def entries_of_classes(self, classes: Iterable[str]) -> Iterator[RegistryEntry]:
+        """The entries of these target classes (one source's), by prefix, streamed."""
+        from sqlalchemy import select
+
+        table = schema.orphans
+        query = (
+            select(*(table.c[k] for k in _ENTRY_FIELDS))
+            .where(table.c.target_class.in_(sorted(set(classes))))
+            .order_by(table.c.prefix)
+            .execution_options(yield_per=_STREAM_BATCH)
+        )
+        with self.store.read() as conn:
+            for prefix, target_class, *rest in conn.execute(query):
+                yield RegistryEntry(prefix, sys.intern(target_class), *rest)
+
+    def holds_any(self, classes: Iterable[str]) -> bool:
+        """Whether any entry is of these target classes (one row looked for, none read)."""
+        from sqlalchemy import exists, select
+
+        table = schema.orphans
+        query = select(exists().where(table.c.target_class.in_(sorted(set(classes)))))
+        with self.store.read() as conn:
+            return bool(conn.execute(query).scalar())
+
+    def mark(self) -> dict[str, Any]:
+        """The registry as it is now, in a few bytes: its latest scan's number and run
+        (``{"scan": 0, "run_id": None}``: none). Every entry registered now was first
+        registered by a scan up to it, and every entry registered later by a later one,
+        or after a reset (``RegistryTransaction.surveyed`` tells which): a survey keeps
+        this instead of the list of what it read."""
+        from sqlalchemy import select
+
+        table = schema.scans
+        query = select(table.c.number, table.c.run_id).order_by(table.c.number.desc()).limit(1)
+        with self.store.read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return {"scan": 0, "run_id": None}
+        return {"scan": int(row[0]), "run_id": str(row[1])}
+
     def count(self) -> int:
         """How many entries the registry holds (one query, no row read)."""
         from sqlalchemy import func, select
@@ -285,6 +344,26 @@ class RegistryTransaction:
 
     def latest_scan(self) -> ScanRecord | None:
         return _latest_scan(self.conn)
+
+    def surveyed(self, mark: dict[str, Any]) -> Callable[[RegistryEntry], bool]:
+        """Whether an entry registered now was in the registry when ``mark``
+        (``OrphanRegistry.mark``) was read: first registered by a scan up to the mark's.
+
+        An entry removed and registered again since is a new entry (its first scan is
+        the later one), and so is a restarted one. A registry reset since numbers its
+        scans from 1 again: then the mark's scan is another run's, or none, and nothing
+        registered now was there."""
+        from sqlalchemy import select
+
+        through = int(mark.get("scan") or 0)
+        if through:
+            table = schema.scans
+            number = self.conn.execute(
+                select(table.c.number).where(table.c.run_id == mark.get("run_id"))
+            ).scalar()
+            if number != through:
+                return lambda entry: False
+        return lambda entry: entry.first_scan <= through
 
     def scan_of_run(self, run_id: str) -> ScanRecord | None:
         return _scan_of_run(self.conn, run_id)

@@ -92,7 +92,7 @@ def nothing_to_scan(request: SurveyRequest) -> bool:
         and not endpoints.offload.configured
         and not request.inventory
         and not request.offload_inventory
-        and not any(e.target_class in ORPHAN_CLASSES for e in request.registered().values())
+        and not request.registry.holds_any(ORPHAN_CLASSES)
     )
 
 
@@ -142,8 +142,7 @@ def without_buckets(request: SurveyRequest) -> Findings:
         clock_warnings=warnings,
     )
     steps.write_record(run_steps.SCAN, scan)
-    registered = sorted(request.registered())
-    facts = {"ml_high": {}, "ml_rows": [], "ledger_rows": [], "registered": registered}
+    facts: dict[str, Any] = {"ml_high": {}, "ml_rows": [], "ledger_rows": []}
     result = DiffResult(managed_ledgers=len(names))
     return Findings(_fields(result, snapshot, scan, facts, None), [])
 
@@ -245,8 +244,11 @@ def step_diff(endpoints: Endpoints, run_id: str, spark: SparkSession) -> DiffRec
     other source surveyed in this run: its part of the record says it was off)."""
     steps = RunSteps(endpoints.state, run_id)
     steps.start_step(run_steps.DIFF)  # a failed re-run leaves no output, not the last one's
+    mark = OrphanRegistry(endpoints.state).mark()  # (before the diff reads the registry)
     findings = diff_job(spark, endpoints, RunPaths(endpoints.state.state_dir, run_id))
-    record = DiffRecord.from_dict(findings.record | {"candidates": len(findings.candidates)})
+    record = DiffRecord.from_dict(
+        findings.record | {"candidates": len(findings.candidates), "registry_mark": mark}
+    )
     steps.write_diff(record, findings.candidates, endpoints.blocks.prefix)
     return record
 
@@ -318,7 +320,9 @@ def classify(
             scan_record.offload,
             max_foreign_samples=max_foreign_samples,
         )
-    registered = OrphanRegistry(endpoints.state).entries().values()
+    # This source's registered targets only, streamed (the registry's other entries are
+    # other sources', and many).
+    registered = OrphanRegistry(endpoints.state).entries_of_classes(ORPHAN_CLASSES)
     facts = {"ml_high": blocks.ml_high, **registered_facts(snapshot, registered)}
     fields = _fields(result, snapshot_record, scan_record, facts, metadata_max_ledger_id(snapshot))
     return result, fields

@@ -23,7 +23,7 @@ from ledger_gc.pulsar_metadata import deleting
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.outcomes import HELD, RecheckResult
 from ledger_gc.rules.pulsar_metadata import guards as pm_guards
-from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
+from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES, TARGET_SCHEME
 
 if TYPE_CHECKING:
     from ledger_gc.orphan_source import DeleteRequest, SurveyRequest
@@ -52,7 +52,7 @@ class PulsarMetadataSource:
         found = survey(
             request.endpoints,
             witness=request.witness,
-            registered=request.registered(),
+            registered=request.registry.prefixes(TARGET_SCHEME),
             clock=request.clock,
             tree=request.shared.get(SHARED_MANAGED_LEDGERS),
         )

@@ -141,7 +141,7 @@ def survey(
     endpoints: Endpoints,
     *,
     witness: ServerClocks,
-    registered: Mapping[str, Any] | None = None,
+    registered: Iterable[str] | None = None,
     clock: Callable[[], int] = lambda: int(time.time() * 1000),
     tree: ManagedLedgerTree | None = None,
 ) -> PulsarMetadataSurvey | None:
@@ -150,7 +150,9 @@ def survey(
     store given and no ``/admin/policies`` in the local store). Raises ConfigError for a
     wrong configuration store. ``witness`` reads ZooKeeper's clock (the engine's, which
     tests shift): ages are ZooKeeper's. ``tree``: ``/managed-ledgers`` as this cycle's
-    survey listed it a moment before (``SurveyRequest.shared``; None: listed here)."""
+    survey listed it a moment before (``SurveyRequest.shared``; None: listed here).
+    ``registered``: the registry's prefixes of this source (``pulsar-metadata:``), read
+    once at the end, for the reasons of those it does not find."""
     if not endpoints.pulsar_metadata_on:
         return None
     started = time.monotonic()
@@ -218,7 +220,7 @@ def survey(
             and n in by_name
             and by_name[n].target_class in (PM_DELETED_NAMESPACE, PM_DELETED_TENANT)
         )
-        manifest.registered_reasons = _registered_reasons(registered or {}, leftovers, every)
+        manifest.registered_reasons = _registered_reasons(registered or (), leftovers, every)
         reads = METER.since(mark)
         manifest.cost = {
             "zk_reads": sum(reads.values()),
@@ -785,11 +787,13 @@ def _manifest(
 
 
 def _registered_reasons(
-    registered: Mapping[str, Any],
+    registered: Iterable[str],
     leftovers: list[Leftover],
     judged: Mapping[tuple[str, str], Judgement],
 ) -> dict[str, str]:
-    """Why each registered leftover this survey does not find (as a candidate) is none."""
+    """Why each registered leftover this survey does not find (as a candidate) is none.
+    ``registered``: the registered prefixes of this source's scheme (streamed; another
+    prefix is skipped)."""
     by_target = {left.target: left for left in leftovers}
     reasons = {}
     for prefix in registered:

@@ -1,6 +1,6 @@
 """What the phases step needs of a survey's snapshot, which stays in the survey's Spark
 application (``s3_source.SnapshotFacts`` reads the record back): small, because it covers
-only the registered targets (the rows that say why one is no orphan any more) and the
+only the source's registered targets (the rows that say why one is no orphan any more) and the
 highest ledger id the metadata lists or marks.
 
 The registered targets are filters (``isin``: a hash set in the JVM), not joins with a
@@ -32,20 +32,26 @@ def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -
     """``ml_rows``: the snapshot rows of the managed ledgers of registered orphan ledgers
     and partitions (their ML rows, and the rows of the registered ledger ids);
     ``ledger_rows``: every row that references the ledger id of a registered orphan
-    segment; ``registered``: the prefixes these cover (the registry as the survey read
-    it). One pass over the snapshot, none with nothing registered."""
+    segment. One pass over the snapshot, none with nothing registered. ``registered``
+    (streamed) is read once, and only the names and ids of this source's targets are
+    kept (which entries the survey saw is the engine's mark, not a list here)."""
     from pyspark.sql import functions as F
 
-    entries = list(registered)
-    # Facts of this source's targets only: another source's (BookKeeper's ledgers)
-    # are its own to explain, and tens of thousands in an ``isin`` cost seconds.
-    mine = [e for e in entries if e.target_class in ORPHAN_CLASSES]
-    in_mls = [e for e in mine if e.target_class not in OFFLOAD_ORPHAN_CLASSES]
-    ml_names = sorted({e.ml_name for e in in_mls})
-    pairs = {(e.ml_name, e.ledger_id) for e in in_mls if e.ledger_id is not None}
-    segment_ids = sorted(
-        {e.ledger_id for e in mine if e.target_class == ORPHAN_SEGMENT and e.ledger_id is not None}
-    )
+    names: set[str] = set()
+    pairs: set[tuple[str, int]] = set()
+    ids: set[int] = set()
+    for e in registered:
+        # Facts of this source's targets only: another source's (BookKeeper's ledgers)
+        # are its own to explain, and tens of thousands in an ``isin`` cost seconds.
+        if e.target_class not in ORPHAN_CLASSES:
+            continue
+        if e.target_class not in OFFLOAD_ORPHAN_CLASSES:
+            names.add(e.ml_name)
+            if e.ledger_id is not None:
+                pairs.add((e.ml_name, e.ledger_id))
+        elif e.target_class == ORPHAN_SEGMENT and e.ledger_id is not None:
+            ids.add(e.ledger_id)
+    ml_names, segment_ids = sorted(names), sorted(ids)
     is_ml = F.col("entry_type") == reading.ML_ROW
     wanted = []
     if ml_names:
@@ -68,7 +74,6 @@ def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -
         except Exception as exc:
             raise job_error("the diff", exc) from exc
         rows = [list(row) for row in found]
-    names, ids = set(ml_names), set(segment_ids)
     return {
         "ml_rows": [
             row
@@ -77,7 +82,6 @@ def registered_facts(snapshot: DataFrame, registered: Iterable[RegistryEntry]) -
             or (row[0] != reading.ML_ROW and (row[1], row[2]) in pairs)
         ],
         "ledger_rows": [row for row in rows if row[0] != reading.ML_ROW and row[2] in ids],
-        "registered": sorted(e.prefix for e in entries),
     }
 
 
