@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 from array import array
+from bisect import bisect_left
 from itertools import pairwise
 from typing import Any
 
@@ -18,6 +19,7 @@ from ledger_gc.rules.bookkeeper.classify import BkLedger, Classifier, PulsarRefe
 from ledger_gc.rules.bookkeeper.ledger_index import (
     FoundIds,
     GroupTable,
+    LeafIds,
     LedgerIds,
     LedgerIndex,
     Spans,
@@ -177,6 +179,7 @@ directories = st.lists(st.lists(st.integers(0, 199), max_size=12), max_size=6)
     low=st.integers(-5, 205),
     below=st.none() | st.integers(-5, 205),
     by_directory=st.booleans(),
+    leaf_ids=st.booleans(),
 )
 def test_found_ids_are_the_listing_less_what_was_gone(
     runs: list[list[int]],
@@ -185,6 +188,7 @@ def test_found_ids_are_the_listing_less_what_was_gone(
     low: int,
     below: int | None,
     by_directory: bool,
+    leaf_ids: bool,
 ) -> None:
     """The ids a survey found, kept as the listing's own arrays less the ids gone before
     their read, answer every check as the set of them does (``missing_listed``,
@@ -193,6 +197,8 @@ def test_found_ids_are_the_listing_less_what_was_gone(
     if by_directory:  # each directory its own range of ids, sorted, as a listing's
         listing = [array("q", sorted({d * 200 + i for i in run})) for d, run in enumerate(runs)]
         gone = frozenset(d * 200 + g for d in range(len(runs)) for g in gone)
+        if leaf_ids:  # (as the survey keeps a leaf directory's listing)
+            listing = [LeafIds.of(run) for run in listing]  # type: ignore[misc]
     else:
         listing = [array("q", run) for run in runs]
     want = frozenset(lid for run in listing for lid in run) - gone
@@ -309,3 +315,31 @@ def test_every_part_cut_at_once_is_the_whole_index_cut(
         assert dict(mine.referenced.items()) == dict(want.referenced.items())
         assert dict(mine.owner_of.items()) == dict(want.owner_of.items())
         assert mine.handed_off == want.handed_off
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=st.sampled_from([0, 10_000, 2**31 - 1, 2**63 - 10_000]),
+    offsets=st.lists(st.integers(0, 9_999), max_size=40),
+    probe=st.lists(st.integers(-3, 10_003), max_size=10),
+)
+def test_a_leafs_ids_are_the_array_of_them_in_two_bytes_each(
+    base: int, offsets: list[int], probe: list[int]
+) -> None:
+    """A leaf directory's listing (at most 10,000 consecutive ids) kept as a base and
+    each id's two-byte offset (issue 36: the survey keeps every leaf's listing in the
+    driver, 80 MB at 10M as eight-byte ids): read as the array of the same ids."""
+    want = array("q", sorted({base + o for o in offsets}))
+    got = LeafIds.of(want)
+    assert len(got) == len(want) and list(got) == list(want) and got == want
+    for at in range(-len(want), len(want)):
+        assert got[at] == want[at]
+    assert list(got[1:-1]) == list(want[1:-1]) and list(got[::2]) == list(want[::2])
+    for lid in (base + p for p in probe):
+        assert (lid in got) == (lid in want)
+        assert bisect_left(got, lid) == bisect_left(want, lid)
+    back = pickle.loads(pickle.dumps(got))
+    assert list(back) == list(want)
+    assert isinstance(got, LeafIds) and got.itemsize == 2
+    wide = array("q", [5, 5 + 70_000])  # (not one leaf's: kept as it is)
+    assert LeafIds.of(wide) is wide

@@ -16,7 +16,6 @@ counted (``Listing.not_ledgers``), never read as one.
 from __future__ import annotations
 
 import logging
-from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ledger_gc.errors import ConfigError
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
+from ledger_gc.rules.bookkeeper.ledger_index import LeafIds
 from ledger_gc.rules.bookkeeper.record_cache import DirectoryState
 from ledger_gc.rules.bookkeeper.records import LedgerRecord, RecordError, decode_record
 
@@ -184,7 +184,7 @@ class Leaf:
 
     directory: str  # below the root, e.g. "00/0012"
     state: DirectoryState
-    ledger_ids: Sequence[int]  # sorted (an array('q'))
+    ledger_ids: Sequence[int]  # sorted (a LeafIds)
 
 
 @dataclass
@@ -244,8 +244,9 @@ def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[s
                 found.odd.odd(f"{rel}/{name}")
             ids.sort()
             state = DirectoryState(int(stat.czxid), int(stat.cversion), int(stat.pzxid))
-            # (8 bytes an id in an array; a list of ints is 36, and the driver holds all)
-            found.leaves.append(Leaf(rel, state, array("q", ids)))
+            # (2 bytes an id from the leaf's first: a list of ints is 36, an array 8,
+            # and the driver holds every leaf's for the whole survey)
+            found.leaves.append(Leaf(rel, state, LeafIds.of(ids)))
     return found
 
 
