@@ -148,7 +148,7 @@ def _managed_ledgers(
     marked: dict[str, frozenset[int]] = {}
     offloaded_deleted: dict[int, str] = {}
     copies: dict[int, OffloadedCopy] = {}
-    for name, path, raw in zip(names, ml_paths, store.get_many_raw(ml_paths), strict=True):
+    for name, path, raw in zip(names, ml_paths, store.iter_many_raw(ml_paths), strict=True):
         if raw is None:
             continue  # deleted since it was listed: it references nothing now
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
@@ -190,7 +190,7 @@ def _cursor_references(
     compacted: dict[str, int] = {}
     buckets: set[int] = set()
     for (name, cursor), path, raw in zip(
-        pairs, cursor_paths, store.get_many_raw(cursor_paths), strict=True
+        pairs, cursor_paths, store.iter_many_raw(cursor_paths), strict=True
     ):
         if raw is None:
             continue  # deleted since it was listed
@@ -257,7 +257,7 @@ def _schemas(store: MetadataStore, listed: SchemaTree) -> tuple[dict[str, Schema
         for topic in names
     ]
     schemas: dict[str, SchemaIndex] = {}
-    for path, raw in zip(topics, store.get_many_raw(topics), strict=True):
+    for path, raw in zip(topics, store.iter_many_raw(topics), strict=True):
         if raw is None:
             continue
         schemas[path[len(SCHEMAS_ROOT) + 1 :]] = schema_index(raw[0])
