@@ -343,3 +343,31 @@ def test_a_leafs_ids_are_the_array_of_them_in_two_bytes_each(
     assert isinstance(got, LeafIds) and got.itemsize == 2
     wide = array("q", [5, 5 + 70_000])  # (not one leaf's: kept as it is)
     assert LeafIds.of(wide) is wide
+
+
+def test_a_tasks_cut_grows_with_its_ledgers_not_with_the_topics() -> None:
+    """Each Spark task was sent the whole classifier of its part, with every topic's
+    name, highest id and cursor (16 MB pickled at 100,000 topics, forty tasks each): now
+    that common part goes once (``common``, a broadcast) and a task's own cut carries
+    its ledgers only, whatever the number of topics."""
+
+    def cut_and_common(topics: int) -> tuple[int, int]:
+        listed = {
+            f"t/ns/persistent/topic-{t}": LedgerIds(range(1_000 + t * 10, 1_000 + t * 10 + 9))
+            for t in range(topics)
+        }
+        listed["t/ns/persistent/mine"] = LedgerIds(range(0, 500))
+        refs = PulsarReferences(
+            listed=listed,
+            cursors={(name, "sub"): -1 for name in listed},
+            namespaces=frozenset(["t/ns"]),
+        )
+        classifier = Classifier(refs)
+        (cut,) = classifier.cuts([[(0, 1_000)]])
+        assert len(cut.referenced) == len(cut.owner_of) == 500
+        return pack_part(cut)[1], pack_part(classifier.common())[1]
+
+    few_cut, few_common = cut_and_common(200)
+    many_cut, many_common = cut_and_common(20_000)
+    assert many_cut == few_cut
+    assert many_common > 50 * few_common

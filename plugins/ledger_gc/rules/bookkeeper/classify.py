@@ -410,6 +410,17 @@ class Verdict:
         }
 
 
+@dataclass(frozen=True)
+class PartCut:
+    """One part's own share of a classifier (``Classifier.cuts``): what is per ledger,
+    cut to the part's ranges."""
+
+    referenced: LedgerIndex
+    owner_of: LedgerIndex
+    handed_off: Mapping[int, HandedOff]
+    offloaded_deleted: Mapping[int, str]
+
+
 class Classifier:
     """``classify`` with the references' indexes built once (a million ledgers)."""
 
@@ -486,6 +497,31 @@ class Classifier:
 
     def parts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[Classifier]:
         """``within`` each of several parts' ranges, in turn (one a Spark task): the
+        classifier common to all with each part's cut (``common``, ``cuts``,
+        ``with_cut``)."""
+        common = self.common()
+        for cut in self.cuts(ranges):
+            yield common.with_cut(cut)
+
+    def common(self) -> Classifier:
+        """What every part's classifier has whole, and nothing per ledger: the managed
+        ledgers' names (not their listed ids), their highest ids, the cursors, schemas
+        and namespaces. Sent once to every executor (a Spark broadcast), not with each
+        task: at 100,000 topics, 16 MB pickled, which forty tasks each carried."""
+        part = copy.copy(self)
+        part._referenced = part._owner_of = None
+        part.handed_off = {}
+        part.refs = replace(
+            self.refs,
+            listed=dict.fromkeys(self.refs.listed, LedgerIds()),
+            marked={},
+            offloaded_deleted={},
+            offload_copies={},
+        )
+        return part
+
+    def cuts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[PartCut]:
+        """Each part's own: the per-ledger indexes and maps cut to its ranges, the
         references asked once which parts each record's ledgers fall in, not once a
         part (``GroupTable.assign``)."""
         merged = [_merged(mine) for mine in ranges]
@@ -495,26 +531,27 @@ class Classifier:
             owners = GroupTable(self._owner_groups())
             referenced_of, owners_of = referenced.assign(merged), owners.assign(merged)
         for at, spans in enumerate(merged):
-            part = copy.copy(self)
             if built:
                 assert self._referenced is not None and self._owner_of is not None
-                part._referenced = self._referenced.within(spans)
-                part._owner_of = self._owner_of.within(spans)
+                cut_referenced = self._referenced.within(spans)
+                cut_owners = self._owner_of.within(spans)
             else:
-                part._referenced = LedgerIndex.build(referenced.cut(spans, referenced_of[at]))
-                part._owner_of = LedgerIndex.build(owners.cut(spans, owners_of[at]))
-            part.handed_off = {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)}
-            offloaded = {
-                lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)
-            }
-            part.refs = replace(
-                self.refs,
-                listed=dict.fromkeys(self.refs.listed, LedgerIds()),
-                marked={},
-                offloaded_deleted=offloaded,
-                offload_copies={},
+                cut_referenced = LedgerIndex.build(referenced.cut(spans, referenced_of[at]))
+                cut_owners = LedgerIndex.build(owners.cut(spans, owners_of[at]))
+            yield PartCut(
+                cut_referenced,
+                cut_owners,
+                {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)},
+                {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)},
             )
-            yield part
+
+    def with_cut(self, cut: PartCut) -> Classifier:
+        """This (``common``) classifier for one part's ledgers."""
+        part = copy.copy(self)
+        part._referenced, part._owner_of = cut.referenced, cut.owner_of
+        part.handed_off = cut.handed_off
+        part.refs = replace(self.refs, offloaded_deleted=cut.offloaded_deleted)
+        return part
 
     def classify(self, ledger: BkLedger) -> Verdict:
         lid = ledger.ledger_id
