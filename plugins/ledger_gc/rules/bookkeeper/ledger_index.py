@@ -301,8 +301,17 @@ class LeafIds(Sequence[int]):
         return self.base + self.offsets[at]
 
     def __iter__(self) -> Iterator[int]:
-        base = self.base
-        return (base + o for o in self.offsets)
+        return iter(self.tolist())
+
+    def tolist(self) -> list[int]:
+        """The ids as a list, made by numpy (a leaf's are iterated several times a
+        survey: the cached records that stand, the reads, the cache's row)."""
+        import numpy as np
+
+        ids: list[int] = (
+            np.frombuffer(self.offsets, dtype=np.uint16) + np.int64(self.base)
+        ).tolist()
+        return ids
 
     def __contains__(self, ledger_id: object) -> bool:
         return self.position(ledger_id) is not None
