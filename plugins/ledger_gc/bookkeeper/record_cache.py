@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import sqlalchemy as sa
@@ -53,6 +52,7 @@ from ledger_gc.rules.bookkeeper.record_cache import (
     encode_ids,
 )
 from ledger_gc.state import schema
+from ledger_gc.state.batching import batches
 from ledger_gc.state.stores import open_store
 
 log = logging.getLogger(__name__)
@@ -375,7 +375,7 @@ def load_rows(
         return found
     mine = (table.c.instance_id == cache.instance_id) & (table.c.location == cache.location)
     with open_store(state_store).read() as conn:
-        for batch in _batches(keys, 500):
+        for batch in batches(keys, 500):
             for row in conn.execute(
                 table.select().where(mine & table.c.first_ledger_id.in_(batch))
             ):
@@ -441,10 +441,10 @@ def save(
                 table.select().with_only_columns(table.c.first_ledger_id).where(mine)
             )
         }
-        for batch in _batches(sorted(existing - keys), 500):
-            conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(batch)))
+        for gone in batches(sorted(existing - keys), 500):
+            conn.execute(table.delete().where(mine & table.c.first_ledger_id.in_(gone)))
         written = 0
-        for batch in _batched(rows, _ROWS_PER_INSERT):
+        for batch in batches(rows, _ROWS_PER_INSERT):
             values = [_row_values(cache, r, proven, now_ms) for r in batch]
             renew = [v["first_ledger_id"] for v in values if v["first_ledger_id"] in existing]
             if renew:
@@ -548,15 +548,3 @@ def _first_id(directory: str, layout: str) -> int:
     if layout == ledger_paths.HIERARCHICAL and long_tree:
         first = max(first, ledger_paths.SHORT_ID_LIMIT)
     return first
-
-
-def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """``items`` a list of ``size`` at a time, as they are read."""
-    it = iter(items)
-    while batch := list(islice(it, size)):
-        yield batch
-
-
-def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

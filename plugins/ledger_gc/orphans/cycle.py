@@ -48,7 +48,7 @@ from ledger_gc.orphans.layout import new_run_id
 from ledger_gc.orphans.options import CycleOptions
 from ledger_gc.orphans.preflight import check_servers
 from ledger_gc.orphans.records import DeleteRecord, DiffRecord, PhasesRecord, ScanRecord
-from ledger_gc.orphans.registry import OrphanRegistry, RegistryTransaction, batches
+from ledger_gc.orphans.registry import OrphanRegistry, RegistryTransaction
 from ledger_gc.orphans.run_steps import DELETE, DIFF, PHASES, SCAN, RunSteps
 from ledger_gc.orphans.sources import (
     SOURCES,
@@ -66,6 +66,7 @@ from ledger_gc.rules.orphans import guards, horizon, outcomes, phases, segments,
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.orphans.timekeeping import Instant
+from ledger_gc.state.batching import batches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

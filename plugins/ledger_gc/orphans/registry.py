@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ledger_gc.rules.orphans.phases import RegistryEntry
 from ledger_gc.rules.orphans.timekeeping import Instant
 from ledger_gc.state import schema
+from ledger_gc.state.batching import batches
 from ledger_gc.state.legacy_import import LEGACY_REGISTRY, source_key
 from ledger_gc.state.store import StateCorruptError, StateError, StateStore
 from ledger_gc.state.stores import open_store
@@ -476,19 +477,6 @@ class RegistryTransaction:
                 for entry, event, reason in batch
             ]
             self.conn.execute(schema.history.insert(), rows)
-
-
-def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of at most ``size``, in order (rows written, or read, a page
-    at a time)."""
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _entries(conn: Connection) -> dict[str, RegistryEntry]:

@@ -21,12 +21,12 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger_gc.errors import LedgerGcError
 from ledger_gc.rules.orphans.classify import Candidate
 from ledger_gc.state import schema
+from ledger_gc.state.batching import batches
 from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
@@ -132,8 +132,7 @@ class RunSteps:
         with self.store.write() as conn:
             self._forget(conn, DIFF)
             position = 0
-            listed = iter(candidates)
-            while batch := list(islice(listed, _INSERT_BATCH)):
+            for batch in batches(candidates, _INSERT_BATCH):
                 rows = [
                     {
                         "run_id": self.run_id,

@@ -24,12 +24,13 @@ rules still apply. A namespace's first record is kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger_gc.clock import now_ms
 from ledger_gc.state import schema
+from ledger_gc.state.batching import batches
 from ledger_gc.state.stores import open_store
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def hand_off(state: StateEndpoint, run_id: str, ledgers: Mapping[int, HandOff]) 
     recorded = now_ms()
     with open_store(state).write() as conn:
         known: set[int] = set()
-        for batch in _batches(sorted(ledgers)):
+        for batch in batches(sorted(ledgers), _BATCH):
             known.update(
                 int(lid)
                 for (lid,) in conn.execute(
@@ -82,8 +83,8 @@ def hand_off(state: StateEndpoint, run_id: str, ledgers: Mapping[int, HandOff]) 
             for lid, given in sorted(ledgers.items())
             if int(lid) not in known
         ]
-        for batch in _batches(rows):
-            conn.execute(table.insert(), batch)
+        for page in batches(rows, _BATCH):
+            conn.execute(table.insert(), page)
 
 
 def handed_off(state: StateEndpoint) -> dict[int, HandOff]:
@@ -106,14 +107,9 @@ def forget(state: StateEndpoint, ledger_ids: Iterable[int]) -> int:
     table = schema.bk_handoff
     gone = 0
     with open_store(state).write() as conn:
-        for batch in _batches(ids):
+        for batch in batches(ids, _BATCH):
             gone += conn.execute(table.delete().where(table.c.ledger_id.in_(batch))).rowcount
     return gone
-
-
-def _batches(items: list[Any]) -> Iterator[list[Any]]:
-    for start in range(0, len(items), _BATCH):
-        yield items[start : start + _BATCH]
 
 
 def record_removed_namespaces(
@@ -136,7 +132,7 @@ def record_removed_namespaces(
     recorded = now_ms()
     with open_store(state).write() as conn:
         known: set[str] = set()
-        for batch in _batches(names):
+        for batch in batches(names, _BATCH):
             known.update(
                 str(name)
                 for (name,) in conn.execute(
@@ -150,8 +146,8 @@ def record_removed_namespaces(
             for name in names
             if name not in known
         ]
-        for batch in _batches(rows):
-            conn.execute(table.insert(), batch)
+        for page in batches(rows, _BATCH):
+            conn.execute(table.insert(), page)
 
 
 def removed_namespaces(state: StateEndpoint) -> frozenset[str]:
