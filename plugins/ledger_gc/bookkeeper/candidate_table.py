@@ -23,8 +23,8 @@ from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.classify import (
     BkLedger,
     Verdict,
+    ledger_id_of_target,
     topic_of,
-    znode_of_target,
 )
 from ledger_gc.rules.orphans.classify import Candidate
 
@@ -110,8 +110,12 @@ class CandidateTable(Collection[BkCandidate]):
         self._ids.extend(other._ids)
         self._bytes.extend(other._bytes)
         self._ctimes.extend(other._ctimes)
-        self._classes.extend(_renumbered(other._classes, other._class_names, self, "B"))
-        self._owners.extend(_renumbered(other._owners, other._owner_names, self, "i"))
+        self._classes.extend(
+            _renumbered(other._classes, other._class_names, self._class_at, self._class_names)
+        )
+        self._owners.extend(
+            _renumbered(other._owners, other._owner_names, self._owner_at, self._owner_names)
+        )
 
     def remove(self, ledger_ids: Collection[int]) -> list[BkCandidate]:
         """Take out the candidates of these ledgers; the ones taken, in order."""
@@ -185,7 +189,7 @@ class CandidateTable(Collection[BkCandidate]):
         ids = np.sort(np.frombuffer(self._ids, dtype=np.int64))
         out = []
         for prefix in prefixes:
-            lid = self._ledger_id_of(prefix)
+            lid = ledger_id_of_target(prefix, self.root, self.layout)
             if lid is None or not _holds(ids, lid):
                 out.append(prefix)
         return out
@@ -220,16 +224,6 @@ class CandidateTable(Collection[BkCandidate]):
     def _pairs(self) -> set[tuple[int, int]]:
         return set(zip(self._classes, self._owners, strict=True))
 
-    def _ledger_id_of(self, prefix: str) -> int | None:
-        znode = znode_of_target(prefix)
-        base = self.root.rstrip("/") + "/"
-        if znode is None or not znode.startswith(base):
-            return None
-        lid = ledger_paths.ledger_id_of(znode[len(base) :], self.layout)
-        if lid is None or ledger_paths.ledger_path(self.root, lid, self.layout) != znode:
-            return None
-        return lid
-
 
 def _index(at: dict[str, int], names: list[str], name: str) -> int:
     found = at.get(name)
@@ -239,11 +233,13 @@ def _index(at: dict[str, int], names: list[str], name: str) -> int:
     return found
 
 
-def _renumbered(codes: array[int], names: list[str], into: CandidateTable, code: str) -> array[int]:
-    """Another table's class or owner numbers as ``into`` numbers the same names."""
-    mine = into._class_at if code == "B" else into._owner_at
-    my_names = into._class_names if code == "B" else into._owner_names
-    mapping = np.array([_index(mine, my_names, name) for name in names], dtype=np.dtype(code))
+def _renumbered(
+    codes: array[int], names: list[str], at: dict[str, int], into: list[str]
+) -> array[int]:
+    """Another table's class or owner numbers (``codes`` of ``names``) as the numbers
+    of the same names in ``at`` and ``into``, which gain those they lack."""
+    code = codes.typecode
+    mapping = np.array([_index(at, into, name) for name in names], dtype=np.dtype(code))
     if not len(codes):
         return array(code)
     renumbered = mapping[np.frombuffer(codes, dtype=np.dtype(code))]

@@ -65,6 +65,7 @@ from ledger_gc.rules.bookkeeper.classify import (
     TARGET_SCHEME,
     BkLedger,
     Verdict,
+    ledger_id_of_target,
     znode_of_target,
 )
 from ledger_gc.rules.bookkeeper.ledger_index import FoundIds
@@ -731,11 +732,8 @@ def _save_cache(
 ) -> None:
     """This cycle's rows: each directory's listing and its records now (a directory
     whose records came back; the others' rows stand as they are). ``done`` is read to
-    its end whether the cache is on or not (the survey's parts come with it)."""
-    if not cache.enabled:
-        for _ in done:
-            pass
-        return
+    its end whether the cache is on or not (the survey's parts come with it:
+    ``record_cache.save`` reads its rows to the end either way)."""
     # Nothing to keep of a directory without ledgers (a row without records saves no
     # read), and one that can hold no ledger of this layout (a stray long path of small
     # ids in the hierarchical layout) has no row key of its own.
@@ -953,8 +951,7 @@ def _names_other(ledger: BkLedger, ml_name: str) -> bool:
 
 def _why_not(prefix: str, root: str, layout: str, found: AbstractSet[int]) -> str:
     znode = znode_of_target(prefix) or ""
-    relative = znode[len(root) + 1 :] if znode.startswith(root + "/") else None
-    ledger_id = ledger_paths.ledger_id_of(relative, layout) if relative else None
+    ledger_id = ledger_id_of_target(prefix, root, layout)
     if ledger_id is None:
         return f"{znode} is not a ledger of {root} ({layout}) any more; tracked no longer"
     if ledger_id not in found:

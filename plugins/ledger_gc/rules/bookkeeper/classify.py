@@ -67,6 +67,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
+from ledger_gc.rules.bookkeeper import ledger_paths
 from ledger_gc.rules.bookkeeper.ledger_index import GroupTable, LedgerIds, LedgerIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
@@ -144,6 +145,16 @@ def target_of(znode: str) -> str:
 def znode_of_target(prefix: str) -> str | None:
     """The znode a registry prefix names (None: not a BookKeeper target)."""
     return prefix[len(TARGET_SCHEME) :] if prefix.startswith(TARGET_SCHEME) else None
+
+
+def ledger_id_of_target(prefix: str, root: str, layout: str) -> int | None:
+    """The ledger a registry prefix names under ``root`` in ``layout`` (None: not a
+    BookKeeper target, another root's, or no ledger's znode in this layout)."""
+    znode = znode_of_target(prefix)
+    base = root.rstrip("/") + "/"
+    if znode is None or not znode.startswith(base):
+        return None
+    return ledger_paths.ledger_id_of(znode[len(base) :], layout)
 
 
 # Why a ledger is held.

@@ -308,9 +308,8 @@ class LeafIds(Sequence[int]):
         survey: the cached records that stand, the reads, the cache's row)."""
         import numpy as np
 
-        ids: list[int] = (
-            np.frombuffer(self.offsets, dtype=np.uint16) + np.int64(self.base)
-        ).tolist()
+        base, offsets = self.numpy()
+        ids: list[int] = (offsets + np.int64(base)).tolist()
         return ids
 
     def __contains__(self, ledger_id: object) -> bool:
