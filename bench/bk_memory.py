@@ -51,19 +51,10 @@ _SURVEY_DONE = "ledger_gc.bookkeeper.source"
 def driver_by_phase(hosts: str, state_dir: Path) -> dict[str, float]:
     """The whole command once more, its driver's resident memory sampled: the peak
     until the BookKeeper source logged its survey's end, and after it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
-    env.update(
-        {
-            "LEDGERGC_ZK_HOSTS": hosts,
-            "LEDGERGC_BUCKET": "",
-            "LEDGERGC_BOOKKEEPER": "true",
-            "LEDGERGC_STATE_DIR": str(state_dir),
-            "LEDGERGC_ORPHAN_MAX_FRACTION": "1",
-            "PYSPARK_PYTHON": sys.executable,
-        }
+    env = bk_scan.command_env(hosts, state_dir)
+    process = subprocess.Popen(
+        bk_scan.COMMAND, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    command = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     surveyed = threading.Event()
 
     def watch_log() -> None:

@@ -320,15 +320,9 @@ def run_reader(hosts: str) -> dict[str, Any]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def run_command(
-    hosts: str,
-    state_dir: Path,
-    label: str,
-    served: Callable[[], int] | None = None,
-    **settings: str,
-) -> dict[str, Any]:
-    """``ledgergc orphans --dry-run --json`` as an operator runs it: its wall time, its
-    report, the process tree's peak memory and CPU."""
+def command_env(hosts: str, state_dir: Path, **settings: str) -> dict[str, str]:
+    """The environment of ``COMMAND`` over the bench's tree: this one's, less every
+    LEDGERGC_ setting, with the BookKeeper source on and nothing else to scan."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
     env.update(
         {
@@ -341,11 +335,27 @@ def run_command(
             **settings,
         }
     )
-    command = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
+    return env
+
+
+#: The command an operator runs (``command_env``'s).
+COMMAND = [str(Path(sys.executable).parent / "ledgergc"), "orphans", "--dry-run", "--json"]
+
+
+def run_command(
+    hosts: str,
+    state_dir: Path,
+    label: str,
+    served: Callable[[], int] | None = None,
+    **settings: str,
+) -> dict[str, Any]:
+    """``ledgergc orphans --dry-run --json`` as an operator runs it: its wall time, its
+    report, the process tree's peak memory and CPU."""
+    env = command_env(hosts, state_dir, **settings)
     load = os.getloadavg()[0]
     bytes_before = served() if served else 0
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(COMMAND, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with _common.TreeMemorySampler(process.pid) as sampler:
         out, err = process.communicate()
     seconds = time.perf_counter() - started
