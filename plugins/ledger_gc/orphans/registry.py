@@ -190,18 +190,9 @@ class OrphanRegistry:
 
     def entries_of_classes(self, classes: Iterable[str]) -> Iterator[RegistryEntry]:
         """The entries of these target classes (one source's), by prefix, streamed."""
-        from sqlalchemy import select
-
-        table = schema.orphans
-        query = (
-            select(*(table.c[k] for k in _ENTRY_FIELDS))
-            .where(table.c.target_class.in_(sorted(set(classes))))
-            .order_by(table.c.prefix)
-            .execution_options(yield_per=_STREAM_BATCH)
-        )
+        where = schema.orphans.c.target_class.in_(sorted(set(classes)))
         with self.store.read() as conn:
-            for prefix, target_class, *rest in conn.execute(query):
-                yield RegistryEntry(prefix, sys.intern(target_class), *rest)
+            yield from _iter_entries(conn, where)
 
     def holds_any(self, classes: Iterable[str]) -> bool:
         """Whether any entry is of these target classes (one row looked for, none read)."""
@@ -483,11 +474,14 @@ def _entries(conn: Connection) -> dict[str, RegistryEntry]:
     return {entry.prefix: entry for entry in _iter_entries(conn)}
 
 
-def _iter_entries(conn: Connection) -> Iterator[RegistryEntry]:
+def _iter_entries(conn: Connection, where: Any = None) -> Iterator[RegistryEntry]:
+    """The entries (those ``where`` selects, if given) by prefix, streamed."""
     from sqlalchemy import select
 
     columns = [schema.orphans.c[k] for k in _ENTRY_FIELDS]
     query = select(*columns).order_by(schema.orphans.c.prefix)
+    if where is not None:
+        query = query.where(where)
     rows = conn.execute(query.execution_options(yield_per=_STREAM_BATCH))
     for prefix, target_class, *rest in rows:  # (fields in order)
         # One string per class, not one per row (a registry holds 500,000 of a class).
