@@ -755,3 +755,40 @@ def test_directories_that_hold_no_ledger_do_not_stop_the_cache(
     second = cached_survey(pulsar)
     assert second.cost.records_read == 0 and second.cost.records_cached == 3
     assert verdicts(second) == verdicts(first) == fresh(pulsar)
+
+
+@pytest.mark.spark
+def test_each_part_is_handed_to_spark_as_it_is_packed(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver kept every task's packed part until the last was packed, to hand
+    them to Spark in one ``parallelize`` (at 10M, forty parts at the driver's peak):
+    each goes to the JVM as soon as it is packed, and the job is their union."""
+    from pyspark import SparkContext
+
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.PART_LEDGERS", 2)
+    ids = [5, 6, 10_005, 10_006, 20_005, 20_006, 35_000, 35_001]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, ids)
+    events: list[str] = []
+    pack = survey_module.pack_part
+    parallelize = SparkContext.parallelize
+
+    def packed(part: Any) -> Any:
+        events.append("pack")
+        return pack(part)
+
+    def handed(self: Any, data: Any, slices: Any = None) -> Any:
+        events.append(f"hand {len(data)}")
+        return parallelize(self, data, slices)
+
+    monkeypatch.setattr(survey_module, "pack_part", packed)
+    monkeypatch.setattr(SparkContext, "parallelize", handed)
+
+    found = survey(resolve(pulsar), spark=spark)
+
+    assert found is not None and found.cost.executor_tasks == 4
+    assert events == ["pack"] + ["pack", "hand 1"] * 4  # (the first: the common part)
+    assert verdicts(found) == fresh(pulsar)

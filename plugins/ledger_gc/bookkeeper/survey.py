@@ -832,20 +832,22 @@ def _on_executors(
     leftover_ids = dict(leftovers)  # pickled with the task (the leftovers' ledgers: few)
     # What every task's classifier has whole (the topics' names, highest ids, cursors,
     # schemas) is sent once, a broadcast every executor fetches once; each task gets
-    # its own part's cut, packed as soon as it is cut (parallelize hands them to the
-    # JVM): the driver holds the common part once, never a copy of it a task.
+    # its own part's cut, handed to the JVM as soon as it is packed (a ``parallelize``
+    # of it alone; the job is their union): the driver holds the common part once and
+    # one part at a time, never every task's (at 10M, forty at its peak).
     common, common_unpacked = pack_part(classifier.common())
     cost.executor_sent_bytes += len(common)
     cost.executor_sent_unpacked_bytes += common_unpacked
     shared = context.broadcast(common)
     del common
-    parts_in = []
+    handed = []
     for group, cut in zip(groups, classifier.cuts([_spans(g) for g in groups]), strict=True):
         packed, unpacked = pack_part((with_cache(group), cut))
-        parts_in.append(packed)
+        handed.append(context.parallelize([packed], 1))
         cost.executor_sent_bytes += len(packed)
         cost.executor_sent_unpacked_bytes += unpacked
-    cost.executor_tasks = len(parts_in)
+        del packed
+    cost.executor_tasks = len(handed)
 
     def survey_part(packed_parts: Iterable[bytes]) -> Any:
         into = BookKeeperSurvey("", root, layout, leftover_ids=leftover_ids)
@@ -871,8 +873,7 @@ def _on_executors(
         yield into, done, read_budget.METER.since(mark), {"task": time.monotonic() - started}
 
     with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
-        rdd = context.parallelize(parts_in, len(parts_in))
-        del parts_in
+        rdd = context.union(handed)
         results = rdd.mapPartitions(survey_part).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             results.count()  # (every task at once, as a collect would run them)

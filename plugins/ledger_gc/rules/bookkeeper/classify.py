@@ -466,8 +466,9 @@ class Classifier:
         self.ml_high = {name: refs.ml_high(name) for name in refs.listed}
         # A schema ledger's namespace is known by its managed ledgers or its schemas.
         self.schema_namespaces = refs.namespaces | refs.schema_namespaces
-        self.cursor_ids = dict(refs.cursors)
-        self.topic_keys = {key for name in refs.listed if (key := topic_key(name))}
+        # (the references' own: a copy of 100,000 cursors went with every classifier)
+        self.cursor_ids = refs.cursors
+        self._topic_keys: frozenset[tuple[str, str, str]] | None = None
         # A schema locator that does not decode names ledgers no one can read off it.
         self.unreadable_locator = next(
             (
@@ -477,6 +478,17 @@ class Classifier:
             ),
             None,
         )
+
+    @property
+    def topic_keys(self) -> frozenset[tuple[str, str, str]]:
+        """Every managed ledger's ``topic_key``, made when first asked: only a ledger
+        of a topic this metadata lacks asks (15 MB at 100,000 topics, which neither the
+        driver of a survey on Spark nor the broadcast to its executors carries)."""
+        if self._topic_keys is None:
+            self._topic_keys = frozenset(
+                key for name in self.refs.listed if (key := topic_key(name))
+            )
+        return self._topic_keys
 
     @property
     def referenced(self) -> LedgerIndex:
@@ -520,7 +532,7 @@ class Classifier:
         and namespaces. Sent once to every executor (a Spark broadcast), not with each
         task: at 100,000 topics, 16 MB pickled, which forty tasks each carried."""
         part = copy.copy(self)
-        part._referenced = part._owner_of = None
+        part._referenced = part._owner_of = part._topic_keys = None
         part.handed_off = {}
         part.refs = replace(
             self.refs,
