@@ -5,6 +5,7 @@ ranges (what a Spark task is sent) judges every ledger in them as the whole one 
 from __future__ import annotations
 
 import pickle
+import tracemalloc
 from array import array
 from bisect import bisect_left
 from itertools import pairwise
@@ -301,7 +302,7 @@ def test_a_group_table_cuts_as_every_group_asked_in_turn(
         mine = sorted(lid for lid in ids if any(low <= lid < high for low, high in spans))
         if mine:
             want.append((label, mine))
-    table = GroupTable(groups)
+    table = GroupTable.labelled(groups)
     got = [(label, list(ids)) for label, ids in table.cut(spans, table.assign([spans])[0])]
     assert got == want
 
@@ -316,7 +317,7 @@ def test_a_part_cut_at_the_highest_ledger_id() -> None:
     assert part.referenced.get(top) == "listed by t/ns/persistent/a"
     assert part.referenced.get(7) is None
     assert list(Spans([(top, top + 1)]).cut(LedgerIds([7, top]).sorted_array())) == [top]
-    table = GroupTable(refs.reference_groups())
+    table = refs.reference_table()
     assert [label for label, _ in table.cut([(8, 2**63)], table.assign([[(8, 2**63)]])[0])] == [
         "listed by t/ns/persistent/a"
     ]
@@ -430,3 +431,34 @@ def test_the_common_part_holds_the_topics_once() -> None:
     }
     gone = BkLedger(5, 0, 1, state="CLOSED", length=10, tags=PulsarTags.of(tags))
     assert common.classify(gone).hold == HOLD_NAME_SPELLING  # (a key made when asked)
+
+
+def test_a_group_table_holds_no_object_of_its_own_a_group() -> None:
+    """Cutting the references to the tasks made a label (``listed by <name>``), a
+    tuple and, for a cursor's one ledger, an array for every record, all at once: at
+    100,000 topics, 30 MB at the driver's peak. The table keeps each group's kind, its
+    key and its ids as the references hold them, and makes a label only for a group
+    some part has."""
+    names = [f"t/ns/persistent/topic-{t}" for t in range(5_000)]
+    refs = PulsarReferences(
+        listed={name: LedgerIds(range(t * 10, t * 10 + 9)) for t, name in enumerate(names)},
+        cursors={(name, "sub"): t * 10 + 9 for t, name in enumerate(names)},
+    )
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        table = refs.reference_table()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 40 * 2 * len(names)
+    spans = [(20, 35), (49_985, 49_995)]
+    got = [(label, list(ids)) for label, ids in table.cut(spans, table.assign([spans])[0])]
+    assert got == [
+        ("listed by t/ns/persistent/topic-2", [20, 21, 22, 23, 24, 25, 26, 27, 28]),
+        ("listed by t/ns/persistent/topic-3", [30, 31, 32, 33, 34]),
+        ("listed by t/ns/persistent/topic-4998", [49_985, 49_986, 49_987, 49_988]),
+        ("listed by t/ns/persistent/topic-4999", [49_990, 49_991, 49_992, 49_993, 49_994]),
+        ("ledger of cursor sub of t/ns/persistent/topic-2", [29]),
+        ("ledger of cursor sub of t/ns/persistent/topic-4998", [49_989]),
+    ]

@@ -321,6 +321,19 @@ class SchemaIndex:
     unreadable: str | None = None  # why the locator did not decode (its ledgers are held)
 
 
+#: Each kind of record that names ledgers, and its label (``reference_groups``): a
+#: managed ledger's name, a (managed ledger, cursor) pair or a schema id fills it.
+LISTED_BY, MARKED_BY, CURSOR_OF, COMPACTED_OF, BUCKETS, SCHEMA_OF = range(6)
+REFERENCE_LABELS = (
+    "listed by {}",
+    "marked deletable by {}",
+    "ledger of cursor {1} of {0}",
+    "compacted ledger of {}",
+    "a delayed-delivery bucket snapshot",
+    "schema of {}",
+)
+
+
 @dataclass(frozen=True)
 class PulsarReferences:
     """What the Pulsar metadata says about BookKeeper ledgers, read before the BK scan."""
@@ -350,18 +363,28 @@ class PulsarReferences:
     def reference_groups(self) -> Iterator[tuple[str, Iterable[int]]]:
         """Each record that names ledgers, as (which record, the ids it names), in the
         order ``referenced`` takes them (the first found names an id)."""
+        table = self.reference_table()
+        for at in range(len(table)):
+            yield table.label(at), table.ids(at)
+
+    def reference_table(self) -> GroupTable:
+        """``reference_groups`` as a ``GroupTable``: each record's label made only when
+        asked (``REFERENCE_LABELS``)."""
+        return GroupTable(self._reference_keys(), REFERENCE_LABELS)
+
+    def _reference_keys(self) -> Iterator[tuple[int, Any, Iterable[int] | int]]:
         for name, ids in self.listed.items():
-            yield f"listed by {name}", ids
+            yield LISTED_BY, name, ids
         for name, ids in self.marked.items():
-            yield f"marked deletable by {name}", ids
-        for (name, cursor), lid in self.cursors.items():
+            yield MARKED_BY, name, ids
+        for key, lid in self.cursors.items():
             if lid >= 0:
-                yield f"ledger of cursor {cursor} of {name}", (lid,)
+                yield CURSOR_OF, key, lid
         for name, lid in self.compacted.items():
-            yield f"compacted ledger of {name}", (lid,)
-        yield "a delayed-delivery bucket snapshot", sorted(self.buckets)
+            yield COMPACTED_OF, name, lid
+        yield BUCKETS, (), sorted(self.buckets)
         for schema_id, index in self.schemas.items():
-            yield f"schema of {schema_id}", index.ledger_ids
+            yield SCHEMA_OF, schema_id, index.ledger_ids
 
     def referenced(self) -> dict[int, str]:
         """Every ledger id some record names -> which record (the first found). (The
@@ -506,7 +529,11 @@ class Classifier:
         return self._owner_of
 
     def _owner_groups(self) -> Iterator[tuple[str, Iterable[int]]]:
-        return reversed(list(self.refs.listed.items()))
+        return ((name, self.refs.listed[name]) for name in self._owners())
+
+    def _owners(self) -> Iterator[str]:
+        """The managed ledgers, the last first (of two that list an id, the last's)."""
+        return reversed(list(self.refs.listed))
 
     def within(self, ranges: Iterable[tuple[int, int]]) -> Classifier:
         """This classifier for ledgers in ``ranges`` (``(low, high)``: ``low <= id <
@@ -550,8 +577,8 @@ class Classifier:
         merged = [_merged(mine) for mine in ranges]
         built = self._referenced is not None and self._owner_of is not None
         if not built:
-            referenced = GroupTable(self.refs.reference_groups())
-            owners = GroupTable(self._owner_groups())
+            referenced = self.refs.reference_table()
+            owners = GroupTable((0, name, self.refs.listed[name]) for name in self._owners())
             referenced_of, owners_of = referenced.assign(merged), owners.assign(merged)
         for at, spans in enumerate(merged):
             if built:

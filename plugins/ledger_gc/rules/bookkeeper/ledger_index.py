@@ -260,40 +260,78 @@ class Spans:
 
 
 class GroupTable:
-    """(label, ids) groups (``LedgerIndex.build``'s: each record and the ledgers it
+    """Groups of ledger ids (``LedgerIndex.build``'s: each record and the ledgers it
     names), each group's ids kept sorted once, so that the references are cut to every
     Spark task's spans in one pass (``assign``) rather than asking every record once a
-    task: at 10,000,000 ledgers, 100,000 records and 40 tasks."""
+    task: at 10,000,000 ledgers, 100,000 records and 40 tasks.
 
-    __slots__ = ("_groups",)
+    A group is its kind (which of ``templates`` makes its label), its key (what the
+    template is filled with: a name, a (topic, cursor) pair) and its ids, each as the
+    references hold it: a group's label is made only where a part has the group, and
+    no object of the table's own is made a group (a label, a tuple, a one-id array
+    each were 30 MB at 100,000 topics, beside the references, at the driver's peak)."""
 
-    def __init__(self, groups: Iterable[tuple[str, Iterable[int]]]) -> None:
+    __slots__ = ("_ids", "_keys", "_kinds", "_templates")
+
+    def __init__(
+        self,
+        groups: Iterable[tuple[int, Any, Iterable[int] | int]],
+        templates: Sequence[str] = ("{}",),
+    ) -> None:
+        self._templates = list(templates)
+        self._kinds = array("B")
+        self._keys: list[Any] = []
         # (a managed ledger's ``LedgerIds`` as it is, widened to eight bytes an id only
-        # while a part is cut from it: the table lives beside the references)
-        self._groups: list[tuple[str, LedgerIds | array]] = []
-        for label, ids in groups:
-            kept = ids if isinstance(ids, LedgerIds) else _as_array(ids)
-            if len(kept):
-                self._groups.append((label, kept))
+        # while a part is cut from it; one id as the int it is)
+        self._ids: list[LedgerIds | array | int] = []
+        for kind, key, ids in groups:
+            kept = _kept(ids)
+            if kept is not None:
+                self._kinds.append(kind)
+                self._keys.append(key)
+                self._ids.append(kept)
+
+    @classmethod
+    def labelled(cls, groups: Iterable[tuple[str, Iterable[int]]]) -> GroupTable:
+        """From (label, ids) groups, each label as it is."""
+        return cls((0, label, ids) for label, ids in groups)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def ids(self, at: int) -> Iterable[int]:
+        """A group's ids (its one id as a tuple of it)."""
+        ids = self._ids[at]
+        return (ids,) if isinstance(ids, int) else ids
+
+    def label(self, at: int) -> str:
+        key = self._keys[at]
+        template = self._templates[self._kinds[at]]
+        return template.format(*key) if isinstance(key, tuple) else template.format(key)
 
     def cut(
         self, spans: Sequence[tuple[int, int]], among: Iterable[int]
     ) -> Iterator[tuple[str, Sequence[int]]]:
         """Each of the groups ``among`` (``assign``'s for these spans, ascending) with
-        its ids in ``spans`` (sorted, disjoint ``(low, high)``), only those, in order."""
+        its label and its ids in ``spans`` (sorted, disjoint ``(low, high)``), only
+        those, in order."""
         cut = Spans(spans)
         for at in among:
-            label, ids = self._groups[at]
-            mine = cut.cut(ids.sorted_array() if isinstance(ids, LedgerIds) else ids)
+            ids = self._ids[at]
+            if isinstance(ids, int):
+                mine: Sequence[int] = cut.cut(array("q", (ids,)))
+            else:
+                mine = cut.cut(ids.sorted_array() if isinstance(ids, LedgerIds) else ids)
             if len(mine):
-                yield label, mine
+                yield self.label(at), mine
 
     def assign(self, parts: Sequence[Sequence[tuple[int, int]]]) -> list[array]:
         """For each part (its sorted, disjoint spans), the groups with ids in it, in
-        order: every group asked once for all parts. A managed ledger's ids span every
-        directory between its oldest and newest ledger (after a rollover, its new one is
-        far above the rest), so a group's range reaches into most parts; its ids fall in
-        one or two, and only those cut it."""
+        order: every group asked once for all parts (the groups of one id, all at
+        once). A managed ledger's ids span every directory between its oldest and
+        newest ledger (after a rollover, its new one is far above the rest), so a
+        group's range reaches into most parts; its ids fall in one or two, and only
+        those cut it."""
         import numpy as np  # (here: the rules import without it until a table is cut)
 
         spans = sorted((low, high, part) for part, mine in enumerate(parts) for low, high in mine)
@@ -301,18 +339,45 @@ class GroupTable:
         # (inclusive: the span of ledger 2**63 - 1 ends at 2**63, beyond an int64)
         lasts = np.array([high - 1 for _, high, _ in spans], dtype=np.int64)
         owner = np.array([part for _, _, part in spans], dtype=np.int64)
-        by_part = [array("i") for _ in parts]
+        by_part: list[list[int]] = [[] for _ in parts]
         if not spans:
-            return by_part
-        for at, (_, ids) in enumerate(self._groups):
-            values = ids.numpy() if isinstance(ids, LedgerIds) else np.frombuffer(ids, np.int64)
+            return [array("i") for _ in parts]
+
+        def parts_of(values: Any) -> Any:
             span = np.searchsorted(lows, values, side="right") - 1
             inside = span >= 0
             span = span[inside]
-            span = span[values[inside] <= lasts[span]]
-            for part in np.unique(owner[span]).tolist():
+            kept = values[inside] <= lasts[span]
+            return span[kept], inside.nonzero()[0][kept]
+
+        singles = array("q")
+        single_at = array("q")
+        for at, ids in enumerate(self._ids):
+            if isinstance(ids, int):
+                singles.append(ids)
+                single_at.append(at)
+                continue
+            values = ids.numpy() if isinstance(ids, LedgerIds) else np.frombuffer(ids, np.int64)
+            for part in np.unique(owner[parts_of(values)[0]]).tolist():
                 by_part[part].append(at)
-        return by_part
+        if singles:
+            span, which = parts_of(np.frombuffer(singles, dtype=np.int64))
+            groups = np.frombuffer(single_at, dtype=np.int64)[which]
+            for part, at in zip(owner[span].tolist(), groups.tolist(), strict=True):
+                by_part[part].append(at)
+        return [array("i", sorted(mine)) for mine in by_part]
+
+
+def _kept(ids: Iterable[int] | int) -> LedgerIds | array | int | None:
+    """A group's ids as the table keeps them (None: none)."""
+    if isinstance(ids, int):
+        return ids
+    if isinstance(ids, LedgerIds):
+        return ids if len(ids) else None
+    if isinstance(ids, tuple) and len(ids) == 1:
+        return int(ids[0])
+    kept = _as_array(ids)
+    return kept if len(kept) else None
 
 
 def _as_array(ids: Iterable[int]) -> array:
