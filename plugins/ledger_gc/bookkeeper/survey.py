@@ -55,6 +55,7 @@ from ledger_gc.clock import now_ms
 from ledger_gc.config.endpoints import BookKeeperEndpoint, Endpoints, StateEndpoint, ZkEndpoint
 from ledger_gc.errors import ConfigError
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
+from ledger_gc.memory import release_freed
 from ledger_gc.metadata import read_budget
 from ledger_gc.metadata.config_store import configuration_store
 from ledger_gc.metadata.store import MetadataStore
@@ -560,6 +561,7 @@ def survey(
                 proven,
                 probe,
             )
+        release_freed()  # (each task's results, unpacked, merged and dropped)
         # The ids found: the listing's own arrays less the few gone before their read
         # (no copy of them: 8 bytes a ledger that the listing holds anyway).
         found = result.found = FoundIds(
@@ -848,6 +850,7 @@ def _on_executors(
         cost.executor_sent_unpacked_bytes += unpacked
         del packed
     cost.executor_tasks = len(handed)
+    release_freed()  # (the cuts' indexes and labels, made and dropped a part at a time)
 
     def survey_part(packed_parts: Iterable[bytes]) -> Any:
         into = BookKeeperSurvey("", root, layout, leftover_ids=leftover_ids)
