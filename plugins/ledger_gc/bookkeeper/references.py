@@ -11,6 +11,7 @@ topic's schema is not needed to judge any other ledger.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
@@ -143,14 +144,16 @@ def _managed_ledgers(
     """Listed and marked ids of each existing managed ledger of ``names``, the listed
     ledgers offloaded (complete) with ``bookkeeperDeleted``, and where their offloaded
     copies are (checked before their BookKeeper copies go: ``offloaded_copy``)."""
-    ml_paths = [paths.managed_ledger_path(name) for name in names]
     listed: dict[str, AbstractSet[int]] = {}
     marked: dict[str, frozenset[int]] = {}
     offloaded_deleted: dict[int, str] = {}
     copies: dict[int, OffloadedCopy] = {}
-    for name, path, raw in zip(names, ml_paths, store.iter_many_raw(ml_paths), strict=True):
+    # (each path made as it is read, and again for an error: no list of 100,000 paths)
+    records = store.iter_many_raw(paths.managed_ledger_path(name) for name in names)
+    for name, raw in zip(names, records, strict=True):
         if raw is None:
             continue  # deleted since it was listed: it references nothing now
+        path = paths.managed_ledger_path(name)
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
         # (8 bytes an id: a frozenset of ints is about 60, a survey holds every one)
         listed[name] = LedgerIds(ledger.ledgerId for ledger in info.ledgerInfo)
@@ -183,22 +186,25 @@ def _cursor_references(
     store: MetadataStore, names: list[str]
 ) -> tuple[dict[tuple[str, str], int], dict[str, int], set[int]]:
     ml_paths = [paths.managed_ledger_path(name) for name in names]
+    # (a subscription's name once, however many topics have it: the pairs are the
+    # references' keys for the whole survey)
     pairs = [
-        (name, cursor)
+        (name, sys.intern(cursor))
         for name, children in zip(names, store.children_of_many(ml_paths), strict=True)
         for cursor in children
     ]
-    cursor_paths = [paths.cursor_path(name, cursor) for name, cursor in pairs]
+    del ml_paths
     cursors: dict[tuple[str, str], int] = {}
     compacted: dict[str, int] = {}
     buckets: set[int] = set()
-    for (name, cursor), path, raw in zip(
-        pairs, cursor_paths, store.iter_many_raw(cursor_paths), strict=True
-    ):
+    records = store.iter_many_raw(paths.cursor_path(name, cursor) for name, cursor in pairs)
+    for pair, raw in zip(pairs, records, strict=True):
         if raw is None:
             continue  # deleted since it was listed
+        name, cursor = pair
+        path = paths.cursor_path(name, cursor)
         info = decode_managed_cursor_info(raw[0], path=path)
-        cursors[(name, cursor)] = info.cursorsLedgerId
+        cursors[pair] = info.cursorsLedgerId
         ledger = compacted_ledger(cursor, info)
         if ledger is not None:
             compacted[name] = ledger

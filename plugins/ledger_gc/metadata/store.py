@@ -36,7 +36,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -75,6 +75,7 @@ from ledger_gc.metadata.read_budget import METER, ReadBudget, budget_for
 from ledger_gc.metadata.zk_client import guarded, session
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.metadata import namespaces, paths
+from ledger_gc.state.batching import batches
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -357,11 +358,12 @@ class MetadataStore:
         got = self.get_many_raw([znode])[0]
         return None if got is None else bytes(got[0] or b"")
 
-    def iter_many_raw(self, znodes: Sequence[str]) -> Iterator[tuple[bytes, int] | None]:
+    def iter_many_raw(self, znodes: Iterable[str]) -> Iterator[tuple[bytes, int] | None]:
         """``get_many_raw``, ``READ_CHUNK`` znodes at a time, as they are read: for a
-        reader that keeps what it decodes, not the records (a whole cluster's)."""
-        for start in range(0, len(znodes), READ_CHUNK):
-            yield from self.get_many_raw(znodes[start : start + READ_CHUNK])
+        reader that keeps what it decodes, not the records (a whole cluster's), and
+        that may name the znodes as they are asked (no list of every path)."""
+        for chunk in batches(znodes, READ_CHUNK):
+            yield from self.get_many_raw(chunk)
 
     def get_many_raw(self, znodes: Sequence[str]) -> list[tuple[bytes, int] | None]:
         """``get`` of many znodes, pipelined: (data, version), or None where missing."""
