@@ -5,6 +5,8 @@ read of every record at once."""
 
 from __future__ import annotations
 
+import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -55,6 +57,10 @@ def test_the_references_are_read_a_chunk_at_a_time_and_are_the_whole_reads(
     # A subscription's name is held once, however many topics have it (the references'
     # keys for the whole survey: 5 MB at 100,000 topics as a string each).
     assert len({id(cursor) for _, cursor in chunked.cursors}) == 1
+    # The topics' names are the interned ones: the candidates' owners, back from the
+    # executors as copies (100,000 names at 10M), are interned onto them, not kept twice.
+    copies = [pickle.loads(pickle.dumps(name)) for name in chunked.listed]
+    assert all(sys.intern(copy) is name for copy, name in zip(copies, chunked.listed, strict=True))
 
 
 def test_only_managed_ledgers_with_deletable_markers_have_a_marked_entry(

@@ -155,6 +155,9 @@ def _managed_ledgers(
             continue  # deleted since it was listed: it references nothing now
         path = paths.managed_ledger_path(name)
         info = decode_managed_ledger_info(raw[0], path=path, allow_empty=True)
+        # (interned: the survey's candidates come back from its executors with copies of
+        # their topics' names, which the candidate table interns onto these)
+        name = sys.intern(name)
         # (8 bytes an id: a frozenset of ints is about 60, a survey holds every one)
         listed[name] = LedgerIds(ledger.ledgerId for ledger in info.ledgerInfo)
         # (only a topic with markers: an empty set is 216 bytes, 24 MB at 100,000 topics)
