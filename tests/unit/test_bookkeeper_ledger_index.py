@@ -5,6 +5,7 @@ ranges (what a Spark task is sent) judges every ledger in them as the whole one 
 from __future__ import annotations
 
 import pickle
+import random
 import tracemalloc
 from array import array
 from bisect import bisect_left
@@ -234,7 +235,10 @@ def test_ids_cut_to_spans_are_exactly_theirs(ids: list[int], spans: list[tuple[i
     assert list(got) == sorted(lid for lid in set(ids) if any(a <= lid < b for a, b in ranges))
 
 
-directories = st.lists(st.lists(st.integers(0, 199), max_size=12), max_size=6)
+directories = st.lists(
+    st.lists(st.integers(0, 199), max_size=12) | st.lists(st.integers(0, 60), min_size=20),
+    max_size=6,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -381,6 +385,42 @@ def test_every_part_cut_at_once_is_the_whole_index_cut(
         assert dict(mine.referenced.items()) == dict(want.referenced.items())
         assert dict(mine.owner_of.items()) == dict(want.owner_of.items())
         assert mine.handed_off == want.handed_off
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=st.sampled_from([0, 10_000, 2**63 - 10_000]),
+    width=st.sampled_from([1, 8, 9, 300, 10_000]),
+    density=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**32 - 1),
+    probe=st.lists(st.integers(-3, 10_003), max_size=10),
+)
+def test_a_dense_leafs_ids_in_a_bit_each(
+    base: int, width: int, density: float, seed: int, probe: list[int]
+) -> None:
+    """A leaf directory of a live cluster holds most of its 10,000 ids (ledger ids are
+    handed out in order, and a trim takes a few of each leaf's): its listing as a bit an
+    id of its span where that is smaller than two bytes an id (1,250 bytes for a full
+    leaf, not 20,000: 20 MB at 10M), read as the array of the same ids either way."""
+    rng = random.Random(seed)
+    offsets = sorted({0, *(o for o in range(width) if rng.random() < density)})
+    want = array("q", [base + o for o in offsets])
+    got = LeafIds.of(want)
+    assert isinstance(got, LeafIds)
+    assert got.nbytes <= min(2 * len(want), width // 8 + 1) + 8
+    assert len(got) == len(want) and list(got) == list(want) and got == want
+    assert got.tolist() == list(want) and list(got.numpy()[1]) == offsets
+    for at in (0, -1, len(want) // 2, -len(want)):
+        assert got[at] == want[at]
+    assert list(got[1:-1]) == list(want[1:-1]) and list(got[::3]) == list(want[::3])
+    for lid in (base + p for p in [*probe, *offsets[:5], width - 1]):
+        assert (lid in got) == (lid in want)
+        assert got.position(lid) == (bisect_left(want, lid) if lid in want else None)
+        assert bisect_left(got, lid) == bisect_left(want, lid)
+    assert list(pickle.loads(pickle.dumps(got))) == list(want)
+    found = FoundIds([got])
+    asked = sorted({base + p for p in probe if 0 <= p < 10_000} | set(want[::2]))
+    assert found.lacking(asked) == [lid for lid in asked if lid not in want]
 
 
 @settings(max_examples=300, deadline=None)

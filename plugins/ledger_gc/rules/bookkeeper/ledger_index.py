@@ -390,18 +390,34 @@ def _as_array(ids: Iterable[int]) -> array:
 
 
 class LeafIds(Sequence[int]):
-    """One leaf directory's listed ids, sorted, as a base and each id's offset from it
-    in two bytes: a leaf holds at most 10,000 consecutive ids (``LEAF_SPAN``), and the
-    survey keeps every leaf's listing for its whole run (the works, the ids found, the
-    cache's rows): at 10M ledgers 20 MB in the driver, not 80. Read as the array of the
+    """One leaf directory's listed ids, sorted, as its first id and, from it, either each
+    id's two-byte offset or a bit for each id of its span, whichever is smaller: a leaf
+    holds at most 10,000 consecutive ids (``LEAF_SPAN``), and a live cluster's hold most
+    of theirs (ids are handed out in order; a trim takes a few of each leaf's), so a
+    full leaf is 1,250 bytes, not 20,000. The survey keeps every leaf's listing for its
+    whole run (the works, the ids found, the cache's rows): at 10M ledgers about 1 MB in
+    the driver, not 20 MB as offsets or 80 as eight-byte ids. Read as the array of the
     same ids."""
 
-    __slots__ = ("base", "offsets")
+    __slots__ = ("_bits", "_last", "_len", "_offsets", "base")
     itemsize = 2
 
-    def __init__(self, base: int, offsets: array) -> None:
+    def __init__(self, base: int, offsets: array | None = None, bits: bytes | None = None) -> None:
+        """``offsets``: array('H'), sorted; or ``bits``: bit ``o`` (little-endian, byte
+        ``o // 8``) set for each offset ``o``, the first (0) set."""
         self.base = base
-        self.offsets = offsets  # array('H'), sorted
+        self._offsets = offsets
+        self._bits = bits
+        if bits is not None:
+            import numpy as np
+
+            set_at = np.flatnonzero(np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little"))
+            self._len = len(set_at)
+            self._last = int(set_at[-1]) if len(set_at) else -1
+        else:
+            assert offsets is not None
+            self._len = len(offsets)
+            self._last = offsets[-1] if offsets else -1
 
     @classmethod
     def of(cls, ids: Sequence[int]) -> Sequence[int]:
@@ -410,14 +426,44 @@ class LeafIds(Sequence[int]):
         if not len(ids) or ids[-1] - ids[0] > _MAX_OFFSET:
             return ids if len(ids) else cls(0, array("H"))
         base = ids[0]
+        span = ids[-1] - base + 1
+        if (span + 7) // 8 < 2 * len(ids):
+            import numpy as np
+
+            flags = np.zeros(span, dtype=np.uint8)
+            flags[np.asarray(ids, dtype=np.int64) - base] = 1
+            return cls(base, bits=np.packbits(flags, bitorder="little").tobytes())
         return cls(base, array("H", [lid - base for lid in ids]))
 
+    @property
+    def by_bits(self) -> bool:
+        """Whether its ids are kept as a bit each of its span (else as offsets)."""
+        return self._bits is not None
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its ids take."""
+        return len(self._bits) if self._bits is not None else 2 * self._len
+
+    @property
+    def offsets(self) -> array:
+        """Each id's offset from the first, as an array('H') (made from the bits: a copy)."""
+        if self._offsets is not None:
+            return self._offsets
+        out = array("H")
+        out.frombytes(self.numpy()[1].tobytes())
+        return out
+
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._len
 
     def __getitem__(self, at: Any) -> Any:
         if isinstance(at, slice):
             return array("q", [self.base + o for o in self.offsets[at]])
+        if at in (0, -self._len) and self._len:
+            return self.base  # (the first id is the base)
+        if at in (-1, self._len - 1) and self._len:
+            return self.base + self._last
         return self.base + self.offsets[at]
 
     def __iter__(self) -> Iterator[int]:
@@ -429,41 +475,81 @@ class LeafIds(Sequence[int]):
         import numpy as np
 
         base, offsets = self.numpy()
-        ids: list[int] = (offsets + np.int64(base)).tolist()
+        ids: list[int] = (offsets.astype(np.int64) + np.int64(base)).tolist()
         return ids
 
     def __contains__(self, ledger_id: object) -> bool:
+        if not isinstance(ledger_id, int):
+            return False
+        offset = ledger_id - self.base
+        if not 0 <= offset <= self._last:
+            return False
+        if self._bits is not None:
+            return bool(self._bits[offset >> 3] >> (offset & 7) & 1)
         return self.position(ledger_id) is not None
 
     def position(self, ledger_id: object) -> int | None:
-        """Where ``ledger_id`` is (None: not here), by the offsets' own bisect."""
+        """Where ``ledger_id`` is (None: not here), by the offsets' own bisect (the bits
+        before it counted)."""
         if not isinstance(ledger_id, int):
             return None
         offset = ledger_id - self.base
-        if not 0 <= offset <= _MAX_OFFSET:
+        if not 0 <= offset <= self._last:
             return None
-        at = bisect_left(self.offsets, offset)
-        return at if at < len(self.offsets) and self.offsets[at] == offset else None
+        if self._bits is not None:
+            if ledger_id not in self:
+                return None
+            import numpy as np
+
+            before = np.frombuffer(self._bits, np.uint8)
+            return int(np.unpackbits(before, bitorder="little")[:offset].sum())
+        at = bisect_left(self._offsets, offset)  # type: ignore[arg-type]
+        return at if at < self._len and self.offsets[at] == offset else None
+
+    def has(self, offsets: Any) -> Any:
+        """Which of some offsets from the first id (a numpy int64 array) are here, as a
+        numpy array of bools: each tested by its bit, or searched among the offsets."""
+        import numpy as np
+
+        inside = (offsets >= 0) & (offsets <= self._last)
+        found = np.zeros(len(offsets), dtype=bool)
+        if not inside.any():
+            return found
+        wanted = offsets[inside]
+        if self._bits is not None:
+            bits = np.frombuffer(self._bits, np.uint8)
+            found[inside] = (bits[wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1 == 1
+            return found
+        values = self.numpy()[1]
+        where = np.searchsorted(values, wanted).clip(max=len(values) - 1)
+        found[inside] = values[where] == wanted
+        return found
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LeafIds):
-            return (self.base, self.offsets) == (other.base, other.offsets) or (
-                not self.offsets and not other.offsets
-            )
+            return (self.base, self._offsets, self._bits) == (
+                other.base,
+                other._offsets,
+                other._bits,
+            ) or (len(self) == len(other) and self.tolist() == other.tolist())
         if isinstance(other, Sequence):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __reduce__(self) -> tuple[type[LeafIds], tuple[int, array]]:
-        return (LeafIds, (self.base, self.offsets))
+    def __reduce__(self) -> tuple[type[LeafIds], tuple[int, array | None, bytes | None]]:
+        return (LeafIds, (self.base, self._offsets, self._bits))
 
     def numpy(self) -> tuple[int, Any]:
-        """The base and the offsets as a numpy view (no copy)."""
+        """The base and the offsets as a numpy array (a view of the offsets, or made
+        from the bits)."""
         import numpy as np
 
-        return self.base, np.frombuffer(self.offsets, dtype=np.uint16)
+        if self._bits is not None:
+            flags = np.unpackbits(np.frombuffer(self._bits, np.uint8), bitorder="little")
+            return self.base, np.flatnonzero(flags).astype(np.uint16)
+        return self.base, np.frombuffer(self._offsets, dtype=np.uint16)  # type: ignore[arg-type]
 
 
 _MAX_OFFSET = 2**16 - 1
@@ -551,27 +637,31 @@ class FoundIds(AbstractSet[int]):
         run_of = np.searchsorted(starts, asked, side="right") - 1
         for at in np.unique(run_of[run_of >= 0]).tolist():
             mine = run_of == at
-            base, values = runs[at]
-            wanted = asked[mine] - base
-            where = np.searchsorted(values, wanted).clip(max=len(values) - 1)
-            present[mine] = values[where] == wanted
+            run = runs[at]
+            if isinstance(run, LeafIds):
+                present[mine] = run.has(asked[mine] - run.base)
+                continue
+            wanted = asked[mine]
+            where = np.searchsorted(run, wanted).clip(max=len(run) - 1)
+            present[mine] = run[where] == wanted
         if len(gone):
             present &= ~np.isin(asked, gone)
         lacking: list[int] = asked[~present].tolist()
         return lacking
 
     def _numpy(self) -> tuple[Any, list[Any], Any]:
-        """The runs' first ids, each run as (a base, its ids less the base) and the gone
-        ids as numpy arrays (views of the runs, not copies), made once."""
+        """The runs' first ids, each run (a leaf's ``LeafIds`` as it is, which answers
+        by its bits or offsets; else its ids as numpy, a view where they are an array)
+        and the gone ids as numpy arrays, made once."""
         import numpy as np
 
         if self._arrays is None:
             runs = [
-                run.numpy()
+                run
                 if isinstance(run, LeafIds)
-                else (0, np.frombuffer(run, dtype=np.int64))
+                else np.frombuffer(run, dtype=np.int64)
                 if isinstance(run, array) and run.typecode == "q"
-                else (0, np.array(run, dtype=np.int64))
+                else np.array(run, dtype=np.int64)
                 for run in self._runs
             ]
             starts = np.array(self._starts, dtype=np.int64)
@@ -632,5 +722,5 @@ def _strictly_sorted(ids: Sequence[int]) -> bool:
     if isinstance(ids, LeafIds):  # (a leaf's offsets, by numpy: the survey asks of each)
         import numpy as np
 
-        return bool(np.all(np.diff(ids.numpy()[1].astype(np.int32)) > 0))
+        return ids.by_bits or bool(np.all(np.diff(ids.numpy()[1].astype(np.int32)) > 0))
     return all(a < b for a, b in pairwise(ids))
