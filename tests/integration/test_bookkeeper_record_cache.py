@@ -784,11 +784,18 @@ def test_each_part_is_handed_to_spark_as_it_is_packed(
         events.append(f"hand {len(data)}")
         return parallelize(self, data, slices)
 
+    def released() -> bool:
+        events.append("release")
+        return True
+
     monkeypatch.setattr(survey_module, "pack_part", packed)
     monkeypatch.setattr(SparkContext, "parallelize", handed)
+    monkeypatch.setattr(survey_module, "release_freed", released)
 
     found = survey(resolve(pulsar), spark=spark)
 
     assert found is not None and found.cost.executor_tasks == 4
-    assert events == ["pack"] + ["pack", "hand 1"] * 4  # (the first: the common part)
+    # (the first pack: the common part; then each part handed as packed, the memory the
+    # cuts took given back, and again as each task's results are merged and let go)
+    assert events == ["pack"] + ["pack", "hand 1"] * 4 + ["release"] * 5
     assert verdicts(found) == fresh(pulsar)
