@@ -943,10 +943,13 @@ class _Packer:
         self._out: list[bytes] = []
         self.size = 0
 
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
+    def write(self, data: bytes | bytearray | pickle.PickleBuffer) -> int:
+        # (a buffer's bytes: the pickler hands a large one as it is, e.g. the
+        # ``PickleBuffer`` of a numpy array, which has no ``len``)
+        size = memoryview(data).nbytes
+        self.size += size
         self._out.append(self._zlib.compress(data))
-        return len(data)
+        return size
 
     def packed(self) -> bytes:
         self._out.append(self._zlib.flush())

@@ -1,0 +1,25 @@
+"""What a survey sends its Spark tasks, packed as the pickler writes it (``pack_part``):
+whatever pickles goes, and comes back the same."""
+
+from __future__ import annotations
+
+import pickle
+from array import array
+
+import numpy as np
+
+from ledger_gc.bookkeeper.survey import pack_part, unpack_part
+
+
+def test_a_part_that_pickles_a_large_buffer_in_band_is_packed() -> None:
+    """Protocol 5 pickles a numpy array through a ``PickleBuffer``, and a large one
+    (64 KiB or more) the pickler hands to the file's ``write`` as it is, which has no
+    ``len``: packing the pickle as it was written then failed (``TypeError``), where
+    packing the whole pickle, as before, did not. Its size counts its bytes."""
+    part = (np.arange(100_000, dtype=np.int64), array("q", range(20_000)), b"x" * 70_000)
+
+    packed, unpacked = pack_part(part)
+
+    ids, more, raw = unpack_part(packed)
+    assert np.array_equal(ids, part[0]) and more == part[1] and raw == part[2]
+    assert unpacked == len(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
