@@ -901,7 +901,10 @@ def _fetched(
     try:
         with job_group(spark, run_id, "bookkeeper", "fetch each BookKeeper part's results"):
             try:
-                for part, done, reads, seconds in results.toLocalIterator(prefetchPartitions=True):
+                # (not prefetched: the next task's results, a few MB of packed records,
+                # would be fetched and held while this one's are merged and written; the
+                # results are kept where they ran, so each fetch is a short job)
+                for part, done, reads, seconds in results.toLocalIterator(prefetchPartitions=False):
                     cost.add_remote("ledgers", reads)
                     for name, took in seconds.items():
                         cost.task_seconds[name] = cost.task_seconds.get(name, 0.0) + took
