@@ -799,3 +799,32 @@ def test_each_part_is_handed_to_spark_as_it_is_packed(
     # cuts took given back, and again as each task's results are merged and let go)
     assert events == ["pack"] + ["pack", "hand 1"] * 4 + ["release"] * 5
     assert verdicts(found) == fresh(pulsar)
+
+
+@pytest.mark.spark
+def test_a_steady_state_that_will_need_the_executors_starts_spark_before_its_listing(
+    pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a full read started Spark's session early: the steady state of a tree large
+    enough for the executors waited for it after the listing (3.5 to 7.5 s of a 100 s
+    cycle at 10M). The cache's rows say how many ledgers the tree had: as many cached
+    records are work enough, the session starts with the cycle."""
+    from ledger_gc.spark import session
+
+    ids = [5, 6, 10_005, 10_006, 20_005, 35_000]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, ids)
+    started: list[bool] = []
+    monkeypatch.setattr(session, "start_early", lambda _spark: started.append(True))
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    survey(resolve(pulsar), spark=spark)  # (a full read: started, as before)
+    assert started == [True]
+
+    second = survey(resolve(pulsar), spark=spark)
+    assert second is not None and second.cost.records_cached == len(ids)
+    assert started == [True, True]
+
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 1e9)
+    survey(resolve(pulsar), spark=spark)  # (the driver's own work: no session)
+    assert started == [True, True]

@@ -240,6 +240,7 @@ class RowStat:
 
     state: DirectoryState
     proven: bool
+    ledgers: int = 0  # listed in it then
 
 
 @dataclass
@@ -351,6 +352,7 @@ def _row_stats(state_store: StateEndpoint, instance_id: str, location: str) -> d
         table.c.dir_cversion,
         table.c.dir_pzxid,
         table.c.cversion_proven,
+        table.c.ledgers,
     )
     with open_store(state_store).read() as conn:
         rows = conn.execute(
@@ -359,8 +361,10 @@ def _row_stats(state_store: StateEndpoint, instance_id: str, location: str) -> d
             )
         ).all()
     return {
-        directory: RowStat(DirectoryState(int(czxid), int(cversion), int(pzxid)), bool(proven))
-        for directory, czxid, cversion, pzxid, proven in rows
+        directory: RowStat(
+            DirectoryState(int(czxid), int(cversion), int(pzxid)), bool(proven), int(ledgers)
+        )
+        for directory, czxid, cversion, pzxid, proven, ledgers in rows
     }
 
 

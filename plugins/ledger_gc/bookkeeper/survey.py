@@ -446,9 +446,10 @@ def survey(
             return None
         with cost.step("cache"):
             cache = record_cache.plan(endpoints, bk, layout)
-        if cache.full and spark is not None:
-            # Every record is read: a large tree will want the executors, and a session
-            # started now is ready by the time the listing is.
+        if spark is not None and (cache.full or _cached_work_for_executors(cache)):
+            # Every record is read, or the cache's rows say the tree was large enough
+            # for the executors: a large tree will want them, and a session started now
+            # is ready by the time the listing is.
             from ledger_gc.spark.session import start_early
 
             start_early(spark)
@@ -664,6 +665,15 @@ def _worth_executors(works: list[DirectoryWork], cache: record_cache.CachePlan) 
         for w in works
     )
     return len(works) >= MIN_SHARDS_FOR_SPARK and here >= SPARK_OVER_SECONDS
+
+
+def _cached_work_for_executors(cache: record_cache.CachePlan) -> bool:
+    """Whether the ledgers the cache's rows had, each a cached record, are more work
+    than ``SPARK_OVER_SECONDS`` here (``_worth_executors`` before the listing)."""
+    ledgers = sum(row.ledgers for row in cache.rows.values())
+    return (
+        len(cache.rows) >= MIN_SHARDS_FOR_SPARK and ledgers * _CACHED_SECONDS >= SPARK_OVER_SECONDS
+    )
 
 
 def _works(cache: record_cache.CachePlan, leaves: scan.Leaves) -> list[DirectoryWork]:
