@@ -489,6 +489,16 @@ def test_the_executors_send_back_only_the_records_of_directories_that_changed(
     assert verdicts(third) == fresh(pulsar)
 
 
+def _four_parts(cluster: PulsarCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight ledgers of one topic in four directories, surveyed on Spark in four parts."""
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
+    monkeypatch.setattr("ledger_gc.bookkeeper.survey.PART_LEDGERS", 2)
+    ids = [5, 6, 10_005, 10_006, 20_005, 20_006, 35_000, 35_001]
+    for lid in ids:
+        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
+    cluster.managed_ledger(ORDERS, ids)
+
+
 @pytest.mark.spark
 def test_the_driver_loads_a_parts_cached_records_only_to_pack_it(
     pulsar: Settings, cluster: PulsarCluster, spark: Any, monkeypatch: pytest.MonkeyPatch
@@ -497,12 +507,7 @@ def test_the_driver_loads_a_parts_cached_records_only_to_pack_it(
     from the plan to the save (at 10M, 120 MiB and 80 MiB, beside the parts packed
     from them): the plan keeps each row's stat, and a part's rows are loaded to pack
     that part."""
-    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
-    monkeypatch.setattr("ledger_gc.bookkeeper.survey.PART_LEDGERS", 2)
-    ids = [5, 6, 10_005, 10_006, 20_005, 20_006, 35_000, 35_001]
-    for lid in ids:
-        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
-    cluster.managed_ledger(ORDERS, ids)
+    _four_parts(cluster, monkeypatch)
     survey(resolve(pulsar), spark=spark)
     loaded: list[list[str]] = []
     load = record_cache.load_rows
@@ -766,12 +771,7 @@ def test_each_part_is_handed_to_spark_as_it_is_packed(
     each goes to the JVM as soon as it is packed, and the job is their union."""
     from pyspark import SparkContext
 
-    monkeypatch.setattr("ledger_gc.bookkeeper.survey.SPARK_OVER_SECONDS", 0.0)
-    monkeypatch.setattr("ledger_gc.bookkeeper.survey.PART_LEDGERS", 2)
-    ids = [5, 6, 10_005, 10_006, 20_005, 20_006, 35_000, 35_001]
-    for lid in ids:
-        cluster.ledger(ml_tags(ORDERS), ledger_id=lid)
-    cluster.managed_ledger(ORDERS, ids)
+    _four_parts(cluster, monkeypatch)
     events: list[str] = []
     pack = survey_module.pack_part
     parallelize = SparkContext.parallelize

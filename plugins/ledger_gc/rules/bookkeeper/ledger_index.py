@@ -478,11 +478,16 @@ class LeafIds(Sequence[int]):
         ids: list[int] = (offsets.astype(np.int64) + np.int64(base)).tolist()
         return ids
 
-    def __contains__(self, ledger_id: object) -> bool:
+    def _offset(self, ledger_id: object) -> int | None:
+        """``ledger_id``'s offset from the first id, if it is in this leaf's span."""
         if not isinstance(ledger_id, int):
-            return False
+            return None
         offset = ledger_id - self.base
-        if not 0 <= offset <= self._last:
+        return offset if 0 <= offset <= self._last else None
+
+    def __contains__(self, ledger_id: object) -> bool:
+        offset = self._offset(ledger_id)
+        if offset is None:
             return False
         if self._bits is not None:
             return bool(self._bits[offset >> 3] >> (offset & 7) & 1)
@@ -491,10 +496,8 @@ class LeafIds(Sequence[int]):
     def position(self, ledger_id: object) -> int | None:
         """Where ``ledger_id`` is (None: not here), by the offsets' own bisect (the bits
         before it counted)."""
-        if not isinstance(ledger_id, int):
-            return None
-        offset = ledger_id - self.base
-        if not 0 <= offset <= self._last:
+        offset = self._offset(ledger_id)
+        if offset is None:
             return None
         if self._bits is not None:
             if ledger_id not in self:
