@@ -664,16 +664,20 @@ def _worth_executors(works: list[DirectoryWork], cache: record_cache.CachePlan) 
         * (_CACHED_SECONDS if not cache.full and w.directory in cache.rows else _READ_SECONDS)
         for w in works
     )
-    return len(works) >= MIN_SHARDS_FOR_SPARK and here >= SPARK_OVER_SECONDS
+    return _executors_pay(len(works), here)
 
 
 def _cached_work_for_executors(cache: record_cache.CachePlan) -> bool:
     """Whether the ledgers the cache's rows had, each a cached record, are more work
     than ``SPARK_OVER_SECONDS`` here (``_worth_executors`` before the listing)."""
     ledgers = sum(row.ledgers for row in cache.rows.values())
-    return (
-        len(cache.rows) >= MIN_SHARDS_FOR_SPARK and ledgers * _CACHED_SECONDS >= SPARK_OVER_SECONDS
-    )
+    return _executors_pay(len(cache.rows), ledgers * _CACHED_SECONDS)
+
+
+def _executors_pay(directories: int, seconds_here: float) -> bool:
+    """Whether some directories, this many seconds of work in one Python process, are
+    worth a Spark session and its workers."""
+    return directories >= MIN_SHARDS_FOR_SPARK and seconds_here >= SPARK_OVER_SECONDS
 
 
 def _works(cache: record_cache.CachePlan, leaves: scan.Leaves) -> list[DirectoryWork]:
@@ -827,8 +831,9 @@ def _on_executors(
 ) -> Iterator[tuple[BookKeeperSurvey | None, list[DirectoryDone]]]:
     """The directories read and classified on executors, in parts of about
     ``PART_LEDGERS`` ledgers, each task over its own session with the classifier cut
-    to its ledgers (``Classifier.within``: a task holds its part, not the cluster), each
-    at its share of the read budget: the tasks that run at once read no more than the
+    to its ledgers (``Classifier.common``, a broadcast, with the task's own
+    ``Classifier.cuts``: a task holds its part, not the cluster), each at its share of
+    the read budget: the tasks that run at once read no more than the
     budget together (``zk_share``). A task that fails fails the job: a partial scan is a
     refusal, never fewer ledgers. The job runs here; its tasks' results are kept where
     they ran and fetched a task's at a time by the returned iterator (``_fetched``)."""

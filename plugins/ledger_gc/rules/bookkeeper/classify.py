@@ -399,7 +399,7 @@ class PulsarReferences:
         """The highest ledger id any record names: ledgers above it are newer than the
         metadata read (ids only grow). (Each record's highest: no index of them all.)"""
         return max(
-            (high for _, ids in self.reference_groups() if (high := _highest(ids)) is not None),
+            (high for _, _, ids in self._reference_keys() if (high := _highest(ids)) is not None),
             default=None,
         )
 
@@ -549,11 +549,10 @@ class Classifier:
         return self._owner_of
 
     def _owner_groups(self) -> Iterator[tuple[str, Iterable[int]]]:
-        return ((name, self.refs.listed[name]) for name in self._owners())
-
-    def _owners(self) -> Iterator[str]:
-        """The managed ledgers, the last first (of two that list an id, the last's)."""
-        return reversed(list(self.refs.listed))
+        """Each managed ledger and its listed ids, the last first (of two that list an
+        id, the last's); its name, no copy of the references' items."""
+        listed = self.refs.listed
+        return ((name, listed[name]) for name in reversed(list(listed)))
 
     def within(self, ranges: Iterable[tuple[int, int]]) -> Classifier:
         """This classifier for ledgers in ``ranges`` (``(low, high)``: ``low <= id <
@@ -599,7 +598,7 @@ class Classifier:
         built = self._referenced is not None and self._owner_of is not None
         if not built:
             referenced = self.refs.reference_table()
-            owners = GroupTable((0, name, self.refs.listed[name]) for name in self._owners())
+            owners = GroupTable.labelled(self._owner_groups())
             referenced_of, owners_of = referenced.assign(merged), owners.assign(merged)
         for at, spans in enumerate(merged):
             if built:
@@ -867,7 +866,9 @@ class Classifier:
         return name
 
 
-def _highest(ids: Iterable[int]) -> int | None:
+def _highest(ids: Iterable[int] | int) -> int | None:
+    if isinstance(ids, int):
+        return ids
     return ids.high if isinstance(ids, LedgerIds) else max(ids, default=None)
 
 

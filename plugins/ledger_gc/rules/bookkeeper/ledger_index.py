@@ -374,8 +374,6 @@ def _kept(ids: Iterable[int] | int) -> LedgerIds | array | int | None:
         return ids
     if isinstance(ids, LedgerIds):
         return ids if len(ids) else None
-    if isinstance(ids, tuple) and len(ids) == 1:
-        return int(ids[0])
     kept = _as_array(ids)
     return kept if len(kept) else None
 
