@@ -6,11 +6,14 @@ and its ints) they were hundreds of bytes each, and the driver held all of them:
 at 10M ledgers, 193 MiB collected from the executors. Here they are 21 bytes each in
 flat arrays that pickle as bytes, the few distinct classes and owners once; a
 ``BkCandidate`` is made again only for whoever iterates (the diff's rows, a batch at a
-time), with the znode path its id and the layout give.
+time), with the znode path its id and the layout give. An owner is kept as the name it
+is, the references' own string (interned): numbered, the merged table's dict of owner
+-> number was 80 bytes a topic, more than a candidate's columns.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -85,11 +88,9 @@ class CandidateTable(Collection[BkCandidate]):
         self._bytes = array("q")
         self._ctimes = array("q")
         self._classes = array("B")  # index into _class_names
-        self._owners = array("i")  # index into _owner_names
+        self._owners: list[str] = []  # (interned: one string a topic, however many rows)
         self._class_names: list[str] = []
-        self._owner_names: list[str] = []
         self._class_at: dict[str, int] = {}
-        self._owner_at: dict[str, int] = {}
 
     # --- filling it ---------------------------------------------------------------------
 
@@ -99,7 +100,7 @@ class CandidateTable(Collection[BkCandidate]):
         self._bytes.append(ledger.bytes)
         self._ctimes.append(ledger.ctime_ms)
         self._classes.append(_index(self._class_at, self._class_names, verdict.ledger_class))
-        self._owners.append(_index(self._owner_at, self._owner_names, verdict.owner))
+        self._owners.append(sys.intern(verdict.owner))
 
     def extend(self, other: CandidateTable) -> None:
         """Another part's candidates after these (an executor task's, of the same root)."""
@@ -113,9 +114,7 @@ class CandidateTable(Collection[BkCandidate]):
         self._classes.extend(
             _renumbered(other._classes, other._class_names, self._class_at, self._class_names)
         )
-        self._owners.extend(
-            _renumbered(other._owners, other._owner_names, self._owner_at, self._owner_names)
-        )
+        self._owners.extend(other._owners)  # (interned as they were unpickled)
 
     def remove(self, ledger_ids: Collection[int]) -> list[BkCandidate]:
         """Take out the candidates of these ledgers; the ones taken, in order."""
@@ -128,16 +127,11 @@ class CandidateTable(Collection[BkCandidate]):
             return []
         taken = [self._candidate(int(i)) for i in np.flatnonzero(hit)]
         keep = ~hit
-        for name, code in (
-            ("_ids", "q"),
-            ("_bytes", "q"),
-            ("_ctimes", "q"),
-            ("_classes", "B"),
-            ("_owners", "i"),
-        ):
+        for name, code in (("_ids", "q"), ("_bytes", "q"), ("_ctimes", "q"), ("_classes", "B")):
             column = getattr(self, name)
             kept = np.frombuffer(column, dtype=np.dtype(code))[keep]
             setattr(self, name, array(code, kept.tobytes()))
+        self._owners = list(itertools.compress(self._owners, keep.tolist()))
         return taken
 
     # --- reading it ---------------------------------------------------------------------
@@ -165,17 +159,12 @@ class CandidateTable(Collection[BkCandidate]):
 
     def topics(self) -> set[str]:
         """The topics the candidates belong to (``classify.topic_of``)."""
-        return {
-            topic_of(self._class_names[cls], self._owner_names[owner])
-            for cls, owner in self._pairs()
-        }
+        return {topic_of(self._class_names[cls], owner) for cls, owner in self._pairs()}
 
     def ids_where(self, owned: Callable[[str, str], bool]) -> list[int]:
         """The ledger ids of the candidates whose class and owner ``owned`` takes."""
         chosen = {
-            (cls, owner)
-            for cls, owner in self._pairs()
-            if owned(self._class_names[cls], self._owner_names[owner])
+            (cls, owner) for cls, owner in self._pairs() if owned(self._class_names[cls], owner)
         }
         return [
             lid
@@ -198,15 +187,15 @@ class CandidateTable(Collection[BkCandidate]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_class_at"], state["_owner_at"]  # (made again from the names)
+        del state["_class_at"]  # (made again from the names)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._class_names = [sys.intern(name) for name in self._class_names]
-        self._owner_names = [sys.intern(name) for name in self._owner_names]
+        # (each owner is pickled once a table, and lands on the references' string)
+        self._owners = [sys.intern(name) for name in self._owners]
         self._class_at = {name: at for at, name in enumerate(self._class_names)}
-        self._owner_at = {name: at for at, name in enumerate(self._owner_names)}
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -216,12 +205,12 @@ class CandidateTable(Collection[BkCandidate]):
             self.layout,
             self._ids[row],
             self._class_names[self._classes[row]],
-            self._owner_names[self._owners[row]],
+            self._owners[row],
             self._bytes[row],
             self._ctimes[row],
         )
 
-    def _pairs(self) -> set[tuple[int, int]]:
+    def _pairs(self) -> set[tuple[int, str]]:
         return set(zip(self._classes, self._owners, strict=True))
 
 
@@ -236,8 +225,8 @@ def _index(at: dict[str, int], names: list[str], name: str) -> int:
 def _renumbered(
     codes: array[int], names: list[str], at: dict[str, int], into: list[str]
 ) -> array[int]:
-    """Another table's class or owner numbers (``codes`` of ``names``) as the numbers
-    of the same names in ``at`` and ``into``, which gain those they lack."""
+    """Another table's class numbers (``codes`` of ``names``) as the numbers of the
+    same names in ``at`` and ``into``, which gain those they lack."""
     code = codes.typecode
     mapping = np.array([_index(at, into, name) for name in names], dtype=np.dtype(code))
     if not len(codes):
