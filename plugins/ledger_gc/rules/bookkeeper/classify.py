@@ -68,6 +68,7 @@ from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
 from ledger_gc.rules.bookkeeper import ledger_paths
+from ledger_gc.rules.bookkeeper.by_name import ByName
 from ledger_gc.rules.bookkeeper.ledger_index import GroupTable, LedgerIds, LedgerIndex
 from ledger_gc.rules.bookkeeper.offloaded_copy import OffloadedCopy
 from ledger_gc.rules.bookkeeper.records import CLOSED, OPEN
@@ -576,18 +577,22 @@ class Classifier:
         """What every part's classifier has whole, and nothing per ledger: the managed
         ledgers' names (not their listed ids), their highest ids, the cursors, schemas
         and namespaces. Sent once to every executor (a Spark broadcast), not with each
-        task: at 100,000 topics, 16 MB pickled, which forty tasks each carried."""
+        task: at 100,000 topics, 16 MB pickled, which forty tasks each carried. Its
+        per-topic maps are views of the references' own (``ByName``), which an
+        executor unpickles into dicts: the driver makes no copy of them."""
         part = copy.copy(self)
         part._referenced = part._owner_of = part._topic_keys = None
-        part.ml_high = dict(self.ml_high)
+        part.ml_high = ByName(self.ml_high)
         part.handed_off = {}
         part.refs = replace(
             self.refs,
-            listed=dict.fromkeys(self.refs.listed, LedgerIds()),
+            listed=ByName(self.refs.listed, same=LedgerIds()),
             marked={},
             offloaded_deleted={},
             offload_copies={},
+            cursors=ByName(self.refs.cursors, pairs=True),
         )
+        part.cursor_ids = part.refs.cursors
         return part
 
     def cuts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[PartCut]:

@@ -339,7 +339,8 @@ class GroupTable:
         # (inclusive: the span of ledger 2**63 - 1 ends at 2**63, beyond an int64)
         lasts = np.array([high - 1 for _, high, _ in spans], dtype=np.int64)
         owner = np.array([part for _, _, part in spans], dtype=np.int64)
-        by_part: list[list[int]] = [[] for _ in parts]
+        # (4 bytes a group a part: a list of ints was 36, 8 MiB at 100,000 topics)
+        by_part = [array("i") for _ in parts]
         if not spans:
             return [array("i") for _ in parts]
 
@@ -365,7 +366,9 @@ class GroupTable:
             groups = np.frombuffer(single_at, dtype=np.int64)[which]
             for part, at in zip(owner[span].tolist(), groups.tolist(), strict=True):
                 by_part[part].append(at)
-        return [array("i", sorted(mine)) for mine in by_part]
+        return [
+            array("i", np.sort(np.frombuffer(mine, dtype=np.intc)).tobytes()) for mine in by_part
+        ]
 
 
 def _kept(ids: Iterable[int] | int) -> LedgerIds | array | int | None:
