@@ -585,3 +585,21 @@ def test_the_common_part_is_packed_without_a_dict_or_a_memo_entry_a_topic() -> N
     assert list(back.refs.listed) == list(listed)
     assert all(not ids for ids in back.refs.listed.values())
     assert back.ml_high == classifier.common().ml_high
+
+
+def test_a_managed_ledgers_ids_cost_little_beside_their_four_bytes_each() -> None:
+    """The driver holds every topic's listed ids for the whole survey: as an object and
+    an array of offsets, 130 bytes a topic beside the ids (13 MB at 100,000 topics).
+    The offsets are one bytes object."""
+    tracemalloc.start()
+    try:
+        sets = [LedgerIds(range(t * 1_000, t * 1_000 + 99)) for t in range(10_000)]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    beside = (held - 8 * len(sets)) / len(sets) - 99 * 4
+    assert beside < 120, beside
+    ids = sets[7]
+    assert list(ids) == list(range(7_000, 7_099)) and ids.high == 7_098 and len(ids) == 99
+    assert 7_050 in ids and 7_099 not in ids and ids.itemsize == 4
+    assert pickle.loads(pickle.dumps(ids)) == ids and ids.sorted_array()[0] == 7_000

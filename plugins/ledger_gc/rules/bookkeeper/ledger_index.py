@@ -107,15 +107,17 @@ class LedgerIds(AbstractSet[int]):
     ids, the ids a survey found. Kept as the first id and each id's four-byte offset
     from it where they span less than 2**32 (a cluster's ids rarely span four billion;
     the survey's driver holds every topic's for its whole run, 80 MB at 10M as eight
-    bytes an id), else eight bytes an id (a frozenset of ints costs about 60). Compares
-    equal to the frozenset of the same ids, and mixes with sets (``|``, ``&``, ``-``)."""
+    bytes an id), else eight bytes an id (a frozenset of ints costs about 60). The
+    offsets are a ``bytes``, read through a view: an ``array`` object was 47 bytes
+    more a topic. Compares equal to the frozenset of the same ids, and mixes with sets
+    (``|``, ``&``, ``-``)."""
 
     __slots__ = ("_base", "_ids")
 
     def __init__(self, ids: Iterable[int] = ()) -> None:
         if isinstance(ids, LedgerIds):
             self._base: int = ids._base
-            self._ids: array = ids._ids
+            self._ids: array | bytes = ids._ids  # array('q') of ids, or uint32 offsets
             return
         if isinstance(ids, array) and ids.typecode == "q" and _strictly_sorted(ids):
             values: Sequence[int] = ids
@@ -123,7 +125,7 @@ class LedgerIds(AbstractSet[int]):
             values = sorted(set(ids))
         if not values or values[-1] - values[0] < _OFFSETS_SPAN:
             self._base = values[0] if values else 0
-            self._ids = array("I", [lid - self._base for lid in values])
+            self._ids = array("I", [lid - self._base for lid in values]).tobytes()
         else:
             self._base = 0
             self._ids = values if isinstance(values, array) else array("q", values)
@@ -142,11 +144,15 @@ class LedgerIds(AbstractSet[int]):
     @property
     def itemsize(self) -> int:
         """Bytes an id: 4 (offsets from the first) or 8."""
-        return self._ids.itemsize
+        return self._ids.itemsize if isinstance(self._ids, array) else 4
+
+    def _values(self) -> Sequence[int]:
+        """The ids (eight bytes each) or their offsets, as a sequence."""
+        return self._ids if isinstance(self._ids, array) else memoryview(self._ids).cast("I")
 
     def _offset(self, ledger_id: int) -> int | None:
         """``ledger_id`` as this set keeps it (None: it cannot be here)."""
-        if self._ids.typecode == "q":
+        if isinstance(self._ids, array):
             return ledger_id
         offset = ledger_id - self._base
         return offset if 0 <= offset < _OFFSETS_SPAN else None
@@ -155,15 +161,15 @@ class LedgerIds(AbstractSet[int]):
         if not isinstance(ledger_id, int):
             return False
         offset = self._offset(ledger_id)
-        return offset is not None and _position(self._ids, offset) is not None
+        return offset is not None and _position(self._values(), offset) is not None
 
     def __iter__(self) -> Iterator[int]:
-        if self._ids.typecode == "q":
+        if isinstance(self._ids, array):
             return iter(self._ids)
-        return map(self._base.__add__, self._ids)
+        return map(self._base.__add__, self._values())
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._ids) if isinstance(self._ids, array) else len(self._ids) // 4
 
     def __hash__(self) -> int:
         return self._hash()
@@ -190,7 +196,7 @@ class LedgerIds(AbstractSet[int]):
     def sorted_array(self) -> array:
         """The ids, sorted, as an ``array('q')``: this set's own (do not change it), or
         made from its offsets (a copy: ask once, and let it go)."""
-        if self._ids.typecode == "q":
+        if isinstance(self._ids, array):
             return self._ids
         out = array("q")
         out.frombytes(self.numpy().tobytes())
@@ -201,16 +207,16 @@ class LedgerIds(AbstractSet[int]):
         offsets."""
         import numpy as np  # (here: the rules import without it until ids are widened)
 
-        if self._ids.typecode == "q":
+        if isinstance(self._ids, array):
             return np.frombuffer(self._ids, dtype=np.int64)
         return np.frombuffer(self._ids, dtype=np.uint32).astype(np.int64) + self._base
 
     @property
     def high(self) -> int | None:
         """The highest id (None: empty)."""
-        return self._base + self._ids[-1] if self._ids else None
+        return self._base + self._values()[-1] if self._ids else None
 
-    def __reduce__(self) -> tuple[Any, tuple[int, array]]:
+    def __reduce__(self) -> tuple[Any, tuple[int, array | bytes]]:
         return (_ledger_ids, (self._base, self._ids))
 
 
@@ -218,10 +224,14 @@ class LedgerIds(AbstractSet[int]):
 _OFFSETS_SPAN = 2**32
 
 
-def _ledger_ids(base: int, ids: array) -> LedgerIds:
+def _ledger_ids(base: int, ids: array | bytes) -> LedgerIds:
     """A ``LedgerIds`` as pickled (its first id and offsets, or its ids)."""
     made = LedgerIds.__new__(LedgerIds)
-    made._base, made._ids = base, ids
+    # (offsets pickled as an array('I') before they were a bytes)
+    made._base, made._ids = (
+        base,
+        ids.tobytes() if isinstance(ids, array) and ids.typecode == "I" else ids,
+    )
     return made
 
 
