@@ -238,8 +238,7 @@ class BookKeeperSurvey:
         """Move the candidates of ``topics`` from their orphan class to ``bk-held``."""
         if not topics:
             return
-        held = self.candidates.ids_where(lambda cls, owner: classify.topic_of(cls, owner) in topics)
-        for candidate in self.candidates.remove(held):
+        for candidate in self.candidates.remove(self.candidates.ids_of_topics(topics)):
             topic = classify.topic_of(candidate.target_class, candidate.ml_name)
             self._held(candidate, why.format(topic=topic), hold)
 
@@ -586,7 +585,7 @@ def survey(
             offloaded_copy.hold_reasons(endpoints.offload, copies),
             classify.HOLD_OFFLOAD_UNCONFIRMED,
         )
-        judged = result.candidates.topics()
+        judged = result.candidates.topics_among(result.gone_high.keys())
         result.gone_topic_high = {t: h for t, h in result.gone_high.items() if t in judged}
         with cost.step("checks"):
             result.missing_listed, result.listed_in_bookkeeper = _missing_listed(
