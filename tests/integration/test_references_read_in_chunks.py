@@ -19,6 +19,7 @@ from ledger_gc.formats.markers import encode_marker_value, marker_key
 from ledger_gc.metadata import store as store_module
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
+from ledger_gc.rules.bookkeeper.cursor_ledgers import CursorLedgers
 from ledger_gc.rules.metadata import paths
 from pulsar_cluster import PulsarCluster, ml_tags
 
@@ -57,6 +58,10 @@ def test_the_references_are_read_a_chunk_at_a_time_and_are_the_whole_reads(
     # A subscription's name is held once, however many topics have it (the references'
     # keys for the whole survey: 5 MB at 100,000 topics as a string each).
     assert len({id(cursor) for _, cursor in chunked.cursors}) == 1
+    # The cursors are columns, their topics the references' own names (a dict of
+    # tuples was 100 bytes a cursor, 10 MiB at 100,000 topics).
+    assert isinstance(chunked.cursors, CursorLedgers)
+    assert all(topic in chunked.listed for topic, _ in chunked.cursors)
     # The topics' names are the interned ones: the candidates' owners, back from the
     # executors as copies (100,000 names at 10M), are interned onto them, not kept twice.
     copies = [pickle.loads(pickle.dumps(name)) for name in chunked.listed]

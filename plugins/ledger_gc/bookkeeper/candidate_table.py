@@ -3,12 +3,12 @@
 A candidate differs from the next in a few numbers: its ledger id, bytes and time, its
 class and its owner (a topic with many). As objects (a ``BkCandidate``, its znode's path
 and its ints) they were hundreds of bytes each, and the driver held all of them: 500,000
-at 10M ledgers, 193 MiB collected from the executors. Here they are 21 bytes each in
-flat arrays that pickle as bytes, the few distinct classes and owners once; a
-``BkCandidate`` is made again only for whoever iterates (the diff's rows, a batch at a
-time), with the znode path its id and the layout give. An owner is kept as the name it
-is, the references' own string (interned): numbered, the merged table's dict of owner
--> number was 80 bytes a topic, more than a candidate's columns.
+at 10M ledgers, 193 MiB collected from the executors. Here they are 33 bytes each in
+flat columns, the few distinct classes once, each owner a reference to the references'
+own string (interned; numbered, the merged table's dict of owner -> number was 80 bytes
+a topic, more than a candidate's columns); a ``BkCandidate`` is made again only for
+whoever iterates (the diff's rows, a batch at a time), with the znode path its id and
+the layout give.
 """
 
 from __future__ import annotations

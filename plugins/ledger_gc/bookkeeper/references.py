@@ -23,6 +23,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.proto import pulsar_schema_pb2
 from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
 from ledger_gc.rules.bookkeeper.classify import PulsarReferences, SchemaIndex
+from ledger_gc.rules.bookkeeper.cursor_ledgers import CursorLedgers
 from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
 from ledger_gc.rules.bookkeeper.offloaded_copy import BUCKET_PROPERTY, OffloadedCopy
 from ledger_gc.rules.metadata import paths
@@ -187,7 +188,7 @@ def offloaded_copy_of(ledger: LedgerInfo) -> OffloadedCopy:
 
 def _cursor_references(
     store: MetadataStore, names: list[str]
-) -> tuple[dict[tuple[str, str], int], dict[str, int], set[int]]:
+) -> tuple[CursorLedgers, dict[str, int], set[int]]:
     ml_paths = [paths.managed_ledger_path(name) for name in names]
     # (a subscription's name once, however many topics have it: the pairs are the
     # references' keys for the whole survey)
@@ -197,7 +198,7 @@ def _cursor_references(
         for cursor in children
     ]
     del ml_paths
-    cursors: dict[tuple[str, str], int] = {}
+    cursors: list[tuple[tuple[str, str], int]] = []
     compacted: dict[str, int] = {}
     buckets: set[int] = set()
     records = store.iter_many_raw(paths.cursor_path(name, cursor) for name, cursor in pairs)
@@ -207,12 +208,12 @@ def _cursor_references(
         name, cursor = pair
         path = paths.cursor_path(name, cursor)
         info = decode_managed_cursor_info(raw[0], path=path)
-        cursors[pair] = info.cursorsLedgerId
+        cursors.append((pair, info.cursorsLedgerId))
         ledger = compacted_ledger(cursor, info)
         if ledger is not None:
             compacted[name] = ledger
         buckets |= bucket_ledgers(info, path)
-    return cursors, compacted, buckets
+    return CursorLedgers(cursors), compacted, buckets
 
 
 def compacted_ledger(cursor: str, info: ManagedCursorInfo) -> int | None:
