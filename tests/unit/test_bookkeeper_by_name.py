@@ -6,6 +6,7 @@ peak at 100,000 topics)."""
 from __future__ import annotations
 
 import pickle
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,3 +45,21 @@ def test_a_name_with_the_separator_is_pickled_as_a_plain_dict() -> None:
     assert pickle.loads(pickle.dumps(ByName(source))) == source
     assert pickle.loads(pickle.dumps(ByName({}))) == {}
     assert pickle.loads(pickle.dumps(ByName({"": 5}))) == {"": 5}
+
+
+def test_an_executor_holds_each_name_once_across_the_common_maps() -> None:
+    # The common classifier's maps (the topics, their highest ids, the cursors) name the
+    # references' own strings: pickled as dicts, the pickler's memo wrote each once, and
+    # an executor's task held one string a topic and one a subscription name. Packed as
+    # a string each, they came back as a copy a map and a cursor: at 100,000 topics of a
+    # cursor each, the unpickled common grew from 28.5 to 50.2 MiB in every task.
+    names = [sys.intern(f"t/ns/persistent/topic-{t:06d}") for t in range(5_000)]
+    sub = sys.intern("subscription")
+    listed = {name: t for t, name in enumerate(names)}
+    cursors = {(name, sub): -1 for name in names}
+    views = (ByName(listed), ByName(listed, same=0), ByName(cursors, pairs=True))
+    highs, topics, cursor_map = pickle.loads(pickle.dumps(views, pickle.HIGHEST_PROTOCOL))
+    assert list(highs) == list(topics) == [topic for topic, _ in cursor_map] == names
+    assert all(a is b for a, b in zip(highs, topics, strict=True))
+    assert all(a is b for a, (b, _) in zip(highs, cursor_map, strict=True))
+    assert len({id(cursor) for _, cursor in cursor_map}) == 1
