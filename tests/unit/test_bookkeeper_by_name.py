@@ -63,3 +63,15 @@ def test_an_executor_holds_each_name_once_across_the_common_maps() -> None:
     assert all(a is b for a, b in zip(highs, topics, strict=True))
     assert all(a is b for a, (b, _) in zip(highs, cursor_map, strict=True))
     assert len({id(cursor) for _, cursor in cursor_map}) == 1
+
+
+def test_what_cannot_be_packed_exactly_is_pickled_as_a_plain_dict() -> None:
+    # (none of these come from ZooKeeper, but a view must never unpickle as another map)
+    for source, pairs in (
+        ({"ab": 1}, True),  # a name where a pair goes: its letters are no pair
+        ({("a", "b", "c"): 1, ("d",): 2}, True),
+        ({("a", 1): 2}, True),
+        ({"\udc80": 1}, False),  # a lone surrogate: no UTF-8
+        ({"a": 2**64}, False),  # beyond an int64
+    ):
+        assert pickle.loads(pickle.dumps(ByName(source, pairs=pairs))) == source

@@ -10,7 +10,8 @@ string and its values as one array: three objects in the memo, whatever the topi
 An executor unpickles it into the dict it stands for.
 
 Keys are names or pairs of names read from ZooKeeper paths, which cannot hold NUL, so
-NUL separates them; a key that holds one anyway makes the view pickle as a plain dict.
+NUL separates them; a key that holds one anyway (or that is not a name or pair of names,
+or a value that is not an int64) makes the view pickle as a plain dict.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from __future__ import annotations
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator, Mapping
-from itertools import chain, islice
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 _SEP = "\0"
@@ -53,20 +54,29 @@ class ByName(Mapping[Any, Any]):
         return len(self._source)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        keys = chain.from_iterable(self._source) if self._pairs else iter(self._source)
+        try:
+            return self._packed()
+        except _NotPacked:  # (a key or value this form cannot carry exactly)
+            return dict, (dict(self.items()),)
+
+    def _packed(self) -> tuple[Any, tuple[Any, ...]]:
+        keys = _names_of_pairs(self._source) if self._pairs else iter(self._source)
         packer = zlib.compressobj(1)
         packed = []
         count = 0
         # (a chunk of names joined at a time: the whole string, and its encoding, were
         # 8 MB at 100,000 topics' cursors)
         while chunk := list(islice(keys, _CHUNK)):
+            if not all(isinstance(name, str) for name in chunk):
+                raise _NotPacked
             joined = _SEP.join(chunk)
             if joined.count(_SEP) != len(chunk) - 1:
-                return dict, (dict(self.items()),)  # (a key holds the separator)
-            packed.append(packer.compress(((_SEP if count else "") + joined).encode()))
+                raise _NotPacked  # (a name holds the separator)
+            try:
+                packed.append(packer.compress(((_SEP if count else "") + joined).encode()))
+            except UnicodeEncodeError as exc:  # (a lone surrogate)
+                raise _NotPacked from exc
             count += len(chunk)
-        if count != len(self._source) * (2 if self._pairs else 1):
-            return dict, (dict(self.items()),)  # (a key that is no pair)
         packed.append(packer.flush())
         names = b"".join(packed)
         if self._same is not None:
@@ -76,8 +86,22 @@ class ByName(Mapping[Any, Any]):
         for at, value in enumerate(self._source.values()):
             if value is None:
                 nones.append(at)
-            values.append(0 if value is None else value)
+            try:
+                values.append(0 if value is None else value)
+            except (OverflowError, TypeError) as exc:  # (not an int64)
+                raise _NotPacked from exc
         return _unpacked, (names, count, self._pairs, values, nones, None)
+
+
+class _NotPacked(Exception):
+    """A key or value the packed form cannot carry exactly."""
+
+
+def _names_of_pairs(keys: Iterable[Any]) -> Iterator[str]:
+    for key in keys:
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise _NotPacked
+        yield from key
 
 
 def _unpacked(
