@@ -67,15 +67,14 @@ class ByName(Mapping[Any, Any]):
         # (a chunk of names joined at a time: the whole string, and its encoding, were
         # 8 MB at 100,000 topics' cursors)
         while chunk := list(islice(keys, _CHUNK)):
-            if not all(isinstance(name, str) for name in chunk):
-                raise _NotPacked
-            joined = _SEP.join(chunk)
+            try:
+                joined = _SEP.join(chunk)
+                data = ((_SEP if count else "") + joined).encode()
+            except (TypeError, UnicodeEncodeError) as exc:  # (no name; a lone surrogate)
+                raise _NotPacked from exc
             if joined.count(_SEP) != len(chunk) - 1:
                 raise _NotPacked  # (a name holds the separator)
-            try:
-                packed.append(packer.compress(((_SEP if count else "") + joined).encode()))
-            except UnicodeEncodeError as exc:  # (a lone surrogate)
-                raise _NotPacked from exc
+            packed.append(packer.compress(data))
             count += len(chunk)
         packed.append(packer.flush())
         names = b"".join(packed)
