@@ -596,23 +596,19 @@ class Classifier:
         return part
 
     def cuts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[PartCut]:
-        """Each part's own: the per-ledger indexes and maps cut to its ranges, the
-        references asked once which parts each record's ledgers fall in, not once a
-        part (``GroupTable.assign``)."""
+        """Each part's own: the per-ledger indexes and maps cut to its ranges, made
+        from the references a part at a time, numpy reading the records' ids
+        (``GroupTable.indexes``)."""
         merged = [_merged(mine) for mine in ranges]
-        built = self._referenced is not None and self._owner_of is not None
-        if not built:
-            referenced = self.refs.reference_table()
-            owners = GroupTable.labelled(self._owner_groups())
-            referenced_of, owners_of = referenced.assign(merged), owners.assign(merged)
-        for at, spans in enumerate(merged):
-            if built:
-                assert self._referenced is not None and self._owner_of is not None
-                cut_referenced = self._referenced.within(spans)
-                cut_owners = self._owner_of.within(spans)
-            else:
-                cut_referenced = LedgerIndex.build(referenced.cut(spans, referenced_of[at]))
-                cut_owners = LedgerIndex.build(owners.cut(spans, owners_of[at]))
+        referenced: Iterator[LedgerIndex]
+        owners: Iterator[LedgerIndex]
+        if self._referenced is not None and self._owner_of is not None:
+            referenced = (self._referenced.within(spans) for spans in merged)
+            owners = (self._owner_of.within(spans) for spans in merged)
+        else:
+            referenced = self.refs.reference_table().indexes(merged)
+            owners = GroupTable.labelled(self._owner_groups()).indexes(merged)
+        for spans, cut_referenced, cut_owners in zip(merged, referenced, owners, strict=True):
             yield PartCut(
                 cut_referenced,
                 cut_owners,
