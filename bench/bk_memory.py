@@ -182,7 +182,7 @@ def main() -> int:
             cluster = pulsar_cluster.PulsarCluster(client).init(idgen=False)
             cluster.namespace(bk_scan.NAMESPACE)
             client.ensure_path(f"/managed-ledgers/{bk_scan.NAMESPACE}/persistent")
-            built = bk_scan.build(client, 0, args.size // bk_scan.PER_ML)
+            built = bk_scan.build(client, args.size // bk_scan.PER_ML)
             say(f"built {args.size:,} ledgers in {built:.1f} s")
         if args.command:
             run = bk_scan.run_command(settings.zk_hosts, directory / "state-cmd", "first")

@@ -15,6 +15,11 @@ local stack's 256 MiB cannot hold a million znodes; its other settings are the s
   10, 30, 50, 70 and 90 are **orphan ledgers**, except that in every 100th block position
   90 is untagged (**foreign**); every 1000th managed ledger has no znode (a deleted
   topic): its 100 ledgers are **orphan partitions**. Every command's classes are checked.
+  ``--ids blocks`` (the default, the figures' so far) gives each managed ledger 100 ids
+  together; ``--ids counter`` hands them out from one counter, every topic rolling over
+  in turn, as Pulsar's brokers do (topic ``b``'s ``k``-th ledger is ``k * topics + b``):
+  each leaf directory then holds ledgers of every topic, and each Spark task's part of
+  the references names them all;
 
 One run, side by side:
 
@@ -49,7 +54,7 @@ its JVM and of the whole tree; each size against the first (time per ledger, the
 driver's peak).
 
     .venv/bin/python bench/bk_scan.py [--size 1000000] [--quick] [--budget 5000]
-        [--zk-heap 3g] [--keep] [--curve SIZES]
+        [--zk-heap 3g] [--keep] [--curve SIZES] [--ids blocks|counter]
 """
 
 from __future__ import annotations
@@ -92,6 +97,27 @@ TRIMMED = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 READER_WINDOW = 4000
 
 
+#: How the tree's ids are handed out (``--ids``): "blocks", each managed ledger's 100
+#: ids together; "counter", from one counter with every topic rolling over in turn, as
+#: Pulsar's brokers take them (topic ``b``'s ``k``-th ledger is ``k * topics + b``).
+ID_ORDERS = ("blocks", "counter")
+ID_ORDER = "blocks"
+
+
+def ledger_id(block: int, position: int, blocks: int) -> int:
+    """The id of a managed ledger's ``position``-th ledger, of ``blocks`` of them."""
+    if ID_ORDER == "counter":
+        return position * blocks + block
+    return block * PER_ML + position
+
+
+def block_of(lid: int, blocks: int) -> tuple[int, int]:
+    """Which managed ledger's (block, position) a ledger id of the tree is."""
+    if ID_ORDER == "counter":
+        return lid % blocks, lid // blocks
+    return divmod(lid, PER_ML)
+
+
 def ml_name(block: int) -> str:
     return f"{NAMESPACE}/persistent/t-{block:05d}"
 
@@ -126,9 +152,10 @@ def expected(size: int) -> dict[str, int]:
 # --- building the data ------------------------------------------------------------------
 
 
-def build(client: Any, first_block: int, end_block: int) -> float:
-    """Write the ledgers of blocks ``first_block`` .. ``end_block - 1``, then their managed
-    ledgers and cursors (a ledger exists before a record references it); seconds taken."""
+def build(client: Any, blocks: int) -> float:
+    """Write the ledgers of ``blocks`` managed ledgers, ids 0 .. ``blocks * PER_ML - 1``
+    a chunk at a time, then the managed ledgers and cursors (a ledger exists before a
+    record references it); seconds taken."""
     import pulsar_cluster
     from ledger_gc.formats.records import encode_managed_cursor_info, encode_managed_ledger_info
     from ledger_gc.proto.mldataformats_pb2 import ManagedCursorInfo, ManagedLedgerInfo
@@ -137,59 +164,66 @@ def build(client: Any, first_block: int, end_block: int) -> float:
     hier = ledger_paths.HIERARCHICAL
     started = time.perf_counter()
     now_ms = int(time.time() * 1000)
-    # A 100-id block lies in one leaf directory (10,000 ids each): its parents first.
+    size = blocks * PER_ML
+    # Every 10,000 ids lie in one leaf directory: the parents first.
     parents = sorted(
         {
-            ledger_paths.ledger_path(ROOT, block * PER_ML, hier).rsplit("/", 1)[0]
-            for block in range(first_block, end_block)
+            ledger_paths.ledger_path(ROOT, lid, hier).rsplit("/", 1)[0]
+            for lid in range(0, size, 10_000)
         }
     )
     for parent in parents:
         client.ensure_path(parent)
     untagged = pulsar_cluster.ledger_record({}, length=LEDGER_LENGTH, ctime_ms=now_ms)
-    chunk = 100  # blocks per round: 10,000 ledgers
-    done = 0
-    for start in range(first_block, end_block, chunk):
-        blocks = range(start, min(start + chunk, end_block))
+    records: dict[int, bytes] = {}  # (a managed ledger's record, made once)
+    chunk = 10_000
+    for low in range(0, size, chunk):
         ledger_ops = []
-        ml_ops = []
-        for block in blocks:
-            name = ml_name(block)
-            record = pulsar_cluster.ledger_record(
-                pulsar_cluster.ml_tags(name),
-                length=LEDGER_LENGTH,
-                ctime_ms=now_ms - 3_600_000,
-            )
-            base = block * PER_ML
-            for position in range(PER_ML):
-                data = untagged if position == FOREIGN_POSITION and has_foreign(block) else record
-                ledger_ops.append(
-                    ("create", ledger_paths.ledger_path(ROOT, base + position, hier), data)
+        for lid in range(low, min(low + chunk, size)):
+            block, position = block_of(lid, blocks)
+            if position == FOREIGN_POSITION and has_foreign(block):
+                data = untagged
+            else:
+                data = records.get(block) or records.setdefault(
+                    block,
+                    pulsar_cluster.ledger_record(
+                        pulsar_cluster.ml_tags(ml_name(block)),
+                        length=LEDGER_LENGTH,
+                        ctime_ms=now_ms - 3_600_000,
+                    ),
                 )
-            if is_gone(block):
-                continue
-            info = ManagedLedgerInfo()
-            for position in range(PER_ML):
-                if position not in UNLISTED:
-                    info.ledgerInfo.add(
-                        ledgerId=base + position,
-                        entries=50_000,
-                        size=LEDGER_LENGTH,
-                        timestamp=now_ms - (PER_ML - position) * 60_000,
-                    )
-            path = f"/managed-ledgers/{name}"
-            cursor = ManagedCursorInfo(
-                cursorsLedgerId=-1, markDeleteLedgerId=base + 98, markDeleteEntryId=49_999
-            )
-            ml_ops.append(("create", path, encode_managed_ledger_info(info)))
-            ml_ops.append(("create", f"{path}/{CURSOR}", encode_managed_cursor_info(cursor)))
+            ledger_ops.append(("create", ledger_paths.ledger_path(ROOT, lid, hier), data))
         _common.multi_ops(client, ledger_ops, per_txn=1000)
-        _common.multi_ops(client, ml_ops, per_txn=200)  # ~2 KB records
-        done += len(ledger_ops)
-        if done % 100_000 == 0 or blocks[-1] == end_block - 1:
+        done = low + len(ledger_ops)
+        if done % 100_000 == 0 or done == size:
             rate = done / (time.perf_counter() - started)
-            total = (end_block - first_block) * PER_ML
-            say(f"  wrote {done:,} of {total:,} ledgers ({rate:,.0f}/s)")
+            say(f"  wrote {done:,} of {size:,} ledgers ({rate:,.0f}/s)")
+    records.clear()
+    ml_ops = []
+    for block in range(blocks):
+        if is_gone(block):
+            continue
+        info = ManagedLedgerInfo()
+        for position in range(PER_ML):
+            if position not in UNLISTED:
+                info.ledgerInfo.add(
+                    ledgerId=ledger_id(block, position, blocks),
+                    entries=50_000,
+                    size=LEDGER_LENGTH,
+                    timestamp=now_ms - (PER_ML - position) * 60_000,
+                )
+        path = f"/managed-ledgers/{ml_name(block)}"
+        cursor = ManagedCursorInfo(
+            cursorsLedgerId=-1,
+            markDeleteLedgerId=ledger_id(block, 98, blocks),
+            markDeleteEntryId=49_999,
+        )
+        ml_ops.append(("create", path, encode_managed_ledger_info(info)))
+        ml_ops.append(("create", f"{path}/{CURSOR}", encode_managed_cursor_info(cursor)))
+        if len(ml_ops) >= 2_000:
+            _common.multi_ops(client, ml_ops, per_txn=200)  # ~2 KB records
+            ml_ops = []
+    _common.multi_ops(client, ml_ops, per_txn=200)
     return time.perf_counter() - started
 
 
@@ -209,7 +243,7 @@ def churn(client: Any, size: int, round_no: int, next_id: int) -> tuple[int, int
     now_ms = int(time.time() * 1000)
     blocks = [b for b in range(size // PER_ML) if not is_gone(b)]
     new_ids = {block: next_id + i for i, block in enumerate(blocks)}
-    trimmed = {block: block * PER_ML + TRIMMED[round_no] for block in blocks}
+    trimmed = {b: ledger_id(b, TRIMMED[round_no], size // PER_ML) for b in blocks}
     paths = [ledger_paths.ledger_path(ROOT, lid, hier) for lid in new_ids.values()]
     _common.ensure_parents(client, paths)
     ops = []
@@ -443,8 +477,17 @@ def main() -> int:
         "--no-reader", action="store_true", help="--curve without the reader (its figures only)"
     )
     parser.add_argument("--keep", action="store_true", help="keep ZooKeeper's data dir")
+    parser.add_argument(
+        "--ids",
+        choices=ID_ORDERS,
+        default="blocks",
+        help="blocks: each managed ledger's ids together; counter: from one counter, every "
+        "topic rolling over in turn, as Pulsar hands them out",
+    )
     parser.add_argument("--child-reader", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global ID_ORDER
+    ID_ORDER = args.ids
     if args.child_reader:
         print(json.dumps(pipelined_reader(args.child_reader)), flush=True)
         return 0
@@ -565,7 +608,7 @@ def measure(
             client.ensure_path(f"/managed-ledgers/{NAMESPACE}/persistent")
             want = expected(size)
             say(f"writing {size:,} ledgers, {want['managed_ledgers']:,} managed ledgers")
-            build_s = build(client, 0, size // PER_ML)
+            build_s = build(client, size // PER_ML)
             say(f"  built in {build_s:.1f} s; ZooKeeper JVM RSS {mib(server_rss(server)):,.0f} MiB")
 
             base: dict[str, Any] = {"build_s": build_s, "zk_rss_bytes": server_rss(server)}

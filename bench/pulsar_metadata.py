@@ -145,7 +145,7 @@ def main() -> int:
             want = bk_scan.expected(size)
             want["managed_ledgers"] += extra
             say(f"writing {size:,} ledgers, {want['managed_ledgers']:,} managed ledgers")
-            build_s = bk_scan.build(client, 0, size // bk_scan.PER_ML)
+            build_s = bk_scan.build(client, size // bk_scan.PER_ML)
             say(f"  built in {build_s:.1f} s")
             orders = [("false", "true"), ("true", "false")]
             for round_no in range(args.repeat):

@@ -4,7 +4,8 @@ orphan ledgers, a gone topic's partition, untagged ledgers) surveyed on the suit
 standalone cluster (two workers on loopback) in parts much smaller than the tree, each
 task sent only its part of the references (``Classifier.within``), then again from the
 record cache the executors wrote, then by the driver alone with every record read: the
-same classes, candidates and checks, and exactly what was built."""
+same classes, candidates and checks, and exactly what was built, whether the ids lie
+in blocks or come from one counter."""
 
 from __future__ import annotations
 
@@ -39,16 +40,23 @@ PART = 10_000
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("ids", bk_scan.ID_ORDERS)
 def test_the_survey_on_a_spark_cluster_in_parts_finds_what_the_driver_alone_finds(
     settings: Settings,
     zk_client: KazooClient,
     spark_cluster: SparkStandaloneCluster,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ids: str,
 ) -> None:
+    """Ids in blocks (each topic's together), and from one counter as Pulsar hands
+    them out: then every part holds ledgers of every topic, and each task's cut of the
+    references names them all."""
+    monkeypatch.setattr(bk_scan, "ID_ORDER", ids)
     cluster = PulsarCluster(zk_client).init(idgen=False)
     cluster.namespace(bk_scan.NAMESPACE)
     zk_client.ensure_path(f"/managed-ledgers/{bk_scan.NAMESPACE}/persistent")
-    bk_scan.build(zk_client, 0, SIZE // bk_scan.PER_ML)
+    bk_scan.build(zk_client, SIZE // bk_scan.PER_ML)
     want = bk_scan.expected(SIZE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERGC_")}
     env.update(spark_cluster.driver_env())
