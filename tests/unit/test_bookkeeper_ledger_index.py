@@ -270,10 +270,47 @@ def test_found_ids_are_the_listing_less_what_was_gone(
     ]
     assert pickle.loads(pickle.dumps(less)) == want - other
     # The ids of a sorted list (a managed ledger's) these lack, asked at once.
-    for asked in (sorted(other), sorted(want)[::3], list(range(-3, 1300, 7))):
+    lists = (sorted(other), sorted(want)[::3], list(range(-3, 1300, 7)), [])
+    for asked in lists:
         assert found.lacking(asked) == [lid for lid in asked if lid not in want]
         assert less.lacking(asked) == [lid for lid in asked if lid not in want - other]
+    # ...and of many lists at once, a chunk of them a pass (every managed ledger's).
+    named = [(n, LedgerIds(asked)) for n, asked in enumerate(lists)]
+    assert list(less.lacking_each(named, ids_at_once=2)) == [
+        (n, [lid for lid in asked if lid not in want - other]) for n, asked in enumerate(lists)
+    ]
     assert FoundIds() == frozenset() and len(FoundIds()) == 0
+
+
+def test_every_managed_ledgers_listed_ids_are_checked_a_chunk_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The survey checks every listed ledger against the ledgers found (which ones
+    BookKeeper lacks). Pulsar's ids come from one counter, so a topic's ledgers lie in
+    as many leaf directories as it has ledgers: asked a topic at a time, each
+    directory was searched once a topic (7 s at 1M ledgers of 10,000 topics, against
+    0.2 s for ids in blocks). Many topics' ids are now asked at once, each directory
+    searched once a chunk."""
+    topics, per, width = 400, 20, 400  # (20 directories, each with ids of every topic)
+    leaves = [
+        LeafIds.of(array("q", [lid for lid in range(d * width, (d + 1) * width) if lid % 97]))
+        for d in range(topics * per // width)
+    ]
+    found = FoundIds(leaves)
+    listed = [(t, LedgerIds(range(t, topics * per, topics))) for t in range(topics)]
+    searches = 0
+    has = LeafIds.has
+
+    def counted(leaf: LeafIds, offsets: Any) -> Any:
+        nonlocal searches
+        searches += 1
+        return has(leaf, offsets)
+
+    monkeypatch.setattr(LeafIds, "has", counted)
+    got = list(found.lacking_each(listed, ids_at_once=2_000))
+    monkeypatch.undo()
+    assert got == [(t, [lid for lid in ids if lid % 97 == 0]) for t, ids in listed]
+    assert searches <= len(leaves) * (topics * per // 2_000 + 1)  # (not topics * leaves)
 
 
 def test_an_index_keeps_64_bit_ids_and_the_first_label_of_each() -> None:

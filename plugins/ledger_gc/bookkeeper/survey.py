@@ -1013,14 +1013,16 @@ def _missing_listed(
 ) -> tuple[list[dict[str, Any]], int]:
     """Listed ledgers (not offloaded with bookkeeperDeleted) that BookKeeper lacks, read
     again live: a trim or topic deletion since the references were read is not counted.
-    (A managed ledger's ids asked of the ids found at once: ``FoundIds.lacking``.)"""
+    (Many managed ledgers' ids asked of the ids found at once: ``FoundIds.lacking_each``.)"""
     suspects: dict[str, set[int]] = {}
     present = 0
     offloaded = refs.offloaded_deleted
-    for name, ids in refs.listed.items():
-        lacking = [lid for lid in found.lacking(ids) if lid not in offloaded]
+    listed = refs.listed
+    for name, lacked in found.lacking_each(listed.items()):
+        lacking = [lid for lid in lacked if lid not in offloaded]
         if lacking:
             suspects[name] = set(lacking)
+        ids = listed[name]
         present += len(ids) - len(lacking)
         if offloaded:  # (those are counted neither way)
             present -= sum(1 for lid in ids if lid in offloaded)

@@ -18,7 +18,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import pairwise
 from pickle import PickleBuffer
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, TypeVar
+
+K = TypeVar("K")
 
 
 class LedgerIndex:
@@ -751,32 +753,71 @@ class FoundIds(AbstractSet[int]):
         return out
 
     def lacking(self, ids: Iterable[int]) -> list[int]:
-        """The ids of ``ids`` (a managed ledger's listed ids) not among these, in id
-        order: each id's run found by numpy, and each run that holds some searched once
-        for them, not an id at a time (the survey's check of every listed ledger:
-        10,000,000 lookups at 10M). A managed ledger's ids span every directory between
-        its oldest and newest ledger: only the runs its ids fall in are searched."""
+        """The ids of ``ids`` (sorted: a managed ledger's listed ids) not among these,
+        in id order (``lacking_each`` of one)."""
+        return next(self.lacking_each([(None, ids)]))[1]
+
+    def lacking_each(
+        self, named: Iterable[tuple[K, Iterable[int]]], ids_at_once: int = _PLACED_AT_ONCE
+    ) -> Iterator[tuple[K, list[int]]]:
+        """For each (key, sorted ids), in order: the ids not among these, in id order.
+        The survey checks every managed ledger's listed ids (10,000,000 at 10M), and
+        Pulsar's ids come from one counter, so one topic's ledgers lie in as many leaf
+        directories as it has: asked a topic at a time, each directory was searched
+        once a topic (7 s at 1M ledgers of 10,000 topics). The ids of many keys, about
+        ``ids_at_once``, are asked at once, sorted by numpy, and each run (a directory's
+        listing) searched once for all of them that fall in it."""
         import numpy as np  # (here: the rules import without it until a check runs)
 
-        asked = np.frombuffer(_as_array(ids), dtype=np.int64)
-        if not len(asked):
-            return []
-        starts, runs, gone = self._numpy()
-        present = np.zeros(len(asked), dtype=bool)
-        run_of = np.searchsorted(starts, asked, side="right") - 1
-        for at in np.unique(run_of[run_of >= 0]).tolist():
-            mine = run_of == at
-            run = runs[at]
-            if isinstance(run, LeafIds):
-                present[mine] = run.has(asked[mine] - run.base)
-                continue
-            wanted = asked[mine]
-            where = np.searchsorted(run, wanted).clip(max=len(run) - 1)
-            present[mine] = run[where] == wanted
-        if len(gone):
-            present &= ~np.isin(asked, gone)
-        lacking: list[int] = asked[~present].tolist()
-        return lacking
+        keys: list[K] = []
+        asked: list[Any] = []
+        pending = 0
+        for key, ids in named:
+            keys.append(key)
+            asked.append(
+                ids.numpy()
+                if isinstance(ids, LedgerIds)
+                else np.frombuffer(_as_array(ids), np.int64)
+            )
+            pending += len(asked[-1])
+            if pending >= ids_at_once:
+                yield from self._lacking_of(keys, asked)
+                keys, asked, pending = [], [], 0
+        if keys:
+            yield from self._lacking_of(keys, asked)
+
+    def _lacking_of(self, keys: list[K], asked: list[Any]) -> Iterator[tuple[K, list[int]]]:
+        """``lacking_each`` of one chunk of keys and their ids (numpy arrays)."""
+        import numpy as np
+
+        lengths = [len(ids) for ids in asked]
+        ids = np.concatenate(asked) if asked else np.empty(0, np.int64)
+        present = np.zeros(len(ids), dtype=bool)
+        if len(ids) and self._runs:
+            starts, runs, gone = self._numpy()
+            order = np.argsort(ids, kind="stable")
+            ordered = ids[order]
+            run_of = np.searchsorted(starts, ordered, side="right") - 1
+            # (each run's ids are one slice of the sorted ids: its bounds by numpy)
+            bounds = np.searchsorted(run_of, np.arange(len(runs) + 1))
+            found = np.zeros(len(ids), dtype=bool)
+            for at in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+                wanted = ordered[bounds[at] : bounds[at + 1]]
+                run = runs[at]
+                if isinstance(run, LeafIds):
+                    found[bounds[at] : bounds[at + 1]] = run.has(wanted - run.base)
+                    continue
+                where = np.searchsorted(run, wanted).clip(max=len(run) - 1)
+                found[bounds[at] : bounds[at + 1]] = run[where] == wanted
+            present[order] = found
+            del order, ordered, run_of, found
+            if len(gone):
+                present &= ~np.isin(ids, gone)
+        end = 0
+        for key, length in zip(keys, lengths, strict=True):
+            start, end = end, end + length
+            mine = present[start:end]
+            yield key, ([] if mine.all() else ids[start:end][~mine].tolist())
 
     def _numpy(self) -> tuple[Any, list[Any], Any]:
         """The runs' first ids, each run (a leaf's ``LeafIds`` as it is, which answers
