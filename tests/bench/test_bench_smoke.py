@@ -78,6 +78,18 @@ def test_bk_scan_benchmark_prints_a_json_result(tmp_path: Path) -> None:
     assert result["items"] > 0 and result["runs"]["second"]["records_cached"] > 0
 
 
+def test_bk_driver_steps_benchmark_prints_a_json_result(tmp_path: Path) -> None:
+    """In one process: the references cut to parts and the listed ids checked, each
+    beside its baseline."""
+    result = run_quick("bk_driver_steps", None, tmp_path)
+    assert result["items"] > 0 and set(result["steps"]) == {
+        "cut",
+        "cut_baseline",
+        "check",
+        "check_baseline",
+    }
+
+
 @pytest.mark.spark
 def test_pulsar_metadata_benchmark_prints_a_json_result(tmp_path: Path) -> None:
     """Starts a ZooKeeper of its own; four whole `ledgergc orphans`, the source on and off."""
