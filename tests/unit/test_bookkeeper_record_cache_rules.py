@@ -14,6 +14,7 @@ from ledger_gc.bookkeeper import scan
 from ledger_gc.bookkeeper.directories import VERSION_NOT_READ, DirectoryWork, split_works
 from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
 from ledger_gc.rules.bookkeeper import ledger_paths, records
+from ledger_gc.rules.bookkeeper.classify import PulsarTags
 from ledger_gc.rules.bookkeeper.record_cache import (
     BodyError,
     CachedRecord,
@@ -120,6 +121,44 @@ customs = st.dictionaries(st.text(max_size=20), st.binary(max_size=30), max_size
 def test_records_round_trip(fields: list[tuple]) -> None:  # type: ignore[type-arg]
     rows = [CachedRecord(*f) for f in fields]
     assert decode_records(encode_records(rows)) == rows
+
+
+#: ``PulsarTags``' fields' tags, in its order (Pulsar's ``LedgerMetadataUtils``).
+TAG_NAMES = (
+    "application",
+    "component",
+    "pulsar/managed-ledger",
+    "pulsar/cursor",
+    "pulsar/schemaId",
+    "pulsar/compactedTopic",
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [*TAG_NAMES, "other", ""],
+        ),
+        st.binary(max_size=12) | st.text(max_size=12).map(str.encode),
+        max_size=8,
+    )
+)
+def test_tags_are_each_tag_decoded_as_utf8_or_none(custom: dict[str, bytes]) -> None:
+    """``PulsarTags.of`` in one pass (a survey makes one a record) reads each tag as
+    UTF-8, and a value that is not UTF-8 as absent; the record cache's rows keep the
+    maps exactly (its base64 by ``binascii``)."""
+
+    def text(key: str) -> str | None:
+        try:
+            return custom[key].decode("utf-8") if key in custom else None
+        except UnicodeDecodeError:
+            return None
+
+    want = PulsarTags(*(text(key) for key in TAG_NAMES))
+    assert PulsarTags.of(custom) == want
+    assert PulsarTags.of({k: bytearray(v) for k, v in custom.items()}) == want
+    kept = CachedRecord(1, 1001, 5_000, None, 1024, 3, custom)
+    assert decode_records(encode_records([kept]))[0].custom == custom
 
 
 @given(st.lists(st.integers(0, 2**63 - 1), max_size=50))

@@ -36,12 +36,12 @@ re-check before a delete reads the znode itself (``bookkeeper/deleting.py``).
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
 import sys
 import zlib
 from array import array
+from binascii import a2b_base64, b2a_base64  # (base64's, without its wrapper)
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -332,7 +332,7 @@ def encode_records(records: Sequence[CachedRecord], packed: Packed | None = None
             index = by_map[id(record.custom)] = tags.setdefault(key, len(tags))
         indexes.append(index)
     tags_json = json.dumps(
-        [[[k, base64.b64encode(v).decode("ascii")] for k, v in key] for key in tags]
+        [[[k, b2a_base64(v, newline=False).decode("ascii")] for k, v in key] for key in tags]
     ).encode("utf-8")
     columns = [
         base.ledger_ids + array("q", [r.ledger_id for r in records]),
@@ -367,7 +367,7 @@ def decode_packed(body: bytes) -> Packed:
     try:
         tags_list = json.loads(raw[offset : offset + tags_size])
         customs: list[Mapping[str, bytes]] = [
-            {k: base64.b64decode(v) for k, v in pairs} for pairs in tags_list
+            {k: a2b_base64(v) for k, v in pairs} for pairs in tags_list
         ]
     except (ValueError, TypeError) as exc:
         raise BodyError(f"packed records' tags do not decode: {exc}") from None
