@@ -261,8 +261,9 @@ def _ledger_ids(base: int, ids: array | bytes) -> LedgerIds:
 #: so the driver holds one part's of each table at a time; at 100,000 topics two parts
 #: a pass took 8 s instead of 11 for ids a topic's among every other's, and 5 MiB more.
 IDS_AT_ONCE = 250_000
-#: Ids placed in the parts' spans by one ``searchsorted`` (a chunk of groups').
-_PLACED_AT_ONCE = 65_536
+#: Ids numpy takes in one pass where many groups' ids are asked at once (a chunk of the
+#: references' records placed in the parts' spans; of the topics' listed ids checked).
+_IDS_A_CHUNK = 65_536
 
 
 class GroupTable:
@@ -438,7 +439,7 @@ class GroupTable:
                 others.append(wide)
                 others_at.append(number)
                 pending += len(wide)
-            if pending >= _PLACED_AT_ONCE:
+            if pending >= _IDS_A_CHUNK:
                 yield chunk()
                 pending = 0
         if narrow or others:
@@ -758,7 +759,7 @@ class FoundIds(AbstractSet[int]):
         return next(self.lacking_each([(None, ids)]))[1]
 
     def lacking_each(
-        self, named: Iterable[tuple[K, Iterable[int]]], ids_at_once: int = _PLACED_AT_ONCE
+        self, named: Iterable[tuple[K, Iterable[int]]], ids_at_once: int = _IDS_A_CHUNK
     ) -> Iterator[tuple[K, list[int]]]:
         """For each (key, sorted ids), in order: the ids not among these, in id order.
         The survey checks every managed ledger's listed ids (10,000,000 at 10M), and
