@@ -20,7 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.security import make_acl
 
-from ledger_gc.bookkeeper import directories, record_cache
+from ledger_gc.bookkeeper import directories, record_cache, scan
 from ledger_gc.bookkeeper import survey as survey_module
 from ledger_gc.bookkeeper.survey import BookKeeperSurvey, survey
 from ledger_gc.config.edge import bookkeeper_endpoint, resolve
@@ -301,6 +301,45 @@ def test_a_damaged_row_is_read_again(pulsar: Settings, cluster: PulsarCluster) -
     assert cached_survey(pulsar).cost.records_read == 0  # healed
 
 
+def test_a_reused_ledgers_tags_are_not_decoded_again(
+    pulsar: Settings, cluster: PulsarCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second cycle classifies cached ledgers from the tags their rows keep: no
+    custom metadata is decoded for them (with a topic's ledgers among every other's,
+    that was most of a cached ledger's time)."""
+    for name in (ORDERS, OTHER):
+        topic(cluster, name)
+    cached_survey(pulsar)
+    want = fresh(pulsar)
+
+    def refused(custom: object) -> bk.PulsarTags:
+        raise AssertionError(f"decoded again: {custom!r}")
+
+    monkeypatch.setattr(bk.PulsarTags, "of", refused)
+    monkeypatch.setattr(scan, "tags_of", refused)  # (nor remembered)
+    second = cached_survey(pulsar)
+    assert second.cost.records_cached == 6 and second.cost.records_read == 0
+    assert verdicts(second) == want
+
+
+def test_rows_of_an_earlier_format_mean_one_full_read_that_rewrites_them(
+    pulsar: Settings, cluster: PulsarCluster
+) -> None:
+    """A state store outlives versions: the rows an earlier ledger-gc wrote (another
+    format) are never decoded as this one's; the cycle reads every ledger, classifies
+    as a fresh read does, and writes the rows in this format for the next."""
+    topic(cluster, ORDERS)
+    cached_survey(pulsar)
+    with open_store(pulsar).write() as conn:
+        conn.execute(schema.bk_record_cycles.update().values(format=rules.CACHE_FORMAT - 1))
+    second = cached_survey(pulsar)
+    assert second.cost.cache["full_read"] and second.cost.records_read == 3
+    assert f"of format {rules.CACHE_FORMAT - 1}" in second.cost.cache["why"]
+    assert verdicts(second) == fresh(pulsar)
+    third = cached_survey(pulsar)
+    assert third.cost.records_read == 0 and third.cost.records_cached == 3
+
+
 @pytest.mark.parametrize(
     "id_counters",
     [
@@ -568,7 +607,13 @@ def _lie_in_the_cache(pulsar: Settings, cluster: PulsarCluster, lid: int, tags: 
                 r
                 if r.ledger_id != lid
                 else rules.CachedRecord(
-                    r.ledger_id, r.czxid, r.znode_ctime_ms, r.ctime_ms, r.length, 3, tags
+                    r.ledger_id,
+                    r.czxid,
+                    r.znode_ctime_ms,
+                    r.ctime_ms,
+                    r.length,
+                    3,
+                    bk.PulsarTags.of(tags),
                 )
                 for r in records
             ]

@@ -3,6 +3,9 @@ stand for a read, and that a cached ledger is exactly the ledger a read gives.""
 
 from __future__ import annotations
 
+import struct
+import zlib
+from array import array
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -11,11 +14,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger_gc.bookkeeper import scan
-from ledger_gc.bookkeeper.directories import VERSION_NOT_READ, DirectoryWork, split_works
+from ledger_gc.bookkeeper.directories import (
+    VERSION_NOT_READ,
+    DirectoryWork,
+    cached_ledgers,
+    split_works,
+)
 from ledger_gc.proto.bookkeeper_metadata_pb2 import LedgerMetadataFormat
 from ledger_gc.rules.bookkeeper import ledger_paths, records
 from ledger_gc.rules.bookkeeper.classify import PulsarTags
 from ledger_gc.rules.bookkeeper.record_cache import (
+    CACHE_FORMAT,
     BodyError,
     CachedRecord,
     DirectoryRow,
@@ -70,7 +79,7 @@ def test_nothing_cached_nothing_reused() -> None:
 
 
 def record(lid: int, custom: dict[str, bytes] | None = None) -> CachedRecord:
-    tags = custom or ml_tags("t/n/persistent/a")
+    tags = PulsarTags.of(custom or ml_tags("t/n/persistent/a"))
     return CachedRecord(lid, 1000 + lid, 5_000, None, 1024, 3, tags)
 
 
@@ -83,13 +92,42 @@ def test_only_ids_still_listed_and_not_above_the_last_high_stand() -> None:
 
 def test_kept_rows_and_new_records_pack_together() -> None:
     """The rows of a directory that stand, with the records read now, in one body;
-    each record keeps its own custom metadata (maps merged by content)."""
+    each record keeps its own tags (equal tags kept once)."""
     other = ml_tags("t/n/persistent/b")
     packed = decode_packed(encode_records([record(1), record(2, other), record(3)]))
     fresh = [record(7, dict(other)), record(8, {"application": b"x"})]
     body = encode_records(fresh, packed.rows([0, 1]))
     assert decode_records(body) == [record(1), record(2, other), *fresh]
-    assert len(decode_packed(body).customs) == 3
+    assert len(decode_packed(body).tags) == 3
+
+
+def test_a_row_keeps_each_ledgers_tags_decoded_once_a_topic() -> None:
+    """A row keeps what the classification reads of a record's custom metadata, its
+    Pulsar tags as text, each distinct one once: a reused ledger's tags are not decoded
+    again (where a topic's ledgers lie among every other's, a map a record was JSON,
+    base64 and UTF-8 again each cycle), and other keys of the map cost the row nothing."""
+    big = {**ml_tags("t/n/persistent/a"), "note": b"x" * 10_000, "bad": b"\xff"}
+    rows = [record(lid, big if lid % 2 else ml_tags(f"t/n/persistent/{lid}")) for lid in range(6)]
+    body = encode_records(rows)
+    packed = decode_packed(body)
+    assert packed.tags[packed.tag_index[1]] == PulsarTags.of(big)
+    assert [packed.tag_index[i] for i in (1, 3, 5)] == [packed.tag_index[1]] * 3
+    assert len(packed.tags) == 4  # the three even topics' and the odd ones' shared
+    assert len(body) < 1_000  # the note is not kept
+    assert decode_records(body) == rows
+
+
+def test_a_row_of_an_earlier_format_is_refused_whole() -> None:
+    """Rows outlive versions: a body of format 1 (raw maps, base64 in JSON) is read
+    again, never taken for this format's (the cycle row's format sends the whole cycle
+    to a full read first: ``record_cache.plan``)."""
+    header = struct.Struct("<4sII")
+    tags = b'[[["application", "cHVsc2Fy"]]]'
+    columns = b"".join(array(code, [1]).tobytes() for code in "qqqqqii")
+    old = zlib.compress(header.pack(b"LGC\x01", 1, len(tags)) + tags + columns)
+    assert CACHE_FORMAT == 2
+    with pytest.raises(BodyError, match="another format"):
+        decode_packed(old)
 
 
 def test_only_closed_decoded_records_of_the_listed_znode_are_kept() -> None:
@@ -101,7 +139,8 @@ def test_only_closed_decoded_records_of_the_listed_znode_are_kept() -> None:
     assert not cacheable(None, "does not parse", czxid=5, listed_pzxid=60)
 
 
-customs = st.dictionaries(st.text(max_size=20), st.binary(max_size=30), max_size=4)
+texts = st.one_of(st.none(), st.text(max_size=20))
+tags_st = st.builds(PulsarTags, texts, texts, texts, texts, texts, texts)
 
 
 @given(
@@ -113,7 +152,7 @@ customs = st.dictionaries(st.text(max_size=20), st.binary(max_size=30), max_size
             st.one_of(st.none(), st.integers(1, 2**62)),
             st.integers(0, 2**62),
             st.sampled_from([1, 2, 3]),
-            customs,
+            tags_st,
         ),
         max_size=30,
     )
@@ -146,7 +185,7 @@ TAG_NAMES = (
 def test_tags_are_each_tag_decoded_as_utf8_or_none(custom: dict[str, bytes]) -> None:
     """``PulsarTags.of`` in one pass (a survey makes one a record) reads each tag as
     UTF-8, and a value that is not UTF-8 as absent; the record cache's rows keep the
-    maps exactly (its base64 by ``binascii``)."""
+    tags exactly."""
 
     def text(key: str) -> str | None:
         try:
@@ -157,8 +196,8 @@ def test_tags_are_each_tag_decoded_as_utf8_or_none(custom: dict[str, bytes]) -> 
     want = PulsarTags(*(text(key) for key in TAG_NAMES))
     assert PulsarTags.of(custom) == want
     assert PulsarTags.of({k: bytearray(v) for k, v in custom.items()}) == want
-    kept = CachedRecord(1, 1001, 5_000, None, 1024, 3, custom)
-    assert decode_records(encode_records([kept]))[0].custom == custom
+    kept = CachedRecord(1, 1001, 5_000, None, 1024, 3, want)
+    assert decode_records(encode_records([kept]))[0].tags == want
 
 
 @given(st.lists(st.integers(0, 2**63 - 1), max_size=50))
@@ -194,28 +233,24 @@ def test_a_cached_ledger_is_the_ledger_a_read_gives(data: bytes) -> None:
     znode_ctime, czxid = 1_800_000_000_000, 77
     read = scan.ledger_of(42, data, 3, znode_ctime)
     decoded = records.decode_record(data)
-    kept = decode_records(
-        encode_records(
-            [
-                CachedRecord(
-                    42,
-                    czxid,
-                    znode_ctime,
-                    decoded.ctime_ms,
-                    decoded.length,
-                    decoded.format_version,
-                    decoded.custom,
-                )
-            ]
-        )
-    )[0]
-    cached = scan.ledger_of_record(42, VERSION_NOT_READ, kept.znode_ctime_ms, kept)
+    kept = CachedRecord(
+        42,
+        czxid,
+        znode_ctime,
+        decoded.ctime_ms,
+        decoded.length,
+        decoded.format_version,
+        PulsarTags.of(decoded.custom),
+    )
+    body = encode_records([kept])
+    [cached] = cached_ledgers(decode_packed(body), [0])
     assert cached == replace(read, version=VERSION_NOT_READ)
 
 
 def test_the_record_fields_the_cache_keeps_are_those_a_ledger_is_built_from() -> None:
-    """``ledger_of_record`` reads exactly what ``CachedRecord`` has: a record with only
-    those attributes builds the same ledger as the decoded record."""
+    """``ledger_of_record`` reads exactly what ``CachedRecord`` has (the custom metadata
+    only as ``PulsarTags``): a record with only those attributes builds the same ledger
+    as the decoded record."""
     decoded = records.decode_record(ledger_record(ml_tags("t/n/persistent/a"), ctime_ms=5))
     only = SimpleNamespace(
         state=decoded.state,

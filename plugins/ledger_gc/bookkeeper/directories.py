@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -118,21 +118,8 @@ def _classify_directory(
         except BodyError as exc:
             log.warning("cached records of %s: %s; read again", work.directory, exc)
             damaged = True
-    # Straight from the columns; each distinct custom-metadata map's tags once.
-    tags = [scan.tags_of(custom) for custom in packed.customs]
-    ids, tag_index, formats = packed.ledger_ids, packed.tag_index, packed.formats
-    znode_ctimes, lengths = packed.znode_ctimes, packed.lengths
-    for i in keep:
-        ledgers[ids[i]] = scan.ledger_of_fields(
-            ids[i],
-            VERSION_NOT_READ,
-            znode_ctimes[i],
-            CLOSED,
-            lengths[i],
-            formats[i],
-            packed.ctime(i),
-            tags[tag_index[i]],
-        )
+    for ledger in cached_ledgers(packed, keep):
+        ledgers[ledger.ledger_id] = ledger
     reused = len(ledgers)
     missing = [lid for lid in work.ledger_ids if lid not in ledgers]
     read = 0
@@ -154,7 +141,7 @@ def _classify_directory(
                     decoded.ctime_ms,
                     decoded.length,
                     decoded.format_version,
-                    decoded.custom,
+                    ledger.tags,
                 )
             )
     classify([ledgers[lid] for lid in sorted(ledgers)])
@@ -168,6 +155,25 @@ def _classify_directory(
     else:
         body = encode_records(fresh, packed.rows(keep))
     return DirectoryDone(work.directory, reused, read, len(keep) + len(fresh), body, absent)
+
+
+def cached_ledgers(packed: Packed, rows: Iterable[int]) -> Iterator[BkLedger]:
+    """The ledgers of some rows of a directory's cached records, as a read of their
+    znodes gives them (but the znode's version, not read): straight from the columns,
+    with the tags the row keeps (none decoded again)."""
+    ids, tag_index, formats = packed.ledger_ids, packed.tag_index, packed.formats
+    znode_ctimes, lengths, tags = packed.znode_ctimes, packed.lengths, packed.tags
+    for i in rows:
+        yield scan.ledger_of_fields(
+            ids[i],
+            VERSION_NOT_READ,
+            znode_ctimes[i],
+            CLOSED,
+            lengths[i],
+            formats[i],
+            packed.ctime(i),
+            tags[tag_index[i]],
+        )
 
 
 def split_works(works: Sequence[DirectoryWork], tasks: int) -> list[list[DirectoryWork]]:

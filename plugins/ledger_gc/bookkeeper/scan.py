@@ -283,8 +283,8 @@ def read_ledgers(
 
 
 class RecordInputs(Protocol):
-    """What the classification reads of a ledger's record: a decoded ``LedgerRecord``,
-    or the record cache's ``CachedRecord`` of one."""
+    """What the classification reads of a ledger's decoded record (``LedgerRecord``);
+    the record cache keeps the same (``CachedRecord``, its ``custom`` as ``PulsarTags``)."""
 
     @property
     def state(self) -> str: ...

@@ -64,7 +64,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote_plus, unquote_plus
 
 from ledger_gc.rules.bookkeeper import ledger_paths
@@ -195,9 +195,14 @@ _TAG_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class PulsarTags:
-    """A ledger's custom metadata as Pulsar's tags (None: absent or not UTF-8)."""
+class PulsarTags(NamedTuple):
+    """A ledger's custom metadata as Pulsar's tags (None: absent or not UTF-8).
+
+    A named tuple, not a frozen dataclass: a survey makes one a record where a topic's
+    ledgers lie among every other's, and the dataclass's ``__init__`` (a
+    ``object.__setattr__`` a field) was three times the tuple's. The record cache's
+    rows keep these fields as they are decoded here (``record_cache.CACHE_FORMAT``):
+    a change to the fields or to ``of`` is a new format there."""
 
     application: str | None = None
     component: str | None = None
@@ -231,6 +236,10 @@ class PulsarTags:
         if self.component == COMPACTED_COMPONENT and self.compacted_topic:
             return compacted_ml_name(self.compacted_topic) or self.compacted_topic
         return self.ml_name or ""
+
+
+#: A ledger without Pulsar's tags (an unreadable record's).
+NO_TAGS = PulsarTags()
 
 
 def encode_local_name(name: str) -> str:
@@ -311,7 +320,7 @@ class BkLedger:
     state: str | None = None  # OPEN | IN_RECOVERY | CLOSED; None: unreadable
     length: int = 0
     format_version: int | None = None
-    tags: PulsarTags = PulsarTags()
+    tags: PulsarTags = NO_TAGS
     error: str | None = None  # why the record did not decode
 
     @property

@@ -31,7 +31,11 @@ and ids above the previous cycle's highest are never reused. The records are key
 the BookKeeper's ``<root>/INSTANCEID`` and where it was read (``location``): another
 cluster's, another root's or another layout's never apply. Only the classification's
 *inputs* are kept: Pulsar's references are read in full every cycle, and the live
-re-check before a delete reads the znode itself (``bookkeeper/deleting.py``).
+re-check before a delete reads the znode itself (``bookkeeper/deleting.py``). Of a
+record's custom metadata only its Pulsar tags are kept, decoded (``PulsarTags``), each
+distinct one once a row: a reused ledger's metadata is not decoded again, which with a
+topic's ledgers among every other topic's (ids from one counter) was most of a cached
+ledger's time.
 """
 
 from __future__ import annotations
@@ -41,16 +45,22 @@ import struct
 import sys
 import zlib
 from array import array
-from binascii import a2b_base64, b2a_base64  # (base64's, without its wrapper)
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
+from ledger_gc.rules.bookkeeper.classify import PulsarTags
 from ledger_gc.rules.bookkeeper.records import CLOSED
 
 #: What a row's body holds; a row of another format is read again, never guessed.
-CACHE_FORMAT = 1
+#: 1: each distinct custom-metadata map, raw (base64 in JSON); 2: each distinct
+#: ``PulsarTags``, decoded.
+CACHE_FORMAT = 2
 _MAGIC = b"LGC" + bytes([CACHE_FORMAT])
 _HEADER = struct.Struct("<4sII")  # magic, records, bytes of the tags (JSON)
+#: The fields of a ``PulsarTags`` (a row keeps each as a JSON list of them, in order).
+_TAG_WIDTH = len(PulsarTags._fields)
+_TEXT_OR_NONE = frozenset({str, type(None)})
 #: "No value" in an int64 column (a record without its own ctime).
 _NONE = -(2**63)
 
@@ -65,19 +75,19 @@ class DirectoryState:
 
 
 class CachedRecord:
-    """One CLOSED ledger's classification inputs, as its record and znode had them.
-
-    Has the attributes ``scan.ledger_of_record`` reads of a decoded record (``state``,
-    ``length``, ``format_version``, ``ctime_ms``, ``custom``), so a cached ledger is
-    built by the same function as a freshly read one."""
+    """One CLOSED ledger's classification inputs, as its record and znode had them:
+    what ``scan.ledger_of_record`` reads of a decoded record (``state``, ``length``,
+    ``format_version``, ``ctime_ms``, and ``custom`` as ``PulsarTags``), so a cached
+    ledger is built by the same function as a freshly read one
+    (``scan.ledger_of_fields``)."""
 
     __slots__ = (
         "ctime_ms",
-        "custom",
         "czxid",
         "format_version",
         "ledger_id",
         "length",
+        "tags",
         "znode_ctime_ms",
     )
 
@@ -91,7 +101,7 @@ class CachedRecord:
         ctime_ms: int | None,
         length: int,
         format_version: int,
-        custom: Mapping[str, bytes],
+        tags: PulsarTags,
     ) -> None:
         self.ledger_id = ledger_id
         self.czxid = czxid
@@ -99,7 +109,7 @@ class CachedRecord:
         self.ctime_ms = ctime_ms
         self.length = length
         self.format_version = format_version
-        self.custom = custom
+        self.tags = tags
 
     def key(self) -> tuple[object, ...]:
         return (
@@ -109,7 +119,7 @@ class CachedRecord:
             self.ctime_ms,
             self.length,
             self.format_version,
-            tuple(sorted(self.custom.items())),
+            self.tags,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -254,9 +264,9 @@ def decode_ids(data: bytes) -> array:
 @dataclass
 class Packed:
     """Records as they are packed: one column per field (``array``), and the distinct
-    custom-metadata maps the ``tag_index`` column points into. A survey classifies a
-    directory's cached records straight from the columns: no object per record unless
-    asked (``record``)."""
+    tags the ``tag_index`` column points into. A survey classifies a directory's cached
+    records straight from the columns: no object per record unless asked
+    (``record``)."""
 
     ledger_ids: array = field(default_factory=lambda: array("q"))
     czxids: array = field(default_factory=lambda: array("q"))
@@ -265,7 +275,7 @@ class Packed:
     lengths: array = field(default_factory=lambda: array("q"))
     formats: array = field(default_factory=lambda: array("i"))
     tag_index: array = field(default_factory=lambda: array("i"))
-    customs: list[Mapping[str, bytes]] = field(default_factory=list)
+    tags: list[PulsarTags] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ledger_ids)
@@ -282,7 +292,7 @@ class Packed:
             self.ctime(i),
             self.lengths[i],
             self.formats[i],
-            self.customs[self.tag_index[i]],
+            self.tags[self.tag_index[i]],
         )
 
     def records(self) -> list[CachedRecord]:
@@ -300,7 +310,7 @@ class Packed:
         return [i for i in range(len(ids)) if ids[i] in now and ids[i] <= high]
 
     def rows(self, keep: Sequence[int]) -> Packed:
-        """These rows only (the maps kept whole: a map no row points at costs nothing)."""
+        """These rows only (the tags kept whole: tags no row points at cost nothing)."""
 
         def pick(column: array) -> array:
             return array(column.typecode, [column[i] for i in keep])
@@ -313,27 +323,24 @@ class Packed:
             pick(self.lengths),
             pick(self.formats),
             pick(self.tag_index),
-            list(self.customs),
+            list(self.tags),
         )
 
 
 def encode_records(records: Sequence[CachedRecord], packed: Packed | None = None) -> bytes:
     """``packed``'s rows (if any) and then ``records``, packed column by column, their
-    custom metadata once per distinct map."""
+    tags once per distinct value."""
     base = packed or Packed()
-    tags: dict[tuple[tuple[str, bytes], ...], int] = {}
-    remap = [tags.setdefault(tuple(sorted(m.items())), len(tags)) for m in base.customs]
-    by_map: dict[int, int] = {}  # the same map object (a directory's records share them)
+    tags: dict[PulsarTags, int] = {}
+    remap = [tags.setdefault(t, len(tags)) for t in base.tags]
+    by_object: dict[int, int] = {}  # the same object (a topic's records share one)
     indexes = [remap[i] for i in base.tag_index]
     for record in records:
-        index = by_map.get(id(record.custom))
+        index = by_object.get(id(record.tags))
         if index is None:
-            key = tuple(sorted(record.custom.items()))
-            index = by_map[id(record.custom)] = tags.setdefault(key, len(tags))
+            index = by_object[id(record.tags)] = tags.setdefault(record.tags, len(tags))
         indexes.append(index)
-    tags_json = json.dumps(
-        [[[k, b2a_base64(v, newline=False).decode("ascii")] for k, v in key] for key in tags]
-    ).encode("utf-8")
+    tags_json = json.dumps(list(tags)).encode("utf-8")  # (each a tuple: a JSON list)
     columns = [
         base.ledger_ids + array("q", [r.ledger_id for r in records]),
         base.czxids + array("q", [r.czxid for r in records]),
@@ -355,7 +362,7 @@ def decode_records(body: bytes) -> list[CachedRecord]:
 
 def decode_packed(body: bytes) -> Packed:
     """The columns ``encode_records`` packed; ``BodyError`` if they are not, whole.
-    Rows with the same custom metadata point at one map."""
+    Rows with the same tags point at one ``PulsarTags``."""
     try:
         raw = zlib.decompress(body)
         magic, count, tags_size = _HEADER.unpack_from(raw)
@@ -364,13 +371,7 @@ def decode_packed(body: bytes) -> Packed:
     if magic != _MAGIC:
         raise BodyError(f"packed records of another format ({magic!r})")
     offset = _HEADER.size
-    try:
-        tags_list = json.loads(raw[offset : offset + tags_size])
-        customs: list[Mapping[str, bytes]] = [
-            {k: a2b_base64(v) for k, v in pairs} for pairs in tags_list
-        ]
-    except (ValueError, TypeError) as exc:
-        raise BodyError(f"packed records' tags do not decode: {exc}") from None
+    tags = _decoded_tags(raw[offset : offset + tags_size])
     offset += tags_size
     columns = []
     for typecode in ("q", "q", "q", "q", "q", "i", "i"):
@@ -383,7 +384,21 @@ def decode_packed(body: bytes) -> Packed:
     if offset != len(raw):
         raise BodyError(f"{len(raw) - offset} bytes after the packed records")
     ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index = columns
-    packed = Packed(ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index, customs)
-    if packed.tag_index and not 0 <= min(packed.tag_index) <= max(packed.tag_index) < len(customs):
+    packed = Packed(ids, czxids, znode_ctimes, ctimes, lengths, formats, tag_index, tags)
+    if packed.tag_index and not 0 <= min(packed.tag_index) <= max(packed.tag_index) < len(tags):
         raise BodyError("packed records name tags they do not have")
     return packed
+
+
+def _decoded_tags(data: bytes) -> list[PulsarTags]:
+    """A body's distinct tags; ``BodyError`` unless each is its fields, text or None
+    (a row edited by hand must not pass a number or a list off as a topic's name)."""
+    try:
+        rows = json.loads(data)
+    except ValueError as exc:
+        raise BodyError(f"packed records' tags do not decode: {exc}") from None
+    if type(rows) is not list or any(type(r) is not list or len(r) != _TAG_WIDTH for r in rows):
+        raise BodyError("packed records' tags are not lists of their fields")
+    if not set(map(type, chain.from_iterable(rows))) <= _TEXT_OR_NONE:
+        raise BodyError("packed records' tags hold values that are not text")
+    return list(map(PulsarTags._make, rows))
