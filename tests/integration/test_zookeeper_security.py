@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
 from kazoo.security import CREATOR_ALL_ACL, make_acl
 from zk_pki import PASSWORD, Pki, dated_certificate, dated_server_keystore, make_pki
 
@@ -38,7 +40,7 @@ from ledger_gc.config.edge import bookkeeper_endpoint, resolve, zk_endpoint
 from ledger_gc.config.settings import Settings
 from ledger_gc.config.zk_security import ZkSecurity
 from ledger_gc.errors import ConfigError, MetadataAccessError
-from ledger_gc.metadata import zk_access
+from ledger_gc.metadata import zk_access, zk_client
 from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.registry import OrphanRegistry
 from local_stack.server_process import LocalStackError
@@ -361,6 +363,37 @@ def test_a_tls_or_sasl_mistake_is_one_line_naming_what_to_set(
     assert "\n" not in message
     for word in words:
         assert word in message, message
+
+
+def test_a_refused_login_is_named_when_seen_only_after_it_failed(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kazoo reports the session connected, then logs in: a process paused between the
+    two (a loaded machine) sees the session already gone for the refused login, and
+    must still say that the login was refused, not that the ensemble is unreachable."""
+    settings = secured.settings("bookkeeper")
+    settings = replace(settings, zk_security=replace(settings.zk_security, sasl_password="wrong"))
+    started = zk_client._started
+
+    def paused_until_the_login_failed(client: KazooClient, timeout: float) -> bool:
+        failed = threading.Event()
+        client.add_listener(lambda state: failed.set() if state == KazooState.LOST else None)
+        original = client.start_async
+
+        def start_async() -> threading.Event:
+            original()
+            assert failed.wait(10)  # (kazoo's AUTH_FAILED reaches listeners as LOST)
+            seen = threading.Event()  # the session was seen connected, before the login
+            seen.set()
+            return seen
+
+        monkeypatch.setattr(client, "start_async", start_async)
+        return started(client, timeout)
+
+    monkeypatch.setattr(zk_client, "_started", paused_until_the_login_failed)
+    refused = "refused the SASL DIGEST-MD5 login as 'bookkeeper'"
+    with pytest.raises(ConfigError, match=refused), MetadataStore.open(zk_endpoint(settings)):
+        pass
 
 
 def test_a_bad_setting_exits_2_in_one_line_before_anything_runs(secured: Secured) -> None:

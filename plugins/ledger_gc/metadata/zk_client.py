@@ -125,6 +125,8 @@ def connect(endpoint: ZkEndpoint) -> KazooClient:
         # from connecting straight to auth-failed): the guard still saw why.
         if login is not None and sasl is not None and sasl.empty_challenge:
             raise zk_sasl.not_spoken(hosts, login, security, names)
+        if login is not None and sasl is not None and sasl.refused:
+            raise zk_sasl.refused(hosts, login, security, names)
         found = diagnose(hosts, security, context, names)
         if found is not None:
             raise found

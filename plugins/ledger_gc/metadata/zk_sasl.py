@@ -38,17 +38,23 @@ class EmptyChallenge(AuthFailedError):
 
 class SaslGuard(ConnectionHandler):  # type: ignore[misc]  # kazoo is untyped
     """kazoo's connection handler, which ends a SASL login at the first empty challenge
-    (issue 33's flood); ``empty_challenge`` says that it did."""
+    (issue 33's flood); ``empty_challenge`` says that it did, ``refused`` that the
+    server refused the login (kazoo reports the session connected before it logs in,
+    so a caller that looks late finds the session gone, not why)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.empty_challenge = False
+        self.refused = False
         self._in_sasl = False
 
     def _authenticate_with_sasl(self, host: str, timeout: float) -> None:
         self._in_sasl = True
         try:
             super()._authenticate_with_sasl(host, timeout)
+        except AuthFailedError:
+            self.refused = not self.empty_challenge
+            raise
         finally:
             self._in_sasl = False
 
