@@ -117,6 +117,29 @@ def test_a_row_keeps_each_ledgers_tags_decoded_once_a_topic() -> None:
     assert decode_records(body) == rows
 
 
+@pytest.mark.parametrize(
+    "tags",
+    [
+        b'[["pulsar", "managed-ledger", 7, null, null, null]]',  # a number for a name
+        b'[["pulsar", "managed-ledger", ["t/n/persistent/a"], null, null, null]]',
+        b'[["pulsar", "managed-ledger", "t/n/persistent/a"]]',  # fields missing
+        b'{"pulsar": 1}',
+        b"[[",
+    ],
+    ids=["a-number", "a-list", "too-few", "an-object", "cut-short"],
+)
+def test_tags_a_row_was_edited_to_are_refused_whole(tags: bytes) -> None:
+    """A row whose tags are JSON but not each of ``PulsarTags``' fields as text or null
+    (edited by hand, or written by something else) is read again: a number or a list
+    must never pass for a topic's name in the classification."""
+    header = struct.Struct("<4sII")
+    columns = b"".join(array(code, [1]).tobytes() for code in "qqqqqi") + bytes(4)
+    magic = b"LGC" + bytes([CACHE_FORMAT])
+    body = zlib.compress(header.pack(magic, 1, len(tags)) + tags + columns)
+    with pytest.raises(BodyError, match=r"tags (do not decode|are not|hold)"):
+        decode_packed(body)
+
+
 def test_a_row_of_an_earlier_format_is_refused_whole() -> None:
     """Rows outlive versions: a body of format 1 (raw maps, base64 in JSON) is read
     again, never taken for this format's (the cycle row's format sends the whole cycle
