@@ -10,7 +10,6 @@ import pickle
 import random
 import sys
 import tracemalloc
-from dataclasses import replace
 
 from ledger_gc.bookkeeper.candidate_table import BkCandidate, CandidateTable, make_candidate
 from ledger_gc.rules.bookkeeper import classify, ledger_paths
@@ -131,7 +130,7 @@ def test_the_merged_table_keeps_no_map_of_its_owners() -> None:
     for at in range(0, len(owners), 5_000):
         part = CandidateTable(ROOT, LAYOUT)
         for k, owner in enumerate(owners[at : at + 5_000], start=at):
-            part.add(replace(ledger, ledger_id=k), Verdict(CLASSES[0], owner, "why"))
+            part.add(ledger._replace(ledger_id=k), Verdict(CLASSES[0], owner, "why"))
         parts.append(pickle.dumps(part))
     tracemalloc.start()
     try:
@@ -153,7 +152,7 @@ def test_which_topics_the_candidates_hold_is_asked_of_the_few_topics_asked() -> 
     ledger = BkLedger(1, 0, 1_700_000_000_000, "CLOSED", 4096, 3)
     table = CandidateTable(ROOT, LAYOUT)
     for k, owner in enumerate(owners):
-        table.add(replace(ledger, ledger_id=k), Verdict(CLASSES[k % len(CLASSES)], owner, "why"))
+        table.add(ledger._replace(ledger_id=k), Verdict(CLASSES[k % len(CLASSES)], owner, "why"))
     asked = {owners[5], owners[7], "t/ns/persistent/none"}
     tracemalloc.start()
     try:
