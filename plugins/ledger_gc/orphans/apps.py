@@ -65,8 +65,10 @@ def run_app(step: str, argv: Sequence[str] | None = None) -> int:
 
     from ledger_gc.config.edge import resolve
     from ledger_gc.orphans import cycle
+    from ledger_gc.spark import py4j_converters
     from ledger_gc.spark.session import configure_session
 
+    py4j_converters.lean()
     spark = SparkSession.builder.appName(f"ledgergc-orphans-{step}").getOrCreate()
     try:
         configure_session(spark)

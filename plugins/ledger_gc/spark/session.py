@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ledger_gc.errors import LedgerGcError, MetadataUnavailableError, StorageError
+from ledger_gc.spark import py4j_converters
 from ledger_gc.spark.library_zip import library_zip
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def local_session(app_name: str = "ledger-gc-orphans", master: str | None = None
     """
     from pyspark.sql import SparkSession
 
+    py4j_converters.lean()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(session_master(master))
