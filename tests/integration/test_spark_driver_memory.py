@@ -5,12 +5,10 @@ beside them (issue 36: the driver's peak at 10M, and the same on a cluster as al
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from conftest import FAST_JVM
 
 pytestmark = pytest.mark.spark
 
@@ -39,12 +37,9 @@ def test_a_session_leaves_pandas_and_pyarrow_out_of_the_driver() -> None:
     is there, and it imports pandas and pyarrow (84 MiB of a bare driver's 115 MiB) at
     the first call into the JVM. ledger-gc's jobs pass no DataFrame to pandas: its
     drivers ask for numpy only when a numpy object is passed, and still pass one."""
+    # (its JVM's options are the suite's: tests/conftest.py sets SPARK_SUBMIT_OPTS)
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "SPARK_SUBMIT_OPTS": FAST_JVM},
+        [sys.executable, "-c", _DRIVER], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])

@@ -7,7 +7,7 @@ pandas and pyarrow to check their versions: 84 MiB of a bare driver's 115 MiB, a
 first call into the JVM, held for the whole cycle beside the survey's listing and
 references. ledger-gc's drivers hand pandas nothing.
 
-``lean`` puts converters that ask the same question in front of PySpark's: an object is a
+``lean`` puts converters that ask the same question in place of PySpark's: an object is a
 numpy object only if numpy is imported (``sys.modules``), which needs no import at all.
 The conversion itself is PySpark's.
 """
