@@ -381,6 +381,13 @@ def test_the_scenarios_reach_every_kind_of_decision() -> None:
             seen.add("new-data")
         if any(e.prefix not in diff.registered for e in entries):
             seen.add("after-survey")
+        if any(
+            e.last_scan == latest
+            and (e.objects, e.bytes, e.newest_ms) == (c.objects, c.bytes, c.newest_ms)
+            for e in entries
+            if (c := by_prefix.get(e.prefix)) is not None
+        ):
+            seen.add("seen-again")
     wanted = {
         ORPHAN_LEDGER,
         ORPHAN_PARTITION,
@@ -394,6 +401,7 @@ def test_the_scenarios_reach_every_kind_of_decision() -> None:
         "restarted",
         "new-data",
         "after-survey",
+        "seen-again",
     }
     assert wanted <= seen, wanted - seen
 
@@ -421,3 +429,58 @@ def test_the_batches_page_the_same_on_every_state_store(
 
     assert _held_sorted(got.to_dict()) == _held_sorted(expected.to_dict())
     assert _state_of(state_location) == _state_of(old)
+
+
+@pytest.mark.state_backends
+def test_entries_seen_again_as_registered_move_their_clock_without_a_rewrite(
+    state_location: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steady state sees every registered target again each cycle: only its clock
+    may move (last seen, last scan, scans seen), by an update of those columns; a row
+    rewritten whole (a delete and an insert each) cost a cycle of a 10M-ledger cluster
+    seconds a hundred thousand targets. A target whose data changed is written whole."""
+    monkeypatch.setattr(
+        cycle,
+        "survey_refusals",
+        lambda diff, limit, force: guards.evaluate_guards(diff.to_dict(), limit, force=force),
+    )
+    candidates = [
+        Candidate(BK_ORPHAN_LEDGER, TOPICS[0], n, 1, 100, NOW - 5000, NOW - 9000, segment=f"/L{n}")
+        for n in range(10, 30)
+    ]
+    resized = Candidate(
+        BK_ORPHAN_LEDGER, TOPICS[1], 99, 1, 300, NOW - 5000, NOW - 9000, segment="/L99"
+    )
+    registered = [
+        phases.new_entry(c.prefix(STORE_PREFIX), c, 1, NOW - 60_000) for c in [*candidates, resized]
+    ]
+    with OrphanRegistry(state_location).transaction() as txn:
+        txn.record_scan("run-1", NOW - 60_000, PhasesRecord(applied=True).to_dict())
+        txn.upsert_many(registered)
+    resized_now = replace(resized, bytes=200)  # (its size as read now)
+    seen = [*candidates, resized_now]
+    RunSteps(state_location, RUN).write_diff(
+        DiffRecord(managed_ledgers=5, candidates=len(seen)), seen, STORE_PREFIX
+    )
+    rewritten: list[str] = []
+    upsert_many = cycle.RegistryTransaction.upsert_many
+
+    def counted(txn: Any, entries: Any) -> None:
+        entries = list(entries)
+        rewritten.extend(e.prefix for e in entries)
+        upsert_many(txn, entries)
+
+    monkeypatch.setattr(cycle.RegistryTransaction, "upsert_many", counted)
+
+    got = cycle.step_phases(_endpoints(state_location), RUN, force=True, clock=lambda: NOW, batch=7)
+
+    assert (got.seen, got.added, got.corrected, got.restarted) == (21, 0, 0, 0)
+    assert rewritten == [resized.prefix(STORE_PREFIX)]
+    after = OrphanRegistry(state_location).entries()
+    expected = {
+        e.prefix: replace(e, last_seen_ms=NOW, last_scan=2, scans_seen=2) for e in registered
+    }
+    expected[resized.prefix(STORE_PREFIX)] = replace(
+        expected[resized.prefix(STORE_PREFIX)], bytes=200
+    )
+    assert after == expected

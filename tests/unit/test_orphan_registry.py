@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 import tracemalloc
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,29 @@ def test_a_failed_transaction_leaves_the_registry_as_it_was(state_location: Any)
     assert registry.entries() == before
     latest = registry.latest_scan()
     assert latest is not None and latest.run_id == "run-1"
+
+
+@pytest.mark.state_backends
+def test_seeing_again_what_another_scan_last_saw_changes_nothing(state_location: Any) -> None:
+    """``see_again`` moves the clock of entries the previous scan saw last; one that it
+    did not (registered by this scan, or not seen for scans: the phases restart those)
+    or that is not registered undoes the whole step, never a clock that did not run."""
+    registry = OrphanRegistry(state_location)
+    older = _entry("older/")
+    with registry.transaction() as txn:
+        txn.upsert_many([_entry(), replace(_entry("new/"), first_scan=2, last_scan=2), older])
+    before = registry.entries()
+
+    for prefixes in (["new/"], [_entry().prefix, "absent/"]):
+        refused = pytest.raises(RegistryError, match="not registered with scan 1 as their last")
+        with refused, registry.transaction() as txn:
+            txn.see_again(prefixes, 2, 99)
+        assert registry.entries() == before
+
+    with registry.transaction() as txn:
+        txn.see_again([_entry().prefix, older.prefix], 2, 99)
+    moved = replace(_entry(), last_seen_ms=99, last_scan=2, scans_seen=2)
+    assert registry.entries()[_entry().prefix] == moved
 
 
 @pytest.mark.state_backends

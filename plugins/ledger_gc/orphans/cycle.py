@@ -30,7 +30,7 @@ reports what it would delete (DESIGN.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, cast
@@ -262,11 +262,14 @@ class _Applied:
         run_id: str,
         number: int,
         now: int,
+        before: Mapping[str, RegistryEntry],
     ) -> None:
-        """One batch's changes, written in the step's transaction."""
-        txn.upsert_many(
-            chain(changes.added, changes.seen, (entry for entry, _ in changes.restarted))
-        )
+        """One batch's changes, written in the step's transaction (``before``: the
+        registered entries they were decided from, by prefix)."""
+        again = [entry.prefix for entry in changes.seen if _as_registered(entry, before)]
+        txn.see_again(again, number, now)
+        rewritten = (entry for entry in changes.seen if not _as_registered(entry, before))
+        txn.upsert_many(chain(changes.added, rewritten, (entry for entry, _ in changes.restarted)))
         for entry, _ in changes.corrected:
             txn.remove(entry.prefix)
         txn.add_history_many(
@@ -283,6 +286,17 @@ class _Applied:
         self.seen += len(changes.seen)
         self.restarted += len(changes.restarted)
         self.corrected += len(changes.corrected)
+
+
+def _as_registered(seen: RegistryEntry, before: Mapping[str, RegistryEntry]) -> bool:
+    """Whether an entry seen again has the data it was registered with (its objects,
+    bytes and newest block): then only its clock moved (``RegistryTransaction.see_again``)."""
+    was = before.get(seen.prefix)
+    return (
+        was is not None
+        and (seen.objects, seen.bytes, seen.newest_ms) == (was.objects, was.bytes, was.newest_ms)
+        and (seen.last_scan, seen.scans_seen) == (was.last_scan + 1, was.scans_seen + 1)
+    )
 
 
 def _apply_scan(
@@ -372,7 +386,7 @@ def _apply_candidates(
             tally.held_now[prefix] = why
             tally.held_rows.append(horizon.Held(candidate, prefix, why, False).to_dict())
     changes = phases.initialize_and_correct(entries, candidates, number, now, {})
-    tally.write(txn, changes, run_id, number, now)
+    tally.write(txn, changes, run_id, number, now, entries)
 
 
 def _correct_unseen(
@@ -403,10 +417,9 @@ def _correct_unseen(
                 why = held_reasons.get(entry.prefix)
             if why is not None:
                 reasons[entry.prefix] = why
-        changes = phases.initialize_and_correct(
-            {entry.prefix: entry for entry in page}, {}, number, now, reasons
-        )
-        tally.write(txn, changes, run_id, number, now)
+        unseen = {entry.prefix: entry for entry in page}
+        changes = phases.initialize_and_correct(unseen, {}, number, now, reasons)
+        tally.write(txn, changes, run_id, number, now, unseen)
 
 
 def _surveyed(txn: RegistryTransaction, diff: DiffRecord) -> Callable[[RegistryEntry], bool]:

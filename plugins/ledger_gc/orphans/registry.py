@@ -401,6 +401,27 @@ class RegistryTransaction:
                 self.conn.execute(table.delete().where(table.c.prefix.in_(chunk)))
             self.conn.execute(table.insert(), list(rows.values()))
 
+    def see_again(self, prefixes: Iterable[str], scan: int, now_ms: int) -> None:
+        """Entries ``scan`` found orphaned again with their data as registered: only
+        their clock moves on (seen now, by ``scan``, one scan more), one statement a
+        batch. In a steady state every registered target is seen again each cycle, and
+        ``upsert_many`` rewrote each whole (a delete and an insert a row). Each must be
+        registered with the previous scan as its last: else a ``StateError`` (its
+        transaction rolls back), never a row set that the phases did not decide."""
+        table = schema.orphans
+        for chunk in batches(prefixes, _IN_BATCH):
+            moved = self.conn.execute(
+                table.update()
+                .where(table.c.prefix.in_(chunk), table.c.last_scan == scan - 1)
+                .values(last_seen_ms=now_ms, last_scan=scan, scans_seen=table.c.scans_seen + 1)
+            ).rowcount
+            if moved != len(set(chunk)):
+                raise StateError(
+                    f"{len(set(chunk)) - moved} of {len(set(chunk))} orphans seen again by "
+                    f"scan {scan} are not registered with scan {scan - 1} as their last; "
+                    "nothing of this scan was applied"
+                )
+
     def remove(self, prefix: str) -> None:
         self.conn.execute(schema.orphans.delete().where(schema.orphans.c.prefix == prefix))
 
