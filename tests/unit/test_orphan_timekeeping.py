@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger_gc.rules.orphans.classify import ORPHAN_LEDGER
 from ledger_gc.rules.orphans.phases import WAITING_GRACE, RegistryEntry, entry_phase
 from ledger_gc.rules.orphans.timekeeping import (
+    GraceClock,
     Instant,
     clock_warnings,
     elapsed_ms,
@@ -98,3 +101,28 @@ def test_warnings_name_the_direction_and_the_size() -> None:
     host_s3, servers = clock_warnings(Instant(T0, zk_ms=T0, s3_ms=T0 - 3 * HOUR))
     assert "3.0 hours ahead of S3's" in host_s3
     assert "ZooKeeper's and S3's clocks differ by 3.0 hours" in servers
+
+
+@given(
+    st.dictionaries(
+        st.integers(1, 6),
+        st.builds(
+            Instant,
+            st.integers(T0, T0 + DAY),
+            st.none() | st.integers(T0, T0 + DAY),
+            st.none() | st.integers(T0, T0 + DAY),
+        ),
+    ),
+    st.lists(st.tuples(st.integers(1, 6), st.integers(0, 3)), max_size=20),
+)
+def test_the_grace_clock_of_a_registry_walk_is_each_entrys_own(
+    instants: dict[int, Instant], scans: list[tuple[int, int]]
+) -> None:
+    """The report and the delete step walk 500,000 entries with ``GraceClock``, which
+    works out each (first scan, last scan) pair once: every entry's grace time is still
+    exactly its own, whatever the scans' instants."""
+    now = Instant(T0 + 2 * DAY, T0 + 2 * DAY, T0 + 2 * DAY - HOUR)
+    clock = GraceClock(instants, now)
+    entries = [replace(_entry(), first_scan=first, last_scan=first + more) for first, more in scans]
+    for entry in entries:
+        assert clock(entry) == grace_elapsed([entry], instants, now)[entry.prefix]

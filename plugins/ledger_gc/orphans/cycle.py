@@ -568,7 +568,6 @@ def _delete_under_lock(
     _, instant, warnings = observe(endpoints.zk, endpoints.blocks, run_id, witness, clock)
     now = instant.now_ms()
     result = replace(result, now_instant=instant.to_dict(), clock_warnings=warnings)
-    instants = registry.scan_instants()
     # The registry streamed, only the due entries kept (phases.plan_deletion's eligible).
     eligible = phases.eligible_entries(
         registry.iter_entries(),
@@ -576,7 +575,7 @@ def _delete_under_lock(
         now,
         endpoints.policy.grace_seconds,
         endpoints.policy.retention_seconds,
-        lambda entry: timekeeping.entry_grace_elapsed(entry, instants, instant),
+        timekeeping.GraceClock(registry.scan_instants(), instant),
     )
     ours = _our_clusters(endpoints.policy, latest.result).to_dict()
     result = replace(result, eligible=len(eligible), our_clusters=ours)
