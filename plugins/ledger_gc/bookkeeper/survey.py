@@ -877,8 +877,12 @@ def _on_executors(
         mark = read_budget.METER.mark()
         started = time.monotonic()
         base: classify.Classifier = unpack_part(shared.value)
+        # (what a task spends unpacking the classifier all share, and its own part)
+        seconds = {"common": time.monotonic() - started, "unpack": 0.0}
         for packed in packed_parts:
+            at = time.monotonic()
             mine, cut = unpack_part(packed)
+            seconds["unpack"] += time.monotonic() - at
             if not mine:
                 continue
             with MetadataStore.open(bk_endpoint) as bk:
@@ -891,7 +895,8 @@ def _on_executors(
                     high,
                     partial(_scan_into, base.with_cut(cut), into),
                 )
-        yield into, done, read_budget.METER.since(mark), {"task": time.monotonic() - started}
+        seconds["task"] = time.monotonic() - started
+        yield into, done, read_budget.METER.since(mark), seconds
 
     with job_group(spark, run_id, "bookkeeper", f"classify {len(works)} BookKeeper directories"):
         rdd = context.union(handed)
