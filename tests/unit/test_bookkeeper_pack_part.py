@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pickle
 from array import array
+from types import SimpleNamespace
 
 import numpy as np
 
+from ledger_gc.bookkeeper import survey
 from ledger_gc.bookkeeper.survey import pack_part, unpack_part
 
 
@@ -23,3 +25,18 @@ def test_a_part_that_pickles_a_large_buffer_in_band_is_packed() -> None:
     ids, more, raw = unpack_part(packed)
     assert np.array_equal(ids, part[0]) and more == part[1] and raw == part[2]
     assert unpacked == len(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_a_worker_unpacks_the_classifier_all_tasks_share_once_a_survey() -> None:
+    """Spark hands one Python worker task after task, each with the same broadcast: the
+    classifier they share is unpacked by the first alone (at 100,000 topics, 16 MB a
+    task), and another survey's broadcast is unpacked anew, the earlier one let go."""
+    first = SimpleNamespace(value=pack_part({"topics": ["a", "b"]})[0])
+
+    unpacked = survey._shared_classifier(first)
+
+    assert unpacked == {"topics": ["a", "b"]}
+    assert survey._shared_classifier(first) is unpacked
+    later = SimpleNamespace(value=pack_part({"topics": ["c"]})[0])
+    assert survey._shared_classifier(later) == {"topics": ["c"]}
+    assert [kept for kept, _ in survey._UNPACKED.values()] == [later]
