@@ -28,15 +28,16 @@ def test_a_part_that_pickles_a_large_buffer_in_band_is_packed() -> None:
 
 
 def test_a_worker_unpacks_the_classifier_all_tasks_share_once_a_survey() -> None:
-    """Spark hands one Python worker task after task, each with the same broadcast: the
-    classifier they share is unpacked by the first alone (at 100,000 topics, 16 MB a
-    task), and another survey's broadcast is unpacked anew, the earlier one let go."""
-    first = SimpleNamespace(value=pack_part({"topics": ["a", "b"]})[0])
+    """Spark hands one Python worker task after task, each with the same broadcast (a
+    new ``Broadcast`` object of it each task, where it is large): the classifier they
+    share is unpacked by the first alone (at 100,000 topics, 16 MB a task), and another
+    survey's broadcast is unpacked anew, the earlier one let go."""
+    packed = pack_part({"topics": ["a", "b"]})[0]
 
-    unpacked = survey._shared_classifier(first)
+    unpacked = survey._shared_classifier(SimpleNamespace(value=packed))
 
     assert unpacked == {"topics": ["a", "b"]}
-    assert survey._shared_classifier(first) is unpacked
-    later = SimpleNamespace(value=pack_part({"topics": ["c"]})[0])
-    assert survey._shared_classifier(later) == {"topics": ["c"]}
+    assert survey._shared_classifier(SimpleNamespace(value=bytes(bytearray(packed)))) is unpacked
+    later = pack_part({"topics": ["c"]})[0]
+    assert survey._shared_classifier(SimpleNamespace(value=later)) == {"topics": ["c"]}
     assert [kept for kept, _ in survey._UNPACKED.values()] == [later]

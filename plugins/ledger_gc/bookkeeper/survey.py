@@ -945,22 +945,23 @@ def _let_go(results: Any, shared: Any) -> None:
 
 
 #: The classifier a survey's tasks share, as this Python worker last unpacked it, with
-#: the broadcast it came from (``_shared_classifier``).
-_UNPACKED: dict[str, tuple[Any, classify.Classifier]] = {}
+#: the packed bytes it came from (``_shared_classifier``).
+_UNPACKED: dict[str, tuple[bytes, classify.Classifier]] = {}
 
 
 def _shared_classifier(shared: Any) -> classify.Classifier:
     """The classifier all tasks share (``Classifier.common``, a broadcast), unpacked
     once a Python worker: Spark hands a worker task after task, and at 100,000 topics
-    each of forty tasks unpacked 16 MB of it. Kept for its own broadcast alone (a
-    worker's broadcasts are the same objects from task to task; another survey's is
-    another), and never changed: each task classifies with a copy (``with_cut``)."""
+    each of forty tasks unpacked 16 MB of it. Known by its packed bytes (a worker gets
+    a new ``Broadcast`` object of a large one each task; comparing the bytes is a
+    memcmp), and never changed: each task classifies with a copy (``with_cut``)."""
+    packed: bytes = shared.value
     kept = _UNPACKED.get("common")
-    if kept is not None and kept[0] is shared:
+    if kept is not None and kept[0] == packed:
         return kept[1]
     _UNPACKED.clear()  # (the previous survey's, if any, goes before this one is made)
-    base: classify.Classifier = unpack_part(shared.value)
-    _UNPACKED["common"] = (shared, base)
+    base: classify.Classifier = unpack_part(packed)
+    _UNPACKED["common"] = (packed, base)
     return base
 
 
