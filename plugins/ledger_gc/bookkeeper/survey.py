@@ -959,7 +959,9 @@ def _shared_classifier(shared: Any) -> classify.Classifier:
     kept = _UNPACKED.get("common")
     if kept is not None and kept[0] == packed:
         return kept[1]
-    _UNPACKED.clear()  # (the previous survey's, if any, goes before this one is made)
+    # (the previous survey's, if any, goes before this one is made: no name holds it)
+    kept = None
+    _UNPACKED.clear()
     base: classify.Classifier = unpack_part(packed)
     _UNPACKED["common"] = (packed, base)
     return base
