@@ -960,7 +960,7 @@ def _shared_classifier(shared: Any) -> classify.Classifier:
     if kept is not None and kept[0] == packed:
         return kept[1]
     # (the previous survey's, if any, goes before this one is made: no name holds it)
-    kept = None
+    del kept
     _UNPACKED.clear()
     base: classify.Classifier = unpack_part(packed)
     _UNPACKED["common"] = (packed, base)

@@ -266,9 +266,14 @@ class _Applied:
     ) -> None:
         """One batch's changes, written in the step's transaction (``before``: the
         registered entries they were decided from, by prefix)."""
-        again = [entry.prefix for entry in changes.seen if _as_registered(entry, before)]
+        again: list[str] = []
+        rewritten: list[RegistryEntry] = []
+        for entry in changes.seen:
+            if _as_registered(entry, before):
+                again.append(entry.prefix)
+            else:
+                rewritten.append(entry)
         txn.see_again(again, number, now)
-        rewritten = (entry for entry in changes.seen if not _as_registered(entry, before))
         txn.upsert_many(chain(changes.added, rewritten, (entry for entry, _ in changes.restarted)))
         for entry, _ in changes.corrected:
             txn.remove(entry.prefix)

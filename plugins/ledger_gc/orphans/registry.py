@@ -415,9 +415,10 @@ class RegistryTransaction:
                 .where(table.c.prefix.in_(chunk), table.c.last_scan == scan - 1)
                 .values(last_seen_ms=now_ms, last_scan=scan, scans_seen=table.c.scans_seen + 1)
             ).rowcount
-            if moved != len(set(chunk)):
+            asked = len(set(chunk))
+            if moved != asked:
                 raise StateError(
-                    f"{len(set(chunk)) - moved} of {len(set(chunk))} orphans seen again by "
+                    f"{asked - moved} of {asked} orphans seen again by "
                     f"scan {scan} are not registered with scan {scan - 1} as their last; "
                     "nothing of this scan was applied"
                 )
