@@ -14,6 +14,7 @@ from ledger_gc.rules.orphans.timekeeping import (
     Instant,
     clock_warnings,
     elapsed_ms,
+    entry_grace_elapsed,
     grace_elapsed,
     grace_start,
 )
@@ -125,4 +126,4 @@ def test_the_grace_clock_of_a_registry_walk_is_each_entrys_own(
     clock = GraceClock(instants, now)
     entries = [replace(_entry(), first_scan=first, last_scan=first + more) for first, more in scans]
     for entry in entries:
-        assert clock(entry) == grace_elapsed([entry], instants, now)[entry.prefix]
+        assert clock(entry) == entry_grace_elapsed(entry, instants, now)

@@ -82,7 +82,8 @@ def grace_elapsed(
     entries: Iterable[Any], instants: Mapping[int, Instant], now: Instant
 ) -> dict[str, int]:
     """Elapsed grace per registry entry prefix (``elapsed_ms`` from ``grace_start``)."""
-    return {entry.prefix: entry_grace_elapsed(entry, instants, now) for entry in entries}
+    clock = GraceClock(instants, now)
+    return {entry.prefix: clock(entry) for entry in entries}
 
 
 def entry_grace_elapsed(entry: Any, instants: Mapping[int, Instant], now: Instant) -> int:
