@@ -36,6 +36,7 @@ from _common import fmt_s, say
 from ledger_gc.config.edge import block_store
 
 sys.path.insert(0, str(_common.ROOT / "include"))
+from local_stack.server_process import FAST_JVM
 
 DAG_ID = "orphan_removal"
 
@@ -111,7 +112,7 @@ def main() -> int:
                 str(_common.ROOT / p) for p in ("plugins", "include", "spark_apps")
             ),
             # As bin/demo and the DAG test: short Spark apps start faster on a quick JIT tier.
-            "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "SPARK_SUBMIT_OPTS": FAST_JVM,
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         }
     )

@@ -64,6 +64,7 @@ from ledger_gc.rules.bookkeeper.records import BYTES_MEANING
 from ledger_gc.rules.pulsar_metadata.classes import PM_ORPHAN_CLASSES
 from ledger_gc.state.stores import open_store
 from ledger_gc.storage.s3 import LedgerStorage, OffloadStorage
+from local_stack.server_process import FAST_JVM
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = ROOT / "var" / "demo"
@@ -132,7 +133,7 @@ def airflow_env(settings: Settings) -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable,
             # A demo's Spark apps are short: a JVM tuned for start-up beats one tuned for
             # throughput (the tests do the same; a cluster keeps its own defaults).
-            "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "SPARK_SUBMIT_OPTS": FAST_JVM,
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         }
     )

@@ -71,7 +71,9 @@ AIRFLOW_HOME = _isolate_airflow()
 # benchmarks' quick runs) lives seconds: the client compiler alone and the serial
 # collector cost the two shared cores far less than the JVM's defaults. A developer's
 # own setting stands.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+from local_stack.server_process import FAST_JVM  # noqa: E402  (no Airflow in it)
+
+os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM)
 # Set by pytest_sessionfinish; checked at exit, after Airflow's own exit handlers (which may
 # still touch AIRFLOW_HOME) have run, since atexit runs handlers in reverse order.
 _remove_airflow_home = False

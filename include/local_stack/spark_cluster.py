@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from local_stack.server_process import (
+    FAST_JVM_OPTIONS,
     LOOPBACK,
     LocalStackError,
     ServerProcess,
@@ -111,8 +112,7 @@ class _SparkDaemon(ServerProcess):
         return [
             java_executable(),
             f"-Xmx{self.heap}",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *FAST_JVM_OPTIONS,
             "-Djava.awt.headless=true",
             "-cp",
             f"{self.spark_home}/jars/*",

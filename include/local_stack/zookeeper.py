@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from local_stack.server_process import (
+    FAST_JVM_OPTIONS,
     LOOPBACK,
     LocalStackError,
     ServerProcess,
@@ -218,8 +219,7 @@ class ZooKeeperServer(ServerProcess):
             java,
             f"-Xmx{self.heap}",
             # A short-lived test server: start fast, stay small.
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *FAST_JVM_OPTIONS,
             "-Djava.awt.headless=true",
             "-Dzookeeper.admin.enableServer=false",
             f"-Dzookeeper.4lw.commands.whitelist={FOUR_LETTER_WORDS}",

@@ -29,6 +29,7 @@ from ledger_gc.metadata.store import MetadataStore
 from ledger_gc.orphans.registry import OrphanRegistry
 from ledger_gc.run_log import read_runs
 from ledger_gc.storage.s3 import LedgerStorage
+from local_stack.server_process import FAST_JVM
 
 # Airflow, two spark-submits and the local stack: more than the default 300 s when the
 # machine is shared (the subprocess has its own 600 s limit).
@@ -70,7 +71,7 @@ def test_dags_test_runs_a_full_cycle_and_deletes_the_planted_leaks(
     enabled = settings.with_overrides(delete_enabled=True)
     env: dict[str, Any] = {**os.environ, **enabled.to_env()}
     # Quick JIT tier for the short spark-submit apps (their driver is spark-submit's JVM).
-    env["SPARK_SUBMIT_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    env["SPARK_SUBMIT_OPTS"] = FAST_JVM
     env["PYTHONPATH"] = os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "include"))
     conf = {"grace_seconds": 0, "retention_seconds": 0, "force": False}
     log = tmp_path / "airflow-dags-test.log"

@@ -27,14 +27,10 @@ from ledger_gc.proto.mldataformats_pb2 import ManagedLedgerInfo
 from ledger_gc.storage.s3 import LedgerStorage
 from local_stack.azurite import AzuriteBlobServer
 from local_stack.fake_gcs import FakeGcsServer
-from local_stack.server_process import LocalStackError
+from local_stack.server_process import FAST_JVM, LocalStackError
 from local_stack.spark_cluster import SparkStandaloneCluster
 from local_stack.zookeeper import ZooKeeperEnsemble
 from pulsar_cluster import PulsarCluster
-
-#: JVM options for short test jobs: the quick JIT tier only, and the serial collector,
-#: start and warm up several seconds faster (production keeps the JVM's defaults).
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="session")

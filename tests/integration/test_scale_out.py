@@ -55,6 +55,7 @@ from ledger_gc.orphans.run_steps import DELETE, RunSteps
 from ledger_gc.orphans.witness import TICKS_PATH
 from ledger_gc.rules.orphans.outcomes import WOULD_DELETE
 from ledger_gc.run_log import read_runs
+from local_stack.server_process import FAST_JVM
 from local_stack.spark_cluster import SparkStandaloneCluster
 from local_stack.stack import LocalStack
 from local_stack.zookeeper import EnsembleMember, ZooKeeperEnsemble
@@ -65,9 +66,6 @@ AIRFLOW = [sys.executable, "-m", "airflow"]
 DAG_ID = "orphan_removal"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LIVE = "public/default/persistent/orders"
-#: JVM options for the short-lived driver and executors (the test machine is small and
-#: shared); a deployment keeps the JVM's defaults.
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STEP_TIMEOUT = 300
 # ``delete`` is the branch; with a few orphans (LEDGERGC_ORPHAN_DELETE_SPARK_OVER, 500) it
 # picks ``delete_in_task`` (``delete_on_spark`` is skipped), with the setting 0 the other.
