@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 
 from google.protobuf.message import DecodeError
 
+from ledger_gc.bookkeeper.id_spill import IdSpill
 from ledger_gc.formats.markers import deletable_markers, java_uuid
 from ledger_gc.formats.records import decode_managed_cursor_info, decode_managed_ledger_info
 from ledger_gc.metadata.store import MetadataStore
@@ -68,7 +69,8 @@ def read_references(
     # after this listing would be (the horizon, the grace window and the live re-check).
     if tree is None:
         tree = store.managed_ledger_tree(policies=policies)
-    listed, marked, offloaded_deleted, copies = _managed_ledgers(store, list(tree.names))
+    # (every topic's listed ids in a file, read back a chunk at a time: id_spill.py)
+    listed, marked, offloaded_deleted, copies = _managed_ledgers(store, list(tree.names), IdSpill())
     cursors, compacted, buckets = _cursor_references(store, sorted(listed))
     if schemas is None:
         schemas = list_schemas(store)
@@ -138,13 +140,14 @@ def read_live_references(
 
 
 def _managed_ledgers(
-    store: MetadataStore, names: list[str]
+    store: MetadataStore, names: list[str], spill: IdSpill | None = None
 ) -> tuple[
     dict[str, AbstractSet[int]], dict[str, frozenset[int]], dict[int, str], dict[int, OffloadedCopy]
 ]:
     """Listed and marked ids of each existing managed ledger of ``names``, the listed
     ledgers offloaded (complete) with ``bookkeeperDeleted``, and where their offloaded
-    copies are (checked before their BookKeeper copies go: ``offloaded_copy``)."""
+    copies are (checked before their BookKeeper copies go: ``offloaded_copy``).
+    ``spill``: where the listed ids are kept (None: in memory)."""
     listed: dict[str, AbstractSet[int]] = {}
     marked: dict[str, frozenset[int]] = {}
     offloaded_deleted: dict[int, str] = {}
@@ -160,7 +163,8 @@ def _managed_ledgers(
         # their topics' names, which the candidate table interns onto these)
         name = sys.intern(name)
         # (8 bytes an id: a frozenset of ints is about 60, a survey holds every one)
-        listed[name] = LedgerIds(ledger.ledgerId for ledger in info.ledgerInfo)
+        ids = LedgerIds(ledger.ledgerId for ledger in info.ledgerInfo)
+        listed[name] = ids if spill is None else spill.add(ids)
         # (only a topic with markers: an empty set is 216 bytes, 24 MB at 100,000 topics)
         markers = deletable_markers(info, path=path)
         if markers:

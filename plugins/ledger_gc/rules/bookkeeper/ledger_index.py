@@ -203,6 +203,11 @@ class LedgerIds(AbstractSet[int]):
                 last = lid
         return cls(out)
 
+    @classmethod
+    def of_offsets(cls, base: int, offsets: bytes) -> LedgerIds:
+        """The set of ``base`` plus each four-byte offset (``offsets``' own form)."""
+        return _ledger_ids(base, offsets)
+
     @property
     def itemsize(self) -> int:
         """Bytes an id: 4 (offsets from the first) or 8."""
