@@ -21,7 +21,8 @@ import logging
 import os
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
 from ledger_gc.rules.bookkeeper.ledger_index import LedgerIds
@@ -154,7 +155,7 @@ class SpilledIds(LedgerIds):
         return self._spill.offsets(self._number)
 
     @classmethod
-    def _from_iterable(cls, it: Any) -> LedgerIds:
+    def _from_iterable(cls, it: Iterable[Any]) -> AbstractSet[Any]:
         # (what ``|``, ``&`` and ``^`` make: ids in memory, as the parent's)
         return LedgerIds(it)
 
