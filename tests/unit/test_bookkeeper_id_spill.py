@@ -5,6 +5,9 @@ from 1M to 10M ledgers). A spilled set answers as the set it was."""
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import pickle
 import sys
 import tracemalloc
@@ -14,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger_gc.bookkeeper import id_spill
 from ledger_gc.bookkeeper.id_spill import IdSpill, SpilledIds
 from ledger_gc.rules.bookkeeper.classify import Classifier, PulsarReferences
 from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LedgerIds
@@ -128,3 +132,42 @@ def test_without_a_place_to_spill_the_ids_stay_in_memory(tmp_path) -> None:  # t
 def test_a_spill_refuses_a_set_it_cannot_keep() -> None:
     with pytest.raises(TypeError):
         IdSpill().add(frozenset({1, 2}))  # type: ignore[arg-type]
+
+
+class _FillingDisk:
+    """``os`` as the spill sees it, on a disk that takes ``room`` more bytes: a write
+    past it is cut short, and the next one refused (ENOSPC), as Linux does."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        taken = min(self.room, len(data))
+        self.room -= taken
+        return os.pwrite(fd, bytes(data[:taken]), offset)
+
+
+@pytest.mark.parametrize("room", [0, 1_000, 6_001])
+def test_a_full_disk_keeps_the_rest_of_the_ids_in_memory_each_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, room: int
+) -> None:
+    """A write the disk cut short was written again whole after the part that went
+    out: every set after it read back shifted, listed ids missing and others there (a
+    referenced ledger would look unreferenced). And a full disk failed the cycle. What
+    does not fit stays in memory, and each set answers as it was."""
+    monkeypatch.setattr(id_spill, "os", _FillingDisk(room))
+    spill = IdSpill(block_bytes=512, flush_bytes=2_000)
+    sets = [LedgerIds(range(t, 40_000, 97)) for t in range(30)]
+    spilled = [spill.add(ids) for ids in sets]
+    with caplog.at_level(logging.WARNING, logger=id_spill.__name__):
+        for order in (spilled, spilled[::-1]):
+            assert [list(got) for got in order] == [
+                list(ids) for ids in (sets if order is spilled else sets[::-1])
+            ]
+    assert spill.written <= room
+    assert "TMPDIR" in caplog.text and caplog.text.count("WARNING") == 1

@@ -10,9 +10,11 @@ the operating system's page cache holds the file while it has room, the process 
 a block of it. Reads go through ``os.pread`` a block at a time, so a pass over every
 topic is a few hundred reads.
 
-Where no temporary file can be made (a read-only or full ``TMPDIR``), the ids stay in
-memory as they were. A spilled set pickles as the plain ``LedgerIds`` it was: an
-executor (or a state store) gets the ids, not a file of this process.
+Where no temporary file can be made (a read-only ``TMPDIR``), the ids stay in memory
+as they were; where the file takes no more (a full disk), those not written stay in
+memory: one warning either way, never a failed cycle. A spilled set pickles as the
+plain ``LedgerIds`` it was: an executor (or a state store) gets the ids, not a file of
+this process.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import weakref
 from array import array
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -37,7 +40,7 @@ FLUSH_BYTES = 1 << 20
 
 class IdSpill:
     """The file the sets of one reading of the references are spilled to (``add``),
-    closed when they are all let go (its file object's own finalizer)."""
+    closed when they are all let go."""
 
     def __init__(
         self,
@@ -58,8 +61,12 @@ class IdSpill:
                 exc,
             )
             self._file = None
+        else:
+            # (closed with the spill, not left to warn when the process ends)
+            weakref.finalize(self, self._file.close)
         self._block_bytes = block_bytes
         self._flush_bytes = flush_bytes
+        self._full = False  # (the file took no more: what waits stays in memory)
         self._written = 0  # bytes in the file
         self._pending = bytearray()  # bytes after them, not written yet
         # (where each set starts, and its first id: two arrays, not an int object each)
@@ -90,9 +97,6 @@ class IdSpill:
             self._flush()
         return SpilledIds(self, number)
 
-    def base(self, number: int) -> int:
-        return self._bases[number]
-
     def count(self, number: int) -> int:
         """How many ids set ``number`` has (the sets lie one after another)."""
         starts = self._starts
@@ -103,36 +107,68 @@ class IdSpill:
     def _end(self) -> int:
         return self._written + len(self._pending)
 
-    def offsets(self, number: int) -> bytes:
-        """The four-byte offsets of set ``number``."""
-        at, size = self._starts[number], 4 * self.count(number)
-        end = at + size
+    def offsets(self, number: int) -> tuple[int, bytes]:
+        """The first id of set ``number`` and its four-byte offsets. (Asked of every
+        topic once a Spark task's part as the references are cut, 8,000,000 times at
+        10M ledgers: one call, and the block held answers most.)"""
+        starts = self._starts
+        at = starts[number]
+        end = starts[number + 1] if number + 1 < len(starts) else self._end
+        block_at, block = self._block_at, self._block
+        if block_at <= at and end <= block_at + len(block):
+            return self._bases[number], block[at - block_at : end - block_at]
+        return self._bases[number], self._read(at, end)
+
+    def _read(self, at: int, end: int) -> bytes:
+        """Bytes ``at`` to ``end``, the aligned blocks that hold them read and held: a
+        pass in either order (the owners' index reads the topics last first) reads
+        each block about once."""
         if end > self._written:
             self._flush()
-        if not (self._block_at <= at and end <= self._block_at + len(self._block)):
-            # (the aligned blocks that hold them: a pass in either order, as the owners'
-            # index reads the topics last first, reads each block about once)
-            assert self._file is not None
-            block = self._block_bytes
-            start = at - at % block
-            self._block = os.pread(self._file.fileno(), -(-end // block) * block - start, start)
-            self._block_at = start
-            self.reads += 1
-            if len(self._block) < end - start:  # (a short read: not the file as written)
-                raise OSError(f"the listed ids' spill file ends at {start + len(self._block)}")
-        start = at - self._block_at
-        return self._block[start : start + size]
+            if end > self._written:  # (the file took no more: the rest is in memory)
+                kept = self._written
+                tail = bytes(self._pending[max(at - kept, 0) : end - kept])
+                return tail if at >= kept else self._read(at, kept) + tail
+        assert self._file is not None
+        block = self._block_bytes
+        start = at - at % block
+        self._block = os.pread(self._file.fileno(), -(-end // block) * block - start, start)
+        self._block_at = start
+        self.reads += 1
+        if len(self._block) < end - start:  # (a short read: not the file as written)
+            raise OSError(f"the listed ids' spill file ends at {start + len(self._block)}")
+        return self._block[at - start : end - start]
 
     def _flush(self) -> None:
-        if not self._pending:
+        """Write what waits. A disk that takes part of it (full, or a file-size limit)
+        keeps the written part, and the rest stays in memory from then on: written
+        again whole, it shifted every set after it, ids read back that no topic lists."""
+        if not self._pending or self._full:
             return
         assert self._file is not None
         view = memoryview(self._pending)
-        while view:
-            done = os.pwrite(self._file.fileno(), view, self._written)
-            self._written += done
-            view = view[done:]
-        self._pending = bytearray()
+        try:
+            while view:
+                done = os.pwrite(self._file.fileno(), view, self._written)
+                self._written += done
+                view = view[done:]
+        except OSError as exc:
+            self._full = True
+            log.warning(
+                "the file the listed ledger ids are spilled to (in TMPDIR) took no more "
+                "(%s): the rest are kept in memory (give TMPDIR room: about 4 bytes a "
+                "listed ledger)",
+                exc,
+            )
+        finally:
+            rest = bytearray(view)
+            view.release()
+            self._pending = rest
+
+    @property
+    def written(self) -> int:
+        """Bytes in the file (the rest wait, or stay in memory once it took no more)."""
+        return self._written
 
 
 class SpilledIds(LedgerIds):
@@ -148,11 +184,11 @@ class SpilledIds(LedgerIds):
     # (the parent's two fields, read from the spill: every inherited method works)
     @property
     def _base(self) -> int:  # type: ignore[override]
-        return self._spill.base(self._number)
+        return self._spill.offsets(self._number)[0]
 
     @property
     def _ids(self) -> bytes:  # type: ignore[override]
-        return self._spill.offsets(self._number)
+        return self._spill.offsets(self._number)[1]
 
     @classmethod
     def _from_iterable(cls, it: Iterable[Any]) -> AbstractSet[Any]:
@@ -161,7 +197,7 @@ class SpilledIds(LedgerIds):
 
     def _loaded(self) -> LedgerIds:
         """This set as a plain ``LedgerIds`` (one read)."""
-        return LedgerIds.of_offsets(self._base, self._ids)
+        return LedgerIds.of_offsets(*self._spill.offsets(self._number))
 
     @property
     def itemsize(self) -> int:
@@ -177,7 +213,7 @@ class SpilledIds(LedgerIds):
         return iter(self._loaded())
 
     def offsets(self) -> tuple[int, bytes]:
-        return self._base, self._ids
+        return self._spill.offsets(self._number)
 
     def numpy(self) -> Any:
         return self._loaded().numpy()
