@@ -309,10 +309,12 @@ def _ledger_ids(base: int, ids: array | bytes) -> LedgerIds:
 
 
 #: Ids of the references ``GroupTable.indexes`` cuts in one pass (12 bytes each held
-#: till their parts' indexes are made): about a Spark task's part (``PART_LEDGERS``),
-#: so the driver holds one part's of each table at a time; at 100,000 topics two parts
-#: a pass took 8 s instead of 11 for ids a topic's among every other's, and 5 MiB more.
-IDS_AT_ONCE = 250_000
+#: till their parts' indexes are made): about two Spark tasks' parts (``PART_LEDGERS``).
+#: With ids from one counter a pass reads every topic's ids; since the survey's driver
+#: reads them from its spill (``bookkeeper/id_spill.py``), at 100,000 topics one part a
+#: pass took 21 s and two 12 s (5.7 MiB more at their peak, 33.5 MiB, which the spill
+#: more than pays: 40 MiB at 10M ledgers).
+IDS_AT_ONCE = 500_000
 #: Ids numpy takes in one pass where many groups' ids are asked at once (a chunk of the
 #: references' records placed in the parts' spans; of the topics' listed ids checked).
 _IDS_A_CHUNK = 65_536
