@@ -33,6 +33,7 @@ from typing import Any
 
 from _common import fmt_s, ratio, report, say  # (first: the library's path)
 
+from ledger_gc.bookkeeper.id_spill import IdSpill
 from ledger_gc.rules.bookkeeper.classify import Classifier, PulsarReferences
 from ledger_gc.rules.bookkeeper.ledger_index import FoundIds, LeafIds, LedgerIds, LedgerIndex
 
@@ -44,16 +45,18 @@ QUICK_TOPICS = 5_000
 
 
 def references(topics: int, ids: str) -> PulsarReferences:
-    """Every topic's listed ids and one cursor, as the survey's references hold them."""
+    """Every topic's listed ids and one cursor, as the survey's references hold them
+    (the listed ids in a spill file: ``bookkeeper/id_spill.py``)."""
+    spill = IdSpill()
     listed = {}
     cursors = {}
     sub = sys.intern("sub")
     for t in range(topics):
         name = sys.intern(f"bench/ns/persistent/t-{t:06d}")
         if ids == "counter":
-            listed[name] = LedgerIds(range(t, topics * LISTED, topics))
+            listed[name] = spill.add(LedgerIds(range(t, topics * LISTED, topics)))
         else:
-            listed[name] = LedgerIds(range(t * PER_ML, t * PER_ML + LISTED))
+            listed[name] = spill.add(LedgerIds(range(t * PER_ML, t * PER_ML + LISTED)))
         cursors[(name, sub)] = -1
     return PulsarReferences(listed=listed, cursors=cursors, namespaces=frozenset(["bench/ns"]))
 
