@@ -171,3 +171,23 @@ def test_a_full_disk_keeps_the_rest_of_the_ids_in_memory_each_as_it_was(
             ]
     assert spill.written <= room
     assert "TMPDIR" in caplog.text and caplog.text.count("WARNING") == 1
+
+
+class _StuckDisk(_FillingDisk):
+    """A file system that takes nothing and says so with 0 (no error)."""
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        return 0
+
+
+def test_a_disk_that_takes_nothing_without_an_error_is_a_full_one(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write that returned 0 was tried again for ever: the cycle hung."""
+    monkeypatch.setattr(id_spill, "os", _StuckDisk(0))
+    spill = IdSpill(block_bytes=512, flush_bytes=100)
+    sets = [LedgerIds(range(t, 5_000, 31)) for t in range(5)]
+    with caplog.at_level(logging.WARNING, logger=id_spill.__name__):
+        spilled = [spill.add(ids) for ids in sets]
+    assert [list(got) for got in spilled] == [list(ids) for ids in sets]
+    assert spill.written == 0 and "took no more" in caplog.text

@@ -720,3 +720,18 @@ def test_a_part_that_reaches_every_topic_makes_no_label_a_topic() -> None:
     assert cursor_label == "ledger of cursor sub of t/ns/persistent/topic-00007"
     assert cuts[1].referenced[topics * 95 + 7] is cursor_label  # (made once)
     assert cuts[0].owner_of[7] is names[7]
+
+
+def test_parts_whose_spans_overlap_are_refused() -> None:
+    """An id in two parts' spans was placed in one of them only: the other part's
+    index lacked it, and there its ledger looked unreferenced. The survey's parts are
+    whole leaf directories, which never overlap; nothing held it to that."""
+    table = GroupTable.labelled([("a", range(0, 100))])
+    with pytest.raises(ValueError, match="overlap"):
+        list(table.indexes([[(0, 100)], [(50, 60)]]))
+    with pytest.raises(ValueError, match="overlap"):
+        list(table.indexes([[(0, 10), (40, 60)], [(59, 70)]]))
+    (same,) = table.indexes([[(0, 60), (50, 100)]])  # (one part's own: no harm)
+    assert list(same) == list(range(100))
+    touching = [list(index) for index in table.indexes([[(0, 50)], [(50, 100)]])]
+    assert touching == [list(range(50)), list(range(50, 100))]

@@ -150,6 +150,8 @@ class IdSpill:
         try:
             while view:
                 done = os.pwrite(self._file.fileno(), view, self._written)
+                if not done:  # (taken nothing, and said no error: tried again for ever)
+                    raise OSError("a write of the spill file took no bytes")
                 self._written += done
                 view = view[done:]
         except OSError as exc:

@@ -550,10 +550,16 @@ def _wide(ids: LedgerIds | array) -> Any:
 def _span_arrays(parts: Sequence[Sequence[tuple[int, int]]]) -> tuple[Any, Any, Any]:
     """Every part's spans sorted by their low end: the lows, each span's last id
     (inclusive: the span of ledger 2**63 - 1 ends at 2**63, beyond an int64) and its
-    part."""
+    part. Two parts' spans that overlap are refused: an id in both is placed in one,
+    and the other part's index would lack it (its ledger unreferenced there)."""
     import numpy as np
 
     spans = sorted((low, high, part) for part, mine in enumerate(parts) for low, high in mine)
+    reach: dict[int, int] = {}  # part -> the highest end of its spans so far
+    for low, high, part in spans:
+        if any(low < end for other, end in reach.items() if other != part):
+            raise ValueError(f"parts' spans overlap at [{low}, {high}): each id in one part")
+        reach[part] = max(high, reach.get(part, high))
     return (
         np.array([low for low, _, _ in spans], dtype=np.int64),
         np.array([high - 1 for _, high, _ in spans], dtype=np.int64),
