@@ -109,8 +109,8 @@ class IdSpill:
 
     def offsets(self, number: int) -> tuple[int, bytes]:
         """The first id of set ``number`` and its four-byte offsets. (Asked of every
-        topic once a Spark task's part as the references are cut, 8,000,000 times at
-        10M ledgers: one call, and the block held answers most.)"""
+        topic once a pass of the cut to the Spark tasks, about 4,000,000 times at 10M
+        ledgers: one call, and the block held answers most.)"""
         starts = self._starts
         at = starts[number]
         end = starts[number + 1] if number + 1 < len(starts) else self._end
