@@ -132,7 +132,7 @@ class Labels(Sequence[str]):
 
     __slots__ = ("_keys", "_kinds", "_made", "_templates")
 
-    def __init__(self, templates: Sequence[str], kinds: bytes, keys: list[Any]) -> None:
+    def __init__(self, templates: Sequence[str], kinds: bytes | array, keys: list[Any]) -> None:
         self._templates = tuple(templates)
         self._kinds = kinds  # a byte a label: its template
         self._keys = keys
@@ -150,10 +150,12 @@ class Labels(Sequence[str]):
         return made
 
     def picked(self, at: Iterable[int]) -> Labels:
-        """These labels (by number), still unmade."""
-        at = list(at)
-        kinds, keys = self._kinds, self._keys
-        return Labels(self._templates, bytes(kinds[i] for i in at), [keys[i] for i in at])
+        """These labels (by number, read once), still unmade."""
+        kinds, keys = bytearray(), []
+        for i in at:
+            kinds.append(self._kinds[i])
+            keys.append(self._keys[i])
+        return Labels(self._templates, bytes(kinds), keys)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (Labels, (self._templates, self._kinds, self._keys))
@@ -521,16 +523,11 @@ class GroupTable:
         del ids
         out_codes.frombytes(np.searchsorted(used, groups).astype(np.intc).data.cast("B"))
         del groups
-        keys = self._keys
         at = _ints(used)
         if self._templates == ["{}"]:  # (each key its label as it is: a topic's name)
-            return LedgerIndex(out_ids, out_codes, [keys[g] for g in at])
-        kinds = self._kinds[:0]
-        picked = []
-        for g in at:
-            kinds.append(self._kinds[g])
-            picked.append(keys[g])
-        return LedgerIndex(out_ids, out_codes, Labels(self._templates, kinds.tobytes(), picked))
+            return LedgerIndex(out_ids, out_codes, [self._keys[g] for g in at])
+        labels = Labels(self._templates, self._kinds, self._keys).picked(at)
+        return LedgerIndex(out_ids, out_codes, labels)
 
 
 def _ints(numbers: Any) -> Iterator[int]:
