@@ -861,8 +861,11 @@ def _on_executors(
     shared = context.broadcast(common)
     del common
     handed = []
-    for group, cut in zip(groups, classifier.cuts([_spans(g) for g in groups]), strict=True):
-        packed, unpacked = pack_part((with_cache(group), cut))
+    cuts = classifier.cuts([_spans(g) for g in groups])
+    for group in groups:
+        # (a part's cut is let go as soon as it is packed: no name, nor a ``zip``'s kept
+        # tuple, holds it while the next part's is made)
+        packed, unpacked = pack_part((with_cache(group), next(cuts)))
         handed.append(context.parallelize([packed], 1))
         cost.executor_sent_bytes += len(packed)
         cost.executor_sent_unpacked_bytes += unpacked

@@ -616,23 +616,30 @@ class Classifier:
     def cuts(self, ranges: Sequence[Iterable[tuple[int, int]]]) -> Iterator[PartCut]:
         """Each part's own: the per-ledger indexes and maps cut to its ranges, made
         from the references a part at a time, numpy reading the records' ids
-        (``GroupTable.indexes``)."""
+        (``GroupTable.index_pairs``)."""
         merged = [_merged(mine) for mine in ranges]
-        referenced: Iterator[LedgerIndex]
-        owners: Iterator[LedgerIndex]
+        pairs: Iterator[tuple[LedgerIndex, LedgerIndex]]
         if self._referenced is not None and self._owner_of is not None:
-            referenced = (self._referenced.within(spans) for spans in merged)
-            owners = (self._owner_of.within(spans) for spans in merged)
+            whole, owners = self._referenced, self._owner_of
+            pairs = ((whole.within(spans), owners.within(spans)) for spans in merged)
         else:
-            referenced = self.refs.reference_table().indexes(merged)
-            owners = GroupTable.labelled(self._owner_groups()).indexes(merged)
-        for spans, cut_referenced, cut_owners in zip(merged, referenced, owners, strict=True):
-            yield PartCut(
-                cut_referenced,
-                cut_owners,
-                {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)},
-                {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)},
-            )
+            # (the owners are the listed ids' last listers: one pick of the references
+            # makes both, each topic's ids read once a pass, from the spill)
+            pairs = self.refs.reference_table().index_pairs(merged, owner_kind=LISTED_BY)
+        # (no name here, nor a ``zip``'s kept tuple, holds a part's indexes while the
+        # next part's are made: two parts' at the driver's peak)
+        for spans in merged:
+            yield self._cut(spans, *next(pairs))
+
+    def _cut(
+        self, spans: list[tuple[int, int]], referenced: LedgerIndex, owners: LedgerIndex
+    ) -> PartCut:
+        return PartCut(
+            referenced,
+            owners,
+            {lid: h for lid, h in self.handed_off.items() if _in(lid, spans)},
+            {lid: n for lid, n in self.refs.offloaded_deleted.items() if _in(lid, spans)},
+        )
 
     def with_cut(self, cut: PartCut) -> Classifier:
         """This (``common``) classifier for one part's ledgers."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import pairwise
 from pickle import PickleBuffer
-from typing import Any, SupportsIndex, TypeVar
+from typing import Any, SupportsIndex, TypeVar, overload
 
 K = TypeVar("K")
 
@@ -371,10 +371,32 @@ class GroupTable:
         return _label(self._templates[self._kinds[at]], self._keys[at])
 
     def indexes(
-        self, parts: Sequence[Sequence[tuple[int, int]]], ids_at_once: int = IDS_AT_ONCE
+        self, parts: Sequence[Sequence[tuple[int, int]]], ids_at_once: int | None = None
     ) -> Iterator[LedgerIndex]:
         """Each part's index (its sorted, disjoint spans), in turn: ``LedgerIndex.build``
-        of the groups cut to the part, as if built whole and cut (``within``).
+        of the groups cut to the part, as if built whole and cut (``within``)."""
+        for picked in self._picks(parts, ids_at_once):
+            yield self._index(picked)
+
+    def index_pairs(
+        self,
+        parts: Sequence[Sequence[tuple[int, int]]],
+        owner_kind: int,
+        ids_at_once: int | None = None,
+    ) -> Iterator[tuple[LedgerIndex, LedgerIndex]]:
+        """Each part's index (``indexes``) and its owners: each id of the part that a
+        group of ``owner_kind`` has, labelled with the last such group's key as it is
+        (``LedgerIndex.build`` of those groups, the last first, cut to the part). Both
+        from one pick of the part's ids: each group's ids are read once a pass for the
+        two, and one part's ids held, not two."""
+        for picked in self._picks(parts, ids_at_once):
+            yield self._index(picked, owner_kind)
+
+    def _picks(
+        self, parts: Sequence[Sequence[tuple[int, int]]], ids_at_once: int | None
+    ) -> Iterator[list[Any]]:
+        """Each part's ids and each id's group, in turn (``_picked``'s, a list its
+        index empties).
 
         Pulsar hands out ledger ids from one counter, so a topic's ledgers lie among
         every other topic's and its record reaches into every part: cut a group a part
@@ -383,22 +405,23 @@ class GroupTable:
         a time and placed in the parts by one ``searchsorted`` (numpy's work, not a
         Python call a group): once to learn the parts each group reaches and how many
         ids each part gets, then once a pass, each pass making the next parts whose ids
-        together are about ``ids_at_once`` (held till their indexes are made, 12 bytes
-        an id) from the groups that reach them."""
+        together are about ``ids_at_once`` (``IDS_AT_ONCE``; held till their indexes
+        are made, 12 bytes an id) from the groups that reach them."""
         import numpy as np  # (here: the rules import without it until a table is cut)
 
+        at_once = IDS_AT_ONCE if ids_at_once is None else ids_at_once
         spans = _span_arrays(parts)
         first, last, sizes = self._reaching(spans, len(parts))
         at = 0
         while at < len(parts):
             end, held = at + 1, sizes[at]
-            while end < len(parts) and held + sizes[end] <= ids_at_once:
+            while end < len(parts) and held + sizes[end] <= at_once:
                 held += sizes[end]
                 end += 1
             among = _ints(np.flatnonzero((first < end) & (last >= at)))
             picked = self._picked(among, spans, at, sizes[at:end])
             while picked:
-                yield self._index(picked.pop(0))
+                yield picked.pop(0)
             at = end
 
     def _picked(
@@ -499,24 +522,49 @@ class GroupTable:
         if narrow or others:
             yield chunk()
 
-    def _index(self, picked: list[Any]) -> LedgerIndex:
+    @overload
+    def _index(self, picked: list[Any]) -> LedgerIndex: ...
+    @overload
+    def _index(self, picked: list[Any], owner_kind: int) -> tuple[LedgerIndex, LedgerIndex]: ...
+
+    def _index(
+        self, picked: list[Any], owner_kind: int | None = None
+    ) -> LedgerIndex | tuple[LedgerIndex, LedgerIndex]:
         """A part's index from its ids and each one's group (``picked``, emptied: its
         arrays let go as they are sorted); of an id in several groups, the first
-        group's label, as ``LedgerIndex.build``."""
+        group's label, as ``LedgerIndex.build``. With ``owner_kind``, its owners too
+        (``index_pairs``): of the id's groups of that kind, the last one's key."""
         import numpy as np
 
         ids, groups = picked
         picked.clear()
+        if len(ids):
+            order = np.lexsort((groups, ids))  # (by id, then group)
+            ids, groups = ids[order], groups[order]
+            del order
+        owners = None
+        if owner_kind is not None:
+            owned = np.frombuffer(self._kinds, np.uint8)[groups] == owner_kind
+            owner_ids, owner_groups = ids[owned], groups[owned]
+            del owned
+            last = np.empty(len(owner_ids), dtype=bool)
+            last[-1:] = True
+            np.not_equal(owner_ids[1:], owner_ids[:-1], out=last[:-1])
+            owners = self._made(owner_ids[last], owner_groups[last], as_keys=True)
+            del owner_ids, owner_groups, last
+        first = np.empty(len(ids), dtype=bool)
+        first[:1] = True
+        np.not_equal(ids[1:], ids[:-1], out=first[1:])
+        index = self._made(ids[first], groups[first])
+        return index if owners is None else (index, owners)
+
+    def _made(self, ids: Any, groups: Any, as_keys: bool = False) -> LedgerIndex:
+        """An index of unique sorted ids, each labelled by its group (by the group's
+        key as it is, ``as_keys``)."""
+        import numpy as np
+
         if not len(ids):
             return LedgerIndex(array("q"), array("i"), [])
-        order = np.lexsort((groups, ids))  # (by id, then group)
-        ids = ids[order]
-        first = np.empty(len(ids), dtype=bool)
-        first[0] = True
-        np.not_equal(ids[1:], ids[:-1], out=first[1:])
-        groups = groups[order[first]]
-        del order
-        ids = ids[first]
         used = np.unique(groups)
         out_ids, out_codes = array("q"), array("i")
         out_ids.frombytes(ids.data.cast("B"))
@@ -524,7 +572,7 @@ class GroupTable:
         out_codes.frombytes(np.searchsorted(used, groups).astype(np.intc).data.cast("B"))
         del groups
         at = _ints(used)
-        if self._templates == ["{}"]:  # (each key its label as it is: a topic's name)
+        if as_keys or self._templates == ["{}"]:  # (each key its label as it is: a name)
             return LedgerIndex(out_ids, out_codes, [self._keys[g] for g in at])
         labels = Labels(self._templates, self._kinds, self._keys).picked(at)
         return LedgerIndex(out_ids, out_codes, labels)
