@@ -232,9 +232,12 @@ def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[s
     level.sort()
     # A few leaves' names at a time (up to 10,000 each, 60 bytes a name): all of them
     # at once were the driver's peak, 60 MB a million ledgers before any became an id.
-    for at in range(0, len(level), LEAF_BATCH):
-        batch = level[at : at + LEAF_BATCH]
+    at, size = 0, _leaves_a_batch(ledger_paths.LEAF_SPAN)
+    while at < len(level):
+        batch = level[at : at + size]
         answers = store.children_with_stats([f"{root}/{rel}" for rel in batch])
+        at += len(batch)
+        size = _leaves_a_batch(max((len(got[0]) for got in answers if got), default=0))
         for rel, got in zip(batch, answers, strict=True):
             if got is None:
                 continue  # removed since its parent was listed: it has no ledgers now
@@ -250,8 +253,19 @@ def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[s
     return found
 
 
-#: Leaf directories listed in one pipelined batch (``list_leaves``).
+#: Ledger names the listing has in flight, about (``list_leaves``): a batch is as many
+#: leaf directories as would hold so many if each held as many as the largest of the
+#: batch before it (the first: as if each held ``ledger_paths.LEAF_SPAN``, the most).
+#: Sixteen dense leaves at once, 160,000 names, were 18 MiB of the driver's peak at 1M
+#: ledgers (129 MiB against 111 with four).
+LEAF_NAMES_AT_ONCE = 20_000
+#: Leaf directories listed in one pipelined batch, at most (sparse leaves).
 LEAF_BATCH = 16
+
+
+def _leaves_a_batch(largest: int) -> int:
+    """Leaves to list in the next batch, the largest of the last holding ``largest``."""
+    return max(1, min(LEAF_BATCH, LEAF_NAMES_AT_ONCE // max(largest, 1)))
 
 
 def _is_leaf(relative: str, layout: str) -> bool:
