@@ -467,6 +467,34 @@ def test_the_cut_reads_each_topics_ids_once_a_pass_for_both_indexes(
         assert list(cut.owner_of.items()) == list(whole.owner_of.within(mine).items())
 
 
+def test_the_cuts_peak_is_the_parts_picks_and_its_two_indexes() -> None:
+    """The driver of a survey on Spark peaked making a part's indexes: each table's
+    pick of two parts, then a sort's order and sorted copies of each and every index
+    made twice, 94 bytes an id of a part. Now: one pick (12 bytes an id of each part
+    the pass holds), the id and its group sorted as one number in place, and each
+    index (12 bytes an id, two a part) written once."""
+    topics = 2_000
+    names = [sys.intern(f"t/ns/persistent/topic-{t:05d}") for t in range(topics)]
+    refs = PulsarReferences(
+        listed={name: LedgerIds(range(t, topics * 100, topics)) for t, name in enumerate(names)}
+    )
+    classifier = Classifier(refs)
+    list(Classifier(refs).cuts([[(0, 1)]]))  # (numpy imported before the count)
+    spans = [[(0, topics * 50)], [(topics * 50, topics * 100)]]  # (one pass: both parts)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cuts = classifier.cuts(spans)
+        first = next(cuts)
+        del first
+        second = next(cuts)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(second.referenced) == len(second.owner_of) == topics * 50
+    assert peak / (topics * 50) < 80, peak / (topics * 50)
+
+
 def test_a_part_cut_at_the_highest_ledger_id() -> None:
     """BookKeeper accepts ledger id 2**63 - 1 (``ledger_paths.MAX_LEDGER_ID``); a Spark
     task whose directory holds it has a span ending at 2**63, beyond a signed 64-bit

@@ -12,6 +12,7 @@ id range: a Spark task over some leaf directories gets only their ledgers' entri
 from __future__ import annotations
 
 import heapq
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
@@ -533,49 +534,87 @@ class GroupTable:
         """A part's index from its ids and each one's group (``picked``, emptied: its
         arrays let go as they are sorted); of an id in several groups, the first
         group's label, as ``LedgerIndex.build``. With ``owner_kind``, its owners too
-        (``index_pairs``): of the id's groups of that kind, the last one's key."""
+        (``index_pairs``): of the id's groups of that kind, the last one's key.
+
+        The driver makes a part's at a time, and its top was here: the sort's order,
+        the sorted copies and each index's made twice, 60 bytes an id of the part. So
+        each id and its group are sorted as one number, in place, where they fit in
+        one (``_as_keys``), and each index is written into its arrays once."""
         import numpy as np
 
         ids, groups = picked
         picked.clear()
-        if len(ids):
-            order = np.lexsort((groups, ids))  # (by id, then group)
-            ids, groups = ids[order], groups[order]
-            del order
-        owners = None
-        if owner_kind is not None:
-            owned = np.frombuffer(self._kinds, np.uint8)[groups] == owner_kind
-            owner_ids, owner_groups = ids[owned], groups[owned]
-            del owned
-            last = np.empty(len(owner_ids), dtype=bool)
-            last[-1:] = True
-            np.not_equal(owner_ids[1:], owner_ids[:-1], out=last[:-1])
-            owners = self._made(owner_ids[last], owner_groups[last], as_keys=True)
-            del owner_ids, owner_groups, last
-        first = np.empty(len(ids), dtype=bool)
-        first[:1] = True
-        np.not_equal(ids[1:], ids[:-1], out=first[1:])
-        index = self._made(ids[first], groups[first])
-        return index if owners is None else (index, owners)
+        base, offsets, groups = _sorted_pairs(ids, groups)
+        del ids
+        first = _runs(offsets, last=False)
+        index = self._made(base, offsets[first], groups[first])
+        del first
+        if owner_kind is None:
+            return index
+        owned = np.frombuffer(self._kinds, np.uint8)[groups] == owner_kind
+        offsets, groups = offsets[owned], groups[owned]  # (the sorted ones let go)
+        del owned
+        last = _runs(offsets, last=True)
+        return index, self._made(base, offsets[last], groups[last], as_keys=True)
 
-    def _made(self, ids: Any, groups: Any, as_keys: bool = False) -> LedgerIndex:
-        """An index of unique sorted ids, each labelled by its group (by the group's
-        key as it is, ``as_keys``)."""
+    def _made(self, base: int, offsets: Any, groups: Any, as_keys: bool = False) -> LedgerIndex:
+        """An index of unique sorted ids (``base`` plus ``offsets``), each labelled by
+        its group (by the group's key as it is, ``as_keys``), written into its arrays."""
         import numpy as np
 
-        if not len(ids):
+        if not len(offsets):
             return LedgerIndex(array("q"), array("i"), [])
         used = np.unique(groups)
-        out_ids, out_codes = array("q"), array("i")
-        out_ids.frombytes(ids.data.cast("B"))
-        del ids
-        out_codes.frombytes(np.searchsorted(used, groups).astype(np.intc).data.cast("B"))
-        del groups
-        at = _ints(used)
+        code_of = np.empty(int(used[-1]) + 1, np.intc)
+        code_of[used] = np.arange(len(used), dtype=np.intc)
+        out_ids, out_codes = array("q", bytes(8)) * len(offsets), array("i", bytes(4)) * len(groups)
+        np.add(offsets, np.int64(base), out=np.frombuffer(out_ids, np.int64))
+        codes = np.frombuffer(out_codes, np.intc)
+        for at in range(0, len(groups), _IDS_A_CHUNK):  # (numpy widens a chunk's to intp)
+            np.take(code_of, groups[at : at + _IDS_A_CHUNK], out=codes[at : at + _IDS_A_CHUNK])
+        del codes, code_of
         if as_keys or self._templates == ["{}"]:  # (each key its label as it is: a name)
-            return LedgerIndex(out_ids, out_codes, [self._keys[g] for g in at])
-        labels = Labels(self._templates, self._kinds, self._keys).picked(at)
+            return LedgerIndex(out_ids, out_codes, [self._keys[g] for g in _ints(used)])
+        labels = Labels(self._templates, self._kinds, self._keys).picked(_ints(used))
         return LedgerIndex(out_ids, out_codes, labels)
+
+
+def _sorted_pairs(ids: Any, groups: Any) -> tuple[int, Any, Any]:
+    """Ids and their groups sorted by id, then group, as a base and each id's offset
+    from it, and each one's group. Where the part's ids span less than 2**31 (a part
+    of a cluster's ids from one counter) each pair is one eight-byte number, offset
+    above group, sorted in the ids' own array; the two are read back through views of
+    it, no copy. Else a ``lexsort``'s order (eight bytes an id) and sorted copies."""
+    import numpy as np
+
+    if len(ids):
+        low = int(ids.min())
+        if int(ids.max()) - low < 2**31:  # (and a group's number is below 2**31)
+            keys = ids  # (the pick's own array, no one else's)
+            keys -= low
+            keys <<= 32
+            np.bitwise_or(keys, groups, out=keys)  # (widened a buffer at a time)
+            del groups
+            keys.sort()
+            halves = keys.view(np.uint32)
+            offset_at, group_at = (1, 0) if sys.byteorder == "little" else (0, 1)
+            return low, halves[offset_at::2], halves[group_at::2]
+    order = np.lexsort((groups, ids))
+    return 0, ids[order], groups[order]
+
+
+def _runs(sorted_ids: Any, last: bool) -> Any:
+    """A mask of each run of equal ids' first (or ``last``) position."""
+    import numpy as np
+
+    mask = np.empty(len(sorted_ids), dtype=bool)
+    if last:
+        mask[-1:] = True
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=mask[:-1])
+    else:
+        mask[:1] = True
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=mask[1:])
+    return mask
 
 
 def _ints(numbers: Any) -> Iterator[int]:
