@@ -232,12 +232,8 @@ def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[s
     level.sort()
     # A few leaves' names at a time (up to 10,000 each, 60 bytes a name): all of them
     # at once were the driver's peak, 60 MB a million ledgers before any became an id.
-    at, size = 0, _leaves_a_batch(ledger_paths.LEAF_SPAN)
-    while at < len(level):
-        batch = level[at : at + size]
+    for batch in _leaf_batches(store, root, level):
         answers = store.children_with_stats([f"{root}/{rel}" for rel in batch])
-        at += len(batch)
-        size = _leaves_a_batch(max((len(got[0]) for got in answers if got), default=0))
         for rel, got in zip(batch, answers, strict=True):
             if got is None:
                 continue  # removed since its parent was listed: it has no ledgers now
@@ -253,19 +249,36 @@ def list_leaves(store: MetadataStore, root: str, layout: str, starts: Sequence[s
     return found
 
 
-#: Ledger names the listing has in flight, about (``list_leaves``): a batch is as many
-#: leaf directories as would hold so many if each held as many as the largest of the
-#: batch before it (the first: as if each held ``ledger_paths.LEAF_SPAN``, the most).
-#: Sixteen dense leaves at once, 160,000 names, were 18 MiB of the driver's peak at 1M
-#: ledgers (129 MiB against 111 with four).
+#: Ledger names the listing has in flight, at most (but a leaf's; ``list_leaves``): a
+#: batch is as many leaf directories as hold so many by their stats, read first (a
+#: read a leaf: 1,000 at 10M ledgers). Sixteen dense leaves at once, 160,000 names,
+#: were 18 MiB of the driver's peak at 1M ledgers (129 MiB against 111 with four).
 LEAF_NAMES_AT_ONCE = 20_000
 #: Leaf directories listed in one pipelined batch, at most (sparse leaves).
-LEAF_BATCH = 16
+LEAF_BATCH = 64
+#: Leaf directories whose stats are read at once (to size the batches).
+_STATS_AT_ONCE = 1_000
 
 
-def _leaves_a_batch(largest: int) -> int:
-    """Leaves to list in the next batch, the largest of the last holding ``largest``."""
-    return max(1, min(LEAF_BATCH, LEAF_NAMES_AT_ONCE // max(largest, 1)))
+def _leaf_batches(store: MetadataStore, root: str, level: list[str]) -> Iterator[list[str]]:
+    """The leaf directories, in order, in batches of about ``LEAF_NAMES_AT_ONCE`` names
+    by each one's ``numChildren`` (a leaf's size as its stat says, a moment before its
+    listing: a guess, but bounded; sized by the leaves listed before, a batch after
+    sparse leaves held sixteen dense ones). A leaf removed since is of no size."""
+    batch: list[str] = []
+    names = 0
+    for at in range(0, len(level), _STATS_AT_ONCE):
+        chunk = level[at : at + _STATS_AT_ONCE]
+        stats = store.get_many([f"{root}/{rel}" for rel in chunk])
+        for rel, got in zip(chunk, stats, strict=True):
+            size = 0 if got is None else int(got[1].numChildren)
+            if batch and (names + size > LEAF_NAMES_AT_ONCE or len(batch) >= LEAF_BATCH):
+                yield batch
+                batch, names = [], 0
+            batch.append(rel)
+            names += size
+    if batch:
+        yield batch
 
 
 def _is_leaf(relative: str, layout: str) -> bool:
