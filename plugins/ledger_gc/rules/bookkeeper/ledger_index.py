@@ -539,7 +539,7 @@ class GroupTable:
         The driver makes a part's at a time, and its top was here: the sort's order,
         the sorted copies and each index's made twice, 60 bytes an id of the part. So
         each id and its group are sorted as one number, in place, where they fit in
-        one (``_as_keys``), and each index is written into its arrays once."""
+        one (``_sorted_pairs``), and each index is written into its arrays once."""
         import numpy as np
 
         ids, groups = picked
