@@ -539,15 +539,17 @@ def survey(
                     )
                 )
             else:
-                done_here = classify_directories(
+                results = _here(
                     bk,
                     root,
                     layout,
-                    _with_cache(endpoints.state, cache, proven, cost, states, works),
+                    works,
+                    partial(_with_cache, endpoints.state, cache, proven, cost, states),
+                    classifier,
                     cache.high,
-                    lambda ledgers: scan_ledgers(ledgers, classifier, result),
+                    result,
+                    cost,
                 )
-                results = [(None, done_here)]
         # Each part's results as they come (a task's at a time), merged, and the cache's
         # rows of its directories written as they come, in the save's one transaction:
         # never every directory's records in the driver at once.
@@ -814,6 +816,37 @@ def _scan_into(
     classifier: classify.Classifier, into: BookKeeperSurvey, ledgers: Iterable[BkLedger]
 ) -> None:
     scan_ledgers(ledgers, classifier, into)
+
+
+def _here(
+    bk: MetadataStore,
+    root: str,
+    layout: str,
+    works: list[DirectoryWork],
+    with_cache: Callable[[list[DirectoryWork]], list[DirectoryWork]],
+    classifier: classify.Classifier,
+    high: int | None,
+    into: BookKeeperSurvey,
+    cost: SurveyCost,
+) -> Iterator[tuple[None, list[DirectoryDone]]]:
+    """The directories read and classified in this process, a part of about
+    ``PART_LEDGERS`` ledgers at a time with the classifier cut to it, as Spark's tasks
+    are (``_on_executors``), each part's outcome handed on before the next is read:
+    the whole cluster's indexes (24 bytes a ledger) and every directory's outcome (its
+    records for the cache) held at once were 181 MiB at 1M ledgers, the steady state's
+    driver above the first survey's on Spark. (Each part is read as the cache's save
+    takes the one before: its time and reads are the "ledgers" step's, not the save's.)"""
+    ledgers = sum(len(work.ledger_ids) for work in works)
+    groups = split_works(works, -(-ledgers // PART_LEDGERS))
+    parts = classifier.parts([_spans(group) for group in groups])
+    for group in groups:
+        with cost.step("ledgers"):
+            # (no name holds a part's classifier while the next part's is cut)
+            done = classify_directories(
+                bk, root, layout, with_cache(group), high, partial(_scan_into, next(parts), into)
+            )
+        yield None, done
+        del done
 
 
 def _on_executors(
