@@ -45,31 +45,18 @@ class SurveyCost:
     executor_sent_bytes: int = 0
     executor_sent_unpacked_bytes: int = 0
 
-    # (the step open now: one inside it counts for itself, not for it too)
-    _open: str | None = field(default=None, repr=False, compare=False)
-
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Time a step and count the znodes this process read in it. A step inside
-        another (the driver's classification of a part, as the cache's save takes its
-        outcome) counts for itself, not for the step around it too."""
-        outer, self._open = self._open, name
+        """Time a step and count the znodes this process read in it."""
         started = time.monotonic()
         mark = METER.mark()
         try:
             yield
         finally:
-            self._open = outer
-            seconds = time.monotonic() - started
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
             here = METER.since(mark)
-            reads = sum(here.values())
-            if outer is None:
-                self.reads.add(here)  # (each read once: the outermost step's)
-            else:
-                self.seconds[outer] = self.seconds.get(outer, 0.0) - seconds
-                self.reads_by_step[outer] = self.reads_by_step.get(outer, 0) - reads
-            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-            self.reads_by_step[name] = self.reads_by_step.get(name, 0) + reads
+            self.reads.add(here)
+            self.reads_by_step[name] = self.reads_by_step.get(name, 0) + sum(here.values())
 
     def add_remote(self, name: str, per_second: dict[int, int]) -> None:
         """Add what an executor read during step ``name`` (same seconds add up)."""
