@@ -539,7 +539,7 @@ def survey(
                     )
                 )
             else:
-                results = _here(
+                done_here = _here(
                     bk,
                     root,
                     layout,
@@ -548,8 +548,8 @@ def survey(
                     classifier,
                     cache.high,
                     result,
-                    cost,
                 )
+                results = [(None, done_here)]
         # Each part's results as they come (a task's at a time), merged, and the cache's
         # rows of its directories written as they come, in the save's one transaction:
         # never every directory's records in the driver at once.
@@ -827,26 +827,25 @@ def _here(
     classifier: classify.Classifier,
     high: int | None,
     into: BookKeeperSurvey,
-    cost: SurveyCost,
-) -> Iterator[tuple[None, list[DirectoryDone]]]:
+) -> list[DirectoryDone]:
     """The directories read and classified in this process, a part of about
     ``PART_LEDGERS`` ledgers at a time with the classifier cut to it, as Spark's tasks
-    are (``_on_executors``), each part's outcome handed on before the next is read:
-    the whole cluster's indexes (24 bytes a ledger) and every directory's outcome (its
-    records for the cache) held at once were 181 MiB at 1M ledgers, the steady state's
-    driver above the first survey's on Spark. (Each part is read as the cache's save
-    takes the one before: its time and reads are the "ledgers" step's, not the save's.)"""
+    are (``_on_executors``): the whole cluster's indexes (24 bytes a ledger, and their
+    making) took the steady state's driver at 1M ledgers to 181 MiB, above the first
+    survey's on Spark. Every part is classified before the cache's save begins: read
+    while the save's transaction is open, a part's cached rows waited on its write lock
+    (SQLite's, once the save's pages spill), and the lock was held through ZooKeeper's
+    reads."""
     ledgers = sum(len(work.ledger_ids) for work in works)
     groups = split_works(works, -(-ledgers // PART_LEDGERS))
     parts = classifier.parts([_spans(group) for group in groups])
+    done: list[DirectoryDone] = []
     for group in groups:
-        with cost.step("ledgers"):
-            # (no name holds a part's classifier while the next part's is cut)
-            done = classify_directories(
-                bk, root, layout, with_cache(group), high, partial(_scan_into, next(parts), into)
-            )
-        yield None, done
-        del done
+        # (no name holds a part's classifier while the next part's is cut)
+        done += classify_directories(
+            bk, root, layout, with_cache(group), high, partial(_scan_into, next(parts), into)
+        )
+    return done
 
 
 def _on_executors(
