@@ -29,6 +29,7 @@ from ledger_gc.rules.bookkeeper.classify import BkLedger, PulsarTags
 from ledger_gc.rules.bookkeeper.ledger_index import LeafIds
 from ledger_gc.rules.bookkeeper.record_cache import DirectoryState
 from ledger_gc.rules.bookkeeper.records import LedgerRecord, RecordError, decode_record
+from ledger_gc.state.batching import batches
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +268,7 @@ def _leaf_batches(store: MetadataStore, root: str, level: list[str]) -> Iterator
     sparse leaves held sixteen dense ones). A leaf removed since is of no size."""
     batch: list[str] = []
     names = 0
-    for at in range(0, len(level), _STATS_AT_ONCE):
-        chunk = level[at : at + _STATS_AT_ONCE]
+    for chunk in batches(level, _STATS_AT_ONCE):
         stats = store.get_many([f"{root}/{rel}" for rel in chunk])
         for rel, got in zip(chunk, stats, strict=True):
             size = 0 if got is None else int(got[1].numChildren)
