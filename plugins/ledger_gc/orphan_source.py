@@ -75,7 +75,8 @@ class SurveyRequest:
     # What one source's survey hands a later one in the same survey (sources run in
     # ``SOURCES`` order): the Pulsar-metadata source's reading of Pulsar's references,
     # which the BookKeeper source uses instead of reading /managed-ledgers again, and
-    # the ledger ids its leftovers name. Scratch of this survey only, never stored.
+    # the ledger ids its leftovers name. Scratch of this survey only, never stored, and
+    # emptied once the last source has surveyed (``sources.survey_sources``).
     shared: dict[str, Any] = field(default_factory=dict)
 
 

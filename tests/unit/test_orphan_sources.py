@@ -3,6 +3,8 @@ class; and how the engine puts the sources' findings together."""
 
 from __future__ import annotations
 
+import weakref
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -62,6 +64,12 @@ def test_an_entry_of_an_unknown_class_fails_and_is_deleted_by_none() -> None:
     assert result.action == FAILED and "no source" in result.reason
 
 
+def _request() -> Any:
+    """A survey's request as far as the engine reads it itself (its sources take the
+    rest)."""
+    return SimpleNamespace(shared={})
+
+
 class _Fills:
     """A source whose survey fills the given fields of the diff's record."""
 
@@ -85,18 +93,64 @@ def test_every_sources_findings_make_one_record_and_a_field_filled_twice_fails(
     bk = _Fills("bookkeeper", {"bookkeeper": {"ledgers": 5}}, [ledger])
     monkeypatch.setattr(sources, "SOURCES", (s3, bk))
 
-    diff, candidates = sources.survey_sources(None)  # type: ignore[arg-type]
+    diff, candidates = sources.survey_sources(_request())
 
     assert list(candidates) == [block, ledger] and len(candidates) == 2
     assert (diff.managed_ledgers, diff.orphan_bytes, diff.candidates) == (3, 10, 2)
     assert diff.bookkeeper == {"ledgers": 5}
     monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_bytes": 1}, [])))
     with pytest.raises(ValueError, match="orphan_bytes"):
-        sources.survey_sources(None)  # type: ignore[arg-type]
+        sources.survey_sources(_request())
     # A field the record lacks would be dropped, and a guard could miss its input.
     monkeypatch.setattr(sources, "SOURCES", (s3, _Fills("other", {"orphan_byts": 1}, [])))
     with pytest.raises(ValueError, match="orphan_byts"):
-        sources.survey_sources(None)  # type: ignore[arg-type]
+        sources.survey_sources(_request())
+
+
+class _Hands(_Fills):
+    """A source that hands the later ones of its survey what it read (``shared``)."""
+
+    def __init__(self, name: str, handed: object) -> None:
+        required = {"managed_ledgers": 3, "bytes": 100, "block_objects": 4}
+        super().__init__(name, {**required, "orphan_bytes": 0, "orphan_fraction": 0.0}, [])
+        self.handed = handed
+
+    def survey(self, request: Any) -> Findings:
+        request.shared["read once"], self.handed = self.handed, None  # (read once)
+        return self.found
+
+
+class _Read:
+    """What one source read for the others (at 10M ledgers, Pulsar's references)."""
+
+
+def test_what_the_sources_hand_each_other_is_let_go_when_the_last_has_surveyed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The diff's write, after the survey, holds every candidate: the references the
+    # sources shared (at 100,000 topics, tens of MB) must not be held beside them.
+    read = _Read()
+    kept = weakref.ref(read)
+    monkeypatch.setattr(sources, "SOURCES", (_Hands("pulsar-metadata", read),))
+    request = _request()
+    del read
+
+    sources.survey_sources(request)
+
+    assert request.shared == {} and kept() is None
+    # (and when a source fails, too: the error's traceback does not keep them)
+    monkeypatch.setattr(sources, "SOURCES", (_Hands("pulsar-metadata", _Read()), _Fails()))
+    with pytest.raises(RuntimeError):
+        sources.survey_sources(request)
+    assert request.shared == {}
+
+
+class _Fails(_Fills):
+    def __init__(self) -> None:
+        super().__init__("bookkeeper", {}, [])
+
+    def survey(self, request: Any) -> Findings:
+        raise RuntimeError("ZooKeeper went away")
 
 
 def test_a_stored_diff_without_a_guards_input_is_refused_not_defaulted() -> None:
