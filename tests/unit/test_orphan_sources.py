@@ -124,6 +124,16 @@ class _Read:
     """What one source read for the others (at 10M ledgers, Pulsar's references)."""
 
 
+class _Fails(_Fills):
+    """A source whose survey fails."""
+
+    def __init__(self) -> None:
+        super().__init__("bookkeeper", {}, [])
+
+    def survey(self, request: Any) -> Findings:
+        raise RuntimeError("ZooKeeper went away")
+
+
 def test_what_the_sources_hand_each_other_is_let_go_when_the_last_has_surveyed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -143,14 +153,6 @@ def test_what_the_sources_hand_each_other_is_let_go_when_the_last_has_surveyed(
     with pytest.raises(RuntimeError):
         sources.survey_sources(request)
     assert request.shared == {}
-
-
-class _Fails(_Fills):
-    def __init__(self) -> None:
-        super().__init__("bookkeeper", {}, [])
-
-    def survey(self, request: Any) -> Findings:
-        raise RuntimeError("ZooKeeper went away")
 
 
 def test_a_stored_diff_without_a_guards_input_is_refused_not_defaulted() -> None:

@@ -836,8 +836,7 @@ def _here(
     while the save's transaction is open, a part's cached rows waited on its write lock
     (SQLite's, once the save's pages spill), and the lock was held through ZooKeeper's
     reads."""
-    ledgers = sum(len(work.ledger_ids) for work in works)
-    groups = split_works(works, -(-ledgers // PART_LEDGERS))
+    groups = split_works(works, _parts_of(works))
     parts = classifier.parts([_spans(group) for group in groups])
     done: list[DirectoryDone] = []
     for group in groups:
@@ -877,8 +876,7 @@ def _on_executors(
     cost.seconds["spark_wait"] = time.monotonic() - started
     bookkeeper = endpoints.bookkeeper
     root = bookkeeper.root
-    ledgers = sum(len(work.ledger_ids) for work in works)
-    tasks = max(at_once(len(works), spark), -(-ledgers // PART_LEDGERS))
+    tasks = max(at_once(len(works), spark), _parts_of(works))
     groups = split_works(works, tasks)
     bk_endpoint = zk_share(bookkeeper.zk, len(groups), spark)  # pickled with the task
     leftover_ids = dict(leftovers)  # pickled with the task (the leftovers' ledgers: few)
@@ -1043,6 +1041,13 @@ def unpack_part(packed: bytes) -> Any:
 #: Ledgers a Spark task of the survey classifies, about (its part of the references and
 #: of the record cache with it): what bounds an executor's memory, whatever the cluster.
 PART_LEDGERS = 250_000
+
+
+def _parts_of(works: Iterable[DirectoryWork]) -> int:
+    """How many parts of about ``PART_LEDGERS`` ledgers the directories make (the
+    driver's alone, or Spark's tasks at the least)."""
+    ledgers = sum(len(work.ledger_ids) for work in works)
+    return -(-ledgers // PART_LEDGERS)
 
 
 def _spans(works: Iterable[DirectoryWork]) -> list[tuple[int, int]]:
